@@ -1,0 +1,357 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/segmentio/kafka-go"
+	"github.com/spf13/cobra"
+
+	"github.com/streamer/streamer/configs"
+	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/config"
+)
+
+//go:embed data/ripley_train.csv
+var ripleyCSV []byte
+
+type demoOptions struct {
+	duration time.Duration
+	rate     int
+	listen   string
+	noise    float64
+}
+
+func newDemoCmd() *cobra.Command {
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the whole loop on an embedded Kafka-protocol broker",
+		Long: `Demo starts an in-process Kafka-protocol broker on 127.0.0.1, streams Ripley's
+two-class data into it (cycled, with small noise, 10% unlabelled, a few malformed
+events to show the dead-letter topic), runs the real service against it with
+configs/demo.yaml and shows live progress: events/s, prequential accuracy,
+recent scores with their mistake bounds, and where /metrics is served.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if o.duration > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, o.duration)
+				defer cancel()
+			}
+			return runDemo(ctx, o, os.Stdout)
+		},
+	}
+	cmd.Flags().DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
+	cmd.Flags().IntVar(&o.rate, "rate", 5000, "events per second to produce")
+	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9464", "address for /metrics, /healthz, /readyz (falls back to a free port)")
+	cmd.Flags().Float64Var(&o.noise, "noise", 0.02, "standard deviation of the noise added to the cycled features")
+	return cmd
+}
+
+type point struct {
+	x     [2]float64
+	label int
+}
+
+func loadRipley() ([]point, error) {
+	rows, err := csv.NewReader(bytes.NewReader(ripleyCSV)).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	var pts []point
+	for _, r := range rows[1:] {
+		var p point
+		for j := range 2 {
+			if p.x[j], err = strconv.ParseFloat(r[j], 64); err != nil {
+				return nil, err
+			}
+		}
+		if p.label, err = strconv.Atoi(r[2]); err != nil {
+			return nil, err
+		}
+		pts = append(pts, p)
+	}
+	return pts, nil
+}
+
+func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
+	pts, err := loadRipley()
+	if err != nil {
+		return fmt.Errorf("demo data: %w", err)
+	}
+	broker, err := stream.StartBroker(0,
+		stream.TopicSpec{Name: "events", Partitions: 3},
+		stream.TopicSpec{Name: "scores", Partitions: 3},
+		stream.TopicSpec{Name: "events.dlq", Partitions: 1})
+	if err != nil {
+		return err
+	}
+	defer broker.Close()
+	raw, err := configs.FS.ReadFile("demo.yaml")
+	if err != nil {
+		return err
+	}
+	brokers := strings.Join(broker.Addrs(), ",")
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	var svc *stream.Service
+	for _, listen := range []string{o.listen, "127.0.0.1:0"} {
+		cfg, err := config.Parse(raw, []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + listen})
+		if err != nil {
+			return err
+		}
+		if svc, err = stream.NewService(cfg, nil, log); err == nil {
+			break
+		}
+	}
+	if svc == nil {
+		return fmt.Errorf("demo: cannot listen on %s or a free port", o.listen)
+	}
+	var wg sync.WaitGroup
+	svcErr := make(chan error, 1)
+	wg.Add(3)
+	go func() { defer wg.Done(); svcErr <- svc.Run(ctx) }()
+	go func() { defer wg.Done(); produceDemo(ctx, broker.Addrs(), pts, o) }()
+	view := &scoreView{}
+	go func() { defer wg.Done(); view.watch(ctx, broker.Addrs()) }()
+
+	tty := isTerminal(out)
+	start := time.Now()
+	var lastConsumed float64
+	lastT := start
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+		}
+		now := time.Now()
+		consumed := gauge(svc.Registry(), "streamer_events_consumed_total", nil)
+		rate := (consumed - lastConsumed) / now.Sub(lastT).Seconds()
+		lastConsumed, lastT = consumed, now
+		frame := renderFrame(svc, view, rate, consumed, now.Sub(start))
+		if tty {
+			fmt.Fprint(out, "\033[H\033[2J", frame)
+		} else {
+			fmt.Fprintln(out, frame)
+		}
+	}
+	wg.Wait()
+	if err := <-svcErr; err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "demo stopped cleanly: producer flushed, offsets committed")
+	return nil
+}
+
+func renderFrame(svc *stream.Service, view *scoreView, rate, consumed float64, up time.Duration) string {
+	var b strings.Builder
+	reg := svc.Registry()
+	fmt.Fprintf(&b, "streamer demo — embedded Kafka-protocol broker, Ripley's data (up %s)\n", up.Round(time.Second))
+	fmt.Fprintf(&b, "metrics: http://%s/metrics   health: /healthz  /readyz (ready=%v)\n\n", svc.Addr(), svc.Ready())
+	fmt.Fprintf(&b, "events consumed %.0f   %.0f events/s   dead-lettered %.0f   published %.0f\n\n",
+		consumed, rate, gauge(reg, "streamer_events_rejected_total", nil),
+		gauge(reg, "streamer_records_published_total", nil))
+	fmt.Fprintf(&b, "%-12s %10s %22s %8s\n", "model", "n", "prequential accuracy", "version")
+	for _, name := range labelValues(reg, "streamer_model_examples", "model") {
+		l := map[string]string{"model": name}
+		fmt.Fprintf(&b, "%-12s %10.0f %22.4f %8.0f\n", name,
+			gauge(reg, "streamer_model_examples", l), gauge(reg, "streamer_model_accuracy", l),
+			gauge(reg, "streamer_model_version", l))
+	}
+	b.WriteString("\nrecent scores (read back from the output topic):\n")
+	for _, r := range view.recent() {
+		fmt.Fprintf(&b, "  %-10s %-8s %-11s score %+.3f  prediction %+d  mistake_bound %.3f  (δ %.2f, n %d)\n",
+			r.ID, r.Key, r.Model, r.Score, r.Prediction, r.Certainty.MistakeBound, r.Certainty.Delta, r.Certainty.N)
+	}
+	if d := view.lastDLQ(); d != "" {
+		b.WriteString("\nlast dead-lettered event: " + d + "\n")
+	}
+	return b.String()
+}
+
+func produceDemo(ctx context.Context, brokers []string, pts []point, o demoOptions) {
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "events", Balancer: &kafka.Murmur2Balancer{},
+		BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const tick = 20 * time.Millisecond
+	perTick := max(1, o.rate*int(tick/time.Millisecond)/1000)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	bad := []string{`{"id":"bad-json",`, `{"id":"bad-dim","features":[1,2,3],"label":1}`,
+		`{"id":"bad-nan","features":[1e999,0.5],"label":1}`, `{"id":"bad-label","features":[0.1,0.2],"label":7}`}
+	var seq int
+	msgs := make([]kafka.Message, 0, perTick)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		msgs = msgs[:0]
+		for range perTick {
+			seq++
+			key := []byte("user-" + strconv.Itoa(seq%50))
+			if seq%997 == 0 {
+				msgs = append(msgs, kafka.Message{Key: key, Value: []byte(bad[(seq/997)%len(bad)])})
+				continue
+			}
+			p := pts[seq%len(pts)]
+			v := fmt.Sprintf(`{"id":"e-%d","key":"%s","ts":"%s","features":[%.6f,%.6f]`, seq, key,
+				time.Now().UTC().Format(time.RFC3339Nano), p.x[0]+o.noise*rng.NormFloat64(), p.x[1]+o.noise*rng.NormFloat64())
+			if seq%10 != 0 {
+				v += `,"label":` + strconv.Itoa(p.label)
+			}
+			msgs = append(msgs, kafka.Message{Key: key, Value: []byte(v + "}")})
+		}
+		if err := w.WriteMessages(ctx, msgs...); err != nil && ctx.Err() == nil {
+			fmt.Fprintln(os.Stderr, "demo producer:", err)
+		}
+	}
+}
+
+type scoreRecord struct {
+	ID         string  `json:"id"`
+	Key        string  `json:"key"`
+	Model      string  `json:"model"`
+	Version    int64   `json:"version"`
+	Score      float64 `json:"score"`
+	Prediction int     `json:"prediction"`
+	Certainty  struct {
+		MistakeBound float64 `json:"mistake_bound"`
+		Delta        float64 `json:"delta"`
+		N            int64   `json:"n"`
+	} `json:"certainty"`
+}
+
+// scoreView reads the output and dead-letter topics back over Kafka, as any
+// downstream consumer would.
+type scoreView struct {
+	mu   sync.Mutex
+	last []scoreRecord
+	dlq  string
+}
+
+func (v *scoreView) watch(ctx context.Context, brokers []string) {
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, GroupID: "streamer-demo-viewer",
+		GroupTopics: []string{"scores", "events.dlq"}, StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond})
+	defer r.Close()
+	for {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			return
+		}
+		v.mu.Lock()
+		if m.Topic == "events.dlq" {
+			reason := ""
+			for _, h := range m.Headers {
+				if h.Key == stream.HeaderReason {
+					reason = string(h.Value)
+				}
+			}
+			v.dlq = fmt.Sprintf("%s  reason=%s", m.Value, reason)
+		} else {
+			var s scoreRecord
+			if json.Unmarshal(m.Value, &s) == nil {
+				v.last = append(v.last, s)
+				if len(v.last) > 6 {
+					v.last = v.last[len(v.last)-6:]
+				}
+			}
+		}
+		v.mu.Unlock()
+	}
+}
+
+func (v *scoreView) recent() []scoreRecord {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return append([]scoreRecord(nil), v.last...)
+}
+
+func (v *scoreView) lastDLQ() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.dlq
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// gauge sums the current value of every series of the named metric whose
+// labels include the given ones.
+func gauge(g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	var sum float64
+	eachMetric(g, name, func(m *dto.Metric) {
+		for k, v := range labels {
+			found := false
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == k && lp.GetValue() == v {
+					found = true
+				}
+			}
+			if !found {
+				return
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			sum += m.GetCounter().GetValue()
+		case m.Gauge != nil:
+			sum += m.GetGauge().GetValue()
+		}
+	})
+	return sum
+}
+
+func labelValues(g prometheus.Gatherer, name, label string) []string {
+	var out []string
+	eachMetric(g, name, func(m *dto.Metric) {
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == label {
+				out = append(out, lp.GetValue())
+			}
+		}
+	})
+	return out
+}
+
+func eachMetric(g prometheus.Gatherer, name string, fn func(*dto.Metric)) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				fn(m)
+			}
+		}
+	}
+}

@@ -1,0 +1,85 @@
+// Command streamer learns online from Kafka: it consumes labelled events,
+// scores every event with each configured model (publishing the score and a
+// certainty bound), and learns from the labelled ones.
+//
+//	streamer run --config configs/streamer.yaml   the service against a Kafka cluster
+//	streamer demo [--duration 30s]                everything on an embedded broker
+//	streamer bench [--events 1000000]             end-to-end throughput vs pass-through
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/config"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "streamer:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "streamer",
+		Short:         "Online kernel learning on Kafka streams, with certainty bounds",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd())
+	return root
+}
+
+func newLogger(c config.Log) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+func newRunCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the service against a Kafka cluster",
+		Long: `Run joins the consumer group on kafka.input_topic, scores every event with every
+configured model, publishes scores to kafka.output_topic and bad events to
+kafka.dlq_topic, and serves /metrics, /healthz and /readyz on http.listen.
+Environment variables STREAMER_<KEY> override config keys (see README).
+SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if path == "" {
+				path = os.Getenv("STREAMER_CONFIG")
+			}
+			if path == "" {
+				return fmt.Errorf("--config (or STREAMER_CONFIG) is required")
+			}
+			cfg, err := config.Load(path, os.Environ())
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg.Log)
+			svc, err := stream.NewService(cfg, nil, log)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return svc.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "config file (YAML); default $STREAMER_CONFIG")
+	return cmd
+}

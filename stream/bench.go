@@ -1,0 +1,178 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/online"
+)
+
+// BenchConfig configures Bench.
+type BenchConfig struct {
+	Events     int         // events to push through each pipeline
+	Dim        int         // features per event
+	Partitions int         // input partitions
+	Kernel     online.KernelSpec
+	Progress   func(string) // optional progress messages
+}
+
+// BenchResult is one pipeline's measured throughput.
+type BenchResult struct {
+	Mode    string
+	Events  int
+	Elapsed time.Duration
+}
+
+// Rate is events per second.
+func (r BenchResult) Rate() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+
+// Bench measures end-to-end throughput on an embedded broker. It preloads
+// cfg.Events labelled events into an input topic, then runs two pipelines
+// over them with the same consumer and producer settings, each in its own
+// consumer group: "passthrough" (consume → publish the same bytes) and
+// "score" (consume → decode → score → learn → publish a score record). Each
+// is timed from its first consumed event until the broker has acknowledged
+// its last published record.
+func Bench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
+	say := cfg.Progress
+	if say == nil {
+		say = func(string) {}
+	}
+	b, err := StartBroker(0,
+		TopicSpec{"bench.in", cfg.Partitions}, TopicSpec{"bench.passthrough", cfg.Partitions},
+		TopicSpec{"bench.scores", cfg.Partitions}, TopicSpec{"bench.dlq", 1})
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+
+	say(fmt.Sprintf("preloading %d events (d=%d) into bench.in …", cfg.Events, cfg.Dim))
+	t0 := time.Now()
+	if err := preload(ctx, b.Addrs(), "bench.in", cfg.Events, cfg.Dim); err != nil {
+		return nil, err
+	}
+	say(fmt.Sprintf("preloaded in %s", time.Since(t0).Round(time.Millisecond)))
+
+	pass := ProcessorFunc(func(msg *kafka.Message, pub Sink) {
+		pub.Publish(kafka.Message{Topic: "bench.passthrough", Key: msg.Key, Value: msg.Value})
+	})
+	model, err := online.New(online.Spec{Type: "mam", Dim: cfg.Dim, Kernel: cfg.Kernel, Balance: true, Delta: 0.05})
+	if err != nil {
+		return nil, err
+	}
+	engine, err := NewEngine(EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim},
+		[]NamedModel{{Name: "mam", Model: model}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []BenchResult
+	for _, run := range []struct {
+		mode string
+		proc Processor
+	}{{"passthrough", pass}, {"score", engine}} {
+		say("running " + run.mode + " …")
+		r, err := benchOne(ctx, b.Addrs(), run.mode, run.proc, cfg.Events)
+		if err != nil {
+			return out, err
+		}
+		say(fmt.Sprintf("%s: %d events in %s (%.0f events/s)", r.Mode, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate()))
+		out = append(out, r)
+	}
+	if n := model.Examples(); n != int64(cfg.Events) {
+		return out, fmt.Errorf("stream: bench: model learned %d events, want %d", n, cfg.Events)
+	}
+	return out, nil
+}
+
+func benchOne(ctx context.Context, brokers []string, mode string, proc Processor, events int) (BenchResult, error) {
+	var acked atomic.Int64
+	done := make(chan struct{})
+	var once sync.Once
+	pub := NewPublisher(PublisherConfig{
+		Brokers: brokers, ClientID: "streamer-bench", BatchSize: 1000, BatchTimeout: 5 * time.Millisecond,
+		BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
+	}, nil, func(n int) {
+		if acked.Add(int64(n)) >= int64(events) {
+			once.Do(func() { close(done) })
+		}
+	}, nil)
+	var first atomic.Int64
+	timed := ProcessorFunc(func(msg *kafka.Message, p Sink) {
+		if first.Load() == 0 {
+			first.Store(time.Now().UnixNano())
+		}
+		proc.Process(msg, p)
+	})
+	pl := NewPipeline(PipelineConfig{
+		Brokers: brokers, Group: "bench-" + mode, Topic: "bench.in", ClientID: "streamer-bench",
+		StartOffset: kafka.FirstOffset, CommitInterval: time.Second,
+	}, timed, pub, nil, nil)
+	rctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- pl.Run(rctx) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-time.After(10 * time.Minute):
+		err = fmt.Errorf("stream: bench %s: timed out with %d of %d records acknowledged", mode, acked.Load(), events)
+	}
+	end := time.Now()
+	cancel()
+	<-errc
+	_ = pub.Close(context.Background())
+	return BenchResult{Mode: mode, Events: events, Elapsed: end.Sub(time.Unix(0, first.Load()))}, err
+}
+
+// preload writes n labelled events with dim features in large synchronous
+// batches. The label is the sign of a fixed random linear function.
+func preload(ctx context.Context, brokers []string, topic string, n, dim int) error {
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.RoundRobin{},
+		BatchSize: 5000, BatchBytes: 8 << 20, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireOne}
+	defer w.Close()
+	rng := rand.New(rand.NewPCG(7, 11))
+	dir := make([]float64, dim)
+	for i := range dir {
+		dir[i] = rng.NormFloat64()
+	}
+	const batch = 20000
+	msgs := make([]kafka.Message, 0, batch)
+	for i := 0; i < n; i++ {
+		v := make([]byte, 0, 24*dim+96)
+		v = append(v, `{"id":"b-`...)
+		v = strconv.AppendInt(v, int64(i), 10)
+		v = append(v, `","features":[`...)
+		var dot float64
+		for j := range dim {
+			x := rng.NormFloat64()
+			dot += x * dir[j]
+			if j > 0 {
+				v = append(v, ',')
+			}
+			v = strconv.AppendFloat(v, x, 'f', 6, 64)
+		}
+		label := "1"
+		if dot < 0 {
+			label = "-1"
+		}
+		v = append(v, `],"label":`...)
+		v = append(v, label...)
+		v = append(v, '}')
+		msgs = append(msgs, kafka.Message{Value: v})
+		if len(msgs) == batch || i == n-1 {
+			if err := w.WriteMessages(ctx, msgs...); err != nil {
+				return fmt.Errorf("stream: preload: %w", err)
+			}
+			msgs = msgs[:0]
+		}
+	}
+	return nil
+}

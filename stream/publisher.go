@@ -1,0 +1,207 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Publisher sends score and dead-letter records asynchronously in batches.
+// Publish never waits on the network: records go to an in-memory queue that a
+// single goroutine hands to kafka-go's asynchronous Writer in batches. Records
+// that fail delivery after the writer's own retries are queued again with
+// backoff, so nothing is dropped while the broker is unavailable. Flush waits
+// until every record published so far is acknowledged; the pipeline calls it
+// before committing offsets.
+type Publisher struct {
+	w       *kafka.Writer
+	in      chan kafka.Message
+	pending atomic.Int64
+	free    chan []byte
+	log     *slog.Logger
+	met     *pubMetrics
+
+	retryMu sync.Mutex
+	retry   []kafka.Message
+
+	stopc chan struct{}
+	donec chan struct{}
+	once  sync.Once
+}
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	Brokers      []string
+	ClientID     string
+	BatchSize    int
+	BatchTimeout time.Duration
+	BatchBytes   int64
+	RequiredAcks kafka.RequiredAcks
+}
+
+type pubMetrics struct {
+	published func(n int)
+	errors    func(n int)
+}
+
+const maxPooledBuf = 4 << 10
+
+// NewPublisher starts a publisher and its sending goroutine; Close stops it.
+func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(n int)) *Publisher {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if published == nil {
+		published = func(int) {}
+	}
+	if errors == nil {
+		errors = func(int) {}
+	}
+	p := &Publisher{
+		in:    make(chan kafka.Message, 4*cfg.BatchSize+1024),
+		free:  make(chan []byte, 8*cfg.BatchSize+1024),
+		log:   log,
+		met:   &pubMetrics{published: published, errors: errors},
+		stopc: make(chan struct{}),
+		donec: make(chan struct{}),
+	}
+	p.w = &kafka.Writer{
+		Addr:         kafka.TCP(cfg.Brokers...),
+		Balancer:     &kafka.Murmur2Balancer{},
+		BatchSize:    cfg.BatchSize,
+		BatchTimeout: cfg.BatchTimeout,
+		BatchBytes:   cfg.BatchBytes,
+		RequiredAcks: cfg.RequiredAcks,
+		Async:        true,
+		Completion:   p.completion,
+		Transport:    &kafka.Transport{ClientID: cfg.ClientID},
+		ErrorLogger:  kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...), "component", "producer") }),
+	}
+	go p.loop(cfg.BatchSize)
+	return p
+}
+
+// Buffer returns an empty byte slice to encode a record into; it is recycled
+// once the record is delivered.
+func (p *Publisher) Buffer() []byte {
+	select {
+	case b := <-p.free:
+		return b
+	default:
+		return make([]byte, 0, 512)
+	}
+}
+
+// Publish queues m for delivery. It blocks only when the queue is full
+// (explicit backpressure on the processing loop).
+func (p *Publisher) Publish(m kafka.Message) {
+	p.pending.Add(1)
+	p.in <- m
+}
+
+// Pending is the number of records published but not yet acknowledged.
+func (p *Publisher) Pending() int64 { return p.pending.Load() }
+
+// Flush waits until every record published so far has been acknowledged by
+// the broker, or ctx ends.
+func (p *Publisher) Flush(ctx context.Context) error {
+	wait := 100 * time.Microsecond
+	for p.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stream: flush producer (%d records pending): %w", p.pending.Load(), ctx.Err())
+		case <-time.After(wait):
+		}
+		if wait < 5*time.Millisecond {
+			wait *= 2
+		}
+	}
+	return nil
+}
+
+// Close flushes what is queued (bounded by ctx) and stops the publisher.
+func (p *Publisher) Close(ctx context.Context) error {
+	err := p.Flush(ctx)
+	p.once.Do(func() { close(p.stopc) })
+	<-p.donec
+	if cerr := p.w.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (p *Publisher) loop(batchSize int) {
+	defer close(p.donec)
+	batch := make([]kafka.Message, 0, batchSize)
+	retryTick := time.NewTicker(200 * time.Millisecond)
+	defer retryTick.Stop()
+	for {
+		batch = batch[:0]
+		select {
+		case <-p.stopc:
+			return
+		case m := <-p.in:
+			batch = append(batch, m)
+		drain:
+			for len(batch) < batchSize {
+				select {
+				case m := <-p.in:
+					batch = append(batch, m)
+				default:
+					break drain
+				}
+			}
+		case <-retryTick.C:
+			p.retryMu.Lock()
+			batch = append(batch, p.retry...)
+			p.retry = p.retry[:0]
+			p.retryMu.Unlock()
+			if len(batch) == 0 {
+				continue
+			}
+			p.log.Info("retrying undelivered records", "records", len(batch))
+		}
+		if err := p.w.WriteMessages(context.Background(), batch...); err != nil {
+			// Rejected before reaching a partition queue (e.g. no metadata
+			// yet): keep the records and try again later.
+			p.met.errors(len(batch))
+			p.log.Warn("queue records for delivery", "records", len(batch), "err", err)
+			p.retryMu.Lock()
+			p.retry = append(p.retry, batch...)
+			p.retryMu.Unlock()
+		}
+	}
+}
+
+// completion runs on the writer's goroutines once a batch is acknowledged or
+// has failed every attempt.
+func (p *Publisher) completion(msgs []kafka.Message, err error) {
+	if err != nil {
+		p.met.errors(len(msgs))
+		p.log.Warn("deliver records", "records", len(msgs), "topic", msgs[0].Topic, "err", err)
+		cp := make([]kafka.Message, len(msgs))
+		copy(cp, msgs)
+		for i := range cp { // the writer fills these in; a retry must not keep them
+			cp[i].Partition, cp[i].Offset = 0, 0
+		}
+		p.retryMu.Lock()
+		p.retry = append(p.retry, cp...)
+		p.retryMu.Unlock()
+		return
+	}
+	for i := range msgs {
+		if b := msgs[i].Value; cap(b) <= maxPooledBuf && msgs[i].Headers == nil {
+			select {
+			case p.free <- b[:0]:
+			default:
+			}
+		}
+	}
+	p.met.published(len(msgs))
+	p.pending.Add(-int64(len(msgs)))
+}

@@ -1,0 +1,184 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/config"
+)
+
+// Service is the whole streamer process: the consumer-group pipeline with
+// the scoring engine, the publisher, and the HTTP endpoints (/metrics,
+// /healthz, /readyz).
+type Service struct {
+	cfg      config.Config
+	reg      *prometheus.Registry
+	log      *slog.Logger
+	engine   *Engine
+	pub      *Publisher
+	pipeline *Pipeline
+	ln       net.Listener
+	srv      *http.Server
+}
+
+// BuildModels constructs the configured models.
+func BuildModels(cfg config.Config) ([]NamedModel, error) {
+	var out []NamedModel
+	for i, mc := range cfg.Models {
+		m, err := online.New(online.Spec{
+			Type: mc.Type,
+			Dim:  mc.Features.Dim,
+			Kernel: online.KernelSpec{
+				Type: mc.Kernel.Type, Gamma: mc.Kernel.Gamma, Features: mc.Kernel.Features, Seed: mc.Kernel.Seed,
+			},
+			Balance: mc.Balance,
+			Delta:   mc.Delta,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
+		}
+		out = append(out, NamedModel{Name: mc.Name, Model: m})
+	}
+	return out, nil
+}
+
+func requiredAcks(s string) kafka.RequiredAcks {
+	switch s {
+	case "none":
+		return kafka.RequireNone
+	case "one":
+		return kafka.RequireOne
+	default:
+		return kafka.RequireAll
+	}
+}
+
+func startOffset(s string) int64 {
+	if s == "latest" {
+		return kafka.LastOffset
+	}
+	return kafka.FirstOffset
+}
+
+// NewService wires a service from a validated config. reg receives every
+// metric (nil: a fresh registry); the HTTP listener is opened here so that
+// a bad http.listen fails start-up.
+func NewService(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*Service, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	models, err := BuildModels(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m0 := cfg.Models[0]
+	engine, err := NewEngine(EngineConfig{
+		OutputTopic:     cfg.Kafka.OutputTopic,
+		DLQTopic:        cfg.Kafka.DLQTopic,
+		Dim:             m0.Features.Dim,
+		FeatureNames:    m0.Features.Names,
+		MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
+		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
+	}, models, reg)
+	if err != nil {
+		return nil, err
+	}
+	published := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "streamer_records_published_total", Help: "Score and dead-letter records acknowledged by the broker."})
+	pubErrs := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "streamer_publish_errors_total", Help: "Records whose delivery failed and was queued for retry."})
+	pub := NewPublisher(PublisherConfig{
+		Brokers:      cfg.Kafka.Brokers,
+		ClientID:     cfg.Kafka.ClientID,
+		BatchSize:    cfg.Kafka.Producer.BatchSize,
+		BatchTimeout: cfg.Kafka.Producer.BatchTimeout,
+		BatchBytes:   int64(max(1<<20, cfg.Kafka.MaxMessageBytes+64<<10)),
+		RequiredAcks: requiredAcks(cfg.Kafka.Producer.RequiredAcks),
+	}, log, func(n int) { published.Add(float64(n)) }, func(n int) { pubErrs.Add(float64(n)) })
+	reg.MustRegister(published, pubErrs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "streamer_publish_pending", Help: "Records published but not yet acknowledged."},
+		func() float64 { return float64(pub.Pending()) }))
+	pipeline := NewPipeline(PipelineConfig{
+		Brokers:        cfg.Kafka.Brokers,
+		Group:          cfg.Kafka.Group,
+		Topic:          cfg.Kafka.InputTopic,
+		ClientID:       cfg.Kafka.ClientID,
+		StartOffset:    startOffset(cfg.Kafka.StartOffset),
+		CommitInterval: cfg.Kafka.CommitInterval,
+		FetchMaxBytes:  max(16<<20, 2*cfg.Kafka.MaxMessageBytes),
+	}, engine, pub, reg, log)
+
+	s := &Service{cfg: cfg, reg: reg, log: log, engine: engine, pub: pub, pipeline: pipeline}
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		_ = pub.Close(context.Background())
+		return nil, fmt.Errorf("http.listen: %w", err)
+	}
+	s.ln = ln
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !pipeline.Ready() {
+			http.Error(w, "not ready: consumer group not joined", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return s, nil
+}
+
+// Addr is the address the HTTP endpoints are served on.
+func (s *Service) Addr() string { return s.ln.Addr().String() }
+
+// Registry is the registry holding the service's metrics.
+func (s *Service) Registry() *prometheus.Registry { return s.reg }
+
+// Ready reports whether the service has joined its consumer group.
+func (s *Service) Ready() bool { return s.pipeline.Ready() }
+
+// Run serves until ctx ends, then shuts down cleanly: stop consuming, flush
+// the producer, commit what was processed, stop the HTTP server.
+func (s *Service) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", "err", err)
+		}
+	}()
+	s.log.Info("streamer running", "brokers", s.cfg.Kafka.Brokers, "group", s.cfg.Kafka.Group,
+		"input", s.cfg.Kafka.InputTopic, "output", s.cfg.Kafka.OutputTopic, "dlq", s.cfg.Kafka.DLQTopic,
+		"http", s.Addr(), "models", len(s.cfg.Models))
+	err := s.pipeline.Run(ctx)
+	s.log.Info("stopping: flushing producer")
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if perr := s.pub.Close(cctx); perr != nil && err == nil {
+		err = perr
+	}
+	_ = s.srv.Shutdown(cctx)
+	wg.Wait()
+	s.log.Info("stopped")
+	return err
+}

@@ -1,0 +1,281 @@
+// Package tests holds black-box end-to-end tests: the real streamer binary
+// as a subprocess against an in-process Kafka-protocol broker (kfake) over
+// TCP on 127.0.0.1.
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/stream"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "streamer-e2e")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "streamer")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "../cmd/streamer")...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build streamer:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type row struct {
+	x     []float64
+	label int
+}
+
+func readCSV(t *testing.T, path string) []row {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []row
+	for _, r := range recs[1:] {
+		var rw row
+		for _, s := range r[:len(r)-1] {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rw.x = append(rw.x, v)
+		}
+		if rw.label, err = strconv.Atoi(r[len(r)-1]); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rw)
+	}
+	return out
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startBroker starts kfake with the usual topics.
+func startBroker(t *testing.T, partitions int) *stream.Broker {
+	t.Helper()
+	b, err := stream.StartBroker(0,
+		stream.TopicSpec{Name: "events", Partitions: partitions},
+		stream.TopicSpec{Name: "scores", Partitions: partitions},
+		stream.TopicSpec{Name: "events.dlq", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	http string
+	done chan error
+	logs *logBuf
+}
+
+type logBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// startStreamer writes cfgYAML (with %BROKERS% and %HTTP% substituted) and
+// runs `streamer run --config` on it, waiting until /readyz says ready.
+func startStreamer(t *testing.T, b *stream.Broker, cfgYAML string) *proc {
+	t.Helper()
+	httpAddr := freeAddr(t)
+	cfgYAML = strings.ReplaceAll(cfgYAML, "%BROKERS%", strings.Join(b.Addrs(), ","))
+	cfgYAML = strings.ReplaceAll(cfgYAML, "%HTTP%", httpAddr)
+	path := filepath.Join(t.TempDir(), "streamer.yaml")
+	if err := os.WriteFile(path, []byte(cfgYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, "run", "--config", path)
+	cmd.Env = os.Environ()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, http: httpAddr, done: make(chan error, 1), logs: &logBuf{}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.logs.mu.Lock()
+			p.logs.b.WriteString(sc.Text() + "\n")
+			p.logs.mu.Unlock()
+		}
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("streamer log:\n%s", p.logs.String())
+		}
+	})
+	waitFor(t, 30*time.Second, "streamer ready", func() bool {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return p
+}
+
+// stop sends SIGTERM and returns the exit error.
+func (p *proc) stop(t *testing.T) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("streamer did not exit within 60s of SIGTERM")
+		return nil
+	}
+}
+
+// metric reads one sample from the process's /metrics.
+func (p *proc) metric(t *testing.T, name string, labels string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	want := name
+	if labels != "" {
+		want += "{" + labels + "}"
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, want+" ") {
+			v, err := strconv.ParseFloat(strings.TrimPrefix(line, want+" "), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("metric %s not found", want)
+	return 0
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func produce(t *testing.T, b *stream.Broker, topic string, msgs []kafka.Message) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: topic, Balancer: &kafka.Murmur2Balancer{},
+		BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// consumer reads a topic from the beginning in its own group.
+type consumer struct {
+	r *kafka.Reader
+}
+
+func newConsumer(t *testing.T, b *stream.Broker, topic string) *consumer {
+	t.Helper()
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Addrs(), GroupID: "test-" + topic + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		Topic: topic, StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond})
+	t.Cleanup(func() { r.Close() })
+	return &consumer{r: r}
+}
+
+// read returns the next n messages, failing after timeout.
+func (c *consumer) read(t *testing.T, n int, timeout time.Duration) []kafka.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out := make([]kafka.Message, 0, n)
+	for len(out) < n {
+		m, err := c.r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read %d of %d messages: %v", len(out), n, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func eventJSON(id string, x []float64, label *int) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"id":%q,"features":[`, id)
+	for i, v := range x {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	b.WriteByte(']')
+	if label != nil {
+		fmt.Fprintf(&b, `,"label":%d`, *label)
+	}
+	b.WriteByte('}')
+	return []byte(b.String())
+}
