@@ -1,0 +1,318 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Config is the whole service configuration. Build it with [Default],
+// [Load] or [Parse]; a Config built or changed in code is checked with
+// [Config.Validate].
+type Config struct {
+	Kafka   Kafka   `yaml:"kafka"`
+	HTTP    HTTP    `yaml:"http"`
+	Log     Log     `yaml:"log"`
+	Metrics Metrics `yaml:"metrics"`
+	Models  []Model `yaml:"models"`
+}
+
+// Kafka is the kafka section: where events come from and where scores and
+// rejected events go.
+type Kafka struct {
+	Brokers         []string      `yaml:"brokers"`
+	Group           string        `yaml:"group"`
+	InputTopic      string        `yaml:"input_topic"`
+	OutputTopic     string        `yaml:"output_topic"`
+	DLQTopic        string        `yaml:"dlq_topic"`
+	ClientID        string        `yaml:"client_id"`
+	StartOffset     string        `yaml:"start_offset"`
+	MaxMessageBytes int           `yaml:"max_message_bytes"`
+	CommitInterval  time.Duration `yaml:"commit_interval"`
+	Producer        Producer      `yaml:"producer"`
+}
+
+// Producer is the kafka.producer section: batching of the score and
+// dead-letter producers.
+type Producer struct {
+	BatchSize    int           `yaml:"batch_size"`
+	BatchTimeout time.Duration `yaml:"batch_timeout"`
+	RequiredAcks string        `yaml:"required_acks"`
+}
+
+// HTTP is the http section.
+type HTTP struct {
+	Listen string `yaml:"listen"`
+}
+
+// Log is the log section.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Metrics is the metrics section.
+type Metrics struct {
+	AccuracyWindow int `yaml:"accuracy_window"`
+}
+
+// Model is one entry of the models list.
+type Model struct {
+	Name     string   `yaml:"name"`
+	Type     string   `yaml:"type"`
+	Kernel   Kernel   `yaml:"kernel"`
+	Features Features `yaml:"features"`
+	Balance  bool     `yaml:"balance"`
+	Delta    float64  `yaml:"delta"`
+}
+
+// Kernel is models[i].kernel. For Type "linear", Gamma, Features and Seed
+// are zero.
+type Kernel struct {
+	Type     string  `yaml:"type"`
+	Gamma    float64 `yaml:"gamma"`
+	Features int     `yaml:"features"`
+	Seed     uint64  `yaml:"seed"`
+}
+
+// Features is models[i].features: the input dimension and, optionally, the
+// names that let events send features as a JSON object.
+type Features struct {
+	Dim   int      `yaml:"dim"`
+	Names []string `yaml:"names"`
+}
+
+// Accepted values of the enumerated keys.
+const (
+	StartEarliest = "earliest"
+	StartLatest   = "latest"
+
+	AcksNone = "none"
+	AcksOne  = "one"
+	AcksAll  = "all"
+
+	LevelDebug = "debug"
+	LevelInfo  = "info"
+	LevelWarn  = "warn"
+	LevelError = "error"
+
+	FormatText = "text"
+	FormatJSON = "json"
+
+	ModelMAM = "mam"
+
+	KernelLinear = "linear"
+	KernelRBF    = "rbf"
+)
+
+// Defaults of the model keys that have one (see [DefaultModel]).
+const (
+	DefaultGamma       = 10.0
+	DefaultRFFFeatures = 1024
+	DefaultSeed        = 1
+	DefaultDelta       = 0.05
+	// MaxRFFFeatures is the largest models[i].kernel.features accepted.
+	MaxRFFFeatures = 65536
+)
+
+// EnvPrefix starts every environment variable that overrides a key.
+const EnvPrefix = "STREAMER_"
+
+// EnvConfig is the one STREAMER_ variable that names no key: it is
+// reserved for the path of the config file (read by cmd, not by [Load]).
+const EnvConfig = "STREAMER_CONFIG"
+
+// Default returns the default configuration. Its Models list is empty, so
+// it does not validate until at least one model is added.
+func Default() Config {
+	return Config{
+		Kafka: Kafka{
+			Brokers:         []string{"localhost:9092"},
+			Group:           "streamer",
+			InputTopic:      "events",
+			OutputTopic:     "scores",
+			DLQTopic:        "events.dlq",
+			ClientID:        "streamer",
+			StartOffset:     StartEarliest,
+			MaxMessageBytes: 1 << 20,
+			CommitInterval:  time.Second,
+			Producer: Producer{
+				BatchSize:    1000,
+				BatchTimeout: 5 * time.Millisecond,
+				RequiredAcks: AcksAll,
+			},
+		},
+		HTTP:    HTTP{Listen: ":9464"},
+		Log:     Log{Level: LevelInfo, Format: FormatText},
+		Metrics: Metrics{AccuracyWindow: 1000},
+	}
+}
+
+// DefaultModel returns a model with every default applied: an RBF kernel
+// (gamma 10, 1024 random Fourier frequencies, seed 1), balance true and
+// delta 0.05. Name, Type and Features.Dim have no default and are left
+// empty.
+func DefaultModel() Model {
+	return Model{
+		Kernel: Kernel{
+			Type:     KernelRBF,
+			Gamma:    DefaultGamma,
+			Features: DefaultRFFFeatures,
+			Seed:     DefaultSeed,
+		},
+		Balance: true,
+		Delta:   DefaultDelta,
+	}
+}
+
+// Load reads the YAML file at path and returns it as [Parse] does. env
+// holds os.Environ-style "KEY=value" entries; nil means no overrides.
+func Load(path string, env []string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data, env)
+}
+
+// Parse decodes a YAML document: it starts from [Default], lets each key
+// present in data replace its default, applies the STREAMER_* overrides
+// found in env (os.Environ-style "KEY=value"; nil means none) and
+// validates the result.
+//
+// Every error names the key at fault (with its line in the file, or the
+// environment variable that set it). Errors are of type *[Error]; when
+// there are several they are joined with [errors.Join].
+func Parse(data []byte, env []string) (Config, error) {
+	d := newDecoder()
+	c := Default()
+	d.document(&c, data)
+	d.env(&c, env)
+	if len(d.errs) > 0 {
+		return Config{}, errors.Join(d.errs...)
+	}
+	if errs := validate(&c, d.src); len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// Validate checks c as [Parse] does after decoding. Use it on a Config
+// built or changed in code (for instance after filling in brokers).
+func (c Config) Validate() error {
+	return errors.Join(validate(&c, nil)...)
+}
+
+// Fingerprint returns the hex SHA-256 of a canonical encoding of the models
+// list (every field, in list order). Two configs with equal fingerprints
+// configure the same models; state saved under one fingerprint must not be
+// restored under another.
+func (c Config) Fingerprint() string {
+	return fingerprint("streamer/config models v1", c.Models)
+}
+
+// Fingerprint returns the hex SHA-256 of a canonical encoding of this one
+// model (every field, name included). Unlike [Config.Fingerprint] it does
+// not change when other models are added, removed or reordered.
+func (m Model) Fingerprint() string {
+	return fingerprint("streamer/config model v1", m)
+}
+
+// canonicalModel fixes the field names and order of the fingerprint
+// encoding, independently of the Go struct.
+type canonicalModel struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type"`
+	Kernel  string   `json:"kernel"`
+	Gamma   string   `json:"gamma"`
+	RFF     int      `json:"rff_features"`
+	Seed    string   `json:"seed"`
+	Dim     int      `json:"dim"`
+	Names   []string `json:"names"`
+	Balance bool     `json:"balance"`
+	Delta   string   `json:"delta"`
+}
+
+func canonical(m Model) canonicalModel {
+	names := m.Features.Names
+	if names == nil {
+		names = []string{}
+	}
+	return canonicalModel{
+		Name:    m.Name,
+		Type:    m.Type,
+		Kernel:  m.Kernel.Type,
+		Gamma:   strconv.FormatFloat(m.Kernel.Gamma, 'g', -1, 64),
+		RFF:     m.Kernel.Features,
+		Seed:    strconv.FormatUint(m.Kernel.Seed, 10),
+		Dim:     m.Features.Dim,
+		Names:   names,
+		Balance: m.Balance,
+		Delta:   strconv.FormatFloat(m.Delta, 'g', -1, 64),
+	}
+}
+
+func fingerprint(domain string, v any) string {
+	var enc any
+	switch v := v.(type) {
+	case Model:
+		enc = canonical(v)
+	case []Model:
+		ms := make([]canonicalModel, len(v))
+		for i, m := range v {
+			ms[i] = canonical(m)
+		}
+		enc = ms
+	}
+	b, err := json.Marshal(enc)
+	if err != nil {
+		panic("config: fingerprint: " + err.Error()) // strings, ints and bools always encode
+	}
+	h := sha256.New()
+	h.Write([]byte(domain))
+	h.Write([]byte{0})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Error is a configuration error. Key is the dotted path of the key at
+// fault with list indices ("models[0].kernel.gamma"); Line is its line in
+// the file (0 if unknown) and Env the environment variable that set it, if
+// any.
+type Error struct {
+	Key  string
+	Line int
+	Env  string
+	Msg  string
+	kind errKind
+}
+
+type errKind int
+
+const (
+	errValue errKind = iota
+	errUnknownKey
+	errUnknownEnv
+)
+
+func (e *Error) Error() string {
+	switch e.kind {
+	case errUnknownKey:
+		return fmt.Sprintf("config: unknown key %q (line %d)", e.Key, e.Line)
+	case errUnknownEnv:
+		return fmt.Sprintf("config: unknown environment variable %s: %s", e.Env, e.Msg)
+	}
+	s := "config: " + e.Key + ": " + e.Msg
+	switch {
+	case e.Env != "":
+		s += " (from " + e.Env + ")"
+	case e.Line > 0:
+		s += fmt.Sprintf(" (line %d)", e.Line)
+	}
+	return s
+}

@@ -1,0 +1,435 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// A leaf is a scalar (or string list) key outside models. The table drives
+// both YAML decoding and the STREAMER_* overrides, so the two cannot drift.
+type leaf struct {
+	path string
+	ptr  func(*Config) any // *string, *int, *time.Duration or *[]string
+}
+
+var leaves = []leaf{
+	{"kafka.brokers", func(c *Config) any { return &c.Kafka.Brokers }},
+	{"kafka.group", func(c *Config) any { return &c.Kafka.Group }},
+	{"kafka.input_topic", func(c *Config) any { return &c.Kafka.InputTopic }},
+	{"kafka.output_topic", func(c *Config) any { return &c.Kafka.OutputTopic }},
+	{"kafka.dlq_topic", func(c *Config) any { return &c.Kafka.DLQTopic }},
+	{"kafka.client_id", func(c *Config) any { return &c.Kafka.ClientID }},
+	{"kafka.start_offset", func(c *Config) any { return &c.Kafka.StartOffset }},
+	{"kafka.max_message_bytes", func(c *Config) any { return &c.Kafka.MaxMessageBytes }},
+	{"kafka.commit_interval", func(c *Config) any { return &c.Kafka.CommitInterval }},
+	{"kafka.producer.batch_size", func(c *Config) any { return &c.Kafka.Producer.BatchSize }},
+	{"kafka.producer.batch_timeout", func(c *Config) any { return &c.Kafka.Producer.BatchTimeout }},
+	{"kafka.producer.required_acks", func(c *Config) any { return &c.Kafka.Producer.RequiredAcks }},
+	{"http.listen", func(c *Config) any { return &c.HTTP.Listen }},
+	{"log.level", func(c *Config) any { return &c.Log.Level }},
+	{"log.format", func(c *Config) any { return &c.Log.Format }},
+	{"metrics.accuracy_window", func(c *Config) any { return &c.Metrics.AccuracyWindow }},
+}
+
+// sections are the mappings outside models that hold leaves.
+var sections = map[string]bool{
+	"kafka": true, "kafka.producer": true, "http": true, "log": true, "metrics": true,
+}
+
+var leafByPath = func() map[string]leaf {
+	m := make(map[string]leaf, len(leaves))
+	for _, l := range leaves {
+		m[l.path] = l
+	}
+	return m
+}()
+
+// source says where a key's value came from: a line of the file or an
+// environment variable.
+type source struct {
+	line int
+	env  string
+}
+
+type decoder struct {
+	errs []error
+	src  map[string]source // dotted path -> where it was set
+}
+
+func newDecoder() *decoder { return &decoder{src: make(map[string]source)} }
+
+func (d *decoder) errorf(path string, n *yaml.Node, format string, args ...any) {
+	e := &Error{Key: path, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line = n.Line
+	}
+	d.errs = append(d.errs, e)
+}
+
+func (d *decoder) unknown(path string, key *yaml.Node) {
+	d.errs = append(d.errs, &Error{Key: path, Line: key.Line, Msg: "unknown key", kind: errUnknownKey})
+}
+
+func (d *decoder) set(path string, n *yaml.Node) { d.src[path] = source{line: n.Line} }
+
+func (d *decoder) has(path string) bool { _, ok := d.src[path]; return ok }
+
+func (d *decoder) document(c *Config, data []byte) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return // empty file: all defaults
+		}
+		d.errs = append(d.errs, fmt.Errorf("config: %w", err))
+		return
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		line := extra.Line
+		if err != nil {
+			d.errs = append(d.errs, fmt.Errorf("config: %w", err))
+			return
+		}
+		d.errs = append(d.errs, fmt.Errorf("config: a second YAML document starts at line %d; the file must hold one", line))
+		return
+	}
+	if len(doc.Content) == 0 {
+		return
+	}
+	d.section(c, doc.Content[0], "")
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "empty"
+}
+
+// mapping calls fn for every key of the mapping n at path. A null n (an
+// absent or empty value) has no keys. Duplicate keys are errors.
+func (d *decoder) mapping(n *yaml.Node, path string, fn func(key string, k, v *yaml.Node)) {
+	n = resolve(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		name := path
+		if name == "" {
+			name = "(top level)"
+		}
+		d.errorf(name, n, "must be a mapping of keys, got %s", kindName(n))
+		return
+	}
+	seen := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(join(path, "?"), k, "keys must be plain strings")
+			continue
+		}
+		if first, ok := seen[k.Value]; ok {
+			d.errorf(join(path, k.Value), k, "key repeated (first at line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		fn(k.Value, k, v)
+	}
+}
+
+// section decodes a mapping outside models; path "" is the top level.
+func (d *decoder) section(c *Config, n *yaml.Node, path string) {
+	d.mapping(n, path, func(key string, k, v *yaml.Node) {
+		full := join(path, key)
+		switch {
+		case full == "models":
+			d.set(full, k)
+			d.models(c, v)
+		case sections[full]:
+			d.set(full, k)
+			d.section(c, v, full)
+		default:
+			l, ok := leafByPath[full]
+			if !ok {
+				d.unknown(full, k)
+				return
+			}
+			d.leaf(l.ptr(c), v, full)
+		}
+	})
+}
+
+// leaf decodes one YAML value into p. A null value keeps the default.
+func (d *decoder) leaf(p any, v *yaml.Node, path string) {
+	switch p := p.(type) {
+	case *string:
+		d.str(v, path, p)
+	case *int:
+		d.integer(v, path, p)
+	case *time.Duration:
+		d.duration(v, path, p)
+	case *[]string:
+		d.strings(v, path, p)
+	default:
+		panic("config: leaf " + path + " has an unsupported type")
+	}
+}
+
+func (d *decoder) scalar(v *yaml.Node, path, want string) (*yaml.Node, bool) {
+	v = resolve(v)
+	if isNull(v) {
+		return nil, false
+	}
+	if v.Kind != yaml.ScalarNode {
+		d.errorf(path, v, "must be %s, got %s", want, kindName(v))
+		return nil, false
+	}
+	return v, true
+}
+
+func (d *decoder) str(v *yaml.Node, path string, p *string) {
+	if v, ok := d.scalar(v, path, "a string"); ok {
+		*p = v.Value
+		d.set(path, v)
+	}
+}
+
+func (d *decoder) integer(v *yaml.Node, path string, p *int) {
+	v, ok := d.scalar(v, path, "an integer")
+	if !ok {
+		return
+	}
+	var x int
+	if v.ShortTag() != "!!int" || v.Decode(&x) != nil {
+		d.errorf(path, v, "%q is not an integer", v.Value)
+		return
+	}
+	*p = x
+	d.set(path, v)
+}
+
+func (d *decoder) uint64(v *yaml.Node, path string, p *uint64) {
+	v, ok := d.scalar(v, path, "an unsigned integer")
+	if !ok {
+		return
+	}
+	var x uint64
+	if v.ShortTag() != "!!int" || v.Decode(&x) != nil {
+		d.errorf(path, v, "%q is not an unsigned 64-bit integer", v.Value)
+		return
+	}
+	*p = x
+	d.set(path, v)
+}
+
+func (d *decoder) float(v *yaml.Node, path string, p *float64) {
+	v, ok := d.scalar(v, path, "a number")
+	if !ok {
+		return
+	}
+	var x float64
+	if t := v.ShortTag(); (t != "!!int" && t != "!!float") || v.Decode(&x) != nil {
+		d.errorf(path, v, "%q is not a number", v.Value)
+		return
+	}
+	*p = x
+	d.set(path, v)
+}
+
+func (d *decoder) boolean(v *yaml.Node, path string, p *bool) {
+	v, ok := d.scalar(v, path, "true or false")
+	if !ok {
+		return
+	}
+	x, err := strconv.ParseBool(v.Value)
+	if v.ShortTag() != "!!bool" || err != nil {
+		d.errorf(path, v, "%q is not a boolean (true or false)", v.Value)
+		return
+	}
+	*p = x
+	d.set(path, v)
+}
+
+func (d *decoder) duration(v *yaml.Node, path string, p *time.Duration) {
+	v, ok := d.scalar(v, path, "a duration")
+	if !ok {
+		return
+	}
+	x, err := parseDuration(v.Value)
+	if err != nil {
+		d.errorf(path, v, "%v", err)
+		return
+	}
+	*p = x
+	d.set(path, v)
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	x, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (write e.g. 1s, 250ms, 1m30s)", s)
+	}
+	return x, nil
+}
+
+func (d *decoder) strings(v *yaml.Node, path string, p *[]string) {
+	v = resolve(v)
+	if isNull(v) {
+		return
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(path, v, "must be a list, got %s", kindName(v))
+		return
+	}
+	out := make([]string, 0, len(v.Content))
+	ok := true
+	for i, item := range v.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		item = resolve(item)
+		if isNull(item) || item.Kind != yaml.ScalarNode {
+			d.errorf(ip, item, "must be a string, got %s", kindName(item))
+			ok = false
+			continue
+		}
+		out = append(out, item.Value)
+		d.set(ip, item)
+	}
+	if ok {
+		*p = out
+		d.set(path, v)
+	}
+}
+
+func (d *decoder) models(c *Config, n *yaml.Node) {
+	n = resolve(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf("models", n, "must be a list of models, got %s", kindName(n))
+		return
+	}
+	c.Models = make([]Model, 0, len(n.Content))
+	for i, item := range n.Content {
+		c.Models = append(c.Models, d.model(item, fmt.Sprintf("models[%d]", i)))
+	}
+}
+
+func (d *decoder) model(n *yaml.Node, path string) Model {
+	m := DefaultModel()
+	d.set(path, n)
+	d.mapping(n, path, func(key string, k, v *yaml.Node) {
+		p := join(path, key)
+		switch key {
+		case "name":
+			d.str(v, p, &m.Name)
+		case "type":
+			d.str(v, p, &m.Type)
+		case "kernel":
+			d.set(p, k)
+			m.Kernel = d.kernel(v, p)
+		case "features":
+			d.set(p, k)
+			d.features(v, p, &m.Features)
+		case "balance":
+			d.boolean(v, p, &m.Balance)
+		case "delta":
+			d.float(v, p, &m.Delta)
+		default:
+			d.unknown(p, k)
+		}
+	})
+	return m
+}
+
+// kernelRBFOnly are the kernel keys that only an rbf kernel takes.
+var kernelRBFOnly = []string{"gamma", "features", "seed"}
+
+func (d *decoder) kernel(n *yaml.Node, path string) Kernel {
+	var k Kernel
+	keys := map[string]*yaml.Node{}
+	d.mapping(n, path, func(key string, kn, v *yaml.Node) {
+		p := join(path, key)
+		switch key {
+		case "type":
+			d.str(v, p, &k.Type)
+		case "gamma":
+			d.float(v, p, &k.Gamma)
+		case "features":
+			d.integer(v, p, &k.Features)
+		case "seed":
+			d.uint64(v, p, &k.Seed)
+		default:
+			d.unknown(p, kn)
+			return
+		}
+		keys[key] = kn
+	})
+	if !d.has(join(path, "type")) {
+		k.Type = KernelRBF
+	}
+	switch k.Type {
+	case KernelRBF:
+		if !d.has(join(path, "gamma")) {
+			k.Gamma = DefaultGamma
+		}
+		if !d.has(join(path, "features")) {
+			k.Features = DefaultRFFFeatures
+		}
+		if !d.has(join(path, "seed")) {
+			k.Seed = DefaultSeed
+		}
+	case KernelLinear:
+		for _, key := range kernelRBFOnly {
+			if kn, ok := keys[key]; ok {
+				d.errorf(join(path, key), kn, "only for kernel type rbf; remove it (%s is linear)", join(path, "type"))
+			}
+		}
+	}
+	return k
+}
+
+func (d *decoder) features(n *yaml.Node, path string, f *Features) {
+	d.mapping(n, path, func(key string, k, v *yaml.Node) {
+		p := join(path, key)
+		switch key {
+		case "dim":
+			d.integer(v, p, &f.Dim)
+		case "names":
+			d.strings(v, p, &f.Names)
+		default:
+			d.unknown(p, k)
+		}
+	})
+}

@@ -1,0 +1,106 @@
+// Package config is the service configuration of streamer: a plain
+// [Config] struct, its defaults ([Default], [DefaultModel]), a YAML loader
+// with environment overrides ([Load], [Parse]) and explicit validation
+// ([Config.Validate]).
+//
+// Loading starts from the defaults, replaces each key present in the file,
+// applies the STREAMER_* environment overrides, then validates. Any problem
+// stops start-up with an [*Error] that names the key by its full dotted path
+// with list indices, and its line or environment variable:
+//
+//	config: unknown key "models[0].kernel.gama" (line 12)
+//	config: kafka.commit_interval: "5 seconds" is not a duration (write e.g. 1s, 250ms, 1m30s) (line 9)
+//	config: kafka.start_offset: "middle" is not one of earliest, latest (from STREAMER_KAFKA_START_OFFSET)
+//	config: models: at least one model is required
+//
+// # Rules
+//
+//   - Unknown keys are errors, at every level, and so are repeated keys.
+//   - A key that is absent, or present with an empty value (key: or key: ~),
+//     keeps its default.
+//   - Durations are Go duration strings: "250ms", "5s", "1m30s".
+//   - Integers must be YAML integers (not quoted), booleans true or false.
+//   - The file holds a single YAML document. Anchors and aliases work;
+//     merge keys (<<) are not supported and are reported as unknown keys.
+//
+// # Keys
+//
+// Each key with its default and meaning. configs/streamer.yaml in the
+// repository is the same reference as a commented file.
+//
+//	kafka.brokers                   [localhost:9092]  bootstrap brokers; non-empty list of host:port (port required)
+//	kafka.group                     streamer          consumer group id; required
+//	kafka.input_topic               events            topic of the input events
+//	kafka.output_topic              scores            topic the scores are published to
+//	kafka.dlq_topic                 events.dlq        dead-letter topic for rejected events
+//	                                                  (the three topics must be valid Kafka topic names and differ)
+//	kafka.client_id                 streamer          client id sent to the brokers; required
+//	kafka.start_offset              earliest          where a group with no committed offset starts: earliest | latest
+//	kafka.max_message_bytes         1048576           input values larger than this are dead-lettered (too_large); > 0
+//	kafka.commit_interval           1s                how often processed offsets are checkpointed (producer flushed,
+//	                                                  offsets committed); > 0
+//	kafka.producer.batch_size       1000              most messages per produce batch; > 0
+//	kafka.producer.batch_timeout    5ms               longest a partial batch waits; > 0
+//	kafka.producer.required_acks    all               acknowledgements a produce waits for: none | one | all
+//	http.listen                     :9464             address of /metrics, /healthz, /readyz; host:port, empty host = all
+//	log.level                       info              debug | info | warn | error
+//	log.format                      text              text | json
+//	metrics.accuracy_window         1000              events in the sliding prequential-accuracy window; > 0
+//	models                          (none)            list of models; at least one is required
+//
+// Keys of each entry models[i]:
+//
+//	name                (required)  unique, 1 to 64 characters from [a-z0-9_-]; a metric label and the
+//	                                "model" field of output records
+//	type                (required)  model type; supported: mam
+//	kernel.type         rbf         linear | rbf
+//	kernel.gamma        10          rbf only, finite > 0: K(x,x') = exp(-gamma*|x-x'|^2)
+//	kernel.features     1024        rbf only: number D of random Fourier frequencies (the feature map has
+//	                                2D coordinates); 1..65536
+//	kernel.seed         1           rbf only: seed of the random feature map (uint64)
+//	features.dim        (required)  input dimension; > 0
+//	features.names      (none)      optional feature names; when set, events may send features as an object
+//	                                {"name": value}; exactly dim names, non-empty and unique
+//	balance             true        use the class-balanced variant
+//	delta               0.05        confidence of the certainty bound; 0 < delta < 1
+//
+// With kernel.type linear, setting gamma, features or seed is an error
+// (rather than being silently ignored). All models must currently share the
+// same features: every models[i].features.dim and models[i].features.names
+// must equal those of models[0].
+//
+// # Environment
+//
+// Every key outside models is overridden by the variable STREAMER_ + its
+// dotted path upper-cased with dots turned into underscores ([EnvName],
+// [EnvVars]):
+//
+//	STREAMER_KAFKA_BROKERS                 comma-separated list: host1:9092,host2:9092
+//	STREAMER_KAFKA_GROUP
+//	STREAMER_KAFKA_INPUT_TOPIC
+//	STREAMER_KAFKA_OUTPUT_TOPIC
+//	STREAMER_KAFKA_DLQ_TOPIC
+//	STREAMER_KAFKA_CLIENT_ID
+//	STREAMER_KAFKA_START_OFFSET
+//	STREAMER_KAFKA_MAX_MESSAGE_BYTES
+//	STREAMER_KAFKA_COMMIT_INTERVAL
+//	STREAMER_KAFKA_PRODUCER_BATCH_SIZE
+//	STREAMER_KAFKA_PRODUCER_BATCH_TIMEOUT
+//	STREAMER_KAFKA_PRODUCER_REQUIRED_ACKS
+//	STREAMER_HTTP_LISTEN
+//	STREAMER_LOG_LEVEL
+//	STREAMER_LOG_FORMAT
+//	STREAMER_METRICS_ACCURACY_WINDOW
+//
+// A variable whose value does not parse or validate is an error naming the
+// variable. A STREAMER_* variable that matches no key is an error too (typo
+// protection), except STREAMER_CONFIG ([EnvConfig]), which is reserved for
+// the path of the config file; [Load] itself does not read it.
+//
+// # Fingerprints
+//
+// [Config.Fingerprint] (all models, in order) and [Model.Fingerprint] (one
+// model) are hex SHA-256 digests of a canonical encoding of every model
+// field after defaults. Saved model state records the fingerprint, and
+// state is not restored into a model configured differently.
+package config

@@ -1,0 +1,242 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+type validator struct {
+	src  map[string]source
+	errs []error
+}
+
+// errorf records an error on path, located by where the key (or, failing
+// that, its nearest enclosing key) was set.
+func (v *validator) errorf(path, format string, args ...any) {
+	e := &Error{Key: path, Msg: fmt.Sprintf(format, args...)}
+	for p := path; p != ""; p = parent(p) {
+		if s, ok := v.src[p]; ok {
+			e.Line, e.Env = s.line, s.env
+			break
+		}
+	}
+	v.errs = append(v.errs, e)
+}
+
+// parent strips the last ".key" or "[i]" of a path.
+func parent(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+func (v *validator) oneOf(path, got string, allowed ...string) {
+	if got == "" {
+		v.errorf(path, "required, one of %s", strings.Join(allowed, ", "))
+	} else if !slices.Contains(allowed, got) {
+		v.errorf(path, "%q is not one of %s", got, strings.Join(allowed, ", "))
+	}
+}
+
+func (v *validator) positive(path string, got int64) {
+	if got <= 0 {
+		v.errorf(path, "must be > 0, got %d", got)
+	}
+}
+
+var (
+	modelNameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
+	topicRE     = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+)
+
+// MaxModelName is the longest accepted models[i].name.
+const MaxModelName = 64
+
+func validate(c *Config, src map[string]source) []error {
+	v := &validator{src: src}
+	k := c.Kafka
+
+	if len(k.Brokers) == 0 {
+		v.errorf("kafka.brokers", "at least one broker (host:port) is required")
+	}
+	for i, b := range k.Brokers {
+		p := fmt.Sprintf("kafka.brokers[%d]", i)
+		if err := checkHostPort(b, true); err != nil {
+			v.errorf(p, "%v", err)
+		}
+	}
+	if k.Group == "" {
+		v.errorf("kafka.group", "required")
+	}
+	topics := []struct{ path, name string }{
+		{"kafka.input_topic", k.InputTopic},
+		{"kafka.output_topic", k.OutputTopic},
+		{"kafka.dlq_topic", k.DLQTopic},
+	}
+	for i, t := range topics {
+		switch {
+		case t.name == "":
+			v.errorf(t.path, "required")
+		case len(t.name) > 249 || t.name == "." || t.name == ".." || !topicRE.MatchString(t.name):
+			v.errorf(t.path, "%q is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", t.name)
+		default:
+			for _, u := range topics[:i] {
+				if u.name == t.name {
+					v.errorf(t.path, "%q is also %s; the input, output and dead-letter topics must differ", t.name, u.path)
+				}
+			}
+		}
+	}
+	if k.ClientID == "" {
+		v.errorf("kafka.client_id", "required")
+	}
+	v.oneOf("kafka.start_offset", k.StartOffset, StartEarliest, StartLatest)
+	v.positive("kafka.max_message_bytes", int64(k.MaxMessageBytes))
+	if k.CommitInterval <= 0 {
+		v.errorf("kafka.commit_interval", "must be > 0, got %v", k.CommitInterval)
+	}
+	v.positive("kafka.producer.batch_size", int64(k.Producer.BatchSize))
+	if k.Producer.BatchTimeout <= 0 {
+		v.errorf("kafka.producer.batch_timeout", "must be > 0, got %v", k.Producer.BatchTimeout)
+	}
+	v.oneOf("kafka.producer.required_acks", k.Producer.RequiredAcks, AcksNone, AcksOne, AcksAll)
+
+	if err := checkHostPort(c.HTTP.Listen, false); err != nil {
+		v.errorf("http.listen", "%v", err)
+	}
+	v.oneOf("log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
+	v.oneOf("log.format", c.Log.Format, FormatText, FormatJSON)
+	v.positive("metrics.accuracy_window", int64(c.Metrics.AccuracyWindow))
+
+	if len(c.Models) == 0 {
+		v.errorf("models", "at least one model is required")
+	}
+	names := map[string]int{}
+	for i, m := range c.Models {
+		p := fmt.Sprintf("models[%d]", i)
+		v.model(p, m)
+		if m.Name != "" {
+			if j, ok := names[m.Name]; ok {
+				v.errorf(p+".name", "%q is already the name of models[%d]; names must be unique", m.Name, j)
+			} else {
+				names[m.Name] = i
+			}
+		}
+		if i > 0 {
+			f0, f := c.Models[0].Features, m.Features
+			if f.Dim != f0.Dim {
+				v.errorf(p+".features.dim", "%d differs from models[0].features.dim %d; all models must currently share the same features", f.Dim, f0.Dim)
+			}
+			if !slices.Equal(f.Names, f0.Names) {
+				v.errorf(p+".features.names", "%s differs from models[0].features.names %s; all models must currently share the same features", list(f.Names), list(f0.Names))
+			}
+		}
+	}
+	return v.errs
+}
+
+func list(s []string) string {
+	if s == nil {
+		return "(not set)"
+	}
+	return "[" + strings.Join(s, ", ") + "]"
+}
+
+func (v *validator) model(p string, m Model) {
+	switch {
+	case m.Name == "":
+		v.errorf(p+".name", "required")
+	case len(m.Name) > MaxModelName || !modelNameRE.MatchString(m.Name):
+		v.errorf(p+".name", "%q must be 1 to %d characters from [a-z0-9_-] (it is a metric label)", m.Name, MaxModelName)
+	}
+	switch m.Type {
+	case "":
+		v.errorf(p+".type", "required (supported: %s)", ModelMAM)
+	case ModelMAM:
+	default:
+		v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, ModelMAM)
+	}
+
+	kp := p + ".kernel"
+	kn := m.Kernel
+	v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF)
+	switch kn.Type {
+	case KernelRBF:
+		if !(kn.Gamma > 0) || math.IsInf(kn.Gamma, 0) {
+			v.errorf(kp+".gamma", "must be a finite number > 0, got %v", kn.Gamma)
+		}
+		if kn.Features < 1 || kn.Features > MaxRFFFeatures {
+			v.errorf(kp+".features", "must be in 1..%d, got %d", MaxRFFFeatures, kn.Features)
+		}
+	case KernelLinear:
+		if kn.Gamma != 0 {
+			v.errorf(kp+".gamma", "only for kernel type rbf (%s.type is linear)", kp)
+		}
+		if kn.Features != 0 {
+			v.errorf(kp+".features", "only for kernel type rbf (%s.type is linear)", kp)
+		}
+		if kn.Seed != 0 {
+			v.errorf(kp+".seed", "only for kernel type rbf (%s.type is linear)", kp)
+		}
+	}
+
+	fp := p + ".features"
+	f := m.Features
+	if f.Dim <= 0 {
+		if f.Dim == 0 {
+			v.errorf(fp+".dim", "required, the input dimension (> 0)")
+		} else {
+			v.errorf(fp+".dim", "must be > 0, got %d", f.Dim)
+		}
+	}
+	if f.Names != nil {
+		if len(f.Names) != f.Dim {
+			v.errorf(fp+".names", "has %d names but %s.dim is %d; give one name per dimension", len(f.Names), fp, f.Dim)
+		}
+		seen := map[string]int{}
+		for i, n := range f.Names {
+			np := fmt.Sprintf("%s.names[%d]", fp, i)
+			if n == "" {
+				v.errorf(np, "empty name")
+				continue
+			}
+			if j, ok := seen[n]; ok {
+				v.errorf(np, "%q repeats %s.names[%d]; names must be unique", n, fp, j)
+				continue
+			}
+			seen[n] = i
+		}
+	}
+
+	if !(m.Delta > 0 && m.Delta < 1) {
+		v.errorf(p+".delta", "must be in (0, 1), got %v", m.Delta)
+	}
+}
+
+// checkHostPort accepts "host:port" with a numeric port; the host is
+// required for brokers and may be empty (all interfaces) for listeners.
+func checkHostPort(s string, needHost bool) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", s)
+	}
+	if needHost && host == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	n, err := strconv.Atoi(port)
+	lo := 0
+	if needHost {
+		lo = 1
+	}
+	if err != nil || n < lo || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a number in %d..65535", s, port, lo)
+	}
+	return nil
+}
