@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -16,16 +17,18 @@ import (
 
 // BenchConfig configures Bench.
 type BenchConfig struct {
-	Events     int         // events to push through each pipeline
-	Dim        int         // features per event
-	Partitions int         // input partitions
+	Events     int // events to push through each pipeline
+	Dim        int // features per event
+	Partitions int // input partitions
+	Rounds     int // each round runs both pipelines afresh (default 1)
 	Kernel     online.KernelSpec
 	Progress   func(string) // optional progress messages
 }
 
 // BenchResult is one pipeline's measured throughput.
 type BenchResult struct {
-	Mode    string
+	Mode    string // "passthrough" or "score"
+	Round   int
 	Events  int
 	Elapsed time.Duration
 }
@@ -60,33 +63,36 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 	}
 	say(fmt.Sprintf("preloaded in %s", time.Since(t0).Round(time.Millisecond)))
 
-	pass := ProcessorFunc(func(msg *kafka.Message, pub Sink) {
-		pub.Publish(kafka.Message{Topic: "bench.passthrough", Key: msg.Key, Value: msg.Value})
+	pass := ProcessorFunc(func(msg *kafka.Message, out Sink) {
+		out.Publish(kafka.Message{Topic: "bench.passthrough", Key: msg.Key, Value: msg.Value})
 	})
-	model, err := online.New(online.Spec{Type: "mam", Dim: cfg.Dim, Kernel: cfg.Kernel, Balance: true, Delta: 0.05})
-	if err != nil {
-		return nil, err
-	}
-	engine, err := NewEngine(EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim},
-		[]NamedModel{{Name: "mam", Model: model}}, nil)
-	if err != nil {
-		return nil, err
-	}
 	var out []BenchResult
-	for _, run := range []struct {
-		mode string
-		proc Processor
-	}{{"passthrough", pass}, {"score", engine}} {
-		say("running " + run.mode + " …")
-		r, err := benchOne(ctx, b.Addrs(), run.mode, run.proc, cfg.Events)
+	for round := 1; round <= max(1, cfg.Rounds); round++ {
+		model, err := online.New(online.Spec{Type: "mam", Dim: cfg.Dim, Kernel: cfg.Kernel, Balance: true, Delta: 0.05})
 		if err != nil {
-			return out, err
+			return nil, err
 		}
-		say(fmt.Sprintf("%s: %d events in %s (%.0f events/s)", r.Mode, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate()))
-		out = append(out, r)
-	}
-	if n := model.Examples(); n != int64(cfg.Events) {
-		return out, fmt.Errorf("stream: bench: model learned %d events, want %d", n, cfg.Events)
+		engine, err := NewEngine(EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim},
+			[]NamedModel{{Name: "mam", Model: model}}, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, run := range []struct {
+			mode string
+			proc Processor
+		}{{"passthrough", pass}, {"score", engine}} {
+			say(fmt.Sprintf("round %d: running %s …", round, run.mode))
+			r, err := benchOne(ctx, b.Addrs(), fmt.Sprintf("%s-%d", run.mode, round), run.proc, cfg.Events)
+			r.Mode, r.Round = run.mode, round
+			if err != nil {
+				return out, err
+			}
+			say(fmt.Sprintf("round %d: %s: %d events in %s (%.0f events/s)", round, r.Mode, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate()))
+			out = append(out, r)
+		}
+		if n := model.Examples(); n != int64(cfg.Events) {
+			return out, fmt.Errorf("stream: bench: model learned %d events, want %d", n, cfg.Events)
+		}
 	}
 	return out, nil
 }
@@ -136,7 +142,7 @@ func benchOne(ctx context.Context, brokers []string, mode string, proc Processor
 // batches. The label is the sign of a fixed random linear function.
 func preload(ctx context.Context, brokers []string, topic string, n, dim int) error {
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.RoundRobin{},
-		BatchSize: 5000, BatchBytes: 8 << 20, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireOne}
+		BatchSize: 2000, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireOne}
 	defer w.Close()
 	rng := rand.New(rand.NewPCG(7, 11))
 	dir := make([]float64, dim)
@@ -169,6 +175,15 @@ func preload(ctx context.Context, brokers []string, topic string, n, dim int) er
 		msgs = append(msgs, kafka.Message{Value: v})
 		if len(msgs) == batch || i == n-1 {
 			if err := w.WriteMessages(ctx, msgs...); err != nil {
+				var werr kafka.WriteErrors
+				if errors.As(err, &werr) {
+					for _, e := range werr {
+						if e != nil {
+							err = e
+							break
+						}
+					}
+				}
 				return fmt.Errorf("stream: preload: %w", err)
 			}
 			msgs = msgs[:0]

@@ -26,7 +26,10 @@ score → learn → publish), and prints events/s for each and their ratio.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			cfg.Kernel = online.KernelSpec{Type: kernel, Gamma: 1 / float64(cfg.Dim), Features: 256, Seed: 1}
+			cfg.Kernel = online.KernelSpec{Type: kernel}
+			if kernel == "rbf" {
+				cfg.Kernel = online.KernelSpec{Type: kernel, Gamma: 1 / float64(cfg.Dim), Features: 256, Seed: 1}
+			}
 			cfg.Progress = func(s string) { fmt.Fprintln(os.Stderr, s) }
 			res, err := stream.Bench(ctx, cfg)
 			if err != nil {
@@ -34,14 +37,20 @@ score → learn → publish), and prints events/s for each and their ratio.`,
 			}
 			fmt.Printf("\nend-to-end throughput, %d events, d=%d, %s MAM, %d partitions, GOMAXPROCS=%d\n\n",
 				cfg.Events, cfg.Dim, kernel, cfg.Partitions, runtime.GOMAXPROCS(0))
-			fmt.Printf("| pipeline | events/s | seconds | ratio to pass-through |\n|---|---|---|---|\n")
-			for _, r := range res {
-				fmt.Printf("| %s | %.0f | %.2f | %.2f |\n", r.Mode, r.Rate(), r.Elapsed.Seconds(), r.Rate()/res[0].Rate())
+			fmt.Printf("| round | pipeline | events/s | seconds | ratio to pass-through |\n|---|---|---|---|---|\n")
+			best := map[string]float64{}
+			for i, r := range res {
+				base := res[i-i%2].Rate()
+				fmt.Printf("| %d | %s | %.0f | %.2f | %.2f |\n", r.Round, r.Mode, r.Rate(), r.Elapsed.Seconds(), r.Rate()/base)
+				best[r.Mode] = max(best[r.Mode], r.Rate())
 			}
+			fmt.Printf("\nbest of %d: pass-through %.0f events/s, score %.0f events/s, ratio %.2f\n",
+				cfg.Rounds, best["passthrough"], best["score"], best["score"]/best["passthrough"])
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&cfg.Events, "events", 1_000_000, "events to push through each pipeline")
+	cmd.Flags().IntVar(&cfg.Rounds, "rounds", 2, "rounds; each runs pass-through then score on fresh consumer groups")
 	cmd.Flags().IntVar(&cfg.Dim, "dim", 32, "features per event")
 	cmd.Flags().IntVar(&cfg.Partitions, "partitions", 3, "input topic partitions")
 	cmd.Flags().StringVar(&kernel, "kernel", "linear", "MAM kernel: linear | rbf (D=256, gamma=1/dim)")

@@ -1,0 +1,881 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// maxDepth bounds the nesting of skipped values, like encoding/json's limit,
+// so that hostile input cannot make the scanner recurse without bound.
+const maxDepth = 10000
+
+// Event is one decoded input event. The zero value is ready to use; pass the
+// same Event to [Decoder.Decode] again and again so that its buffers are
+// reused and decoding does not allocate.
+//
+// ID, Key and TS alias memory owned by the Event (never the source bytes):
+// they stay valid until the next Decode into this Event. Features is
+// overwritten in place by the next Decode.
+type Event struct {
+	ID       []byte    // unescaped "id"; nil when absent or null
+	HasID    bool      // "id" was present as a string (possibly empty)
+	Key      []byte    // unescaped "key"; informational, the Kafka message key is authoritative
+	TS       []byte    // unescaped "ts", not parsed
+	Features []float64 // len == dim after a successful Decode
+	Label    float64   // 1 for true, 0 for false; only meaningful when HasLabel
+	HasLabel bool      // false when "label" is absent or null
+
+	buf  []byte // backing store for ID, Key, TS and escaped object keys
+	seen []bool // named features seen so far
+}
+
+func (ev *Event) reset(dim int) {
+	ev.ID, ev.HasID, ev.Key, ev.TS = nil, false, nil, nil
+	ev.Label, ev.HasLabel = 0, false
+	ev.buf = ev.buf[:0]
+	if cap(ev.Features) < dim {
+		ev.Features = make([]float64, dim)
+	} else {
+		ev.Features = ev.Features[:dim]
+		clear(ev.Features)
+	}
+}
+
+// Decoder decodes and validates input events. It is immutable after
+// [NewDecoder] and safe for concurrent use; each goroutine needs its own
+// [Event].
+type Decoder struct {
+	dim      int
+	names    []string
+	index    map[string]int // nil: dense arrays only
+	maxBytes int
+}
+
+// NewDecoder returns a Decoder for events with dim features.
+//
+// names, when non-nil, also allows the object form of "features", mapping
+// name i to position i; it must then hold exactly dim distinct names. A nil
+// names accepts the dense array form only. maxBytes limits the size of a
+// message value; 0 means no limit.
+//
+// NewDecoder panics if dim < 1, maxBytes < 0, or names is non-nil and not
+// dim distinct names: these are programmer errors, configuration is
+// validated before it gets here.
+func NewDecoder(dim int, names []string, maxBytes int) *Decoder {
+	if dim < 1 {
+		panic(fmt.Sprintf("wire: NewDecoder: dim %d < 1", dim))
+	}
+	if maxBytes < 0 {
+		panic(fmt.Sprintf("wire: NewDecoder: maxBytes %d < 0", maxBytes))
+	}
+	d := &Decoder{dim: dim, maxBytes: maxBytes}
+	if names != nil {
+		if len(names) != dim {
+			panic(fmt.Sprintf("wire: NewDecoder: %d feature names for dim %d", len(names), dim))
+		}
+		d.names = append([]string(nil), names...)
+		d.index = make(map[string]int, len(names))
+		for i, n := range names {
+			if _, dup := d.index[n]; dup {
+				panic(fmt.Sprintf("wire: NewDecoder: duplicate feature name %q", n))
+			}
+			d.index[n] = i
+		}
+	}
+	return d
+}
+
+// Dim returns the number of features of every decoded event.
+func (d *Decoder) Dim() int { return d.dim }
+
+// Decode parses one message value into ev, resetting it first and reusing its
+// buffers. A rejection is returned as an *[Error]; ev's contents are then
+// unspecified. Once ev's buffers have grown, an accepted event costs no
+// allocation.
+//
+// A value that is not a syntactically valid JSON object is always reported as
+// [ReasonNotJSON], even if it also has a semantic defect earlier on; among
+// semantic defects the first one in the input wins, and a missing "features"
+// is reported last.
+func (d *Decoder) Decode(src []byte, ev *Event) error {
+	ev.reset(d.dim)
+	if d.maxBytes > 0 && len(src) > d.maxBytes {
+		return &Error{Reason: ReasonTooLarge, Detail: fmt.Sprintf("%d bytes, limit %d", len(src), d.maxBytes)}
+	}
+	s := scanner{src: src, d: d, ev: ev}
+	if e := s.document(); e != nil {
+		return e
+	}
+	return nil
+}
+
+// scanner holds the state of one Decode call.
+type scanner struct {
+	src []byte
+	pos int
+	d   *Decoder
+	ev  *Event
+}
+
+// field identifies a top-level member.
+type field int
+
+const (
+	fieldUnknown field = iota
+	fieldID
+	fieldKey
+	fieldTS
+	fieldFeatures
+	fieldLabel
+)
+
+func (s *scanner) document() *Error {
+	s.skipWS()
+	if s.pos >= len(s.src) {
+		return s.syntax("empty input")
+	}
+	if c := s.src[s.pos]; c != '{' {
+		return s.syntax("top-level value is " + kindOf(c) + ", want object")
+	}
+	s.pos++
+	var sem *Error // first semantic error; the rest is only checked for syntax
+	haveFeatures := false
+	s.skipWS()
+	if s.pos < len(s.src) && s.src[s.pos] == '}' {
+		s.pos++
+	} else {
+		for {
+			s.skipWS()
+			if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+				return s.syntax("want object key")
+			}
+			mark := len(s.ev.buf)
+			key, e := s.key()
+			if e != nil {
+				return e
+			}
+			f := fieldUnknown
+			switch string(key) {
+			case "id":
+				f = fieldID
+			case "key":
+				f = fieldKey
+			case "ts":
+				f = fieldTS
+			case "features":
+				f = fieldFeatures
+			case "label":
+				f = fieldLabel
+			}
+			s.ev.buf = s.ev.buf[:mark] // drop an unescaped key
+			if e := s.colon(); e != nil {
+				return e
+			}
+			start := s.pos
+			if sem != nil || f == fieldUnknown {
+				e = s.skipValue(0)
+			} else {
+				e = s.member(f)
+				if f == fieldFeatures {
+					haveFeatures = true
+				}
+			}
+			if e != nil {
+				if e.Reason == ReasonNotJSON {
+					return e
+				}
+				sem = e
+				s.pos = start
+				if e := s.skipValue(0); e != nil {
+					return e
+				}
+			}
+			s.skipWS()
+			if s.pos >= len(s.src) {
+				return s.syntax("unterminated object")
+			}
+			c := s.src[s.pos]
+			s.pos++
+			if c == '}' {
+				break
+			}
+			if c != ',' {
+				s.pos--
+				return s.syntax("want ',' or '}' after object member")
+			}
+		}
+	}
+	s.skipWS()
+	if s.pos < len(s.src) {
+		return s.syntax("trailing data after object")
+	}
+	if sem != nil {
+		return sem
+	}
+	if !haveFeatures {
+		return &Error{Reason: ReasonMissingFeatures, Detail: "no features field"}
+	}
+	return nil
+}
+
+// member parses the value of a known top-level field; s.pos is at the value.
+func (s *scanner) member(f field) *Error {
+	if s.pos >= len(s.src) {
+		return s.syntax("want value")
+	}
+	ev := s.ev
+	switch f {
+	case fieldID:
+		v, ok, e := s.stringValue("id")
+		ev.ID, ev.HasID = v, ok
+		return e
+	case fieldKey:
+		v, _, e := s.stringValue("key")
+		ev.Key = v
+		return e
+	case fieldTS:
+		v, _, e := s.stringValue("ts")
+		ev.TS = v
+		return e
+	case fieldLabel:
+		return s.label()
+	case fieldFeatures:
+		switch c := s.src[s.pos]; c {
+		case '[':
+			return s.denseFeatures()
+		case '{':
+			return s.namedFeatures()
+		case 'n':
+			if e := s.literal("null"); e != nil {
+				return e
+			}
+			return &Error{Reason: ReasonMissingFeatures, Detail: "features is null"}
+		default:
+			return &Error{Reason: ReasonWrongType, Detail: "features: got " + kindOf(c) + ", want array or object"}
+		}
+	}
+	panic("unreachable")
+}
+
+// stringValue parses a string or null into ev.buf and returns the unescaped
+// bytes and whether a string was present.
+func (s *scanner) stringValue(name string) ([]byte, bool, *Error) {
+	switch c := s.src[s.pos]; c {
+	case '"':
+		mark := len(s.ev.buf)
+		buf, e := s.appendString(s.ev.buf)
+		s.ev.buf = buf
+		if e != nil {
+			return nil, false, e
+		}
+		return buf[mark:len(buf):len(buf)], true, nil
+	case 'n':
+		return nil, false, s.literal("null")
+	default:
+		return nil, false, &Error{Reason: ReasonWrongType, Detail: name + ": got " + kindOf(c) + ", want string"}
+	}
+}
+
+func (s *scanner) label() *Error {
+	ev := s.ev
+	switch c := s.src[s.pos]; c {
+	case 't':
+		ev.Label, ev.HasLabel = 1, true
+		return s.literal("true")
+	case 'f':
+		ev.Label, ev.HasLabel = 0, true
+		return s.literal("false")
+	case 'n': // unlabelled, also when an earlier "label" said otherwise
+		ev.Label, ev.HasLabel = 0, false
+		return s.literal("null")
+	}
+	v, st := s.number()
+	switch st {
+	case numOK:
+		ev.Label, ev.HasLabel = v, true
+		return nil
+	case numNonFinite:
+		return &Error{Reason: ReasonNonFinite, Detail: "label: not finite"}
+	case numWrongType:
+		return &Error{Reason: ReasonWrongType, Detail: "label: got " + kindOf(s.src[s.pos]) + ", want number, boolean or null"}
+	}
+	return s.syntax("invalid number")
+}
+
+func (s *scanner) denseFeatures() *Error {
+	s.pos++ // '['
+	f := s.ev.Features
+	n := 0
+	s.skipWS()
+	if s.pos < len(s.src) && s.src[s.pos] == ']' {
+		s.pos++
+	} else {
+		for {
+			s.skipWS()
+			v, st := s.number()
+			if st != numOK {
+				return s.featureError(st, "features["+strconv.Itoa(n)+"]")
+			}
+			if n < len(f) {
+				f[n] = v
+			}
+			n++
+			s.skipWS()
+			if s.pos >= len(s.src) {
+				return s.syntax("unterminated array")
+			}
+			c := s.src[s.pos]
+			s.pos++
+			if c == ']' {
+				break
+			}
+			if c != ',' {
+				s.pos--
+				return s.syntax("want ',' or ']' after array element")
+			}
+		}
+	}
+	if n != len(f) {
+		return &Error{Reason: ReasonWrongDimension, Detail: fmt.Sprintf("got %d features, want %d", n, len(f))}
+	}
+	return nil
+}
+
+func (s *scanner) namedFeatures() *Error {
+	d, ev := s.d, s.ev
+	if d.index == nil {
+		return &Error{Reason: ReasonWrongType, Detail: "features: got object, want array (no feature names configured)"}
+	}
+	if cap(ev.seen) < d.dim {
+		ev.seen = make([]bool, d.dim)
+	} else {
+		ev.seen = ev.seen[:d.dim]
+		clear(ev.seen)
+	}
+	s.pos++ // '{'
+	s.skipWS()
+	if s.pos < len(s.src) && s.src[s.pos] == '}' {
+		s.pos++
+	} else {
+		for {
+			s.skipWS()
+			if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+				return s.syntax("want object key")
+			}
+			mark := len(ev.buf)
+			key, e := s.key()
+			if e != nil {
+				return e
+			}
+			i, ok := d.index[string(key)]
+			if !ok {
+				return &Error{Reason: ReasonWrongDimension, Detail: fmt.Sprintf("features: unknown feature %s", quoteShort(key))}
+			}
+			ev.buf = ev.buf[:mark]
+			if e := s.colon(); e != nil {
+				return e
+			}
+			v, st := s.number()
+			if st != numOK {
+				return s.featureError(st, "features."+d.names[i])
+			}
+			ev.Features[i] = v // a repeated name: the last one wins, as in encoding/json
+			ev.seen[i] = true
+			s.skipWS()
+			if s.pos >= len(s.src) {
+				return s.syntax("unterminated object")
+			}
+			c := s.src[s.pos]
+			s.pos++
+			if c == '}' {
+				break
+			}
+			if c != ',' {
+				s.pos--
+				return s.syntax("want ',' or '}' after object member")
+			}
+		}
+	}
+	missing, first := 0, -1
+	for i, ok := range ev.seen {
+		if !ok {
+			if first < 0 {
+				first = i
+			}
+			missing++
+		}
+	}
+	switch {
+	case missing == 1:
+		return &Error{Reason: ReasonMissingFeatures, Detail: fmt.Sprintf("features: missing %q", d.names[first])}
+	case missing > 1:
+		return &Error{Reason: ReasonMissingFeatures, Detail: fmt.Sprintf("features: missing %q and %d more", d.names[first], missing-1)}
+	}
+	return nil
+}
+
+func (s *scanner) featureError(st numStatus, where string) *Error {
+	switch st {
+	case numNonFinite:
+		return &Error{Reason: ReasonNonFinite, Detail: where + ": not finite"}
+	case numWrongType:
+		c := byte(0)
+		if s.pos < len(s.src) {
+			c = s.src[s.pos]
+		}
+		return &Error{Reason: ReasonWrongType, Detail: where + ": not a number (got " + kindOf(c) + ")"}
+	}
+	return s.syntax("invalid number")
+}
+
+type numStatus int
+
+const (
+	numOK numStatus = iota
+	numSyntax
+	numWrongType
+	numNonFinite
+)
+
+// number parses a JSON number at s.pos exactly as strconv.ParseFloat does.
+// On numWrongType s.pos is left at the offending value.
+//
+// Numbers with at most 19 significant digits, a mantissa of at most 2^53 and
+// a decimal exponent in [-22, 22] take Clinger's fast path: the mantissa and
+// the power of ten are both exact float64 values, so one IEEE multiplication
+// or division rounds correctly, the same result strconv's own exact path
+// gives. Everything else goes to strconv.ParseFloat.
+func (s *scanner) number() (float64, numStatus) {
+	src := s.src
+	start := s.pos
+	i := start
+	neg := false
+	if i < len(src) && src[i] == '-' {
+		neg = true
+		i++
+	}
+	if i >= len(src) || !isDigit(src[i]) {
+		if i == start {
+			return 0, numWrongType
+		}
+		s.pos = i
+		return 0, numSyntax
+	}
+	// Integer part; a leading 0 stands alone.
+	var mant uint64
+	nd := 0 // significant digits in mant
+	exact := true
+	if src[i] == '0' {
+		i++
+	} else {
+		for ; i < len(src) && isDigit(src[i]); i++ {
+			if nd < 19 {
+				mant = mant*10 + uint64(src[i]-'0')
+				nd++
+			} else {
+				exact = false
+			}
+		}
+	}
+	exp := 0
+	if i < len(src) && src[i] == '.' {
+		i++
+		if i >= len(src) || !isDigit(src[i]) {
+			s.pos = i
+			return 0, numSyntax
+		}
+		for ; i < len(src) && isDigit(src[i]); i++ {
+			c := src[i] - '0'
+			if mant == 0 && c == 0 {
+				exp-- // leading zeros are not significant
+				continue
+			}
+			if nd < 19 {
+				mant = mant*10 + uint64(c)
+				nd++
+				exp--
+			} else {
+				exact = false
+			}
+		}
+	}
+	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(src) && (src[i] == '+' || src[i] == '-') {
+			eneg = src[i] == '-'
+			i++
+		}
+		if i >= len(src) || !isDigit(src[i]) {
+			s.pos = i
+			return 0, numSyntax
+		}
+		e := 0
+		for ; i < len(src) && isDigit(src[i]); i++ {
+			if e < 100000 {
+				e = e*10 + int(src[i]-'0')
+			} else {
+				exact = false
+			}
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	s.pos = i
+	if exact && mant <= 1<<53 && exp >= -22 && exp <= 22 {
+		f := float64(mant)
+		if exp > 0 {
+			f *= pow10[exp]
+		} else if exp < 0 {
+			f /= pow10[-exp]
+		}
+		if neg {
+			f = -f
+		}
+		return f, numOK
+	}
+	v, err := strconv.ParseFloat(unsafe.String(&src[start], i-start), 64)
+	if err != nil || math.IsInf(v, 0) { // the grammar is valid, so err is ErrRange: overflow
+		return 0, numNonFinite
+	}
+	return v, numOK
+}
+
+// pow10 holds the powers of ten that are exact in a float64.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// scanNumber checks the JSON number grammar
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? from src[i] and returns the
+// index after it.
+func scanNumber(src []byte, i int) (int, bool) {
+	if i < len(src) && src[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(src):
+		return i, false
+	case src[i] == '0':
+		i++
+	case src[i] >= '1' && src[i] <= '9':
+		i++
+		for i < len(src) && isDigit(src[i]) {
+			i++
+		}
+	default:
+		return i, false
+	}
+	if i < len(src) && src[i] == '.' {
+		i++
+		if i >= len(src) || !isDigit(src[i]) {
+			return i, false
+		}
+		for i < len(src) && isDigit(src[i]) {
+			i++
+		}
+	}
+	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
+		i++
+		if i < len(src) && (src[i] == '+' || src[i] == '-') {
+			i++
+		}
+		if i >= len(src) || !isDigit(src[i]) {
+			return i, false
+		}
+		for i < len(src) && isDigit(src[i]) {
+			i++
+		}
+	}
+	return i, true
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// key scans the object key at s.pos (a '"'). Without escapes it returns a
+// slice of src; otherwise the key is unescaped onto the end of ev.buf, which
+// the caller truncates again. It also consumes the key.
+func (s *scanner) key() ([]byte, *Error) {
+	src := s.src
+	i := s.pos + 1
+	for i < len(src) {
+		c := src[i]
+		if c == '"' {
+			k := src[s.pos+1 : i]
+			s.pos = i + 1
+			return k, nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		i++
+	}
+	mark := len(s.ev.buf)
+	buf, e := s.appendString(s.ev.buf)
+	s.ev.buf = buf
+	return buf[mark:], e
+}
+
+func (s *scanner) colon() *Error {
+	s.skipWS()
+	if s.pos >= len(s.src) || s.src[s.pos] != ':' {
+		return s.syntax("want ':' after object key")
+	}
+	s.pos++
+	s.skipWS()
+	return nil
+}
+
+// appendString unescapes the JSON string at s.pos (a '"') onto dst and moves
+// past its closing quote. Invalid UTF-8 is kept as is; a lone surrogate
+// escape becomes U+FFFD, as in encoding/json.
+func (s *scanner) appendString(dst []byte) ([]byte, *Error) {
+	src := s.src
+	i := s.pos + 1
+	for {
+		j := i
+		for j < len(src) && src[j] != '"' && src[j] != '\\' && src[j] >= 0x20 {
+			j++
+		}
+		dst = append(dst, src[i:j]...)
+		if j >= len(src) {
+			s.pos = j
+			return dst, s.syntax("unterminated string")
+		}
+		switch c := src[j]; {
+		case c == '"':
+			s.pos = j + 1
+			return dst, nil
+		case c < 0x20:
+			s.pos = j
+			return dst, s.syntax("control character in string")
+		}
+		if j+1 >= len(src) {
+			s.pos = j
+			return dst, s.syntax("unterminated string")
+		}
+		i = j + 2
+		switch src[j+1] {
+		case '"', '\\', '/':
+			dst = append(dst, src[j+1])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(src, j+2)
+			if !ok {
+				s.pos = j
+				return dst, s.syntax(`invalid \u escape`)
+			}
+			i = j + 6
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if i+6 <= len(src) && src[i] == '\\' && src[i+1] == 'u' {
+					r2, _ = hex4(src, i+2)
+				}
+				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+					r = dec
+					i += 6
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			s.pos = j
+			return dst, s.syntax("invalid escape in string")
+		}
+	}
+}
+
+// hex4 decodes the four hex digits at src[i:].
+func hex4(src []byte, i int) (rune, bool) {
+	if i+4 > len(src) {
+		return -1, false
+	}
+	var r rune
+	for _, c := range src[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// skipString moves past the JSON string at s.pos, checking its syntax.
+func (s *scanner) skipString() *Error {
+	src := s.src
+	i := s.pos + 1
+	for i < len(src) {
+		switch c := src[i]; {
+		case c == '"':
+			s.pos = i + 1
+			return nil
+		case c == '\\':
+			if i+1 >= len(src) {
+				s.pos = i
+				return s.syntax("unterminated string")
+			}
+			switch src[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if _, ok := hex4(src, i+2); !ok {
+					s.pos = i
+					return s.syntax(`invalid \u escape`)
+				}
+				i += 6
+			default:
+				s.pos = i
+				return s.syntax("invalid escape in string")
+			}
+		case c < 0x20:
+			s.pos = i
+			return s.syntax("control character in string")
+		default:
+			i++
+		}
+	}
+	s.pos = len(src)
+	return s.syntax("unterminated string")
+}
+
+// skipValue moves past any JSON value at s.pos, checking its syntax.
+func (s *scanner) skipValue(depth int) *Error {
+	if s.pos >= len(s.src) {
+		return s.syntax("want value")
+	}
+	switch c := s.src[s.pos]; c {
+	case '"':
+		return s.skipString()
+	case 't':
+		return s.literal("true")
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	case '{', '[':
+		if depth >= maxDepth {
+			return s.syntax("nesting too deep")
+		}
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		s.pos++
+		s.skipWS()
+		if s.pos < len(s.src) && s.src[s.pos] == end {
+			s.pos++
+			return nil
+		}
+		for {
+			s.skipWS()
+			if c == '{' {
+				if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+					return s.syntax("want object key")
+				}
+				if e := s.skipString(); e != nil {
+					return e
+				}
+				if e := s.colon(); e != nil {
+					return e
+				}
+			}
+			if e := s.skipValue(depth + 1); e != nil {
+				return e
+			}
+			s.skipWS()
+			if s.pos >= len(s.src) {
+				return s.syntax("unterminated " + kindOf(c))
+			}
+			d := s.src[s.pos]
+			if d == end {
+				s.pos++
+				return nil
+			}
+			if d != ',' {
+				return s.syntax("want ',' or '" + string(end) + "'")
+			}
+			s.pos++
+		}
+	default:
+		end, ok := scanNumber(s.src, s.pos)
+		if !ok {
+			s.pos = end
+			return s.syntax("invalid value")
+		}
+		s.pos = end
+		return nil
+	}
+}
+
+func (s *scanner) literal(lit string) *Error {
+	if len(s.src)-s.pos < len(lit) || string(s.src[s.pos:s.pos+len(lit)]) != lit {
+		return s.syntax("invalid literal, want " + lit)
+	}
+	s.pos += len(lit)
+	return nil
+}
+
+func (s *scanner) skipWS() {
+	for s.pos < len(s.src) {
+		switch s.src[s.pos] {
+		case ' ', '\t', '\n', '\r':
+			s.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) syntax(msg string) *Error {
+	return &Error{Reason: ReasonNotJSON, Detail: fmt.Sprintf("offset %d: %s", s.pos, msg)}
+}
+
+// kindOf names the JSON type of a value starting with c.
+func kindOf(c byte) string {
+	switch {
+	case c == '"':
+		return "string"
+	case c == '{':
+		return "object"
+	case c == '[':
+		return "array"
+	case c == 't' || c == 'f':
+		return "boolean"
+	case c == 'n':
+		return "null"
+	case c == '-' || isDigit(c):
+		return "number"
+	}
+	return "invalid value"
+}
+
+// quoteShort quotes b for an error detail, cut to a readable length.
+func quoteShort(b []byte) string {
+	const max = 64
+	if len(b) > max {
+		return strconv.Quote(string(b[:max])) + "…"
+	}
+	return strconv.Quote(string(b))
+}

@@ -1,0 +1,138 @@
+package wire
+
+import (
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// Score is one output record: the score of one event by one model.
+type Score struct {
+	ID, Key      []byte // the event's id and its Kafka message key; arbitrary bytes
+	Model        string
+	Version      int64
+	Score        float64
+	Prediction   int // class, or level for ordinal models
+	HasBound     bool
+	MistakeBound float64 // written only when HasBound
+	Delta        float64 // written only when HasBound
+	N            int64
+	EventTS      []byte    // "event_ts" is omitted when empty
+	ScoredAt     time.Time // written in UTC as RFC 3339 with nanoseconds
+}
+
+// AppendScore appends the JSON encoding of s to dst and returns the extended
+// buffer. It does not allocate when dst has enough capacity.
+//
+// The fields are written in the order of the wire contract:
+//
+//	{"id":"e-1","key":"user-42","model":"mam","version":17,"score":0.42,"prediction":1,
+//	 "certainty":{"mistake_bound":0.31,"delta":0.05,"n":120000},"event_ts":"…","scored_at":"…"}
+//
+// Without a bound, mistake_bound and delta are null. A non-finite float is
+// written as null so that the output is always valid JSON. Strings are
+// escaped like encoding/json does, invalid UTF-8 becoming U+FFFD.
+func AppendScore(dst []byte, s *Score) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, s.ID)
+	dst = append(dst, `,"key":`...)
+	dst = appendString(dst, s.Key)
+	dst = append(dst, `,"model":`...)
+	dst = appendString(dst, unsafe.Slice(unsafe.StringData(s.Model), len(s.Model)))
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendInt(dst, s.Version, 10)
+	dst = append(dst, `,"score":`...)
+	dst = appendFloat(dst, s.Score)
+	dst = append(dst, `,"prediction":`...)
+	dst = strconv.AppendInt(dst, int64(s.Prediction), 10)
+	if s.HasBound {
+		dst = append(dst, `,"certainty":{"mistake_bound":`...)
+		dst = appendFloat(dst, s.MistakeBound)
+		dst = append(dst, `,"delta":`...)
+		dst = appendFloat(dst, s.Delta)
+	} else {
+		dst = append(dst, `,"certainty":{"mistake_bound":null,"delta":null`...)
+	}
+	dst = append(dst, `,"n":`...)
+	dst = strconv.AppendInt(dst, s.N, 10)
+	dst = append(dst, '}')
+	if len(s.EventTS) > 0 {
+		dst = append(dst, `,"event_ts":`...)
+		dst = appendString(dst, s.EventTS)
+	}
+	dst = append(dst, `,"scored_at":"`...)
+	dst = s.ScoredAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	return append(dst, `"}`...)
+}
+
+// appendFloat writes v in the shortest 'g' form, or null when v is NaN or ±Inf.
+func appendFloat(dst []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return append(dst, "null"...)
+	}
+	return strconv.AppendFloat(dst, v, 'g', -1, 64)
+}
+
+// needsEscape marks the ASCII bytes that cannot appear as is in a JSON string.
+var needsEscape = [utf8.RuneSelf]bool{'"': true, '\\': true}
+
+func init() {
+	for c := 0; c < 0x20; c++ {
+		needsEscape[c] = true
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends b as a quoted JSON string. Control characters are
+// escaped, as are U+2028 and U+2029 (like encoding/json, so the output is
+// also valid JavaScript); invalid UTF-8 becomes U+FFFD.
+func appendString(dst, b []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if !needsEscape[c] {
+				i++
+				continue
+			}
+			dst = append(dst, b[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, b[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, b[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, b[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,177 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func decodeMap(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	if !json.Valid(b) {
+		t.Fatalf("invalid JSON: %s", b)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return m
+}
+
+func TestAppendScoreFields(t *testing.T) {
+	at := time.Date(2026, 11, 22, 5, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	for _, tc := range []struct {
+		name string
+		s    Score
+		want map[string]any
+	}{
+		{
+			name: "with bound",
+			s: Score{ID: []byte("e-1"), Key: []byte("user-42"), Model: "mam", Version: 17, Score: 0.42, Prediction: 1,
+				HasBound: true, MistakeBound: 0.31, Delta: 0.05, N: 120000, EventTS: []byte("2026-11-22T04:00:00Z"), ScoredAt: at},
+			want: map[string]any{"id": "e-1", "key": "user-42", "model": "mam", "version": json.Number("17"),
+				"score": json.Number("0.42"), "prediction": json.Number("1"),
+				"certainty": map[string]any{"mistake_bound": json.Number("0.31"), "delta": json.Number("0.05"), "n": json.Number("120000")},
+				"event_ts":  "2026-11-22T04:00:00Z",
+				"scored_at": "2026-11-22T04:00:00.123456789Z"},
+		},
+		{
+			name: "no bound, no event ts",
+			s:    Score{ID: []byte("e-2"), Key: nil, Model: "ordinal", Version: 0, Score: -3.5e-7, Prediction: 4, N: 0, ScoredAt: at.Truncate(time.Second)},
+			want: map[string]any{"id": "e-2", "key": "", "model": "ordinal", "version": json.Number("0"),
+				"score": json.Number("-3.5e-07"), "prediction": json.Number("4"),
+				"certainty": map[string]any{"mistake_bound": nil, "delta": nil, "n": json.Number("0")},
+				"scored_at": "2026-11-22T04:00:00Z"},
+		},
+		{
+			name: "non-finite floats become null",
+			s: Score{ID: []byte("e-3"), Key: []byte("k"), Model: "svm", Version: -1, Score: math.NaN(), Prediction: -1,
+				HasBound: true, MistakeBound: math.Inf(1), Delta: math.Inf(-1), N: math.MaxInt64, ScoredAt: at},
+			want: map[string]any{"id": "e-3", "key": "k", "model": "svm", "version": json.Number("-1"),
+				"score": nil, "prediction": json.Number("-1"),
+				"certainty": map[string]any{"mistake_bound": nil, "delta": nil, "n": json.Number("9223372036854775807")},
+				"scored_at": "2026-11-22T04:00:00.123456789Z"},
+		},
+		{
+			name: "large and tiny floats",
+			s:    Score{Model: "m", Score: 1e300, HasBound: true, MistakeBound: 5e-324, Delta: 1, ScoredAt: at},
+			want: map[string]any{"id": "", "key": "", "model": "m", "version": json.Number("0"),
+				"score": json.Number("1e+300"), "prediction": json.Number("0"),
+				"certainty": map[string]any{"mistake_bound": json.Number("5e-324"), "delta": json.Number("1"), "n": json.Number("0")},
+				"scored_at": "2026-11-22T04:00:00.123456789Z"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := AppendScore([]byte("prefix"), &tc.s)
+			if !bytes.HasPrefix(out, []byte("prefix{")) {
+				t.Fatalf("did not append: %s", out)
+			}
+			got := decodeMap(t, out[len("prefix"):])
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got  %v\nwant %v\njson %s", got, tc.want, out)
+			}
+		})
+	}
+}
+
+func TestAppendScoreFieldOrder(t *testing.T) {
+	s := benchScore()
+	got := string(AppendScore(nil, s))
+	want := `{"id":"evt-000000012345","key":"user-42","model":"mam","version":17,"score":0.4213371337,"prediction":1,` +
+		`"certainty":{"mistake_bound":0.3125,"delta":0.05,"n":120000},"event_ts":"2026-11-22T04:00:00.123Z",` +
+		`"scored_at":"2026-11-22T04:00:00.123456789Z"}`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestAppendScoreEscaping(t *testing.T) {
+	for _, key := range []string{
+		``,
+		`plain`,
+		`"quoted"`,
+		`back\slash`,
+		"new\nline\r\ttab\b\f",
+		"\x00\x01\x1f\x7f",
+		"ünïcödé 😀 €",
+		"\u2028\u2029",
+		"<script>&amp;</script>",
+		"\xff\xfe invalid",
+		"truncated \xe2\x82",
+		"surrogate half \xed\xa0\x80",
+		"\xc0\xaf overlong",
+		`{"id":"injected"}`,
+	} {
+		s := Score{ID: []byte(key), Key: []byte(key), Model: key, EventTS: []byte(key + "x")}
+		out := AppendScore(nil, &s)
+		m := decodeMap(t, out)
+		// encoding/json's own round trip is the reference: it maps invalid UTF-8 to U+FFFD.
+		ref, _ := json.Marshal(key)
+		var want string
+		if err := json.Unmarshal(ref, &want); err != nil {
+			t.Fatal(err)
+		}
+		if m["id"] != want || m["key"] != want || m["model"] != want || m["event_ts"] != want+"x" {
+			t.Errorf("%q: got id %q key %q model %q event_ts %q, want %q; json %s", key, m["id"], m["key"], m["model"], m["event_ts"], want, out)
+		}
+		for _, c := range out {
+			if c < 0x20 {
+				t.Errorf("%q: raw control character %#x in %q", key, c, out)
+			}
+		}
+		if strings.Contains(string(out), "\u2028") || strings.Contains(string(out), "\u2029") {
+			t.Errorf("%q: unescaped line separator in %q", key, out)
+		}
+	}
+}
+
+func TestAppendScoreAllocs(t *testing.T) {
+	s := benchScore()
+	buf := AppendScore(nil, s)
+	s.ScoredAt = s.ScoredAt.In(time.FixedZone("X", -7200)) // UTC conversion must not allocate either
+	if n := testing.AllocsPerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
+		t.Errorf("AppendScore: %v allocs/op, want 0", n)
+	}
+	s.HasBound, s.EventTS = false, nil
+	if n := testing.AllocsPerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
+		t.Errorf("AppendScore without bound: %v allocs/op, want 0", n)
+	}
+}
+
+// FuzzAppendScore checks that any bytes as id/key/model give valid JSON that
+// reads back like encoding/json's own encoding of the same string.
+func FuzzAppendScore(f *testing.F) {
+	for _, s := range []string{"", "k", "\"\\", "\x00\x1f", "\xff", "😀", "\u2028", "\xed\xa0\x80"} {
+		f.Add([]byte(s), 0.5)
+	}
+	f.Fuzz(func(t *testing.T, key []byte, score float64) {
+		s := Score{ID: key, Key: key, Model: string(key), Score: score, HasBound: true, MistakeBound: score, Delta: score, EventTS: key}
+		out := AppendScore(nil, &s)
+		var m map[string]any
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("invalid JSON %q: %v", out, err)
+		}
+		ref, _ := json.Marshal(string(key))
+		var want string
+		if err := json.Unmarshal(ref, &want); err != nil {
+			t.Fatal(err)
+		}
+		if m["id"] != want || m["key"] != want || m["model"] != want {
+			t.Fatalf("%q: got %q, want %q", key, m["id"], want)
+		}
+		if _, ok := m["event_ts"]; ok != (len(key) > 0) {
+			t.Fatalf("event_ts presence %v for %q", ok, key)
+		}
+		if f, ok := m["score"].(float64); ok && f != score {
+			t.Fatalf("score %v read back as %v", score, f)
+		} else if !ok && !math.IsNaN(score) && !math.IsInf(score, 0) {
+			t.Fatalf("finite score %v written as %v", score, m["score"])
+		}
+	})
+}
