@@ -1,0 +1,44 @@
+package online
+
+import (
+	"fmt"
+	"math"
+)
+
+// StateClose reports whether two models hold the same state: the same type
+// and spec, exactly the same counts, and sums that agree to rtol relative to
+// each sum vector's norm (sums accumulated in a different order differ only
+// by rounding). It is what a restored or replayed model is checked against.
+func StateClose(a, b Model, rtol float64) error {
+	ma, okA := a.(*MAM)
+	mb, okB := b.(*MAM)
+	if !okA || !okB {
+		return fmt.Errorf("online: compare %s with %s: unsupported model types", a.Type(), b.Type())
+	}
+	if ma.spec != mb.spec {
+		return fmt.Errorf("online: specs differ: %+v vs %+v", ma.spec, mb.spec)
+	}
+	if ma.n != mb.n || ma.nPos != mb.nPos || ma.nNeg != mb.nNeg {
+		return fmt.Errorf("online: counts differ: n %d/%d, n₊ %d/%d, n₋ %d/%d", ma.n, mb.n, ma.nPos, mb.nPos, ma.nNeg, mb.nNeg)
+	}
+	if !closeRel(ma.tr+ma.trC, mb.tr+mb.trC, rtol) {
+		return fmt.Errorf("online: tr Ω differs: %v vs %v", ma.tr+ma.trC, mb.tr+mb.trC)
+	}
+	va, vb := ma.vectors(), mb.vectors()
+	for k := 0; k < len(va); k += 2 { // (sum, compensation) pairs
+		var diff, norm float64
+		for i := range va[k] {
+			x, y := va[k][i]+va[k+1][i], vb[k][i]+vb[k+1][i]
+			diff += (x - y) * (x - y)
+			norm += x * x
+		}
+		if math.Sqrt(diff) > rtol*math.Sqrt(norm) {
+			return fmt.Errorf("online: sum vector %d differs: ‖a−b‖ = %.3g, ‖a‖ = %.3g (rtol %g)", k/2, math.Sqrt(diff), math.Sqrt(norm), rtol)
+		}
+	}
+	return nil
+}
+
+func closeRel(x, y, rtol float64) bool {
+	return math.Abs(x-y) <= rtol*math.Max(math.Abs(x), math.Abs(y))
+}

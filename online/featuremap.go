@@ -1,0 +1,212 @@
+package online
+
+import (
+	"math"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+)
+
+// Kernel types accepted in KernelSpec.Type.
+const (
+	KernelLinear = "linear"
+	KernelRBF    = "rbf"
+)
+
+// KernelSpec selects a kernel and its explicit feature map φ (MATH.md §3).
+type KernelSpec struct {
+	// Type is "linear" or "rbf".
+	Type string
+	// Gamma is the RBF width: K(x, x') = exp(−Gamma‖x − x'‖²). Must be > 0
+	// for "rbf" and 0 for "linear".
+	Gamma float64
+	// Features is the number D of random frequencies of the "rbf" map
+	// (dim φ = 2D); must be > 0 for "rbf" and 0 for "linear".
+	Features int
+	// Seed fixes the random frequencies of the "rbf" map, so that a restored
+	// model rebuilds the same map. Ignored by "linear".
+	Seed uint64
+}
+
+// Limits on sizes, so that a corrupt spec or snapshot cannot ask for an
+// absurd allocation.
+const (
+	maxDim      = 1 << 20
+	maxFeatures = 1 << 20
+	maxOmega    = 1 << 24 // Features·Dim, the size of the frequency matrix (128 MiB)
+)
+
+// pcgStream is the second PCG seed word used to draw the RBF frequencies;
+// the first is KernelSpec.Seed. Part of the model format: never change it.
+const pcgStream = 0x6f6e6c696e652d31 // "online-1"
+
+// FeatureMap is an explicit feature map φ with ‖φ(x)‖ ≤ 1 for every x, so
+// that B = sup ‖φ‖ = 1 in the certainty bound (MATH.md §1, §3):
+//
+//   - linear: φ(x) = x/‖x‖₂ (φ(0) = 0); dim φ = d; K(x, x') is the cosine of
+//     the angle between x and x'.
+//   - rbf: random Fourier features in pair form (Rahimi & Recht 2007),
+//     φ(x) = sqrt(1/D)[cos(ω_k·x)]_{k=1..D} followed by
+//     sqrt(1/D)[sin(ω_k·x)]_{k=1..D}, with ω_k ~ N(0, 2·Gamma·I_d) drawn
+//     from a PCG generator seeded with (Seed, pcgStream); dim φ = 2D,
+//     ‖φ(x)‖ = 1 and E<φ(x), φ(x')> = exp(−Gamma‖x − x'‖²).
+//
+// A FeatureMap is immutable after construction and safe for concurrent use.
+type FeatureMap struct {
+	spec  KernelSpec
+	in    int       // input dimension d
+	out   int       // dim φ
+	omega []float64 // rbf: D×d frequencies, row-major
+	scale float64   // rbf: sqrt(1/D)
+}
+
+// NewFeatureMap builds the feature map of k for inputs of dimension dim.
+func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
+	if err := validateKernel(k, dim); err != nil {
+		return nil, err
+	}
+	m := &FeatureMap{spec: k, in: dim}
+	switch k.Type {
+	case KernelLinear:
+		m.out = dim
+	case KernelRBF:
+		m.out = 2 * k.Features
+		m.scale = math.Sqrt(1 / float64(k.Features))
+		m.omega = make([]float64, k.Features*dim)
+		r := rand.New(rand.NewPCG(k.Seed, pcgStream))
+		sd := math.Sqrt(2 * k.Gamma)
+		for i := range m.omega {
+			m.omega[i] = sd * r.NormFloat64()
+		}
+	}
+	return m, nil
+}
+
+func validateKernel(k KernelSpec, dim int) error {
+	if dim <= 0 || dim > maxDim {
+		return specErrorf("dim", "must be in [1, %d], got %d", maxDim, dim)
+	}
+	switch k.Type {
+	case KernelLinear:
+		if k.Gamma != 0 {
+			return specErrorf("kernel.gamma", "not used by the linear kernel: must be 0, got %v", k.Gamma)
+		}
+		if k.Features != 0 {
+			return specErrorf("kernel.features", "not used by the linear kernel: must be 0, got %d", k.Features)
+		}
+	case KernelRBF:
+		if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {
+			return specErrorf("kernel.gamma", "must be > 0 and finite, got %v", k.Gamma)
+		}
+		if k.Features <= 0 || k.Features > maxFeatures {
+			return specErrorf("kernel.features", "must be in [1, %d], got %d", maxFeatures, k.Features)
+		}
+		if k.Features*dim > maxOmega {
+			return specErrorf("kernel.features", "features×dim must be ≤ %d, got %d×%d", maxOmega, k.Features, dim)
+		}
+	case "":
+		return specErrorf("kernel.type", "missing (want %q or %q)", KernelLinear, KernelRBF)
+	default:
+		return specErrorf("kernel.type", "unknown kernel %q (want %q or %q)", k.Type, KernelLinear, KernelRBF)
+	}
+	return nil
+}
+
+// Spec returns the kernel spec the map was built from.
+func (m *FeatureMap) Spec() KernelSpec { return m.spec }
+
+// InputDim returns the input dimension d.
+func (m *FeatureMap) InputDim() int { return m.in }
+
+// Dim returns dim φ: d for linear, 2·Features for rbf.
+func (m *FeatureMap) Dim() int { return m.out }
+
+// Map writes φ(x) into dst and returns ‖φ(x)‖². ok is false, and dst
+// unspecified, when x has a NaN or infinite entry. It panics unless
+// len(x) == InputDim() and len(dst) == Dim(). It does not allocate.
+func (m *FeatureMap) Map(dst, x []float64) (sqNorm float64, ok bool) {
+	if len(x) != m.in || len(dst) != m.out {
+		panic("online: FeatureMap.Map: wrong slice length")
+	}
+	if m.omega == nil {
+		sqNorm = mapLinear(dst, x)
+	} else {
+		// z = Ω x into the second half of dst (gonum's assembly kernel
+		// is about 3× faster than a Go loop here).
+		blas64.Gemv(blas.NoTrans, 1,
+			blas64.General{Rows: m.out / 2, Cols: m.in, Stride: m.in, Data: m.omega},
+			blas64.Vector{N: m.in, Inc: 1, Data: x}, 0,
+			blas64.Vector{N: m.out / 2, Inc: 1, Data: dst[m.out/2:]})
+		sqNorm = sincosRFF(dst, m.scale)
+	}
+	if math.IsNaN(sqNorm) {
+		return 0, false
+	}
+	return sqNorm, true
+}
+
+// mapLinear sets dst = x/‖x‖ (0 when x = 0) and returns ‖dst‖², NaN when x
+// has a non-finite entry.
+func mapLinear(dst, x []float64) float64 {
+	dst = dst[:len(x)]
+	var s0, s1 float64
+	i := 0
+	for ; i+1 < len(x); i += 2 {
+		s0 += x[i] * x[i]
+		s1 += x[i+1] * x[i+1]
+	}
+	if i < len(x) {
+		s0 += x[i] * x[i]
+	}
+	ss := s0 + s1
+	if !(ss > 0x1p-900 && ss < 0x1p900) {
+		return mapLinearScaled(dst, x)
+	}
+	inv := 1 / math.Sqrt(ss)
+	var q0, q1 float64
+	i = 0
+	for ; i+1 < len(x); i += 2 {
+		a, b := x[i]*inv, x[i+1]*inv
+		dst[i], dst[i+1] = a, b
+		q0 += a * a
+		q1 += b * b
+	}
+	if i < len(x) {
+		a := x[i] * inv
+		dst[i] = a
+		q0 += a * a
+	}
+	return q0 + q1
+}
+
+// mapLinearScaled is mapLinear's rare path for a zero, non-finite, tiny or
+// huge x: it scales x by a power of two to max|x_i| ∈ [0.5, 1) first.
+func mapLinearScaled(dst, x []float64) float64 {
+	var mx float64
+	for _, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return math.NaN()
+		}
+		mx = max(mx, math.Abs(v))
+	}
+	if mx == 0 {
+		clear(dst)
+		return 0
+	}
+	_, e := math.Frexp(mx)
+	var ss float64
+	for i, v := range x {
+		v = math.Ldexp(v, -e)
+		dst[i] = v
+		ss += v * v
+	}
+	inv := 1 / math.Sqrt(ss)
+	var q float64
+	for i, v := range dst {
+		v *= inv
+		dst[i] = v
+		q += v * v
+	}
+	return q
+}

@@ -1,0 +1,554 @@
+package online
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// randomData draws n points in d dimensions from two shifted Gaussians with
+// labels ±1 in proportion pPos.
+func randomData(seed uint64, n, d int, pPos float64) (x [][]float64, y []float64) {
+	r := rand.New(rand.NewPCG(seed, 99))
+	for range n {
+		yi := -1.0
+		if r.Float64() < pPos {
+			yi = 1
+		}
+		v := make([]float64, d)
+		for j := range v {
+			v[j] = r.NormFloat64() + 0.7*yi*float64(j%2)
+			if j == 0 {
+				v[j] += 0.5 * yi // classes also differ in spread along 0
+				v[j] *= 1 + 0.5*yi
+			}
+		}
+		x = append(x, v)
+		y = append(y, yi)
+	}
+	return x, y
+}
+
+func newMAM(t testing.TB, k KernelSpec, dim int, balance bool) *MAM {
+	t.Helper()
+	m, err := NewMAM(Spec{Type: ModelMAM, Dim: dim, Kernel: k, Balance: balance, Delta: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func relClose(a, b, tol float64) bool {
+	return math.Abs(a-b) <= tol*max(math.Abs(a), math.Abs(b), 1e-300)
+}
+
+// cosine is the linear kernel on normalised inputs (0 if either is 0).
+func cosine(a, b []float64) float64 {
+	na, nb := math.Sqrt(dot(a, a)), math.Sqrt(dot(b, b))
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return dot(a, b) / (na * nb)
+}
+
+// TestMAMPlainBruteForce checks the plain MAM with the linear kernel against
+// f(x) = Σ y_i K(x_i, x)/sqrt(yᵀΩy), M̂ = sqrt(yᵀΩy)/n, R̂ = (2/n)sqrt(tr Ω)
+// computed from the kernel matrix (MATH.md §1).
+func TestMAMPlainBruteForce(t *testing.T) {
+	const d, n = 7, 150
+	x, y := randomData(1, n, d, 0.4)
+	x[10] = make([]float64, d) // a zero input: φ = 0, K = 0
+	probe, _ := randomData(2, 30, d, 0.5)
+	m := newMAM(t, KernelSpec{Type: KernelLinear}, d, false)
+	for i := range x {
+		m.Observe(x[i], y[i], true)
+		if (i+1)%50 != 0 {
+			continue
+		}
+		k := i + 1
+		var yOy, tr float64
+		for a := range k {
+			tr += cosine(x[a], x[a])
+			for b := range k {
+				yOy += y[a] * y[b] * cosine(x[a], x[b])
+			}
+		}
+		f := func(z []float64) float64 {
+			var s float64
+			for a := range k {
+				s += y[a] * cosine(x[a], z)
+			}
+			return s / math.Sqrt(yOy)
+		}
+		wantM, wantR := math.Sqrt(yOy)/float64(k), 2/float64(k)*math.Sqrt(tr)
+		if !relClose(m.AverageMargin(), wantM, 1e-9) || !relClose(m.Rademacher(), wantR, 1e-9) {
+			t.Fatalf("n=%d: M̂ = %v, R̂ = %v; want %v, %v", k, m.AverageMargin(), m.Rademacher(), wantM, wantR)
+		}
+		// M̂ is the average training margin.
+		var avg float64
+		for a := range k {
+			avg += y[a] * f(x[a])
+		}
+		if avg /= float64(k); !relClose(avg, wantM, 1e-9) {
+			t.Fatalf("n=%d: mean y f = %v, M̂ = %v", k, avg, wantM)
+		}
+		for _, z := range probe {
+			want := f(z)
+			p := m.Observe(z, 0, false)
+			if !relClose(p.Score, want, 1e-9) {
+				t.Fatalf("n=%d: f = %v, brute force %v", k, p.Score, want)
+			}
+			wantB := MistakeBound(1, wantM, wantR, float64(k), 0.05, math.Abs(want))
+			if !p.HasBound || math.Abs(p.MistakeBound-wantB) > 1e-9 || p.N != int64(k) || p.Delta != 0.05 {
+				t.Fatalf("n=%d: prediction %+v, want bound %v", k, p, wantB)
+			}
+			if p.MistakeBound != MistakeBound(1, m.AverageMargin(), m.Rademacher(), float64(k), 0.05, math.Abs(p.Score)) {
+				t.Fatal("model bound differs from MistakeBound with its own M̂, R̂")
+			}
+			if wantLabel := int(math.Copysign(1, want)); p.Label != wantLabel {
+				t.Fatalf("label %d, want %d", p.Label, wantLabel)
+			}
+		}
+	}
+}
+
+// TestMAMBalancedBruteForce checks the balanced MAM against class means
+// computed from the kernel matrix: <μ±, φ(x)> = (1/n±) Σ_{i∈±} K(x_i, x),
+// ‖w‖² = ‖μ₊‖² + ‖μ₋‖² − 2<μ₊, μ₋>, b = (‖μ₋‖² − ‖μ₊‖²)/2,
+// f = (<w, φ> + b)/(√2 sqrt(‖w‖² + b²)), and M̂_w = (1/n) Σ y_i f(x_i).
+func TestMAMBalancedBruteForce(t *testing.T) {
+	const d, n = 5, 120
+	rbf := KernelSpec{Type: KernelRBF, Gamma: 0.3, Features: 64, Seed: 5}
+	for _, tc := range []struct {
+		name string
+		k    KernelSpec
+	}{{"linear", KernelSpec{Type: KernelLinear}}, {"rbf", rbf}} {
+		t.Run(tc.name, func(t *testing.T) {
+			x, y := randomData(3, n, d, 0.25)
+			probe, _ := randomData(4, 20, d, 0.5)
+			m := newMAM(t, tc.k, d, true)
+			fm := m.FeatureMap()
+			K := func(a, b []float64) float64 { // kernel of the feature map
+				p, q := make([]float64, fm.Dim()), make([]float64, fm.Dim())
+				fm.Map(p, a)
+				fm.Map(q, b)
+				return dot(p, q)
+			}
+			for i := range x {
+				m.Observe(x[i], y[i], true)
+				if (i+1)%40 != 0 {
+					continue
+				}
+				k := i + 1
+				var np, nn, pp, qq, pq float64
+				for a := range k {
+					if y[a] > 0 {
+						np++
+					} else {
+						nn++
+					}
+					for b := range k {
+						switch kab := K(x[a], x[b]); {
+						case y[a] > 0 && y[b] > 0:
+							pp += kab
+						case y[a] < 0 && y[b] < 0:
+							qq += kab
+						case y[a] > 0:
+							pq += kab
+						}
+					}
+				}
+				pp, qq, pq = pp/(np*np), qq/(nn*nn), pq/(np*nn)
+				ww := pp + qq - 2*pq
+				b := (qq - pp) / 2
+				f := func(z []float64) float64 {
+					var wz float64
+					for a := range k {
+						if y[a] > 0 {
+							wz += K(x[a], z) / np
+						} else {
+							wz -= K(x[a], z) / nn
+						}
+					}
+					return (wz + b) / (math.Sqrt2 * math.Sqrt(ww+b*b))
+				}
+				var avg, tr float64
+				for a := range k {
+					avg += y[a] * f(x[a])
+					tr += K(x[a], x[a])
+				}
+				avg /= float64(k)
+				wantR := 2 / float64(k) * math.Sqrt((tr+float64(k))/2)
+				if !relClose(m.AverageMargin(), avg, 1e-9) || !relClose(m.Rademacher(), wantR, 1e-9) {
+					t.Fatalf("n=%d: M̂_w = %v, R̂ = %v; want %v, %v", k, m.AverageMargin(), m.Rademacher(), avg, wantR)
+				}
+				for _, z := range probe {
+					want := f(z)
+					p := m.Observe(z, 0, false)
+					if !relClose(p.Score, want, 1e-9) {
+						t.Fatalf("n=%d: f = %v, brute force %v", k, p.Score, want)
+					}
+					if p.MistakeBound != MistakeBound(1, m.AverageMargin(), m.Rademacher(), float64(k), 0.05, math.Abs(p.Score)) {
+						t.Fatal("model bound differs from MistakeBound")
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestMAMBalancedOneClass checks the fallback while one class is empty:
+// the plain sum in the augmented space, w = s, b = n₊ − n₋.
+func TestMAMBalancedOneClass(t *testing.T) {
+	const d = 3
+	m := newMAM(t, KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 128, Seed: 1}, d, true)
+	x, _ := randomData(5, 40, d, 1)
+	for i := range 20 {
+		m.Observe(x[i], 1, true)
+	}
+	fm := m.FeatureMap()
+	phi := make([]float64, fm.Dim())
+	s := make([]float64, fm.Dim())
+	for i := range 20 {
+		fm.Map(phi, x[i])
+		for j := range s {
+			s[j] += phi[j]
+		}
+	}
+	b := 20.0
+	den := math.Sqrt2 * math.Sqrt(dot(s, s)+b*b)
+	var avg float64
+	for i := range 20 {
+		fm.Map(phi, x[i])
+		avg += (dot(s, phi) + b) / den
+	}
+	if avg /= 20; !relClose(m.AverageMargin(), avg, 1e-12) {
+		t.Errorf("M̂ = %v, want %v", m.AverageMargin(), avg)
+	}
+	for _, z := range x[20:] {
+		fm.Map(phi, z)
+		want := (dot(s, phi) + b) / den
+		p := m.Observe(z, 0, false)
+		if !relClose(p.Score, want, 1e-12) || p.Label != 1 {
+			t.Fatalf("f = %v (label %d), want %v", p.Score, p.Label, want)
+		}
+	}
+	// The first negative switches to the class-mean direction.
+	m.Observe(x[0], -1, true)
+	if pos, neg := m.ClassCounts(); pos != 20 || neg != 1 {
+		t.Fatalf("counts %d, %d", pos, neg)
+	}
+	if p := m.Observe(x[0], 0, false); p.Label != -1 {
+		t.Errorf("x[0] is now the negative mean: label %d (f = %v)", p.Label, p.Score)
+	}
+}
+
+func TestMAMEmpty(t *testing.T) {
+	for _, bal := range []bool{false, true} {
+		m := newMAM(t, KernelSpec{Type: KernelLinear}, 2, bal)
+		p := m.Observe([]float64{1, 2}, 0, false)
+		want := Prediction{Score: 0, Label: 0, MistakeBound: 1, HasBound: true, Delta: 0.05, N: 0}
+		if p != want {
+			t.Errorf("balance %v: %+v, want %+v", bal, p, want)
+		}
+		if m.Examples() != 0 || m.Version() != 1 || m.Type() != "mam" || m.Dim() != 2 {
+			t.Error("accessors")
+		}
+		// An input of zeros is learned (n counts it) but adds nothing.
+		m.Observe([]float64{0, 0}, 1, true)
+		if p := m.Observe([]float64{1, 2}, 0, false); m.Examples() != 1 || p.N != 1 {
+			t.Errorf("after a zero input: %+v", p)
+		}
+	}
+}
+
+func TestMAMNonFiniteInput(t *testing.T) {
+	for _, k := range []KernelSpec{{Type: KernelLinear}, {Type: KernelRBF, Gamma: 1, Features: 8}} {
+		m := newMAM(t, k, 2, true)
+		m.Observe([]float64{1, 2}, 1, true)
+		before, _ := m.MarshalBinary()
+		for _, x := range [][]float64{{math.NaN(), 1}, {1, math.Inf(1)}} {
+			p := m.Observe(x, -1, true)
+			if p.Label != 0 || p.HasBound || p.Score != 0 || p.N != 1 {
+				t.Errorf("%s %v: %+v", k.Type, x, p)
+			}
+		}
+		after, _ := m.MarshalBinary()
+		if !bytes.Equal(before, after) {
+			t.Errorf("%s: non-finite input changed the state", k.Type)
+		}
+	}
+}
+
+func TestMAMLabel(t *testing.T) {
+	m := newMAM(t, KernelSpec{Type: KernelLinear}, 1, false)
+	tests := []struct {
+		in   float64
+		want float64
+		ok   bool
+	}{
+		{1, 1, true}, {-1, -1, true}, {0, -1, true}, {math.Copysign(0, -1), -1, true},
+		{2, 0, false}, {0.5, 0, false}, {-2, 0, false}, {math.NaN(), 0, false}, {math.Inf(1), 0, false},
+	}
+	for _, tc := range tests {
+		if y, ok := m.Label(tc.in); y != tc.want || ok != tc.ok {
+			t.Errorf("Label(%v) = %v, %v; want %v, %v", tc.in, y, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestMAMPanics(t *testing.T) {
+	m := newMAM(t, KernelSpec{Type: KernelLinear}, 2, false)
+	for name, f := range map[string]func(){
+		"short x":   func() { m.Observe([]float64{1}, 1, true) },
+		"long x":    func() { m.Observe([]float64{1, 2, 3}, 0, false) },
+		"label 0":   func() { m.Observe([]float64{1, 2}, 0, true) },
+		"label 0.5": func() { m.Observe([]float64{1, 2}, 0.5, true) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestMAMObserveDoesNotAllocate(t *testing.T) {
+	for _, k := range []KernelSpec{{Type: KernelLinear}, {Type: KernelRBF, Gamma: 1, Features: 32}} {
+		for _, bal := range []bool{false, true} {
+			m := newMAM(t, k, 4, bal)
+			x := []float64{1, -2, 3, 0.5}
+			y := 1.0
+			if a := testing.AllocsPerRun(200, func() {
+				m.Observe(x, y, true)
+				y = -y
+				x[0] += 0.1
+			}); a != 0 {
+				t.Errorf("%s balance=%v: %v allocs per Observe", k.Type, bal, a)
+			}
+		}
+	}
+}
+
+// TestMAMCompensatedSums adds the same φ 10⁶ times: the compensated sums
+// stay at 10⁶·φ to rounding, where naive summation drifts.
+func TestMAMCompensatedSums(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10⁶ updates")
+	}
+	const N = 1_000_000
+	m := newMAM(t, KernelSpec{Type: KernelRBF, Gamma: 1, Features: 2, Seed: 3}, 2, false)
+	x := []float64{0.3, 0.7}
+	for range N {
+		m.Observe(x, 1, true)
+	}
+	phi := make([]float64, 4)
+	m.FeatureMap().Map(phi, x)
+	var naive [4]float64
+	for range N {
+		for j := range naive {
+			naive[j] += phi[j]
+		}
+	}
+	for j := range phi {
+		want := N * phi[j]
+		if !relClose(m.w[j], want, 2e-16) {
+			t.Errorf("s[%d] = %v, want %v (naive %v)", j, m.w[j], want, naive[j])
+		}
+	}
+	if tr := m.tr + m.trC; !relClose(tr, N, 1e-15) {
+		t.Errorf("tr Ω = %v, want %d", tr, N)
+	}
+}
+
+var codecSpecs = []struct {
+	name string
+	k    KernelSpec
+	bal  bool
+}{
+	{"linear-plain", KernelSpec{Type: KernelLinear}, false},
+	{"linear-balanced", KernelSpec{Type: KernelLinear}, true},
+	{"rbf-plain", KernelSpec{Type: KernelRBF, Gamma: 0.7, Features: 48, Seed: 77}, false},
+	{"rbf-balanced", KernelSpec{Type: KernelRBF, Gamma: 0.7, Features: 48, Seed: 77}, true},
+}
+
+// TestMAMRoundTrip: a restored model predicts bit-identically and stays
+// identical after further learning.
+func TestMAMRoundTrip(t *testing.T) {
+	const d = 6
+	x, y := randomData(6, 300, d, 0.3)
+	for _, tc := range codecSpecs {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMAM(t, tc.k, d, tc.bal)
+			for i := range 150 {
+				m.Observe(x[i], y[i], true)
+			}
+			enc, err := m.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Restore(enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc2, _ := r.MarshalBinary()
+			if !bytes.Equal(enc, enc2) {
+				t.Fatal("re-encoding differs")
+			}
+			if got := r.(*MAM).Spec(); got != m.Spec() {
+				t.Fatalf("spec %+v, want %+v", got, m.Spec())
+			}
+			for i := 150; i < 300; i++ {
+				p, q := m.Observe(x[i], y[i], true), r.Observe(x[i], y[i], true)
+				if math.Float64bits(p.Score) != math.Float64bits(q.Score) || p != q {
+					t.Fatalf("event %d: %+v vs restored %+v", i, p, q)
+				}
+			}
+			a, _ := m.MarshalBinary()
+			b, _ := r.MarshalBinary()
+			if !bytes.Equal(a, b) {
+				t.Fatal("states differ after further learning")
+			}
+			// UnmarshalBinary replaces another model's spec and state.
+			other := newMAM(t, KernelSpec{Type: KernelLinear}, 2, !tc.bal)
+			if err := other.UnmarshalBinary(a); err != nil {
+				t.Fatal(err)
+			}
+			if c, _ := other.MarshalBinary(); !bytes.Equal(a, c) {
+				t.Fatal("UnmarshalBinary into another model")
+			}
+		})
+	}
+}
+
+func TestMAMUnmarshalErrors(t *testing.T) {
+	m := newMAM(t, KernelSpec{Type: KernelRBF, Gamma: 1, Features: 4, Seed: 1}, 3, true)
+	x, y := randomData(7, 20, 3, 0.5)
+	for i := range x {
+		m.Observe(x[i], y[i], true)
+	}
+	good, _ := m.MarshalBinary()
+	// Offsets in the encoding: magic 0, version 4, type str 6 ("mam": 7..9),
+	// dim 10, kernel str 14 ("rbf": 15..17), gamma 18, features 26, seed 30,
+	// balance 38, delta 39, n 47, n₊ 55, n₋ 63, tr 71, trC 79, p 87, sums 91.
+	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
+	putF := func(b []byte, off int, v float64) []byte {
+		copy(b[off:], appendF64(nil, v))
+		return b
+	}
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"magic", edit(func(b []byte) []byte { b[0] = 'X'; return b })},
+		{"version", edit(func(b []byte) []byte { b[4] = 2; return b })},
+		{"type", edit(func(b []byte) []byte { b[7] = 'x'; return b })},
+		{"kernel", edit(func(b []byte) []byte { b[15] = 'x'; return b })},
+		{"dim 0", edit(func(b []byte) []byte { b[10] = 0; return b })},
+		{"gamma", edit(func(b []byte) []byte { return putF(b, 18, -1) })},
+		{"features", edit(func(b []byte) []byte { b[26] = 5; return b })},
+		{"balance flag", edit(func(b []byte) []byte { b[38] = 2; return b })},
+		{"delta", edit(func(b []byte) []byte { return putF(b, 39, 1.5) })},
+		{"counts", edit(func(b []byte) []byte { b[47]++; return b })},
+		{"negative count", edit(func(b []byte) []byte { b[62] = 0xff; return b })},
+		{"trace > n", edit(func(b []byte) []byte { return putF(b, 71, 25) })},
+		{"trace NaN", edit(func(b []byte) []byte { return putF(b, 79, math.NaN()) })},
+		{"p", edit(func(b []byte) []byte { b[87] = 9; return b })},
+		{"sum NaN", edit(func(b []byte) []byte { return putF(b, 91, math.NaN()) })},
+		{"sum too large", edit(func(b []byte) []byte { return putF(b, 91, 1e6) })},
+		{"trailing", append(bytes.Clone(good), 0)},
+	}
+	for i := range len(good) {
+		tests = append(tests, struct {
+			name string
+			b    []byte
+		}{"truncated", good[:i]})
+	}
+	for _, tc := range tests {
+		target := newMAM(t, KernelSpec{Type: KernelLinear}, 2, false)
+		before, _ := target.MarshalBinary()
+		err := target.UnmarshalBinary(tc.b)
+		if !errors.Is(err, ErrFormat) {
+			t.Errorf("%s (%d bytes): error %v, want ErrFormat", tc.name, len(tc.b), err)
+		}
+		if after, _ := target.MarshalBinary(); !bytes.Equal(before, after) {
+			t.Errorf("%s: receiver changed on error", tc.name)
+		}
+		if _, err := Restore(tc.b); !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: Restore error %v", tc.name, err)
+		}
+		if tc.name != "truncated" {
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
+	if _, err := Restore(good); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzRestore(f *testing.F) {
+	x, y := randomData(8, 10, 2, 0.5)
+	for _, tc := range codecSpecs {
+		if tc.k.Type == KernelRBF {
+			tc.k.Features = 3
+		}
+		m := newMAM(f, tc.k, 2, tc.bal)
+		for i := range x {
+			m.Observe(x[i], y[i], true)
+		}
+		b, _ := m.MarshalBinary()
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Restore(b)
+		if err != nil {
+			if !errors.Is(err, ErrFormat) {
+				t.Fatalf("error %v does not wrap ErrFormat", err)
+			}
+			return
+		}
+		enc, err := m.MarshalBinary()
+		if err != nil || !bytes.Equal(enc, b) {
+			t.Fatalf("re-encoding differs")
+		}
+		m.Observe(make([]float64, m.Dim()), 1, true)
+	})
+}
+
+func TestStateClose(t *testing.T) {
+	spec := Spec{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 64, Seed: 9}, Balance: true, Delta: 0.05}
+	a, _ := New(spec)
+	b, _ := New(spec)
+	xs := [][]float64{{1, 2, 3}, {-1, 0.5, 2}, {0, 0, 1}, {2, -1, 0}}
+	ys := []float64{1, -1, 1, -1}
+	for i := range xs {
+		a.Observe(xs[i], ys[i], true)
+	}
+	for i := len(xs) - 1; i >= 0; i-- { // other order: equal up to rounding
+		b.Observe(xs[i], ys[i], true)
+	}
+	if err := StateClose(a, b, 1e-12); err != nil {
+		t.Fatalf("same events in another order: %v", err)
+	}
+	b.Observe(xs[0], ys[0], true)
+	if err := StateClose(a, b, 1e-9); err == nil {
+		t.Fatal("one more event: want a difference")
+	}
+	c, _ := New(spec)
+	for i := range xs {
+		y := ys[i]
+		if i == 2 {
+			y = -y
+		}
+		c.Observe(xs[i], y, true)
+	}
+	if err := StateClose(a, c, 1e-9); err == nil {
+		t.Fatal("a flipped label: want a difference")
+	}
+}

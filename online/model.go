@@ -1,0 +1,138 @@
+package online
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Prediction is what a model says about one event.
+type Prediction struct {
+	Score        float64 // f(x)
+	Label        int     // predicted class −1/+1 (0 = no decision); level for ordinal models later
+	MistakeBound float64 // certainty bound in [0,1]; only meaningful when HasBound
+	HasBound     bool
+	Delta        float64
+	N            int64 // examples learned before this prediction
+}
+
+// Model is an online scorer/learner owned by one goroutine at a time (not
+// safe for concurrent use).
+type Model interface {
+	// Type returns the model type, e.g. "mam".
+	Type() string
+	// Dim returns the input dimension d.
+	Dim() int
+	// Label maps a wire label (−1/+1, 0/1; true/false arrive as 1/0) to the
+	// model's label; ok is false when v is outside its set (e.g. 2, 0.5, NaN).
+	Label(v float64) (y float64, ok bool)
+	// Observe scores x with the current state and then, if labelled, learns
+	// (x, y); φ(x) is computed once. y must be a label returned by Label.
+	// len(x) must be Dim() (it panics otherwise: programmer error). It does
+	// not allocate.
+	Observe(x []float64, y float64, labelled bool) Prediction
+	// Examples returns the number of examples learned.
+	Examples() int64
+	// Version is 1 for online models (heavy models bump it on refit).
+	Version() int64
+	// MarshalBinary returns the complete state: spec, seed, sums (with
+	// their compensation terms) and counts.
+	MarshalBinary() ([]byte, error)
+	// UnmarshalBinary restores a state written by MarshalBinary exactly,
+	// spec included. It rejects a wrong format version, truncated or
+	// inconsistent data with an error wrapping ErrFormat, and leaves the
+	// receiver unchanged then.
+	UnmarshalBinary([]byte) error
+}
+
+// ModelMAM is the type of the maximal-average-margin classifier.
+const ModelMAM = "mam"
+
+// Spec describes a model.
+type Spec struct {
+	Type    string // "mam"
+	Dim     int    // input dimension d, ≥ 1
+	Kernel  KernelSpec
+	Balance bool    // mam: class-balanced direction μ₊ − μ₋ with offset (the better default)
+	Delta   float64 // confidence parameter δ of the certainty bound, in (0, 1); e.g. 0.05
+}
+
+// Validate checks s; the error is a *SpecError naming the field.
+func (s Spec) Validate() error {
+	switch s.Type {
+	case ModelMAM:
+	case "":
+		return specErrorf("type", "missing (want %q)", ModelMAM)
+	default:
+		return specErrorf("type", "unknown model type %q (want %q)", s.Type, ModelMAM)
+	}
+	if err := validateKernel(s.Kernel, s.Dim); err != nil {
+		return err
+	}
+	if !(s.Delta > 0 && s.Delta < 1) {
+		return specErrorf("delta", "must be in (0, 1), got %v", s.Delta)
+	}
+	return nil
+}
+
+// New builds an empty model from spec after validating it; errors are
+// *SpecError values naming the field, e.g. "online: kernel.gamma: must be > 0
+// and finite, got -1".
+func New(spec Spec) (Model, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	switch spec.Type {
+	case ModelMAM:
+		return NewMAM(spec)
+	}
+	panic("unreachable")
+}
+
+// Restore builds a model of the right type from MarshalBinary output.
+func Restore(b []byte) (Model, error) {
+	typ, err := peekType(b)
+	if err != nil {
+		return nil, err
+	}
+	switch typ {
+	case ModelMAM:
+		m := new(MAM)
+		if err := m.UnmarshalBinary(b); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("%w: unknown model type %q", ErrFormat, typ)
+}
+
+// ErrFormat is wrapped by every error about malformed serialised state.
+var ErrFormat = errors.New("online: bad model encoding")
+
+// ErrSpec is matched (errors.Is) by every *SpecError.
+var ErrSpec = errors.New("online: invalid spec")
+
+// SpecError reports an invalid Spec field.
+type SpecError struct {
+	Field   string // e.g. "kernel.gamma"
+	Problem string // e.g. "must be > 0 and finite, got -1"
+}
+
+func (e *SpecError) Error() string { return "online: " + e.Field + ": " + e.Problem }
+
+// Is makes errors.Is(err, ErrSpec) true for every *SpecError.
+func (e *SpecError) Is(target error) bool { return target == ErrSpec }
+
+func specErrorf(field, format string, args ...any) error {
+	return &SpecError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// binaryLabel maps a wire label to −1/+1: −1 and 0 give −1, +1 gives +1.
+func binaryLabel(v float64) (float64, bool) {
+	switch v {
+	case 1:
+		return 1, true
+	case -1, 0:
+		return -1, true
+	}
+	return 0, false
+}
