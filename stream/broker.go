@@ -23,14 +23,29 @@ type TopicSpec struct {
 	Partitions int
 }
 
+// BrokerConfig configures StartBrokerWith.
+type BrokerConfig struct {
+	Port              int // 0: a free port
+	Topics            []TopicSpec
+	MinSessionTimeout time.Duration // lowest consumer-group session timeout accepted (0: Kafka's 6s)
+}
+
 // StartBroker starts a one-node broker on a free 127.0.0.1 port (or on port
 // when non-zero) and creates the given topics.
 func StartBroker(port int, topics ...TopicSpec) (*Broker, error) {
+	return StartBrokerWith(BrokerConfig{Port: port, Topics: topics})
+}
+
+// StartBrokerWith starts a one-node broker as cfg says.
+func StartBrokerWith(cfg BrokerConfig) (*Broker, error) {
 	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.ClusterID("streamer-embedded")}
-	if port != 0 {
-		opts = append(opts, kfake.Ports(port))
+	if cfg.Port != 0 {
+		opts = append(opts, kfake.Ports(cfg.Port))
 	}
-	for _, t := range topics {
+	if cfg.MinSessionTimeout > 0 {
+		opts = append(opts, kfake.GroupMinSessionTimeout(cfg.MinSessionTimeout))
+	}
+	for _, t := range cfg.Topics {
 		opts = append(opts, kfake.SeedTopics(int32(t.Partitions), t.Name))
 	}
 	c, err := kfake.NewCluster(opts...)
@@ -47,6 +62,9 @@ func StartBroker(port int, topics ...TopicSpec) (*Broker, error) {
 
 // Addrs returns the host:port addresses clients should bootstrap from.
 func (b *Broker) Addrs() []string { return b.c.ListenAddrs() }
+
+// Compact runs log compaction on every compacted topic now.
+func (b *Broker) Compact() { b.c.Compact() }
 
 // Close stops the broker and drops its data.
 func (b *Broker) Close() { b.c.Close() }

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -25,8 +26,9 @@ const (
 
 // NamedModel is a configured model instance.
 type NamedModel struct {
-	Name  string
-	Model online.Model
+	Name        string
+	Model       online.Model
+	Fingerprint string // of the model's configuration: state is restored only into an identically configured model
 }
 
 // EngineConfig configures an Engine.
@@ -57,11 +59,11 @@ type Engine struct {
 }
 
 type engineModel struct {
-	name  string
-	m     online.Model
-	preq  *online.Prequential
-	met   modelMetrics
-	label string
+	name        string
+	fingerprint string
+	m           online.Model
+	preq        *online.Prequential
+	met         modelMetrics
 }
 
 type modelMetrics struct {
@@ -135,7 +137,7 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		if nm.Model.Dim() != cfg.Dim {
 			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), cfg.Dim)
 		}
-		em := &engineModel{name: nm.Name, m: nm.Model, preq: online.NewPrequential(cfg.AccuracyWindow)}
+		em := &engineModel{name: nm.Name, fingerprint: nm.Fingerprint, m: nm.Model, preq: online.NewPrequential(cfg.AccuracyWindow)}
 		em.met = modelMetrics{
 			scored:   e.met.scored.WithLabelValues(nm.Name),
 			learned:  e.met.learned.WithLabelValues(nm.Name),
@@ -157,9 +159,64 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 func (e *Engine) Models() []NamedModel {
 	out := make([]NamedModel, len(e.models))
 	for i, m := range e.models {
-		out[i] = NamedModel{Name: m.name, Model: m.m}
+		out[i] = NamedModel{Name: m.name, Model: m.m, Fingerprint: m.fingerprint}
 	}
 	return out
+}
+
+// Capture implements Stateful: every model's serialised state.
+func (e *Engine) Capture() ([]snapshot.Model, error) {
+	out := make([]snapshot.Model, len(e.models))
+	for i, m := range e.models {
+		data, err := m.m.MarshalBinary()
+		if err != nil {
+			return nil, fmt.Errorf("stream: capture model %s: %w", m.name, err)
+		}
+		out[i] = snapshot.Model{Name: m.name, Type: m.m.Type(), Fingerprint: m.fingerprint, Data: data}
+	}
+	return out, nil
+}
+
+// Restore replaces the state of every model that has a saved state with an
+// identical configuration. It returns the names of models that start empty
+// (new, or configured differently from the saved state) and of saved models
+// no longer configured. A saved state that does not decode is an error.
+func (e *Engine) Restore(saved []snapshot.Model) (fresh, dropped []string, err error) {
+	byName := map[string]snapshot.Model{}
+	for _, s := range saved {
+		byName[s.Name] = s
+	}
+	restored := make([]online.Model, len(e.models))
+	for i, m := range e.models {
+		s, ok := byName[m.name]
+		delete(byName, m.name)
+		if !ok || s.Fingerprint != m.fingerprint || s.Type != m.m.Type() {
+			fresh = append(fresh, m.name)
+			continue
+		}
+		r, err := online.Restore(s.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.name, err)
+		}
+		if r.Dim() != m.m.Dim() || r.Type() != m.m.Type() {
+			return nil, nil, fmt.Errorf("stream: restore model %s: saved state is %s with dim %d, configured %s with dim %d",
+				m.name, r.Type(), r.Dim(), m.m.Type(), m.m.Dim())
+		}
+		restored[i] = r
+	}
+	for i, r := range restored {
+		if r == nil {
+			continue
+		}
+		m := e.models[i]
+		m.m = r
+		m.met.examples.Set(float64(r.Examples()))
+		m.met.version.Set(float64(r.Version()))
+	}
+	for name := range byName {
+		dropped = append(dropped, name)
+	}
+	return fresh, dropped, nil
 }
 
 // Process implements Processor.

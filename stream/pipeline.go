@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/snapshot"
 )
 
 // Sink receives the records a Processor produces. *Publisher is the Sink
@@ -44,28 +47,42 @@ type PipelineConfig struct {
 	Group          string
 	Topic          string
 	ClientID       string
-	StartOffset    int64 // kafka.FirstOffset or kafka.LastOffset for partitions without a committed offset
-	CommitInterval time.Duration
+	StartOffset    int64         // kafka.FirstOffset or kafka.LastOffset for partitions without a committed offset
+	CommitInterval time.Duration // checkpoint period without a state store
+	SessionTimeout time.Duration
 	FetchMaxBytes  int
+
+	SnapshotEvery       time.Duration // checkpoint period with a state store
+	SnapshotEveryEvents int           // also checkpoint after this many events (0 = off)
 }
 
 // Pipeline is the consumer-group loop: one reader goroutine per assigned
 // partition feeds the Processor in offset order; a checkpoint goroutine
-// periodically flushes the publisher and then commits the offsets whose
-// results are acknowledged. Offsets are committed only after every record
-// produced from the events before them has been delivered, so a crash
-// replays, and never skips, events (at-least-once publishing).
+// periodically pauses processing, flushes the publisher, captures the
+// processor's state with the offsets it includes, makes that snapshot
+// durable, and only then commits those offsets. Without a state store the
+// checkpoint flushes and commits. Either way an offset is committed only
+// after every record produced from the events before it is delivered, so a
+// crash replays, and never skips, events (at-least-once publishing); with a
+// state store a restart also resumes each partition exactly where the
+// restored state ends, so no event is learned twice.
 type Pipeline struct {
-	cfg  PipelineConfig
-	proc Processor
-	pub  *Publisher
-	log  *slog.Logger
-	met  *pipelineMetrics
+	cfg      PipelineConfig
+	proc     Processor
+	pub      *Publisher
+	log      *slog.Logger
+	met      *pipelineMetrics
+	store    *StateStore
+	stateful Stateful
 
-	mu        sync.Mutex    // serialises Process and checkpoints
-	next      map[int]int64 // per owned partition: next offset to process
+	ckptMu    sync.Mutex    // serialises checkpoints
+	mu        sync.Mutex    // serialises Process and state capture
+	next      map[int]int64 // per partition: next offset to process; the state includes everything before it
+	owned     map[int]bool  // partitions of the current generation
 	committed map[int]int64 // per partition: last committed offset
-	released  map[int]int64 // partitions revoked from us: offset we had reached
+	saved     map[int]int64 // offsets of the last durable snapshot (guarded by ckptMu)
+	since     int           // events since the last checkpoint
+	kick      chan struct{} // asks for a checkpoint (snapshot.every_events)
 	ready     atomic.Bool
 }
 
@@ -118,10 +135,32 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = time.Second
 	}
+	if cfg.SnapshotEvery == 0 {
+		cfg.SnapshotEvery = 5 * time.Second
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
 	return &Pipeline{
 		cfg: cfg, proc: proc, pub: pub, log: log, met: newPipelineMetrics(reg),
-		next: map[int]int64{}, committed: map[int]int64{}, released: map[int]int64{},
+		next: map[int]int64{}, owned: map[int]bool{}, committed: map[int]int64{}, saved: map[int]int64{},
+		kick: make(chan struct{}, 1),
 	}
+}
+
+// UseStateStore makes checkpoints save proc's state to store before
+// committing; proc must be the pipeline's processor.
+func (p *Pipeline) UseStateStore(store *StateStore, proc Stateful) {
+	p.store, p.stateful = store, proc
+}
+
+// Resume sets the offsets the processor's (restored) state includes: each
+// partition is consumed from there, whatever the group has committed.
+func (p *Pipeline) Resume(offsets map[int]int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	maps.Copy(p.next, offsets)
+	maps.Copy(p.saved, offsets)
 }
 
 // Ready reports whether the pipeline has joined its group and owns its
@@ -138,9 +177,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		Topics:            []string{p.cfg.Topic},
 		StartOffset:       p.cfg.StartOffset,
 		Dialer:            &kafka.Dialer{ClientID: p.cfg.ClientID, Timeout: 10 * time.Second, DualStack: true},
-		HeartbeatInterval: time.Second,
-		SessionTimeout:    10 * time.Second,
-		RebalanceTimeout:  10 * time.Second,
+		HeartbeatInterval: max(100*time.Millisecond, p.cfg.SessionTimeout/10),
+		SessionTimeout:    p.cfg.SessionTimeout,
+		RebalanceTimeout:  p.cfg.SessionTimeout,
 		JoinGroupBackoff:  time.Second,
 		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { p.log.Warn(fmt.Sprintf(f, a...), "component", "group") }),
 	})
@@ -179,15 +218,24 @@ func (p *Pipeline) startGeneration(gen *kafka.Generation) {
 		parts = append(parts, a.ID)
 	}
 	p.log.Info("joined consumer group", "group", p.cfg.Group, "generation", gen.ID, "partitions", parts)
+	p.mu.Lock()
+	clear(p.owned)
+	for _, a := range assigned {
+		p.owned[a.ID] = true
+	}
+	p.mu.Unlock()
 	for _, a := range assigned {
 		part, off := a.ID, a.Offset
 		p.mu.Lock()
-		if mine, ok := p.released[part]; ok && (off < 0 || mine > off) {
-			// Our state already includes events up to mine: resume there
-			// rather than replaying them into the model a second time.
+		if mine, ok := p.next[part]; ok {
+			// The state already includes the events before mine (restored
+			// from a snapshot, or learned while we owned the partition
+			// before): resume exactly there, whatever the group committed.
+			if mine != off {
+				p.log.Info("resuming partition at the state's offset", "partition", part, "offset", mine, "group_offset", off)
+			}
 			off = mine
 		}
-		delete(p.released, part)
 		p.mu.Unlock()
 		gen.Start(func(ctx context.Context) { p.consume(ctx, gen, part, off) })
 	}
@@ -234,6 +282,13 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 		p.mu.Lock()
 		p.proc.Process(&msg, p.pub)
 		p.next[partition] = msg.Offset + 1
+		p.since++
+		if n := p.cfg.SnapshotEveryEvents; n > 0 && p.since >= n {
+			select {
+			case p.kick <- struct{}{}:
+			default:
+			}
+		}
 		p.mu.Unlock()
 		p.met.latency.Observe(time.Since(start).Seconds())
 		p.met.consumed.Inc()
@@ -245,54 +300,77 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 	defer cancel()
 	p.checkpoint(cctx, gen)
 	p.mu.Lock()
-	if off, ok := p.next[partition]; ok {
-		p.released[partition] = off
-		delete(p.next, partition)
-	}
+	delete(p.owned, partition)
 	p.mu.Unlock()
 }
 
 func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
-	t := time.NewTicker(p.cfg.CommitInterval)
+	every := p.cfg.CommitInterval
+	if p.store != nil {
+		every = p.cfg.SnapshotEvery
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			p.checkpoint(ctx, gen)
+		case <-p.kick:
 		}
+		p.checkpoint(ctx, gen)
 	}
 }
 
 // checkpoint pauses processing, waits until every record produced so far is
-// delivered, then commits the offsets reached.
+// delivered, captures the state with the offsets it includes, resumes
+// processing, makes the snapshot durable and then commits the offsets of
+// the partitions this member owns.
 func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
+	p.ckptMu.Lock()
+	defer p.ckptMu.Unlock()
 	p.mu.Lock()
 	if err := p.pub.Flush(ctx); err != nil {
 		p.mu.Unlock()
 		p.log.Warn("checkpoint: flush", "err", err)
 		return
 	}
-	offsets := map[int]int64{}
-	for part, off := range p.next {
-		if p.committed[part] != off {
-			offsets[part] = off
+	p.since = 0
+	offsets := maps.Clone(p.next)
+	var models []snapshot.Model
+	save := p.store != nil && !maps.Equal(offsets, p.saved)
+	if save {
+		var err error
+		if models, err = p.stateful.Capture(); err != nil {
+			p.mu.Unlock()
+			p.log.Error("checkpoint: capture state", "err", err)
+			return
+		}
+	}
+	commit := map[int]int64{}
+	for part, off := range offsets {
+		if p.owned[part] && p.committed[part] != off {
+			commit[part] = off
 		}
 	}
 	p.mu.Unlock()
-	if len(offsets) == 0 {
+	if save {
+		if err := p.store.Save(ctx, p.cfg.Topic, offsets, models); err != nil {
+			p.log.Error("checkpoint: snapshot not durable; offsets not committed", "err", err)
+			return
+		}
+		p.saved = offsets
+	}
+	if len(commit) == 0 {
 		return
 	}
-	if err := gen.CommitOffsets(map[string]map[int]int64{p.cfg.Topic: offsets}); err != nil {
+	if err := gen.CommitOffsets(map[string]map[int]int64{p.cfg.Topic: commit}); err != nil {
 		p.met.commitErrs.Inc()
-		p.log.Warn("commit offsets", "offsets", offsets, "err", err)
+		p.log.Warn("commit offsets", "offsets", commit, "err", err)
 		return
 	}
 	p.met.commits.Inc()
 	p.mu.Lock()
-	for part, off := range offsets {
-		p.committed[part] = off
-	}
+	maps.Copy(p.committed, commit)
 	p.mu.Unlock()
 }

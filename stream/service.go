@@ -29,8 +29,23 @@ type Service struct {
 	engine   *Engine
 	pub      *Publisher
 	pipeline *Pipeline
+	store    *StateStore
 	ln       net.Listener
 	srv      *http.Server
+}
+
+// Option tunes a Service.
+type Option func(*options)
+
+type options struct {
+	snapshotWriteHook func()
+}
+
+// WithSnapshotWriteHook calls fn inside every snapshot file write, after the
+// temporary file is written and before it is made durable and renamed. It
+// exists for fault-injection tests (killing the process mid-write).
+func WithSnapshotWriteHook(fn func()) Option {
+	return func(o *options) { o.snapshotWriteHook = fn }
 }
 
 // BuildModels constructs the configured models.
@@ -49,7 +64,7 @@ func BuildModels(cfg config.Config) ([]NamedModel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
-		out = append(out, NamedModel{Name: mc.Name, Model: m})
+		out = append(out, NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint()})
 	}
 	return out, nil
 }
@@ -75,7 +90,11 @@ func startOffset(s string) int64 {
 // NewService wires a service from a validated config. reg receives every
 // metric (nil: a fresh registry); the HTTP listener is opened here so that
 // a bad http.listen fails start-up.
-func NewService(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (*Service, error) {
+func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry, log *slog.Logger, opts ...Option) (*Service, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -121,7 +140,11 @@ func NewService(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (
 		ClientID:       cfg.Kafka.ClientID,
 		StartOffset:    startOffset(cfg.Kafka.StartOffset),
 		CommitInterval: cfg.Kafka.CommitInterval,
+		SessionTimeout: cfg.Kafka.SessionTimeout,
 		FetchMaxBytes:  max(16<<20, 2*cfg.Kafka.MaxMessageBytes),
+
+		SnapshotEvery:       cfg.Snapshot.Every,
+		SnapshotEveryEvents: cfg.Snapshot.EveryEvents,
 	}, engine, pub, reg, log)
 
 	s := &Service{cfg: cfg, reg: reg, log: log, engine: engine, pub: pub, pipeline: pipeline}
@@ -129,6 +152,24 @@ func NewService(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (
 	if err != nil {
 		_ = pub.Close(context.Background())
 		return nil, fmt.Errorf("http.listen: %w", err)
+	}
+	s.store, err = OpenStateStore(ctx, cfg.Snapshot, cfg.Kafka.Brokers, cfg.Kafka.ClientID, cfg.Fingerprint(), reg, log)
+	if err == nil && s.store != nil && o.snapshotWriteHook != nil {
+		s.store.setWriteHook(o.snapshotWriteHook)
+	}
+	if err == nil {
+		err = s.restore(ctx)
+	}
+	if err != nil {
+		_ = pub.Close(context.Background())
+		_ = ln.Close()
+		_ = s.store.Close()
+		return nil, err
+	}
+	if s.store != nil {
+		pipeline.UseStateStore(s.store, engine)
+	} else {
+		log.Warn("snapshots are off (no snapshot.dir or snapshot.changelog_topic): model state is lost on restart")
 	}
 	s.ln = ln
 	mux := http.NewServeMux()
@@ -145,6 +186,38 @@ func NewService(cfg config.Config, reg *prometheus.Registry, log *slog.Logger) (
 	})
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
+}
+
+// restore loads the newest valid snapshot, if any, into the engine and
+// makes the pipeline resume at its offsets.
+func (s *Service) restore(ctx context.Context) error {
+	if s.store == nil {
+		return nil
+	}
+	snap, err := s.store.Load(ctx)
+	if err != nil || snap == nil {
+		if snap == nil && err == nil {
+			s.log.Info("no snapshot found: starting with empty models")
+		}
+		return err
+	}
+	fresh, dropped, err := s.engine.Restore(snap.Models)
+	if err != nil {
+		return err
+	}
+	offsets := map[int]int64{}
+	for _, o := range snap.Offsets {
+		if o.Topic == s.cfg.Kafka.InputTopic {
+			offsets[int(o.Partition)] = o.Offset
+		}
+	}
+	s.pipeline.Resume(offsets)
+	s.log.Info("restored snapshot", "seq", snap.Seq, "created", snap.CreatedAt, "offsets", offsets,
+		"models", len(snap.Models)-len(dropped), "fresh_models", fresh, "dropped_models", dropped)
+	if len(fresh) > 0 {
+		s.log.Warn("models start empty: new, or configured differently from the snapshot", "models", fresh)
+	}
+	return nil
 }
 
 // Addr is the address the HTTP endpoints are served on.
@@ -179,6 +252,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	_ = s.srv.Shutdown(cctx)
 	wg.Wait()
+	_ = s.store.Close()
 	s.log.Info("stopped")
 	return err
 }

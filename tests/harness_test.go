@@ -125,6 +125,12 @@ func (l *logBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.
 // runs `streamer run --config` on it, waiting until /readyz says ready.
 func startStreamer(t *testing.T, b *stream.Broker, cfgYAML string) *proc {
 	t.Helper()
+	return startStreamerArgs(t, b, cfgYAML)
+}
+
+// startStreamerArgs is startStreamer with extra arguments to `streamer run`.
+func startStreamerArgs(t *testing.T, b *stream.Broker, cfgYAML string, extra ...string) *proc {
+	t.Helper()
 	httpAddr := freeAddr(t)
 	cfgYAML = strings.ReplaceAll(cfgYAML, "%BROKERS%", strings.Join(b.Addrs(), ","))
 	cfgYAML = strings.ReplaceAll(cfgYAML, "%HTTP%", httpAddr)
@@ -132,7 +138,7 @@ func startStreamer(t *testing.T, b *stream.Broker, cfgYAML string) *proc {
 	if err := os.WriteFile(path, []byte(cfgYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "run", "--config", path)
+	cmd := exec.Command(binary, append([]string{"run", "--config", path}, extra...)...)
 	cmd.Env = os.Environ()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -111,13 +111,19 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	brokers := strings.Join(broker.Addrs(), ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	stateDir, err := os.MkdirTemp("", "streamer-demo-state")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stateDir)
 	var svc *stream.Service
 	for _, listen := range []string{o.listen, "127.0.0.1:0"} {
-		cfg, err := config.Parse(raw, []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + listen})
+		cfg, err := config.Parse(raw, []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + listen,
+			"STREAMER_SNAPSHOT_DIR=" + stateDir})
 		if err != nil {
 			return err
 		}
-		if svc, err = stream.NewService(cfg, nil, log); err == nil {
+		if svc, err = stream.NewService(ctx, cfg, nil, log); err == nil {
 			break
 		}
 	}
@@ -171,6 +177,7 @@ func renderFrame(svc *stream.Service, view *scoreView, rate, consumed float64, u
 	fmt.Fprintf(&b, "events consumed %.0f   %.0f events/s   dead-lettered %.0f   published %.0f\n\n",
 		consumed, rate, gauge(reg, "streamer_events_rejected_total", nil),
 		gauge(reg, "streamer_records_published_total", nil))
+	fmt.Fprintf(&b, "snapshots %.0f (model state with the offsets it includes, every 5s)\n\n", gauge(reg, "streamer_snapshots_total", nil))
 	fmt.Fprintf(&b, "%-12s %10s %22s %8s\n", "model", "n", "prequential accuracy", "version")
 	for _, name := range labelValues(reg, "streamer_model_examples", "model") {
 		l := map[string]string{"model": name}

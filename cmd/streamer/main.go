@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +36,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd())
+	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd())
 	return root
 }
 
@@ -51,6 +52,7 @@ func newLogger(c config.Log) *slog.Logger {
 
 func newRunCmd() *cobra.Command {
 	var path string
+	var faultPause time.Duration
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the service against a Kafka cluster",
@@ -71,15 +73,25 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 				return err
 			}
 			log := newLogger(cfg.Log)
-			svc, err := stream.NewService(cfg, nil, log)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var opts []stream.Option
+			if faultPause > 0 {
+				opts = append(opts, stream.WithSnapshotWriteHook(func() {
+					log.Warn("fault: pausing snapshot write", "for", faultPause)
+					time.Sleep(faultPause)
+				}))
+			}
+			svc, err := stream.NewService(ctx, cfg, nil, log, opts...)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			return svc.Run(ctx)
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "config file (YAML); default $STREAMER_CONFIG")
+	// Fault injection for the crash tests: pause inside every snapshot write.
+	cmd.Flags().DurationVar(&faultPause, "fault-snapshot-pause", 0, "testing only: pause inside each snapshot file write")
+	_ = cmd.Flags().MarkHidden("fault-snapshot-pause")
 	return cmd
 }

@@ -15,11 +15,12 @@ import (
 // [Load] or [Parse]; a Config built or changed in code is checked with
 // [Config.Validate].
 type Config struct {
-	Kafka   Kafka   `yaml:"kafka"`
-	HTTP    HTTP    `yaml:"http"`
-	Log     Log     `yaml:"log"`
-	Metrics Metrics `yaml:"metrics"`
-	Models  []Model `yaml:"models"`
+	Kafka    Kafka    `yaml:"kafka"`
+	HTTP     HTTP     `yaml:"http"`
+	Log      Log      `yaml:"log"`
+	Metrics  Metrics  `yaml:"metrics"`
+	Snapshot Snapshot `yaml:"snapshot"`
+	Models   []Model  `yaml:"models"`
 }
 
 // Kafka is the kafka section: where events come from and where scores and
@@ -34,6 +35,7 @@ type Kafka struct {
 	StartOffset     string        `yaml:"start_offset"`
 	MaxMessageBytes int           `yaml:"max_message_bytes"`
 	CommitInterval  time.Duration `yaml:"commit_interval"`
+	SessionTimeout  time.Duration `yaml:"session_timeout"`
 	Producer        Producer      `yaml:"producer"`
 }
 
@@ -60,6 +62,21 @@ type Log struct {
 type Metrics struct {
 	AccuracyWindow int `yaml:"accuracy_window"`
 }
+
+// Snapshot is the snapshot section: durable model state bound to the input
+// offsets it includes. With neither Dir nor ChangelogTopic set, state is not
+// durable (it is lost on restart) and offsets are committed every
+// kafka.commit_interval once the scores before them are delivered.
+type Snapshot struct {
+	Dir            string        `yaml:"dir"`             // directory of snapshot files; "" = no file store
+	Every          time.Duration `yaml:"every"`           // snapshot period
+	EveryEvents    int           `yaml:"every_events"`    // also snapshot after this many events (0 = off)
+	Keep           int           `yaml:"keep"`            // snapshot files kept
+	ChangelogTopic string        `yaml:"changelog_topic"` // compacted topic holding the same state; "" = off
+}
+
+// Enabled reports whether state is made durable at all.
+func (s Snapshot) Enabled() bool { return s.Dir != "" || s.ChangelogTopic != "" }
 
 // Model is one entry of the models list.
 type Model struct {
@@ -141,15 +158,17 @@ func Default() Config {
 			StartOffset:     StartEarliest,
 			MaxMessageBytes: 1 << 20,
 			CommitInterval:  time.Second,
+			SessionTimeout:  10 * time.Second,
 			Producer: Producer{
 				BatchSize:    1000,
 				BatchTimeout: 5 * time.Millisecond,
 				RequiredAcks: AcksAll,
 			},
 		},
-		HTTP:    HTTP{Listen: ":9464"},
-		Log:     Log{Level: LevelInfo, Format: FormatText},
-		Metrics: Metrics{AccuracyWindow: 1000},
+		HTTP:     HTTP{Listen: ":9464"},
+		Log:      Log{Level: LevelInfo, Format: FormatText},
+		Metrics:  Metrics{AccuracyWindow: 1000},
+		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3},
 	}
 }
 

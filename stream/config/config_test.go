@@ -29,11 +29,13 @@ func TestGoodRoundTrip(t *testing.T) {
 			StartOffset:     "latest",
 			MaxMessageBytes: 65536,
 			CommitInterval:  250 * time.Millisecond,
+			SessionTimeout:  10 * time.Second,
 			Producer:        Producer{BatchSize: 500, BatchTimeout: 10 * time.Millisecond, RequiredAcks: "one"},
 		},
-		HTTP:    HTTP{Listen: "127.0.0.1:9100"},
-		Log:     Log{Level: "debug", Format: "json"},
-		Metrics: Metrics{AccuracyWindow: 5000},
+		HTTP:     HTTP{Listen: "127.0.0.1:9100"},
+		Log:      Log{Level: "debug", Format: "json"},
+		Metrics:  Metrics{AccuracyWindow: 5000},
+		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3},
 		Models: []Model{
 			{
 				Name:     "mam_rbf",
@@ -230,7 +232,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != 16 {
+	if len(vars) != len(leaves) || len(vars) != 22 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {
@@ -272,6 +274,7 @@ func TestShippedConfigs(t *testing.T) {
 	// The reference file spells out the defaults: only models differ.
 	def := Default()
 	def.Models = ref.Models
+	def.Snapshot.Dir = "state/snapshots" // the one non-default: durable state on
 	if !reflect.DeepEqual(ref, def) {
 		t.Errorf("configs/streamer.yaml does not hold the defaults:\n got %+v\nwant %+v", ref, def)
 	}

@@ -29,6 +29,7 @@ var leaves = []leaf{
 	{"kafka.start_offset", func(c *Config) any { return &c.Kafka.StartOffset }},
 	{"kafka.max_message_bytes", func(c *Config) any { return &c.Kafka.MaxMessageBytes }},
 	{"kafka.commit_interval", func(c *Config) any { return &c.Kafka.CommitInterval }},
+	{"kafka.session_timeout", func(c *Config) any { return &c.Kafka.SessionTimeout }},
 	{"kafka.producer.batch_size", func(c *Config) any { return &c.Kafka.Producer.BatchSize }},
 	{"kafka.producer.batch_timeout", func(c *Config) any { return &c.Kafka.Producer.BatchTimeout }},
 	{"kafka.producer.required_acks", func(c *Config) any { return &c.Kafka.Producer.RequiredAcks }},
@@ -36,11 +37,16 @@ var leaves = []leaf{
 	{"log.level", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", func(c *Config) any { return &c.Log.Format }},
 	{"metrics.accuracy_window", func(c *Config) any { return &c.Metrics.AccuracyWindow }},
+	{"snapshot.dir", func(c *Config) any { return &c.Snapshot.Dir }},
+	{"snapshot.every", func(c *Config) any { return &c.Snapshot.Every }},
+	{"snapshot.every_events", func(c *Config) any { return &c.Snapshot.EveryEvents }},
+	{"snapshot.keep", func(c *Config) any { return &c.Snapshot.Keep }},
+	{"snapshot.changelog_topic", func(c *Config) any { return &c.Snapshot.ChangelogTopic }},
 }
 
 // sections are the mappings outside models that hold leaves.
 var sections = map[string]bool{
-	"kafka": true, "kafka.producer": true, "http": true, "log": true, "metrics": true,
+	"kafka": true, "kafka.producer": true, "http": true, "log": true, "metrics": true, "snapshot": true,
 }
 
 var leafByPath = func() map[string]leaf {

@@ -38,7 +38,9 @@
 //	kafka.start_offset              earliest          where a group with no committed offset starts: earliest | latest
 //	kafka.max_message_bytes         1048576           input values larger than this are dead-lettered (too_large); > 0
 //	kafka.commit_interval           1s                how often processed offsets are checkpointed (producer flushed,
-//	                                                  offsets committed); > 0
+//	                                                  offsets committed) when snapshots are off; > 0
+//	kafka.session_timeout           10s               consumer-group session timeout: how long the group waits for
+//	                                                  a member that stopped heartbeating (e.g. was killed); >= 1s
 //	kafka.producer.batch_size       1000              most messages per produce batch; > 0
 //	kafka.producer.batch_timeout    5ms               longest a partial batch waits; > 0
 //	kafka.producer.required_acks    all               acknowledgements a produce waits for: none | one | all
@@ -46,6 +48,14 @@
 //	log.level                       info              debug | info | warn | error
 //	log.format                      text              text | json
 //	metrics.accuracy_window         1000              events in the sliding prequential-accuracy window; > 0
+//	snapshot.dir                    ""                directory of snapshot files ("" = no file store)
+//	snapshot.every                  5s                snapshot period; offsets are committed only after the
+//	                                                  snapshot that includes them is durable; > 0
+//	snapshot.every_events           0                 also snapshot after this many events (0 = off); >= 0
+//	snapshot.keep                   3                 snapshot files kept; > 0
+//	snapshot.changelog_topic        ""                compacted Kafka topic holding the same state, so that a
+//	                                                  stateless instance restores from Kafka alone ("" = off)
+//	                                                  With neither dir nor changelog_topic, state is not durable.
 //	models                          (none)            list of models; at least one is required
 //
 // Keys of each entry models[i]:
@@ -84,6 +94,7 @@
 //	STREAMER_KAFKA_START_OFFSET
 //	STREAMER_KAFKA_MAX_MESSAGE_BYTES
 //	STREAMER_KAFKA_COMMIT_INTERVAL
+//	STREAMER_KAFKA_SESSION_TIMEOUT
 //	STREAMER_KAFKA_PRODUCER_BATCH_SIZE
 //	STREAMER_KAFKA_PRODUCER_BATCH_TIMEOUT
 //	STREAMER_KAFKA_PRODUCER_REQUIRED_ACKS
@@ -91,6 +102,11 @@
 //	STREAMER_LOG_LEVEL
 //	STREAMER_LOG_FORMAT
 //	STREAMER_METRICS_ACCURACY_WINDOW
+//	STREAMER_SNAPSHOT_DIR
+//	STREAMER_SNAPSHOT_EVERY
+//	STREAMER_SNAPSHOT_EVERY_EVENTS
+//	STREAMER_SNAPSHOT_KEEP
+//	STREAMER_SNAPSHOT_CHANGELOG_TOPIC
 //
 // A variable whose value does not parse or validate is an error naming the
 // variable. A STREAMER_* variable that matches no key is an error too (typo

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 type validator struct {
@@ -102,6 +103,9 @@ func validate(c *Config, src map[string]source) []error {
 	if k.CommitInterval <= 0 {
 		v.errorf("kafka.commit_interval", "must be > 0, got %v", k.CommitInterval)
 	}
+	if k.SessionTimeout < time.Second {
+		v.errorf("kafka.session_timeout", "must be >= 1s, got %v", k.SessionTimeout)
+	}
 	v.positive("kafka.producer.batch_size", int64(k.Producer.BatchSize))
 	if k.Producer.BatchTimeout <= 0 {
 		v.errorf("kafka.producer.batch_timeout", "must be > 0, got %v", k.Producer.BatchTimeout)
@@ -114,6 +118,21 @@ func validate(c *Config, src map[string]source) []error {
 	v.oneOf("log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
 	v.oneOf("log.format", c.Log.Format, FormatText, FormatJSON)
 	v.positive("metrics.accuracy_window", int64(c.Metrics.AccuracyWindow))
+	if c.Snapshot.Every <= 0 {
+		v.errorf("snapshot.every", "must be > 0, got %v", c.Snapshot.Every)
+	}
+	if c.Snapshot.EveryEvents < 0 {
+		v.errorf("snapshot.every_events", "must be >= 0 (0 = off), got %d", c.Snapshot.EveryEvents)
+	}
+	v.positive("snapshot.keep", int64(c.Snapshot.Keep))
+	if t := c.Snapshot.ChangelogTopic; t != "" {
+		for _, o := range []struct{ path, name string }{
+			{"kafka.input_topic", k.InputTopic}, {"kafka.output_topic", k.OutputTopic}, {"kafka.dlq_topic", k.DLQTopic}} {
+			if t == o.name {
+				v.errorf("snapshot.changelog_topic", "%q is also %s; the changelog needs its own topic", t, o.path)
+			}
+		}
+	}
 
 	if len(c.Models) == 0 {
 		v.errorf("models", "at least one model is required")

@@ -1,0 +1,201 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/config"
+)
+
+// Stateful is a Processor whose state can be captured for a snapshot.
+type Stateful interface {
+	Processor
+	// Capture serialises the processor's state. The pipeline calls it with
+	// processing paused, so the state includes exactly the events before the
+	// offsets saved with it.
+	Capture() ([]snapshot.Model, error)
+}
+
+// StateStore makes snapshots durable in a directory of files, a compacted
+// changelog topic, or both, and loads the newest valid one back.
+type StateStore struct {
+	file        *snapshot.FileStore
+	changelog   *snapshot.ChangelogStore
+	fingerprint string
+	seq         uint64
+	log         *slog.Logger
+	met         *stateMetrics
+}
+
+type stateMetrics struct {
+	saves, saveErrors, skipped prometheus.Counter
+	saveSeconds               prometheus.Histogram
+	lastSave, bytes           prometheus.Gauge
+}
+
+func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
+	m := &stateMetrics{
+		saves: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "streamer_snapshots_total", Help: "Snapshots made durable."}),
+		saveErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "streamer_snapshot_errors_total", Help: "Snapshots that failed to be made durable (offsets were not committed)."}),
+		skipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "streamer_snapshot_corrupt_total", Help: "Corrupt snapshots skipped at start-up (an older one was loaded)."}),
+		saveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "streamer_snapshot_duration_seconds", Help: "Time to encode a snapshot and make it durable.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		lastSave: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "streamer_snapshot_last_timestamp_seconds", Help: "Unix time of the last durable snapshot."}),
+		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "streamer_snapshot_model_bytes", Help: "Bytes of model state in the last snapshot."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.saves, m.saveErrors, m.skipped, m.saveSeconds, m.lastSave, m.bytes)
+	}
+	return m
+}
+
+// OpenStateStore opens the stores cfg names. It returns nil, nil when
+// snapshots are off.
+func OpenStateStore(ctx context.Context, cfg config.Snapshot, brokers []string, clientID, fingerprint string,
+	reg prometheus.Registerer, log *slog.Logger) (*StateStore, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &StateStore{fingerprint: fingerprint, log: log, met: newStateMetrics(reg)}
+	if cfg.Dir != "" {
+		fs, err := snapshot.OpenFileStore(cfg.Dir, cfg.Keep)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot.dir: %w", err)
+		}
+		s.file = fs
+	}
+	if cfg.ChangelogTopic != "" {
+		s.changelog = snapshot.NewChangelogStore(brokers, cfg.ChangelogTopic, clientID)
+		if err := retry(ctx, log, "create changelog topic", func() error { return s.changelog.EnsureTopic(ctx) }); err != nil {
+			return nil, fmt.Errorf("snapshot.changelog_topic: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// retry runs fn with backoff until it succeeds or ctx ends (the broker may
+// not be up yet).
+func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		log.Warn(what+": retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// Load returns the newest valid snapshot of the configured stores (the file
+// store and the changelog are both read when both are set), or nil when
+// there is none.
+func (s *StateStore) Load(ctx context.Context) (*snapshot.Snapshot, error) {
+	var best *snapshot.Snapshot
+	if s.file != nil {
+		snap, skipped, err := s.file.LoadLatest()
+		for _, sk := range skipped {
+			s.met.skipped.Inc()
+			s.log.Error("corrupt snapshot skipped; falling back to an older one", "path", sk.Path, "err", sk.Err)
+		}
+		switch {
+		case err == nil:
+			best = snap
+		case errors.Is(err, snapshot.ErrNoSnapshot):
+		default:
+			return nil, fmt.Errorf("load snapshot: %w", err)
+		}
+	}
+	if s.changelog != nil {
+		var snap *snapshot.Snapshot
+		err := retry(ctx, s.log, "read changelog", func() error {
+			var err error
+			snap, err = s.changelog.LoadLatest(ctx)
+			if errors.Is(err, snapshot.ErrNoSnapshot) {
+				snap, err = nil, nil
+			}
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if snap != nil && (best == nil || snap.Seq > best.Seq) {
+			best = snap
+		}
+	}
+	if best != nil {
+		s.seq = best.Seq
+	}
+	return best, nil
+}
+
+// Save makes a snapshot of models at offsets durable in every configured
+// store.
+func (s *StateStore) Save(ctx context.Context, topic string, offsets map[int]int64, models []snapshot.Model) error {
+	start := time.Now()
+	snap := &snapshot.Snapshot{
+		Seq:         s.seq + 1,
+		CreatedAt:   start.UTC(),
+		Fingerprint: s.fingerprint,
+		Models:      models,
+	}
+	for part, off := range offsets {
+		snap.Offsets = append(snap.Offsets, snapshot.Offset{Topic: topic, Partition: int32(part), Offset: off})
+	}
+	var size int
+	for _, m := range models {
+		size += len(m.Data)
+	}
+	if s.file != nil {
+		if _, err := s.file.Save(snap); err != nil {
+			s.met.saveErrors.Inc()
+			return fmt.Errorf("save snapshot: %w", err)
+		}
+	}
+	if s.changelog != nil {
+		if err := s.changelog.Save(ctx, snap); err != nil {
+			s.met.saveErrors.Inc()
+			return fmt.Errorf("save snapshot to changelog: %w", err)
+		}
+	}
+	s.seq = snap.Seq
+	s.met.saves.Inc()
+	s.met.saveSeconds.Observe(time.Since(start).Seconds())
+	s.met.lastSave.Set(float64(start.Unix()))
+	s.met.bytes.Set(float64(size))
+	return nil
+}
+
+// Close releases the changelog's connections.
+func (s *StateStore) Close() error {
+	if s == nil || s.changelog == nil {
+		return nil
+	}
+	return s.changelog.Close()
+}
+
+func (s *StateStore) setWriteHook(fn func()) {
+	if s.file != nil {
+		s.file.SetWriteHook(fn)
+	}
+}
