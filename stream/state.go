@@ -35,8 +35,8 @@ type StateStore struct {
 
 type stateMetrics struct {
 	saves, saveErrors, skipped prometheus.Counter
-	saveSeconds               prometheus.Histogram
-	lastSave, bytes           prometheus.Gauge
+	saveSeconds                prometheus.Histogram
+	lastSave, bytes            prometheus.Gauge
 }
 
 func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
