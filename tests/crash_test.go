@@ -72,9 +72,15 @@ func crashBroker(t *testing.T) *stream.Broker {
 // produceStream writes n labelled events (ids c-0 … c-n-1) with 4 features.
 func produceStream(t *testing.T, b *stream.Broker, n int) {
 	t.Helper()
-	rng := rand.New(rand.NewPCG(42, 43))
+	produceStreamFrom(t, b, 0, n)
+}
+
+// produceStreamFrom writes events c-from … c-(from+n-1).
+func produceStreamFrom(t *testing.T, b *stream.Broker, from, n int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(42, uint64(43+from)))
 	msgs := make([]kafka.Message, 0, n)
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
 		label := -1
 		if x[0]*x[1]+0.5*x[2] > 0.1 {
