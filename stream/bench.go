@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/config"
 )
 
 // BenchConfig configures Bench.
@@ -20,17 +23,21 @@ type BenchConfig struct {
 	Events     int // events to push through each pipeline
 	Dim        int // features per event
 	Partitions int // input partitions
-	Rounds     int // each round runs both pipelines afresh (default 1)
-	Kernel     online.KernelSpec
-	Progress   func(string) // optional progress messages
+	Rounds     int // each round runs the pipelines afresh (default 1)
+	// SnapshotEvery > 0 adds a "score+snapshot" pipeline that also snapshots
+	// the model to a temporary directory at this period.
+	SnapshotEvery time.Duration
+	Kernel        online.KernelSpec
+	Progress      func(string) // optional progress messages
 }
 
 // BenchResult is one pipeline's measured throughput.
 type BenchResult struct {
-	Mode    string // "passthrough" or "score"
-	Round   int
-	Events  int
-	Elapsed time.Duration
+	Mode      string // "passthrough", "score" or "score+snapshot"
+	Round     int
+	Snapshots int // snapshots taken (score+snapshot)
+	Events    int
+	Elapsed   time.Duration
 }
 
 // Rate is events per second.
@@ -66,38 +73,68 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 	pass := ProcessorFunc(func(msg *kafka.Message, out Sink) {
 		out.Publish(kafka.Message{Topic: "bench.passthrough", Key: msg.Key, Value: msg.Value})
 	})
-	var out []BenchResult
-	for round := 1; round <= max(1, cfg.Rounds); round++ {
+	newEngine := func() (*Engine, online.Model, error) {
 		model, err := online.New(online.Spec{Type: "mam", Dim: cfg.Dim, Kernel: cfg.Kernel, Balance: true, Delta: 0.05})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		engine, err := NewEngine(EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim},
 			[]NamedModel{{Name: "mam", Model: model}}, nil)
+		return engine, model, err
+	}
+	var out []BenchResult
+	for round := 1; round <= max(1, cfg.Rounds); round++ {
+		type run struct {
+			mode  string
+			proc  Processor
+			model online.Model
+			store *StateStore
+		}
+		runs := []run{{mode: "passthrough", proc: pass}}
+		e, m, err := newEngine()
 		if err != nil {
 			return nil, err
 		}
-		for _, run := range []struct {
-			mode string
-			proc Processor
-		}{{"passthrough", pass}, {"score", engine}} {
-			say(fmt.Sprintf("round %d: running %s …", round, run.mode))
-			r, err := benchOne(ctx, b.Addrs(), fmt.Sprintf("%s-%d", run.mode, round), run.proc, cfg.Events)
-			r.Mode, r.Round = run.mode, round
+		runs = append(runs, run{mode: "score", proc: e, model: m})
+		if cfg.SnapshotEvery > 0 {
+			dir, err := os.MkdirTemp("", "streamer-bench-state")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(dir)
+			store, err := OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: cfg.SnapshotEvery, Keep: 3}, nil, "", "bench", nil, nil)
+			if err != nil {
+				return nil, err
+			}
+			e, m, err := newEngine()
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, run{mode: "score+snapshot", proc: e, model: m, store: store})
+		}
+		for _, rn := range runs {
+			say(fmt.Sprintf("round %d: running %s …", round, rn.mode))
+			r, err := benchOne(ctx, b.Addrs(), fmt.Sprintf("%s-%d", rn.mode, round), rn.proc, cfg.Events, rn.store, cfg.SnapshotEvery)
+			r.Mode, r.Round = rn.mode, round
 			if err != nil {
 				return out, err
 			}
-			say(fmt.Sprintf("round %d: %s: %d events in %s (%.0f events/s)", round, r.Mode, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate()))
+			if rn.model != nil && rn.model.Examples() != int64(cfg.Events) {
+				return out, fmt.Errorf("stream: bench %s: model learned %d events, want %d", rn.mode, rn.model.Examples(), cfg.Events)
+			}
+			msg := fmt.Sprintf("round %d: %s: %d events in %s (%.0f events/s)", round, r.Mode, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate())
+			if rn.store != nil {
+				r.Snapshots = int(rn.store.seq)
+				msg += fmt.Sprintf(", %d snapshots", r.Snapshots)
+			}
+			say(msg)
 			out = append(out, r)
-		}
-		if n := model.Examples(); n != int64(cfg.Events) {
-			return out, fmt.Errorf("stream: bench: model learned %d events, want %d", n, cfg.Events)
 		}
 	}
 	return out, nil
 }
 
-func benchOne(ctx context.Context, brokers []string, mode string, proc Processor, events int) (BenchResult, error) {
+func benchOne(ctx context.Context, brokers []string, mode string, proc Processor, events int, store *StateStore, every time.Duration) (BenchResult, error) {
 	var acked atomic.Int64
 	done := make(chan struct{})
 	var once sync.Once
@@ -118,8 +155,11 @@ func benchOne(ctx context.Context, brokers []string, mode string, proc Processor
 	})
 	pl := NewPipeline(PipelineConfig{
 		Brokers: brokers, Group: "bench-" + mode, Topic: "bench.in", ClientID: "streamer-bench",
-		StartOffset: kafka.FirstOffset, CommitInterval: time.Second,
+		StartOffset: kafka.FirstOffset, CommitInterval: time.Second, SnapshotEvery: every,
 	}, timed, pub, nil, nil)
+	if store != nil {
+		pl.UseStateStore(store, stateful{timed, proc.(Stateful)})
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- pl.Run(rctx) }()
@@ -137,6 +177,14 @@ func benchOne(ctx context.Context, brokers []string, mode string, proc Processor
 	_ = pub.Close(context.Background())
 	return BenchResult{Mode: mode, Events: events, Elapsed: end.Sub(time.Unix(0, first.Load()))}, err
 }
+
+// stateful pairs a wrapping Processor with the state of the wrapped one.
+type stateful struct {
+	Processor
+	st Stateful
+}
+
+func (s stateful) Capture() ([]snapshot.Model, error) { return s.st.Capture() }
 
 // preload writes n labelled events with dim features in large synchronous
 // batches. The label is the sign of a fixed random linear function.

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,19 +40,36 @@ score → learn → publish), and prints events/s for each and their ratio.`,
 			fmt.Printf("\nend-to-end throughput, %d events, d=%d, %s MAM, %d partitions, GOMAXPROCS=%d\n\n",
 				cfg.Events, cfg.Dim, kernel, cfg.Partitions, runtime.GOMAXPROCS(0))
 			fmt.Printf("| round | pipeline | events/s | seconds | ratio to pass-through |\n|---|---|---|---|---|\n")
-			best := map[string]float64{}
-			for i, r := range res {
-				base := res[i-i%2].Rate()
+			best, rates := map[string]float64{}, map[string][]float64{}
+			base := 0.0
+			for _, r := range res {
+				if r.Mode == "passthrough" {
+					base = r.Rate()
+				}
 				fmt.Printf("| %d | %s | %.0f | %.2f | %.2f |\n", r.Round, r.Mode, r.Rate(), r.Elapsed.Seconds(), r.Rate()/base)
 				best[r.Mode] = max(best[r.Mode], r.Rate())
+				rates[r.Mode] = append(rates[r.Mode], r.Rate())
 			}
-			fmt.Printf("\nbest of %d: pass-through %.0f events/s, score %.0f events/s, ratio %.2f\n",
+			fmt.Printf("\nbest of %d: pass-through %.0f events/s, score %.0f events/s (%.2f of pass-through)",
 				cfg.Rounds, best["passthrough"], best["score"], best["score"]/best["passthrough"])
+			if cfg.SnapshotEvery > 0 {
+				fmt.Printf(", score+snapshot every %s %.0f events/s (%.2f of score)", cfg.SnapshotEvery,
+					best["score+snapshot"], best["score+snapshot"]/best["score"])
+			}
+			fmt.Println()
+			med := func(m string) float64 { v := slices.Clone(rates[m]); slices.Sort(v); return v[len(v)/2] }
+			fmt.Printf("median of %d: pass-through %.0f, score %.0f (%.2f)", cfg.Rounds, med("passthrough"), med("score"),
+				med("score")/med("passthrough"))
+			if cfg.SnapshotEvery > 0 {
+				fmt.Printf(", score+snapshot %.0f (%.2f of score)", med("score+snapshot"), med("score+snapshot")/med("score"))
+			}
+			fmt.Println()
 			return nil
 		},
 	}
 	cmd.Flags().IntVar(&cfg.Events, "events", 1_000_000, "events to push through each pipeline")
-	cmd.Flags().IntVar(&cfg.Rounds, "rounds", 2, "rounds; each runs pass-through then score on fresh consumer groups")
+	cmd.Flags().IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs pass-through then score on fresh consumer groups")
+	cmd.Flags().DurationVar(&cfg.SnapshotEvery, "snapshot-every", time.Second, "also run score with snapshots at this period (0 = skip)")
 	cmd.Flags().IntVar(&cfg.Dim, "dim", 32, "features per event")
 	cmd.Flags().IntVar(&cfg.Partitions, "partitions", 3, "input topic partitions")
 	cmd.Flags().StringVar(&kernel, "kernel", "linear", "MAM kernel: linear | rbf (D=256, gamma=1/dim)")
