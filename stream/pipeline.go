@@ -130,7 +130,7 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.FetchMaxBytes == 0 {
-		cfg.FetchMaxBytes = 16 << 20
+		cfg.FetchMaxBytes = 4 << 20
 	}
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = time.Second
@@ -250,7 +250,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 		Partition:     partition,
 		MinBytes:      1,
 		MaxBytes:      p.cfg.FetchMaxBytes,
-		MaxWait:       250 * time.Millisecond,
+		MaxWait:       2 * time.Second, // kafka-go uses it as the fetch response deadline too: keep it generous
 		QueueCapacity: 4096,
 		Dialer:        &kafka.Dialer{ClientID: p.cfg.ClientID, Timeout: 10 * time.Second, DualStack: true},
 		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) {

@@ -141,7 +141,7 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		StartOffset:    startOffset(cfg.Kafka.StartOffset),
 		CommitInterval: cfg.Kafka.CommitInterval,
 		SessionTimeout: cfg.Kafka.SessionTimeout,
-		FetchMaxBytes:  max(16<<20, 2*cfg.Kafka.MaxMessageBytes),
+		FetchMaxBytes:  max(4<<20, 2*cfg.Kafka.MaxMessageBytes),
 
 		SnapshotEvery:       cfg.Snapshot.Every,
 		SnapshotEveryEvents: cfg.Snapshot.EveryEvents,

@@ -39,7 +39,7 @@ snapshot:
 models:
   - name: mam_rbf
     type: mam
-    kernel: {type: rbf, gamma: 0.5, features: 2048, seed: 3}
+    kernel: {type: rbf, gamma: 0.5, features: 512, seed: 3}
     features: {dim: 4}
     balance: true
   - name: mam_linear
@@ -133,10 +133,8 @@ func waitLearned(t *testing.T, p *proc, n int, timeout time.Duration) {
 // each event exactly once; and the final state equals that of an
 // uninterrupted run over the same stream.
 func TestCrashRecovery(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test streams 200 k events twice; skipped with -short")
-	}
 	const n = 200_000
+	useFastBinary(t)
 	b := crashBroker(t)
 	produceStream(t, b, n)
 

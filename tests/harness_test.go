@@ -26,7 +26,17 @@ import (
 	"github.com/streamer/streamer/stream"
 )
 
-var binary string
+// binary is the streamer under test (built with -race when the tests are);
+// fastBinary is always built without -race, for the long crash tests, whose
+// 200 k events would take minutes under the race detector.
+var binary, fastBinary string
+
+// useFastBinary makes the rest of the test run fastBinary.
+func useFastBinary(t *testing.T) {
+	saved := binary
+	binary = fastBinary
+	t.Cleanup(func() { binary = saved })
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "streamer-e2e")
@@ -34,15 +44,20 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "streamer")
-	args := []string{"build", "-o", binary}
+	fastBinary = binary
+	builds := [][]string{{"build", "-o", binary}}
 	if raceEnabled {
-		args = append(args, "-race")
+		builds[0] = append(builds[0], "-race")
+		fastBinary = filepath.Join(dir, "streamer-norace")
+		builds = append(builds, []string{"build", "-o", fastBinary})
 	}
-	cmd := exec.Command("go", append(args, "../cmd/streamer")...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build streamer:", err)
-		os.Exit(1)
+	for _, args := range builds {
+		cmd := exec.Command("go", append(args, "../cmd/streamer")...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build streamer:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
