@@ -13,7 +13,12 @@ import (
 //
 //	header  magic "OLNM" (4 bytes), format version uint16 (= 1), model type str ("mam")
 //	spec    dim uint32, kernel type str, gamma float64, features uint32,
-//	        seed uint64, balance uint8 (0/1), delta float64
+//	        seed uint64, balance uint8 (0/1), delta float64,
+//	        degree uint32, coef0 float64, budget uint32, window uint32,
+//	        half-life float64, standardize uint8, levels uint32,
+//	        edge count uint32 + edges float64…, normalize uint8,
+//	        learning rate float64, l2 float64
+//	        (every model type starts its encoding with header and spec)
 //	state   n, n₊, n₋ int64; tr Ω float64 and its compensation float64;
 //	        p = dim φ uint32; then p-float64 vectors:
 //	        plain:    s, comp(s)
@@ -181,7 +186,44 @@ func appendSpec(dst []byte, s Spec) []byte {
 		bal = 1
 	}
 	dst = append(dst, bal)
-	return appendF64(dst, s.Delta)
+	dst = appendF64(dst, s.Delta)
+	// Fields added for the model family (same format version: nothing was
+	// released with the shorter spec).
+	dst = le.AppendUint32(dst, uint32(s.Kernel.Degree))
+	dst = appendF64(dst, s.Kernel.Coef0)
+	dst = le.AppendUint32(dst, uint32(s.Budget))
+	dst = le.AppendUint32(dst, uint32(s.Window))
+	dst = appendF64(dst, s.HalfLife)
+	dst = append(dst, boolByte(s.Standardize))
+	dst = le.AppendUint32(dst, uint32(s.Levels))
+	dst = le.AppendUint32(dst, uint32(len(s.Edges)))
+	for _, e := range s.Edges {
+		dst = appendF64(dst, e)
+	}
+	dst = append(dst, boolByte(s.Normalize))
+	dst = appendF64(dst, s.LearningRate)
+	return appendF64(dst, s.L2)
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (r *reader) boolean(what string) bool {
+	switch v := r.u8(); v {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		if r.err == nil {
+			r.err = fmt.Errorf("%w: %s flag %d", ErrFormat, what, v)
+		}
+		return false
+	}
 }
 
 // reader decodes little-endian fields with a sticky error.
@@ -264,5 +306,27 @@ func (r *reader) spec(typ string) Spec {
 		}
 	}
 	s.Delta = r.f64()
+	s.Kernel.Degree = int(r.u32())
+	s.Kernel.Coef0 = r.f64()
+	s.Budget = int(r.u32())
+	s.Window = int(r.u32())
+	s.HalfLife = r.f64()
+	s.Standardize = r.boolean("standardize")
+	s.Levels = int(r.u32())
+	if ne := int(r.u32()); ne > 0 {
+		if ne > 1<<16 {
+			if r.err == nil {
+				r.err = fmt.Errorf("%w: %d edges", ErrFormat, ne)
+			}
+			return s
+		}
+		s.Edges = make([]float64, ne)
+		for i := range s.Edges {
+			s.Edges[i] = r.f64()
+		}
+	}
+	s.Normalize = r.boolean("normalize")
+	s.LearningRate = r.f64()
+	s.L2 = r.f64()
 	return s
 }

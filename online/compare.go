@@ -3,6 +3,7 @@ package online
 import (
 	"fmt"
 	"math"
+	"reflect"
 )
 
 // StateClose reports whether two models hold the same state: the same type
@@ -15,7 +16,7 @@ func StateClose(a, b Model, rtol float64) error {
 	if !okA || !okB {
 		return fmt.Errorf("online: compare %s with %s: unsupported model types", a.Type(), b.Type())
 	}
-	if ma.spec != mb.spec {
+	if !reflect.DeepEqual(ma.spec, mb.spec) {
 		return fmt.Errorf("online: specs differ: %+v vs %+v", ma.spec, mb.spec)
 	}
 	if ma.n != mb.n || ma.nPos != mb.nPos || ma.nNeg != mb.nNeg {

@@ -27,6 +27,10 @@ type KernelSpec struct {
 	// Seed fixes the random frequencies of the "rbf" map, so that a restored
 	// model rebuilds the same map. Ignored by "linear".
 	Seed uint64
+	// Degree and Coef0: polynomial kernel (<x, x'> + Coef0)^Degree (exact
+	// kernel mode only).
+	Degree int
+	Coef0  float64
 }
 
 // Limits on sizes, so that a corrupt spec or snapshot cannot ask for an

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 )
 
@@ -400,7 +401,7 @@ func TestMAMRoundTrip(t *testing.T) {
 			if !bytes.Equal(enc, enc2) {
 				t.Fatal("re-encoding differs")
 			}
-			if got := r.(*MAM).Spec(); got != m.Spec() {
+			if got := r.(*MAM).Spec(); !reflect.DeepEqual(got, m.Spec()) {
 				t.Fatalf("spec %+v, want %+v", got, m.Spec())
 			}
 			for i := 150; i < 300; i++ {
@@ -455,13 +456,13 @@ func TestMAMUnmarshalErrors(t *testing.T) {
 		{"features", edit(func(b []byte) []byte { b[26] = 5; return b })},
 		{"balance flag", edit(func(b []byte) []byte { b[38] = 2; return b })},
 		{"delta", edit(func(b []byte) []byte { return putF(b, 39, 1.5) })},
-		{"counts", edit(func(b []byte) []byte { b[47]++; return b })},
-		{"negative count", edit(func(b []byte) []byte { b[62] = 0xff; return b })},
-		{"trace > n", edit(func(b []byte) []byte { return putF(b, 71, 25) })},
-		{"trace NaN", edit(func(b []byte) []byte { return putF(b, 79, math.NaN()) })},
-		{"p", edit(func(b []byte) []byte { b[87] = 9; return b })},
-		{"sum NaN", edit(func(b []byte) []byte { return putF(b, 91, math.NaN()) })},
-		{"sum too large", edit(func(b []byte) []byte { return putF(b, 91, 1e6) })},
+		{"counts", edit(func(b []byte) []byte { b[47+specExt]++; return b })},
+		{"negative count", edit(func(b []byte) []byte { b[62+specExt] = 0xff; return b })},
+		{"trace > n", edit(func(b []byte) []byte { return putF(b, 71+specExt, 25) })},
+		{"trace NaN", edit(func(b []byte) []byte { return putF(b, 79+specExt, math.NaN()) })},
+		{"p", edit(func(b []byte) []byte { b[87+specExt] = 9; return b })},
+		{"sum NaN", edit(func(b []byte) []byte { return putF(b, 91+specExt, math.NaN()) })},
+		{"sum too large", edit(func(b []byte) []byte { return putF(b, 91+specExt, 1e6) })},
 		{"trailing", append(bytes.Clone(good), 0)},
 	}
 	for i := range len(good) {
@@ -552,3 +553,6 @@ func TestStateClose(t *testing.T) {
 		t.Fatal("a flipped label: want a difference")
 	}
 }
+
+// specExt is the size of the spec fields after delta (degree … l2).
+const specExt = 4 + 8 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 8 + 8

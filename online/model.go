@@ -3,16 +3,20 @@ package online
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Prediction is what a model says about one event.
 type Prediction struct {
 	Score        float64 // f(x)
-	Label        int     // predicted class −1/+1 (0 = no decision); level for ordinal models later
+	Label        int     // predicted class −1/+1 (0 = no decision); level 1..m for ordinal models
 	MistakeBound float64 // certainty bound in [0,1]; only meaningful when HasBound
 	HasBound     bool
 	Delta        float64
-	N            int64 // examples learned before this prediction
+	N            int64 // examples learned before this prediction (n_eff, rounded, under decay)
+	// Probability of class +1, for models that estimate one (logistic).
+	Probability    float64
+	HasProbability bool
 }
 
 // Model is an online scorer/learner owned by one goroutine at a time (not
@@ -47,24 +51,99 @@ type Model interface {
 // ModelMAM is the type of the maximal-average-margin classifier.
 const ModelMAM = "mam"
 
-// Spec describes a model.
+// Spec describes a model. Fields a model type does not use must be zero.
 type Spec struct {
-	Type    string // "mam"
+	Type    string // "mam", "omam", "logistic", "lda"
 	Dim     int    // input dimension d, ≥ 1
 	Kernel  KernelSpec
 	Balance bool    // mam: class-balanced direction μ₊ − μ₋ with offset (the better default)
 	Delta   float64 // confidence parameter δ of the certainty bound, in (0, 1); e.g. 0.05
+
+	// Budget > 0 selects the exact-kernel mode of mam: the last Budget
+	// labelled examples are stored and every score sums the exact kernel
+	// over them (O(Budget) per event).
+	Budget int
+
+	// Forgetting (at most one of the two): Window > 0 keeps an exact sliding
+	// window over the last Window labelled examples (sums updated by
+	// subtraction); HalfLife > 0 weighs an example by 2^(−age/HalfLife), age
+	// counted in labelled examples, and the bound uses n_eff.
+	Window   int
+	HalfLife float64
+
+	// Standardize keeps running per-feature means and variances (Welford)
+	// and standardises inputs before the model sees them.
+	Standardize bool
+
+	// omam: Levels m ≥ 2 (labels 1..m). Edges, when set (m−1 increasing
+	// values), bin real-valued targets: level = 1 + #{edges e : e ≤ y}.
+	// Normalize selects the Nadaraya–Watson form m(x)/Σᵢ K(xᵢ, x).
+	Levels    int
+	Edges     []float64
+	Normalize bool
+
+	// logistic: AdaGrad base step and L2 penalty.
+	LearningRate float64
+	L2           float64
+}
+
+// modelType is what a model type registers: how to validate a spec, build
+// an empty model, and restore one from MarshalBinary output.
+type modelType struct {
+	validate func(Spec) error
+	new      func(Spec) (Model, error)
+	restore  func([]byte) (Model, error)
+}
+
+// modelTypes holds the model types of this package, registered by each
+// type's file in init.
+var modelTypes = map[string]modelType{}
+
+func registerModel(name string, t modelType) {
+	if _, dup := modelTypes[name]; dup {
+		panic("online: model type " + name + " registered twice")
+	}
+	modelTypes[name] = t
+}
+
+// Types lists the registered model types.
+func Types() []string {
+	out := make([]string, 0, len(modelTypes))
+	for name := range modelTypes {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func init() {
+	registerModel(ModelMAM, modelType{
+		validate: validateMAM,
+		new:      func(s Spec) (Model, error) { return NewMAM(s) },
+		restore: func(b []byte) (Model, error) {
+			m := new(MAM)
+			if err := m.UnmarshalBinary(b); err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+	})
 }
 
 // Validate checks s; the error is a *SpecError naming the field.
 func (s Spec) Validate() error {
-	switch s.Type {
-	case ModelMAM:
-	case "":
-		return specErrorf("type", "missing (want %q)", ModelMAM)
-	default:
-		return specErrorf("type", "unknown model type %q (want %q)", s.Type, ModelMAM)
+	if s.Type == "" {
+		return specErrorf("type", "missing (one of %v)", Types())
 	}
+	t, ok := modelTypes[s.Type]
+	if !ok {
+		return specErrorf("type", "unknown model type %q (one of %v)", s.Type, Types())
+	}
+	return t.validate(s)
+}
+
+// validateMAM checks a mam spec.
+func validateMAM(s Spec) error {
 	if err := validateKernel(s.Kernel, s.Dim); err != nil {
 		return err
 	}
@@ -81,11 +160,7 @@ func New(spec Spec) (Model, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	switch spec.Type {
-	case ModelMAM:
-		return NewMAM(spec)
-	}
-	panic("unreachable")
+	return modelTypes[spec.Type].new(spec)
 }
 
 // Restore builds a model of the right type from MarshalBinary output.
@@ -94,15 +169,11 @@ func Restore(b []byte) (Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch typ {
-	case ModelMAM:
-		m := new(MAM)
-		if err := m.UnmarshalBinary(b); err != nil {
-			return nil, err
-		}
-		return m, nil
+	t, ok := modelTypes[typ]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown model type %q", ErrFormat, typ)
 	}
-	return nil, fmt.Errorf("%w: unknown model type %q", ErrFormat, typ)
+	return t.restore(b)
 }
 
 // ErrFormat is wrapped by every error about malformed serialised state.
