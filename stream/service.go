@@ -48,19 +48,34 @@ func WithSnapshotWriteHook(fn func()) Option {
 	return func(o *options) { o.snapshotWriteHook = fn }
 }
 
+// ModelSpec maps a configured model to the online package's spec.
+func ModelSpec(mc config.Model) online.Spec {
+	return online.Spec{
+		Type: mc.Type,
+		Dim:  mc.Features.Dim,
+		Kernel: online.KernelSpec{
+			Type: mc.Kernel.Type, Gamma: mc.Kernel.Gamma, Features: mc.Kernel.Features, Seed: mc.Kernel.Seed,
+			Degree: mc.Kernel.Degree, Coef0: mc.Kernel.Coef0,
+		},
+		Balance:      mc.Balance,
+		Delta:        mc.Delta,
+		Budget:       mc.Budget,
+		Window:       mc.Window.Events,
+		HalfLife:     mc.Decay.HalfLife,
+		Standardize:  mc.Features.Standardize,
+		Levels:       mc.Levels,
+		Edges:        mc.Edges,
+		Normalize:    mc.Normalize,
+		LearningRate: mc.LearningRate,
+		L2:           mc.L2,
+	}
+}
+
 // BuildModels constructs the configured models.
 func BuildModels(cfg config.Config) ([]NamedModel, error) {
 	var out []NamedModel
 	for i, mc := range cfg.Models {
-		m, err := online.New(online.Spec{
-			Type: mc.Type,
-			Dim:  mc.Features.Dim,
-			Kernel: online.KernelSpec{
-				Type: mc.Kernel.Type, Gamma: mc.Kernel.Gamma, Features: mc.Kernel.Features, Seed: mc.Kernel.Seed,
-			},
-			Balance: mc.Balance,
-			Delta:   mc.Delta,
-		})
+		m, err := online.New(ModelSpec(mc))
 		if err != nil {
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}

@@ -19,6 +19,7 @@ type Config struct {
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
 	Metrics  Metrics  `yaml:"metrics"`
+	Labels   Labels   `yaml:"labels"`
 	Snapshot Snapshot `yaml:"snapshot"`
 	Models   []Model  `yaml:"models"`
 }
@@ -63,6 +64,24 @@ type Metrics struct {
 	AccuracyWindow int `yaml:"accuracy_window"`
 }
 
+// Labels is the labels section: delayed labels. An event with an id and a
+// label but no features is a label for an earlier unlabelled event (an
+// impression) with that id; the impression's features are kept for
+// join_window and the models learn when the label arrives.
+type Labels struct {
+	JoinWindow JoinWindow `yaml:"join_window"`
+}
+
+// JoinWindow bounds the impressions kept waiting for their label. Both 0 =
+// delayed labels off (label-only events are dead-lettered).
+type JoinWindow struct {
+	Events int           `yaml:"events"` // most impressions kept (the oldest is dropped first)
+	Time   time.Duration `yaml:"time"`   // longest an impression waits
+}
+
+// Enabled reports whether delayed labels are joined.
+func (j JoinWindow) Enabled() bool { return j.Events > 0 || j.Time > 0 }
+
 // Snapshot is the snapshot section: durable model state bound to the input
 // offsets it includes. With neither Dir nor ChangelogTopic set, state is not
 // durable (it is lost on restart) and offsets are committed every
@@ -78,14 +97,36 @@ type Snapshot struct {
 // Enabled reports whether state is made durable at all.
 func (s Snapshot) Enabled() bool { return s.Dir != "" || s.ChangelogTopic != "" }
 
-// Model is one entry of the models list.
+// Model is one entry of the models list. Keys that do not apply to the
+// model's type are rejected; see the package doc for which apply where.
 type Model struct {
 	Name     string   `yaml:"name"`
 	Type     string   `yaml:"type"`
 	Kernel   Kernel   `yaml:"kernel"`
 	Features Features `yaml:"features"`
-	Balance  bool     `yaml:"balance"`
-	Delta    float64  `yaml:"delta"`
+	Balance  bool     `yaml:"balance"` // mam
+	Delta    float64  `yaml:"delta"`   // mam
+
+	Budget int    `yaml:"budget"` // mam: > 0 selects the exact-kernel mode over the last Budget examples
+	Window Window `yaml:"window"` // mam, omam, lda
+	Decay  Decay  `yaml:"decay"`  // mam, omam, lda
+
+	Levels    int       `yaml:"levels"`    // omam
+	Edges     []float64 `yaml:"edges"`     // omam
+	Normalize bool      `yaml:"normalize"` // omam
+
+	LearningRate float64 `yaml:"learning_rate"` // logistic
+	L2           float64 `yaml:"l2"`            // logistic
+}
+
+// Window is models[i].window: an exact sliding window.
+type Window struct {
+	Events int `yaml:"events"` // labelled examples in the window; 0 = off
+}
+
+// Decay is models[i].decay: exponential forgetting.
+type Decay struct {
+	HalfLife float64 `yaml:"half_life"` // in labelled examples; 0 = off
 }
 
 // Kernel is models[i].kernel. For Type "linear", Gamma, Features and Seed
@@ -95,13 +136,16 @@ type Kernel struct {
 	Gamma    float64 `yaml:"gamma"`
 	Features int     `yaml:"features"`
 	Seed     uint64  `yaml:"seed"`
+	Degree   int     `yaml:"degree"` // polynomial
+	Coef0    float64 `yaml:"coef0"`  // polynomial
 }
 
 // Features is models[i].features: the input dimension and, optionally, the
 // names that let events send features as a JSON object.
 type Features struct {
-	Dim   int      `yaml:"dim"`
-	Names []string `yaml:"names"`
+	Dim         int      `yaml:"dim"`
+	Names       []string `yaml:"names"`
+	Standardize bool     `yaml:"standardize"` // running per-feature standardisation (Welford)
 }
 
 // Accepted values of the enumerated keys.
@@ -121,18 +165,25 @@ const (
 	FormatText = "text"
 	FormatJSON = "json"
 
-	ModelMAM = "mam"
+	ModelMAM      = "mam"
+	ModelOMAM     = "omam"
+	ModelLogistic = "logistic"
+	ModelLDA      = "lda"
 
-	KernelLinear = "linear"
-	KernelRBF    = "rbf"
+	KernelLinear     = "linear"
+	KernelRBF        = "rbf"
+	KernelLaplacian  = "laplacian"
+	KernelPolynomial = "polynomial"
 )
 
 // Defaults of the model keys that have one (see [DefaultModel]).
 const (
-	DefaultGamma       = 10.0
-	DefaultRFFFeatures = 1024
-	DefaultSeed        = 1
-	DefaultDelta       = 0.05
+	DefaultGamma        = 10.0
+	DefaultRFFFeatures  = 1024
+	DefaultSeed         = 1
+	DefaultDelta        = 0.05
+	DefaultLearningRate = 0.1  // logistic: AdaGrad base step
+	DefaultL2           = 1e-4 // logistic: L2 penalty
 	// MaxRFFFeatures is the largest models[i].kernel.features accepted.
 	MaxRFFFeatures = 65536
 )
@@ -255,6 +306,26 @@ type canonicalModel struct {
 	Names   []string `json:"names"`
 	Balance bool     `json:"balance"`
 	Delta   string   `json:"delta"`
+	// Added with the model family; omitted when zero so that older
+	// fingerprints are unchanged.
+	Degree       int       `json:"degree,omitempty"`
+	Coef0        string    `json:"coef0,omitempty"`
+	Standardize  bool      `json:"standardize,omitempty"`
+	Budget       int       `json:"budget,omitempty"`
+	Window       int       `json:"window,omitempty"`
+	HalfLife     string    `json:"half_life,omitempty"`
+	Levels       int       `json:"levels,omitempty"`
+	Edges        []float64 `json:"edges,omitempty"`
+	Normalize    bool      `json:"normalize,omitempty"`
+	LearningRate string    `json:"learning_rate,omitempty"`
+	L2           string    `json:"l2,omitempty"`
+}
+
+func fmtNonZero(x float64) string {
+	if x == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
 }
 
 func canonical(m Model) canonicalModel {
@@ -273,6 +344,18 @@ func canonical(m Model) canonicalModel {
 		Names:   names,
 		Balance: m.Balance,
 		Delta:   strconv.FormatFloat(m.Delta, 'g', -1, 64),
+
+		Degree:       m.Kernel.Degree,
+		Coef0:        fmtNonZero(m.Kernel.Coef0),
+		Standardize:  m.Features.Standardize,
+		Budget:       m.Budget,
+		Window:       m.Window.Events,
+		HalfLife:     fmtNonZero(m.Decay.HalfLife),
+		Levels:       m.Levels,
+		Edges:        m.Edges,
+		Normalize:    m.Normalize,
+		LearningRate: fmtNonZero(m.LearningRate),
+		L2:           fmtNonZero(m.L2),
 	}
 }
 

@@ -105,11 +105,11 @@ func TestBad(t *testing.T) {
 		{"missing_name", `config: models[0].name: required (line 2)`},
 		{"delta_too_big", `config: models[0].delta: must be in (0, 1), got 1.5 (line 5)`},
 		{"negative_gamma", `config: models[0].kernel.gamma: must be a finite number > 0, got -1 (line 4)`},
-		{"gamma_on_linear", `config: models[0].kernel.gamma: only for kernel type rbf; remove it (models[0].kernel.type is linear) (line 6)`},
+		{"gamma_on_linear", `config: models[0].kernel.gamma: not used by the linear kernel; remove it (line 6)`},
 		{"too_many_rff", `config: models[0].kernel.features: must be in 1..65536, got 100000`},
 		{"duplicate_names", `config: models[1].name: "m" is already the name of models[0]`},
 		{"bad_name_chars", `config: models[0].name: "My.Model" must be 1 to 64 characters from [a-z0-9_-]`},
-		{"unknown_model_type", `config: models[0].type: "svm" is not a supported model type (supported: mam)`},
+		{"unknown_model_type", `config: models[0].type: "svm" is not a supported model type (supported: mam, omam, logistic, lda)`},
 		{"unknown_kernel_type", `config: models[0].kernel.type: "poly" is not one of linear, rbf`},
 		{"names_len_ne_dim", `config: models[0].features.names: has 2 names but models[0].features.dim is 3`},
 		{"duplicate_feature_names", `config: models[0].features.names[1]: "xs" repeats models[0].features.names[0]`},
@@ -232,7 +232,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 22 {
+	if len(vars) != len(leaves) || len(vars) != 24 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,8 @@ var leaves = []leaf{
 	{"log.level", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", func(c *Config) any { return &c.Log.Format }},
 	{"metrics.accuracy_window", func(c *Config) any { return &c.Metrics.AccuracyWindow }},
+	{"labels.join_window.events", func(c *Config) any { return &c.Labels.JoinWindow.Events }},
+	{"labels.join_window.time", func(c *Config) any { return &c.Labels.JoinWindow.Time }},
 	{"snapshot.dir", func(c *Config) any { return &c.Snapshot.Dir }},
 	{"snapshot.every", func(c *Config) any { return &c.Snapshot.Every }},
 	{"snapshot.every_events", func(c *Config) any { return &c.Snapshot.EveryEvents }},
@@ -46,7 +49,7 @@ var leaves = []leaf{
 
 // sections are the mappings outside models that hold leaves.
 var sections = map[string]bool{
-	"kafka": true, "kafka.producer": true, "http": true, "log": true, "metrics": true, "snapshot": true,
+	"kafka": true, "kafka.producer": true, "http": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true,
 }
 
 var leafByPath = func() map[string]leaf {
@@ -309,6 +312,23 @@ func parseDuration(s string) (time.Duration, error) {
 	return x, nil
 }
 
+func (d *decoder) floats(v *yaml.Node, path string, p *[]float64) {
+	v = resolve(v)
+	if isNull(v) {
+		return
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(path, v, "must be a list of numbers, got %s", kindName(v))
+		return
+	}
+	out := make([]float64, len(v.Content))
+	for i, item := range v.Content {
+		d.float(item, fmt.Sprintf("%s[%d]", path, i), &out[i])
+	}
+	*p = out
+	d.set(path, v)
+}
+
 func (d *decoder) strings(v *yaml.Node, path string, p *[]string) {
 	v = resolve(v)
 	if isNull(v) {
@@ -372,11 +392,90 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 			d.boolean(v, p, &m.Balance)
 		case "delta":
 			d.float(v, p, &m.Delta)
+		case "budget":
+			d.integer(v, p, &m.Budget)
+		case "window":
+			d.set(p, k)
+			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
+				if key != "events" {
+					d.unknown(join(p, key), k2)
+					return
+				}
+				d.integer(v2, join(p, key), &m.Window.Events)
+			})
+		case "decay":
+			d.set(p, k)
+			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
+				if key != "half_life" {
+					d.unknown(join(p, key), k2)
+					return
+				}
+				d.float(v2, join(p, key), &m.Decay.HalfLife)
+			})
+		case "levels":
+			d.integer(v, p, &m.Levels)
+		case "edges":
+			d.floats(v, p, &m.Edges)
+		case "normalize":
+			d.boolean(v, p, &m.Normalize)
+		case "learning_rate":
+			d.float(v, p, &m.LearningRate)
+		case "l2":
+			d.float(v, p, &m.L2)
 		default:
 			d.unknown(p, k)
 		}
 	})
+	d.typeDefaults(path, &m)
 	return m
+}
+
+// typeKeys lists, per model type, the model keys (besides name, type and
+// features) that apply to it.
+var typeKeys = map[string][]string{
+	ModelMAM:      {"kernel", "balance", "delta", "budget", "window", "decay"},
+	ModelOMAM:     {"kernel", "window", "decay", "levels", "edges", "normalize"},
+	ModelLogistic: {"learning_rate", "l2"},
+	ModelLDA:      {"window", "decay"},
+}
+
+var allTypeKeys = []string{"kernel", "balance", "delta", "budget", "window", "decay", "levels", "edges", "normalize", "learning_rate", "l2"}
+
+// typeDefaults rejects keys that do not apply to the model's type and
+// applies the type's defaults to keys left out.
+func (d *decoder) typeDefaults(path string, m *Model) {
+	keys, ok := typeKeys[m.Type]
+	if !ok {
+		return // the validator reports the type
+	}
+	for _, key := range allTypeKeys {
+		if !slices.Contains(keys, key) && d.has(join(path, key)) {
+			d.errs = append(d.errs, &Error{Key: join(path, key), Line: d.src[join(path, key)].line,
+				Msg: fmt.Sprintf("does not apply to model type %s (it takes: %s)", m.Type, strings.Join(keys, ", "))})
+		}
+	}
+	if !slices.Contains(keys, "kernel") {
+		m.Kernel = Kernel{}
+	}
+	if !slices.Contains(keys, "balance") {
+		m.Balance = false
+	}
+	if !slices.Contains(keys, "delta") {
+		m.Delta = 0
+	}
+	switch m.Type {
+	case ModelOMAM:
+		if !d.has(join(path, "normalize")) {
+			m.Normalize = true
+		}
+	case ModelLogistic:
+		if !d.has(join(path, "learning_rate")) {
+			m.LearningRate = DefaultLearningRate
+		}
+		if !d.has(join(path, "l2")) {
+			m.L2 = DefaultL2
+		}
+	}
 }
 
 // kernelRBFOnly are the kernel keys that only an rbf kernel takes.
@@ -396,6 +495,10 @@ func (d *decoder) kernel(n *yaml.Node, path string) Kernel {
 			d.integer(v, p, &k.Features)
 		case "seed":
 			d.uint64(v, p, &k.Seed)
+		case "degree":
+			d.integer(v, p, &k.Degree)
+		case "coef0":
+			d.float(v, p, &k.Coef0)
 		default:
 			d.unknown(p, kn)
 			return
@@ -406,7 +509,7 @@ func (d *decoder) kernel(n *yaml.Node, path string) Kernel {
 		k.Type = KernelRBF
 	}
 	switch k.Type {
-	case KernelRBF:
+	case KernelRBF, KernelLaplacian:
 		if !d.has(join(path, "gamma")) {
 			k.Gamma = DefaultGamma
 		}
@@ -416,11 +519,28 @@ func (d *decoder) kernel(n *yaml.Node, path string) Kernel {
 		if !d.has(join(path, "seed")) {
 			k.Seed = DefaultSeed
 		}
+		for _, key := range []string{"degree", "coef0"} {
+			if kn, ok := keys[key]; ok {
+				d.errorf(join(path, key), kn, "only for kernel type polynomial; remove it (%s is %s)", join(path, "type"), k.Type)
+			}
+		}
 	case KernelLinear:
+		for _, key := range append(kernelRBFOnly, "degree", "coef0") {
+			if kn, ok := keys[key]; ok {
+				d.errorf(join(path, key), kn, "not used by the linear kernel; remove it")
+			}
+		}
+	case KernelPolynomial:
 		for _, key := range kernelRBFOnly {
 			if kn, ok := keys[key]; ok {
-				d.errorf(join(path, key), kn, "only for kernel type rbf; remove it (%s is linear)", join(path, "type"))
+				d.errorf(join(path, key), kn, "not used by the polynomial kernel; remove it")
 			}
+		}
+		if !d.has(join(path, "degree")) {
+			k.Degree = 2
+		}
+		if !d.has(join(path, "coef0")) {
+			k.Coef0 = 1
 		}
 	}
 	return k
@@ -434,6 +554,8 @@ func (d *decoder) features(n *yaml.Node, path string, f *Features) {
 			d.integer(v, p, &f.Dim)
 		case "names":
 			d.strings(v, p, &f.Names)
+		case "standardize":
+			d.boolean(v, p, &f.Standardize)
 		default:
 			d.unknown(p, k)
 		}

@@ -48,6 +48,10 @@
 //	log.level                       info              debug | info | warn | error
 //	log.format                      text              text | json
 //	metrics.accuracy_window         1000              events in the sliding prequential-accuracy window; > 0
+//	labels.join_window.events       0                 delayed labels: most unlabelled events (impressions) kept waiting
+//	                                                  for a label-only event with their id (0 = no count limit)
+//	labels.join_window.time         0s                delayed labels: longest an impression waits (0 = no time limit);
+//	                                                  both 0 = delayed labels off
 //	snapshot.dir                    ""                directory of snapshot files ("" = no file store)
 //	snapshot.every                  5s                snapshot period; offsets are committed only after the
 //	                                                  snapshot that includes them is durable; > 0
@@ -62,18 +66,34 @@
 //
 //	name                (required)  unique, 1 to 64 characters from [a-z0-9_-]; a metric label and the
 //	                                "model" field of output records
-//	type                (required)  model type; supported: mam
-//	kernel.type         rbf         linear | rbf
-//	kernel.gamma        10          rbf only, finite > 0: K(x,x') = exp(-gamma*|x-x'|^2)
-//	kernel.features     1024        rbf only: number D of random Fourier frequencies (the feature map has
-//	                                2D coordinates); 1..65536
-//	kernel.seed         1           rbf only: seed of the random feature map (uint64)
+//	type                (required)  mam | omam | logistic | lda
+//	kernel.type         rbf         mam, omam: linear | rbf | laplacian | polynomial (polynomial: mam with budget only)
+//	kernel.gamma        10          rbf, laplacian: finite > 0; rbf K = exp(-gamma*|x-x'|^2),
+//	                                laplacian K = exp(-gamma*|x-x'|)
+//	kernel.features     1024        rbf, laplacian: number D of random Fourier frequencies (the feature map has
+//	                                2D coordinates); 1..65536; unused in the exact-kernel mode
+//	kernel.seed         1           rbf, laplacian: seed of the random feature map (uint64)
+//	kernel.degree       2           polynomial: K = (<x,x'> + coef0)^degree, 1..16
+//	kernel.coef0        1           polynomial: >= 0
 //	features.dim        (required)  input dimension; > 0
 //	features.names      (none)      optional feature names; when set, events may send features as an object
 //	                                {"name": value}; exactly dim names, non-empty and unique
-//	balance             true        use the class-balanced variant
-//	delta               0.05        confidence of the certainty bound; 0 < delta < 1
+//	features.standardize false      keep running per-feature means and variances (Welford) and standardise
+//	                                inputs before the model
+//	balance             true        mam: use the class-balanced variant
+//	delta               0.05        mam: confidence of the certainty bound; 0 < delta < 1
+//	budget              0           mam: > 0 selects the exact-kernel mode over the last budget labelled
+//	                                examples (O(budget) per event); 0 = random features
+//	window.events       0           mam, omam, lda: exact sliding window over this many labelled examples
+//	decay.half_life     0           mam, omam, lda: exponential forgetting, weight halves every half_life
+//	                                labelled examples (the bound then uses n_eff); not with window
+//	levels              (omam)      omam: number of levels m >= 2; labels 1..m
+//	edges               (none)      omam: m-1 increasing edges binning real-valued labels into levels
+//	normalize           true        omam: Nadaraya-Watson normalised score (false: raw rank-weighted MAM)
+//	learning_rate       0.1         logistic: AdaGrad base step; > 0
+//	l2                  0.0001      logistic: L2 penalty; >= 0
 //
+// A key that does not apply to the model's type is an error naming it.
 // With kernel.type linear, setting gamma, features or seed is an error
 // (rather than being silently ignored). All models must currently share the
 // same features: every models[i].features.dim and models[i].features.names
@@ -102,6 +122,8 @@
 //	STREAMER_LOG_LEVEL
 //	STREAMER_LOG_FORMAT
 //	STREAMER_METRICS_ACCURACY_WINDOW
+//	STREAMER_LABELS_JOIN_WINDOW_EVENTS
+//	STREAMER_LABELS_JOIN_WINDOW_TIME
 //	STREAMER_SNAPSHOT_DIR
 //	STREAMER_SNAPSHOT_EVERY
 //	STREAMER_SNAPSHOT_EVERY_EVENTS

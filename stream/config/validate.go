@@ -118,6 +118,12 @@ func validate(c *Config, src map[string]source) []error {
 	v.oneOf("log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
 	v.oneOf("log.format", c.Log.Format, FormatText, FormatJSON)
 	v.positive("metrics.accuracy_window", int64(c.Metrics.AccuracyWindow))
+	if c.Labels.JoinWindow.Events < 0 {
+		v.errorf("labels.join_window.events", "must be >= 0 (0 = no count limit), got %d", c.Labels.JoinWindow.Events)
+	}
+	if c.Labels.JoinWindow.Time < 0 {
+		v.errorf("labels.join_window.time", "must be >= 0 (0 = no time limit), got %v", c.Labels.JoinWindow.Time)
+	}
 	if c.Snapshot.Every <= 0 {
 		v.errorf("snapshot.every", "must be > 0, got %v", c.Snapshot.Every)
 	}
@@ -175,19 +181,35 @@ func (v *validator) model(p string, m Model) {
 	case len(m.Name) > MaxModelName || !modelNameRE.MatchString(m.Name):
 		v.errorf(p+".name", "%q must be 1 to %d characters from [a-z0-9_-] (it is a metric label)", m.Name, MaxModelName)
 	}
+	const supported = "mam, omam, logistic, lda"
 	switch m.Type {
 	case "":
-		v.errorf(p+".type", "required (supported: %s)", ModelMAM)
-	case ModelMAM:
+		v.errorf(p+".type", "required (supported: %s)", supported)
+	case ModelMAM, ModelOMAM, ModelLogistic, ModelLDA:
 	default:
-		v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, ModelMAM)
+		v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, supported)
 	}
+	v.modelTypeKeys(p, m)
 
 	kp := p + ".kernel"
 	kn := m.Kernel
-	v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF)
+	if m.Type != ModelMAM && m.Type != ModelOMAM {
+		kn.Type = "" // no kernel: checked by modelTypeKeys
+	} else {
+		v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial)
+	}
 	switch kn.Type {
-	case KernelRBF:
+	case KernelPolynomial:
+		if kn.Degree < 1 || kn.Degree > 16 {
+			v.errorf(kp+".degree", "must be in 1..16, got %d", kn.Degree)
+		}
+		if !(kn.Coef0 >= 0) || math.IsInf(kn.Coef0, 0) {
+			v.errorf(kp+".coef0", "must be a finite number >= 0, got %v", kn.Coef0)
+		}
+		if m.Budget <= 0 {
+			v.errorf(p+".budget", "required with kernel type polynomial (it has no random-feature map): the number of stored examples of the exact-kernel mode")
+		}
+	case KernelRBF, KernelLaplacian:
 		if !(kn.Gamma > 0) || math.IsInf(kn.Gamma, 0) {
 			v.errorf(kp+".gamma", "must be a finite number > 0, got %v", kn.Gamma)
 		}
@@ -234,8 +256,53 @@ func (v *validator) model(p string, m Model) {
 		}
 	}
 
-	if !(m.Delta > 0 && m.Delta < 1) {
+	if m.Type == ModelMAM && !(m.Delta > 0 && m.Delta < 1) {
 		v.errorf(p+".delta", "must be in (0, 1), got %v", m.Delta)
+	}
+}
+
+// modelTypeKeys checks the keys specific to some model types.
+func (v *validator) modelTypeKeys(p string, m Model) {
+	if m.Budget < 0 {
+		v.errorf(p+".budget", "must be >= 0 (0 = random features), got %d", m.Budget)
+	}
+	if m.Window.Events < 0 {
+		v.errorf(p+".window.events", "must be >= 0 (0 = off), got %d", m.Window.Events)
+	}
+	if !(m.Decay.HalfLife >= 0) || math.IsInf(m.Decay.HalfLife, 0) {
+		v.errorf(p+".decay.half_life", "must be a finite number >= 0 (0 = off), got %v", m.Decay.HalfLife)
+	}
+	if m.Window.Events > 0 && m.Decay.HalfLife > 0 {
+		v.errorf(p+".decay.half_life", "set either %s.window or %s.decay, not both", p, p)
+	}
+	if m.Budget > 0 && (m.Window.Events > 0 || m.Decay.HalfLife > 0) {
+		v.errorf(p+".budget", "the exact-kernel mode already keeps a sliding window of budget examples: remove window/decay")
+	}
+	switch m.Type {
+	case ModelOMAM:
+		if m.Levels < 2 || m.Levels > 1000 {
+			v.errorf(p+".levels", "required for omam: the number of levels m, 2..1000 (labels 1..m), got %d", m.Levels)
+		}
+		if m.Edges != nil {
+			if len(m.Edges) != m.Levels-1 {
+				v.errorf(p+".edges", "has %d edges; %s.levels %d needs %d", len(m.Edges), p, m.Levels, m.Levels-1)
+			}
+			for i := 1; i < len(m.Edges); i++ {
+				if !(m.Edges[i] > m.Edges[i-1]) {
+					v.errorf(fmt.Sprintf("%s.edges[%d]", p, i), "edges must be strictly increasing")
+				}
+			}
+		}
+		if m.Budget > 0 {
+			v.errorf(p+".budget", "the exact-kernel mode is for mam only")
+		}
+	case ModelLogistic:
+		if !(m.LearningRate > 0) || math.IsInf(m.LearningRate, 0) {
+			v.errorf(p+".learning_rate", "must be a finite number > 0, got %v", m.LearningRate)
+		}
+		if !(m.L2 >= 0) || math.IsInf(m.L2, 0) {
+			v.errorf(p+".l2", "must be a finite number >= 0, got %v", m.L2)
+		}
 	}
 }
 
