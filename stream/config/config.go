@@ -117,11 +117,31 @@ type Model struct {
 
 	LearningRate float64 `yaml:"learning_rate"` // logistic
 	L2           float64 `yaml:"l2"`            // logistic
+
+	C           float64     `yaml:"C"`           // svm: box constraint (both classes)
+	CPos        float64     `yaml:"C_pos"`       // svm: C of class +1 (overrides C)
+	CNeg        float64     `yaml:"C_neg"`       // svm: C of class −1 (overrides C)
+	Refit       Refit       `yaml:"refit"`       // svm
+	Probability Probability `yaml:"probability"` // svm
+}
+
+// Refit is models[i].refit: when a heavy model is refitted from its window.
+type Refit struct {
+	EveryEvents int           `yaml:"every_events"` // after this many labelled events (0 = off)
+	Every       time.Duration `yaml:"every"`        // this often (0 = off)
+	Guard       float64       `yaml:"guard"`        // held-back fraction of the window judging a new model (0 = off)
+	GuardSlack  float64       `yaml:"guard_slack"`  // accept when held-back error ≤ old + slack
+}
+
+// Probability is models[i].probability.
+type Probability struct {
+	Levels int `yaml:"levels"` // H: weighted SVMs at π = h/H; 0 = off
 }
 
 // Window is models[i].window: an exact sliding window.
 type Window struct {
-	Events int `yaml:"events"` // labelled examples in the window; 0 = off
+	Events int           `yaml:"events"` // labelled examples in the window; 0 = off
+	Time   time.Duration `yaml:"time"`   // svm: also drop events older than this; 0 = off
 }
 
 // Decay is models[i].decay: exponential forgetting.
@@ -169,11 +189,13 @@ const (
 	ModelOMAM     = "omam"
 	ModelLogistic = "logistic"
 	ModelLDA      = "lda"
+	ModelSVM      = "svm"
 
 	KernelLinear     = "linear"
 	KernelRBF        = "rbf"
 	KernelLaplacian  = "laplacian"
 	KernelPolynomial = "polynomial"
+	KernelSigmoid    = "sigmoid"
 )
 
 // Defaults of the model keys that have one (see [DefaultModel]).
@@ -184,6 +206,8 @@ const (
 	DefaultDelta        = 0.05
 	DefaultLearningRate = 0.1  // logistic: AdaGrad base step
 	DefaultL2           = 1e-4 // logistic: L2 penalty
+	DefaultSVMWindow    = 2000 // svm: window.events
+	DefaultRefitEvery   = 1000 // svm: refit.every_events when neither refit key is set
 	// MaxRFFFeatures is the largest models[i].kernel.features accepted.
 	MaxRFFFeatures = 65536
 )
@@ -319,6 +343,11 @@ type canonicalModel struct {
 	Normalize    bool      `json:"normalize,omitempty"`
 	LearningRate string    `json:"learning_rate,omitempty"`
 	L2           string    `json:"l2,omitempty"`
+	C            string    `json:"c,omitempty"`
+	CPos         string    `json:"c_pos,omitempty"`
+	CNeg         string    `json:"c_neg,omitempty"`
+	WindowTime   string    `json:"window_time,omitempty"`
+	ProbLevels   int       `json:"probability_levels,omitempty"`
 }
 
 func fmtNonZero(x float64) string {
@@ -356,6 +385,11 @@ func canonical(m Model) canonicalModel {
 		Normalize:    m.Normalize,
 		LearningRate: fmtNonZero(m.LearningRate),
 		L2:           fmtNonZero(m.L2),
+		C:            fmtNonZero(m.C),
+		CPos:         fmtNonZero(m.CPos),
+		CNeg:         fmtNonZero(m.CNeg),
+		WindowTime:   fmtNonZero(m.Window.Time.Seconds()),
+		ProbLevels:   m.Probability.Levels,
 	}
 }
 

@@ -397,12 +397,46 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 		case "window":
 			d.set(p, k)
 			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
-				if key != "events" {
+				switch key {
+				case "events":
+					d.integer(v2, join(p, key), &m.Window.Events)
+				case "time":
+					d.duration(v2, join(p, key), &m.Window.Time)
+				default:
+					d.unknown(join(p, key), k2)
+				}
+			})
+		case "refit":
+			d.set(p, k)
+			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
+				switch key {
+				case "every_events":
+					d.integer(v2, join(p, key), &m.Refit.EveryEvents)
+				case "every":
+					d.duration(v2, join(p, key), &m.Refit.Every)
+				case "guard":
+					d.float(v2, join(p, key), &m.Refit.Guard)
+				case "guard_slack":
+					d.float(v2, join(p, key), &m.Refit.GuardSlack)
+				default:
+					d.unknown(join(p, key), k2)
+				}
+			})
+		case "probability":
+			d.set(p, k)
+			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
+				if key != "levels" {
 					d.unknown(join(p, key), k2)
 					return
 				}
-				d.integer(v2, join(p, key), &m.Window.Events)
+				d.integer(v2, join(p, key), &m.Probability.Levels)
 			})
+		case "C":
+			d.float(v, p, &m.C)
+		case "C_pos":
+			d.float(v, p, &m.CPos)
+		case "C_neg":
+			d.float(v, p, &m.CNeg)
 		case "decay":
 			d.set(p, k)
 			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
@@ -437,9 +471,11 @@ var typeKeys = map[string][]string{
 	ModelOMAM:     {"kernel", "window", "decay", "levels", "edges", "normalize"},
 	ModelLogistic: {"learning_rate", "l2"},
 	ModelLDA:      {"window", "decay"},
+	ModelSVM:      {"kernel", "delta", "window", "C", "C_pos", "C_neg", "refit", "probability"},
 }
 
-var allTypeKeys = []string{"kernel", "balance", "delta", "budget", "window", "decay", "levels", "edges", "normalize", "learning_rate", "l2"}
+var allTypeKeys = []string{"kernel", "balance", "delta", "budget", "window", "decay", "levels", "edges", "normalize",
+	"learning_rate", "l2", "C", "C_pos", "C_neg", "refit", "probability"}
 
 // typeDefaults rejects keys that do not apply to the model's type and
 // applies the type's defaults to keys left out.
@@ -467,6 +503,33 @@ func (d *decoder) typeDefaults(path string, m *Model) {
 	case ModelOMAM:
 		if !d.has(join(path, "normalize")) {
 			m.Normalize = true
+		}
+	case ModelSVM:
+		// LIBSVM's default width, gamma = 1/dim, unless set.
+		if !d.has(join(path, "kernel.gamma")) && m.Kernel.Type != KernelLinear && m.Features.Dim > 0 {
+			m.Kernel.Gamma = 1 / float64(m.Features.Dim)
+		}
+		// Exact kernel: no random features.
+		if !d.has(join(path, "kernel.features")) {
+			m.Kernel.Features = 0
+		}
+		if !d.has(join(path, "kernel.seed")) {
+			m.Kernel.Seed = 0
+		}
+		if !d.has(join(path, "C")) {
+			m.C = 1
+		}
+		if !d.has(join(path, "window.events")) {
+			m.Window.Events = DefaultSVMWindow
+		}
+		if !d.has(join(path, "refit.every_events")) && !d.has(join(path, "refit.every")) {
+			m.Refit.EveryEvents = DefaultRefitEvery
+		}
+		if !d.has(join(path, "refit.guard")) {
+			m.Refit.Guard = 0.1
+		}
+		if !d.has(join(path, "refit.guard_slack")) {
+			m.Refit.GuardSlack = 0.02
 		}
 	case ModelLogistic:
 		if !d.has(join(path, "learning_rate")) {
@@ -530,11 +593,14 @@ func (d *decoder) kernel(n *yaml.Node, path string) Kernel {
 				d.errorf(join(path, key), kn, "not used by the linear kernel; remove it")
 			}
 		}
-	case KernelPolynomial:
-		for _, key := range kernelRBFOnly {
+	case KernelPolynomial, KernelSigmoid:
+		for _, key := range []string{"features", "seed"} {
 			if kn, ok := keys[key]; ok {
-				d.errorf(join(path, key), kn, "not used by the polynomial kernel; remove it")
+				d.errorf(join(path, key), kn, "not used by the %s kernel; remove it", k.Type)
 			}
+		}
+		if kn, ok := keys["degree"]; ok && k.Type == KernelSigmoid {
+			d.errorf(join(path, "degree"), kn, "not used by the sigmoid kernel; remove it")
 		}
 		if !d.has(join(path, "degree")) {
 			k.Degree = 2

@@ -66,8 +66,11 @@
 //
 //	name                (required)  unique, 1 to 64 characters from [a-z0-9_-]; a metric label and the
 //	                                "model" field of output records
-//	type                (required)  mam | omam | logistic | lda
-//	kernel.type         rbf         mam, omam: linear | rbf | laplacian | polynomial (polynomial: mam with budget only)
+//	type                (required)  mam | omam | logistic | lda | svm
+//	kernel.type         rbf         mam, omam: linear | rbf | laplacian | polynomial (polynomial: mam with budget only);
+//	                                svm: linear | rbf | laplacian | polynomial | sigmoid (LIBSVM's parameterisation:
+//	                                polynomial (gamma<x,x'> + coef0)^degree, sigmoid tanh(gamma<x,x'> + coef0);
+//	                                svm's gamma defaults to 1/features.dim)
 //	kernel.gamma        10          rbf, laplacian: finite > 0; rbf K = exp(-gamma*|x-x'|^2),
 //	                                laplacian K = exp(-gamma*|x-x'|)
 //	kernel.features     1024        rbf, laplacian: number D of random Fourier frequencies (the feature map has
@@ -92,6 +95,15 @@
 //	normalize           true        omam: Nadaraya-Watson normalised score (false: raw rank-weighted MAM)
 //	learning_rate       0.1         logistic: AdaGrad base step; > 0
 //	l2                  0.0001      logistic: L2 penalty; >= 0
+//	C                   1           svm: box constraint; C_pos / C_neg override it per class (imbalance)
+//	window.time         0           svm: also drop window events older than this (0 = off)
+//	                                (svm: window.events defaults to 2000, the refit window)
+//	refit.every_events  1000        svm: refit after this many labelled events (default when neither refit key is set)
+//	refit.every         0           svm: also refit this often (0 = off)
+//	refit.guard         0.1         svm: newest fraction of the window held back; a new model replaces the
+//	                                serving one only if its error there is at most the old one's + guard_slack
+//	refit.guard_slack   0.02        svm
+//	probability.levels  0           svm: H >= 2 publishes a probability from weighted SVMs at pi = h/H (0 = off)
 //
 // A key that does not apply to the model's type is an error naming it.
 // With kernel.type linear, setting gamma, features or seed is an error

@@ -181,11 +181,11 @@ func (v *validator) model(p string, m Model) {
 	case len(m.Name) > MaxModelName || !modelNameRE.MatchString(m.Name):
 		v.errorf(p+".name", "%q must be 1 to %d characters from [a-z0-9_-] (it is a metric label)", m.Name, MaxModelName)
 	}
-	const supported = "mam, omam, logistic, lda"
+	const supported = "mam, omam, logistic, lda, svm"
 	switch m.Type {
 	case "":
 		v.errorf(p+".type", "required (supported: %s)", supported)
-	case ModelMAM, ModelOMAM, ModelLogistic, ModelLDA:
+	case ModelMAM, ModelOMAM, ModelLogistic, ModelLDA, ModelSVM:
 	default:
 		v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, supported)
 	}
@@ -193,10 +193,18 @@ func (v *validator) model(p string, m Model) {
 
 	kp := p + ".kernel"
 	kn := m.Kernel
-	if m.Type != ModelMAM && m.Type != ModelOMAM {
-		kn.Type = "" // no kernel: checked by modelTypeKeys
-	} else {
+	switch m.Type {
+	case ModelMAM, ModelOMAM:
 		v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial)
+		if kn.Type == KernelPolynomial && kn.Gamma != 0 {
+			v.errorf(kp+".gamma", "not used by the polynomial kernel of %s: K = (<x,x'> + coef0)^degree", m.Type)
+		}
+	case ModelSVM:
+		v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial, KernelSigmoid)
+		v.svm(p, m)
+		kn.Type = "" // checked by svm
+	default:
+		kn.Type = "" // no kernel: checked by modelTypeKeys
 	}
 	switch kn.Type {
 	case KernelPolynomial:
@@ -257,6 +265,48 @@ func (v *validator) model(p string, m Model) {
 	}
 
 	if m.Type == ModelMAM && !(m.Delta > 0 && m.Delta < 1) {
+		v.errorf(p+".delta", "must be in (0, 1), got %v", m.Delta)
+	}
+}
+
+// svm checks an svm model's keys (LIBSVM's kernel parameterisation).
+func (v *validator) svm(p string, m Model) {
+	kp := p + ".kernel"
+	kn := m.Kernel
+	if kn.Type != KernelLinear && (!(kn.Gamma > 0) || math.IsInf(kn.Gamma, 0)) {
+		v.errorf(kp+".gamma", "must be a finite number > 0, got %v", kn.Gamma)
+	}
+	if kn.Type == KernelPolynomial && (kn.Degree < 1 || kn.Degree > 16) {
+		v.errorf(kp+".degree", "must be in 1..16, got %d", kn.Degree)
+	}
+	for _, c := range []struct {
+		key string
+		v   float64
+	}{{"C", m.C}, {"C_pos", m.CPos}, {"C_neg", m.CNeg}} {
+		if c.v < 0 || math.IsInf(c.v, 0) || math.IsNaN(c.v) || (c.key == "C" && c.v == 0) {
+			v.errorf(p+"."+c.key, "must be a finite number > 0, got %v", c.v)
+		}
+	}
+	if m.Window.Events < 10 {
+		v.errorf(p+".window.events", "must be >= 10 for svm (the refit window), got %d", m.Window.Events)
+	}
+	if m.Window.Time < 0 {
+		v.errorf(p+".window.time", "must be >= 0, got %v", m.Window.Time)
+	}
+	r := m.Refit
+	if r.EveryEvents < 0 || r.Every < 0 || (r.EveryEvents == 0 && r.Every == 0) {
+		v.errorf(p+".refit", "set every_events and/or every (> 0)")
+	}
+	if !(r.Guard >= 0 && r.Guard < 0.5) {
+		v.errorf(p+".refit.guard", "must be in [0, 0.5), got %v", r.Guard)
+	}
+	if !(r.GuardSlack >= 0) || math.IsInf(r.GuardSlack, 0) {
+		v.errorf(p+".refit.guard_slack", "must be a finite number >= 0, got %v", r.GuardSlack)
+	}
+	if l := m.Probability.Levels; l != 0 && (l < 2 || l > 100) {
+		v.errorf(p+".probability.levels", "must be in 2..100 (0 = off), got %d", l)
+	}
+	if !(m.Delta > 0 && m.Delta < 1) {
 		v.errorf(p+".delta", "must be in (0, 1), got %v", m.Delta)
 	}
 }
