@@ -4,12 +4,17 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 )
 
 // StateClose reports whether two models hold the same state: the same type
 // and spec, exactly the same counts, and sums that agree to rtol relative to
 // each sum vector's norm (sums accumulated in a different order differ only
 // by rounding). It is what a restored or replayed model is checked against.
+// Under a window the counts are the window's and its examples, oldest
+// first, must be identical (the number learned in all is not compared, so
+// a model trained on the window alone compares equal); under decay the
+// weights W, Q, W± must agree to rtol.
 func StateClose(a, b Model, rtol float64) error {
 	ma, okA := a.(*MAM)
 	mb, okB := b.(*MAM)
@@ -24,6 +29,9 @@ func StateClose(a, b Model, rtol float64) error {
 	}
 	if !closeRel(ma.tr+ma.trC, mb.tr+mb.trC, rtol) {
 		return fmt.Errorf("online: tr Ω differs: %v vs %v", ma.tr+ma.trC, mb.tr+mb.trC)
+	}
+	if err := forgetClose(ma, mb, rtol); err != nil {
+		return err
 	}
 	va, vb := ma.vectors(), mb.vectors()
 	for k := 0; k < len(va); k += 2 { // (sum, compensation) pairs
@@ -42,4 +50,28 @@ func StateClose(a, b Model, rtol float64) error {
 
 func closeRel(x, y, rtol float64) bool {
 	return math.Abs(x-y) <= rtol*math.Max(math.Abs(x), math.Abs(y))
+}
+
+// forgetClose compares the forgetting state of two MAM models with equal
+// specs and counts (see StateClose).
+func forgetClose(a, b *MAM, rtol float64) error {
+	switch {
+	case a.ring != nil:
+		d, size := a.spec.Dim, int64(a.spec.Window)
+		// The oldest example sits at slot (total − n) mod Window.
+		ia, ib := (a.total-a.n)%size, (b.total-b.n)%size
+		for j := range a.n {
+			sa, sb := int((ia+j)%size), int((ib+j)%size)
+			if a.ringY[sa] != b.ringY[sb] || !slices.Equal(a.ring[sa*d:(sa+1)*d], b.ring[sb*d:(sb+1)*d]) {
+				return fmt.Errorf("online: window example %d (oldest first) differs", j)
+			}
+		}
+	case a.decay:
+		wa, qa, pa, na := a.Weights()
+		wb, qb, pb, nb := b.Weights()
+		if !closeRel(wa, wb, rtol) || !closeRel(qa, qb, rtol) || !closeRel(pa, pb, rtol) || !closeRel(na, nb, rtol) {
+			return fmt.Errorf("online: decay weights differ: W %v/%v, Q %v/%v, W₊ %v/%v, W₋ %v/%v", wa, wb, qa, qb, pa, pb, na, nb)
+		}
+	}
+	return nil
 }

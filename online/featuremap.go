@@ -10,25 +10,31 @@ import (
 
 // Kernel types accepted in KernelSpec.Type.
 const (
-	KernelLinear = "linear"
-	KernelRBF    = "rbf"
+	KernelLinear     = "linear"
+	KernelRBF        = "rbf"
+	KernelLaplacian  = "laplacian"  // exp(−Gamma‖x − x'‖₂)
+	KernelPolynomial = "polynomial" // (<x, x'> + Coef0)^Degree; exact kernel mode only
 )
 
 // KernelSpec selects a kernel and its explicit feature map φ (MATH.md §3).
 type KernelSpec struct {
-	// Type is "linear" or "rbf".
+	// Type is "linear", "rbf", "laplacian" or "polynomial" (the last only
+	// in the exact kernel mode, Spec.Budget > 0).
 	Type string
-	// Gamma is the RBF width: K(x, x') = exp(−Gamma‖x − x'‖²). Must be > 0
-	// for "rbf" and 0 for "linear".
+	// Gamma is the kernel width: K(x, x') = exp(−Gamma‖x − x'‖²) for "rbf",
+	// exp(−Gamma‖x − x'‖₂) for "laplacian" (Gamma = 1/σ of MATH.md §3).
+	// Must be > 0 for those two and 0 for the others.
 	Gamma float64
-	// Features is the number D of random frequencies of the "rbf" map
-	// (dim φ = 2D); must be > 0 for "rbf" and 0 for "linear".
+	// Features is the number D of random frequencies of the "rbf" and
+	// "laplacian" maps (dim φ = 2D); must be > 0 for them and 0 for
+	// "linear" (and 0 in the exact kernel mode, which has no map).
 	Features int
-	// Seed fixes the random frequencies of the "rbf" map, so that a restored
-	// model rebuilds the same map. Ignored by "linear".
+	// Seed fixes the random frequencies of the "rbf" and "laplacian" maps,
+	// so that a restored model rebuilds the same map. Ignored by "linear"
+	// and by the exact kernel mode.
 	Seed uint64
-	// Degree and Coef0: polynomial kernel (<x, x'> + Coef0)^Degree (exact
-	// kernel mode only).
+	// Degree and Coef0: polynomial kernel (<x, x'> + Coef0)^Degree, Degree
+	// ≥ 1, Coef0 ≥ 0 (exact kernel mode only); both 0 for other kernels.
 	Degree int
 	Coef0  float64
 }
@@ -55,14 +61,19 @@ const pcgStream = 0x6f6e6c696e652d31 // "online-1"
 //     sqrt(1/D)[sin(ω_k·x)]_{k=1..D}, with ω_k ~ N(0, 2·Gamma·I_d) drawn
 //     from a PCG generator seeded with (Seed, pcgStream); dim φ = 2D,
 //     ‖φ(x)‖ = 1 and E<φ(x), φ(x')> = exp(−Gamma‖x − x'‖²).
+//   - laplacian: the same pair form with ω_k drawn from the spectral density
+//     of exp(−Gamma‖δ‖₂), the multivariate Cauchy distribution:
+//     ω_k = Gamma·z/|u| with z ~ N(0, I_d) and u ~ N(0, 1) (z₁..z_d, then u,
+//     per row, from the same PCG generator; u = 0 is redrawn), so that
+//     E<φ(x), φ(x')> = exp(−Gamma‖x − x'‖₂).
 //
 // A FeatureMap is immutable after construction and safe for concurrent use.
 type FeatureMap struct {
 	spec  KernelSpec
 	in    int       // input dimension d
 	out   int       // dim φ
-	omega []float64 // rbf: D×d frequencies, row-major
-	scale float64   // rbf: sqrt(1/D)
+	omega []float64 // rbf, laplacian: D×d frequencies, row-major
+	scale float64   // rbf, laplacian: sqrt(1/D)
 }
 
 // NewFeatureMap builds the feature map of k for inputs of dimension dim.
@@ -83,6 +94,25 @@ func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
 		for i := range m.omega {
 			m.omega[i] = sd * r.NormFloat64()
 		}
+	case KernelLaplacian:
+		m.out = 2 * k.Features
+		m.scale = math.Sqrt(1 / float64(k.Features))
+		m.omega = make([]float64, k.Features*dim)
+		r := rand.New(rand.NewPCG(k.Seed, pcgStream))
+		for row := range k.Features {
+			z := m.omega[row*dim : (row+1)*dim]
+			for j := range z {
+				z[j] = r.NormFloat64()
+			}
+			u := r.NormFloat64()
+			for u == 0 {
+				u = r.NormFloat64()
+			}
+			s := k.Gamma / math.Abs(u)
+			for j := range z {
+				z[j] *= s
+			}
+		}
 	}
 	return m, nil
 }
@@ -90,6 +120,14 @@ func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
 func validateKernel(k KernelSpec, dim int) error {
 	if dim <= 0 || dim > maxDim {
 		return specErrorf("dim", "must be in [1, %d], got %d", maxDim, dim)
+	}
+	if k.Type != KernelPolynomial {
+		if k.Degree != 0 {
+			return specErrorf("kernel.degree", "only used by the polynomial kernel: must be 0, got %d", k.Degree)
+		}
+		if k.Coef0 != 0 {
+			return specErrorf("kernel.coef0", "only used by the polynomial kernel: must be 0, got %v", k.Coef0)
+		}
 	}
 	switch k.Type {
 	case KernelLinear:
@@ -99,7 +137,7 @@ func validateKernel(k KernelSpec, dim int) error {
 		if k.Features != 0 {
 			return specErrorf("kernel.features", "not used by the linear kernel: must be 0, got %d", k.Features)
 		}
-	case KernelRBF:
+	case KernelRBF, KernelLaplacian:
 		if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {
 			return specErrorf("kernel.gamma", "must be > 0 and finite, got %v", k.Gamma)
 		}
@@ -109,10 +147,12 @@ func validateKernel(k KernelSpec, dim int) error {
 		if k.Features*dim > maxOmega {
 			return specErrorf("kernel.features", "features×dim must be ≤ %d, got %d×%d", maxOmega, k.Features, dim)
 		}
+	case KernelPolynomial:
+		return specErrorf("kernel.type", "%q has no random-feature map: it needs budget > 0 (exact kernel mode)", k.Type)
 	case "":
-		return specErrorf("kernel.type", "missing (want %q or %q)", KernelLinear, KernelRBF)
+		return specErrorf("kernel.type", "missing (want %q, %q or %q)", KernelLinear, KernelRBF, KernelLaplacian)
 	default:
-		return specErrorf("kernel.type", "unknown kernel %q (want %q or %q)", k.Type, KernelLinear, KernelRBF)
+		return specErrorf("kernel.type", "unknown kernel %q (want %q, %q or %q)", k.Type, KernelLinear, KernelRBF, KernelLaplacian)
 	}
 	return nil
 }
@@ -123,7 +163,7 @@ func (m *FeatureMap) Spec() KernelSpec { return m.spec }
 // InputDim returns the input dimension d.
 func (m *FeatureMap) InputDim() int { return m.in }
 
-// Dim returns dim φ: d for linear, 2·Features for rbf.
+// Dim returns dim φ: d for linear, 2·Features for rbf and laplacian.
 func (m *FeatureMap) Dim() int { return m.out }
 
 // Map writes φ(x) into dst and returns ‖φ(x)‖². ok is false, and dst

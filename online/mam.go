@@ -35,6 +35,29 @@ import "math"
 // nothing depends on n.
 //
 // An empty model (or f(x) = 0) makes no decision: Label 0.
+//
+// Forgetting (MATH.md §1, "Variants"; at most one of the two):
+//
+//   - Spec.Window = N > 0, an exact sliding window: the model holds the
+//     inputs and labels of the last N labelled examples (N·d floats). When
+//     the window is full, the example leaving it is mapped again with the
+//     same (deterministic) feature map and subtracted from the compensated
+//     sums, counts and tr Ω before the new one is added, so the state is
+//     that of a model trained on the window alone: O(dim φ) per event (two
+//     feature maps). Everything above holds with n = the window's size.
+//   - Spec.HalfLife = h > 0, exponential decay: before an example is added
+//     every sum and weight is multiplied by λ = 2^(−1/h), so example i has
+//     weight w_i = λ^age (age in labelled examples, 0 for the newest). The
+//     model keeps W = Σ w_i, Q = Σ w_i², W± and, in place of tr Ω,
+//     Σ w_i²·‖φ(x_i)‖², and uses the weighted sums s = Σ w_i y_i φ(x_i),
+//     S± = Σ_{y_i=±1} w_i φ(x_i), μ± = S±/W±. The bound (derivation at
+//     learnDecay) uses M̂ = (1/W) Σ w_i y_i f(x_i) (‖s‖/W plain),
+//     R̂ = (2/W)·sqrt(Σ w_i² K(x_i, x_i)) and n_eff = W²/Q in place of n
+//     in the deviation term. Prediction.N is n_eff rounded. The scaling is
+//     fused into the O(dim φ) update pass, with the exact rounding error of
+//     each product (FMA) added to the compensation; values below 2⁻⁶⁰⁰
+//     (weights of examples about 600 half-lives old) are flushed to 0 so
+//     that nothing decays into subnormal numbers.
 type MAM struct {
 	spec   Spec
 	fm     *FeatureMap
@@ -48,13 +71,34 @@ type MAM struct {
 	pos, posC []float64 // balanced: S₊ and compensation
 	neg, negC []float64 // balanced: S₋ and compensation
 
+	// Sliding window (Spec.Window > 0): the inputs and labels of the last
+	// Window labelled examples, slot (total mod Window) holding the next
+	// one. n, n₊, n₋, tr Ω and the sums cover the window only.
+	ring   []float64 // Window×d inputs, slot i at ring[i·d : (i+1)·d]
+	ringY  []int8    // labels ±1
+	total  int64     // labelled examples learned in all
+	phiOld []float64 // scratch: φ of the example leaving the window
+
+	// Exponential decay (Spec.HalfLife > 0): weights w_i = λ^age,
+	// λ = 2^(−1/HalfLife). n, n₊, n₋ count every example learned; tr Ω
+	// holds Σ w_i²‖φ(x_i)‖² and the sums are weighted (see decay below).
+	decay       bool    // Spec.HalfLife > 0
+	lam, lam2   float64 // λ and λ² (λ underflows to 0 for a tiny half-life)
+	sweepEvery  int64   // flush tiny values when n is a multiple of this
+	wt, wtC     float64 // W = Σ w_i and compensation
+	wq, wqC     float64 // Q = Σ w_i² and compensation
+	wPos, wPosC float64 // W₊ = Σ_{y_i=+1} w_i and compensation
+	wNeg, wNegC float64 // W₋ and compensation
+
 	// Derived by update after every change of state.
 	w      []float64 // score direction (s for plain)
 	b      float64   // offset in f = (<w, φ> + b)·k
 	k      float64   // normaliser; 0 = no decision
 	margin float64   // M̂ (M̂_w when balanced)
 	rad    float64   // R̂
-	num    float64   // boundNumerator(1, margin, rad, n, lnTerm)
+	neff   float64   // n (n_eff = W²/Q under decay)
+	pn     int64     // Prediction.N: n, or n_eff rounded under decay
+	num    float64   // boundNumerator(1, margin, rad, neff, lnTerm)
 }
 
 var _ Model = (*MAM)(nil)
@@ -71,10 +115,32 @@ func NewMAM(spec Spec) (*MAM, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := validateForgetting(spec); err != nil {
+		return nil, err
+	}
 	m := &MAM{spec: spec, fm: fm}
 	m.alloc()
 	m.refresh()
 	return m, nil
+}
+
+// maxWindowFloats limits Window·Dim, the size of the window's ring of
+// inputs (256 MiB).
+const maxWindowFloats = 1 << 25
+
+// validateForgetting checks Spec.Window and Spec.HalfLife of a mam spec
+// whose Dim is valid.
+func validateForgetting(s Spec) error {
+	if s.Window < 0 || (s.Dim > 0 && s.Window > maxWindowFloats/s.Dim) {
+		return specErrorf("window", "must be ≥ 0 (0 = no window) with window×dim ≤ %d, got %d×%d", maxWindowFloats, s.Window, s.Dim)
+	}
+	if !(s.HalfLife >= 0) || math.IsInf(s.HalfLife, 0) {
+		return specErrorf("half_life", "must be ≥ 0 and finite (0 = no decay), got %v", s.HalfLife)
+	}
+	if s.Window > 0 && s.HalfLife > 0 {
+		return specErrorf("half_life", "cannot be combined with window (%d): choose one way of forgetting", s.Window)
+	}
+	return nil
 }
 
 func (m *MAM) alloc() {
@@ -87,6 +153,19 @@ func (m *MAM) alloc() {
 		m.neg, m.negC = make([]float64, p), make([]float64, p)
 	} else {
 		m.s, m.sC = make([]float64, p), make([]float64, p)
+	}
+	if n := m.spec.Window; n > 0 {
+		m.ring = make([]float64, n*m.spec.Dim)
+		m.ringY = make([]int8, n)
+		m.phiOld = make([]float64, p)
+	}
+	if h := m.spec.HalfLife; h > 0 {
+		m.decay = true
+		m.lam = math.Exp2(-1 / h)
+		m.lam2 = m.lam * m.lam
+		// Between two sweeps a value shrinks by λ^sweepEvery ≥ 2⁻²⁵⁶, so
+		// nothing flushed at 2⁻⁶⁰⁰ gets near the subnormal range (2⁻¹⁰²²).
+		m.sweepEvery = int64(max(1, min(256, math.Floor(256*h))))
 	}
 }
 
@@ -105,11 +184,33 @@ func (m *MAM) FeatureMap() *FeatureMap { return m.fm }
 // Label maps −1 and 0 (false) to −1 and +1 (true) to +1.
 func (m *MAM) Label(v float64) (float64, bool) { return binaryLabel(v) }
 
-// Examples returns n, the number of examples learned.
-func (m *MAM) Examples() int64 { return m.n }
+// Examples returns the number of labelled examples learned in all: n, or
+// with a window every example that has passed through it (n, the window's
+// size, is Prediction.N).
+func (m *MAM) Examples() int64 {
+	if m.ring != nil {
+		return m.total
+	}
+	return m.n
+}
 
-// ClassCounts returns n₊ and n₋.
+// ClassCounts returns n₊ and n₋: the window's under a window, every
+// example learned under decay.
 func (m *MAM) ClassCounts() (pos, neg int64) { return m.nPos, m.nNeg }
+
+// EffectiveN returns the n of the bound's deviation term: n (the window's
+// size under a window), n_eff = (Σ w_i)²/Σ w_i² under decay.
+func (m *MAM) EffectiveN() float64 { return m.neff }
+
+// Weights returns W = Σ w_i, Q = Σ w_i² and W± under decay; without decay
+// every weight is 1 and they are n, n, n₊, n₋.
+func (m *MAM) Weights() (sum, sumSq, pos, neg float64) {
+	if m.decay {
+		return m.wt + m.wtC, m.wq + m.wqC, m.wPos + m.wPosC, m.wNeg + m.wNegC
+	}
+	n := float64(m.n)
+	return n, n, float64(m.nPos), float64(m.nNeg)
+}
 
 // Version returns 1.
 func (m *MAM) Version() int64 { return 1 }
@@ -118,11 +219,13 @@ func (m *MAM) Version() int64 { return 1 }
 func (m *MAM) AverageMargin() float64 { return m.margin }
 
 // Rademacher returns R̂ = (2/n)·sqrt(tr Ω) (tr Ω̃ for the balanced model),
-// 0 when empty.
+// 0 when empty; under decay R̂ = (2/W)·sqrt(Σ w_i² K(x_i, x_i)).
 func (m *MAM) Rademacher() float64 { return m.rad }
 
 // Bound returns the certainty bound at margin rho with the model's δ and
-// B = 1: MistakeBound(1, AverageMargin(), Rademacher(), n, δ, rho).
+// B = 1: MistakeBound(1, AverageMargin(), Rademacher(), EffectiveN(), δ,
+// rho). With a window it is the bound of the window's examples; under
+// decay that of the weighted sample (n_eff in place of n).
 func (m *MAM) Bound(rho float64) float64 { return boundAt(m.num, 1, rho) }
 
 // Observe scores x, then learns (x, y) if labelled. Inputs with a NaN or
@@ -136,7 +239,7 @@ func (m *MAM) Observe(x []float64, y float64, labelled bool) Prediction {
 	if labelled && y != 1 && y != -1 {
 		panic("online: MAM.Observe: label must be -1 or +1 (see Label)")
 	}
-	p := Prediction{Delta: m.spec.Delta, N: m.n}
+	p := Prediction{Delta: m.spec.Delta, N: m.pn}
 	sq, ok := m.fm.Map(m.phi, x)
 	if !ok {
 		return p
@@ -155,7 +258,15 @@ func (m *MAM) Observe(x []float64, y float64, labelled bool) Prediction {
 	p.MistakeBound = boundAt(m.num, 1, math.Abs(f))
 	p.HasBound = true
 	if labelled {
-		m.learn(y, sq)
+		switch {
+		case m.ring != nil:
+			m.slide(x, y)
+			m.learn(y, sq)
+		case m.decay:
+			m.learnDecay(y, sq)
+		default:
+			m.learn(y, sq)
+		}
 	}
 	return p
 }
@@ -176,17 +287,39 @@ func (m *MAM) learn(y, sq float64) {
 // the derived state (w, b, k, M̂, R̂, bound numerator) in the same pass.
 // Counts and tr Ω must already include the example. Restoring a model runs
 // update with x = 0, so a restored model is bit-identical to the saved one.
-func (m *MAM) update(x []float64, y float64) {
+func (m *MAM) update(x []float64, y float64) { m.derive(x, y, false) }
+
+// derive is update; with scale (decay) every sum is first multiplied by λ
+// in the same pass (the weights W, Q, W± and tr must already be decayed
+// and include the example). The decaying passes compute w and the norms
+// exactly as the plain ones do, so that refresh (scale false) rebuilds the
+// same derived state bit for bit.
+func (m *MAM) derive(x []float64, y float64, scale bool) {
 	if m.n == 0 {
 		clear(m.w)
-		m.b, m.k, m.margin, m.rad, m.num = 0, 0, 0, 0, math.NaN()
+		m.b, m.k, m.margin, m.rad, m.neff, m.pn, m.num = 0, 0, 0, 0, 0, 0, math.NaN()
 		return
 	}
+	// W is the total weight, Q = Σ w_i², neff = W²/Q and wp, wn the class
+	// weights; every weight is 1 without decay.
 	n := float64(m.n)
-	invN := 1 / n
+	W, Q, neff, wp, wn := n, n, n, float64(m.nPos), float64(m.nNeg)
+	m.pn = m.n
+	if m.decay {
+		W, Q = m.wt+m.wtC, m.wq+m.wqC
+		wp, wn = m.wPos+m.wPosC, m.wNeg+m.wNegC
+		neff = W * W / Q
+		m.pn = int64(math.Round(neff))
+	}
+	invN := 1 / W
 	tr := m.tr + m.trC
 	if !m.spec.Balance {
-		ss := plainPass(m.w, m.s, m.sC, x, y)
+		var ss float64
+		if scale {
+			ss = plainPassDecay(m.w, m.s, m.sC, x, y, m.lam)
+		} else {
+			ss = plainPass(m.w, m.s, m.sC, x, y)
+		}
 		m.b, m.k = 0, 0
 		if ss > 0 {
 			m.k = 1 / math.Sqrt(ss)
@@ -196,22 +329,26 @@ func (m *MAM) update(x []float64, y float64) {
 	} else {
 		// Class means when both classes are present; else it = io = 1
 		// gives w = s, the plain-sum fallback.
-		both := m.nPos > 0 && m.nNeg > 0
+		both := wp > 0 && wn > 0
 		t, tc, o, oc := m.pos, m.posC, m.neg, m.negC
-		nt, no := m.nPos, m.nNeg
+		ft, fo := wp, wn
 		if y < 0 {
 			t, tc, o, oc = o, oc, t, tc
-			nt, no = no, nt
+			ft, fo = fo, ft
 		}
 		it, io := 1.0, 1.0
 		if both {
-			// 1/n_t and 1/n_o with one division.
-			ft, fo := float64(nt), float64(no)
+			// 1/W_t and 1/W_o with one division.
 			inv := 1 / (ft * fo)
 			it, io = fo*inv, ft*inv
 		}
-		ww, ws, tt, oo := balancedPass(m.w, t, tc, o, oc, x, it, io, y)
-		sumY := float64(m.nPos - m.nNeg)
+		var ww, ws, tt, oo float64
+		if scale {
+			ww, ws, tt, oo = balancedPassDecay(m.w, t, tc, o, oc, x, it, io, y, m.lam)
+		} else {
+			ww, ws, tt, oo = balancedPass(m.w, t, tc, o, oc, x, it, io, y)
+		}
+		sumY := wp - wn
 		switch {
 		case !both:
 			m.b = sumY
@@ -226,9 +363,157 @@ func (m *MAM) update(x []float64, y float64) {
 			m.k = 1 / math.Sqrt(2*den)
 		}
 		m.margin = (ws + m.b*sumY) * m.k * invN
-		m.rad = 2 * invN * math.Sqrt((tr+n)/2)
+		m.rad = 2 * invN * math.Sqrt((tr+Q)/2)
 	}
-	m.num = boundNumerator(1, m.margin, m.rad, n, m.lnTerm)
+	m.neff = neff
+	m.num = boundNumerator(1, m.margin, m.rad, neff, m.lnTerm)
+}
+
+// slide makes room for the labelled example (x, y) in the window: when the
+// window is full, the oldest example is mapped again and subtracted from
+// the counts, tr Ω and the sums (a class, or the window, left empty gets
+// exact zeros); then (x, y) takes its slot. learn adds the new example.
+func (m *MAM) slide(x []float64, y float64) {
+	d, size := m.spec.Dim, int64(m.spec.Window)
+	slot := int(m.total % size)
+	xs := m.ring[slot*d : (slot+1)*d]
+	if m.n == size {
+		yo := float64(m.ringY[slot])
+		sq, _ := m.fm.Map(m.phiOld, xs) // stored inputs are finite
+		m.n--
+		m.tr, m.trC = twoSumAcc(m.tr, m.trC, -sq)
+		if m.n == 0 {
+			m.tr, m.trC = 0, 0
+		}
+		switch {
+		case !m.spec.Balance:
+			addScaled(m.s, m.sC, m.phiOld, -yo)
+			if m.n == 0 {
+				clear(m.s)
+				clear(m.sC)
+			}
+		case yo > 0:
+			if m.nPos--; m.nPos == 0 {
+				clear(m.pos)
+				clear(m.posC)
+			} else {
+				addScaled(m.pos, m.posC, m.phiOld, -1)
+			}
+		default:
+			if m.nNeg--; m.nNeg == 0 {
+				clear(m.neg)
+				clear(m.negC)
+			} else {
+				addScaled(m.neg, m.negC, m.phiOld, -1)
+			}
+		}
+		if !m.spec.Balance {
+			if yo > 0 {
+				m.nPos--
+			} else {
+				m.nNeg--
+			}
+		}
+	}
+	copy(xs, x)
+	m.ringY[slot] = int8(y)
+	m.total++
+}
+
+// learnDecay adds φ = m.phi with label y and ‖φ‖² = sq under exponential
+// decay: every weight and sum is multiplied by λ, then the example is added
+// with weight 1.
+//
+// The bound under decay. Normalise the weights, p_i = w_i/W (Σ p_i = 1),
+// and treat the sample as i.i.d. with these fixed weights (the weights
+// depend on positions, not on the data). MATH.md §1 (Lemma 2 with the
+// empirical average margin replaced by the weighted one, Theorem 2):
+//
+//  1. Deviation. g = sup_{‖w‖≤1} (E[Y<w, φ(X)>] − Σ p_i y_i <w, φ(x_i)>)
+//     changes by at most 2B·p_i when example i changes, so McDiarmid gives
+//     P(g − E g ≥ t) ≤ exp(−2t²/Σ(2B p_i)²) = exp(−t²·n_eff/(2B²)) with
+//     Σ p_i² = Q/W² = 1/n_eff: the unweighted case with n replaced by
+//     n_eff (the same holds for the concentration of the empirical
+//     Rademacher average, whose differences are also ≤ 2B·p_i). Hence
+//     3B·sqrt(2 ln(2/δ)/n_eff).
+//  2. Symmetrisation with a ghost sample under the same weights gives
+//     E g ≤ 2·E sup_{‖w‖≤1} Σ p_i σ_i y_i <w, φ(x_i)>, and (Lemma 1, Jensen)
+//     E_σ ‖Σ p_i σ_i φ(x_i)‖ ≤ sqrt(Σ p_i² K(x_i, x_i)), so
+//     R̂ = 2·sqrt(Σ p_i² K_ii) = (2/W)·sqrt(Σ w_i² K(x_i, x_i)) (with
+//     w_i = 1 this is (2/n)·sqrt(tr Ω)). For the balanced model
+//     K̃_ii = (K_ii + 1)/2, so Σ w_i² K̃_ii = (Σ w_i² K_ii + Q)/2.
+//  3. Markov on B − Y f(X) as in Theorem 2, with the weighted empirical
+//     margin M̂ = Σ p_i y_i f(x_i): ‖s‖/W for the plain model (f = <s, φ>/‖s‖
+//     with the weighted s), <w̃, s̃>/(W‖w̃‖) for the balanced one.
+//
+// So the published bound is MistakeBound(1, M̂, R̂, n_eff, δ, ρ). It is a
+// statement about the distribution the weighted sample was drawn from
+// (stationary data); under drift it describes the recent past, which is
+// what forgetting is for. Using Σ w_i² K_ii rather than Σ w_i K_ii is the
+// tighter of the two; both are valid since w_i ≤ 1.
+func (m *MAM) learnDecay(y, sq float64) {
+	if m.n%m.sweepEvery == 0 {
+		m.sweep()
+	}
+	lam, lam2 := m.lam, m.lam2
+	m.n++
+	m.wt, m.wtC = scaleAcc(m.wt, m.wtC, lam, 1)
+	m.wq, m.wqC = scaleAcc(m.wq, m.wqC, lam2, 1)
+	m.tr, m.trC = scaleAcc(m.tr, m.trC, lam2, sq)
+	if y > 0 {
+		m.nPos++
+		m.wPos, m.wPosC = scaleAcc(m.wPos, m.wPosC, lam, 1)
+		m.wNeg, m.wNegC = scaleAcc(m.wNeg, m.wNegC, lam, 0)
+	} else {
+		m.nNeg++
+		m.wPos, m.wPosC = scaleAcc(m.wPos, m.wPosC, lam, 0)
+		m.wNeg, m.wNegC = scaleAcc(m.wNeg, m.wNegC, lam, 1)
+	}
+	m.derive(m.phi, y, true)
+}
+
+// tiny is the flush threshold of sweep: a value below it is at most 2⁻⁶⁰⁰
+// while W ≥ 1 after the first example, far below the sums' resolution.
+const tiny = 0x1p-600
+
+// sweep sets values below tiny in magnitude to 0 (decay only), and empties
+// a class whose weight fell below it. It runs at fixed multiples of n, so a
+// restored model sweeps at the same events.
+func (m *MAM) sweep() {
+	flush := func(v []float64) {
+		for i, x := range v {
+			if math.Abs(x) < tiny {
+				v[i] = 0
+			}
+		}
+	}
+	if m.spec.Balance {
+		if math.Abs(m.wPos+m.wPosC) < tiny {
+			m.wPos, m.wPosC = 0, 0
+			clear(m.pos)
+			clear(m.posC)
+		}
+		if math.Abs(m.wNeg+m.wNegC) < tiny {
+			m.wNeg, m.wNegC = 0, 0
+			clear(m.neg)
+			clear(m.negC)
+		}
+	} else {
+		if math.Abs(m.wPos+m.wPosC) < tiny {
+			m.wPos, m.wPosC = 0, 0
+		}
+		if math.Abs(m.wNeg+m.wNegC) < tiny {
+			m.wNeg, m.wNegC = 0, 0
+		}
+	}
+	for _, v := range m.vectors() {
+		flush(v)
+	}
+	for _, p := range []*float64{&m.tr, &m.trC, &m.wtC, &m.wqC, &m.wPosC, &m.wNegC} {
+		if math.Abs(*p) < tiny {
+			*p = 0
+		}
+	}
 }
 
 // refresh recomputes the derived state from the sums (after a restore).
@@ -244,6 +529,96 @@ func twoSumAcc(s, c, x float64) (float64, float64) {
 	t := s + x
 	bp := t - s
 	return t, c + ((s - (t - bp)) + (x - bp))
+}
+
+// scaleAcc multiplies the compensated sum (s, c) by lam, adding the exact
+// rounding error of the product (FMA) to c, then adds x as twoSumAcc does.
+func scaleAcc(s, c, lam, x float64) (float64, float64) {
+	t := s * lam
+	c = c*lam + math.FMA(s, lam, -t)
+	return twoSumAcc(t, c, x)
+}
+
+// addScaled adds a·x (a = ±1, so exact) to the compensated sum (s, c) as
+// twoSumAcc does.
+func addScaled(s, c, x []float64, a float64) {
+	s, c = s[:len(x)], c[:len(x)]
+	for i, xi := range x {
+		v := a * xi
+		si := s[i]
+		t := si + v
+		bp := t - si
+		c[i] += (si - (t - bp)) + (v - bp)
+		s[i] = t
+	}
+}
+
+// plainPassDecay is plainPass with (s, c) first multiplied by lam as in
+// scaleAcc; w and ‖w‖² are computed exactly as plainPass does.
+func plainPassDecay(w, s, c, x []float64, y, lam float64) float64 {
+	s, c, x = s[:len(w)], c[:len(w)], x[:len(w)]
+	var a0, a1 float64
+	i := 0
+	for ; i+1 < len(w); i += 2 {
+		r0, r1 := s[i], s[i+1]
+		s0, s1 := r0*lam, r1*lam
+		c0 := c[i]*lam + math.FMA(r0, lam, -s0)
+		c1 := c[i+1]*lam + math.FMA(r1, lam, -s1)
+		v0, v1 := y*x[i], y*x[i+1]
+		t0, t1 := s0+v0, s1+v1
+		b0, b1 := t0-s0, t1-s1
+		c0 += (s0 - (t0 - b0)) + (v0 - b0)
+		c1 += (s1 - (t1 - b1)) + (v1 - b1)
+		s[i], s[i+1], c[i], c[i+1] = t0, t1, c0, c1
+		w0, w1 := t0+c0, t1+c1
+		w[i], w[i+1] = w0, w1
+		a0 += w0 * w0
+		a1 += w1 * w1
+	}
+	if i < len(w) {
+		r := s[i]
+		si := r * lam
+		ci := c[i]*lam + math.FMA(r, lam, -si)
+		v := y * x[i]
+		t := si + v
+		bp := t - si
+		ci += (si - (t - bp)) + (v - bp)
+		s[i], c[i] = t, ci
+		w[i] = t + ci
+		a0 += w[i] * w[i]
+	}
+	return a0 + a1
+}
+
+// balancedPassDecay is balancedPass with both class sums first multiplied
+// by lam as in scaleAcc; w and the returned norms are computed exactly as
+// balancedPass does.
+func balancedPassDecay(w, t, tc, o, oc, x []float64, it, io, sgn, lam float64) (ww, ws, tt, oo float64) {
+	t, tc, o, oc, x = t[:len(w)], tc[:len(w)], o[:len(w)], oc[:len(w)], x[:len(w)]
+	for i, xi := range x {
+		r := t[i]
+		ti := r * lam
+		ci := tc[i]*lam + math.FMA(r, lam, -ti)
+		s := ti + xi
+		bp := s - ti
+		ci += (ti - (s - bp)) + (xi - bp)
+		t[i], tc[i] = s, ci
+		q := o[i]
+		oi := q * lam
+		oci := oc[i]*lam + math.FMA(q, lam, -oi)
+		o[i], oc[i] = oi, oci
+		T := s + ci
+		O := oi + oci
+		a := T * it
+		c := O * io
+		d := a - c
+		w[i] = sgn * d
+		ww += d * d
+		ws += d * (T - O)
+		tt += a * a
+		oo += c * c
+	}
+	return ww, ws, tt, oo
 }
 
 // plainPass adds y·x (y = ±1, so exact) to the compensated sum (s, c) as

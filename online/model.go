@@ -14,6 +14,9 @@ type Prediction struct {
 	HasBound     bool
 	Delta        float64
 	N            int64 // examples learned before this prediction (n_eff, rounded, under decay)
+	// Version of the model that made the prediction, for models refitted in
+	// the background (0: the model's Version()).
+	Version int64
 	// Probability of class +1, for models that estimate one (logistic).
 	Probability    float64
 	HasProbability bool
@@ -118,10 +121,36 @@ func Types() []string {
 
 func init() {
 	registerModel(ModelMAM, modelType{
-		validate: validateMAM,
-		new:      func(s Spec) (Model, error) { return NewMAM(s) },
+		validate: func(s Spec) error {
+			if s.Budget != 0 { // exact kernel mode (exact.go)
+				return validateExactMAM(s)
+			}
+			return validateMAM(s)
+		},
+		new: func(s Spec) (Model, error) {
+			if s.Budget > 0 {
+				return NewExactMAM(s)
+			}
+			return NewMAM(s)
+		},
 		restore: func(b []byte) (Model, error) {
 			m := new(MAM)
+			if err := m.UnmarshalBinary(b); err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+	})
+	// The encoding tag of mam's exact kernel mode: Restore only.
+	registerModel(encodingExactMAM, modelType{
+		validate: func(Spec) error {
+			return specErrorf("type", "%q is an encoding tag: use type %q with budget > 0", encodingExactMAM, ModelMAM)
+		},
+		new: func(Spec) (Model, error) {
+			return nil, specErrorf("type", "%q is an encoding tag: use type %q with budget > 0", encodingExactMAM, ModelMAM)
+		},
+		restore: func(b []byte) (Model, error) {
+			m := new(ExactMAM)
 			if err := m.UnmarshalBinary(b); err != nil {
 				return nil, err
 			}
@@ -150,7 +179,7 @@ func validateMAM(s Spec) error {
 	if !(s.Delta > 0 && s.Delta < 1) {
 		return specErrorf("delta", "must be in (0, 1), got %v", s.Delta)
 	}
-	return nil
+	return validateForgetting(s) // window, half_life (mam.go)
 }
 
 // New builds an empty model from spec after validating it; errors are
@@ -160,6 +189,9 @@ func New(spec Spec) (Model, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	if spec.Standardize {
+		return newStandardizedModel(spec) // wraps modelTypes[spec.Type].new(spec)
+	}
 	return modelTypes[spec.Type].new(spec)
 }
 
@@ -168,6 +200,9 @@ func Restore(b []byte) (Model, error) {
 	typ, err := peekType(b)
 	if err != nil {
 		return nil, err
+	}
+	if typ == standardizedTag {
+		return restoreStandardizedModel(b)
 	}
 	t, ok := modelTypes[typ]
 	if !ok {

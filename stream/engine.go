@@ -39,6 +39,12 @@ type EngineConfig struct {
 	FeatureNames    []string // optional: names for object-form features
 	MaxMessageBytes int      // larger input values are dead-lettered (0 = no limit)
 	AccuracyWindow  int      // events in the prequential accuracy window
+
+	// Delayed labels: with JoinEvents > 0, unlabelled events with an id are
+	// kept (at most JoinEvents of them, each at most JoinTime when > 0) until
+	// a label-only event with their id arrives; the models learn then.
+	JoinEvents int
+	JoinTime   time.Duration
 }
 
 // Engine is the scoring Processor: for each input event it decodes and
@@ -52,69 +58,12 @@ type Engine struct {
 	ev     wire.Event
 	models []*engineModel
 	labels []float64
+	preds  []online.Prediction
 	rec    wire.Score
 	idBuf  []byte
 	met    *engineMetrics
+	join   *joinBuffer // nil: delayed labels off
 	now    func() time.Time
-}
-
-type engineModel struct {
-	name        string
-	fingerprint string
-	m           online.Model
-	preq        *online.Prequential
-	met         modelMetrics
-}
-
-type modelMetrics struct {
-	scored, learned, mistakes prometheus.Counter
-	examples, accuracy        prometheus.Gauge
-	version                   prometheus.Gauge
-	bound                     prometheus.Observer
-}
-
-type engineMetrics struct {
-	scored, learned, mistakes *prometheus.CounterVec
-	rejected                  *prometheus.CounterVec
-	examples, accuracy        *prometheus.GaugeVec
-	version                   *prometheus.GaugeVec
-	bound                     *prometheus.HistogramVec
-	rejectedBy                map[wire.Reason]prometheus.Counter
-}
-
-var reasons = []wire.Reason{
-	wire.ReasonTooLarge, wire.ReasonNotJSON, wire.ReasonWrongType, wire.ReasonMissingFeatures,
-	wire.ReasonWrongDimension, wire.ReasonNonFinite, wire.ReasonBadLabel,
-}
-
-func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
-	m := &engineMetrics{
-		scored: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamer_events_scored_total", Help: "Events scored, by model."}, []string{"model"}),
-		learned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamer_events_learned_total", Help: "Labelled events learned from, by model."}, []string{"model"}),
-		mistakes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamer_model_mistakes_total", Help: "Prequential mistakes (prediction made before learning differs from the label), by model."}, []string{"model"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "streamer_events_rejected_total", Help: "Events sent to the dead-letter topic, by reason."}, []string{"reason"}),
-		examples: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "streamer_model_examples", Help: "Examples the model has learned (its n)."}, []string{"model"}),
-		accuracy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "streamer_model_accuracy", Help: "Prequential accuracy over the sliding window of recent labelled events."}, []string{"model"}),
-		version: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "streamer_model_version", Help: "Version of the model that is serving scores."}, []string{"model"}),
-		bound: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "streamer_model_mistake_bound", Help: "Distribution of published certainty.mistake_bound values.",
-			Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.999}}, []string{"model"}),
-		rejectedBy: map[wire.Reason]prometheus.Counter{},
-	}
-	for _, r := range reasons {
-		m.rejectedBy[r] = m.rejected.WithLabelValues(string(r))
-	}
-	if reg != nil {
-		reg.MustRegister(m.scored, m.learned, m.mistakes, m.rejected, m.examples, m.accuracy, m.version, m.bound)
-	}
-	return m
 }
 
 // NewEngine builds an engine over the given models. All models must take
@@ -130,26 +79,19 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		cfg:    cfg,
 		dec:    wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes),
 		labels: make([]float64, len(models)),
+		preds:  make([]online.Prediction, len(models)),
 		met:    newEngineMetrics(reg),
 		now:    time.Now,
+	}
+	if cfg.JoinEvents > 0 {
+		e.dec = e.dec.WithLabelOnly()
+		e.join = newJoinBuffer(cfg.JoinEvents, cfg.Dim, len(models), int64(cfg.JoinTime))
 	}
 	for _, nm := range models {
 		if nm.Model.Dim() != cfg.Dim {
 			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), cfg.Dim)
 		}
-		em := &engineModel{name: nm.Name, fingerprint: nm.Fingerprint, m: nm.Model, preq: online.NewPrequential(cfg.AccuracyWindow)}
-		em.met = modelMetrics{
-			scored:   e.met.scored.WithLabelValues(nm.Name),
-			learned:  e.met.learned.WithLabelValues(nm.Name),
-			mistakes: e.met.mistakes.WithLabelValues(nm.Name),
-			examples: e.met.examples.WithLabelValues(nm.Name),
-			accuracy: e.met.accuracy.WithLabelValues(nm.Name),
-			version:  e.met.version.WithLabelValues(nm.Name),
-			bound:    e.met.bound.WithLabelValues(nm.Name),
-		}
-		em.met.examples.Set(float64(nm.Model.Examples()))
-		em.met.version.Set(float64(nm.Model.Version()))
-		e.models = append(e.models, em)
+		e.models = append(e.models, newEngineModel(nm, cfg.AccuracyWindow, e.met))
 	}
 	return e, nil
 }
@@ -162,6 +104,35 @@ func (e *Engine) Models() []NamedModel {
 		out[i] = NamedModel{Name: m.name, Model: m.m, Fingerprint: m.fingerprint}
 	}
 	return out
+}
+
+// Start starts the background work of models that have some (refits).
+func (e *Engine) Start() {
+	for _, m := range e.models {
+		if s, ok := m.m.(interface{ Start() }); ok {
+			s.Start()
+		}
+	}
+}
+
+// Close stops the models' background work; a refit in progress is
+// cancelled and the serving version stays.
+func (e *Engine) Close() {
+	for _, m := range e.models {
+		if c, ok := m.m.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+	}
+}
+
+// Refitting reports whether any model is refitting now.
+func (e *Engine) Refitting() bool {
+	for _, m := range e.models {
+		if r, ok := m.m.(interface{ Refitting() bool }); ok && r.Refitting() {
+			return true
+		}
+	}
+	return false
 }
 
 // Capture implements Stateful: every model's serialised state.
@@ -186,32 +157,19 @@ func (e *Engine) Restore(saved []snapshot.Model) (fresh, dropped []string, err e
 	for _, s := range saved {
 		byName[s.Name] = s
 	}
-	restored := make([]online.Model, len(e.models))
-	for i, m := range e.models {
+	for _, m := range e.models {
 		s, ok := byName[m.name]
 		delete(byName, m.name)
 		if !ok || s.Fingerprint != m.fingerprint || s.Type != m.m.Type() {
 			fresh = append(fresh, m.name)
 			continue
 		}
-		r, err := online.Restore(s.Data)
-		if err != nil {
+		// Restore into the configured model: it has the type and the
+		// configuration (equal fingerprints) that wrote the state.
+		if err := m.m.UnmarshalBinary(s.Data); err != nil {
 			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.name, err)
 		}
-		if r.Dim() != m.m.Dim() || r.Type() != m.m.Type() {
-			return nil, nil, fmt.Errorf("stream: restore model %s: saved state is %s with dim %d, configured %s with dim %d",
-				m.name, r.Type(), r.Dim(), m.m.Type(), m.m.Dim())
-		}
-		restored[i] = r
-	}
-	for i, r := range restored {
-		if r == nil {
-			continue
-		}
-		m := e.models[i]
-		m.m = r
-		m.met.examples.Set(float64(r.Examples()))
-		m.met.version.Set(float64(r.Version()))
+		m.refresh()
 	}
 	for name := range byName {
 		dropped = append(dropped, name)
@@ -242,6 +200,11 @@ func (e *Engine) Process(msg *kafka.Message, pub Sink) {
 			e.labels[i] = y
 		}
 	}
+	now := e.now()
+	if !ev.HasFeatures {
+		e.lateLabel(ev.ID, now.UnixNano())
+		return
+	}
 	id := ev.ID
 	if !ev.HasID {
 		// No id in the event: its position in the log is a unique id.
@@ -256,31 +219,53 @@ func (e *Engine) Process(msg *kafka.Message, pub Sink) {
 	if len(key) == 0 {
 		key = ev.Key
 	}
-	now := e.now()
 	for i, m := range e.models {
 		p := m.m.Observe(ev.Features, e.labels[i], ev.HasLabel)
+		e.preds[i] = p
+		version := p.Version
+		if version == 0 {
+			version = m.m.Version()
+		}
 		r := &e.rec
 		*r = wire.Score{
-			ID: id, Key: key, Model: m.name, Version: m.m.Version(),
-			Score: p.Score, Prediction: p.Label,
+			ID: id, Key: key, Model: m.name, Version: version,
+			Score: p.Score, Prediction: p.Label, Probability: p.Probability, HasProbability: p.HasProbability,
 			HasBound: p.HasBound, MistakeBound: p.MistakeBound, Delta: p.Delta, N: p.N,
 			EventTS: ev.TS, ScoredAt: now,
 		}
 		pub.Publish(kafka.Message{Topic: e.cfg.OutputTopic, Key: msg.Key, Value: wire.AppendScore(pub.Buffer(), r)})
-		m.met.scored.Inc()
-		if p.HasBound {
-			m.met.bound.Observe(p.MistakeBound)
-		}
+		m.scored(p)
 		if ev.HasLabel {
-			correct := float64(p.Label) == e.labels[i]
-			m.preq.Add(correct)
-			if !correct {
-				m.met.mistakes.Inc()
-			}
-			m.met.learned.Inc()
-			m.met.accuracy.Set(m.preq.Accuracy())
-			m.met.examples.Set(float64(m.m.Examples()))
+			m.judge(p, e.labels[i])
 		}
+	}
+	if !ev.HasLabel && ev.HasID && e.join != nil {
+		e.met.joinDropped.Add(float64(e.join.put(ev.ID, ev.Features, e.preds, now.UnixNano())))
+		e.met.joinPending.Set(float64(e.join.pending()))
+	}
+}
+
+// lateLabel learns from the impression a label-only event labels, judging
+// the predictions published at impression time.
+func (e *Engine) lateLabel(id []byte, now int64) {
+	if e.join == nil {
+		return // the decoder only accepts label-only events with a join buffer
+	}
+	s, status, dropped := e.join.take(id, now)
+	e.met.joinDropped.Add(float64(dropped))
+	e.met.joinPending.Set(float64(e.join.pending()))
+	switch status {
+	case unknownID:
+		e.met.labelsUnknown.Inc()
+		return
+	case tooLate:
+		e.met.labelsLate.Inc()
+		return
+	}
+	e.met.labelsJoined.Inc()
+	for i, m := range e.models {
+		m.m.Observe(s.x, e.labels[i], true)
+		m.judge(s.preds[i], e.labels[i])
 	}
 }
 

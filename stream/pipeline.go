@@ -93,7 +93,7 @@ type pipelineMetrics struct {
 	commitErrs prometheus.Counter
 	fetchErrs  prometheus.Counter
 	assigned   prometheus.Gauge
-	latency    prometheus.Histogram
+	latency    *prometheus.HistogramVec
 	rebalances prometheus.Counter
 }
 
@@ -112,9 +112,9 @@ func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
 			Name: "streamer_fetch_errors_total", Help: "Errors fetching from the input topic (retried)."}),
 		assigned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "streamer_assigned_partitions", Help: "Input partitions currently assigned to this instance."}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "streamer_event_processing_seconds", Help: "Per-event processing time: decode, score, publish, learn (excludes fetch wait).",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 10)}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "streamer_event_processing_seconds", Help: "Per-event processing time: decode, score, publish, learn (excludes fetch wait), by whether a background refit was running.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 22)}, []string{"refit"}),
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "streamer_rebalances_total", Help: "Consumer-group generations joined."}),
 	}
@@ -263,6 +263,8 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 		return
 	}
 	lag := p.met.lag.WithLabelValues(strconv.Itoa(partition))
+	idle, running := p.met.latency.WithLabelValues("idle"), p.met.latency.WithLabelValues("running")
+	refitting, _ := p.proc.(interface{ Refitting() bool })
 	defer p.met.lag.DeleteLabelValues(strconv.Itoa(partition))
 	for {
 		msg, err := r.FetchMessage(ctx)
@@ -290,7 +292,11 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 			}
 		}
 		p.mu.Unlock()
-		p.met.latency.Observe(time.Since(start).Seconds())
+		if refitting != nil && refitting.Refitting() {
+			running.Observe(time.Since(start).Seconds())
+		} else {
+			idle.Observe(time.Since(start).Seconds())
+		}
 		p.met.consumed.Inc()
 		lag.Set(float64(msg.HighWaterMark - msg.Offset - 1))
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/refit"
+	"github.com/streamer/streamer/online/svm"
 	"github.com/streamer/streamer/stream/config"
 )
 
@@ -71,17 +73,51 @@ func ModelSpec(mc config.Model) online.Spec {
 	}
 }
 
+// newSVM builds a kernel SVM refitted in the background from its window.
+func newSVM(mc config.Model) (*refit.Model, error) {
+	kinds := map[string]svm.KernelType{config.KernelLinear: svm.Linear, config.KernelRBF: svm.RBF,
+		config.KernelLaplacian: svm.Laplacian, config.KernelPolynomial: svm.Polynomial, config.KernelSigmoid: svm.Sigmoid}
+	params := svm.Params{
+		Kernel: svm.Kernel{Type: kinds[mc.Kernel.Type], Gamma: mc.Kernel.Gamma, Coef0: mc.Kernel.Coef0, Degree: mc.Kernel.Degree},
+		C:      mc.C, CPos: mc.CPos, CNeg: mc.CNeg,
+	}
+	return refit.New(refit.Config{
+		Dim: mc.Features.Dim, Window: mc.Window.Events, WindowTime: mc.Window.Time,
+		EveryEvents: mc.Refit.EveryEvents, Every: mc.Refit.Every, Guard: mc.Refit.Guard, GuardSlack: mc.Refit.GuardSlack,
+	}, &refit.SVM{Params: params, Delta: mc.Delta, ProbLevels: mc.Probability.Levels})
+}
+
 // BuildModels constructs the configured models.
 func BuildModels(cfg config.Config) ([]NamedModel, error) {
 	var out []NamedModel
 	for i, mc := range cfg.Models {
-		m, err := online.New(ModelSpec(mc))
+		var m online.Model
+		var err error
+		if mc.Type == config.ModelSVM {
+			m, err = newSVM(mc)
+		} else {
+			m, err = online.New(ModelSpec(mc))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
 		out = append(out, NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint()})
 	}
 	return out, nil
+}
+
+// defaultJoinEvents bounds the join buffer when only a time is configured.
+const defaultJoinEvents = 100_000
+
+func joinEvents(j config.JoinWindow) int {
+	switch {
+	case !j.Enabled():
+		return 0
+	case j.Events > 0:
+		return j.Events
+	default:
+		return defaultJoinEvents
+	}
 }
 
 func requiredAcks(s string) kafka.RequiredAcks {
@@ -129,6 +165,8 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		FeatureNames:    m0.Features.Names,
 		MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
 		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
+		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
+		JoinTime:        cfg.Labels.JoinWindow.Time,
 	}, models, reg)
 	if err != nil {
 		return nil, err
@@ -258,7 +296,9 @@ func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("streamer running", "brokers", s.cfg.Kafka.Brokers, "group", s.cfg.Kafka.Group,
 		"input", s.cfg.Kafka.InputTopic, "output", s.cfg.Kafka.OutputTopic, "dlq", s.cfg.Kafka.DLQTopic,
 		"http", s.Addr(), "models", len(s.cfg.Models))
+	s.engine.Start()
 	err := s.pipeline.Run(ctx)
+	s.engine.Close()
 	s.log.Info("stopping: flushing producer")
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

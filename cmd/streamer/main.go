@@ -36,7 +36,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd())
+	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd(), newEvalCmd())
 	return root
 }
 

@@ -28,6 +28,10 @@ type Event struct {
 	Features []float64 // len == dim after a successful Decode
 	Label    float64   // 1 for true, 0 for false; only meaningful when HasLabel
 	HasLabel bool      // false when "label" is absent or null
+	// HasFeatures is false only for a label-only event (an "id" and a
+	// "label", no "features"), accepted when the Decoder allows delayed
+	// labels; Features is then all zeros.
+	HasFeatures bool
 
 	buf  []byte // backing store for ID, Key, TS and escaped object keys
 	seen []bool // named features seen so far
@@ -36,6 +40,7 @@ type Event struct {
 func (ev *Event) reset(dim int) {
 	ev.ID, ev.HasID, ev.Key, ev.TS = nil, false, nil, nil
 	ev.Label, ev.HasLabel = 0, false
+	ev.HasFeatures = true
 	ev.buf = ev.buf[:0]
 	if cap(ev.Features) < dim {
 		ev.Features = make([]float64, dim)
@@ -53,6 +58,18 @@ type Decoder struct {
 	names    []string
 	index    map[string]int // nil: dense arrays only
 	maxBytes int
+
+	labelOnly bool // accept label-only events (delayed labels)
+}
+
+// WithLabelOnly returns a copy of d that also accepts label-only events —
+// {"id": …, "label": …} without features, the late label of an earlier
+// impression — reporting them with Event.HasFeatures false. Without an id
+// or a label, a missing features field is still missing_features.
+func (d *Decoder) WithLabelOnly() *Decoder {
+	c := *d
+	c.labelOnly = true
+	return &c
 }
 
 // NewDecoder returns a Decoder for events with dim features.
@@ -217,6 +234,10 @@ func (s *scanner) document() *Error {
 		return sem
 	}
 	if !haveFeatures {
+		if s.d.labelOnly && s.ev.HasID && s.ev.HasLabel {
+			s.ev.HasFeatures = false
+			return nil
+		}
 		return &Error{Reason: ReasonMissingFeatures, Detail: "no features field"}
 	}
 	return nil

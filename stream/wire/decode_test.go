@@ -475,3 +475,23 @@ func TestDecodeAllocs(t *testing.T) {
 		t.Errorf("named Decode: %v allocs/op, want 0", n)
 	}
 }
+
+func TestLabelOnly(t *testing.T) {
+	plain := NewDecoder(2, nil, 0)
+	late := plain.WithLabelOnly()
+	var ev Event
+	if err := plain.Decode([]byte(`{"id":"a","label":1}`), &ev); ReasonOf(err) != ReasonMissingFeatures {
+		t.Fatalf("without WithLabelOnly: %v", err)
+	}
+	if err := late.Decode([]byte(`{"id":"a","label":1}`), &ev); err != nil || ev.HasFeatures || !ev.HasLabel || string(ev.ID) != "a" {
+		t.Fatalf("label-only event: err %v, %+v", err, ev)
+	}
+	for _, bad := range []string{`{"label":1}`, `{"id":"a"}`, `{"id":"a","label":null}`} {
+		if err := late.Decode([]byte(bad), &ev); ReasonOf(err) != ReasonMissingFeatures {
+			t.Errorf("%s: %v, want missing_features", bad, err)
+		}
+	}
+	if err := late.Decode([]byte(`{"id":"b","features":[1,2],"label":0}`), &ev); err != nil || !ev.HasFeatures {
+		t.Fatalf("full event: %v %+v", err, ev)
+	}
+}

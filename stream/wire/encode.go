@@ -10,17 +10,21 @@ import (
 
 // Score is one output record: the score of one event by one model.
 type Score struct {
-	ID, Key      []byte // the event's id and its Kafka message key; arbitrary bytes
-	Model        string
-	Version      int64
-	Score        float64
-	Prediction   int // class, or level for ordinal models
-	HasBound     bool
-	MistakeBound float64 // written only when HasBound
-	Delta        float64 // written only when HasBound
-	N            int64
-	EventTS      []byte    // "event_ts" is omitted when empty
-	ScoredAt     time.Time // written in UTC as RFC 3339 with nanoseconds
+	ID, Key    []byte // the event's id and its Kafka message key; arbitrary bytes
+	Model      string
+	Version    int64
+	Score      float64
+	Prediction int // class, or level for ordinal models
+	// Probability of class +1, written as "probability" after "prediction"
+	// only when HasProbability (models that estimate one, e.g. logistic).
+	Probability    float64
+	HasProbability bool
+	HasBound       bool
+	MistakeBound   float64 // written only when HasBound
+	Delta          float64 // written only when HasBound
+	N              int64
+	EventTS        []byte    // "event_ts" is omitted when empty
+	ScoredAt       time.Time // written in UTC as RFC 3339 with nanoseconds
 }
 
 // AppendScore appends the JSON encoding of s to dst and returns the extended
@@ -47,6 +51,10 @@ func AppendScore(dst []byte, s *Score) []byte {
 	dst = appendFloat(dst, s.Score)
 	dst = append(dst, `,"prediction":`...)
 	dst = strconv.AppendInt(dst, int64(s.Prediction), 10)
+	if s.HasProbability {
+		dst = append(dst, `,"probability":`...)
+		dst = appendFloat(dst, s.Probability)
+	}
 	if s.HasBound {
 		dst = append(dst, `,"certainty":{"mistake_bound":`...)
 		dst = appendFloat(dst, s.MistakeBound)

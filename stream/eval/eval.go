@@ -1,0 +1,596 @@
+// Package eval runs configured models over a file, without Kafka, and
+// reports their quality: prequential (every row is scored, then learned)
+// over a data file and, optionally, holdout (rows scored only, by the models
+// as learned from the data file) over a test file. `streamer eval` is its
+// command.
+//
+// Measures, per section, as they apply to a model:
+//
+//	classifiers (every type but omam):
+//	  error               fraction of rows whose prediction ≠ label ("no decision", 0, is an error)
+//	  log_loss            with Prediction.HasProbability; p clipped to [1e-15, 1 − 1e-15]
+//	  mean_mistake_bound  mean published bound, with Prediction.HasBound
+//	  bound_violations    grid ρ (0, 0.1, …, 0.9) at which the observed fraction of y·f ≤ −ρ
+//	                      exceeds bound(ρ): holdout, over the section against the final
+//	                      model's bound; prequential, over a window of 1000 events checked
+//	                      every 100 events against the model's bound then, summed
+//	ordinal (omam):
+//	  kendall_tau         Kendall's τ-b of score against true level
+//	  mae, zero_one       of the predicted level
+//	all:
+//	  n                   rows judged (labelled, label accepted by the model)
+//	  events_per_s        Observe calls per second of the model's own wall time
+//	  rejected            rows whose label the model rejects (not fatal)
+//
+// Rows a reader cannot use (malformed, wrong dimension, non-finite) are
+// skipped and counted by reason in the report's data section.
+//
+// Files are streamed (256 rows at a time), but the score and label of every
+// judged row are kept per model and section for Kendall's τ and the
+// histograms: 16 bytes a row.
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/refit"
+	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/config"
+)
+
+// Options says what Run evaluates.
+type Options struct {
+	Data string // prequential section: every row scored, then learned
+	Test string // holdout section (optional): rows scored only
+	// Format of both files; "" picks it from each file's extension.
+	Format string
+	// ConfigPath is recorded in the report (informational).
+	ConfigPath string
+	// Progress, when non-nil, receives progress: a bar redrawn in place
+	// when Terminal, otherwise a line at every 10%.
+	Progress io.Writer
+	Terminal bool
+}
+
+// Check cadence and windows of the prequential section.
+const (
+	BoundWindow = 1000 // margins in the prequential bound check
+	CheckEvery  = 100  // judged events between prequential bound checks
+)
+
+const (
+	sectionPrequential = "prequential"
+	sectionHoldout     = "holdout"
+	batchRows          = 256
+	probClip           = 1e-15
+)
+
+// Report is the result of Run. Its JSON form is report.json.
+type Report struct {
+	Models map[string]*ModelReport `json:"models"`
+	Config ConfigInfo              `json:"config"`
+	Data   map[string]*DataInfo    `json:"data"` // by section
+
+	order []string // model names in config order
+}
+
+// ConfigInfo describes the evaluated configuration.
+type ConfigInfo struct {
+	Path  string            `json:"path,omitempty"`
+	Types map[string]string `json:"types"` // model name → type
+}
+
+// DataInfo describes one input file.
+type DataInfo struct {
+	Path         string           `json:"path"`
+	Format       string           `json:"format"`
+	Rows         int64            `json:"rows"` // rows read, skipped ones included
+	Unlabelled   int64            `json:"unlabelled,omitempty"`
+	Skipped      map[string]int64 `json:"skipped,omitempty"` // by reason
+	FirstSkipped string           `json:"first_skipped,omitempty"`
+	Seconds      float64          `json:"seconds"`
+}
+
+// ModelReport holds one model's measures per section.
+type ModelReport struct {
+	Prequential *Measures `json:"prequential"`
+	Holdout     *Measures `json:"holdout,omitempty"`
+
+	typ     string
+	ordinal bool
+	plots   plotData
+}
+
+// Measures of one model over one section; measures that do not apply are
+// nil (omitted from JSON).
+type Measures struct {
+	N          int64   `json:"n"`
+	EventsPerS float64 `json:"events_per_s"`
+	Rejected   int64   `json:"rejected"`
+
+	Error            *float64 `json:"error,omitempty"`
+	LogLoss          *float64 `json:"log_loss,omitempty"`
+	MeanMistakeBound *float64 `json:"mean_mistake_bound,omitempty"`
+	BoundViolations  *int     `json:"bound_violations,omitempty"`
+
+	KendallTau *float64 `json:"kendall_tau,omitempty"`
+	MAE        *float64 `json:"mae,omitempty"`
+	ZeroOne    *float64 `json:"zero_one,omitempty"`
+}
+
+// ModelNames returns the model names in configuration order.
+func (r *Report) ModelNames() []string { return append([]string(nil), r.order...) }
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Run evaluates the models of cfg (fresh, as stream.BuildModels builds
+// them) over opt.Data and, if set, opt.Test. It stops early with ctx's
+// error when ctx is cancelled.
+func Run(ctx context.Context, cfg config.Config, opt Options) (*Report, error) {
+	if opt.Data == "" {
+		return nil, errors.New("eval: no data file")
+	}
+	if len(cfg.Models) == 0 {
+		return nil, errors.New("eval: the configuration has no models")
+	}
+	models, err := stream.BuildModels(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Models: map[string]*ModelReport{},
+		Config: ConfigInfo{Path: opt.ConfigPath, Types: map[string]string{}},
+		Data:   map[string]*DataInfo{},
+	}
+	states := make([]*modelState, len(models))
+	for i, nm := range models {
+		st := newModelState(nm.Model, cfg.Metrics.AccuracyWindow)
+		states[i] = st
+		rep.order = append(rep.order, nm.Name)
+		rep.Config.Types[nm.Name] = nm.Model.Type()
+		rep.Models[nm.Name] = &ModelReport{typ: nm.Model.Type(), ordinal: st.ordinal}
+	}
+	prog := newProgress(opt.Progress, opt.Terminal, fileSize(opt.Data)+fileSize(opt.Test))
+	defer prog.done()
+
+	m0 := cfg.Models[0].Features
+	sections := []struct{ name, path string }{{sectionPrequential, opt.Data}}
+	if opt.Test != "" {
+		sections = append(sections, struct{ name, path string }{sectionHoldout, opt.Test})
+	}
+	for _, sec := range sections {
+		learn := sec.name == sectionPrequential
+		for _, st := range states {
+			st.begin(learn)
+		}
+		info, err := runFile(ctx, sec.path, opt.Format, m0.Dim, m0.Names, cfg.Kafka.MaxMessageBytes, states, prog)
+		if err != nil {
+			return nil, err
+		}
+		rep.Data[sec.name] = info
+		if learn {
+			// Heavy models refit once more at the end of the data, so that
+			// the holdout judges a model trained on the last window.
+			for _, nm := range models {
+				if r, ok := nm.Model.(interface {
+					RefitNow(context.Context) refit.Report
+				}); ok {
+					if rr := r.RefitNow(ctx); rr.Err != nil && ctx.Err() == nil {
+						return nil, fmt.Errorf("eval: final refit of %s: %w", nm.Name, rr.Err)
+					}
+				}
+			}
+		}
+		for i, st := range states {
+			mr := rep.Models[rep.order[i]]
+			ms := st.finish()
+			if learn {
+				mr.Prequential = ms
+			} else {
+				mr.Holdout = ms
+			}
+		}
+	}
+	for i, st := range states {
+		rep.Models[rep.order[i]].plots = st.plotData()
+	}
+	return rep, nil
+}
+
+func fileSize(path string) int64 {
+	if path == "" {
+		return 0
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// runFile streams one file through every model, batchRows rows at a time.
+func runFile(ctx context.Context, path, format string, dim int, names []string, maxBytes int, states []*modelState, prog *progress) (*DataInfo, error) {
+	if format == "" {
+		var err error
+		if format, err = FormatFromPath(path); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	defer f.Close()
+	cr := &countingReader{r: f, prog: prog}
+	rd, err := NewReader(format, cr, dim, names, maxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("eval: %s: %w", path, err)
+	}
+	info := &DataInfo{Path: path, Format: format}
+	start := time.Now()
+	batch := make([]Row, batchRows)
+	for done := false; !done; {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n := 0
+		for n < len(batch) {
+			err := rd.Next(&batch[n])
+			if err == io.EOF {
+				done = true
+				break
+			}
+			info.Rows++
+			var re *RowError
+			if errors.As(err, &re) {
+				if info.Skipped == nil {
+					info.Skipped = map[string]int64{}
+					info.FirstSkipped = re.Error()
+				}
+				info.Skipped[re.Reason]++
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("eval: %s: %w", path, err)
+			}
+			if !batch[n].HasLabel {
+				info.Unlabelled++
+			}
+			n++
+		}
+		for _, st := range states {
+			st.run(batch[:n])
+		}
+		prog.rows(n)
+	}
+	info.Seconds = time.Since(start).Seconds()
+	return info, nil
+}
+
+// outcome is what one model made of one row.
+type outcome struct {
+	kind int8 // outcomeJudged, outcomeScored (unlabelled), outcomeRejected
+	y    float64
+	p    online.Prediction
+}
+
+const (
+	outcomeJudged int8 = iota
+	outcomeScored
+	outcomeRejected
+)
+
+// modelState is one model's evaluation in progress.
+type modelState struct {
+	m       online.Model
+	bounder online.Bounder // nil when the model has no bound
+	ordinal bool
+	learn   bool
+	out     []outcome
+	window  int
+
+	sec       *sectionStats
+	preqStats *sectionStats // kept for the plots
+	holdStats *sectionStats
+	boundBuf  []float64
+}
+
+// sectionStats accumulates one section's measures.
+type sectionStats struct {
+	learn                bool
+	n, rejected, calls   int64
+	elapsed              time.Duration
+	wrong                int64
+	logLoss              float64
+	nProb                int64
+	boundSum             float64
+	nBound               int64
+	violations           int
+	sinceCheck           int
+	window               *online.BoundMonitor // prequential: last BoundWindow margins
+	all                  *online.BoundMonitor // cumulative, default grid
+	fine                 *online.BoundMonitor // cumulative, fine grid (plots)
+	scores, truth        []float64            // judged rows
+	pred                 []int                // ordinal: predicted levels
+	preq                 *online.Prequential  // classifier quality window
+	ord                  *online.OrdinalWindow
+	curve, cumCurve      series // quality over the stream (see plotData)
+	finalBound, fineGrid []float64
+}
+
+func newModelState(m online.Model, window int) *modelState {
+	if window <= 0 {
+		window = 1000
+	}
+	st := &modelState{m: m, ordinal: m.Type() == config.ModelOMAM, out: make([]outcome, batchRows), window: window}
+	if !st.ordinal {
+		st.bounder = bounderOf(m)
+	}
+	return st
+}
+
+// bounderOf returns the model's certainty bound: the model itself when it
+// is an online.Bounder, else that of the model it wraps (Inner, e.g. the
+// Standardize wrapper: the inner model's bound is on the same margins y·f);
+// nil when there is none or the model says it has none (HasBound false,
+// e.g. an exact kernel without a finite B).
+func bounderOf(m online.Model) online.Bounder {
+	for m != nil {
+		if hb, ok := m.(interface{ HasBound() bool }); ok && !hb.HasBound() {
+			return nil
+		}
+		if b, ok := m.(online.Bounder); ok {
+			return b
+		}
+		w, ok := m.(interface{ Inner() online.Model })
+		if !ok {
+			return nil
+		}
+		m = w.Inner()
+	}
+	return nil
+}
+
+// begin starts a section.
+func (st *modelState) begin(learn bool) {
+	s := &sectionStats{learn: learn}
+	if st.bounder != nil {
+		s.all = online.NewBoundMonitor(0, online.DefaultBoundGrid())
+		s.fine = online.NewBoundMonitor(0, fineGrid())
+		if learn {
+			s.window = online.NewBoundMonitor(BoundWindow, online.DefaultBoundGrid())
+		}
+	}
+	if learn {
+		if st.ordinal {
+			s.ord = online.NewOrdinalWindow(st.window)
+		} else {
+			s.preq = online.NewPrequential(st.window)
+		}
+	}
+	st.sec, st.learn = s, learn
+	if learn {
+		st.preqStats = s
+	} else {
+		st.holdStats = s
+	}
+}
+
+// fineGrid is ρ = 0, 0.01, …, 0.99 for the bound plot.
+func fineGrid() []float64 {
+	g := make([]float64, 100)
+	for i := range g {
+		g[i] = float64(i) / 100
+	}
+	return g
+}
+
+// run feeds a batch of rows to the model. Only Label and Observe are timed;
+// the bookkeeping runs between timed stretches, which end at every
+// CheckEvery-th judged event so that the prequential bound check sees the
+// model exactly as it is then.
+func (st *modelState) run(rows []Row) {
+	s := st.sec
+	for i := 0; i < len(rows); {
+		start := i
+		check := false
+		t0 := time.Now()
+		for ; i < len(rows); i++ {
+			r, o := &rows[i], &st.out[i]
+			if !r.HasLabel {
+				o.kind, o.p = outcomeScored, st.m.Observe(r.X, 0, false)
+				continue
+			}
+			y, ok := st.m.Label(r.Label)
+			if !ok {
+				o.kind = outcomeRejected
+				continue
+			}
+			o.kind, o.y, o.p = outcomeJudged, y, st.m.Observe(r.X, y, st.learn)
+			if s.sinceCheck++; s.sinceCheck == CheckEvery {
+				s.sinceCheck, check = 0, true
+				i++
+				break
+			}
+		}
+		s.elapsed += time.Since(t0)
+		for j := start; j < i; j++ {
+			st.account(&st.out[j])
+		}
+		if check && s.window != nil {
+			var v int
+			st.boundBuf, v = s.window.Check(st.bounder.Bound, st.boundBuf)
+			s.violations += v
+		}
+	}
+}
+
+// account adds one outcome to the section's measures.
+func (st *modelState) account(o *outcome) {
+	s := st.sec
+	switch o.kind {
+	case outcomeRejected:
+		s.rejected++
+		return
+	case outcomeScored:
+		s.calls++
+		return
+	}
+	s.calls++
+	s.n++
+	p := &o.p
+	s.scores = append(s.scores, p.Score)
+	s.truth = append(s.truth, o.y)
+	if st.ordinal {
+		level := int(o.y)
+		s.pred = append(s.pred, p.Label)
+		if s.ord != nil {
+			s.ord.Add(p.Score, p.Label, level)
+			if s.curve.due(s.n) {
+				s.curve.add(float64(s.n), s.ord.KendallTau())
+				s.cumCurve.add(float64(s.n), s.ord.ZeroOne())
+			}
+		}
+		return
+	}
+	wrong := float64(p.Label) != o.y
+	if wrong {
+		s.wrong++
+	}
+	if s.preq != nil {
+		s.preq.Add(!wrong)
+		if s.curve.due(s.n) {
+			s.curve.add(float64(s.n), 1-s.preq.Accuracy())
+			s.cumCurve.add(float64(s.n), float64(s.wrong)/float64(s.n))
+		}
+	}
+	if p.HasProbability {
+		q := min(max(p.Probability, probClip), 1-probClip)
+		if o.y < 0 {
+			q = 1 - q
+		}
+		s.logLoss -= math.Log(q)
+		s.nProb++
+	}
+	if p.HasBound {
+		s.boundSum += p.MistakeBound
+		s.nBound++
+	}
+	if st.bounder != nil {
+		margin := o.y * p.Score
+		s.all.Add(margin)
+		s.fine.Add(margin)
+		if s.window != nil {
+			s.window.Add(margin)
+		}
+	}
+}
+
+// finish closes the section and returns its measures.
+func (st *modelState) finish() *Measures {
+	s := st.sec
+	m := &Measures{N: s.n, Rejected: s.rejected}
+	if sec := s.elapsed.Seconds(); sec > 0 {
+		m.EventsPerS = math.Round(float64(s.calls) / sec)
+	}
+	if st.ordinal {
+		if s.n > 0 {
+			truth := make([]int, len(s.truth))
+			for i, y := range s.truth {
+				truth[i] = int(y)
+			}
+			m.KendallTau = num(online.KendallTauB(s.scores, s.truth))
+			m.MAE = num(online.MeanAbsError(s.pred, truth))
+			m.ZeroOne = num(online.ZeroOneError(s.pred, truth))
+		}
+		return m
+	}
+	if s.n > 0 {
+		m.Error = num(float64(s.wrong) / float64(s.n))
+	}
+	if s.nProb > 0 {
+		m.LogLoss = num(s.logLoss / float64(s.nProb))
+	}
+	if s.nBound > 0 {
+		m.MeanMistakeBound = num(s.boundSum / float64(s.nBound))
+		if st.bounder != nil {
+			v := s.violations
+			if !s.learn {
+				_, v = s.all.Check(st.bounder.Bound, nil)
+			}
+			m.BoundViolations = &v
+		}
+	}
+	if st.bounder != nil {
+		s.fineGrid = s.fine.Grid()
+		s.finalBound, _ = s.fine.Check(st.bounder.Bound, nil)
+	}
+	return m
+}
+
+// num returns a pointer to v, nil for NaN or ±Inf (not representable in
+// JSON: the measure is then omitted).
+func num(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+// series keeps at most maxPoints points of a quality curve over the stream:
+// a point every step events, step doubling (and every other point dropped)
+// whenever it fills up.
+type series struct {
+	x, y []float64
+	step int64
+}
+
+const maxPoints = 1024
+
+func (s *series) due(n int64) bool {
+	if s.step == 0 {
+		s.step = 1
+	}
+	return n%s.step == 0
+}
+
+func (s *series) add(x, y float64) {
+	if math.IsNaN(y) {
+		return
+	}
+	s.x, s.y = append(s.x, x), append(s.y, y)
+	if len(s.x) >= maxPoints {
+		k := 0
+		for i := 1; i < len(s.x); i += 2 {
+			s.x[k], s.y[k] = s.x[i], s.y[i]
+			k++
+		}
+		s.x, s.y = s.x[:k], s.y[:k]
+		s.step *= 2
+	}
+}
+
+// countingReader reports bytes read to the progress display.
+type countingReader struct {
+	r    io.Reader
+	prog *progress
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.prog.bytes(int64(n))
+	return n, err
+}
