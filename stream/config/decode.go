@@ -500,6 +500,16 @@ func (d *decoder) typeDefaults(path string, m *Model) {
 		m.Delta = 0
 	}
 	switch m.Type {
+	case ModelMAM:
+		if m.Budget > 0 { // exact kernel: no random features
+			for _, key := range []string{"features", "seed"} {
+				if d.has(join(path, "kernel."+key)) {
+					d.errs = append(d.errs, &Error{Key: join(path, "kernel."+key), Line: d.src[join(path, "kernel."+key)].line,
+						Msg: "not used in the exact-kernel mode (budget > 0); remove it"})
+				}
+			}
+			m.Kernel.Features, m.Kernel.Seed = 0, 0
+		}
 	case ModelOMAM:
 		if !d.has(join(path, "normalize")) {
 			m.Normalize = true

@@ -71,3 +71,11 @@ func TestModelFamilyBad(t *testing.T) {
 		}
 	}
 }
+
+func TestAllShippedConfigsLoad(t *testing.T) {
+	for _, name := range []string{"streamer.yaml", "demo.yaml", "eval-ripley.yaml", "recommendation.yaml"} {
+		if _, err := Load("../../configs/"+name, nil); err != nil {
+			t.Errorf("configs/%s: %v", name, err)
+		}
+	}
+}

@@ -221,7 +221,9 @@ func (v *validator) model(p string, m Model) {
 		if !(kn.Gamma > 0) || math.IsInf(kn.Gamma, 0) {
 			v.errorf(kp+".gamma", "must be a finite number > 0, got %v", kn.Gamma)
 		}
-		if kn.Features < 1 || kn.Features > MaxRFFFeatures {
+		if m.Type == ModelMAM && m.Budget > 0 {
+			// exact kernel: no random features
+		} else if kn.Features < 1 || kn.Features > MaxRFFFeatures {
 			v.errorf(kp+".features", "must be in 1..%d, got %d", MaxRFFFeatures, kn.Features)
 		}
 	case KernelLinear:
