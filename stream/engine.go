@@ -29,6 +29,14 @@ type NamedModel struct {
 	Name        string
 	Model       online.Model
 	Fingerprint string // of the model's configuration: state is restored only into an identically configured model
+
+	// Factory, when set, makes the model key-scoped: one instance per
+	// event key, built by Factory, at most MaxKeys in memory (least
+	// recently used evicted first, to KeyDir when set). Model is then an
+	// instance that only answers Type, Dim and Label.
+	Factory func() (online.Model, error)
+	MaxKeys int
+	KeyDir  string
 }
 
 // EngineConfig configures an Engine.
@@ -91,7 +99,11 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		if nm.Model.Dim() != cfg.Dim {
 			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), cfg.Dim)
 		}
-		e.models = append(e.models, newEngineModel(nm, cfg.AccuracyWindow, e.met))
+		em, err := newEngineModel(nm, cfg.AccuracyWindow, e.met)
+		if err != nil {
+			return nil, fmt.Errorf("stream: model %s: %w", nm.Name, err)
+		}
+		e.models = append(e.models, em)
 	}
 	return e, nil
 }
@@ -139,7 +151,13 @@ func (e *Engine) Refitting() bool {
 func (e *Engine) Capture() ([]snapshot.Model, error) {
 	out := make([]snapshot.Model, len(e.models))
 	for i, m := range e.models {
-		data, err := m.m.MarshalBinary()
+		var data []byte
+		var err error
+		if m.keyed != nil {
+			data, err = m.keyed.MarshalBinary()
+		} else {
+			data, err = m.m.MarshalBinary()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("stream: capture model %s: %w", m.name, err)
 		}
@@ -166,7 +184,14 @@ func (e *Engine) Restore(saved []snapshot.Model) (fresh, dropped []string, err e
 		}
 		// Restore into the configured model: it has the type and the
 		// configuration (equal fingerprints) that wrote the state.
-		if err := m.m.UnmarshalBinary(s.Data); err != nil {
+		var err error
+		if m.keyed != nil {
+			err = m.keyed.UnmarshalBinary(s.Data)
+			m.keyedBase = m.keyed.examples()
+		} else {
+			err = m.m.UnmarshalBinary(s.Data)
+		}
+		if err != nil {
 			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.name, err)
 		}
 		m.refresh()
@@ -202,7 +227,7 @@ func (e *Engine) Process(msg *kafka.Message, pub Sink) {
 	}
 	now := e.now()
 	if !ev.HasFeatures {
-		e.lateLabel(ev.ID, now.UnixNano())
+		e.lateLabel(ev.ID, msg.Key, now.UnixNano())
 		return
 	}
 	id := ev.ID
@@ -220,11 +245,12 @@ func (e *Engine) Process(msg *kafka.Message, pub Sink) {
 		key = ev.Key
 	}
 	for i, m := range e.models {
-		p := m.m.Observe(ev.Features, e.labels[i], ev.HasLabel)
+		inst := m.instance(msg.Key)
+		p := inst.Observe(ev.Features, e.labels[i], ev.HasLabel)
 		e.preds[i] = p
 		version := p.Version
 		if version == 0 {
-			version = m.m.Version()
+			version = inst.Version()
 		}
 		r := &e.rec
 		*r = wire.Score{
@@ -247,7 +273,7 @@ func (e *Engine) Process(msg *kafka.Message, pub Sink) {
 
 // lateLabel learns from the impression a label-only event labels, judging
 // the predictions published at impression time.
-func (e *Engine) lateLabel(id []byte, now int64) {
+func (e *Engine) lateLabel(id, key []byte, now int64) {
 	if e.join == nil {
 		return // the decoder only accepts label-only events with a join buffer
 	}
@@ -264,7 +290,7 @@ func (e *Engine) lateLabel(id []byte, now int64) {
 	}
 	e.met.labelsJoined.Inc()
 	for i, m := range e.models {
-		m.m.Observe(s.x, e.labels[i], true)
+		m.instance(key).Observe(s.x, e.labels[i], true)
 		m.judge(s.preds[i], e.labels[i])
 	}
 }

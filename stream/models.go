@@ -25,6 +25,9 @@ type engineModel struct {
 	name        string
 	fingerprint string
 	m           online.Model
+	keyed       *keyedModels // scope: key; m is then the prototype
+	keyedBase   int64        // keyed: examples restored from the snapshot
+	keyedN      int64        // keyed: examples learned since
 	ordinal     bool
 	preq        *online.Prequential   // classifiers: accuracy window
 	ord         *online.OrdinalWindow // ordinal: MAE, zero-one, τ window
@@ -47,6 +50,8 @@ type modelMetrics struct {
 	violations                prometheus.Counter
 	observed, limit           []prometheus.Gauge // per grid ρ
 	versionAccuracy           prometheus.Gauge
+	keys                      prometheus.Gauge
+	keyErrors                 prometheus.Counter
 }
 
 type engineMetrics struct {
@@ -62,6 +67,8 @@ type engineMetrics struct {
 	joinPending                                          prometheus.Gauge
 
 	versionAccuracy                         *prometheus.GaugeVec
+	keys                                    *prometheus.GaugeVec
+	keyErrors                               *prometheus.CounterVec
 	refits                                  *prometheus.CounterVec
 	refitSeconds                            *prometheus.HistogramVec
 	refitWindow, refitSV, refitObj, refitAt *prometheus.GaugeVec
@@ -114,6 +121,8 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		refitSV:     gauge("streamer_refit_support_vectors", "Support vectors of the last refit (SVM).", byModel...),
 		refitObj:    gauge("streamer_refit_objective", "Solver objective of the last refit (SVM: dual objective, LIBSVM's sign).", byModel...),
 		refitAt:     gauge("streamer_refit_last_timestamp_seconds", "Unix time of the last accepted refit.", byModel...),
+		keys:        gauge("streamer_model_keys", "Key-scoped models: instances in memory.", byModel...),
+		keyErrors:   counter("streamer_model_key_errors_total", "Key-scoped models: evicted state that could not be reloaded (a fresh instance scored instead).", byModel...),
 	}
 	for _, r := range reasons {
 		m.rejectedBy[r] = m.rejected.WithLabelValues(string(r))
@@ -121,20 +130,31 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	if reg != nil {
 		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.examples, m.accuracy,
 			m.mae, m.zeroOne, m.tau, m.version, m.observed, m.limit, m.bound, labels, m.joinDropped, m.joinPending,
-			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt)
+			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keys, m.keyErrors)
 	}
 	return m
 }
 
-func newEngineModel(nm NamedModel, window int, met *engineMetrics) *engineModel {
+func newEngineModel(nm NamedModel, window int, met *engineMetrics) (*engineModel, error) {
 	name := nm.Name
 	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model, ordinal: nm.Model.Type() == "omam"}
+	if nm.Factory != nil {
+		k, err := newKeyedModels(nm.Factory, nm.MaxKeys, nm.KeyDir)
+		if err != nil {
+			return nil, err
+		}
+		em.keyed = k
+	}
 	em.met = modelMetrics{
 		scored:   met.scored.WithLabelValues(name),
 		learned:  met.learned.WithLabelValues(name),
 		examples: met.examples.WithLabelValues(name),
 		version:  met.version.WithLabelValues(name),
 		bound:    met.bound.WithLabelValues(name),
+	}
+	if em.keyed != nil {
+		em.met.keys = met.keys.WithLabelValues(name)
+		em.met.keyErrors = met.keyErrors.WithLabelValues(name)
 	}
 	if em.ordinal {
 		em.ord = online.NewOrdinalWindow(window)
@@ -150,7 +170,7 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics) *engineModel 
 	if r, ok := nm.Model.(*refit.Model); ok {
 		r.OnRefit(func(rep refit.Report) { met.refitted(name, rep) })
 	}
-	if _, ok := nm.Model.(interface{ Bound(float64) float64 }); ok {
+	if _, ok := nm.Model.(interface{ Bound(float64) float64 }); ok && em.keyed == nil {
 		grid := online.DefaultBoundGrid()
 		em.bounds = online.NewBoundMonitor(window, grid)
 		em.boundBuf = make([]float64, len(grid))
@@ -162,12 +182,36 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics) *engineModel 
 		}
 	}
 	em.refresh()
-	return em
+	return em, nil
+}
+
+// instance is the model that scores and learns an event with this key.
+func (em *engineModel) instance(key []byte) online.Model {
+	if em.keyed == nil {
+		return em.m
+	}
+	m, err := em.keyed.get(key)
+	if err != nil {
+		// An I/O error reloading an evicted key: score with a fresh
+		// instance rather than stall the partition; it is counted.
+		em.met.keyErrors.Inc()
+		m, _ = em.keyed.factory()
+	}
+	em.met.keys.Set(float64(em.keyed.len()))
+	return m
+}
+
+// examples is the model's n (summed over keys for key-scoped models).
+func (em *engineModel) examples() int64 {
+	if em.keyed != nil {
+		return em.keyedBase + em.keyedN
+	}
+	return em.m.Examples()
 }
 
 // refresh sets the gauges that follow the model's state.
 func (em *engineModel) refresh() {
-	em.met.examples.Set(float64(em.m.Examples()))
+	em.met.examples.Set(float64(em.examples()))
 	em.met.version.Set(float64(em.m.Version()))
 }
 
@@ -183,7 +227,10 @@ func (em *engineModel) scored(p online.Prediction) {
 // before the model learned from it, y its label (as mapped by the model).
 func (em *engineModel) judge(p online.Prediction, y float64) {
 	em.met.learned.Inc()
-	em.met.examples.Set(float64(em.m.Examples()))
+	if em.keyed != nil {
+		em.keyedN++
+	}
+	em.met.examples.Set(float64(em.examples()))
 	em.labelled++
 	check := em.labelled%checkEvery == 0
 	if em.ordinal {

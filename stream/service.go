@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -101,7 +102,20 @@ func BuildModels(cfg config.Config) ([]NamedModel, error) {
 		if err != nil {
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
-		out = append(out, NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint()})
+		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint()}
+		if mc.Scope == config.ScopeKey {
+			nm.Factory = func() (online.Model, error) {
+				if mc.Type == config.ModelSVM {
+					return newSVM(mc) // not started: key-scoped refits run inline
+				}
+				return online.New(ModelSpec(mc))
+			}
+			nm.MaxKeys = mc.MaxKeys
+			if cfg.Snapshot.Dir != "" {
+				nm.KeyDir = filepath.Join(cfg.Snapshot.Dir, "keys", mc.Name)
+			}
+		}
+		out = append(out, nm)
 	}
 	return out, nil
 }

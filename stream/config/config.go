@@ -118,10 +118,13 @@ type Model struct {
 	LearningRate float64 `yaml:"learning_rate"` // logistic
 	L2           float64 `yaml:"l2"`            // logistic
 
-	C           float64     `yaml:"C"`           // svm: box constraint (both classes)
-	CPos        float64     `yaml:"C_pos"`       // svm: C of class +1 (overrides C)
-	CNeg        float64     `yaml:"C_neg"`       // svm: C of class −1 (overrides C)
-	Refit       Refit       `yaml:"refit"`       // svm
+	C     float64 `yaml:"C"`     // svm: box constraint (both classes)
+	CPos  float64 `yaml:"C_pos"` // svm: C of class +1 (overrides C)
+	CNeg  float64 `yaml:"C_neg"` // svm: C of class −1 (overrides C)
+	Refit Refit   `yaml:"refit"` // svm
+
+	Scope       string      `yaml:"scope"`       // global (one model) | key (one instance per event key)
+	MaxKeys     int         `yaml:"max_keys"`    // scope key: instances kept in memory (LRU)
 	Probability Probability `yaml:"probability"` // svm
 }
 
@@ -191,6 +194,9 @@ const (
 	ModelLDA      = "lda"
 	ModelSVM      = "svm"
 
+	ScopeGlobal = "global"
+	ScopeKey    = "key"
+
 	KernelLinear     = "linear"
 	KernelRBF        = "rbf"
 	KernelLaplacian  = "laplacian"
@@ -204,10 +210,11 @@ const (
 	DefaultRFFFeatures  = 1024
 	DefaultSeed         = 1
 	DefaultDelta        = 0.05
-	DefaultLearningRate = 0.1  // logistic: AdaGrad base step
-	DefaultL2           = 1e-4 // logistic: L2 penalty
-	DefaultSVMWindow    = 2000 // svm: window.events
-	DefaultRefitEvery   = 1000 // svm: refit.every_events when neither refit key is set
+	DefaultLearningRate = 0.1   // logistic: AdaGrad base step
+	DefaultL2           = 1e-4  // logistic: L2 penalty
+	DefaultSVMWindow    = 2000  // svm: window.events
+	DefaultMaxKeys      = 10000 // scope key: instances in memory
+	DefaultRefitEvery   = 1000  // svm: refit.every_events when neither refit key is set
 	// MaxRFFFeatures is the largest models[i].kernel.features accepted.
 	MaxRFFFeatures = 65536
 )
@@ -348,6 +355,7 @@ type canonicalModel struct {
 	CNeg         string    `json:"c_neg,omitempty"`
 	WindowTime   string    `json:"window_time,omitempty"`
 	ProbLevels   int       `json:"probability_levels,omitempty"`
+	Scope        string    `json:"scope,omitempty"` // "" for global
 }
 
 func fmtNonZero(x float64) string {
@@ -390,6 +398,7 @@ func canonical(m Model) canonicalModel {
 		CNeg:         fmtNonZero(m.CNeg),
 		WindowTime:   fmtNonZero(m.Window.Time.Seconds()),
 		ProbLevels:   m.Probability.Levels,
+		Scope:        map[string]string{ScopeKey: ScopeKey}[m.Scope],
 	}
 }
 

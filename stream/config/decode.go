@@ -431,6 +431,10 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 				}
 				d.integer(v2, join(p, key), &m.Probability.Levels)
 			})
+		case "scope":
+			d.str(v, p, &m.Scope)
+		case "max_keys":
+			d.integer(v, p, &m.MaxKeys)
 		case "C":
 			d.float(v, p, &m.C)
 		case "C_pos":
@@ -461,6 +465,9 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 		}
 	})
 	d.typeDefaults(path, &m)
+	if !d.has(join(path, "max_keys")) && m.Scope == ScopeKey {
+		m.MaxKeys = DefaultMaxKeys
+	}
 	return m
 }
 

@@ -103,6 +103,10 @@
 //	refit.guard         0.1         svm: newest fraction of the window held back; a new model replaces the
 //	                                serving one only if its error there is at most the old one's + guard_slack
 //	refit.guard_slack   0.02        svm
+//	scope               global      global (one model) | key (one instance per event key, e.g. per user; created on
+//	                                first sight, least recently used evicted beyond max_keys — to snapshot.dir/keys
+//	                                when snapshots are on)
+//	max_keys            10000       scope key: instances kept in memory
 //	probability.levels  0           svm: H >= 2 publishes a probability from weighted SVMs at pi = h/H (0 = off)
 //
 // A key that does not apply to the model's type is an error naming it.

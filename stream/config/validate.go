@@ -190,6 +190,15 @@ func (v *validator) model(p string, m Model) {
 		v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, supported)
 	}
 	v.modelTypeKeys(p, m)
+	if m.Scope != "" { // "" = global
+		v.oneOf(p+".scope", m.Scope, ScopeGlobal, ScopeKey)
+	}
+	if m.Scope == ScopeKey && m.MaxKeys < 1 {
+		v.errorf(p+".max_keys", "must be >= 1, got %d", m.MaxKeys)
+	}
+	if m.Scope != ScopeKey && m.MaxKeys != 0 {
+		v.errorf(p+".max_keys", "only with scope: key")
+	}
 
 	kp := p + ".kernel"
 	kn := m.Kernel
