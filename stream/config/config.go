@@ -123,9 +123,21 @@ type Model struct {
 	CNeg  float64 `yaml:"C_neg"` // svm: C of class −1 (overrides C)
 	Refit Refit   `yaml:"refit"` // svm
 
-	Scope       string      `yaml:"scope"`       // global (one model) | key (one instance per event key)
+	Lambda  float64          `yaml:"lambda"`  // lsrrank, mlsrrank, krr: regularisation λ
+	Kernels []WeightedKernel `yaml:"kernels"` // mlsrrank: kernels K_t with weights v_t
+	Solver  string           `yaml:"solver"`  // lsrrank, mlsrrank, krr: exact | features
+
+	Scope       string      `yaml:"scope"`       // "" or global (one model) | key (one instance per event key)
 	MaxKeys     int         `yaml:"max_keys"`    // scope key: instances kept in memory (LRU)
 	Probability Probability `yaml:"probability"` // svm
+}
+
+// WeightedKernel is one entry of models[i].kernels (mlsrrank): an RBF
+// kernel and its weight v ≥ 1 (K̄ = Σ K_t / v_t).
+type WeightedKernel struct {
+	Type  string  `yaml:"type"`
+	Gamma float64 `yaml:"gamma"`
+	V     float64 `yaml:"v"`
 }
 
 // Refit is models[i].refit: when a heavy model is refitted from its window.
@@ -193,6 +205,12 @@ const (
 	ModelLogistic = "logistic"
 	ModelLDA      = "lda"
 	ModelSVM      = "svm"
+	ModelLSRRank  = "lsrrank"
+	ModelMLSRRank = "mlsrrank"
+	ModelKRR      = "krr"
+
+	SolverExact    = "exact"
+	SolverFeatures = "features"
 
 	ScopeGlobal = "global"
 	ScopeKey    = "key"
@@ -214,6 +232,7 @@ const (
 	DefaultL2           = 1e-4  // logistic: L2 penalty
 	DefaultSVMWindow    = 2000  // svm: window.events
 	DefaultMaxKeys      = 10000 // scope key: instances in memory
+	DefaultLambda       = 1e-3  // lsrrank, mlsrrank, krr
 	DefaultRefitEvery   = 1000  // svm: refit.every_events when neither refit key is set
 	// MaxRFFFeatures is the largest models[i].kernel.features accepted.
 	MaxRFFFeatures = 65536
@@ -356,6 +375,17 @@ type canonicalModel struct {
 	WindowTime   string    `json:"window_time,omitempty"`
 	ProbLevels   int       `json:"probability_levels,omitempty"`
 	Scope        string    `json:"scope,omitempty"` // "" for global
+	Lambda       string    `json:"lambda,omitempty"`
+	Kernels      []string  `json:"kernels,omitempty"`
+	Solver       string    `json:"solver,omitempty"`
+}
+
+func kernelStrings(ks []WeightedKernel) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, k.Type+"/"+strconv.FormatFloat(k.Gamma, 'g', -1, 64)+"/"+strconv.FormatFloat(k.V, 'g', -1, 64))
+	}
+	return out
 }
 
 func fmtNonZero(x float64) string {
@@ -399,6 +429,9 @@ func canonical(m Model) canonicalModel {
 		WindowTime:   fmtNonZero(m.Window.Time.Seconds()),
 		ProbLevels:   m.Probability.Levels,
 		Scope:        map[string]string{ScopeKey: ScopeKey}[m.Scope],
+		Lambda:       fmtNonZero(m.Lambda),
+		Kernels:      kernelStrings(m.Kernels),
+		Solver:       m.Solver,
 	}
 }
 

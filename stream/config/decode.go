@@ -312,6 +312,34 @@ func parseDuration(s string) (time.Duration, error) {
 	return x, nil
 }
 
+func (d *decoder) weightedKernels(v *yaml.Node, path string, p *[]WeightedKernel) {
+	v = resolve(v)
+	if isNull(v) {
+		return
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(path, v, "must be a list of kernels, got %s", kindName(v))
+		return
+	}
+	for i, item := range v.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		k := WeightedKernel{Type: KernelRBF, V: 1}
+		d.mapping(item, ip, func(key string, kn, vn *yaml.Node) {
+			switch key {
+			case "type":
+				d.str(vn, join(ip, key), &k.Type)
+			case "gamma":
+				d.float(vn, join(ip, key), &k.Gamma)
+			case "v":
+				d.float(vn, join(ip, key), &k.V)
+			default:
+				d.unknown(join(ip, key), kn)
+			}
+		})
+		*p = append(*p, k)
+	}
+}
+
 func (d *decoder) floats(v *yaml.Node, path string, p *[]float64) {
 	v = resolve(v)
 	if isNull(v) {
@@ -431,6 +459,13 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 				}
 				d.integer(v2, join(p, key), &m.Probability.Levels)
 			})
+		case "lambda":
+			d.float(v, p, &m.Lambda)
+		case "solver":
+			d.str(v, p, &m.Solver)
+		case "kernels":
+			d.set(p, k)
+			d.weightedKernels(v, p, &m.Kernels)
 		case "scope":
 			d.str(v, p, &m.Scope)
 		case "max_keys":
@@ -479,10 +514,13 @@ var typeKeys = map[string][]string{
 	ModelLogistic: {"learning_rate", "l2"},
 	ModelLDA:      {"window", "decay"},
 	ModelSVM:      {"kernel", "delta", "window", "C", "C_pos", "C_neg", "refit", "probability"},
+	ModelLSRRank:  {"kernel", "lambda", "window", "refit", "solver"},
+	ModelKRR:      {"kernel", "lambda", "window", "refit", "solver"},
+	ModelMLSRRank: {"kernels", "lambda", "window", "refit", "solver"},
 }
 
 var allTypeKeys = []string{"kernel", "balance", "delta", "budget", "window", "decay", "levels", "edges", "normalize",
-	"learning_rate", "l2", "C", "C_pos", "C_neg", "refit", "probability"}
+	"learning_rate", "l2", "C", "C_pos", "C_neg", "refit", "probability", "lambda", "kernels", "solver"}
 
 // typeDefaults rejects keys that do not apply to the model's type and
 // applies the type's defaults to keys left out.
@@ -520,6 +558,22 @@ func (d *decoder) typeDefaults(path string, m *Model) {
 	case ModelOMAM:
 		if !d.has(join(path, "normalize")) {
 			m.Normalize = true
+		}
+	case ModelLSRRank, ModelKRR, ModelMLSRRank:
+		if !d.has(join(path, "lambda")) {
+			m.Lambda = DefaultLambda
+		}
+		if !d.has(join(path, "solver")) {
+			m.Solver = SolverExact
+		}
+		if m.Solver == SolverExact && !d.has(join(path, "kernel.features")) {
+			m.Kernel.Features = 0
+		}
+		if !d.has(join(path, "window.events")) {
+			m.Window.Events = DefaultSVMWindow
+		}
+		if !d.has(join(path, "refit.every_events")) && !d.has(join(path, "refit.every")) {
+			m.Refit.EveryEvents = DefaultRefitEvery
 		}
 	case ModelSVM:
 		// LIBSVM's default width, gamma = 1/dim, unless set.

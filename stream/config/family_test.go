@@ -79,3 +79,33 @@ func TestAllShippedConfigsLoad(t *testing.T) {
 		}
 	}
 }
+
+func TestRankingKeys(t *testing.T) {
+	cfg, err := Parse([]byte(`
+models:
+  - {name: r, type: mlsrrank, kernels: [{gamma: 0.1}, {gamma: 1, v: 2}], features: {dim: 3}}
+  - {name: k, type: krr, lambda: 0.5, kernel: {type: rbf, gamma: 2}, features: {dim: 3}, scope: key, max_keys: 50}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, k := cfg.Models[0], cfg.Models[1]
+	if len(r.Kernels) != 2 || r.Kernels[0].V != 1 || r.Kernels[1].V != 2 || r.Lambda != DefaultLambda || r.Solver != SolverExact || r.Window.Events != DefaultSVMWindow {
+		t.Errorf("mlsrrank: %+v", r)
+	}
+	if k.Lambda != 0.5 || k.Kernel.Features != 0 || k.Scope != ScopeKey || k.MaxKeys != 50 {
+		t.Errorf("krr: %+v", k)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{`{name: r, type: mlsrrank, features: {dim: 2}}`, "models[0].kernels: required for mlsrrank"},
+		{`{name: r, type: mlsrrank, kernels: [{gamma: 1, v: 0.5}], features: {dim: 2}}`, "models[0].kernels[0].v: must be a finite weight >= 1"},
+		{`{name: r, type: lsrrank, lambda: -1, features: {dim: 2}}`, "models[0].lambda: must be a finite number > 0"},
+		{`{name: r, type: lsrrank, solver: magic, features: {dim: 2}}`, "models[0].solver"},
+		{`{name: r, type: lsrrank, max_keys: 3, features: {dim: 2}}`, "models[0].max_keys: only with scope: key"},
+	} {
+		_, err := Parse([]byte("models:\n  - "+tc.yaml+"\n"), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s:\n got %v\nwant …%s…", tc.yaml, err, tc.want)
+		}
+	}
+}

@@ -181,11 +181,11 @@ func (v *validator) model(p string, m Model) {
 	case len(m.Name) > MaxModelName || !modelNameRE.MatchString(m.Name):
 		v.errorf(p+".name", "%q must be 1 to %d characters from [a-z0-9_-] (it is a metric label)", m.Name, MaxModelName)
 	}
-	const supported = "mam, omam, logistic, lda, svm"
+	const supported = "mam, omam, logistic, lda, svm, lsrrank, mlsrrank, krr"
 	switch m.Type {
 	case "":
 		v.errorf(p+".type", "required (supported: %s)", supported)
-	case ModelMAM, ModelOMAM, ModelLogistic, ModelLDA, ModelSVM:
+	case ModelMAM, ModelOMAM, ModelLogistic, ModelLDA, ModelSVM, ModelLSRRank, ModelMLSRRank, ModelKRR:
 	default:
 		v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, supported)
 	}
@@ -207,6 +207,14 @@ func (v *validator) model(p string, m Model) {
 		v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial)
 		if kn.Type == KernelPolynomial && kn.Gamma != 0 {
 			v.errorf(kp+".gamma", "not used by the polynomial kernel of %s: K = (<x,x'> + coef0)^degree", m.Type)
+		}
+	case ModelLSRRank, ModelKRR, ModelMLSRRank:
+		v.ranking(p, m)
+		if m.Type != ModelMLSRRank {
+			v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF)
+		}
+		if m.Solver == SolverExact || m.Type == ModelMLSRRank {
+			kn.Type = "" // no random features to check
 		}
 	case ModelSVM:
 		v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial, KernelSigmoid)
@@ -319,6 +327,36 @@ func (v *validator) svm(p string, m Model) {
 	}
 	if !(m.Delta > 0 && m.Delta < 1) {
 		v.errorf(p+".delta", "must be in (0, 1), got %v", m.Delta)
+	}
+}
+
+// ranking checks lsrrank, mlsrrank and krr keys.
+func (v *validator) ranking(p string, m Model) {
+	if !(m.Lambda > 0) || math.IsInf(m.Lambda, 0) {
+		v.errorf(p+".lambda", "must be a finite number > 0, got %v", m.Lambda)
+	}
+	v.oneOf(p+".solver", m.Solver, SolverExact, SolverFeatures)
+	if m.Type == ModelMLSRRank {
+		if len(m.Kernels) < 1 {
+			v.errorf(p+".kernels", "required for mlsrrank: a list of {type: rbf, gamma, v}")
+		}
+		for i, k := range m.Kernels {
+			kp := fmt.Sprintf("%s.kernels[%d]", p, i)
+			v.oneOf(kp+".type", k.Type, KernelRBF)
+			if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {
+				v.errorf(kp+".gamma", "must be a finite number > 0, got %v", k.Gamma)
+			}
+			if !(k.V >= 1) || math.IsInf(k.V, 0) {
+				v.errorf(kp+".v", "must be a finite weight >= 1, got %v", k.V)
+			}
+		}
+	}
+	if m.Window.Events < 10 {
+		v.errorf(p+".window.events", "must be >= 10 (the refit window), got %d", m.Window.Events)
+	}
+	r := m.Refit
+	if r.EveryEvents < 0 || r.Every < 0 || (r.EveryEvents == 0 && r.Every == 0) {
+		v.errorf(p+".refit", "set every_events and/or every (> 0)")
 	}
 }
 
