@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,10 +26,11 @@ type engineModel struct {
 	name        string
 	fingerprint string
 	m           online.Model
-	keyed       *keyedModels // scope: key; m is then the prototype
-	keyedBase   int64        // keyed: examples restored from the snapshot
-	keyedN      int64        // keyed: examples learned since
-	ordinal     bool
+	keyed       *keyedModels          // scope: key; m is then the prototype
+	keyedBase   int64                 // keyed: examples restored from the snapshot
+	keyedN      int64                 // keyed: examples learned since
+	ordinal     bool                  // judged by τ, MAE, zero-one rather than accuracy
+	ranking     bool                  // ordinal judging on a real target with no predicted level: τ only
 	preq        *online.Prequential   // classifiers: accuracy window
 	ord         *online.OrdinalWindow // ordinal: MAE, zero-one, τ window
 	bounds      *online.BoundMonitor  // models with a bound
@@ -137,7 +139,13 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 
 func newEngineModel(nm NamedModel, window int, met *engineMetrics) (*engineModel, error) {
 	name := nm.Name
-	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model, ordinal: nm.Model.Type() == "omam"}
+	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model}
+	switch nm.Model.Type() {
+	case "omam":
+		em.ordinal = true
+	case "lsrrank", "mlsrrank", "krr", "rfrank":
+		em.ordinal, em.ranking = true, true
+	}
 	if nm.Factory != nil {
 		k, err := newKeyedModels(nm.Factory, nm.MaxKeys, nm.KeyDir)
 		if err != nil {
@@ -234,9 +242,11 @@ func (em *engineModel) judge(p online.Prediction, y float64) {
 	em.labelled++
 	check := em.labelled%checkEvery == 0
 	if em.ordinal {
-		em.ord.Add(p.Score, p.Label, int(y))
-		em.met.mae.Set(em.ord.MAE())
-		em.met.zeroOne.Set(em.ord.ZeroOne())
+		em.ord.Add(p.Score, p.Label, int(math.Round(y)))
+		if !em.ranking {
+			em.met.mae.Set(em.ord.MAE())
+			em.met.zeroOne.Set(em.ord.ZeroOne())
+		}
 		if check {
 			em.met.tau.Set(em.ord.KendallTau())
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/rank"
 	"github.com/streamer/streamer/online/refit"
 	"github.com/streamer/streamer/online/svm"
 	"github.com/streamer/streamer/stream/config"
@@ -88,15 +89,52 @@ func newSVM(mc config.Model) (*refit.Model, error) {
 	}, &refit.SVM{Params: params, Delta: mc.Delta, ProbLevels: mc.Probability.Levels})
 }
 
+// newRanking builds a kernel ranking or regression model (lsrrank,
+// mlsrrank, krr) refitted in the background from its window.
+func newRanking(mc config.Model) (*refit.Model, error) {
+	var ks []rank.Kernel
+	if mc.Type == config.ModelMLSRRank {
+		for _, k := range mc.Kernels {
+			ks = append(ks, rank.Kernel{Type: rank.RBF, Gamma: k.Gamma, V: k.V})
+		}
+	} else if mc.Kernel.Type == config.KernelLinear {
+		ks = []rank.Kernel{{Type: rank.Linear, V: 1}}
+	} else {
+		ks = []rank.Kernel{{Type: rank.RBF, Gamma: mc.Kernel.Gamma, V: 1}}
+	}
+	var tr refit.Trainer
+	switch {
+	case mc.Solver == config.SolverFeatures:
+		freq := mc.Kernel.Features
+		if freq == 0 {
+			freq = 256
+		}
+		tr = &refit.RFRank{Kernels: ks, Lambda: mc.Lambda, Features: 2 * freq, Seed: max(mc.Kernel.Seed, 1)}
+	case mc.Type == config.ModelKRR:
+		tr = &refit.KRR{Kernels: ks, Lambda: mc.Lambda}
+	default:
+		tr = &refit.LSRRank{Kernels: ks, Lambda: mc.Lambda}
+	}
+	// The guard judges classification error, which a ranking score has
+	// not: ranking models always take the new fit.
+	return refit.New(refit.Config{
+		Dim: mc.Features.Dim, Window: mc.Window.Events, WindowTime: mc.Window.Time,
+		EveryEvents: mc.Refit.EveryEvents, Every: mc.Refit.Every,
+	}, tr)
+}
+
 // BuildModels constructs the configured models.
 func BuildModels(cfg config.Config) ([]NamedModel, error) {
 	var out []NamedModel
 	for i, mc := range cfg.Models {
 		var m online.Model
 		var err error
-		if mc.Type == config.ModelSVM {
+		switch mc.Type {
+		case config.ModelSVM:
 			m, err = newSVM(mc)
-		} else {
+		case config.ModelLSRRank, config.ModelMLSRRank, config.ModelKRR:
+			m, err = newRanking(mc)
+		default:
 			m, err = online.New(ModelSpec(mc))
 		}
 		if err != nil {
@@ -105,8 +143,11 @@ func BuildModels(cfg config.Config) ([]NamedModel, error) {
 		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint()}
 		if mc.Scope == config.ScopeKey {
 			nm.Factory = func() (online.Model, error) {
-				if mc.Type == config.ModelSVM {
-					return newSVM(mc) // not started: key-scoped refits run inline
+				switch mc.Type { // heavy instances are not started: key-scoped refits run inline
+				case config.ModelSVM:
+					return newSVM(mc)
+				case config.ModelLSRRank, config.ModelMLSRRank, config.ModelKRR:
+					return newRanking(mc)
 				}
 				return online.New(ModelSpec(mc))
 			}

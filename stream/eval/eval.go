@@ -298,6 +298,7 @@ type modelState struct {
 	m       online.Model
 	bounder online.Bounder // nil when the model has no bound
 	ordinal bool
+	ranking bool // ranking or regression: real targets, τ only
 	learn   bool
 	out     []outcome
 	window  int
@@ -335,7 +336,13 @@ func newModelState(m online.Model, window int) *modelState {
 	if window <= 0 {
 		window = 1000
 	}
-	st := &modelState{m: m, ordinal: m.Type() == config.ModelOMAM, out: make([]outcome, batchRows), window: window}
+	st := &modelState{m: m, out: make([]outcome, batchRows), window: window}
+	switch m.Type() {
+	case config.ModelOMAM:
+		st.ordinal = true
+	case config.ModelLSRRank, config.ModelMLSRRank, config.ModelKRR, "rfrank":
+		st.ordinal, st.ranking = true, true // real targets, no predicted level: τ only
+	}
 	if !st.ordinal {
 		st.bounder = bounderOf(m)
 	}
@@ -513,8 +520,10 @@ func (st *modelState) finish() *Measures {
 				truth[i] = int(y)
 			}
 			m.KendallTau = num(online.KendallTauB(s.scores, s.truth))
-			m.MAE = num(online.MeanAbsError(s.pred, truth))
-			m.ZeroOne = num(online.ZeroOneError(s.pred, truth))
+			if !st.ranking {
+				m.MAE = num(online.MeanAbsError(s.pred, truth))
+				m.ZeroOne = num(online.ZeroOneError(s.pred, truth))
+			}
 		}
 		return m
 	}

@@ -1,0 +1,245 @@
+package rank
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas64"
+	"gonum.org/v1/gonum/lapack/lapack64"
+)
+
+// Method selects the problem the exact solver solves.
+type Method uint8
+
+const (
+	// LSRRank is least-squares regularised ranking (seed 001, Lemma 1; with
+	// several kernels MLSRRank, Theorem 1, through K̄): with H = I − 11ᵀ/m,
+	//
+	//	(H K̄ H + (mλ/2) I) α = H y,   f(x) = Σ αᵢ K̄(xᵢ, x) + b,
+	//
+	// and b = ȳ − (1/m) Σᵢ (K̄α)ᵢ, so that the mean fitted value equals the
+	// mean target. The pairwise loss does not see b; it only puts f on the
+	// scale of y (MSD, M1D and every rank measure ignore it).
+	LSRRank Method = iota
+	// KRR is kernel ridge regression (seed 003 §9), with scikit-learn's
+	// KernelRidge(alpha=λ) scaling and no intercept:
+	//
+	//	(K̄ + λ I) α = y,   f(x) = Σ αᵢ K̄(xᵢ, x).
+	KRR
+)
+
+func (m Method) String() string {
+	switch m {
+	case LSRRank:
+		return "lsrrank"
+	case KRR:
+		return "krr"
+	}
+	return fmt.Sprintf("Method(%d)", m)
+}
+
+// Config configures an exact fit.
+type Config struct {
+	Method  Method
+	Kernels []Kernel // one kernel: LSRRank; several: MLSRRank with K̄ = Σ K_t/v_t
+	Lambda  float64  // λ > 0
+}
+
+// ErrNotPD is returned when the system matrix is not numerically positive
+// definite (λ too small for the data).
+var ErrNotPD = errors.New("rank: system matrix not positive definite")
+
+// Model is a fitted exact-kernel model: f(x) = Σ αᵢ K̄(xᵢ, x) + b. It is
+// immutable and safe for concurrent use.
+type Model struct {
+	method Method
+	k      kernels
+	lambda float64
+	d      int
+	x      []float64 // m rows of d, row-major
+	alpha  []float64
+	b      float64
+}
+
+// Fit solves the exact problem of cfg.Method on the m rows of X (row-major,
+// d columns) with targets y, by one Cholesky factorisation of the m × m
+// system (gonum/lapack Dpotrf). It costs O(m²d) for the kernel matrix
+// (built on all CPUs) and m³/3 flops for the factorisation; ctx is checked
+// between the stages, not inside the factorisation. X and y are copied.
+func Fit(ctx context.Context, X []float64, d int, y []float64, cfg Config) (*Model, error) {
+	m := len(y)
+	if d < 1 || len(X) != m*d {
+		return nil, fmt.Errorf("%w: X has %d values for %d rows of %d", ErrConfig, len(X), m, d)
+	}
+	if m < 2 {
+		return nil, fmt.Errorf("%w: %d examples (need ≥ 2)", ErrConfig, m)
+	}
+	if cfg.Method > KRR {
+		return nil, fmt.Errorf("%w: unknown method %d", ErrConfig, cfg.Method)
+	}
+	if !(cfg.Lambda > 0 && !math.IsInf(cfg.Lambda, 1)) {
+		return nil, fmt.Errorf("%w: lambda must be finite and > 0, got %v", ErrConfig, cfg.Lambda)
+	}
+	for i, v := range y {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%w: target %d is %v", ErrConfig, i, v)
+		}
+	}
+	ks, err := newKernels(cfg.Kernels)
+	if err != nil {
+		return nil, err
+	}
+	mod := &Model{method: cfg.Method, k: ks, lambda: cfg.Lambda, d: d,
+		x: append([]float64(nil), X...)}
+
+	a := make([]float64, m*m) // upper triangle used
+	if err := gramUpper(ctx, a, mod.x, d, &ks); err != nil {
+		return nil, err
+	}
+	alpha, b, err := solveGram(ctx, a, m, y, cfg.Method, cfg.Lambda)
+	if err != nil {
+		return nil, err
+	}
+	mod.alpha, mod.b = alpha, b
+	return mod, nil
+}
+
+// solveGram solves the system of method for the m × m kernel matrix whose
+// upper triangle is in a (overwritten) and returns α and b.
+func solveGram(ctx context.Context, a []float64, m int, y []float64, method Method, lambda float64) ([]float64, float64, error) {
+	fm := float64(m)
+	alpha := make([]float64, m)
+	var ybar float64
+	for _, v := range y {
+		ybar += v
+	}
+	ybar /= fm
+	var rows []float64 // row sums of K̄ (LSRRank)
+	switch method {
+	case LSRRank:
+		rows = rowSumsUpper(a, m)
+		var g float64
+		for _, r := range rows {
+			g += r
+		}
+		g /= fm * fm
+		ridge := fm * lambda / 2
+		for i := range m {
+			ri := rows[i]/fm - g
+			row := a[i*m : (i+1)*m]
+			for j := i; j < m; j++ {
+				row[j] -= ri + rows[j]/fm
+			}
+			row[i] += ridge
+			alpha[i] = y[i] - ybar
+		}
+	case KRR:
+		for i := range m {
+			a[i*m+i] += lambda
+		}
+		copy(alpha, y)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	if err := cholSolve(a, m, alpha); err != nil {
+		return nil, 0, err
+	}
+	var b float64
+	if method == LSRRank {
+		var s float64
+		for i, r := range rows {
+			s += r * alpha[i]
+		}
+		b = ybar - s/fm
+	}
+	return alpha, b, nil
+}
+
+// cholSolve solves A z = rhs in place for SPD A (upper triangle of a,
+// overwritten by its factor).
+func cholSolve(a []float64, m int, rhs []float64) error {
+	t, ok := lapack64.Potrf(blas64.Symmetric{Uplo: blas.Upper, N: m, Stride: m, Data: a})
+	if !ok {
+		return ErrNotPD
+	}
+	lapack64.Potrs(t, blas64.General{Rows: m, Cols: 1, Stride: 1, Data: rhs})
+	return nil
+}
+
+// gramUpper fills the upper triangle of the m × m matrix a with K̄(xᵢ, xⱼ),
+// rows spread over GOMAXPROCS goroutines.
+func gramUpper(ctx context.Context, a, x []float64, d int, k *kernels) error {
+	m := len(x) / d
+	workers := min(runtime.GOMAXPROCS(0), max(1, m/64))
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < m; i += workers { // interleaved: balanced triangle
+				if i%64 == w && ctx.Err() != nil {
+					return
+				}
+				xi := x[i*d : (i+1)*d]
+				row := a[i*m : (i+1)*m]
+				for j := i; j < m; j++ {
+					row[j] = k.eval(xi, x[j*d:(j+1)*d])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// rowSumsUpper returns the row sums of the symmetric matrix whose upper
+// triangle is in a.
+func rowSumsUpper(a []float64, m int) []float64 {
+	r := make([]float64, m)
+	for i := range m {
+		row := a[i*m : (i+1)*m]
+		s := row[i]
+		for j := i + 1; j < m; j++ {
+			s += row[j]
+			r[j] += row[j]
+		}
+		r[i] += s
+	}
+	return r
+}
+
+// Predict returns f(x). It does not allocate.
+func (m *Model) Predict(x []float64) float64 {
+	if len(x) != m.d {
+		panic(fmt.Sprintf("rank: Predict: %d features, want %d", len(x), m.d))
+	}
+	s := m.b
+	for i, a := range m.alpha {
+		s += a * m.k.eval(m.x[i*m.d:(i+1)*m.d], x)
+	}
+	return s
+}
+
+// Method returns the fitted problem.
+func (m *Model) Method() Method { return m.method }
+
+// N is the number of training examples m.
+func (m *Model) N() int { return len(m.alpha) }
+
+// Dim is the input dimension d.
+func (m *Model) Dim() int { return m.d }
+
+// Alpha returns the coefficients αᵢ (a view: do not modify).
+func (m *Model) Alpha() []float64 { return m.alpha }
+
+// Offset returns b (0 for KRR).
+func (m *Model) Offset() float64 { return m.b }
+
+// Kernels returns the kernels with normalised weights.
+func (m *Model) Kernels() []Kernel { return append([]Kernel(nil), m.k.ks...) }

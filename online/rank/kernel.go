@@ -1,0 +1,120 @@
+package rank
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("rank: bad configuration")
+
+// KernelType selects a kernel. The zero value is RBF.
+type KernelType uint8
+
+const (
+	// RBF is K(x, x') = exp(−Gamma‖x − x'‖²).
+	RBF KernelType = iota
+	// Linear is K(x, x') = <x, x'>.
+	Linear
+)
+
+func (t KernelType) String() string {
+	switch t {
+	case RBF:
+		return "rbf"
+	case Linear:
+		return "linear"
+	}
+	return fmt.Sprintf("KernelType(%d)", t)
+}
+
+// Kernel is one kernel K_t of a (possibly multiscale) combination with its
+// weight V (v_t of seed 001, Theorem 1). A zero V means 1.
+type Kernel struct {
+	Type  KernelType
+	Gamma float64 // RBF width, > 0; must be 0 for Linear
+	V     float64 // weight v_t ≥ 0 (0 = 1); normalised so that min v_t = 1
+}
+
+// kernels is the combined kernel K̄ = Σ_t K_t / v_t of MATH.md §7, with the
+// weights normalised (v_t ← v_t / min v).
+type kernels struct {
+	ks  []Kernel  // normalised: every V ≥ 1, min V = 1
+	inv []float64 // 1 / V
+}
+
+// newKernels validates ks and normalises the weights.
+func newKernels(ks []Kernel) (kernels, error) {
+	if len(ks) == 0 {
+		return kernels{}, fmt.Errorf("%w: no kernels", ErrConfig)
+	}
+	if len(ks) > 64 {
+		return kernels{}, fmt.Errorf("%w: %d kernels (at most 64)", ErrConfig, len(ks))
+	}
+	out := kernels{ks: make([]Kernel, len(ks)), inv: make([]float64, len(ks))}
+	vmin := math.Inf(1)
+	for i, k := range ks {
+		if k.V == 0 {
+			k.V = 1
+		}
+		switch {
+		case k.Type == RBF && !(k.Gamma > 0 && !math.IsInf(k.Gamma, 1)):
+			return kernels{}, fmt.Errorf("%w: kernel %d: rbf gamma must be finite and > 0, got %v", ErrConfig, i, k.Gamma)
+		case k.Type == Linear && k.Gamma != 0:
+			return kernels{}, fmt.Errorf("%w: kernel %d: linear kernel takes no gamma", ErrConfig, i)
+		case k.Type > Linear:
+			return kernels{}, fmt.Errorf("%w: kernel %d: unknown type %d", ErrConfig, i, k.Type)
+		case !(k.V > 0 && !math.IsInf(k.V, 1)):
+			return kernels{}, fmt.Errorf("%w: kernel %d: weight v must be finite and > 0, got %v", ErrConfig, i, k.V)
+		}
+		out.ks[i] = k
+		vmin = min(vmin, k.V)
+	}
+	for i := range out.ks {
+		out.ks[i].V /= vmin
+		out.inv[i] = 1 / out.ks[i].V
+	}
+	return out, nil
+}
+
+// eval returns K̄(a, b).
+func (k *kernels) eval(a, b []float64) float64 {
+	var d2, dot float64
+	var haveD2, haveDot bool
+	var s float64
+	for t, kt := range k.ks {
+		switch kt.Type {
+		case RBF:
+			if !haveD2 {
+				d2, haveD2 = sqDist(a, b), true
+			}
+			s += math.Exp(-kt.Gamma*d2) * k.inv[t]
+		case Linear:
+			if !haveDot {
+				dot, haveDot = dotp(a, b), true
+			}
+			s += dot * k.inv[t]
+		}
+	}
+	return s
+}
+
+func sqDist(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s float64
+	for i, v := range a {
+		d := v - b[i]
+		s += d * d
+	}
+	return s
+}
+
+func dotp(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s float64
+	for i, v := range a {
+		s += v * b[i]
+	}
+	return s
+}
