@@ -142,6 +142,13 @@
 // KendallTauB (O(n log n), Knight's algorithm), MeanAbsError, ZeroOneError
 // and the prequential OrdinalWindow measure ranking quality.
 //
+// Spec.Budget > 0 selects the exact-kernel omam (ExactOMAM, encoding tag
+// "omam_exact"): the last Budget examples are stored, one pass over them
+// builds per-level kernel sums for the score, and the level-pair kernel sums
+// G (for ‖w‖ of the raw form) are updated in O(Budget) per example. Random
+// features cannot follow the peaked kernel the normalised form wants
+// (Kendall τ-b 0.666 at D = 2048 on boston_ordinal against 0.742 exact).
+//
 // # Prequential accuracy
 //
 // Prequential keeps the test-then-train accuracy over a sliding window of

@@ -96,6 +96,10 @@ type modelType struct {
 	validate func(Spec) error
 	new      func(Spec) (Model, error)
 	restore  func([]byte) (Model, error)
+	// encoding marks an encoding tag (e.g. "mam_exact"): a type string
+	// of the serialised form only, which Restore accepts and Types does
+	// not list.
+	encoding bool
 }
 
 // modelTypes holds the model types of this package, registered by each
@@ -109,11 +113,13 @@ func registerModel(name string, t modelType) {
 	modelTypes[name] = t
 }
 
-// Types lists the registered model types.
+// Types lists the configurable model types (not the encoding tags).
 func Types() []string {
 	out := make([]string, 0, len(modelTypes))
-	for name := range modelTypes {
-		out = append(out, name)
+	for name, t := range modelTypes {
+		if !t.encoding {
+			out = append(out, name)
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -156,6 +162,7 @@ func init() {
 			}
 			return m, nil
 		},
+		encoding: true,
 	})
 }
 

@@ -21,7 +21,12 @@ const (
 func init() {
 	registerModel(ModelOMAM, modelType{
 		validate: validateOMAM,
-		new:      func(s Spec) (Model, error) { return NewOMAM(s) },
+		new: func(s Spec) (Model, error) {
+			if s.Budget > 0 { // exact kernel mode
+				return NewExactOMAM(s)
+			}
+			return NewOMAM(s)
+		},
 		restore: func(b []byte) (Model, error) {
 			m := new(OMAM)
 			if err := m.UnmarshalBinary(b); err != nil {
@@ -30,36 +35,75 @@ func init() {
 			return m, nil
 		},
 	})
+	// The encoding tag of omam's exact kernel mode: Restore only.
+	registerModel(encodingExactOMAM, modelType{
+		validate: func(Spec) error {
+			return specErrorf("type", "%q is an encoding tag: use type %q with budget > 0", encodingExactOMAM, ModelOMAM)
+		},
+		new: func(Spec) (Model, error) {
+			return nil, specErrorf("type", "%q is an encoding tag: use type %q with budget > 0", encodingExactOMAM, ModelOMAM)
+		},
+		restore: func(b []byte) (Model, error) {
+			m := new(ExactOMAM)
+			if err := m.UnmarshalBinary(b); err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+		encoding: true,
+	})
 }
 
-// validateOMAM checks an omam spec. Standardize is handled by a wrapper and
+// validateOMAM checks an omam spec: Budget ≠ 0 selects the exact kernel
+// mode (validateExactOMAM). Standardize is handled by a wrapper and
 // accepted as is.
 func validateOMAM(s Spec) error {
+	if s.Budget != 0 {
+		return validateExactOMAM(s)
+	}
 	if err := validateKernel(s.Kernel, s.Dim); err != nil {
 		return err
 	}
-	const unsupported = "not supported by omam"
 	switch {
 	case s.Kernel.Degree != 0:
-		return specErrorf("kernel.degree", unsupported)
+		return specErrorf("kernel.degree", "not supported by omam's random features (the polynomial kernel needs budget > 0): must be 0, got %d", s.Kernel.Degree)
 	case s.Kernel.Coef0 != 0:
-		return specErrorf("kernel.coef0", unsupported)
-	case s.Delta != 0:
-		return specErrorf("delta", "%s (no certainty bound for a ranking score): must be 0, got %v", unsupported, s.Delta)
-	case s.Budget != 0:
-		return specErrorf("budget", unsupported)
-	case s.Balance:
-		return specErrorf("balance", unsupported)
-	case s.LearningRate != 0:
-		return specErrorf("learningrate", unsupported)
-	case s.L2 != 0:
-		return specErrorf("l2", unsupported)
+		return specErrorf("kernel.coef0", "not supported by omam's random features (the polynomial kernel needs budget > 0): must be 0, got %v", s.Kernel.Coef0)
 	}
-	if s.Levels < 2 || s.Levels > omamMaxLevels {
-		return specErrorf("levels", "must be in [2, %d], got %d", omamMaxLevels, s.Levels)
+	if err := validateOMAMShared(s, omamMaxLevels); err != nil {
+		return err
 	}
 	if p := omamFeatureDim(s); p*s.Levels > maxOmega {
 		return specErrorf("levels", "levels×dim φ must be ≤ %d, got %d×%d", maxOmega, s.Levels, p)
+	}
+	if s.Window < 0 || s.Window > maxOmega/s.Dim {
+		return specErrorf("window", "must be in [0, %d] (window×dim ≤ %d), got %d", maxOmega/s.Dim, maxOmega, s.Window)
+	}
+	if !(s.HalfLife >= 0) || math.IsInf(s.HalfLife, 0) {
+		return specErrorf("half_life", "must be ≥ 0 and finite, got %v", s.HalfLife)
+	}
+	if s.Window > 0 && s.HalfLife > 0 {
+		return specErrorf("half_life", "cannot be combined with window (%d): choose one way of forgetting", s.Window)
+	}
+	return nil
+}
+
+// validateOMAMShared checks what both modes of omam share: zero for the
+// fields omam does not use, levels in [2, maxLevels] and the edges.
+func validateOMAMShared(s Spec, maxLevels int) error {
+	const unsupported = "not supported by omam"
+	switch {
+	case s.Delta != 0:
+		return specErrorf("delta", "%s (no certainty bound for a ranking score): must be 0, got %v", unsupported, s.Delta)
+	case s.Balance:
+		return specErrorf("balance", "%s: must be false", unsupported)
+	case s.LearningRate != 0:
+		return specErrorf("learning_rate", "%s: must be 0, got %v", unsupported, s.LearningRate)
+	case s.L2 != 0:
+		return specErrorf("l2", "%s: must be 0, got %v", unsupported, s.L2)
+	}
+	if s.Levels < 2 || s.Levels > maxLevels {
+		return specErrorf("levels", "must be in [2, %d], got %d", maxLevels, s.Levels)
 	}
 	if len(s.Edges) != 0 {
 		if len(s.Edges) != s.Levels-1 {
@@ -73,15 +117,6 @@ func validateOMAM(s Spec) error {
 				return specErrorf("edges", "must be strictly increasing: %v after %v", e, s.Edges[i-1])
 			}
 		}
-	}
-	if s.Window < 0 || s.Window > maxOmega/s.Dim {
-		return specErrorf("window", "must be in [0, %d] (window×dim ≤ %d), got %d", maxOmega/s.Dim, maxOmega, s.Window)
-	}
-	if !(s.HalfLife >= 0) || math.IsInf(s.HalfLife, 0) {
-		return specErrorf("halflife", "must be ≥ 0 and finite, got %v", s.HalfLife)
-	}
-	if s.Window > 0 && s.HalfLife > 0 {
-		return specErrorf("halflife", "at most one of window and halflife may be set")
 	}
 	return nil
 }
@@ -149,6 +184,11 @@ func omamFeatureDim(s Spec) int {
 //
 // Inputs with a NaN or infinite entry are neither scored nor learned
 // (Score 0, Label 0).
+//
+// Spec.Budget > 0 selects the exact kernel mode instead (ExactOMAM, which
+// New returns; its Type is "omam" too): the random features' error of
+// ~ sqrt(1/(2D)) per kernel value limits the normalised form with a peaked
+// kernel (on boston_ordinal τ-b 0.67 at D = 2048 against 0.74 exact).
 type OMAM struct {
 	spec  Spec
 	fm    *FeatureMap
@@ -165,19 +205,13 @@ type OMAM struct {
 	winL      []int32   // window: levels (0-based)
 	winNext   int       // window: slot of the next example
 	winFill   int       // window: examples held
-	bufScore  []float64 // threshold buffer: scores (ring of T)
-	bufLevel  []int32   // threshold buffer: levels (0-based)
-	bufNext   int
-	bufFill   int
-	bufCount  []int     // threshold buffer: events per level (derived)
-	theta     []float64 // thresholds θ₁..θ_{m−1}
-	fitted    bool
-	sortBuf   []float64 // scratch for the refit
 	coef      []float64 // derived: c(ℓ)
 	w, tot    []float64 // derived: w = Σ c(ℓ) S_ℓ, T = Σ S_ℓ
 	total     float64   // derived: W = Σ N_ℓ
 	k         float64   // derived: 1/‖w‖ (0 when w = 0)
 	held      int64     // derived: Prediction.N
+
+	omamThresholds // levels from scores, shared with ExactOMAM
 }
 
 var _ Model = (*OMAM)(nil)
@@ -189,6 +223,9 @@ func NewOMAM(spec Spec) (*OMAM, error) {
 	}
 	if spec.Type != ModelOMAM {
 		return nil, specErrorf("type", "want %q, got %q", ModelOMAM, spec.Type)
+	}
+	if spec.Budget != 0 {
+		return nil, specErrorf("budget", "selects the exact kernel mode: use NewExactOMAM (or New), got %d", spec.Budget)
 	}
 	fm, err := NewFeatureMap(spec.Kernel, spec.Dim)
 	if err != nil {
@@ -207,11 +244,7 @@ func NewOMAM(spec Spec) (*OMAM, error) {
 		o.winX = make([]float64, spec.Window*spec.Dim)
 		o.winL = make([]int32, spec.Window)
 	}
-	o.bufScore = make([]float64, omamThresholdBuffer)
-	o.bufLevel = make([]int32, omamThresholdBuffer)
-	o.bufCount = make([]int, m)
-	o.theta = make([]float64, m-1)
-	o.sortBuf = make([]float64, omamThresholdBuffer)
+	o.omamThresholds = newOMAMThresholds(m)
 	o.coef = make([]float64, m)
 	o.w, o.tot = make([]float64, p), make([]float64, p)
 	o.refresh()
@@ -260,11 +293,14 @@ func (o *OMAM) Thresholds(dst []float64) (_ []float64, ok bool) {
 
 // Label maps a wire label to a level: with Spec.Edges, a finite y goes to
 // level 1 + #{e ≤ y}; without, y must be an integer in 1..m.
-func (o *OMAM) Label(v float64) (float64, bool) {
+func (o *OMAM) Label(v float64) (float64, bool) { return omamLabel(o.spec.Edges, o.m, v) }
+
+// omamLabel is Label of an omam with m levels and the given edges.
+func omamLabel(e []float64, m int, v float64) (float64, bool) {
 	if !isFinite(v) {
 		return 0, false
 	}
-	if e := o.spec.Edges; len(e) > 0 {
+	if len(e) > 0 {
 		lo, hi := 0, len(e) // count of edges ≤ v by bisection
 		for lo < hi {
 			mid := int(uint(lo+hi) >> 1)
@@ -276,10 +312,15 @@ func (o *OMAM) Label(v float64) (float64, bool) {
 		}
 		return float64(1 + lo), true
 	}
-	if v != math.Trunc(v) || v < 1 || v > float64(o.m) {
+	if !omamIsLevel(v, m) {
 		return 0, false
 	}
 	return v, true
+}
+
+// omamIsLevel reports whether y is one of the levels 1..m.
+func omamIsLevel(y float64, m int) bool {
+	return y == math.Trunc(y) && y >= 1 && y <= float64(m)
 }
 
 // score maps x into o.phi and returns its score with the current state;
@@ -310,7 +351,7 @@ func (o *OMAM) Observe(x []float64, y float64, labelled bool) Prediction {
 	if len(x) != o.spec.Dim {
 		panic("online: OMAM.Observe: len(x) != Dim()")
 	}
-	if labelled && (y != math.Trunc(y) || y < 1 || y > float64(o.m)) {
+	if labelled && !omamIsLevel(y, o.m) {
 		panic("online: OMAM.Observe: label must be a level 1..m (see Label)")
 	}
 	pr := Prediction{N: o.held}
@@ -319,27 +360,11 @@ func (o *OMAM) Observe(x []float64, y float64, labelled bool) Prediction {
 		return pr
 	}
 	pr.Score = s
-	if o.fitted {
-		pr.Label = 1 + o.levelIndex(s)
-	}
+	pr.Label = o.predict(s)
 	if labelled {
 		o.learn(x, int(y)-1, s)
 	}
 	return pr
-}
-
-// levelIndex returns #{k : s > θ_k}.
-func (o *OMAM) levelIndex(s float64) int {
-	lo, hi := 0, len(o.theta)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if o.theta[mid] < s {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
-	return lo
 }
 
 // learn adds φ(x) = o.phi at 0-based level l; s is x's score before.
@@ -381,21 +406,7 @@ func (o *OMAM) learn(x []float64, l int, s float64) {
 		omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, o.phi, l, nil, 0)
 	}
 	o.normalise()
-
-	// Threshold buffer.
-	if o.bufFill == omamThresholdBuffer {
-		o.bufCount[o.bufLevel[o.bufNext]]--
-	} else {
-		o.bufFill++
-	}
-	o.bufScore[o.bufNext], o.bufLevel[o.bufNext] = s, int32(l)
-	o.bufCount[l]++
-	if o.bufNext++; o.bufNext == omamThresholdBuffer {
-		o.bufNext = 0
-	}
-	if o.n%omamRefitEvery == 0 {
-		o.RefitThresholds()
-	}
+	o.record(s, l, o.n)
 }
 
 // derive sets the coefficients c(ℓ) = N_{<ℓ} − N_{>ℓ}, W and the published
@@ -441,10 +452,7 @@ func (o *OMAM) refresh() {
 	clear(o.phi)
 	omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, o.phi, 0, nil, 0)
 	o.normalise()
-	clear(o.bufCount)
-	for i := range o.bufFill {
-		o.bufCount[o.bufLevel[i]]++
-	}
+	o.recount()
 }
 
 // omamPass adds add to level la and subtracts sub (if not nil) from level
@@ -491,32 +499,6 @@ func scaleVec(x []float64, a float64) {
 	for i := range x {
 		x[i] *= a
 	}
-}
-
-// RefitThresholds fits the thresholds on the buffer of recent (score,
-// level) pairs now (Observe does so every 64 labelled events); it does
-// nothing while the buffer is empty. It does not allocate.
-func (o *OMAM) RefitThresholds() {
-	t := o.bufFill
-	if t == 0 {
-		return
-	}
-	s := o.sortBuf[:t]
-	copy(s, o.bufScore[:t])
-	slices.Sort(s)
-	r := 0
-	for k := range o.theta {
-		r += o.bufCount[k]
-		switch {
-		case r == 0:
-			o.theta[k] = math.Inf(-1)
-		case r == t:
-			o.theta[k] = math.Inf(1)
-		default:
-			o.theta[k] = s[r-1]/2 + s[r]/2
-		}
-	}
-	o.fitted = true
 }
 
 // Serialised state of an OMAM (after the shared header and spec, see
@@ -568,17 +550,7 @@ func (o *OMAM) AppendBinary(dst []byte) ([]byte, error) {
 			}
 		}
 	}
-	dst = le.AppendUint32(dst, uint32(o.bufFill))
-	for j := range o.bufFill {
-		slot := (o.bufNext - o.bufFill + j + omamThresholdBuffer) % omamThresholdBuffer
-		dst = appendF64(dst, o.bufScore[slot])
-		dst = le.AppendUint32(dst, uint32(o.bufLevel[slot]))
-	}
-	dst = append(dst, boolByte(o.fitted))
-	for _, x := range o.theta {
-		dst = appendF64(dst, x)
-	}
-	return dst, nil
+	return o.omamThresholds.appendBinary(dst), nil
 }
 
 // MarshalBinary encodes the complete state of o (see the format above).
@@ -661,25 +633,11 @@ func (o *OMAM) UnmarshalBinary(b []byte) error {
 		}
 		no.winFill, no.winNext = fill, fill%W
 	}
-	fill := int(r.u32())
-	if r.err == nil && (fill > omamThresholdBuffer || int64(fill) != min(n, omamThresholdBuffer)) {
-		return fmt.Errorf("%w: threshold buffer holds %d events after %d", ErrFormat, fill, n)
-	}
-	for j := 0; j < fill && r.err == nil; j++ {
-		no.bufScore[j] = r.f64()
-		l := r.u32()
-		if badLevel(l) {
-			break
-		}
-		no.bufLevel[j] = int32(l)
-	}
-	no.bufFill, no.bufNext = fill, fill%omamThresholdBuffer
-	no.fitted = r.boolean("fitted")
-	for k := range no.theta {
-		no.theta[k] = r.f64()
-	}
 	if r.err != nil {
 		return r.err
+	}
+	if err := no.omamThresholds.decode(&r, n); err != nil {
+		return err
 	}
 	if len(r.b) > 0 {
 		return fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b))
@@ -751,18 +709,787 @@ func (o *OMAM) checkState() error {
 			return fmt.Errorf("‖S_%d‖ = %v exceeds its count %v", l+1, math.Sqrt(v), c)
 		}
 	}
-	for _, s := range o.bufScore[:o.bufFill] {
+	return o.omamThresholds.check(o.n)
+}
+
+// omamThresholds turns ranking scores into levels; both modes of omam
+// embed it (see OMAM, "Levels"): a ring buffer of the (score before
+// learning, level) pairs of the last T = 1024 labelled events and the
+// thresholds θ₁ ≤ … ≤ θ_{m−1} fitted on it every 64 labelled events.
+type omamThresholds struct {
+	bufScore []float64 // scores (ring of T)
+	bufLevel []int32   // levels (0-based)
+	bufNext  int       // slot of the next pair
+	bufFill  int       // pairs held
+	bufCount []int     // pairs per level (derived)
+	theta    []float64 // θ₁..θ_{m−1}
+	fitted   bool
+	sortBuf  []float64 // scratch for the refit
+}
+
+func newOMAMThresholds(m int) omamThresholds {
+	return omamThresholds{
+		bufScore: make([]float64, omamThresholdBuffer),
+		bufLevel: make([]int32, omamThresholdBuffer),
+		bufCount: make([]int, m),
+		theta:    make([]float64, m-1),
+		sortBuf:  make([]float64, omamThresholdBuffer),
+	}
+}
+
+// predict returns the level of score s, 0 (no decision) before the first
+// fit.
+func (t *omamThresholds) predict(s float64) int {
+	if !t.fitted {
+		return 0
+	}
+	return 1 + t.levelIndex(s)
+}
+
+// levelIndex returns #{k : s > θ_k}.
+func (t *omamThresholds) levelIndex(s float64) int {
+	lo, hi := 0, len(t.theta)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if t.theta[mid] < s {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// record adds the score s (before learning) and 0-based level l of the
+// n-th labelled event to the buffer, and refits every 64 labelled events.
+func (t *omamThresholds) record(s float64, l int, n int64) {
+	if t.bufFill == omamThresholdBuffer {
+		t.bufCount[t.bufLevel[t.bufNext]]--
+	} else {
+		t.bufFill++
+	}
+	t.bufScore[t.bufNext], t.bufLevel[t.bufNext] = s, int32(l)
+	t.bufCount[l]++
+	if t.bufNext++; t.bufNext == omamThresholdBuffer {
+		t.bufNext = 0
+	}
+	if n%omamRefitEvery == 0 {
+		t.RefitThresholds()
+	}
+}
+
+// RefitThresholds fits the thresholds on the buffer of recent (score,
+// level) pairs now (Observe does so every 64 labelled events); it does
+// nothing while the buffer is empty. It does not allocate.
+func (t *omamThresholds) RefitThresholds() {
+	n := t.bufFill
+	if n == 0 {
+		return
+	}
+	s := t.sortBuf[:n]
+	copy(s, t.bufScore[:n])
+	slices.Sort(s)
+	r := 0
+	for k := range t.theta {
+		r += t.bufCount[k]
+		switch {
+		case r == 0:
+			t.theta[k] = math.Inf(-1)
+		case r == n:
+			t.theta[k] = math.Inf(1)
+		default:
+			t.theta[k] = s[r-1]/2 + s[r]/2
+		}
+	}
+	t.fitted = true
+}
+
+// Thresholds appends θ₁..θ_{m−1} to dst; ok is false (and nothing is
+// appended) before the first fit.
+func (t *omamThresholds) Thresholds(dst []float64) (_ []float64, ok bool) {
+	if !t.fitted {
+		return dst, false
+	}
+	return append(dst, t.theta...), true
+}
+
+// recount rebuilds the per-level counts of the buffer.
+func (t *omamThresholds) recount() {
+	clear(t.bufCount)
+	for i := range t.bufFill {
+		t.bufCount[t.bufLevel[i]]++
+	}
+}
+
+// appendBinary appends the buffer (oldest first), the fitted flag and the
+// thresholds (format in OMAM's encoding).
+func (t *omamThresholds) appendBinary(dst []byte) []byte {
+	le := binary.LittleEndian
+	dst = le.AppendUint32(dst, uint32(t.bufFill))
+	for j := range t.bufFill {
+		slot := (t.bufNext - t.bufFill + j + omamThresholdBuffer) % omamThresholdBuffer
+		dst = appendF64(dst, t.bufScore[slot])
+		dst = le.AppendUint32(dst, uint32(t.bufLevel[slot]))
+	}
+	dst = append(dst, boolByte(t.fitted))
+	for _, x := range t.theta {
+		dst = appendF64(dst, x)
+	}
+	return dst
+}
+
+// decode reads what appendBinary wrote into an empty t, after n labelled
+// events; errors wrap ErrFormat. The buffer's level counts are left to
+// recount, its consistency to check.
+func (t *omamThresholds) decode(r *reader, n int64) error {
+	fill := int(r.u32())
+	if r.err == nil && (fill > omamThresholdBuffer || int64(fill) != min(n, omamThresholdBuffer)) {
+		return fmt.Errorf("%w: threshold buffer holds %d events after %d", ErrFormat, fill, n)
+	}
+	for j := 0; j < fill && r.err == nil; j++ {
+		t.bufScore[j] = r.f64()
+		l := r.u32()
+		if r.err == nil && l >= uint32(len(t.bufCount)) {
+			return fmt.Errorf("%w: level %d out of range", ErrFormat, int64(l)+1)
+		}
+		t.bufLevel[j] = int32(l)
+	}
+	t.bufFill, t.bufNext = fill, fill%omamThresholdBuffer
+	t.fitted = r.boolean("fitted")
+	for k := range t.theta {
+		t.theta[k] = r.f64()
+	}
+	return r.err
+}
+
+// check rejects a decoded buffer and thresholds that n labelled events
+// cannot produce.
+func (t *omamThresholds) check(n int64) error {
+	for _, s := range t.bufScore[:t.bufFill] {
 		if !isFinite(s) {
 			return fmt.Errorf("non-finite score in the threshold buffer")
 		}
 	}
 	switch {
-	case o.fitted && o.bufFill == 0, !o.fitted && o.n >= omamRefitEvery:
-		return fmt.Errorf("thresholds fitted = %v with %d events", o.fitted, o.n)
+	case t.fitted && t.bufFill == 0, !t.fitted && n >= omamRefitEvery:
+		return fmt.Errorf("thresholds fitted = %v with %d events", t.fitted, n)
 	}
-	for k, th := range o.theta {
-		if !o.fitted && th != 0 || math.IsNaN(th) || k > 0 && th < o.theta[k-1] {
-			return fmt.Errorf("thresholds %v (fitted %v)", o.theta, o.fitted)
+	for k, th := range t.theta {
+		if !t.fitted && th != 0 || math.IsNaN(th) || k > 0 && th < t.theta[k-1] {
+			return fmt.Errorf("thresholds %v (fitted %v)", t.theta, t.fitted)
+		}
+	}
+	return nil
+}
+
+// encodingExactOMAM is the model type string in the encoding of an
+// ExactOMAM (its Type is "omam"); Restore dispatches on it.
+const encodingExactOMAM = "omam_exact"
+
+// omamExactMaxLevels bounds Levels in the exact kernel mode, which keeps
+// the m×m level-pair kernel sums and evaluates cᵀGc, O(m²), per labelled
+// event.
+const omamExactMaxLevels = 256
+
+// validateExactOMAM checks an omam spec with Budget ≠ 0.
+func validateExactOMAM(s Spec) error {
+	if err := validateExactKernel(s.Kernel, s.Dim); err != nil {
+		return err
+	}
+	if err := validateOMAMShared(s, omamExactMaxLevels); err != nil {
+		return err
+	}
+	if per := s.Dim + 2*s.Levels + 3; s.Budget < 1 || s.Budget > maxBudgetFloats/per {
+		return specErrorf("budget", "must be ≥ 1 (0 = random-feature mode) with budget×(dim+2·levels+3) ≤ %d, got %d×%d", maxBudgetFloats, s.Budget, per)
+	}
+	if s.Window != 0 {
+		return specErrorf("window", "must be 0 with budget (budget %d is already an exact sliding window), got %d", s.Budget, s.Window)
+	}
+	if s.HalfLife != 0 {
+		return specErrorf("half_life", "not supported with budget (exact kernel mode): must be 0, got %v", s.HalfLife)
+	}
+	return nil
+}
+
+// ExactOMAM is the exact-kernel mode of the ordinal MAM (MATH.md §2),
+// selected by Spec.Budget > 0; its Type is "omam". It stores the last
+// Budget labelled examples (x_i, level ℓ_i) in a ring and evaluates the
+// exact kernel K (see Kernel: linear, rbf, laplacian or polynomial)
+// against all of them, O(Budget·d) per event. When the ring is full the
+// oldest example leaves as a new one arrives, so the state is always that
+// of a model trained on the last Budget labelled examples alone (Window
+// and HalfLife must be 0). The random-feature form (OMAM) approximates the
+// kernel with an error ~ sqrt(1/(2D)) per K whatever K is, which a peaked
+// kernel's Nadaraya–Watson denominator cannot afford; this mode has no such
+// error.
+//
+// Over the n stored examples, with N_ℓ the number at level ℓ and
+// c(ℓ) = N_{<ℓ} − N_{>ℓ}, one pass over the kernel row k_i = K(x_i, x)
+// accumulates the per-level sums R_ℓ(x) = Σ_{ℓ_i = ℓ} k_i, and
+//
+//   - raw (Spec.Normalize false): m(x) = Σ_ℓ c(ℓ) R_ℓ(x) / ‖w‖,
+//     ‖w‖² = Σ_i Σ_j c_i c_j K(x_i, x_j) = Σ_{ℓ,ℓ'} c(ℓ) c(ℓ') G_{ℓℓ'};
+//   - normalised (Spec.Normalize true): m(x) = Σ_ℓ c(ℓ) R_ℓ(x) / (n·Σ_ℓ R_ℓ(x)),
+//     0 when |Σ_ℓ R_ℓ(x)| < 1e-12·n (no kernel mass near x; linear and
+//     polynomial only, see Numerics);
+//
+// the same scores as OMAM with the exact kernel in place of the random
+// features. G_{ℓℓ'} = Σ_{ℓ_i = ℓ, ℓ_j = ℓ'} K(x_i, x_j) (ordered pairs,
+// i = j included) is kept incrementally as compensated (Neumaier) sums:
+// for each stored example the model also keeps A_i^ℓ, the sum of K(x_i, x_j)
+// over the examples j at level ℓ that arrived after it. Adding x at level
+// a with row k costs O(Budget + m): G_{aa} += K(x, x) + 2R_a,
+// G_{aℓ} += R_ℓ (ℓ ≠ a), A_i^a += k_i. The example leaving the ring is the
+// oldest, so its A^ℓ are its kernel sums against all the others and its
+// removal is the same update with A in place of R, subtracted, O(m). Each
+// time the ring wraps round (every Budget labelled events once full) G is
+// recomputed from the A's and the K(x_i, x_i), O(Budget·m), so rounding
+// cannot drift over 10⁹ events. ‖w‖ is recomputed from G after every
+// labelled event, O(m²).
+//
+// Numerics (MATH.md §1): for rbf and laplacian the row is computed as
+// e_i = exp(−gamma(dist_i − min_j dist_j)), so that the nearest stored
+// example has e_i = 1 however large gamma is. The normalised score is a
+// ratio of two sums of the same row, so the factor cancels: it never
+// underflows, and far from every stored example it tends to the nearest
+// one's c/n (the limit of the Nadaraya–Watson estimator); the tiny-
+// denominator guard therefore never triggers for these kernels. The raw
+// score is rescaled by exp(−gamma·min dist)/‖w‖ (one exp); where that
+// underflows the raw score is 0.
+//
+// Levels come from thresholds on the score exactly as in OMAM (same code:
+// a buffer of the last 1024 (score, level) pairs, refitted every 64
+// labelled events; Label 0 before the first fit). No certainty bound
+// (HasBound false, Delta must be 0). Prediction.N is the number of stored
+// examples, Examples the number of labelled examples learned in all.
+//
+// Per event, Observe computes the kernel row once, scores with it and, if
+// the event is labelled, learns with it; it does not allocate. Inputs with
+// a NaN or infinite entry, or too large to be used safely (see ExactMAM),
+// are neither scored nor learned (Score 0, Label 0).
+type ExactOMAM struct {
+	spec    Spec
+	kern    Kernel
+	d, m, b int // dim, levels, budget
+
+	// Ring of stored examples; slot head is the next to be written (the
+	// oldest when the ring is full). Slots fill from 0 before wrapping.
+	xs          []float64 // Budget×d prepared inputs (x/‖x‖ for linear)
+	lv          []int32   // levels (0-based)
+	self        []float64 // K(x_i, x_i)
+	acc, accC   []float64 // A_i^ℓ and compensation, level-major: [ℓ·Budget + i]
+	head, count int
+	cnt         []int // N_ℓ over the stored examples
+	n           int64 // labelled examples learned in all
+
+	g, gC []float64 // G_{ab} (a ≤ b, at a·m + b) and compensation
+
+	omamThresholds // levels from scores, shared with OMAM
+
+	// Scratch.
+	xp []float64 // prepared input
+	kb []float64 // kernel row
+	r  []float64 // per-level row sums
+
+	// Derived from the counts and G after every change of state.
+	coef []float64 // c(ℓ)
+	k    float64   // 1/‖w‖, 0 when w = 0
+	lk   float64   // ln k
+}
+
+var _ Model = (*ExactOMAM)(nil)
+
+// NewExactOMAM builds an empty exact-kernel ordinal MAM; spec.Type must be
+// "omam" and spec.Budget > 0.
+func NewExactOMAM(spec Spec) (*ExactOMAM, error) {
+	if spec.Type != ModelOMAM {
+		return nil, specErrorf("type", "want %q, got %q", ModelOMAM, spec.Type)
+	}
+	if spec.Budget <= 0 {
+		return nil, specErrorf("budget", "must be > 0 for the exact kernel mode, got %d", spec.Budget)
+	}
+	if err := validateExactOMAM(spec); err != nil {
+		return nil, err
+	}
+	kern, err := NewKernel(spec.Kernel, spec.Dim)
+	if err != nil {
+		return nil, err
+	}
+	spec.Edges = slices.Clone(spec.Edges)
+	nb, d, m := spec.Budget, spec.Dim, spec.Levels
+	o := &ExactOMAM{
+		spec: spec, kern: kern, d: d, m: m, b: nb,
+		xs:   make([]float64, nb*d),
+		lv:   make([]int32, nb),
+		self: make([]float64, nb),
+		acc:  make([]float64, m*nb), accC: make([]float64, m*nb),
+		cnt: make([]int, m),
+		g:   make([]float64, m*m), gC: make([]float64, m*m),
+		omamThresholds: newOMAMThresholds(m),
+		xp:             make([]float64, d),
+		kb:             make([]float64, nb),
+		r:              make([]float64, m),
+		coef:           make([]float64, m),
+	}
+	o.derive()
+	return o, nil
+}
+
+// Type returns "omam".
+func (o *ExactOMAM) Type() string { return ModelOMAM }
+
+// Dim returns the input dimension d.
+func (o *ExactOMAM) Dim() int { return o.d }
+
+// Spec returns the model's spec.
+func (o *ExactOMAM) Spec() Spec {
+	s := o.spec
+	s.Edges = slices.Clone(s.Edges)
+	return s
+}
+
+// Kernel returns the model's kernel.
+func (o *ExactOMAM) Kernel() Kernel { return o.kern }
+
+// Levels returns m.
+func (o *ExactOMAM) Levels() int { return o.m }
+
+// Examples returns the number of labelled examples learned in all,
+// including those that have left the budget.
+func (o *ExactOMAM) Examples() int64 { return o.n }
+
+// Stored returns the number of examples held (≤ Budget).
+func (o *ExactOMAM) Stored() int { return o.count }
+
+// LevelCount returns N_ℓ, the number of stored examples at level ℓ in 1..m.
+func (o *ExactOMAM) LevelCount(level int) float64 { return float64(o.cnt[level-1]) }
+
+// Version returns 1.
+func (o *ExactOMAM) Version() int64 { return 1 }
+
+// Label maps a wire label to a level as OMAM.Label does.
+func (o *ExactOMAM) Label(v float64) (float64, bool) { return omamLabel(o.spec.Edges, o.m, v) }
+
+// Observe scores x with the stored examples, then, if labelled, stores
+// (x, y), evicting the oldest example when the budget is full. It panics if
+// len(x) != Dim() or if labelled and y is not a level 1..m (see Label).
+func (o *ExactOMAM) Observe(x []float64, y float64, labelled bool) Prediction {
+	if len(x) != o.d {
+		panic("online: ExactOMAM.Observe: len(x) != Dim()")
+	}
+	if labelled && !omamIsLevel(y, o.m) {
+		panic("online: ExactOMAM.Observe: label must be a level 1..m (see Label)")
+	}
+	pr := Prediction{N: int64(o.count)}
+	self, ok := o.kern.prepare(o.xp, x)
+	if !ok {
+		return pr
+	}
+	n := o.count
+	kb := o.kb[:n]
+	sh := o.kern.row(kb, o.xs, o.xp)
+
+	// Level sums over the examples that stay if the event is learned; the
+	// oldest (slot head of a full ring) is added apart, whether or not the
+	// event is labelled, so that the score does not depend on it.
+	old := -1
+	if n == o.b {
+		old = o.head
+	}
+	omamLevelSums(o.r, kb, o.lv[:n], old)
+	var num, den float64
+	for l, v := range o.r {
+		num += o.coef[l] * v
+		den += v
+	}
+	if old >= 0 {
+		e := kb[old]
+		num += o.coef[o.lv[old]] * e
+		den += e
+	}
+	var s float64
+	if o.spec.Normalize {
+		if W := float64(n); W > 0 && math.Abs(den) >= 1e-12*W {
+			s = num / (W * den)
+		}
+	} else {
+		scale := o.k
+		if sh != 0 {
+			scale = math.Exp(o.lk - sh)
+		}
+		s = num * scale
+	}
+	if s == 0 || !isFinite(s) {
+		s = 0 // no −0 on the wire
+	}
+	pr.Score = s
+	pr.Label = o.predict(s)
+	if labelled {
+		c := 1.0
+		if sh != 0 {
+			c = math.Exp(-sh)
+		}
+		l := int(y) - 1
+		o.learn(l, self, c, old)
+		o.record(s, l, o.n)
+	}
+	return pr
+}
+
+// omamLevelSums sets r[ℓ] = Σ_{i ≠ skip, lv_i = ℓ} k_i.
+func omamLevelSums(r, k []float64, lv []int32, skip int) {
+	clear(r)
+	lv = lv[:len(k)]
+	if skip < 0 {
+		skip = len(k)
+	}
+	for i, v := range k[:skip] {
+		r[lv[i]] += v
+	}
+	for i := skip + 1; i < len(k); i++ {
+		r[lv[i]] += k[i]
+	}
+}
+
+// learn stores the prepared input o.xp at 0-based level l with
+// K(x, x) = self, given its kernel row c·o.kb and its level sums c·o.r over
+// the examples other than slot old (the oldest, evicted first; −1 when the
+// ring is not full).
+func (o *ExactOMAM) learn(l int, self, c float64, old int) {
+	n := o.count // slots holding data before the write
+	if old >= 0 {
+		o.evict(old)
+	}
+	nb, m := o.b, o.m
+	a, ac := o.acc[l*nb:l*nb+n], o.accC[l*nb:l*nb+n]
+	for i, v := range o.kb[:n] {
+		if i == old {
+			continue
+		}
+		ai, t := a[i], c*v
+		s := ai + t
+		bp := s - ai
+		ac[i] += (ai - (s - bp)) + (t - bp)
+		a[i] = s
+	}
+	for b, v := range o.r {
+		v *= c
+		if b == l {
+			v = self + 2*v
+		}
+		k := min(b, l)*m + max(b, l)
+		o.g[k], o.gC[k] = twoSumAcc(o.g[k], o.gC[k], v)
+	}
+	j := o.head
+	copy(o.xs[j*o.d:(j+1)*o.d], o.xp)
+	o.lv[j], o.self[j] = int32(l), self
+	for k := range m {
+		o.acc[k*nb+j], o.accC[k*nb+j] = 0, 0
+	}
+	o.cnt[l]++
+	o.count++
+	o.n++
+	if o.head++; o.head == nb {
+		o.head = 0
+		o.pairSums(o.g, o.gC)
+	}
+	o.derive()
+}
+
+// evict removes the example in slot j, the oldest: its A^ℓ are its kernel
+// sums against every other stored example.
+func (o *ExactOMAM) evict(j int) {
+	b, m, nb := int(o.lv[j]), o.m, o.b
+	for a := range m {
+		v := o.acc[a*nb+j] + o.accC[a*nb+j]
+		if a == b {
+			v = o.self[j] + 2*v
+		}
+		k := min(a, b)*m + max(a, b)
+		o.g[k], o.gC[k] = twoSumAcc(o.g[k], o.gC[k], -v)
+	}
+	o.cnt[b]--
+	o.count--
+}
+
+// pairSums sets (g, gC) to G recomputed from the stored K(x_i, x_i) and
+// A_i^ℓ: every pair (i, j) is counted once, in the A of the older of the
+// two.
+func (o *ExactOMAM) pairSums(g, gC []float64) {
+	clear(g)
+	clear(gC)
+	m, nb := o.m, o.b
+	for i := range o.count {
+		b := int(o.lv[i])
+		for a := range m {
+			v := o.acc[a*nb+i] + o.accC[a*nb+i]
+			if a == b {
+				v = o.self[i] + 2*v
+			}
+			k := min(a, b)*m + max(a, b)
+			g[k], gC[k] = twoSumAcc(g[k], gC[k], v)
+		}
+	}
+}
+
+// derive recomputes c(ℓ) and 1/‖w‖ from the counts and G, O(m²).
+func (o *ExactOMAM) derive() {
+	W := float64(o.count)
+	var below float64
+	for l, c := range o.cnt {
+		v := float64(c)
+		o.coef[l] = below - (W - below - v)
+		below += v
+	}
+	m := o.m
+	var ww float64
+	for a, ca := range o.coef {
+		if ca == 0 {
+			continue
+		}
+		t := ca * (o.g[a*m+a] + o.gC[a*m+a])
+		for b := a + 1; b < m; b++ {
+			t += 2 * o.coef[b] * (o.g[a*m+b] + o.gC[a*m+b])
+		}
+		ww += ca * t
+	}
+	o.k, o.lk = 0, math.Inf(-1)
+	if ww > 0 && !math.IsInf(ww, 0) {
+		o.k = 1 / math.Sqrt(ww)
+		o.lk = math.Log(o.k)
+	}
+}
+
+// Serialised state of an ExactOMAM, after the shared header (model type
+// "omam_exact") and spec (see codec.go), little-endian:
+//
+//	n int64 (labelled examples learned in all), count uint32, head uint32;
+//	G: for a ≤ b (row by row), G_ab and its compensation float64;
+//	slots 0..count−1 in ring order, each: level−1 uint32, K(x_i, x_i)
+//	  float64, then A_i^ℓ and comp(A_i^ℓ) float64 for ℓ = 1..m, then x_i
+//	  d×float64 (the stored form: x/‖x‖ for linear);
+//	threshold buffer as in OMAM's encoding: fill uint32, then per event,
+//	  oldest first: score float64, level−1 uint32; fitted uint8,
+//	  θ₁..θ_{m−1} float64.
+//
+// The level counts, c(ℓ), ‖w‖ and the buffer's level counts are rebuilt
+// by the update code, so a restored model predicts bit-identically and
+// stays identical under further learning.
+
+// AppendBinary appends the MarshalBinary encoding of o to dst
+// (encoding.BinaryAppender).
+func (o *ExactOMAM) AppendBinary(dst []byte) ([]byte, error) {
+	le := binary.LittleEndian
+	dst = append(dst, formatMagic...)
+	dst = le.AppendUint16(dst, formatVersion)
+	dst = appendStr(dst, encodingExactOMAM)
+	dst = appendSpec(dst, o.spec)
+	dst = le.AppendUint64(dst, uint64(o.n))
+	dst = le.AppendUint32(dst, uint32(o.count))
+	dst = le.AppendUint32(dst, uint32(o.head))
+	m, nb, d := o.m, o.b, o.d
+	for a := range m {
+		for b := a; b < m; b++ {
+			dst = appendF64(dst, o.g[a*m+b])
+			dst = appendF64(dst, o.gC[a*m+b])
+		}
+	}
+	for i := range o.count {
+		dst = le.AppendUint32(dst, uint32(o.lv[i]))
+		dst = appendF64(dst, o.self[i])
+		for a := range m {
+			dst = appendF64(dst, o.acc[a*nb+i])
+			dst = appendF64(dst, o.accC[a*nb+i])
+		}
+		for _, v := range o.xs[i*d : (i+1)*d] {
+			dst = appendF64(dst, v)
+		}
+	}
+	return o.omamThresholds.appendBinary(dst), nil
+}
+
+// exactOMAMSize returns the size of the state after header and spec with
+// count stored examples and fill buffered events.
+func exactOMAMSize(d, m, count, fill int) int {
+	return 16 + 8*m*(m+1) + count*(12+16*m+8*d) + 4 + 12*fill + 1 + 8*(m-1)
+}
+
+// MarshalBinary encodes the complete state of o (see the format above).
+func (o *ExactOMAM) MarshalBinary() ([]byte, error) {
+	size := 256 + len(o.spec.Kernel.Type) + 8*len(o.spec.Edges) + exactOMAMSize(o.d, o.m, o.count, o.bufFill)
+	return o.AppendBinary(make([]byte, 0, size))
+}
+
+// UnmarshalBinary replaces o's spec and state with the encoded ones. It
+// rejects a wrong header, a truncated or over-long encoding, an invalid
+// spec and inconsistent state with an error wrapping ErrFormat; o is then
+// unchanged.
+func (o *ExactOMAM) UnmarshalBinary(b []byte) error {
+	r := reader{b: b}
+	typ := r.header()
+	if r.err == nil && typ != encodingExactOMAM {
+		return fmt.Errorf("%w: model type %q, want %q", ErrFormat, typ, encodingExactOMAM)
+	}
+	spec := r.spec(ModelOMAM)
+	n := int64(r.u64())
+	count, head := int(r.u32()), int(r.u32())
+	if r.err != nil {
+		return r.err
+	}
+	if spec.Budget <= 0 {
+		return fmt.Errorf("%w: spec: budget: must be > 0, got %d", ErrFormat, spec.Budget)
+	}
+	if err := validateExactOMAM(spec); err != nil {
+		return formatSpecErr(err)
+	}
+	// Sizes before allocating anything for the spec.
+	nb, d, m := spec.Budget, spec.Dim, spec.Levels
+	switch {
+	case count > nb || head >= nb || (count < nb && head != count):
+		return fmt.Errorf("%w: ring count %d, head %d with budget %d", ErrFormat, count, head, nb)
+	case n < int64(count):
+		return fmt.Errorf("%w: %d examples stored after %d learned", ErrFormat, count, n)
+	}
+	if len(r.b) < exactOMAMSize(d, m, count, 0)-16 {
+		return fmt.Errorf("%w: truncated", ErrFormat)
+	}
+	no, err := NewExactOMAM(spec)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	for a := range m {
+		for b := a; b < m; b++ {
+			no.g[a*m+b], no.gC[a*m+b] = r.f64(), r.f64()
+		}
+	}
+	for i := range count {
+		l := r.u32()
+		if r.err == nil && l >= uint32(m) {
+			return fmt.Errorf("%w: slot %d: level %d out of range", ErrFormat, i, int64(l)+1)
+		}
+		no.lv[i] = int32(l)
+		no.self[i] = r.f64()
+		for a := range m {
+			no.acc[a*nb+i], no.accC[a*nb+i] = r.f64(), r.f64()
+		}
+		for j := range d {
+			no.xs[i*d+j] = r.f64()
+		}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	no.n, no.count, no.head = n, count, head
+	for i := range count {
+		no.cnt[no.lv[i]]++
+	}
+	if err := no.omamThresholds.decode(&r, n); err != nil {
+		return err
+	}
+	if len(r.b) > 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b))
+	}
+	if err := no.checkState(); err != nil {
+		return fmt.Errorf("%w: %s", ErrFormat, err)
+	}
+	no.recount()
+	no.derive()
+	*o = *no
+	return nil
+}
+
+// checkState rejects decoded states that no sequence of updates produces,
+// in O(Budget·(d + m) + m²).
+func (o *ExactOMAM) checkState() error {
+	const tol = 1e-9
+	nb, d, m := o.b, o.d, o.m
+	for a := range m {
+		for b := a; b < m; b++ {
+			if !isFinite(o.g[a*m+b]) || !isFinite(o.gC[a*m+b]) {
+				return errors.New("non-finite level-pair kernel sum")
+			}
+		}
+	}
+	for i := range o.count {
+		x := o.xs[i*d : (i+1)*d]
+		for _, v := range x {
+			if !isFinite(v) {
+				return fmt.Errorf("slot %d: non-finite input", i)
+			}
+		}
+		if !isFinite(o.self[i]) {
+			return fmt.Errorf("slot %d: non-finite K(x, x)", i)
+		}
+		for a := range m {
+			if !isFinite(o.acc[a*nb+i]) || !isFinite(o.accC[a*nb+i]) {
+				return fmt.Errorf("slot %d: non-finite kernel sum", i)
+			}
+		}
+		if err := checkStoredInput(&o.kern, x, o.self[i]); err != nil {
+			return fmt.Errorf("slot %d: %s", i, err)
+		}
+	}
+	// A_i^ℓ sums K over the newer examples at level ℓ: |K| ≤ 1 for the
+	// bounded kernels (≥ 0 for rbf and laplacian), and the newest has none.
+	newer := make([]int, m)
+	for k := range o.count {
+		i := (o.head - 1 - k + 2*nb) % nb // newest first
+		for a := range m {
+			v := o.acc[a*nb+i] + o.accC[a*nb+i]
+			if o.kern.kind == kindPolynomial {
+				if k == 0 && v != 0 {
+					return fmt.Errorf("slot %d (newest): kernel sum %v, want 0", i, v)
+				}
+				continue
+			}
+			lo := -1.0
+			if o.kern.kind != kindLinear {
+				lo = 0
+			}
+			if f := float64(newer[a])*(1+tol) + tol; !(v >= lo*f && v <= f) {
+				return fmt.Errorf("slot %d: kernel sum %v over %d newer examples at level %d", i, v, newer[a], a+1)
+			}
+		}
+		newer[o.lv[i]]++
+	}
+	// G must agree with the one the A's give.
+	g, gC := make([]float64, m*m), make([]float64, m*m)
+	o.pairSums(g, gC)
+	var mag float64 // scale of the terms, for the tolerance
+	for i := range o.count {
+		mag += math.Abs(o.self[i])
+		for a := range m {
+			mag += 2 * math.Abs(o.acc[a*nb+i]+o.accC[a*nb+i])
+		}
+	}
+	for a := range m {
+		for b := a; b < m; b++ {
+			k := a*m + b
+			if got, want := o.g[k]+o.gC[k], g[k]+gC[k]; !(math.Abs(got-want) <= 1e-6*mag+tol) {
+				return fmt.Errorf("G_%d%d = %v, but the stored kernel sums give %v", a+1, b+1, got, want)
+			}
+		}
+	}
+	return o.omamThresholds.check(o.n)
+}
+
+// checkStoredInput checks a decoded stored input x (in its prepared form)
+// and its K(x, x) against the kernel.
+func checkStoredInput(kern *Kernel, x []float64, s float64) error {
+	const tol = 1e-9
+	switch kern.kind {
+	case kindLinear:
+		sq := dot(x, x)
+		if !(sq == 0 && s == 0 || math.Abs(sq-1) <= tol && math.Abs(s-1) <= tol) {
+			return fmt.Errorf("stored input of norm² %v with K(x, x) = %v", sq, s)
+		}
+	case kindPolynomial:
+		if want := powInt(dot(x, x)+kern.coef0, kern.degree); s != want || !(s <= maxPolySelf) {
+			return fmt.Errorf("K(x, x) = %v, want %v", s, want)
+		}
+	default:
+		if s != 1 || !(dot(x, x) <= maxDistInputSq) {
+			return fmt.Errorf("K(x, x) = %v (want 1), ‖x‖² = %v", s, dot(x, x))
 		}
 	}
 	return nil

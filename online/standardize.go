@@ -60,7 +60,10 @@ type Standardized struct {
 	z           []float64 // scratch: the standardised event
 }
 
-var _ Model = (*Standardized)(nil)
+var (
+	_ Model   = (*Standardized)(nil)
+	_ Bounder = (*Standardized)(nil)
+)
 
 // newStandardized wraps an empty model of spec.Type built from spec.
 func newStandardized(spec Spec) (*Standardized, error) {
@@ -143,6 +146,28 @@ func (s *Standardized) Examples() int64 { return s.inner.Examples() }
 
 // Version is the inner model's.
 func (s *Standardized) Version() int64 { return s.inner.Version() }
+
+// HasBound reports whether the inner model publishes a certainty bound:
+// it is a Bounder and, if it says so itself (HasBound), has one.
+func (s *Standardized) HasBound() bool {
+	if _, ok := s.inner.(Bounder); !ok {
+		return false
+	}
+	if hb, ok := s.inner.(interface{ HasBound() bool }); ok {
+		return hb.HasBound()
+	}
+	return true
+}
+
+// Bound returns the inner model's certainty bound at margin rho (it bounds
+// the same margins y·f: the wrapper only transforms the inputs), 1 when the
+// inner model has none.
+func (s *Standardized) Bound(rho float64) float64 {
+	if b, ok := s.inner.(Bounder); ok {
+		return b.Bound(rho)
+	}
+	return 1
+}
 
 // Observe standardises x with the statistics of the events before it,
 // passes the result to the inner model's Observe, and then adds x to the
@@ -271,11 +296,24 @@ func restoreStandardized(b []byte) (*Standardized, error) {
 		return nil, fmt.Errorf("%w: truncated standardizer state (dim %d)", ErrFormat, d)
 	}
 	rest := r.b[32*d:]
-	innerType, err := peekType(rest)
+	innerTag, err := peekType(rest)
 	if err != nil {
 		return nil, fmt.Errorf("%w: inner model: %w", ErrFormat, err)
 	}
-	spec.Type = innerType
+	t, ok := modelTypes[innerTag]
+	if !ok {
+		return nil, fmt.Errorf("%w: inner model: unknown model type %q", ErrFormat, innerTag)
+	}
+	inner, err := t.restore(rest)
+	if err != nil {
+		if errors.Is(err, ErrFormat) {
+			return nil, fmt.Errorf("standardized inner model: %w", err)
+		}
+		return nil, fmt.Errorf("%w: inner model: %w", ErrFormat, err)
+	}
+	// The spec's type is the inner model's type, not its encoding tag
+	// (e.g. "mam" for an exact-kernel mam encoded as "mam_exact").
+	spec.Type = inner.Type()
 	if err := spec.Validate(); err != nil {
 		var se *SpecError
 		if errors.As(err, &se) {
@@ -285,13 +323,6 @@ func restoreStandardized(b []byte) (*Standardized, error) {
 	}
 	if !spec.Standardize {
 		return nil, fmt.Errorf("%w: standardizer with spec.standardize false", ErrFormat)
-	}
-	inner, err := modelTypes[innerType].restore(rest)
-	if err != nil {
-		if errors.Is(err, ErrFormat) {
-			return nil, fmt.Errorf("standardized inner model: %w", err)
-		}
-		return nil, fmt.Errorf("%w: inner model: %w", ErrFormat, err)
 	}
 	if is, ok := inner.(interface{ Spec() Spec }); ok {
 		if !reflect.DeepEqual(is.Spec(), spec) {

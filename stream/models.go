@@ -178,7 +178,11 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics) (*engineModel
 	if r, ok := nm.Model.(*refit.Model); ok {
 		r.OnRefit(func(rep refit.Report) { met.refitted(name, rep) })
 	}
-	if _, ok := nm.Model.(interface{ Bound(float64) float64 }); ok && em.keyed == nil {
+	_, bounded := nm.Model.(interface{ Bound(float64) float64 })
+	if hb, ok := nm.Model.(interface{ HasBound() bool }); ok && !hb.HasBound() {
+		bounded = false
+	}
+	if bounded && em.keyed == nil {
 		grid := online.DefaultBoundGrid()
 		em.bounds = online.NewBoundMonitor(window, grid)
 		em.boundBuf = make([]float64, len(grid))

@@ -510,7 +510,7 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 // features) that apply to it.
 var typeKeys = map[string][]string{
 	ModelMAM:      {"kernel", "balance", "delta", "budget", "window", "decay"},
-	ModelOMAM:     {"kernel", "window", "decay", "levels", "edges", "normalize"},
+	ModelOMAM:     {"kernel", "budget", "window", "decay", "levels", "edges", "normalize"},
 	ModelLogistic: {"learning_rate", "l2"},
 	ModelLDA:      {"window", "decay"},
 	ModelSVM:      {"kernel", "delta", "window", "C", "C_pos", "C_neg", "refit", "probability"},
@@ -544,17 +544,16 @@ func (d *decoder) typeDefaults(path string, m *Model) {
 	if !slices.Contains(keys, "delta") {
 		m.Delta = 0
 	}
-	switch m.Type {
-	case ModelMAM:
-		if m.Budget > 0 { // exact kernel: no random features
-			for _, key := range []string{"features", "seed"} {
-				if d.has(join(path, "kernel."+key)) {
-					d.errs = append(d.errs, &Error{Key: join(path, "kernel."+key), Line: d.src[join(path, "kernel."+key)].line,
-						Msg: "not used in the exact-kernel mode (budget > 0); remove it"})
-				}
+	if (m.Type == ModelMAM || m.Type == ModelOMAM) && m.Budget > 0 { // exact kernel: no random features
+		for _, key := range []string{"features", "seed"} {
+			if d.has(join(path, "kernel."+key)) {
+				d.errs = append(d.errs, &Error{Key: join(path, "kernel."+key), Line: d.src[join(path, "kernel."+key)].line,
+					Msg: "not used in the exact-kernel mode (budget > 0); remove it"})
 			}
-			m.Kernel.Features, m.Kernel.Seed = 0, 0
 		}
+		m.Kernel.Features, m.Kernel.Seed = 0, 0
+	}
+	switch m.Type {
 	case ModelOMAM:
 		if !d.has(join(path, "normalize")) {
 			m.Normalize = true

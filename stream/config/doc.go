@@ -67,7 +67,7 @@
 //	name                (required)  unique, 1 to 64 characters from [a-z0-9_-]; a metric label and the
 //	                                "model" field of output records
 //	type                (required)  mam | omam | logistic | lda | svm
-//	kernel.type         rbf         mam, omam: linear | rbf | laplacian | polynomial (polynomial: mam with budget only);
+//	kernel.type         rbf         mam, omam: linear | rbf | laplacian | polynomial (polynomial: with budget only);
 //	                                svm: linear | rbf | laplacian | polynomial | sigmoid (LIBSVM's parameterisation:
 //	                                polynomial (gamma<x,x'> + coef0)^degree, sigmoid tanh(gamma<x,x'> + coef0);
 //	                                svm's gamma defaults to 1/features.dim)
@@ -85,7 +85,7 @@
 //	                                inputs before the model
 //	balance             true        mam: use the class-balanced variant
 //	delta               0.05        mam: confidence of the certainty bound; 0 < delta < 1
-//	budget              0           mam: > 0 selects the exact-kernel mode over the last budget labelled
+//	budget              0           mam, omam: > 0 selects the exact-kernel mode over the last budget labelled
 //	                                examples (O(budget) per event); 0 = random features
 //	window.events       0           mam, omam, lda: exact sliding window over this many labelled examples
 //	decay.half_life     0           mam, omam, lda: exponential forgetting, weight halves every half_life

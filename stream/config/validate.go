@@ -190,6 +190,12 @@ func (v *validator) model(p string, m Model) {
 		v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, supported)
 	}
 	v.modelTypeKeys(p, m)
+	if m.Features.Standardize {
+		switch m.Type {
+		case ModelSVM, ModelLSRRank, ModelMLSRRank, ModelKRR:
+			v.errorf(p+".features.standardize", "not supported for %s (refitted models): standardise upstream", m.Type)
+		}
+	}
 	if m.Scope != "" { // "" = global
 		v.oneOf(p+".scope", m.Scope, ScopeGlobal, ScopeKey)
 	}
@@ -238,7 +244,7 @@ func (v *validator) model(p string, m Model) {
 		if !(kn.Gamma > 0) || math.IsInf(kn.Gamma, 0) {
 			v.errorf(kp+".gamma", "must be a finite number > 0, got %v", kn.Gamma)
 		}
-		if m.Type == ModelMAM && m.Budget > 0 {
+		if (m.Type == ModelMAM || m.Type == ModelOMAM) && m.Budget > 0 {
 			// exact kernel: no random features
 		} else if kn.Features < 1 || kn.Features > MaxRFFFeatures {
 			v.errorf(kp+".features", "must be in 1..%d, got %d", MaxRFFFeatures, kn.Features)
@@ -391,9 +397,6 @@ func (v *validator) modelTypeKeys(p string, m Model) {
 					v.errorf(fmt.Sprintf("%s.edges[%d]", p, i), "edges must be strictly increasing")
 				}
 			}
-		}
-		if m.Budget > 0 {
-			v.errorf(p+".budget", "the exact-kernel mode is for mam only")
 		}
 	case ModelLogistic:
 		if !(m.LearningRate > 0) || math.IsInf(m.LearningRate, 0) {
