@@ -42,6 +42,10 @@ models:
 // shutdown leaves the old version in place.
 func TestSVMRefitOverKafka(t *testing.T) {
 	const n = 20_000
+	// Refit cadence and latency are timing properties: under -race the
+	// solver runs many times slower, so this test runs the plain binary (the
+	// refit machinery's concurrency is race-tested in online/refit).
+	useFastBinary(t)
 	b := startBroker(t, 3)
 	p := startStreamer(t, b, svmConfig)
 	rng := rand.New(rand.NewPCG(8, 9))
