@@ -266,7 +266,7 @@ func Default() Config {
 				RequiredAcks: AcksAll,
 			},
 		},
-		HTTP:     HTTP{Listen: ":9464"},
+		HTTP:     HTTP{Listen: "127.0.0.1:9464"},
 		Log:      Log{Level: LevelInfo, Format: FormatText},
 		Metrics:  Metrics{AccuracyWindow: 1000},
 		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3},

@@ -44,7 +44,7 @@
 //	kafka.producer.batch_size       1000              most messages per produce batch; > 0
 //	kafka.producer.batch_timeout    5ms               longest a partial batch waits; > 0
 //	kafka.producer.required_acks    all               acknowledgements a produce waits for: none | one | all
-//	http.listen                     :9464             address of /metrics, /healthz, /readyz; host:port, empty host = all
+//	http.listen                     127.0.0.1:9464    address of /metrics, /healthz, /readyz; host:port, empty host = all interfaces
 //	log.level                       info              debug | info | warn | error
 //	log.format                      text              text | json
 //	metrics.accuracy_window         1000              events in the sliding prequential-accuracy window; > 0
