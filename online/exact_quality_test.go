@@ -122,9 +122,6 @@ func exCVGamma(t testing.TB, x [][]float64, y []float64, train []int, grid []flo
 // balanced form's offset b = (‖μ₋‖² − ‖μ₊‖²)/2 ≈ (1/n₋ − 1/n₊)/2 outweighs its
 // kernel part and it predicts the majority class: it wants a wide kernel.
 func TestExactBreastCancer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("quality test")
-	}
 	x, y := readCSV(t, "testdata/breast_cancer.csv")
 	if len(x) != 569 || len(x[0]) != 30 {
 		t.Fatalf("%d rows of %d features", len(x), len(x[0]))

@@ -749,19 +749,9 @@ func FuzzExactRestore(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := Restore(b)
-		if err != nil {
-			if !errors.Is(err, ErrFormat) {
-				t.Fatalf("error %v does not wrap ErrFormat", err)
-			}
+		m := fuzzRestore(t, b, false)
+		if m == nil {
 			return
-		}
-		enc, err := m.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Restore(enc); err != nil {
-			t.Fatalf("re-encoding does not restore: %v", err)
 		}
 		m.Observe(make([]float64, m.Dim()), 1, true)
 	})

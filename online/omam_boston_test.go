@@ -201,9 +201,6 @@ func exactNWTau(trX [][]float64, trY []float64, teX [][]float64, teY []float64, 
 // on the exact mode (TestOMAMBostonExact), and the random-feature form
 // only against regression (raw ≥ 0.58, normalised ≥ 0.64).
 func TestOMAMBoston(t *testing.T) {
-	if testing.Short() {
-		t.Skip("quality test: about 10 s")
-	}
 	const D = 2048
 	var rawTau float64
 	x, y := readCSV(t, "testdata/boston_ordinal.csv")
@@ -254,9 +251,6 @@ func TestOMAMBoston(t *testing.T) {
 // breaks near-ties among the test scores (a peaked kernel gives test
 // points with the same nearest training example almost the same score).
 func TestOMAMBostonExact(t *testing.T) {
-	if testing.Short() {
-		t.Skip("quality test: about 1 s")
-	}
 	const budget = 512 // > 354 training rows
 	x, y := readCSV(t, "testdata/boston_ordinal.csv")
 	for _, tc := range []struct {

@@ -163,9 +163,6 @@ func runSplit(t testing.TB, X, y []float64, d int, train, test []int, seed uint6
 // a mean Kendall τ-b ≥ that of the CV-chosen single-width LSRRank from the
 // same grid, and ≥ 0.75.
 func TestBostonQuality(t *testing.T) {
-	if testing.Short() {
-		t.Skip("CV over 10 splits")
-	}
 	g := readGolden(t)
 	X, y, d := readBoston(t)
 	res := make([]splitResult, len(g.Splits))

@@ -211,18 +211,12 @@ func (s *scanner) document() *Error {
 					return e
 				}
 			}
-			s.skipWS()
-			if s.pos >= len(s.src) {
-				return s.syntax("unterminated object")
+			done, e := s.separator('}')
+			if e != nil {
+				return e
 			}
-			c := s.src[s.pos]
-			s.pos++
-			if c == '}' {
+			if done {
 				break
-			}
-			if c != ',' {
-				s.pos--
-				return s.syntax("want ',' or '}' after object member")
 			}
 		}
 	}
@@ -345,18 +339,12 @@ func (s *scanner) denseFeatures() *Error {
 				f[n] = v
 			}
 			n++
-			s.skipWS()
-			if s.pos >= len(s.src) {
-				return s.syntax("unterminated array")
+			done, e := s.separator(']')
+			if e != nil {
+				return e
 			}
-			c := s.src[s.pos]
-			s.pos++
-			if c == ']' {
+			if done {
 				break
-			}
-			if c != ',' {
-				s.pos--
-				return s.syntax("want ',' or ']' after array element")
 			}
 		}
 	}
@@ -406,18 +394,12 @@ func (s *scanner) namedFeatures() *Error {
 			}
 			ev.Features[i] = v // a repeated name: the last one wins, as in encoding/json
 			ev.seen[i] = true
-			s.skipWS()
-			if s.pos >= len(s.src) {
-				return s.syntax("unterminated object")
+			done, e := s.separator('}')
+			if e != nil {
+				return e
 			}
-			c := s.src[s.pos]
-			s.pos++
-			if c == '}' {
+			if done {
 				break
-			}
-			if c != ',' {
-				s.pos--
-				return s.syntax("want ',' or '}' after object member")
 			}
 		}
 	}
@@ -899,4 +881,29 @@ func quoteShort(b []byte) string {
 		return strconv.Quote(string(b[:max])) + "…"
 	}
 	return strconv.Quote(string(b))
+}
+
+// separator consumes what follows an object member or an array element:
+// ',' (more follow) or the closing byte (done).
+func (s *scanner) separator(closing byte) (done bool, e *Error) {
+	s.skipWS()
+	if s.pos >= len(s.src) {
+		if closing == '}' {
+			return false, s.syntax("unterminated object")
+		}
+		return false, s.syntax("unterminated array")
+	}
+	c := s.src[s.pos]
+	s.pos++
+	switch c {
+	case closing:
+		return true, nil
+	case ',':
+		return false, nil
+	}
+	s.pos--
+	if closing == '}' {
+		return false, s.syntax("want ',' or '}' after object member")
+	}
+	return false, s.syntax("want ',' or ']' after array element")
 }
