@@ -57,6 +57,10 @@ type ChangelogStore struct {
 	afterChunks func() error
 
 	closeOnce sync.Once
+	// prefix scopes the store's keys ("<scope>/"); shared is set on stores
+	// made by Scope, which use their parent's writer and do not close it.
+	prefix string
+	shared bool
 }
 
 type genState struct {
@@ -112,6 +116,9 @@ func NewChangelogStore(brokers []string, topic, clientID string, opts ...Changel
 
 // Close stops the writer and closes idle connections. It is idempotent.
 func (c *ChangelogStore) Close() error {
+	if c.shared {
+		return nil
+	}
 	var err error
 	c.closeOnce.Do(func() {
 		err = c.writer.Close()
@@ -220,7 +227,7 @@ func (c *ChangelogStore) Save(ctx context.Context, snap *Snapshot) error {
 		})
 		for j := range n {
 			payload := m.Data[j*c.chunkSize : min((j+1)*c.chunkSize, len(m.Data))]
-			key := chunkKey(m.Name, gen, j)
+			key := c.prefix + chunkKey(m.Name, gen, j)
 			msgs = append(msgs, kafka.Message{Key: []byte(key), Value: appendChunk(nil, snap.Seq, uint32(j), uint32(n), payload)})
 			written = append(written, key)
 			if pending += len(payload); pending >= writeGroupBytes {
@@ -240,7 +247,7 @@ func (c *ChangelogStore) Save(ctx context.Context, snap *Snapshot) error {
 	}
 
 	// The manifest makes the snapshot visible.
-	mk := manifestKey + strconv.Itoa(gen)
+	mk := c.prefix + manifestKey + strconv.Itoa(gen)
 	if err := c.writer.WriteMessages(ctx, kafka.Message{Key: []byte(mk), Value: appendManifest(nil, &man)}); err != nil {
 		return fmt.Errorf("snapshot: save: write manifest: %w", err)
 	}
@@ -290,20 +297,21 @@ func (c *ChangelogStore) Load(ctx context.Context) (*Snapshot, []Skipped, error)
 
 // load reads the topic and updates the writer state. c.mu must be held.
 func (c *ChangelogStore) load(ctx context.Context) (*Snapshot, []Skipped, error) {
-	recs, _, err := c.readAll(ctx)
-	if err != nil {
+	all := make(map[string]record)
+	if _, _, err := c.readFrom(ctx, all, 0); err != nil {
 		return nil, nil, err
 	}
+	recs := scopeRecords(all, c.prefix)
 	var keys [2][]string
 	for k := range recs {
 		if _, gen, _, ok := parseChunkKey(k); ok {
-			keys[gen] = append(keys[gen], k)
+			keys[gen] = append(keys[gen], c.prefix+k)
 		}
 	}
 	for g := range keys {
 		slices.Sort(keys[g])
 	}
-	snap, gen, skipped, err := c.resolve(recs)
+	snap, gen, skipped, err := resolve(c.topic, recs)
 	if err != nil {
 		return nil, skipped, err
 	}
@@ -325,12 +333,14 @@ type record struct {
 	value  []byte
 }
 
-// readAll reads partition 0 from its first to its end offset and returns the
-// latest value per key, as compaction would leave it. Tombstones remove keys.
-func (c *ChangelogStore) readAll(ctx context.Context) (recs map[string]record, n int, err error) {
+// readFrom reads partition 0 from offset from (or its first offset, if
+// later) to its end offset into recs, which then holds the latest value per
+// key, as compaction would leave it; tombstones remove keys. It returns the
+// end offset read to.
+func (c *ChangelogStore) readFrom(ctx context.Context, recs map[string]record, from int64) (end int64, n int, err error) {
 	conn, err := c.dialLeader(ctx)
 	if err != nil {
-		return nil, 0, err
+		return 0, 0, err
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -338,18 +348,18 @@ func (c *ChangelogStore) readAll(ctx context.Context) (recs map[string]record, n
 	}
 	first, end, err := conn.ReadOffsets()
 	if err != nil {
-		return nil, 0, fmt.Errorf("snapshot: read offsets of %s: %w", c.topic, err)
+		return 0, 0, fmt.Errorf("snapshot: read offsets of %s: %w", c.topic, err)
 	}
-	recs = make(map[string]record)
+	first = max(first, from)
 	if first >= end {
-		return recs, n, nil
+		return end, n, nil
 	}
 	if _, err := conn.Seek(first, kafka.SeekAbsolute); err != nil {
-		return nil, 0, fmt.Errorf("snapshot: seek %s: %w", c.topic, err)
+		return 0, 0, fmt.Errorf("snapshot: seek %s: %w", c.topic, err)
 	}
 	for off, stuck := first, 0; off < end; {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return 0, 0, err
 		}
 		dl := time.Now().Add(readTimeout)
 		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
@@ -373,18 +383,36 @@ func (c *ChangelogStore) readAll(ctx context.Context) (recs map[string]record, n
 			}
 		}
 		if err := batch.Close(); err != nil {
-			return nil, 0, fmt.Errorf("snapshot: read %s at offset %d: %w", c.topic, off, err)
+			return 0, 0, fmt.Errorf("snapshot: read %s at offset %d: %w", c.topic, off, err)
 		}
 		next, _ := conn.Offset()
 		if next <= off {
 			if stuck++; stuck > 3 {
-				return nil, 0, fmt.Errorf("snapshot: read %s: no progress at offset %d of %d", c.topic, off, end)
+				return 0, 0, fmt.Errorf("snapshot: read %s: no progress at offset %d of %d", c.topic, off, end)
 			}
 			continue
 		}
 		off, stuck = next, 0
 	}
-	return recs, n, nil
+	return end, n, nil
+}
+
+// scopeRecords returns the records of one scope with the scope's prefix
+// removed from their keys; prefix "" selects the unscoped keys (those
+// without a '/', which model names never contain).
+func scopeRecords(all map[string]record, prefix string) map[string]record {
+	out := make(map[string]record)
+	for k, r := range all {
+		switch {
+		case prefix == "":
+			if !strings.Contains(k, scopeSep) {
+				out[k] = r
+			}
+		case strings.HasPrefix(k, prefix) && !strings.Contains(k[len(prefix):], scopeSep):
+			out[k[len(prefix):]] = r
+		}
+	}
+	return out
 }
 
 func (c *ChangelogStore) dialLeader(ctx context.Context) (*kafka.Conn, error) {
@@ -399,8 +427,9 @@ func (c *ChangelogStore) dialLeader(ctx context.Context) (*kafka.Conn, error) {
 	return nil, fmt.Errorf("snapshot: dial leader of %s/0: %w", c.topic, errors.Join(errs...))
 }
 
-// resolve picks the newest restorable manifest among the latest records.
-func (c *ChangelogStore) resolve(recs map[string]record) (*Snapshot, int, []Skipped, error) {
+// resolve picks the newest restorable manifest among the latest records of
+// one scope (keys without the scope prefix); topic names skipped records.
+func resolve(topic string, recs map[string]record) (*Snapshot, int, []Skipped, error) {
 	type cand struct {
 		key    string
 		offset int64
@@ -419,7 +448,7 @@ func (c *ChangelogStore) resolve(recs map[string]record) (*Snapshot, int, []Skip
 			err = corrupt("manifest", "generation %d stored under key %q", m.gen, k)
 		}
 		if err != nil {
-			skipped = append(skipped, Skipped{Path: c.topic + "/" + k, Err: err})
+			skipped = append(skipped, Skipped{Path: topic + "/" + k, Err: err})
 			continue
 		}
 		cands = append(cands, cand{k, r.offset, m})
@@ -436,7 +465,7 @@ func (c *ChangelogStore) resolve(recs map[string]record) (*Snapshot, int, []Skip
 		if err == nil {
 			return snap, cd.man.gen, skipped, nil
 		}
-		skipped = append(skipped, Skipped{Path: c.topic + "/" + cd.key, Err: fmt.Errorf("seq %d: %w", cd.man.seq, err)})
+		skipped = append(skipped, Skipped{Path: topic + "/" + cd.key, Err: fmt.Errorf("seq %d: %w", cd.man.seq, err)})
 	}
 	return nil, 0, skipped, nil
 }

@@ -1,0 +1,86 @@
+package online
+
+import (
+	"fmt"
+	"reflect"
+)
+
+// Mergeable reports whether the state of a MAM with this spec is a plain
+// sum over its examples, so that models trained on disjoint parts of a
+// stream merge exactly into the model trained on all of it (MATH.md §1:
+// the sums s, S±, tr Ω and the counts are additive). Windowed and decaying
+// models are not: their state depends on the order of all examples.
+func (m *MAM) Mergeable() bool {
+	return m.spec.Window == 0 && m.spec.HalfLife == 0
+}
+
+// Reset empties the model: no examples, the same spec and feature map.
+func (m *MAM) Reset() {
+	m.n, m.nPos, m.nNeg = 0, 0, 0
+	m.tr, m.trC = 0, 0
+	for _, v := range m.vectors() {
+		clear(v)
+	}
+	m.refresh()
+}
+
+// Merge adds o's examples to m: the compensated sums are added with their
+// compensation terms and the counts exactly, then the derived state (score
+// direction, offset, bound) is recomputed. Both models must have the same
+// spec (so the same random features) and be mergeable; o is unchanged.
+//
+// Merging is exact up to the rounding of one compensated addition per
+// coordinate: the merge of per-partition models equals the model trained on
+// all their examples to about 1e-16 relative, and merging the same parts in
+// the same order is bit-for-bit reproducible.
+func (m *MAM) Merge(o *MAM) error {
+	if !m.Mergeable() || !o.Mergeable() {
+		return fmt.Errorf("online: merge: windowed or decaying models do not merge")
+	}
+	if !reflect.DeepEqual(m.spec, o.spec) {
+		return fmt.Errorf("online: merge: models have different specs")
+	}
+	m.mergeSums(o)
+	m.refresh()
+	return nil
+}
+
+// MergeAll resets m and merges parts into it in order, recomputing the
+// derived state once.
+func (m *MAM) MergeAll(parts ...*MAM) error {
+	for _, o := range parts {
+		if !m.Mergeable() || !o.Mergeable() {
+			return fmt.Errorf("online: merge: windowed or decaying models do not merge")
+		}
+		if !reflect.DeepEqual(m.spec, o.spec) {
+			return fmt.Errorf("online: merge: models have different specs")
+		}
+	}
+	m.n, m.nPos, m.nNeg = 0, 0, 0
+	m.tr, m.trC = 0, 0
+	for _, v := range m.vectors() {
+		clear(v)
+	}
+	for _, o := range parts {
+		m.mergeSums(o)
+	}
+	m.refresh()
+	return nil
+}
+
+func (m *MAM) mergeSums(o *MAM) {
+	m.n += o.n
+	m.nPos += o.nPos
+	m.nNeg += o.nNeg
+	m.tr, m.trC = twoSumAcc(m.tr, m.trC, o.tr)
+	m.trC += o.trC
+	mv, ov := m.vectors(), o.vectors()
+	for k := 0; k < len(mv); k += 2 { // (sum, compensation) pairs
+		s, c := mv[k], mv[k+1]
+		os, oc := ov[k], ov[k+1]
+		for i := range s {
+			s[i], c[i] = twoSumAcc(s[i], c[i], os[i])
+			c[i] += oc[i]
+		}
+	}
+}

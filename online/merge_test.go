@@ -1,0 +1,104 @@
+package online
+
+import (
+	"math"
+	"testing"
+)
+
+// Models trained on disjoint parts of a stream merge into the model trained
+// on all of it: counts exactly, sums and scores to rounding.
+func TestMAMMergeEqualsOneModel(t *testing.T) {
+	x, y := readCSV(t, "testdata/ripley_train.csv")
+	for _, balance := range []bool{false, true} {
+		spec := Spec{Type: ModelMAM, Dim: 2, Balance: balance, Delta: 0.05,
+			Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 256, Seed: 7}}
+		one, _ := NewMAM(spec)
+		parts := make([]*MAM, 3)
+		for i := range parts {
+			parts[i], _ = NewMAM(spec)
+		}
+		for i := range x {
+			one.Observe(x[i], y[i], true)
+			parts[(i*7)%3].Observe(x[i], y[i], true) // interleaved, like partitions
+		}
+		merged, _ := NewMAM(spec)
+		if err := merged.MergeAll(parts...); err != nil {
+			t.Fatal(err)
+		}
+		if merged.Examples() != one.Examples() {
+			t.Fatalf("balance=%v: n = %d, want %d", balance, merged.Examples(), one.Examples())
+		}
+		mp, mn := merged.ClassCounts()
+		op, on := one.ClassCounts()
+		if mp != op || mn != on {
+			t.Fatalf("balance=%v: class counts %d/%d, want %d/%d", balance, mp, mn, op, on)
+		}
+		for i := range 50 {
+			got := merged.Observe(x[i], 0, false)
+			want := one.Observe(x[i], 0, false)
+			if d := math.Abs(got.Score - want.Score); d > 1e-12*(1+math.Abs(want.Score)) {
+				t.Fatalf("balance=%v: score %v, want %v", balance, got.Score, want.Score)
+			}
+			if d := math.Abs(got.MistakeBound - want.MistakeBound); d > 1e-12 {
+				t.Fatalf("balance=%v: bound %v, want %v", balance, got.MistakeBound, want.MistakeBound)
+			}
+		}
+		// Merge one at a time gives the same model as MergeAll.
+		inc, _ := NewMAM(spec)
+		for _, p := range parts {
+			if err := inc.Merge(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, _ := inc.MarshalBinary()
+		b, _ := merged.MarshalBinary()
+		if string(a) != string(b) {
+			t.Fatalf("balance=%v: Merge one at a time differs from MergeAll", balance)
+		}
+		merged.Reset()
+		if merged.Examples() != 0 || merged.Observe(x[0], 0, false).Score != 0 {
+			t.Fatalf("balance=%v: Reset left state behind", balance)
+		}
+	}
+}
+
+func TestMAMMergeRefusesIncompatible(t *testing.T) {
+	base := Spec{Type: ModelMAM, Dim: 2, Delta: 0.05, Kernel: KernelSpec{Type: "rbf", Gamma: 1, Features: 32, Seed: 1}}
+	a, _ := NewMAM(base)
+	other := base
+	other.Kernel.Seed = 2
+	b, _ := NewMAM(other)
+	if err := a.Merge(b); err == nil {
+		t.Fatal("merged models with different random features")
+	}
+	win := base
+	win.Window = 10
+	w, _ := NewMAM(win)
+	if w.Mergeable() {
+		t.Fatal("windowed model reports mergeable")
+	}
+	if err := w.Merge(w); err == nil {
+		t.Fatal("merged windowed models")
+	}
+}
+
+// BenchmarkMAMMergeAll merges six partitions' statistics at D = 512
+// balanced, what an instance does when another partition's state arrives
+// (target: well under a millisecond, so a refresh every second is free).
+func BenchmarkMAMMergeAll(b *testing.B) {
+	spec := Spec{Type: ModelMAM, Dim: 2, Balance: true, Delta: 0.05,
+		Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 512, Seed: 7}}
+	parts := make([]*MAM, 6)
+	for i := range parts {
+		parts[i], _ = NewMAM(spec)
+		parts[i].Observe([]float64{float64(i), 1}, 1, true)
+		parts[i].Observe([]float64{1, float64(i)}, -1, true)
+	}
+	g, _ := NewMAM(spec)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := g.MergeAll(parts...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// scopeSep ends a scope in a record key: "<scope>/<model>@<gen>#<i>" and
+// "<scope>/_manifest@<gen>". Model names never contain it.
+const scopeSep = "/"
+
+// Scope returns a store that keeps its own snapshot under the keys of scope
+// in c's topic, next to c's and other scopes' snapshots: several writers
+// (one per input partition, each owned by one process at a time) share one
+// compacted topic. The scoped store uses c's connections and writer; closing
+// it does nothing, closing c closes them. scope must be non-empty and must
+// not contain '/'.
+func (c *ChangelogStore) Scope(scope string) (*ChangelogStore, error) {
+	if scope == "" || strings.Contains(scope, scopeSep) {
+		return nil, fmt.Errorf("snapshot: scope %q: must be non-empty without %q", scope, scopeSep)
+	}
+	return &ChangelogStore{
+		brokers: c.brokers, topic: c.topic, chunkSize: c.chunkSize, replicas: c.replicas,
+		dialer: c.dialer, transport: c.transport, writer: c.writer,
+		prefix: c.prefix + scope + scopeSep, shared: true,
+	}, nil
+}
+
+// Tail follows a changelog topic and keeps the latest record of every key,
+// so that the newest snapshot of each scope can be read without reading the
+// topic from its start again: Poll reads what was appended since the last
+// Poll. It is safe for concurrent use.
+type Tail struct {
+	c    *ChangelogStore
+	mu   sync.Mutex
+	recs map[string]record
+	next int64
+	read int64 // records read in all
+}
+
+// Tail returns a Tail over c's topic (none of it read yet).
+func (c *ChangelogStore) Tail() *Tail {
+	return &Tail{c: c, recs: map[string]record{}}
+}
+
+// Poll reads the records appended since the last Poll, up to the topic's
+// end offset now. It returns the number of records read.
+func (t *Tail) Poll(ctx context.Context) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	end, n, err := t.c.readFrom(ctx, t.recs, t.next)
+	if err != nil {
+		return 0, err
+	}
+	t.next = end
+	t.read += int64(n)
+	return n, nil
+}
+
+// Scopes lists the scopes that have a manifest in the records read so far,
+// sorted.
+func (t *Tail) Scopes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for k := range t.recs {
+		i := strings.LastIndex(k, scopeSep)
+		if i <= 0 || !strings.HasPrefix(k[i+1:], manifestKey) {
+			continue
+		}
+		if s := k[:i]; !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Latest returns the newest restorable snapshot of scope among the records
+// read so far (scope "" is the unscoped snapshot). The error wraps
+// ErrNoSnapshot when there is none.
+func (t *Tail) Latest(scope string) (*Snapshot, error) {
+	prefix := ""
+	if scope != "" {
+		prefix = scope + scopeSep
+	}
+	t.mu.Lock()
+	recs := scopeRecords(t.recs, prefix)
+	t.mu.Unlock()
+	snap, _, skipped, err := resolve(t.c.topic, recs)
+	switch {
+	case err != nil:
+		return nil, err
+	case snap != nil:
+		return snap, nil
+	case len(skipped) > 0:
+		return nil, fmt.Errorf("%w: no manifest of scope %q in topic %s is restorable: %w", ErrNoSnapshot, scope, t.c.topic, skipped[0].Err)
+	}
+	return nil, fmt.Errorf("%w: scope %q in topic %s", ErrNoSnapshot, scope, t.c.topic)
+}
