@@ -37,6 +37,10 @@ type NamedModel struct {
 	Factory func() (online.Model, error)
 	MaxKeys int
 	KeyDir  string
+
+	// New builds an empty instance like Model: with EngineConfig.Partitioned
+	// every input partition gets its own (see partitioned.go).
+	New func() (online.Model, error)
 }
 
 // EngineConfig configures an Engine.
@@ -53,6 +57,10 @@ type EngineConfig struct {
 	// a label-only event with their id arrives; the models learn then.
 	JoinEvents int
 	JoinTime   time.Duration
+
+	// Partitioned keeps model state per input partition, for scale-out
+	// (see partitioned.go): every NamedModel needs New.
+	Partitioned bool
 }
 
 // Engine is the scoring Processor: for each input event it decodes and
@@ -72,6 +80,8 @@ type Engine struct {
 	met    *engineMetrics
 	join   *joinBuffer // nil: delayed labels off
 	now    func() time.Time
+
+	started bool // Start was called: partition instances start their refits
 }
 
 // NewEngine builds an engine over the given models. All models must take
@@ -99,7 +109,10 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		if nm.Model.Dim() != cfg.Dim {
 			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), cfg.Dim)
 		}
-		em, err := newEngineModel(nm, cfg.AccuracyWindow, e.met)
+		if cfg.Partitioned && nm.New == nil {
+			return nil, fmt.Errorf("stream: model %s: partitioned state needs NamedModel.New", nm.Name)
+		}
+		em, err := newEngineModel(nm, cfg.AccuracyWindow, e.met, cfg.Partitioned)
 		if err != nil {
 			return nil, fmt.Errorf("stream: model %s: %w", nm.Name, err)
 		}
@@ -120,9 +133,12 @@ func (e *Engine) Models() []NamedModel {
 
 // Start starts the background work of models that have some (refits).
 func (e *Engine) Start() {
+	e.started = true
 	for _, m := range e.models {
-		if s, ok := m.m.(interface{ Start() }); ok {
-			s.Start()
+		for _, inst := range m.background() {
+			if s, ok := inst.(interface{ Start() }); ok {
+				s.Start()
+			}
 		}
 	}
 }
@@ -131,8 +147,10 @@ func (e *Engine) Start() {
 // cancelled and the serving version stays.
 func (e *Engine) Close() {
 	for _, m := range e.models {
-		if c, ok := m.m.(interface{ Close() error }); ok {
-			_ = c.Close()
+		for _, inst := range m.background() {
+			if c, ok := inst.(interface{ Close() error }); ok {
+				_ = c.Close()
+			}
 		}
 	}
 }
@@ -140,8 +158,10 @@ func (e *Engine) Close() {
 // Refitting reports whether any model is refitting now.
 func (e *Engine) Refitting() bool {
 	for _, m := range e.models {
-		if r, ok := m.m.(interface{ Refitting() bool }); ok && r.Refitting() {
-			return true
+		for _, inst := range m.background() {
+			if r, ok := inst.(interface{ Refitting() bool }); ok && r.Refitting() {
+				return true
+			}
 		}
 	}
 	return false
@@ -149,6 +169,9 @@ func (e *Engine) Refitting() bool {
 
 // Capture implements Stateful: every model's serialised state.
 func (e *Engine) Capture() ([]snapshot.Model, error) {
+	if e.cfg.Partitioned {
+		return nil, errors.New("stream: partitioned state is captured per partition (CapturePartition)")
+	}
 	out := make([]snapshot.Model, len(e.models))
 	for i, m := range e.models {
 		var data []byte
@@ -171,6 +194,9 @@ func (e *Engine) Capture() ([]snapshot.Model, error) {
 // (new, or configured differently from the saved state) and of saved models
 // no longer configured. A saved state that does not decode is an error.
 func (e *Engine) Restore(saved []snapshot.Model) (fresh, dropped []string, err error) {
+	if e.cfg.Partitioned {
+		return nil, nil, errors.New("stream: partitioned state is restored per partition (RestorePartition)")
+	}
 	byName := map[string]snapshot.Model{}
 	for _, s := range saved {
 		byName[s.Name] = s
@@ -227,7 +253,7 @@ func (e *Engine) Process(msg *kafka.Message, pub Sink) {
 	}
 	now := e.now()
 	if !ev.HasFeatures {
-		e.lateLabel(ev.ID, msg.Key, now.UnixNano())
+		e.lateLabel(ev.ID, msg.Key, int(msg.Partition), now.UnixNano())
 		return
 	}
 	id := ev.ID
@@ -245,7 +271,7 @@ func (e *Engine) Process(msg *kafka.Message, pub Sink) {
 		key = ev.Key
 	}
 	for i, m := range e.models {
-		inst := m.instance(msg.Key)
+		inst := m.instance(int(msg.Partition), msg.Key)
 		p := inst.Observe(ev.Features, e.labels[i], ev.HasLabel)
 		e.preds[i] = p
 		version := p.Version
@@ -273,7 +299,7 @@ func (e *Engine) Process(msg *kafka.Message, pub Sink) {
 
 // lateLabel learns from the impression a label-only event labels, judging
 // the predictions published at impression time.
-func (e *Engine) lateLabel(id, key []byte, now int64) {
+func (e *Engine) lateLabel(id, key []byte, part int, now int64) {
 	if e.join == nil {
 		return // the decoder only accepts label-only events with a join buffer
 	}
@@ -290,7 +316,7 @@ func (e *Engine) lateLabel(id, key []byte, now int64) {
 	}
 	e.met.labelsJoined.Inc()
 	for i, m := range e.models {
-		m.instance(key).Observe(s.x, e.labels[i], true)
+		m.instance(part, key).Observe(s.x, e.labels[i], true)
 		m.judge(s.preds[i], e.labels[i])
 	}
 }

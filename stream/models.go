@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,6 +42,19 @@ type engineModel struct {
 	// Prequential accuracy of the version serving now (classifiers).
 	version                int64
 	versionN, versionRight int
+
+	// Partitioned state (scale-out, partitioned.go).
+	partitioned bool
+	newInst     func() (online.Model, error)
+	keyFactory  func() (online.Model, error) // key-scoped: one keyedModels per partition
+	maxKeys     int
+	keyDir      string
+	onRefit     func(refit.Report)
+	parts       map[int]*partModel
+	global      *online.MAM         // mergeable: the merge of every partition's statistics; it scores
+	remote      map[int]*online.MAM // mergeable: partitions owned by other instances (changelog)
+	remoteAt    map[int]time.Time   // when each remote state was made durable
+	bg          []online.Model      // instances that may refit in the background
 }
 
 type modelMetrics struct {
@@ -137,16 +151,21 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	return m
 }
 
-func newEngineModel(nm NamedModel, window int, met *engineMetrics) (*engineModel, error) {
+func newEngineModel(nm NamedModel, window int, met *engineMetrics, partitioned bool) (*engineModel, error) {
 	name := nm.Name
 	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model}
+	if partitioned {
+		em.initPartitioned(nm)
+	} else {
+		em.bg = []online.Model{nm.Model}
+	}
 	switch nm.Model.Type() {
 	case "omam":
 		em.ordinal = true
 	case "lsrrank", "mlsrrank", "krr", "rfrank":
 		em.ordinal, em.ranking = true, true
 	}
-	if nm.Factory != nil {
+	if nm.Factory != nil && !partitioned {
 		k, err := newKeyedModels(nm.Factory, nm.MaxKeys, nm.KeyDir)
 		if err != nil {
 			return nil, err
@@ -160,7 +179,7 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics) (*engineModel
 		version:  met.version.WithLabelValues(name),
 		bound:    met.bound.WithLabelValues(name),
 	}
-	if em.keyed != nil {
+	if nm.Factory != nil {
 		em.met.keys = met.keys.WithLabelValues(name)
 		em.met.keyErrors = met.keyErrors.WithLabelValues(name)
 	}
@@ -175,14 +194,15 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics) (*engineModel
 		em.met.mistakes = met.mistakes.WithLabelValues(name)
 		em.met.versionAccuracy = met.versionAccuracy.WithLabelValues(name)
 	}
+	em.onRefit = func(rep refit.Report) { met.refitted(name, rep) }
 	if r, ok := nm.Model.(*refit.Model); ok {
-		r.OnRefit(func(rep refit.Report) { met.refitted(name, rep) })
+		r.OnRefit(em.onRefit)
 	}
 	_, bounded := nm.Model.(interface{ Bound(float64) float64 })
 	if hb, ok := nm.Model.(interface{ HasBound() bool }); ok && !hb.HasBound() {
 		bounded = false
 	}
-	if bounded && em.keyed == nil {
+	if bounded && nm.Factory == nil && (!partitioned || em.global != nil) {
 		grid := online.DefaultBoundGrid()
 		em.bounds = online.NewBoundMonitor(window, grid)
 		em.boundBuf = make([]float64, len(grid))
@@ -197,26 +217,42 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics) (*engineModel
 	return em, nil
 }
 
-// instance is the model that scores and learns an event with this key.
-func (em *engineModel) instance(key []byte) online.Model {
+// instance is the model that scores and learns an event with this key
+// from this input partition.
+func (em *engineModel) instance(part int, key []byte) online.Model {
+	if em.partitioned {
+		return em.partInstance(part, key)
+	}
 	if em.keyed == nil {
 		return em.m
 	}
-	m, err := em.keyed.get(key)
+	return em.keyedInstance(em.keyed, key)
+}
+
+// keyedInstance is k's instance for key.
+func (em *engineModel) keyedInstance(k *keyedModels, key []byte) online.Model {
+	m, err := k.get(key)
 	if err != nil {
 		// An I/O error reloading an evicted key: score with a fresh
 		// instance rather than stall the partition; it is counted.
 		em.met.keyErrors.Inc()
-		m, _ = em.keyed.factory()
+		m, _ = k.factory()
 	}
-	em.met.keys.Set(float64(em.keyed.len()))
+	em.met.keys.Set(float64(em.keyCount()))
 	return m
 }
 
 // examples is the model's n (summed over keys for key-scoped models).
 func (em *engineModel) examples() int64 {
-	if em.keyed != nil {
+	switch {
+	case em.keyed != nil || em.keyFactory != nil:
 		return em.keyedBase + em.keyedN
+	case em.partitioned && em.global == nil:
+		var n int64
+		for _, p := range em.parts {
+			n += p.m.Examples()
+		}
+		return n
 	}
 	return em.m.Examples()
 }
@@ -239,7 +275,7 @@ func (em *engineModel) scored(p online.Prediction) {
 // before the model learned from it, y its label (as mapped by the model).
 func (em *engineModel) judge(p online.Prediction, y float64) {
 	em.met.learned.Inc()
-	if em.keyed != nil {
+	if em.keyed != nil || em.keyFactory != nil {
 		em.keyedN++
 	}
 	em.met.examples.Set(float64(em.examples()))

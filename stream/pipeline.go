@@ -74,6 +74,13 @@ type Pipeline struct {
 	met      *pipelineMetrics
 	store    *StateStore
 	stateful Stateful
+	reg      prometheus.Registerer
+
+	// Partitioned state (scale-out): see partition.go.
+	pstate    PartitionedState
+	refresh   time.Duration
+	remoteSeq map[int]uint64 // per partition held elsewhere: seq of the state merged (guarded by mu)
+	smet      *scaleMetrics
 
 	ckptMu    sync.Mutex    // serialises checkpoints
 	mu        sync.Mutex    // serialises Process and state capture
@@ -142,7 +149,7 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 		cfg.SessionTimeout = 10 * time.Second
 	}
 	return &Pipeline{
-		cfg: cfg, proc: proc, pub: pub, log: log, met: newPipelineMetrics(reg),
+		cfg: cfg, proc: proc, pub: pub, log: log, met: newPipelineMetrics(reg), reg: reg,
 		next: map[int]int64{}, owned: map[int]bool{}, committed: map[int]int64{}, saved: map[int]int64{},
 		kick: make(chan struct{}, 1),
 	}
@@ -186,6 +193,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream: consumer group: %w", err)
 	}
+	var wg sync.WaitGroup
+	stopFollowing := func() {}
+	if p.pstate != nil {
+		fctx, cancel := context.WithCancel(ctx)
+		stopFollowing = cancel
+		wg.Go(func() { p.followRemote(fctx) })
+	}
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
@@ -202,6 +216,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		p.startGeneration(gen)
 	}
+	stopFollowing()
+	wg.Wait()
 	p.ready.Store(false)
 	// Close ends the generation: workers stop, checkpoint and commit, then
 	// the member leaves the group.
@@ -226,6 +242,14 @@ func (p *Pipeline) startGeneration(gen *kafka.Generation) {
 	p.mu.Unlock()
 	for _, a := range assigned {
 		part, off := a.ID, a.Offset
+		if p.pstate != nil {
+			gen.Start(func(ctx context.Context) {
+				if off, ok := p.restorePartition(ctx, part, off); ok {
+					p.consume(ctx, gen, part, off)
+				}
+			})
+			continue
+		}
 		p.mu.Lock()
 		if mine, ok := p.next[part]; ok {
 			// The state already includes the events before mine (restored
@@ -305,6 +329,10 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p.checkpoint(cctx, gen)
+	if p.pstate != nil {
+		p.releasePartition(partition)
+		return
+	}
 	p.mu.Lock()
 	delete(p.owned, partition)
 	p.mu.Unlock()
@@ -333,6 +361,10 @@ func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
 // processing, makes the snapshot durable and then commits the offsets of
 // the partitions this member owns.
 func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
+	if p.pstate != nil {
+		p.checkpointPartitions(ctx, gen)
+		return
+	}
 	p.ckptMu.Lock()
 	defer p.ckptMu.Unlock()
 	p.mu.Lock()

@@ -127,30 +127,22 @@ func newRanking(mc config.Model) (*refit.Model, error) {
 func BuildModels(cfg config.Config) ([]NamedModel, error) {
 	var out []NamedModel
 	for i, mc := range cfg.Models {
-		var m online.Model
-		var err error
-		switch mc.Type {
-		case config.ModelSVM:
-			m, err = newSVM(mc)
-		case config.ModelLSRRank, config.ModelMLSRRank, config.ModelKRR:
-			m, err = newRanking(mc)
-		default:
-			m, err = online.New(ModelSpec(mc))
+		build := func() (online.Model, error) {
+			switch mc.Type {
+			case config.ModelSVM:
+				return newSVM(mc)
+			case config.ModelLSRRank, config.ModelMLSRRank, config.ModelKRR:
+				return newRanking(mc)
+			}
+			return online.New(ModelSpec(mc))
 		}
+		m, err := build()
 		if err != nil {
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
-		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint()}
+		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), New: build}
 		if mc.Scope == config.ScopeKey {
-			nm.Factory = func() (online.Model, error) {
-				switch mc.Type { // heavy instances are not started: key-scoped refits run inline
-				case config.ModelSVM:
-					return newSVM(mc)
-				case config.ModelLSRRank, config.ModelMLSRRank, config.ModelKRR:
-					return newRanking(mc)
-				}
-				return online.New(ModelSpec(mc))
-			}
+			nm.Factory = build // heavy instances are not started: key-scoped refits run inline
 			nm.MaxKeys = mc.MaxKeys
 			if cfg.Snapshot.Dir != "" {
 				nm.KeyDir = filepath.Join(cfg.Snapshot.Dir, "keys", mc.Name)
@@ -222,6 +214,7 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
 		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
 		JoinTime:        cfg.Labels.JoinWindow.Time,
+		Partitioned:     cfg.Snapshot.Partitioned(),
 	}, models, reg)
 	if err != nil {
 		return nil, err
@@ -265,7 +258,7 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 	if err == nil && s.store != nil && o.snapshotWriteHook != nil {
 		s.store.setWriteHook(o.snapshotWriteHook)
 	}
-	if err == nil {
+	if err == nil && !cfg.Snapshot.Partitioned() {
 		err = s.restore(ctx)
 	}
 	if err != nil {
@@ -274,9 +267,15 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		_ = s.store.Close()
 		return nil, err
 	}
-	if s.store != nil {
+	switch {
+	case cfg.Snapshot.Partitioned():
+		pipeline.UsePartitionedState(s.store, engine, cfg.Snapshot.RemoteRefresh)
+		if cfg.Snapshot.Dir != "" {
+			log.Info("snapshot.scope is partition: model state lives in the changelog; snapshot.dir only keeps evicted key-scoped models")
+		}
+	case s.store != nil:
 		pipeline.UseStateStore(s.store, engine)
-	} else {
+	default:
 		log.Warn("snapshots are off (no snapshot.dir or snapshot.changelog_topic): model state is lost on restart")
 	}
 	s.ln = ln

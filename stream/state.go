@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,12 +33,16 @@ type StateStore struct {
 	seq         uint64
 	log         *slog.Logger
 	met         *stateMetrics
+
+	partsMu sync.Mutex
+	parts   map[int]*partStore // partitioned state: per input partition
 }
 
 type stateMetrics struct {
 	saves, saveErrors, skipped prometheus.Counter
 	saveSeconds                prometheus.Histogram
 	lastSave, bytes            prometheus.Gauge
+	savedBytes                 prometheus.Counter
 }
 
 func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
@@ -54,9 +60,11 @@ func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
 			Name: "streamer_snapshot_last_timestamp_seconds", Help: "Unix time of the last durable snapshot."}),
 		bytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "streamer_snapshot_model_bytes", Help: "Bytes of model state in the last snapshot."}),
+		savedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "streamer_snapshot_written_bytes_total", Help: "Bytes of model state made durable, in all snapshots (the changelog's traffic, less record overhead)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.saves, m.saveErrors, m.skipped, m.saveSeconds, m.lastSave, m.bytes)
+		reg.MustRegister(m.saves, m.saveErrors, m.skipped, m.saveSeconds, m.lastSave, m.bytes, m.savedBytes)
 	}
 	return m
 }
@@ -183,6 +191,7 @@ func (s *StateStore) Save(ctx context.Context, topic string, offsets map[int]int
 	s.met.saveSeconds.Observe(time.Since(start).Seconds())
 	s.met.lastSave.Set(float64(start.Unix()))
 	s.met.bytes.Set(float64(size))
+	s.met.savedBytes.Add(float64(size))
 	return nil
 }
 
@@ -198,4 +207,97 @@ func (s *StateStore) setWriteHook(fn func()) {
 	if s.file != nil {
 		s.file.SetWriteHook(fn)
 	}
+}
+
+// Partitioned state (scale-out): every input partition's state is a
+// snapshot of its own, kept in the changelog under the partition's scope
+// (its number), written by whichever instance owns the partition.
+
+// partStore is the scoped store of one partition and the seq it last saved.
+type partStore struct {
+	cl  *snapshot.ChangelogStore
+	seq uint64
+}
+
+func (s *StateStore) partition(part int) (*partStore, error) {
+	if s.changelog == nil {
+		return nil, errors.New("stream: partitioned state needs snapshot.changelog_topic")
+	}
+	s.partsMu.Lock()
+	defer s.partsMu.Unlock()
+	if ps := s.parts[part]; ps != nil {
+		return ps, nil
+	}
+	cl, err := s.changelog.Scope(strconv.Itoa(part))
+	if err != nil {
+		return nil, err
+	}
+	if s.parts == nil {
+		s.parts = map[int]*partStore{}
+	}
+	ps := &partStore{cl: cl}
+	s.parts[part] = ps
+	return ps, nil
+}
+
+// LoadPartition reads the changelog and returns the newest snapshot of
+// partition part, or nil when it has none.
+func (s *StateStore) LoadPartition(ctx context.Context, part int) (*snapshot.Snapshot, error) {
+	ps, err := s.partition(part)
+	if err != nil {
+		return nil, err
+	}
+	snap, skipped, err := ps.cl.Load(ctx)
+	for _, sk := range skipped {
+		s.met.skipped.Inc()
+		s.log.Warn("changelog: snapshot of partition skipped; falling back to an older one", "partition", part, "path", sk.Path, "err", sk.Err)
+	}
+	if errors.Is(err, snapshot.ErrNoSnapshot) {
+		ps.seq = 0
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load state of partition %d: %w", part, err)
+	}
+	ps.seq = snap.Seq
+	return snap, nil
+}
+
+// SavePartition makes partition part's state at offset durable in its
+// scope of the changelog.
+func (s *StateStore) SavePartition(ctx context.Context, topic string, part int, offset int64, models []snapshot.Model) error {
+	ps, err := s.partition(part)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	snap := &snapshot.Snapshot{
+		Seq:         ps.seq + 1,
+		CreatedAt:   start.UTC(),
+		Fingerprint: s.fingerprint,
+		Offsets:     []snapshot.Offset{{Topic: topic, Partition: int32(part), Offset: offset}},
+		Models:      models,
+	}
+	if err := ps.cl.Save(ctx, snap); err != nil {
+		s.met.saveErrors.Inc()
+		return fmt.Errorf("save state of partition %d to changelog: %w", part, err)
+	}
+	ps.seq = snap.Seq
+	var size int
+	for _, m := range models {
+		size += len(m.Data)
+	}
+	s.met.saves.Inc()
+	s.met.saveSeconds.Observe(time.Since(start).Seconds())
+	s.met.lastSave.Set(float64(start.Unix()))
+	s.met.savedBytes.Add(float64(size))
+	return nil
+}
+
+// Tail follows the changelog (other instances' partitions); nil without one.
+func (s *StateStore) Tail() *snapshot.Tail {
+	if s == nil || s.changelog == nil {
+		return nil
+	}
+	return s.changelog.Tail()
 }

@@ -92,7 +92,25 @@ type Snapshot struct {
 	EveryEvents    int           `yaml:"every_events"`    // also snapshot after this many events (0 = off)
 	Keep           int           `yaml:"keep"`            // snapshot files kept
 	ChangelogTopic string        `yaml:"changelog_topic"` // compacted topic holding the same state; "" = off
+
+	// Scope "partition" keeps model state per input partition in the
+	// changelog, so that several instances of the consumer group share the
+	// input (scale-out): a partition's state moves with the partition, and
+	// mergeable models score with the merge of every partition's statistics,
+	// the other instances' read from the changelog every RemoteRefresh.
+	// "instance" (the default) keeps one state per instance.
+	Scope         string        `yaml:"scope"`
+	RemoteRefresh time.Duration `yaml:"remote_refresh"`
 }
+
+// Snapshot scopes.
+const (
+	SnapshotScopeInstance  = "instance"
+	SnapshotScopePartition = "partition"
+)
+
+// Partitioned reports whether state is kept per input partition.
+func (s Snapshot) Partitioned() bool { return s.Scope == SnapshotScopePartition }
 
 // Enabled reports whether state is made durable at all.
 func (s Snapshot) Enabled() bool { return s.Dir != "" || s.ChangelogTopic != "" }
@@ -269,7 +287,7 @@ func Default() Config {
 		HTTP:     HTTP{Listen: "127.0.0.1:9464"},
 		Log:      Log{Level: LevelInfo, Format: FormatText},
 		Metrics:  Metrics{AccuracyWindow: 1000},
-		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3},
+		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 	}
 }
 

@@ -35,7 +35,7 @@ func TestGoodRoundTrip(t *testing.T) {
 		HTTP:     HTTP{Listen: "127.0.0.1:9100"},
 		Log:      Log{Level: "debug", Format: "json"},
 		Metrics:  Metrics{AccuracyWindow: 5000},
-		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3},
+		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Models: []Model{
 			{
 				Name:     "mam_rbf",
@@ -232,7 +232,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 24 {
+	if len(vars) != len(leaves) || len(vars) != 26 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

@@ -45,6 +45,8 @@ var leaves = []leaf{
 	{"snapshot.every_events", func(c *Config) any { return &c.Snapshot.EveryEvents }},
 	{"snapshot.keep", func(c *Config) any { return &c.Snapshot.Keep }},
 	{"snapshot.changelog_topic", func(c *Config) any { return &c.Snapshot.ChangelogTopic }},
+	{"snapshot.scope", func(c *Config) any { return &c.Snapshot.Scope }},
+	{"snapshot.remote_refresh", func(c *Config) any { return &c.Snapshot.RemoteRefresh }},
 }
 
 // sections are the mappings outside models that hold leaves.

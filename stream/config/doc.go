@@ -60,6 +60,11 @@
 //	snapshot.changelog_topic        ""                compacted Kafka topic holding the same state, so that a
 //	                                                  stateless instance restores from Kafka alone ("" = off)
 //	                                                  With neither dir nor changelog_topic, state is not durable.
+//	snapshot.scope                  instance          instance: one state per instance | partition: state per
+//	                                                  input partition in the changelog, for several instances
+//	                                                  in one group (scale-out; needs changelog_topic)
+//	snapshot.remote_refresh         1s                scope partition: how often the other instances'
+//	                                                  partition statistics are read from the changelog; > 0
 //	models                          (none)            list of models; at least one is required
 //
 // Keys of each entry models[i]:
@@ -145,6 +150,8 @@
 //	STREAMER_SNAPSHOT_EVERY_EVENTS
 //	STREAMER_SNAPSHOT_KEEP
 //	STREAMER_SNAPSHOT_CHANGELOG_TOPIC
+//	STREAMER_SNAPSHOT_SCOPE
+//	STREAMER_SNAPSHOT_REMOTE_REFRESH
 //
 // A variable whose value does not parse or validate is an error naming the
 // variable. A STREAMER_* variable that matches no key is an error too (typo

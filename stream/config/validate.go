@@ -131,6 +131,18 @@ func validate(c *Config, src map[string]source) []error {
 		v.errorf("snapshot.every_events", "must be >= 0 (0 = off), got %d", c.Snapshot.EveryEvents)
 	}
 	v.positive("snapshot.keep", int64(c.Snapshot.Keep))
+	switch c.Snapshot.Scope {
+	case SnapshotScopeInstance:
+	case SnapshotScopePartition:
+		if c.Snapshot.ChangelogTopic == "" {
+			v.errorf("snapshot.scope", "%q needs snapshot.changelog_topic: the partitions' state moves between instances through it", c.Snapshot.Scope)
+		}
+	default:
+		v.errorf("snapshot.scope", "unknown %q (one of %s, %s)", c.Snapshot.Scope, SnapshotScopeInstance, SnapshotScopePartition)
+	}
+	if c.Snapshot.RemoteRefresh <= 0 {
+		v.errorf("snapshot.remote_refresh", "must be > 0, got %v", c.Snapshot.RemoteRefresh)
+	}
 	if t := c.Snapshot.ChangelogTopic; t != "" {
 		for _, o := range []struct{ path, name string }{
 			{"kafka.input_topic", k.InputTopic}, {"kafka.output_topic", k.OutputTopic}, {"kafka.dlq_topic", k.DLQTopic}} {
