@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,9 @@ type StateStore struct {
 
 	partsMu sync.Mutex
 	parts   map[int]*partStore // partitioned state: per input partition
+
+	written atomic.Int64 // model bytes made durable, in all snapshots
+	saved   atomic.Int64 // snapshots made durable
 }
 
 type stateMetrics struct {
@@ -192,6 +196,8 @@ func (s *StateStore) Save(ctx context.Context, topic string, offsets map[int]int
 	s.met.lastSave.Set(float64(start.Unix()))
 	s.met.bytes.Set(float64(size))
 	s.met.savedBytes.Add(float64(size))
+	s.written.Add(int64(size))
+	s.saved.Add(1)
 	return nil
 }
 
@@ -291,6 +297,8 @@ func (s *StateStore) SavePartition(ctx context.Context, topic string, part int, 
 	s.met.saveSeconds.Observe(time.Since(start).Seconds())
 	s.met.lastSave.Set(float64(start.Unix()))
 	s.met.savedBytes.Add(float64(size))
+	s.written.Add(int64(size))
+	s.saved.Add(1)
 	return nil
 }
 

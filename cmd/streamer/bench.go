@@ -18,13 +18,19 @@ import (
 func newBenchCmd() *cobra.Command {
 	var cfg stream.BenchConfig
 	var kernel string
+	var instances []int
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure end-to-end throughput on the embedded broker against a pass-through baseline",
 		Long: `Bench preloads --events labelled events into an embedded Kafka-protocol broker,
 then pushes them through two pipelines with the same client settings:
 pass-through (consume → publish the same bytes) and score (consume → decode →
-score → learn → publish), and prints events/s for each and their ratio.`,
+score → learn → publish), and prints events/s for each and their ratio.
+
+With --instances 1,2,3 it instead runs the score pipeline with partitioned
+state (snapshot.scope: partition) as that many instances of one consumer
+group, and prints events/s for each count and the changelog's bytes per
+event.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
@@ -33,6 +39,9 @@ score → learn → publish), and prints events/s for each and their ratio.`,
 				cfg.Kernel = online.KernelSpec{Type: kernel, Gamma: 1 / float64(cfg.Dim), Features: 256, Seed: 1}
 			}
 			cfg.Progress = func(s string) { fmt.Fprintln(os.Stderr, s) }
+			if len(instances) > 0 {
+				return benchScale(ctx, cfg, kernel, instances)
+			}
 			res, err := stream.Bench(ctx, cfg)
 			if err != nil {
 				return err
@@ -73,5 +82,26 @@ score → learn → publish), and prints events/s for each and their ratio.`,
 	cmd.Flags().IntVar(&cfg.Dim, "dim", 32, "features per event")
 	cmd.Flags().IntVar(&cfg.Partitions, "partitions", 3, "input topic partitions")
 	cmd.Flags().StringVar(&kernel, "kernel", "linear", "MAM kernel: linear | rbf (D=256, gamma=1/dim)")
+	cmd.Flags().IntSliceVar(&instances, "instances", nil, "scale-out: instance counts to measure, e.g. 1,2,3 (partitioned state; --partitions 6 suits up to 6)")
 	return cmd
+}
+
+func benchScale(ctx context.Context, cfg stream.BenchConfig, kernel string, instances []int) error {
+	for _, k := range instances {
+		if k < 1 || k > cfg.Partitions {
+			return fmt.Errorf("--instances: %d is outside 1..%d (--partitions)", k, cfg.Partitions)
+		}
+	}
+	res, err := stream.BenchScaleOut(ctx, cfg, instances)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nscale-out, %d events, d=%d, %s MAM, %d partitions, snapshots every %s, GOMAXPROCS=%d\n\n",
+		cfg.Events, cfg.Dim, kernel, cfg.Partitions, cfg.SnapshotEvery, runtime.GOMAXPROCS(0))
+	fmt.Printf("| round | instances | events/s | events/s once stable | seconds | score records | changelog bytes/event | snapshots |\n|---|---|---|---|---|---|---|---|\n")
+	for i, r := range res {
+		fmt.Printf("| %d | %d | %.0f | %.0f | %.2f | %d | %.1f | %d |\n", i/len(instances)+1, r.Instances, r.Rate(), r.StableRate(),
+			r.Elapsed.Seconds(), r.Scored, float64(r.ChangelogBytes)/float64(r.Events), r.Snapshots)
+	}
+	return nil
 }

@@ -1,0 +1,219 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/config"
+)
+
+// ScaleResult is the throughput of one consumer group of Instances
+// instances with partitioned state (snapshot.scope: partition).
+type ScaleResult struct {
+	Instances int
+	Events    int
+	// Elapsed runs from the first consumed event until every partition is
+	// processed and every score acknowledged; Stable from the moment the
+	// last instance joined the group (the rate after the start-up
+	// rebalances).
+	Elapsed, Stable time.Duration
+	StableEvents    int   // events processed after the group was stable
+	Scored          int64 // score records acknowledged (≥ Events: replays after rebalances)
+	ChangelogBytes  int64 // model state written to the changelog
+	Snapshots       int64
+}
+
+// Rate is events per second over Elapsed.
+func (r ScaleResult) Rate() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+
+// StableRate is events per second once the group was stable.
+func (r ScaleResult) StableRate() float64 { return float64(r.StableEvents) / r.Stable.Seconds() }
+
+// BenchScaleOut measures end-to-end throughput with 1, 2, … instances of
+// the scoring pipeline in one consumer group over one preloaded input
+// topic, each instance with its own engine, producer and state store
+// (partitioned state in a changelog topic, snapshots every
+// cfg.SnapshotEvery, the other partitions merged every second): what
+// running more processes gives on this machine, and the changelog's traffic
+// per event. The instances run in this process; they share its cores with
+// the embedded broker, as separate processes on one machine would.
+func BenchScaleOut(ctx context.Context, cfg BenchConfig, instances []int) ([]ScaleResult, error) {
+	say := cfg.Progress
+	if say == nil {
+		say = func(string) {}
+	}
+	b, err := StartBroker(0, TopicSpec{"bench.in", cfg.Partitions}, TopicSpec{"bench.scores", cfg.Partitions}, TopicSpec{"bench.dlq", 1})
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	say(fmt.Sprintf("preloading %d events (d=%d) into bench.in (%d partitions) …", cfg.Events, cfg.Dim, cfg.Partitions))
+	if err := preload(ctx, b.Addrs(), "bench.in", cfg.Events, cfg.Dim); err != nil {
+		return nil, err
+	}
+	every := cfg.SnapshotEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	var out []ScaleResult
+	for round := 1; round <= max(1, cfg.Rounds); round++ {
+		for _, k := range instances {
+			say(fmt.Sprintf("round %d: %d instance(s) …", round, k))
+			r, err := benchScaleOne(ctx, b.Addrs(), cfg, k, every, fmt.Sprintf("%d-%d", k, round))
+			if err != nil {
+				return out, err
+			}
+			say(fmt.Sprintf("round %d: %d instance(s): %d events in %s (%.0f events/s; %.0f events/s once the group was stable), %d score records, changelog %.1f bytes/event",
+				round, k, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate(), r.StableRate(), r.Scored, float64(r.ChangelogBytes)/float64(r.Events)))
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func benchScaleOne(ctx context.Context, brokers []string, cfg BenchConfig, k int, every time.Duration, tag string) (ScaleResult, error) {
+	res := ScaleResult{Instances: k, Events: cfg.Events}
+	ends, err := partitionEnds(ctx, brokers, "bench.in", cfg.Partitions)
+	if err != nil {
+		return res, err
+	}
+	next := make([]atomic.Int64, cfg.Partitions) // per partition: highest offset processed + 1
+	var processed, acked atomic.Int64
+	var first atomic.Int64
+	spec := online.Spec{Type: "mam", Dim: cfg.Dim, Kernel: cfg.Kernel, Balance: true, Delta: 0.05}
+	newModel := func() (online.Model, error) { return online.New(spec) }
+	type instance struct {
+		pl    *Pipeline
+		pub   *Publisher
+		store *StateStore
+	}
+	var insts []instance
+	defer func() {
+		for _, in := range insts {
+			_ = in.store.Close()
+		}
+	}()
+	for range k {
+		model, err := newModel()
+		if err != nil {
+			return res, err
+		}
+		engine, err := NewEngine(EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim, Partitioned: true},
+			[]NamedModel{{Name: "mam", Model: model, New: newModel}}, nil)
+		if err != nil {
+			return res, err
+		}
+		store, err := OpenStateStore(ctx, config.Snapshot{ChangelogTopic: "bench.state-" + tag, Every: every, Keep: 1}, brokers, "streamer-bench", "bench", nil, nil)
+		if err != nil {
+			return res, err
+		}
+		pub := NewPublisher(PublisherConfig{
+			Brokers: brokers, ClientID: "streamer-bench", BatchSize: 1000, BatchTimeout: 5 * time.Millisecond,
+			BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
+		}, nil, func(n int) { acked.Add(int64(n)) }, nil)
+		timed := &timedEngine{Engine: engine, first: &first, next: next, processed: &processed}
+		pl := NewPipeline(PipelineConfig{
+			Brokers: brokers, Group: "bench-scale-" + tag, Topic: "bench.in", ClientID: "streamer-bench",
+			StartOffset: kafka.FirstOffset, SnapshotEvery: every, SessionTimeout: 6 * time.Second,
+		}, timed, pub, nil, nil)
+		pl.UsePartitionedState(store, timed, time.Second)
+		insts = append(insts, instance{pl, pub, store})
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, in := range insts {
+		wg.Go(func() { _ = in.pl.Run(rctx) })
+	}
+	var stableAt time.Time
+	var stableFrom int64
+	deadline := time.After(10 * time.Minute)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		case <-deadline:
+			err = fmt.Errorf("stream: bench scale-out: timed out with %d of %d events processed", processed.Load(), cfg.Events)
+			break wait
+		case <-tick.C:
+		}
+		if stableAt.IsZero() {
+			ready := true
+			for _, in := range insts {
+				ready = ready && in.pl.Ready()
+			}
+			if ready {
+				stableAt, stableFrom = time.Now(), processed.Load()
+			}
+		}
+		done := acked.Load() >= int64(cfg.Events)
+		for p := range next {
+			done = done && next[p].Load() >= ends[p]
+		}
+		if done && processed.Load() <= acked.Load() {
+			break
+		}
+	}
+	end := time.Now()
+	cancel()
+	wg.Wait()
+	for _, in := range insts {
+		_ = in.pub.Close(context.Background())
+		res.ChangelogBytes += in.store.written.Load()
+		res.Snapshots += in.store.saved.Load()
+	}
+	res.Elapsed = end.Sub(time.Unix(0, first.Load()))
+	res.Stable = end.Sub(stableAt)
+	res.StableEvents = cfg.Events - int(min(stableFrom, int64(cfg.Events)))
+	res.Scored = acked.Load()
+	return res, err
+}
+
+// timedEngine records the first event's time and each partition's progress.
+type timedEngine struct {
+	*Engine
+	first     *atomic.Int64
+	next      []atomic.Int64
+	processed *atomic.Int64
+}
+
+func (t *timedEngine) Process(msg *kafka.Message, out Sink) {
+	if t.first.Load() == 0 {
+		t.first.CompareAndSwap(0, time.Now().UnixNano())
+	}
+	t.Engine.Process(msg, out)
+	t.processed.Add(1)
+	if n := &t.next[msg.Partition]; n.Load() < msg.Offset+1 {
+		n.Store(msg.Offset + 1)
+	}
+}
+
+// partitionEnds returns the end offset of each partition of topic.
+func partitionEnds(ctx context.Context, brokers []string, topic string, partitions int) ([]int64, error) {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	req := map[string][]kafka.OffsetRequest{}
+	for p := range partitions {
+		req[topic] = append(req[topic], kafka.LastOffsetOf(p))
+	}
+	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: req})
+	if err != nil {
+		return nil, fmt.Errorf("stream: list offsets of %s: %w", topic, err)
+	}
+	ends := make([]int64, partitions)
+	for _, po := range resp.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("stream: list offsets of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		ends[po.Partition] = po.LastOffset
+	}
+	return ends, nil
+}

@@ -1,0 +1,229 @@
+package stream
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/snapshot"
+)
+
+// partitionedEngine builds an engine with partitioned state over three
+// models: a mergeable MAM, a windowed MAM (per partition) and a key-scoped
+// MAM.
+func partitionedEngine(t testing.TB) *Engine {
+	t.Helper()
+	specs := map[string]online.Spec{
+		"global":   {Type: "mam", Dim: 2, Kernel: online.KernelSpec{Type: "rbf", Gamma: 1, Features: 64, Seed: 5}, Balance: true, Delta: 0.05},
+		"windowed": {Type: "mam", Dim: 2, Kernel: online.KernelSpec{Type: "linear"}, Delta: 0.05, Window: 50},
+		"per_key":  {Type: "mam", Dim: 2, Kernel: online.KernelSpec{Type: "linear"}, Delta: 0.05},
+	}
+	var models []NamedModel
+	for _, name := range []string{"global", "windowed", "per_key"} {
+		spec := specs[name]
+		build := func() (online.Model, error) { return online.New(spec) }
+		m, err := build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nm := NamedModel{Name: name, Model: m, Fingerprint: name + "-fp", New: build}
+		if name == "per_key" {
+			nm.Factory, nm.MaxKeys = build, 100
+		}
+		models = append(models, nm)
+	}
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, Partitioned: true}, models, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type partEvent struct {
+	part int
+	msg  kafka.Message
+}
+
+func partEvents(n, parts int) []partEvent {
+	rng := rand.New(rand.NewPCG(3, 4))
+	out := make([]partEvent, n)
+	offsets := make([]int64, parts)
+	for i := range out {
+		x0, x1 := rng.NormFloat64(), rng.NormFloat64()
+		y := "1"
+		if x0*x1 < 0 {
+			y = "-1"
+		}
+		user := rng.IntN(12)
+		p := user % parts // a key's events are in one partition
+		out[i] = partEvent{p, kafka.Message{Topic: "events", Partition: p, Offset: offsets[p], Key: []byte("u" + strconv.Itoa(user)),
+			Value: []byte(`{"features":[` + strconv.FormatFloat(x0, 'g', -1, 64) + `,` + strconv.FormatFloat(x1, 'g', -1, 64) + `],"label":` + y + `}`)}}
+		offsets[p]++
+	}
+	return out
+}
+
+func model(t *testing.T, e *Engine, name string) *engineModel {
+	t.Helper()
+	for _, m := range e.models {
+		if m.name == name {
+			return m
+		}
+	}
+	t.Fatalf("no model %s", name)
+	return nil
+}
+
+// Two engines share four partitions, one partition moves between them
+// mid-stream, and each merges the other's statistics: both end with the
+// same global model as one engine that held every partition, and each
+// partition's per-partition and per-key state is that of the single engine.
+func TestPartitionedStateMovesAndMerges(t *testing.T) {
+	const parts = 4
+	events := partEvents(4000, parts)
+	a, b, single := partitionedEngine(t), partitionedEngine(t), partitionedEngine(t)
+	sink := &memSink{}
+	for p := range parts {
+		owner := a
+		if p >= 2 {
+			owner = b
+		}
+		if _, _, err := owner.RestorePartition(p, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := single.RestorePartition(p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder := map[int]*Engine{0: a, 1: a, 2: b, 3: b}
+	for i, ev := range events {
+		if i == len(events)/2 {
+			// Partition 1 moves from a to b at a checkpoint.
+			saved, err := a.CapturePartition(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.DropPartition(1)
+			if _, err := a.CapturePartition(1); err == nil {
+				t.Fatal("captured a dropped partition")
+			}
+			fresh, dropped, err := b.RestorePartition(1, saved)
+			if err != nil || len(fresh) != 0 || len(dropped) != 0 {
+				t.Fatalf("restore: fresh %v dropped %v err %v", fresh, dropped, err)
+			}
+			holder[1] = b
+		}
+		msg := ev.msg
+		holder[ev.part].Process(&msg, sink)
+		msg = ev.msg
+		single.Process(&msg, sink)
+	}
+	// Each engine merges the partitions it does not hold.
+	exchange := func(from, to *Engine, ps ...int) {
+		for _, p := range ps {
+			saved, err := from.CapturePartition(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := to.SetRemote(p, saved, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	exchange(a, b, 0)
+	exchange(b, a, 1, 2, 3)
+	if n, _ := a.RemoteState(); n != 3 {
+		t.Fatalf("a merges %d remote partitions, want 3", n)
+	}
+	want := model(t, single, "global").global
+	for name, e := range map[string]*Engine{"a": a, "b": b} {
+		got := model(t, e, "global").global
+		if got.Examples() != int64(len(events)) {
+			t.Fatalf("%s: global model has %d examples, want %d", name, got.Examples(), len(events))
+		}
+		if err := online.StateClose(got, want, 1e-12); err != nil {
+			t.Fatalf("%s: global model differs from the single engine's: %v", name, err)
+		}
+	}
+	// Per-partition and per-key state: byte-identical to the single
+	// engine's (same events in the same order, restored exactly).
+	for p, e := range holder {
+		got, err := e.CapturePartition(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, _ := single.CapturePartition(p)
+		for i := range got {
+			if !bytes.Equal(got[i].Data, ref[i].Data) {
+				t.Errorf("partition %d, model %s: state differs from the single engine's", p, got[i].Name)
+			}
+		}
+	}
+	// A partition restored with a state of another configuration starts
+	// fresh; an undecodable state is an error and changes nothing.
+	saved, _ := single.CapturePartition(0)
+	saved[1].Fingerprint = "other"
+	c := partitionedEngine(t)
+	if fresh, _, err := c.RestorePartition(0, saved); err != nil || len(fresh) != 1 || fresh[0] != "windowed" {
+		t.Fatalf("fresh %v, err %v; want windowed fresh", fresh, err)
+	}
+	bad := []snapshot.Model{{Name: "global", Type: "mam", Fingerprint: "global-fp", Data: []byte("garbage")}}
+	if _, _, err := c.RestorePartition(2, bad); err == nil {
+		t.Fatal("restored garbage")
+	}
+	if _, err := c.CapturePartition(2); err == nil {
+		t.Fatal("a failed restore left partition state behind")
+	}
+}
+
+// Scoring in partitioned mode allocates nothing per event.
+func TestPartitionedProcessAllocs(t *testing.T) {
+	e := partitionedEngine(t)
+	events := partEvents(200, 2)
+	for p := range 2 {
+		if _, _, err := e.RestorePartition(p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink := &memSink{}
+	for _, ev := range events { // warm up: keys created, buffers recycled
+		msg := ev.msg
+		e.Process(&msg, sink)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		msg := events[i%len(events)].msg
+		e.Process(&msg, sink)
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per event", allocs)
+	}
+}
+
+// BenchmarkPartitionedProcess is Process with partitioned state and a
+// mergeable MAM (rbf D = 64): every labelled event is learned twice, into
+// its partition's statistics and the global merge (target: zero
+// allocations, within 2× of the unpartitioned engine).
+func BenchmarkPartitionedProcess(b *testing.B) {
+	e := partitionedEngine(b)
+	events := partEvents(1000, 4)
+	for p := range 4 {
+		if _, _, err := e.RestorePartition(p, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sink := &memSink{}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		msg := events[i%len(events)].msg
+		e.Process(&msg, sink)
+		i++
+	}
+}
