@@ -5,6 +5,7 @@ import (
 	bin "encoding/binary"
 	"encoding/json"
 	"errors"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -157,6 +158,17 @@ func TestScaleOut(t *testing.T) {
 	}
 	if err := online.StateClose(got, want, 1e-9); err != nil {
 		t.Fatalf("merged state differs from the single-instance run: %v", err)
+	}
+
+	// The CLI shows every partition's state and the merge.
+	out, err := exec.Command(binary, "snapshot", "changelog", "--brokers", strings.Join(b.Addrs(), ","), "state.scaled").CombinedOutput()
+	if err != nil {
+		t.Fatalf("streamer snapshot changelog: %v\n%s", err, out)
+	}
+	for _, want := range []string{"partition 0: seq", "partition 5: seq", "merged mam_rbf          over 6 partitions: n=300000"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("streamer snapshot changelog output lacks %q:\n%s", want, out)
+		}
 	}
 
 	// Per-key models end in their key's partition with the key's count.

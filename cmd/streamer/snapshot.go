@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -35,8 +37,94 @@ func newSnapshotCmd() *cobra.Command {
 			return inspectSnapshots(cmd.OutOrStdout(), args[0], false)
 		},
 	})
+	var brokers []string
+	changelog := &cobra.Command{
+		Use:   "changelog TOPIC",
+		Short: "Print the newest state of every scope in a changelog topic (per partition with snapshot.scope: partition) and the merged mergeable models",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return inspectChangelog(cmd.Context(), cmd.OutOrStdout(), brokers, args[0])
+		},
+	}
+	changelog.Flags().StringSliceVar(&brokers, "brokers", []string{"127.0.0.1:9092"}, "Kafka bootstrap brokers")
+	cmd.AddCommand(changelog)
 	return cmd
 }
+
+// inspectChangelog prints every scope's newest snapshot in a changelog
+// topic and, for mam models whose statistics merge, the merge over all
+// partitions: what every instance of a scaled-out group scores with.
+func inspectChangelog(ctx context.Context, w io.Writer, brokers []string, topic string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cl := snapshot.NewChangelogStore(brokers, topic, "streamer-inspect")
+	defer cl.Close()
+	tail := cl.Tail()
+	if _, err := tail.Poll(ctx); err != nil {
+		return err
+	}
+	scopes := append([]string{""}, tail.Scopes()...)
+	merged := map[string][]*online.MAM{}
+	var order []string
+	found := 0
+	for _, scope := range scopes {
+		snap, err := tail.Latest(scope)
+		if errors.Is(err, snapshot.ErrNoSnapshot) && scope == "" {
+			continue
+		}
+		name := "instance state"
+		if scope != "" {
+			name = "partition " + scope
+		}
+		if err != nil {
+			fmt.Fprintf(w, "%s: BAD: %v\n", name, err)
+			continue
+		}
+		found++
+		fmt.Fprintf(w, "%s: seq %d, created %s (%s ago), offsets", name, snap.Seq,
+			snap.CreatedAt.Format(time.RFC3339), time.Since(snap.CreatedAt).Round(time.Second))
+		for _, o := range snap.Offsets {
+			fmt.Fprintf(w, " %s/%d@%d", o.Topic, o.Partition, o.Offset)
+		}
+		fmt.Fprintln(w)
+		for _, m := range snap.Models {
+			mod, err := online.Restore(m.Data)
+			switch {
+			case err != nil:
+				fmt.Fprintf(w, "    %-16s %-8s %10d bytes\n", m.Name, m.Type, len(m.Data))
+			default:
+				fmt.Fprintf(w, "    %-16s %-8s %10d bytes  n=%d\n", m.Name, m.Type, len(m.Data), mod.Examples())
+				if mam, ok := mod.(*online.MAM); ok && mam.Mergeable() && scope != "" {
+					if _, seen := merged[m.Name]; !seen {
+						order = append(order, m.Name)
+					}
+					merged[m.Name] = append(merged[m.Name], mam)
+				}
+			}
+		}
+	}
+	if found == 0 {
+		return fmt.Errorf("%s: no snapshot in the changelog", topic)
+	}
+	for _, name := range order {
+		parts := merged[name]
+		g, err := online.NewMAM(parts[0].Spec())
+		if err != nil {
+			return err
+		}
+		if err := g.MergeAll(parts...); err != nil {
+			fmt.Fprintf(w, "merged %s: %v\n", name, err)
+			continue
+		}
+		pos, neg := g.ClassCounts()
+		fmt.Fprintf(w, "merged %-16s over %d partitions: n=%d (+1: %d, -1: %d)\n", name, len(parts), g.Examples(), pos, neg)
+	}
+	return nil
+}
+
 
 func snapshotFiles(path string) ([]string, error) {
 	st, err := os.Stat(path)
