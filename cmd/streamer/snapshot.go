@@ -125,7 +125,6 @@ func inspectChangelog(ctx context.Context, w io.Writer, brokers []string, topic 
 	return nil
 }
 
-
 func snapshotFiles(path string) ([]string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
