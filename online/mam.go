@@ -62,6 +62,7 @@ type MAM struct {
 	spec   Spec
 	fm     *FeatureMap
 	phi    []float64 // scratch: φ(x) of the current event
+	phiSq  float64   // ‖φ(x)‖² of the current event
 	lnTerm float64   // ln(2/δ)
 
 	n, nPos, nNeg int64
@@ -244,6 +245,7 @@ func (m *MAM) Observe(x []float64, y float64, labelled bool) Prediction {
 	if !ok {
 		return p
 	}
+	m.phiSq = sq
 	f := (dot(m.w, m.phi) + m.b) * m.k
 	if f == 0 {
 		f = 0 // no −0 on the wire

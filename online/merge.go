@@ -68,6 +68,20 @@ func (m *MAM) MergeAll(parts ...*MAM) error {
 	return nil
 }
 
+// ObserveTee is Observe that, when it learns (x, y), also learns it into
+// t, reusing φ(x): what a model merged from partitions does to keep the
+// partition's own statistics too. Both must be mergeable with the same
+// spec (not checked per event); t's derived state is updated as by
+// Observe. It does not allocate.
+func (m *MAM) ObserveTee(x []float64, y float64, labelled bool, t *MAM) Prediction {
+	p := m.Observe(x, y, labelled)
+	if labelled && p.HasBound { // mapped (finite input) and learned
+		copy(t.phi, m.phi)
+		t.learn(y, m.phiSq)
+	}
+	return p
+}
+
 func (m *MAM) mergeSums(o *MAM) {
 	m.n += o.n
 	m.nPos += o.nPos

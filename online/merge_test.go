@@ -102,3 +102,31 @@ func BenchmarkMAMMergeAll(b *testing.B) {
 		}
 	}
 }
+
+// ObserveTee leaves the tee'd model exactly as Observe would.
+func TestMAMObserveTee(t *testing.T) {
+	x, y := readCSV(t, "testdata/ripley_train.csv")
+	for _, balance := range []bool{false, true} {
+		spec := Spec{Type: ModelMAM, Dim: 2, Balance: balance, Delta: 0.05,
+			Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 64, Seed: 9}}
+		g, _ := NewMAM(spec)
+		tee, _ := NewMAM(spec)
+		direct, _ := NewMAM(spec)
+		for i := range x {
+			labelled := i%3 != 0
+			if i == 17 {
+				x[i] = []float64{math.NaN(), 1} // neither scored nor learned
+			}
+			g.ObserveTee(x[i], y[i], labelled, tee)
+			direct.Observe(x[i], y[i], labelled)
+		}
+		a, _ := tee.MarshalBinary()
+		b, _ := direct.MarshalBinary()
+		if string(a) != string(b) {
+			t.Fatalf("balance=%v: tee'd state differs from Observe's", balance)
+		}
+		if n := g.Examples(); n != direct.Examples() {
+			t.Fatalf("balance=%v: %d examples, want %d", balance, n, direct.Examples())
+		}
+	}
+}

@@ -53,11 +53,7 @@ type mergedView struct {
 // Observe scores x with the global model, then learns (x, y) into it and
 // into the partition's statistics.
 func (v *mergedView) Observe(x []float64, y float64, labelled bool) online.Prediction {
-	p := v.g.Observe(x, y, labelled)
-	if labelled {
-		v.MAM.Observe(x, y, true)
-	}
-	return p
+	return v.g.ObserveTee(x, y, labelled, v.MAM)
 }
 
 func (em *engineModel) initPartitioned(nm NamedModel) {
