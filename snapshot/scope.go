@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -100,4 +101,27 @@ func (t *Tail) Latest(scope string) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: no manifest of scope %q in topic %s is restorable: %w", ErrNoSnapshot, scope, t.c.topic, skipped[0].Err)
 	}
 	return nil, fmt.Errorf("%w: scope %q in topic %s", ErrNoSnapshot, scope, t.c.topic)
+}
+
+// NewestSeq returns the highest seq among the manifests of scope read so
+// far (0 if none), whether or not that snapshot is complete: a writer that
+// finds a seq above its own knows that another writer took the scope over.
+func (t *Tail) NewestSeq(scope string) uint64 {
+	prefix := ""
+	if scope != "" {
+		prefix = scope + scopeSep
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var newest uint64
+	for g := range 2 {
+		r, ok := t.recs[prefix+manifestKey+strconv.Itoa(g)]
+		if !ok {
+			continue
+		}
+		if m, err := decodeManifest(r.value); err == nil && m.seq > newest {
+			newest = m.seq
+		}
+	}
+	return newest
 }

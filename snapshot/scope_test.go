@@ -86,6 +86,12 @@ func TestScopedStoresShareATopic(t *testing.T) {
 	if got := tail.Scopes(); !slices.Equal(got, []string{"0", "1"}) {
 		t.Fatalf("scopes %v", got)
 	}
+	if got := tail.NewestSeq("1"); got != 4 {
+		t.Fatalf("NewestSeq(1) = %d, want 4", got)
+	}
+	if got := tail.NewestSeq("7"); got != 0 {
+		t.Fatalf("NewestSeq of an unknown scope = %d", got)
+	}
 	s0, err := tail.Latest("0")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/config"
 )
 
 // partitionedEngine builds an engine with partitioned state over three
@@ -225,5 +226,72 @@ func BenchmarkPartitionedProcess(b *testing.B) {
 		msg := events[i%len(events)].msg
 		e.Process(&msg, sink)
 		i++
+	}
+}
+
+// A heavy model is kept per partition: each partition's SVM is refitted
+// from that partition's window by the engine that holds it, and its
+// refitted version moves with the partition.
+func TestPartitionedHeavyModelMoves(t *testing.T) {
+	mc := config.Model{Name: "svm", Type: config.ModelSVM, Kernel: config.Kernel{Type: config.KernelRBF, Gamma: 0.5},
+		Features: config.Features{Dim: 2}, C: 1, Delta: 0.05,
+		Window: config.Window{Events: 200}, Refit: config.Refit{EveryEvents: 100}}
+	build := func() (online.Model, error) { return newSVM(mc) }
+	newEngine := func() *Engine {
+		m, err := build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, Partitioned: true},
+			[]NamedModel{{Name: "svm", Model: m, Fingerprint: "svm-fp", New: build}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Start()
+		t.Cleanup(e.Close)
+		return e
+	}
+	a, b := newEngine(), newEngine()
+	for p := range 2 {
+		if _, _, err := a.RestorePartition(p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink := &memSink{}
+	for _, ev := range partEvents(1200, 2) {
+		msg := ev.msg
+		a.Process(&msg, sink)
+	}
+	em := model(t, a, "svm")
+	waitVersion := func(m online.Model) int64 {
+		deadline := time.Now().Add(20 * time.Second)
+		for m.Version() < 2 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if m.Version() < 2 {
+			t.Fatal("no refit was swapped in")
+		}
+		return m.Version()
+	}
+	for p := range 2 {
+		waitVersion(em.parts[p].m)
+	}
+	if em.parts[0].m == em.parts[1].m {
+		t.Fatal("partitions share one heavy model")
+	}
+	x := []float64{0.3, -0.7}
+	before := em.parts[0].m.Observe(x, 0, false)
+	saved, err := a.CapturePartition(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.DropPartition(0)
+	if _, _, err := b.RestorePartition(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	moved := model(t, b, "svm").parts[0].m
+	after := moved.Observe(x, 0, false)
+	if after.Score != before.Score || after.Version != before.Version {
+		t.Fatalf("moved model scores %v (version %d), before the move %v (version %d)", after.Score, after.Version, before.Score, before.Version)
 	}
 }
