@@ -87,6 +87,21 @@ func WithChunkSize(n int) ChangelogOption {
 	}
 }
 
+// WithDialer makes the store connect with d (its reader: DialLeader) and t
+// (its writer and the admin client of EnsureTopic), e.g. to use TLS and
+// SASL. A nil argument keeps the default, plaintext one. The store closes
+// t's idle connections on Close.
+func WithDialer(d *kafka.Dialer, t *kafka.Transport) ChangelogOption {
+	return func(c *ChangelogStore) {
+		if d != nil {
+			c.dialer = d
+		}
+		if t != nil {
+			c.transport = t
+		}
+	}
+}
+
 // NewChangelogStore returns a store for topic on the given brokers. It does
 // not connect; call EnsureTopic to create the topic if needed.
 func NewChangelogStore(brokers []string, topic, clientID string, opts ...ChangelogOption) *ChangelogStore {
@@ -301,6 +316,13 @@ func (c *ChangelogStore) load(ctx context.Context) (*Snapshot, []Skipped, error)
 	if _, _, err := c.readFrom(ctx, all, 0); err != nil {
 		return nil, nil, err
 	}
+	return c.adopt(all)
+}
+
+// adopt resolves the store's snapshot among all (the latest record of
+// every key of the topic) and takes its generation state from them. c.mu
+// must be held.
+func (c *ChangelogStore) adopt(all map[string]record) (*Snapshot, []Skipped, error) {
 	recs := scopeRecords(all, c.prefix)
 	var keys [2][]string
 	for k := range recs {

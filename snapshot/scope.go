@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,6 +102,22 @@ func (t *Tail) Latest(scope string) (*Snapshot, error) {
 		return nil, fmt.Errorf("%w: no manifest of scope %q in topic %s is restorable: %w", ErrNoSnapshot, scope, t.c.topic, skipped[0].Err)
 	}
 	return nil, fmt.Errorf("%w: scope %q in topic %s", ErrNoSnapshot, scope, t.c.topic)
+}
+
+// LoadFrom is Load over the records t has read (call t.Poll first to
+// include everything up to now) rather than a fresh read of the topic: a
+// member restoring several partitions after a rebalance reads the changelog
+// once. t must follow c's topic.
+func (c *ChangelogStore) LoadFrom(t *Tail) (*Snapshot, []Skipped, error) {
+	if t.c.topic != c.topic {
+		return nil, nil, fmt.Errorf("snapshot: tail of topic %s cannot load a store of topic %s", t.c.topic, c.topic)
+	}
+	t.mu.Lock()
+	all := maps.Clone(t.recs)
+	t.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.adopt(all)
 }
 
 // NewestSeq returns the highest seq among the manifests of scope read so

@@ -77,6 +77,16 @@ func TestScopedStoresShareATopic(t *testing.T) {
 			t.Fatalf("scope %q: %v", tc.scope, err)
 		}
 		check(snap, 4, tc.part, tc.payload)
+		// The same through a Tail, and the store can save after either.
+		ft := fresh.Tail()
+		if _, err := ft.Poll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		snap, _, err = st.LoadFrom(ft)
+		if err != nil {
+			t.Fatalf("scope %q: LoadFrom: %v", tc.scope, err)
+		}
+		check(snap, 4, tc.part, tc.payload)
 		fresh.Close()
 	}
 	n, err := tail.Poll(ctx)
