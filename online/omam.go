@@ -882,6 +882,99 @@ func (t *omamThresholds) check(n int64) error {
 	return nil
 }
 
+// LevelThresholds is omam's threshold fit (see OMAM, "Levels") for any
+// ranking score, so that other scorers — the refitted kernel rankers of
+// online/refit — publish a level 1..m the way omam does: a ring buffer of
+// the (score before learning, level) pairs of the last 1024 labelled
+// events, and thresholds θ₁ ≤ … ≤ θ_{m−1} refitted on it every 64 recorded
+// pairs so that the predicted level frequencies on the buffer match the
+// observed ones; level = 1 + #{k : score > θ_k}. It is the same code and
+// the same encoding as omam's (which embeds it), plus the count of pairs
+// recorded. Not safe for concurrent use; Level, Record and Label do not
+// allocate.
+type LevelThresholds struct {
+	t omamThresholds
+	n int64 // pairs recorded
+}
+
+// NewLevelThresholds returns empty thresholds for levels 1..m.
+func NewLevelThresholds(m int) (*LevelThresholds, error) {
+	if m < 2 || m > omamMaxLevels {
+		return nil, specErrorf("levels", "must be in 2..%d, got %d", omamMaxLevels, m)
+	}
+	return &LevelThresholds{t: newOMAMThresholds(m)}, nil
+}
+
+// Levels returns m.
+func (l *LevelThresholds) Levels() int { return len(l.t.bufCount) }
+
+// Recorded is the number of pairs recorded.
+func (l *LevelThresholds) Recorded() int64 { return l.n }
+
+// Label maps a wire label to a level: y must be an integer in 1..m.
+func (l *LevelThresholds) Label(v float64) (float64, bool) { return omamLabel(nil, l.Levels(), v) }
+
+// Level returns the level 1..m of score s, 0 (no decision) before the
+// first fit.
+func (l *LevelThresholds) Level(s float64) int { return l.t.predict(s) }
+
+// Record adds the score s a labelled event had before it was learned and
+// its level (1..m; it panics otherwise), and refits the thresholds every
+// 64 recorded pairs. A non-finite score is not recorded.
+func (l *LevelThresholds) Record(s float64, level int) {
+	if level < 1 || level > l.Levels() {
+		panic(fmt.Sprintf("online: LevelThresholds.Record: level %d outside 1..%d", level, l.Levels()))
+	}
+	if !isFinite(s) {
+		return
+	}
+	l.n++
+	l.t.record(s, level-1, l.n)
+}
+
+// RefitThresholds fits the thresholds on the buffer now; it does nothing
+// while the buffer is empty. It does not allocate.
+func (l *LevelThresholds) RefitThresholds() { l.t.RefitThresholds() }
+
+// Thresholds appends θ₁..θ_{m−1} to dst; ok is false (and nothing is
+// appended) before the first fit.
+func (l *LevelThresholds) Thresholds(dst []float64) (_ []float64, ok bool) {
+	return l.t.Thresholds(dst)
+}
+
+// AppendBinary appends the state to dst: m u32 | recorded i64 | omam's
+// threshold section (buffer fill u32, fill × (score f64, level−1 u32)
+// oldest first, fitted u8, θ: (m−1) × f64).
+func (l *LevelThresholds) AppendBinary(dst []byte) ([]byte, error) {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(l.Levels()))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(l.n))
+	return l.t.appendBinary(dst), nil
+}
+
+// Decode restores a state written by AppendBinary from the start of b into
+// l (which must have the same m) and returns the bytes after it. Errors
+// wrap ErrFormat; on error l is unchanged.
+func (l *LevelThresholds) Decode(b []byte) (rest []byte, err error) {
+	r := reader{b: b}
+	m, n := int(r.u32()), int64(r.u64())
+	if r.err == nil && (m != l.Levels() || n < 0) {
+		return nil, fmt.Errorf("%w: thresholds for %d levels after %d pairs, want %d levels", ErrFormat, m, n, l.Levels())
+	}
+	t := newOMAMThresholds(l.Levels())
+	if err := t.decode(&r, n); err != nil {
+		return nil, err
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	t.recount()
+	if err := t.check(n); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrFormat, err)
+	}
+	l.t, l.n = t, n
+	return r.b, nil
+}
+
 // encodingExactOMAM is the model type string in the encoding of an
 // ExactOMAM (its Type is "omam"); Restore dispatches on it.
 const encodingExactOMAM = "omam_exact"

@@ -15,13 +15,22 @@ import (
 //	                 b f64 | α: m × f64 | x: m·d × f64
 //	FeatureModel:    "RKRF" u16 1 | kernels | features u32 | seed u64 | d u32 |
 //	                 lambda f64 | n i64 | b f64 | dim u32 | w: dim × f64
+//	Sums:            "RKSU" u16 1 | kernels | features u32 | seed u64 | d u32 | dim u32 |
+//	                 n i64 | Σy f64 | its compensation f64 | pending adds u32 |
+//	                 pending removes u32 | Φᵀ1, its compensation, Φᵀy, its
+//	                 compensation: 4 × dim × f64 | ΦᵀΦ upper triangle by rows:
+//	                 dim(dim+1)/2 × f64 | pending rows (adds, then removes) × dim × f64
 //	kernels:         count u8 | count × (type u8 | gamma f64 | v f64)
 //
 // A FeatureModel stores the seed, not the frequencies: decoding redraws
-// them (the PCG stream is fixed), so an encoding stays small.
+// them (the PCG stream is fixed), so an encoding stays small. Sums are
+// stored exactly — compensation terms and the mapped rows of events not
+// yet folded into ΦᵀΦ included — so decoded sums continue bit for bit as
+// the encoded ones would have.
 const (
 	magicExact   = "RKEX"
 	magicFeature = "RKRF"
+	magicSums    = "RKSU"
 	encVersion   = 1
 	maxRows      = 1 << 26
 )
@@ -91,6 +100,101 @@ func (m *FeatureModel) AppendBinary(dst []byte) ([]byte, error) {
 // MarshalBinary encodes m.
 func (m *FeatureModel) MarshalBinary() ([]byte, error) {
 	return m.AppendBinary(make([]byte, 0, 128+8*len(m.w)))
+}
+
+// AppendBinary appends the encoding of s to dst.
+func (s *Sums) AppendBinary(dst []byte) ([]byte, error) {
+	le := binary.LittleEndian
+	cfg, D := s.fm.cfg, s.dim
+	dst = append(dst, magicSums...)
+	dst = le.AppendUint16(dst, encVersion)
+	dst = appendKernels(dst, cfg.Kernels)
+	dst = le.AppendUint32(dst, uint32(cfg.Features))
+	dst = le.AppendUint64(dst, cfg.Seed)
+	dst = le.AppendUint32(dst, uint32(s.fm.d))
+	dst = le.AppendUint32(dst, uint32(D))
+	dst = le.AppendUint64(dst, uint64(s.n))
+	dst = appendF64(dst, s.sumY)
+	dst = appendF64(dst, s.cY)
+	dst = le.AppendUint32(dst, uint32(s.nAdd))
+	dst = le.AppendUint32(dst, uint32(s.nRem))
+	for _, v := range [][]float64{s.s1, s.c1, s.sy, s.cy} {
+		for _, x := range v {
+			dst = appendF64(dst, x)
+		}
+	}
+	for i := range D {
+		for _, x := range s.gram[i*D+i : (i+1)*D] {
+			dst = appendF64(dst, x)
+		}
+	}
+	for _, x := range s.add[:s.nAdd*D] {
+		dst = appendF64(dst, x)
+	}
+	for _, x := range s.rem[:s.nRem*D] {
+		dst = appendF64(dst, x)
+	}
+	return dst, nil
+}
+
+// MarshalBinary encodes s.
+func (s *Sums) MarshalBinary() ([]byte, error) {
+	D := s.dim
+	return s.AppendBinary(make([]byte, 0, 128+8*(4*D+D*(D+1)/2+(s.nAdd+s.nRem)*D)))
+}
+
+// UnmarshalBinary restores sums written by MarshalBinary into s, which
+// must have been made for a feature map with the same configuration and
+// input dimension. On error s is unchanged.
+func (s *Sums) UnmarshalBinary(b []byte) error {
+	r := &reader{b: b}
+	r.header(magicSums)
+	ks := r.kernels()
+	features, seed := int(r.u32()), r.u64()
+	d, D := int(r.u32()), int(r.u32())
+	n := int64(r.u64())
+	sumY, cY := r.f64(), r.f64()
+	nAdd, nRem := int(r.u32()), int(r.u32())
+	if r.err != nil {
+		return r.err
+	}
+	cfg := s.fm.cfg
+	same := len(ks) == len(cfg.Kernels) && features == cfg.Features && seed == cfg.Seed && d == s.fm.d && D == s.dim
+	for i := 0; same && i < len(ks); i++ {
+		same = ks[i] == cfg.Kernels[i]
+	}
+	if !same {
+		return fmt.Errorf("%w: sums of another feature map (kernels %v, features %d, seed %d, d %d, dim %d)",
+			ErrFormat, ks, features, seed, d, D)
+	}
+	if n < 0 || nAdd >= batch || nRem >= batch {
+		return fmt.Errorf("%w: %d events, %d/%d pending", ErrFormat, n, nAdd, nRem)
+	}
+	vecs := r.f64s(4 * D)
+	tri := r.f64s(D * (D + 1) / 2)
+	add, rem := r.f64s(nAdd*D), r.f64s(nRem*D)
+	if err := r.end(); err != nil {
+		return err
+	}
+	for _, v := range [][]float64{vecs, tri, add, rem, {sumY, cY}} {
+		for _, x := range v {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Errorf("%w: non-finite statistic", ErrFormat)
+			}
+		}
+	}
+	copy(s.s1, vecs[:D])
+	copy(s.c1, vecs[D:2*D])
+	copy(s.sy, vecs[2*D:3*D])
+	copy(s.cy, vecs[3*D:])
+	clear(s.gram)
+	for i, o := 0, 0; i < D; i++ {
+		o += copy(s.gram[i*D+i:(i+1)*D], tri[o:])
+	}
+	copy(s.add, add)
+	copy(s.rem, rem)
+	s.sumY, s.cY, s.n, s.nAdd, s.nRem = sumY, cY, n, nAdd, nRem
+	return nil
 }
 
 // reader decodes with a sticky error.

@@ -11,10 +11,10 @@ import (
 
 // Kernel ranking trainers (MATH.md §7, package online/rank). Targets are
 // any finite real (ranking levels or regression targets). Predictions carry
-// Score = f(x), Label = 0 and HasBound = false: no certainty bound is
-// defined for a ranking score. With Label = 0 the guard's held-back error
-// is 1 for every model, so the guard never rejects a ranking model: leave
-// it off for these trainers.
+// Score = f(x), Label = 0 (the Model sets the level with Config.Levels)
+// and HasBound = false: no certainty bound is defined for a ranking score.
+// With Label = 0 the guard's held-back error is 1 for every model, so the
+// guard never rejects a ranking model: leave it off for these trainers.
 
 // LSRRank trains exact least-squares regularised ranking (seed 001): one
 // kernel is LSRRank, several are MLSRRank with K̄ = Σ K_t/v_t, solved as
@@ -32,13 +32,13 @@ type KRR struct {
 	Lambda  float64
 }
 
-// RFRank trains LSRRank with random Fourier features (rank.Sums): at every
-// Fit it maps the window once, accumulates ΦᵀΦ, Φᵀ1, Φᵀy, Σy afresh (so
-// the sums never drift) and solves one D × D system. A refit costs
-// O(m·D² / 2 + D³/3) and the serving model scores in O(D·d), whatever the
-// window. (Keeping the sums online with Add/Remove as the window slides,
-// and refitting from them alone, is a separate online model type not
-// built yet.)
+// RFRank trains LSRRank with random Fourier features (rank.Sums). In a
+// Model it fits from running sums: the Model adds each labelled event to
+// ΦᵀΦ, Φᵀ1, Φᵀy, Σy as it enters the window and subtracts it as it
+// leaves, O(D·d + D²/2) per event, and a refit copies the sums and solves
+// one D × D system, O(D³/3) whatever the window. Fit (the Trainer method,
+// on a window's rows) maps the rows into fresh sums first, O(m·D²/2). The
+// serving model scores in O(D·d).
 type RFRank struct {
 	Kernels  []rank.Kernel
 	Lambda   float64
@@ -47,9 +47,9 @@ type RFRank struct {
 }
 
 var (
-	_ Trainer = (*LSRRank)(nil)
-	_ Trainer = (*KRR)(nil)
-	_ Trainer = (*RFRank)(nil)
+	_ Trainer     = (*LSRRank)(nil)
+	_ Trainer     = (*KRR)(nil)
+	_ sumsTrainer = (*RFRank)(nil)
 )
 
 // rankLabel accepts any finite real.
@@ -126,18 +126,35 @@ func (t *RFRank) Type() string { return "rfrank" }
 // Label accepts any finite real.
 func (t *RFRank) Label(v float64) (float64, bool) { return rankLabel(v) }
 
-// Fit maps the window and solves the D × D system.
+// Fit maps the window's rows into fresh sums and solves the D × D system.
 func (t *RFRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error) {
-	fm, err := rank.NewFeatureMap(d.D, rank.FeatureConfig{Kernels: t.Kernels, Features: t.Features, Seed: t.Seed})
+	s, err := t.newSums(d.D)
 	if err != nil {
-		return nil, Stats{}, fmt.Errorf("refit: rfrank: %w", err)
+		return nil, Stats{}, err
 	}
-	s := rank.NewSums(fm)
 	for i := range d.N() {
 		if i%256 == 0 && ctx.Err() != nil {
 			return nil, Stats{}, ctx.Err()
 		}
 		s.Add(d.Row(i), d.Y[i])
+	}
+	return t.fitSums(ctx, s)
+}
+
+// newSums draws the feature map (seeded: every instance draws the same
+// frequencies) and returns empty sums over it.
+func (t *RFRank) newSums(dim int) (*rank.Sums, error) {
+	fm, err := rank.NewFeatureMap(dim, rank.FeatureConfig{Kernels: t.Kernels, Features: t.Features, Seed: t.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("refit: rfrank: %w", err)
+	}
+	return rank.NewSums(fm), nil
+}
+
+// fitSums solves the D × D system of s.
+func (t *RFRank) fitSums(ctx context.Context, s *rank.Sums) (Fitted, Stats, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, Stats{}, err
 	}
 	m, err := s.Fit(t.Lambda)
 	if err != nil {

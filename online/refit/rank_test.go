@@ -15,6 +15,12 @@ import (
 // bostonSplit0 returns split 0 of online/rank's golden file, standardised
 // on its training rows.
 func bostonSplit0(t *testing.T) (Xtr, ytr, Xte, yte []float64, d int) {
+	return bostonSplit(t, 0)
+}
+
+// bostonSplit returns split k (of the README's 10 stratified 70/30 splits
+// in online/rank's golden file), standardised on its training rows.
+func bostonSplit(t *testing.T, k int) (Xtr, ytr, Xte, yte []float64, d int) {
 	t.Helper()
 	f, err := os.Open("../rank/testdata/boston_ordinal.csv")
 	if err != nil {
@@ -45,7 +51,7 @@ func bostonSplit0(t *testing.T) (Xtr, ytr, Xte, yte []float64, d int) {
 	if err := json.Unmarshal(b, &g); err != nil {
 		t.Fatal(err)
 	}
-	tr, te := g.Splits[0].Train, g.Splits[0].Test
+	tr, te := g.Splits[k].Train, g.Splits[k].Test
 	mu, sd := make([]float64, d), make([]float64, d)
 	for _, i := range tr {
 		for j := range d {

@@ -17,6 +17,20 @@
 // ever visible. A refit that fails, is cancelled or is rejected leaves the
 // serving model in place and is reported.
 //
+// Trainers that fit from running sums of the window (RFRank: the random-
+// feature ΦᵀΦ, Φᵀ1, Φᵀy, Σy of rank.Sums) do not get the window's rows:
+// the processing goroutine adds each labelled event to the sums as it
+// enters the window and subtracts it as it leaves (O(D²) amortised, no
+// allocation), and a refit copies the sums (one D × D copy) and solves
+// from the copy in the background, so the cost of a refit does not grow
+// with the window. The sums are part of the encoded state.
+//
+// With Config.Levels = m ≥ 2 (ranking scores on ordinal targets), the
+// Model also keeps online.LevelThresholds learned from the (score, level)
+// pairs of its labelled events, as omam does, and publishes the level
+// 1..m as Prediction.Label (0 until the thresholds are first fitted);
+// labels must then be integers 1..m.
+//
 // Goroutines: Start starts one refit goroutine per Model; Close cancels a
 // running refit and waits for it.
 package refit
@@ -32,6 +46,7 @@ import (
 	"time"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/rank"
 )
 
 // Data is a window handed to a Trainer: N rows of D features, row-major.
@@ -86,6 +101,7 @@ type Config struct {
 	Guard       float64       // held-back fraction of the window, in [0, 0.5); 0 = off
 	GuardSlack  float64       // accept a new model if its held-back error ≤ old + slack
 	MinEvents   int           // no refit before the window holds this many events (default 10)
+	Levels      int           // ≥ 2: publish levels 1..Levels from thresholds on the score; 0 = off
 }
 
 // Report says what one refit did.
@@ -98,6 +114,23 @@ type Report struct {
 	Window             int           // rows trained on
 	Stats              Stats
 	OldError, NewError float64 // held-back errors (NaN without guard or previous model)
+}
+
+// request is one refit's input: the window's rows, or a copy of its
+// running sums.
+type request struct {
+	data *Data
+	sums *rank.Sums
+}
+
+// sumsTrainer is implemented by trainers that fit from running sums of the
+// window (rank.Sums) rather than from its rows; Model then keeps the sums.
+type sumsTrainer interface {
+	Trainer
+	// newSums returns empty sums for inputs of dimension dim.
+	newSums(dim int) (*rank.Sums, error)
+	// fitSums fits a model from s (a copy it may modify).
+	fitSums(ctx context.Context, s *rank.Sums) (Fitted, Stats, error)
 }
 
 type serving struct {
@@ -123,7 +156,16 @@ type Model struct {
 
 	due     atomic.Bool // set by the ticker: refit at the next event
 	running atomic.Bool
-	reqs    chan *Data
+	reqs    chan request
+
+	levels *online.LevelThresholds // Config.Levels: levels from scores (processing goroutine)
+
+	// Running sums of the window, for a sumsTrainer: sums follows the
+	// window on the processing goroutine; spare (made at the first refit)
+	// is the copy a refit fits from, owned by the refit goroutine while
+	// running is set.
+	st          sumsTrainer
+	sums, spare *rank.Sums
 
 	mu       sync.Mutex
 	onRefit  func(Report)
@@ -153,15 +195,33 @@ func New(cfg Config, tr Trainer) (*Model, error) {
 	if cfg.MinEvents <= 0 {
 		cfg.MinEvents = 10
 	}
-	return &Model{
+	m := &Model{
 		cfg:  cfg,
 		tr:   tr,
 		xs:   make([]float64, cfg.Window*cfg.Dim),
 		ys:   make([]float64, cfg.Window),
 		ts:   make([]int64, cfg.Window),
 		now:  time.Now,
-		reqs: make(chan *Data, 1),
-	}, nil
+		reqs: make(chan request, 1),
+	}
+	if cfg.Levels != 0 {
+		l, err := online.NewLevelThresholds(cfg.Levels)
+		if err != nil {
+			return nil, fmt.Errorf("refit: %w", err)
+		}
+		m.levels = l
+	}
+	if st, ok := tr.(sumsTrainer); ok {
+		if cfg.Guard > 0 {
+			return nil, fmt.Errorf("refit: %s fits from running sums: no held-back rows for the guard (guard must be 0, got %v)", tr.Type(), cfg.Guard)
+		}
+		s, err := st.newSums(cfg.Dim)
+		if err != nil {
+			return nil, err
+		}
+		m.st, m.sums = st, s
+	}
+	return m, nil
 }
 
 // OnRefit registers fn to be called (from the refit goroutine) after every
@@ -224,8 +284,8 @@ func (m *Model) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case d := <-m.reqs:
-			r := m.refit(ctx, d)
+		case req := <-m.reqs:
+			r := m.refit(ctx, req)
 			if m.onRefit != nil {
 				m.onRefit(r)
 			}
@@ -234,23 +294,34 @@ func (m *Model) loop(ctx context.Context) {
 	}
 }
 
-// refit trains on d and swaps the result in if it passes the guard.
-func (m *Model) refit(ctx context.Context, d *Data) Report {
+// refit trains on req and swaps the result in if it passes the guard.
+func (m *Model) refit(ctx context.Context, req request) Report {
 	r := Report{OldError: math.NaN(), NewError: math.NaN()}
 	cur := m.cur.Load()
 	var prev Fitted
 	if cur != nil {
 		prev = cur.fit
 	}
-	train, held := d, (*Data)(nil)
-	if k := int(m.cfg.Guard * float64(d.N())); k > 0 && prev != nil {
-		n := d.N() - k
-		train = &Data{X: d.X[:n*d.D], Y: d.Y[:n], D: d.D}
-		held = &Data{X: d.X[n*d.D:], Y: d.Y[n:], D: d.D}
-	}
-	r.Window = train.N()
+	var (
+		fit   Fitted
+		stats Stats
+		err   error
+		held  *Data
+	)
 	start := time.Now()
-	fit, stats, err := m.tr.Fit(ctx, train, prev)
+	if req.sums != nil {
+		r.Window = int(req.sums.N())
+		fit, stats, err = m.st.fitSums(ctx, req.sums)
+	} else {
+		d, train := req.data, req.data
+		if k := int(m.cfg.Guard * float64(d.N())); k > 0 && prev != nil {
+			n := d.N() - k
+			train = &Data{X: d.X[:n*d.D], Y: d.Y[:n], D: d.D}
+			held = &Data{X: d.X[n*d.D:], Y: d.Y[n:], D: d.D}
+		}
+		r.Window = train.N()
+		fit, stats, err = m.tr.Fit(ctx, train, prev)
+	}
 	r.Duration = time.Since(start)
 	r.Stats = stats
 	if err == nil && ctx.Err() != nil {
@@ -293,8 +364,27 @@ func (m *Model) Type() string { return m.tr.Type() }
 // Dim returns the input dimension.
 func (m *Model) Dim() int { return m.cfg.Dim }
 
-// Label maps a wire label through the trainer.
-func (m *Model) Label(v float64) (float64, bool) { return m.tr.Label(v) }
+// Label maps a wire label through the trainer; with Config.Levels it must
+// also be one of the levels 1..m.
+func (m *Model) Label(v float64) (float64, bool) {
+	y, ok := m.tr.Label(v)
+	if ok && m.levels != nil {
+		return m.levels.Label(y)
+	}
+	return y, ok
+}
+
+// Levels returns Config.Levels (0: no levels).
+func (m *Model) Levels() int { return m.cfg.Levels }
+
+// Thresholds appends the level thresholds θ₁..θ_{m−1} to dst; ok is false
+// without Config.Levels or before their first fit.
+func (m *Model) Thresholds(dst []float64) (_ []float64, ok bool) {
+	if m.levels == nil {
+		return dst, false
+	}
+	return m.levels.Thresholds(dst)
+}
 
 // Examples is the number of labelled events the model has taken in.
 func (m *Model) Examples() int64 { return m.learned }
@@ -312,8 +402,12 @@ func (m *Model) WindowSize() int { return m.size }
 
 // Observe scores x with the serving version, then adds a labelled event to
 // the window and, when a refit is due and none is running, hands a copy of
-// the window to the refit goroutine. Before the first refit the prediction
-// is "no decision" (score 0, label 0, version 0).
+// the window (or of its running sums) to the refit goroutine. Before the
+// first refit the prediction is "no decision" (score 0, label 0, version
+// 0). With Config.Levels the label is the level of the score, and a
+// labelled event scored by a serving version adds its (score, level) pair
+// to the thresholds' buffer. It does not allocate, except for the copy of
+// the window handed to a refit of the rows.
 func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction {
 	if len(x) != m.cfg.Dim {
 		panic(fmt.Sprintf("refit: Observe: %d features, want %d", len(x), m.cfg.Dim))
@@ -322,19 +416,32 @@ func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction
 	if s := m.cur.Load(); s != nil {
 		p = s.fit.Predict(x)
 		p.Version = s.version
+		if m.levels != nil {
+			p.Label = m.levels.Level(p.Score)
+		}
 	}
 	if !labelled {
 		return p
 	}
+	if m.levels != nil && p.Version != 0 {
+		m.levels.Record(p.Score, int(y))
+	}
 	now := m.now().UnixNano()
+	D := m.cfg.Dim
 	i := (m.head + m.size) % m.cfg.Window
 	if m.size == m.cfg.Window {
+		if m.sums != nil { // slot i = head: the oldest event leaves
+			m.sums.Remove(m.xs[i*D:(i+1)*D], m.ys[i])
+		}
 		m.head = (m.head + 1) % m.cfg.Window
 	} else {
 		m.size++
 	}
-	copy(m.xs[i*m.cfg.Dim:(i+1)*m.cfg.Dim], x)
+	copy(m.xs[i*D:(i+1)*D], x)
 	m.ys[i], m.ts[i] = y, now
+	if m.sums != nil {
+		m.sums.Add(x, y)
+	}
 	m.learned++
 	m.since++
 	due := (m.cfg.EveryEvents > 0 && m.since >= m.cfg.EveryEvents) || m.due.Load()
@@ -345,7 +452,7 @@ func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction
 			m.since = 0
 			if m.async() {
 				m.running.Store(true)
-				m.reqs <- m.window() // never blocks: at most one request is outstanding
+				m.reqs <- m.request() // never blocks: at most one request is outstanding
 			} else {
 				// Not started (offline evaluation, tests): refit inline, so
 				// that results are deterministic.
@@ -367,10 +474,28 @@ func (m *Model) expire(now int64) {
 	if m.cfg.WindowTime <= 0 {
 		return
 	}
+	D := m.cfg.Dim
 	for m.size > 0 && now-m.ts[m.head] > int64(m.cfg.WindowTime) {
+		if m.sums != nil {
+			m.sums.Remove(m.xs[m.head*D:(m.head+1)*D], m.ys[m.head])
+		}
 		m.head = (m.head + 1) % m.cfg.Window
 		m.size--
 	}
+}
+
+// request is the input of the next refit: a copy of the running sums into
+// spare (which the refit goroutine owns until it clears running), or a
+// copy of the window.
+func (m *Model) request() request {
+	if m.sums != nil {
+		if m.spare == nil {
+			m.spare = rank.NewSums(m.sums.FeatureMap())
+		}
+		m.spare.Copy(m.sums)
+		return request{sums: m.spare}
+	}
+	return request{data: m.window()}
 }
 
 // window copies the window, oldest first.
@@ -388,18 +513,34 @@ func (m *Model) window() *Data {
 // evaluation at the end of a data set) and swaps the result in, guard
 // included. It must not run concurrently with Observe.
 func (m *Model) RefitNow(ctx context.Context) Report {
-	r := m.refit(ctx, m.window())
+	var req request
+	if m.sums != nil && m.running.Load() { // spare is in use by a background refit
+		req.sums = rank.NewSums(m.sums.FeatureMap())
+		req.sums.Copy(m.sums)
+	} else {
+		req = m.request()
+	}
+	r := m.refit(ctx, req)
 	if m.onRefit != nil {
 		m.onRefit(r)
 	}
 	return r
 }
 
-// Encoding: magic "RFIT", version u16 = 1, type str, dim u32, window u32,
-// head/size u32, learned i64, since u32, version i64, fitted length u32 +
+// Encoding: magic "RFIT", format u16, type str, dim u32, window u32,
+// size u32, learned i64, since u32, version i64, fitted length u32 +
 // bytes (0 = none), then size rows (oldest first): d float64 + y float64 +
-// ts int64.
+// ts int64. Format 2 (written only by models with levels or running sums;
+// the others still write format 1, which is format 2 without the tail)
+// continues with sections u8 (bit 0: level thresholds, bit 1: running
+// sums) and, for each section present, its length u32 + bytes
+// (online.LevelThresholds.AppendBinary, rank.Sums.AppendBinary).
 const encMagic = "RFIT"
+
+const (
+	sectionLevels = 1 << iota
+	sectionSums
+)
 
 // MarshalBinary encodes the window and the serving model. It must not run
 // concurrently with Observe (the pipeline pauses processing for it); it
@@ -416,9 +557,13 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 		fit, version = b, s.version
 	}
 	typ := m.tr.Type()
+	format := uint16(1)
+	if m.levels != nil || m.sums != nil {
+		format = 2
+	}
 	dst := make([]byte, 0, 64+len(typ)+len(fit)+m.size*(m.cfg.Dim+2)*8)
 	dst = append(dst, encMagic...)
-	dst = le.AppendUint16(dst, 1)
+	dst = le.AppendUint16(dst, format)
 	dst = append(dst, byte(len(typ)))
 	dst = append(dst, typ...)
 	dst = le.AppendUint32(dst, uint32(m.cfg.Dim))
@@ -437,6 +582,37 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 		dst = le.AppendUint64(dst, math.Float64bits(m.ys[i]))
 		dst = le.AppendUint64(dst, uint64(m.ts[i]))
 	}
+	if format == 1 {
+		return dst, nil
+	}
+	var sections byte
+	if m.levels != nil {
+		sections |= sectionLevels
+	}
+	if m.sums != nil {
+		sections |= sectionSums
+	}
+	dst = append(dst, sections)
+	section := func(dst []byte, enc func([]byte) ([]byte, error)) ([]byte, error) {
+		at := len(dst)
+		dst, err := enc(le.AppendUint32(dst, 0))
+		if err != nil {
+			return nil, err
+		}
+		le.PutUint32(dst[at:], uint32(len(dst)-at-4))
+		return dst, nil
+	}
+	var err error
+	if m.levels != nil {
+		if dst, err = section(dst, m.levels.AppendBinary); err != nil {
+			return nil, fmt.Errorf("refit: marshal level thresholds: %w", err)
+		}
+	}
+	if m.sums != nil {
+		if dst, err = section(dst, m.sums.AppendBinary); err != nil {
+			return nil, fmt.Errorf("refit: marshal running sums: %w", err)
+		}
+	}
 	return dst, nil
 }
 
@@ -451,9 +627,10 @@ func (m *Model) UnmarshalBinary(b []byte) error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrFormat}, a...)...)
 	}
-	if len(b) < 7 || string(b[:4]) != encMagic || le.Uint16(b[4:]) != 1 {
+	if len(b) < 7 || string(b[:4]) != encMagic || le.Uint16(b[4:]) < 1 || le.Uint16(b[4:]) > 2 {
 		return bad("bad header")
 	}
+	format := le.Uint16(b[4:])
 	tl := int(b[6])
 	b = b[7:]
 	if len(b) < tl+4*4+8+8+4 {
@@ -483,10 +660,67 @@ func (m *Model) UnmarshalBinary(b []byte) error {
 	}
 	b = b[fl:]
 	row := (dim + 2) * 8
-	if size < 0 || len(b) != size*row || learned < int64(size) {
+	if len(b) < size*row || format == 1 && len(b) != size*row || learned < int64(size) {
 		return bad("window of %d rows in %d bytes", size, len(b))
 	}
+	rows, b := b[:size*row], b[size*row:]
 	skip := max(0, size-m.cfg.Window)
+	// Format 2 tail: the sections, decoded into fresh state so that m
+	// stays unchanged on error. A section not configured is skipped; one
+	// configured but absent starts afresh (thresholds) or is rebuilt from
+	// the window (sums), as it is when the window was cut (skip > 0).
+	var levels *online.LevelThresholds
+	var sums *rank.Sums
+	if format == 2 {
+		if len(b) < 1 {
+			return bad("truncated sections")
+		}
+		sections := b[0]
+		b = b[1:]
+		if sections&^(sectionLevels|sectionSums) != 0 {
+			return bad("unknown sections %#x", sections)
+		}
+		next := func() ([]byte, error) {
+			if len(b) < 4 || int(le.Uint32(b)) > len(b)-4 {
+				return nil, bad("truncated section")
+			}
+			n := int(le.Uint32(b))
+			p := b[4 : 4+n]
+			b = b[4+n:]
+			return p, nil
+		}
+		if sections&sectionLevels != 0 {
+			p, err := next()
+			if err != nil {
+				return err
+			}
+			if m.levels != nil {
+				levels, _ = online.NewLevelThresholds(m.cfg.Levels)
+				if rest, err := levels.Decode(p); err != nil || len(rest) != 0 {
+					return bad("level thresholds: %v (%d trailing bytes)", err, len(rest))
+				}
+			}
+		}
+		if sections&sectionSums != 0 {
+			p, err := next()
+			if err != nil {
+				return err
+			}
+			if m.sums != nil && skip == 0 {
+				sums = rank.NewSums(m.sums.FeatureMap())
+				if err := sums.UnmarshalBinary(p); err != nil {
+					return fmt.Errorf("%w: running sums: %w", ErrFormat, err)
+				}
+				if sums.N() != int64(size) {
+					return bad("running sums of %d events for a window of %d", sums.N(), size)
+				}
+			}
+		}
+		if len(b) != 0 {
+			return bad("%d trailing bytes", len(b))
+		}
+	}
+	b = rows
 	m.head, m.size = 0, size-skip
 	for k := skip; k < size; k++ {
 		r := b[k*row:]
@@ -498,6 +732,21 @@ func (m *Model) UnmarshalBinary(b []byte) error {
 		m.ts[k-skip] = int64(le.Uint64(r[dim*8+8:]))
 	}
 	m.learned, m.since = learned, since
+	if m.levels != nil {
+		if levels == nil {
+			levels, _ = online.NewLevelThresholds(m.cfg.Levels)
+		}
+		m.levels = levels
+	}
+	if m.sums != nil {
+		if sums == nil {
+			sums = rank.NewSums(m.sums.FeatureMap())
+			for k := range m.size {
+				sums.Add(m.xs[k*dim:(k+1)*dim], m.ys[k])
+			}
+		}
+		m.sums = sums
+	}
 	if fit != nil {
 		m.cur.Store(&serving{fit: fit, version: version})
 		m.versions.Store(version)

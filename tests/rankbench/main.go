@@ -28,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -41,7 +42,18 @@ func main() {
 	gamma := flag.Float64("gamma", 0.05, "RBF gamma")
 	lambda := flag.Float64("lambda", 1e-3, "λ (KernelRidge alpha for KRR; LSRRank λ)")
 	python := flag.String("python", "", "python3 with scikit-learn (default: search python3 in PATH, then /usr/bin/python3)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the Go fits to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var ms []int
 	for _, s := range strings.Split(*sizes, ",") {
 		m, err := strconv.Atoi(strings.TrimSpace(s))
