@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -15,6 +17,9 @@ import (
 // cluster: every client talks to it through a socket.
 type Broker struct {
 	c *kfake.Cluster
+	// transport is the broker's own admin client (readiness, CreateTopic),
+	// authenticated as the first SASL user and over TLS when enabled.
+	transport *kafka.Transport
 }
 
 // TopicSpec names a topic to create and its partition count.
@@ -28,6 +33,25 @@ type BrokerConfig struct {
 	Port              int // 0: a free port
 	Topics            []TopicSpec
 	MinSessionTimeout time.Duration // lowest consumer-group session timeout accepted (0: Kafka's 6s)
+
+	// SASL, when non-empty, requires SASL authentication on the listener
+	// and creates these users (kfake superusers: no ACLs apply).
+	SASL []SASLUser
+	// TLS, when set, makes the listener speak TLS with this server config
+	// (its Certificates).
+	TLS *tls.Config
+	// AdminTLS is the client config of the broker's own admin connections
+	// (readiness check, CreateTopic) when TLS is set, e.g. with a client
+	// certificate if TLS requires one. nil: no client certificate, and the
+	// listener's certificate is not verified (the client dials its own
+	// in-process listener over loopback).
+	AdminTLS *tls.Config
+}
+
+// SASLUser is a user of the embedded broker. Mechanism is spelled as in
+// kafka.sasl.mechanism: plain, scram-sha-256 or scram-sha-512.
+type SASLUser struct {
+	Mechanism, User, Password string
 }
 
 // StartBroker starts a one-node broker on a free 127.0.0.1 port (or on port
@@ -48,11 +72,32 @@ func StartBrokerWith(cfg BrokerConfig) (*Broker, error) {
 	for _, t := range cfg.Topics {
 		opts = append(opts, kfake.SeedTopics(int32(t.Partitions), t.Name))
 	}
+	transport := &kafka.Transport{ClientID: "streamer-embedded-admin"}
+	if len(cfg.SASL) > 0 {
+		opts = append(opts, kfake.EnableSASL())
+		for i, u := range cfg.SASL {
+			mech, err := saslMechanism(u.Mechanism, u.User, u.Password)
+			if err != nil {
+				return nil, fmt.Errorf("stream: embedded broker: SASL user %q: %s: %s", u.User, err.key, err.msg)
+			}
+			opts = append(opts, kfake.Superuser(strings.ToUpper(u.Mechanism), u.User, u.Password))
+			if i == 0 {
+				transport.SASL = mech
+			}
+		}
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, kfake.TLS(cfg.TLS))
+		transport.TLS = cfg.AdminTLS
+		if transport.TLS == nil {
+			transport.TLS = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: true} // its own in-process listener, over loopback
+		}
+	}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("stream: start embedded broker: %w", err)
 	}
-	b := &Broker{c: c}
+	b := &Broker{c: c, transport: transport}
 	if err := b.waitReady(10 * time.Second); err != nil {
 		c.Close()
 		return nil, err
@@ -67,11 +112,14 @@ func (b *Broker) Addrs() []string { return b.c.ListenAddrs() }
 func (b *Broker) Compact() { b.c.Compact() }
 
 // Close stops the broker and drops its data.
-func (b *Broker) Close() { b.c.Close() }
+func (b *Broker) Close() {
+	b.transport.CloseIdleConnections()
+	b.c.Close()
+}
 
 // CreateTopic creates a topic with the given number of partitions.
 func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) error {
-	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second, Transport: b.transport}
 	resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{
 		Topics: []kafka.TopicConfig{{Topic: name, NumPartitions: partitions, ReplicationFactor: 1}},
 	})
@@ -86,7 +134,7 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) e
 
 func (b *Broker) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: time.Second}
+	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: time.Second, Transport: b.transport}
 	for {
 		_, err := client.Metadata(context.Background(), &kafka.MetadataRequest{})
 		if err == nil {

@@ -163,7 +163,12 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics, partitioned b
 	case "omam":
 		em.ordinal = true
 	case "lsrrank", "mlsrrank", "krr", "rfrank":
+		// τ only on a real target; with levels (thresholds on the score,
+		// as omam) MAE and zero-one too.
 		em.ordinal, em.ranking = true, true
+		if l, ok := nm.Model.(interface{ Levels() int }); ok && l.Levels() > 0 {
+			em.ranking = false
+		}
 	}
 	if nm.Factory != nil && !partitioned {
 		k, err := newKeyedModels(nm.Factory, nm.MaxKeys, nm.KeyDir)

@@ -39,7 +39,12 @@ type scaleMetrics struct {
 func (p *Pipeline) UsePartitionedState(store *StateStore, proc PartitionedState, refresh time.Duration) {
 	p.store, p.pstate, p.refresh = store, proc, refresh
 	p.remoteSeq = map[int]uint64{}
-	p.smet = &scaleMetrics{
+}
+
+// newScaleMetrics registers the scale-out metrics (always, so that
+// dashboards find them; they stay 0 with snapshot.scope instance).
+func newScaleMetrics(reg prometheus.Registerer) *scaleMetrics {
+	m := &scaleMetrics{
 		remote: prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamer_scaleout_remote_partitions",
 			Help: "Input partitions owned by other instances whose statistics the global models merge (from the changelog)."}),
 		staleness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamer_scaleout_remote_staleness_seconds",
@@ -49,9 +54,10 @@ func (p *Pipeline) UsePartitionedState(store *StateStore, proc PartitionedState,
 		merges: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamer_scaleout_remote_updates_total",
 			Help: "Newer states of other instances' partitions merged into the global models."}),
 	}
-	if p.reg != nil {
-		p.reg.MustRegister(p.smet.remote, p.smet.staleness, p.smet.restores, p.smet.merges)
+	if reg != nil {
+		reg.MustRegister(m.remote, m.staleness, m.restores, m.merges)
 	}
+	return m
 }
 
 // restorePartition loads partition part's state from the changelog into
@@ -170,6 +176,13 @@ func (p *Pipeline) checkpointPartitions(ctx context.Context, gen *kafka.Generati
 	p.mu.Unlock()
 	for part, models := range captured {
 		if err := p.store.SavePartition(ctx, p.cfg.Topic, part, offsets[part], models); err != nil {
+			if errors.Is(err, ErrPartitionTakenOver) {
+				// This member was cut off from the group (its session
+				// expired) and the partition has a new owner: the state
+				// here is stale; the group will revoke the partition.
+				p.log.Warn("checkpoint: partition was taken over by another instance; not saving or committing its stale state", "partition", part, "err", err)
+				continue
+			}
 			p.log.Error("checkpoint: partition state not durable; its offset is not committed", "partition", part, "err", err)
 			continue
 		}

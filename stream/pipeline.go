@@ -51,6 +51,7 @@ type PipelineConfig struct {
 	CommitInterval time.Duration // checkpoint period without a state store
 	SessionTimeout time.Duration
 	FetchMaxBytes  int
+	Dialer         *kafka.Dialer // connections of the group and the readers (TLS, SASL); nil = plaintext
 
 	SnapshotEvery       time.Duration // checkpoint period with a state store
 	SnapshotEveryEvents int           // also checkpoint after this many events (0 = off)
@@ -74,7 +75,6 @@ type Pipeline struct {
 	met      *pipelineMetrics
 	store    *StateStore
 	stateful Stateful
-	reg      prometheus.Registerer
 
 	// Partitioned state (scale-out): see partition.go.
 	pstate    PartitionedState
@@ -149,7 +149,7 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 		cfg.SessionTimeout = 10 * time.Second
 	}
 	return &Pipeline{
-		cfg: cfg, proc: proc, pub: pub, log: log, met: newPipelineMetrics(reg), reg: reg,
+		cfg: cfg, proc: proc, pub: pub, log: log, met: newPipelineMetrics(reg), smet: newScaleMetrics(reg),
 		next: map[int]int64{}, owned: map[int]bool{}, committed: map[int]int64{}, saved: map[int]int64{},
 		kick: make(chan struct{}, 1),
 	}
@@ -183,7 +183,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		Brokers:           p.cfg.Brokers,
 		Topics:            []string{p.cfg.Topic},
 		StartOffset:       p.cfg.StartOffset,
-		Dialer:            &kafka.Dialer{ClientID: p.cfg.ClientID, Timeout: 10 * time.Second, DualStack: true},
+		Dialer:            p.cfg.dialer(),
 		HeartbeatInterval: max(100*time.Millisecond, p.cfg.SessionTimeout/10),
 		SessionTimeout:    p.cfg.SessionTimeout,
 		RebalanceTimeout:  p.cfg.SessionTimeout,
@@ -276,7 +276,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 		MaxBytes:      p.cfg.FetchMaxBytes,
 		MaxWait:       2 * time.Second, // kafka-go uses it as the fetch response deadline too: keep it generous
 		QueueCapacity: 4096,
-		Dialer:        &kafka.Dialer{ClientID: p.cfg.ClientID, Timeout: 10 * time.Second, DualStack: true},
+		Dialer:        p.cfg.dialer(),
 		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) {
 			p.log.Warn(fmt.Sprintf(f, a...), "component", "reader", "partition", partition)
 		}),

@@ -42,6 +42,9 @@ type PublisherConfig struct {
 	BatchTimeout time.Duration
 	BatchBytes   int64
 	RequiredAcks kafka.RequiredAcks
+	// Transport carries the connections (TLS, SASL: see
+	// KafkaSecurity.Transport); nil = plaintext.
+	Transport *kafka.Transport
 }
 
 type pubMetrics struct {
@@ -70,6 +73,10 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		stopc: make(chan struct{}),
 		donec: make(chan struct{}),
 	}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = &kafka.Transport{ClientID: cfg.ClientID}
+	}
 	p.w = &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),
 		Balancer:     &kafka.Murmur2Balancer{},
@@ -79,7 +86,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		RequiredAcks: cfg.RequiredAcks,
 		Async:        true,
 		Completion:   p.completion,
-		Transport:    &kafka.Transport{ClientID: cfg.ClientID},
+		Transport:    transport,
 		ErrorLogger:  kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...), "component", "producer") }),
 	}
 	go p.loop(cfg.BatchSize)

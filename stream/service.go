@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"sync"
 	"time"
@@ -116,10 +117,12 @@ func newRanking(mc config.Model) (*refit.Model, error) {
 		tr = &refit.LSRRank{Kernels: ks, Lambda: mc.Lambda}
 	}
 	// The guard judges classification error, which a ranking score has
-	// not: ranking models always take the new fit.
+	// not: ranking models always take the new fit. With levels the model
+	// also publishes a level 1..m from thresholds on the score; the
+	// features solver keeps running sums of the window (refit.RFRank).
 	return refit.New(refit.Config{
 		Dim: mc.Features.Dim, Window: mc.Window.Events, WindowTime: mc.Window.Time,
-		EveryEvents: mc.Refit.EveryEvents, Every: mc.Refit.Every,
+		EveryEvents: mc.Refit.EveryEvents, Every: mc.Refit.Every, Levels: mc.Levels,
 	}, tr)
 }
 
@@ -200,6 +203,15 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	// TLS and SASL for every Kafka connection; a wrong password or
+	// certificate stops start-up here instead of being retried forever.
+	sec, err := NewKafkaSecurity(cfg.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	if err := sec.CheckBrokers(ctx, cfg.Kafka.Brokers, cfg.Kafka.ClientID, AuthCheckTimeout, log); err != nil {
+		return nil, err
+	}
 	models, err := BuildModels(cfg)
 	if err != nil {
 		return nil, err
@@ -230,6 +242,7 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		BatchTimeout: cfg.Kafka.Producer.BatchTimeout,
 		BatchBytes:   int64(max(1<<20, cfg.Kafka.MaxMessageBytes+64<<10)),
 		RequiredAcks: requiredAcks(cfg.Kafka.Producer.RequiredAcks),
+		Transport:    sec.Transport(cfg.Kafka.ClientID),
 	}, log, func(n int) { published.Add(float64(n)) }, func(n int) { pubErrs.Add(float64(n)) })
 	reg.MustRegister(published, pubErrs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "streamer_publish_pending", Help: "Records published but not yet acknowledged."},
@@ -243,6 +256,7 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		CommitInterval: cfg.Kafka.CommitInterval,
 		SessionTimeout: cfg.Kafka.SessionTimeout,
 		FetchMaxBytes:  max(4<<20, 2*cfg.Kafka.MaxMessageBytes),
+		Dialer:         sec.Dialer(cfg.Kafka.ClientID),
 
 		SnapshotEvery:       cfg.Snapshot.Every,
 		SnapshotEveryEvents: cfg.Snapshot.EveryEvents,
@@ -254,7 +268,8 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		_ = pub.Close(context.Background())
 		return nil, fmt.Errorf("http.listen: %w", err)
 	}
-	s.store, err = OpenStateStore(ctx, cfg.Snapshot, cfg.Kafka.Brokers, cfg.Kafka.ClientID, cfg.Fingerprint(), reg, log)
+	s.store, err = OpenStateStore(ctx, cfg.Snapshot, cfg.Kafka.Brokers, cfg.Kafka.ClientID, cfg.Fingerprint(), reg, log,
+		sec.ChangelogOption(cfg.Kafka.ClientID))
 	if err == nil && s.store != nil && o.snapshotWriteHook != nil {
 		s.store.setWriteHook(o.snapshotWriteHook)
 	}
@@ -291,7 +306,15 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	if cfg.HTTP.PProf { // off by default: /debug/pprof/ is then a 404
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, cfg.HTTP.ReadTimeout),
+		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout}
 	return s, nil
 }
 

@@ -37,6 +37,7 @@ type StateStore struct {
 
 	partsMu sync.Mutex
 	parts   map[int]*partStore // partitioned state: per input partition
+	tail    *snapshot.Tail     // partitioned state: the changelog, followed
 
 	written atomic.Int64 // model bytes made durable, in all snapshots
 	saved   atomic.Int64 // snapshots made durable
@@ -76,7 +77,7 @@ func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
 // OpenStateStore opens the stores cfg names. It returns nil, nil when
 // snapshots are off.
 func OpenStateStore(ctx context.Context, cfg config.Snapshot, brokers []string, clientID, fingerprint string,
-	reg prometheus.Registerer, log *slog.Logger) (*StateStore, error) {
+	reg prometheus.Registerer, log *slog.Logger, opts ...snapshot.ChangelogOption) (*StateStore, error) {
 	if !cfg.Enabled() {
 		return nil, nil
 	}
@@ -92,7 +93,7 @@ func OpenStateStore(ctx context.Context, cfg config.Snapshot, brokers []string, 
 		s.file = fs
 	}
 	if cfg.ChangelogTopic != "" {
-		s.changelog = snapshot.NewChangelogStore(brokers, cfg.ChangelogTopic, clientID)
+		s.changelog = snapshot.NewChangelogStore(brokers, cfg.ChangelogTopic, clientID, opts...)
 		if err := retry(ctx, log, "create changelog topic", func() error { return s.changelog.EnsureTopic(ctx) }); err != nil {
 			return nil, fmt.Errorf("snapshot.changelog_topic: %w", err)
 		}
@@ -253,7 +254,13 @@ func (s *StateStore) LoadPartition(ctx context.Context, part int) (*snapshot.Sna
 	if err != nil {
 		return nil, err
 	}
-	snap, skipped, err := ps.cl.Load(ctx)
+	// One incremental read of the changelog serves every partition
+	// restored after a rebalance.
+	tail := s.Tail()
+	if _, err := tail.Poll(ctx); err != nil {
+		return nil, fmt.Errorf("load state of partition %d: read changelog: %w", part, err)
+	}
+	snap, skipped, err := ps.cl.LoadFrom(tail)
 	for _, sk := range skipped {
 		s.met.skipped.Inc()
 		s.log.Warn("changelog: snapshot of partition skipped; falling back to an older one", "partition", part, "path", sk.Path, "err", sk.Err)
@@ -275,6 +282,18 @@ func (s *StateStore) SavePartition(ctx context.Context, topic string, part int, 
 	ps, err := s.partition(part)
 	if err != nil {
 		return err
+	}
+	// Fence: if another writer saved this partition since our last save or
+	// load (it was assigned the partition while this instance was cut off
+	// from the group), our state is stale and must not replace its.
+	tail := s.Tail()
+	if _, err := tail.Poll(ctx); err != nil {
+		s.met.saveErrors.Inc()
+		return fmt.Errorf("save state of partition %d: read changelog: %w", part, err)
+	}
+	if newest := tail.NewestSeq(strconv.Itoa(part)); newest > ps.seq {
+		s.met.saveErrors.Inc()
+		return fmt.Errorf("save state of partition %d: %w (its newest state is seq %d, ours %d)", part, ErrPartitionTakenOver, newest, ps.seq)
 	}
 	start := time.Now()
 	snap := &snapshot.Snapshot{
@@ -302,10 +321,20 @@ func (s *StateStore) SavePartition(ctx context.Context, topic string, part int, 
 	return nil
 }
 
-// Tail follows the changelog (other instances' partitions); nil without one.
+// ErrPartitionTakenOver is returned by SavePartition when another instance
+// saved the partition's state after this one last did.
+var ErrPartitionTakenOver = errors.New("partition was taken over by another instance")
+
+// Tail follows the changelog (other instances' partitions); nil without
+// one. Every call returns the same Tail.
 func (s *StateStore) Tail() *snapshot.Tail {
 	if s == nil || s.changelog == nil {
 		return nil
 	}
-	return s.changelog.Tail()
+	s.partsMu.Lock()
+	defer s.partsMu.Unlock()
+	if s.tail == nil {
+		s.tail = s.changelog.Tail()
+	}
+	return s.tail
 }

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,7 +41,103 @@ type Kafka struct {
 	CommitInterval  time.Duration `yaml:"commit_interval"`
 	SessionTimeout  time.Duration `yaml:"session_timeout"`
 	Producer        Producer      `yaml:"producer"`
+	TLS             TLS           `yaml:"tls"`
+	SASL            SASL          `yaml:"sasl"`
 }
+
+// TLS is the kafka.tls section: TLS on every broker connection. Paths
+// are read when the config is loaded (relative paths from the working
+// directory).
+type TLS struct {
+	Enabled            bool   `yaml:"enabled"`
+	CAFile             string `yaml:"ca_file"`              // PEM CA bundle; "" = the system roots
+	CertFile           string `yaml:"cert_file"`            // client certificate (mutual TLS), with KeyFile
+	KeyFile            string `yaml:"key_file"`             // its private key
+	ServerName         string `yaml:"server_name"`          // "" = the broker's host name
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"` // testing only: accept any server certificate
+}
+
+// SASL is the kafka.sasl section: SASL authentication on every broker
+// connection. The password comes from Password (the file or
+// STREAMER_KAFKA_SASL_PASSWORD) or from PasswordFile, never both; read it
+// with [SASL.ResolvePassword].
+type SASL struct {
+	Mechanism    string `yaml:"mechanism"` // "" = off | plain | scram-sha-256 | scram-sha-512
+	Username     string `yaml:"username"`
+	Password     Secret `yaml:"password"`
+	PasswordFile string `yaml:"password_file"` // file holding the password; one trailing newline is dropped
+}
+
+// Enabled reports whether SASL authentication is configured.
+func (s SASL) Enabled() bool { return s.Mechanism != "" }
+
+// ResolvePassword returns the password: Password, or the content of
+// PasswordFile without its trailing newline. Errors name the key, never the
+// password.
+func (s SASL) ResolvePassword() (string, error) {
+	if s.PasswordFile == "" {
+		return s.Password.Reveal(), nil
+	}
+	b, err := os.ReadFile(s.PasswordFile)
+	if err != nil {
+		return "", &Error{Key: "kafka.sasl.password_file", Msg: fileError(err)}
+	}
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if pw == "" {
+		return "", &Error{Key: "kafka.sasl.password_file", Msg: fmt.Sprintf("%s is empty", s.PasswordFile)}
+	}
+	return pw, nil
+}
+
+// fileError describes a failed read without repeating Go's "open" prefix.
+func fileError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("cannot read %s: %v", pe.Path, pe.Err)
+	}
+	return err.Error()
+}
+
+// Secret is a string that never prints: fmt (every verb, also inside
+// structs printed with %v or %+v), JSON, YAML and text encodings all give
+// "[redacted]" (or "" when empty). Reveal returns the value.
+type Secret string
+
+const redacted = "[redacted]"
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return string(s) }
+
+func (s Secret) shown() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// String returns "[redacted]" ("" for an empty secret).
+func (s Secret) String() string { return s.shown() }
+
+// GoString is String, for %#v.
+func (s Secret) GoString() string { return strconv.Quote(s.shown()) }
+
+// Format writes "[redacted]" whatever the verb.
+func (s Secret) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = io.WriteString(f, s.GoString())
+		return
+	}
+	_, _ = io.WriteString(f, s.shown())
+}
+
+// MarshalText, MarshalJSON and MarshalYAML write "[redacted]".
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.shown()), nil }
+
+// MarshalJSON writes "[redacted]" as a JSON string.
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(s.shown())), nil }
+
+// MarshalYAML writes "[redacted]".
+func (s Secret) MarshalYAML() (any, error) { return s.shown(), nil }
 
 // Producer is the kafka.producer section: batching of the score and
 // dead-letter producers.
@@ -50,7 +149,11 @@ type Producer struct {
 
 // HTTP is the http section.
 type HTTP struct {
-	Listen string `yaml:"listen"`
+	Listen       string        `yaml:"listen"`
+	ReadTimeout  time.Duration `yaml:"read_timeout"`  // whole request, headers included
+	WriteTimeout time.Duration `yaml:"write_timeout"` // from the end of the request headers to the end of the response
+	IdleTimeout  time.Duration `yaml:"idle_timeout"`  // keep-alive connections
+	PProf        bool          `yaml:"pprof"`         // serve net/http/pprof under /debug/pprof/
 }
 
 // Log is the log section.
@@ -218,6 +321,10 @@ const (
 	FormatText = "text"
 	FormatJSON = "json"
 
+	SASLPlain       = "plain"
+	SASLScramSHA256 = "scram-sha-256"
+	SASLScramSHA512 = "scram-sha-512"
+
 	ModelMAM      = "mam"
 	ModelOMAM     = "omam"
 	ModelLogistic = "logistic"
@@ -284,7 +391,7 @@ func Default() Config {
 				RequiredAcks: AcksAll,
 			},
 		},
-		HTTP:     HTTP{Listen: "127.0.0.1:9464"},
+		HTTP:     HTTP{Listen: "127.0.0.1:9464", ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute},
 		Log:      Log{Level: LevelInfo, Format: FormatText},
 		Metrics:  Metrics{AccuracyWindow: 1000},
 		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},

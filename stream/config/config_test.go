@@ -31,8 +31,10 @@ func TestGoodRoundTrip(t *testing.T) {
 			CommitInterval:  250 * time.Millisecond,
 			SessionTimeout:  10 * time.Second,
 			Producer:        Producer{BatchSize: 500, BatchTimeout: 10 * time.Millisecond, RequiredAcks: "one"},
+			TLS:             TLS{Enabled: true, ServerName: "kafka.internal"},
+			SASL:            SASL{Mechanism: "scram-sha-512", Username: "scorer", Password: "pa55: word"},
 		},
-		HTTP:     HTTP{Listen: "127.0.0.1:9100"},
+		HTTP:     HTTP{Listen: "127.0.0.1:9100", ReadTimeout: 5 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 30 * time.Second, PProf: true},
 		Log:      Log{Level: "debug", Format: "json"},
 		Metrics:  Metrics{AccuracyWindow: 5000},
 		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
@@ -121,6 +123,8 @@ func TestBad(t *testing.T) {
 		{"section_not_mapping", `config: kafka: must be a mapping of keys, got "localhost:9092" (line 1)`},
 		{"two_documents", `config: a second YAML document starts at line`},
 		{"syntax", `config: yaml:`},
+		{"partition_scope_without_changelog", `config: snapshot.scope: "partition" needs snapshot.changelog_topic: the partitions' state moves between instances through it (line 2)`},
+		{"unknown_snapshot_scope", `config: snapshot.scope: unknown "cluster" (one of instance, partition) (line 3)`},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {
@@ -232,7 +236,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 26 {
+	if len(vars) != len(leaves) || len(vars) != 40 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

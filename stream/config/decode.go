@@ -17,7 +17,7 @@ import (
 // both YAML decoding and the STREAMER_* overrides, so the two cannot drift.
 type leaf struct {
 	path string
-	ptr  func(*Config) any // *string, *int, *time.Duration or *[]string
+	ptr  func(*Config) any // *string, *Secret, *bool, *int, *time.Duration or *[]string
 }
 
 var leaves = []leaf{
@@ -34,7 +34,21 @@ var leaves = []leaf{
 	{"kafka.producer.batch_size", func(c *Config) any { return &c.Kafka.Producer.BatchSize }},
 	{"kafka.producer.batch_timeout", func(c *Config) any { return &c.Kafka.Producer.BatchTimeout }},
 	{"kafka.producer.required_acks", func(c *Config) any { return &c.Kafka.Producer.RequiredAcks }},
+	{"kafka.tls.enabled", func(c *Config) any { return &c.Kafka.TLS.Enabled }},
+	{"kafka.tls.ca_file", func(c *Config) any { return &c.Kafka.TLS.CAFile }},
+	{"kafka.tls.cert_file", func(c *Config) any { return &c.Kafka.TLS.CertFile }},
+	{"kafka.tls.key_file", func(c *Config) any { return &c.Kafka.TLS.KeyFile }},
+	{"kafka.tls.server_name", func(c *Config) any { return &c.Kafka.TLS.ServerName }},
+	{"kafka.tls.insecure_skip_verify", func(c *Config) any { return &c.Kafka.TLS.InsecureSkipVerify }},
+	{"kafka.sasl.mechanism", func(c *Config) any { return &c.Kafka.SASL.Mechanism }},
+	{"kafka.sasl.username", func(c *Config) any { return &c.Kafka.SASL.Username }},
+	{"kafka.sasl.password", func(c *Config) any { return &c.Kafka.SASL.Password }},
+	{"kafka.sasl.password_file", func(c *Config) any { return &c.Kafka.SASL.PasswordFile }},
 	{"http.listen", func(c *Config) any { return &c.HTTP.Listen }},
+	{"http.read_timeout", func(c *Config) any { return &c.HTTP.ReadTimeout }},
+	{"http.write_timeout", func(c *Config) any { return &c.HTTP.WriteTimeout }},
+	{"http.idle_timeout", func(c *Config) any { return &c.HTTP.IdleTimeout }},
+	{"http.pprof", func(c *Config) any { return &c.HTTP.PProf }},
 	{"log.level", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", func(c *Config) any { return &c.Log.Format }},
 	{"metrics.accuracy_window", func(c *Config) any { return &c.Metrics.AccuracyWindow }},
@@ -51,7 +65,7 @@ var leaves = []leaf{
 
 // sections are the mappings outside models that hold leaves.
 var sections = map[string]bool{
-	"kafka": true, "kafka.producer": true, "http": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true,
+	"kafka": true, "kafka.producer": true, "kafka.tls": true, "kafka.sasl": true, "http": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true,
 }
 
 var leafByPath = func() map[string]leaf {
@@ -206,6 +220,10 @@ func (d *decoder) leaf(p any, v *yaml.Node, path string) {
 	switch p := p.(type) {
 	case *string:
 		d.str(v, path, p)
+	case *Secret:
+		d.str(v, path, (*string)(p))
+	case *bool:
+		d.boolean(v, path, p)
 	case *int:
 		d.integer(v, path, p)
 	case *time.Duration:
@@ -516,9 +534,9 @@ var typeKeys = map[string][]string{
 	ModelLogistic: {"learning_rate", "l2"},
 	ModelLDA:      {"window", "decay"},
 	ModelSVM:      {"kernel", "delta", "window", "C", "C_pos", "C_neg", "refit", "probability"},
-	ModelLSRRank:  {"kernel", "lambda", "window", "refit", "solver"},
+	ModelLSRRank:  {"kernel", "lambda", "window", "refit", "solver", "levels"},
 	ModelKRR:      {"kernel", "lambda", "window", "refit", "solver"},
-	ModelMLSRRank: {"kernels", "lambda", "window", "refit", "solver"},
+	ModelMLSRRank: {"kernels", "lambda", "window", "refit", "solver", "levels"},
 }
 
 var allTypeKeys = []string{"kernel", "balance", "delta", "budget", "window", "decay", "levels", "edges", "normalize",

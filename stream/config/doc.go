@@ -44,7 +44,24 @@
 //	kafka.producer.batch_size       1000              most messages per produce batch; > 0
 //	kafka.producer.batch_timeout    5ms               longest a partial batch waits; > 0
 //	kafka.producer.required_acks    all               acknowledgements a produce waits for: none | one | all
+//	kafka.tls.enabled               false             TLS on every broker connection (consumer, producers, changelog)
+//	kafka.tls.ca_file               ""                PEM file of the CAs that sign the brokers' certificates ("" = system roots)
+//	kafka.tls.cert_file             ""                client certificate (PEM) for mutual TLS; needs key_file
+//	kafka.tls.key_file              ""                its private key (PEM); needs cert_file
+//	kafka.tls.server_name           ""                name the brokers' certificates must carry ("" = the host of each address)
+//	kafka.tls.insecure_skip_verify  false             accept any broker certificate (testing only; not with ca_file)
+//	                                                  (the tls keys other than enabled need enabled: true; files must be readable)
+//	kafka.sasl.mechanism            ""                SASL authentication: "" (off) | plain | scram-sha-256 | scram-sha-512
+//	kafka.sasl.username             ""                required with a mechanism
+//	kafka.sasl.password             ""                the password; better from STREAMER_KAFKA_SASL_PASSWORD or password_file.
+//	                                                  Never logged or printed: it shows as [redacted]
+//	kafka.sasl.password_file        ""                file holding the password (one trailing newline dropped); not with password
 //	http.listen                     127.0.0.1:9464    address of /metrics, /healthz, /readyz; host:port, empty host = all interfaces
+//	http.read_timeout               10s               longest time to read a request, headers included; > 0
+//	http.write_timeout              30s               longest time to write a response; > 0 (a /debug/pprof/profile
+//	                                                  must ask for fewer seconds than this)
+//	http.idle_timeout               2m                keep-alive connections idle longer are closed; > 0
+//	http.pprof                      false             serve the net/http/pprof handlers under /debug/pprof/ (404 when false)
 //	log.level                       info              debug | info | warn | error
 //	log.format                      text              text | json
 //	metrics.accuracy_window         1000              events in the sliding prequential-accuracy window; > 0
@@ -95,7 +112,9 @@
 //	window.events       0           mam, omam, lda: exact sliding window over this many labelled examples
 //	decay.half_life     0           mam, omam, lda: exponential forgetting, weight halves every half_life
 //	                                labelled examples (the bound then uses n_eff); not with window
-//	levels              (omam)      omam: number of levels m >= 2; labels 1..m
+//	levels              (omam)      omam: number of levels m >= 2; labels 1..m. lsrrank, mlsrrank: 0 (default,
+//	                                any real target) or m in 2..1000: labels 1..m, and a level from thresholds
+//	                                on the score is published (judged by MAE and zero-one as well as tau)
 //	edges               (none)      omam: m-1 increasing edges binning real-valued labels into levels
 //	normalize           true        omam: Nadaraya-Watson normalised score (false: raw rank-weighted MAM)
 //	learning_rate       0.1         logistic: AdaGrad base step; > 0
@@ -139,7 +158,21 @@
 //	STREAMER_KAFKA_PRODUCER_BATCH_SIZE
 //	STREAMER_KAFKA_PRODUCER_BATCH_TIMEOUT
 //	STREAMER_KAFKA_PRODUCER_REQUIRED_ACKS
+//	STREAMER_KAFKA_TLS_ENABLED             true or false
+//	STREAMER_KAFKA_TLS_CA_FILE
+//	STREAMER_KAFKA_TLS_CERT_FILE
+//	STREAMER_KAFKA_TLS_KEY_FILE
+//	STREAMER_KAFKA_TLS_SERVER_NAME
+//	STREAMER_KAFKA_TLS_INSECURE_SKIP_VERIFY
+//	STREAMER_KAFKA_SASL_MECHANISM
+//	STREAMER_KAFKA_SASL_USERNAME
+//	STREAMER_KAFKA_SASL_PASSWORD           the way to pass the password without writing it in a file
+//	STREAMER_KAFKA_SASL_PASSWORD_FILE
 //	STREAMER_HTTP_LISTEN
+//	STREAMER_HTTP_READ_TIMEOUT
+//	STREAMER_HTTP_WRITE_TIMEOUT
+//	STREAMER_HTTP_IDLE_TIMEOUT
+//	STREAMER_HTTP_PPROF
 //	STREAMER_LOG_LEVEL
 //	STREAMER_LOG_FORMAT
 //	STREAMER_METRICS_ACCURACY_WINDOW

@@ -70,6 +70,14 @@ func setFromEnv(p any, val string) error {
 	switch p := p.(type) {
 	case *string:
 		*p = val
+	case *Secret:
+		*p = Secret(val)
+	case *bool:
+		x, err := strconv.ParseBool(strings.TrimSpace(val))
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (true or false)", val)
+		}
+		*p = x
 	case *int:
 		x, err := strconv.Atoi(strings.TrimSpace(val))
 		if err != nil {

@@ -85,6 +85,7 @@ func TestRankingKeys(t *testing.T) {
 models:
   - {name: r, type: mlsrrank, kernels: [{gamma: 0.1}, {gamma: 1, v: 2}], features: {dim: 3}}
   - {name: k, type: krr, lambda: 0.5, kernel: {type: rbf, gamma: 2}, features: {dim: 3}, scope: key, max_keys: 50}
+  - {name: l, type: lsrrank, levels: 5, solver: features, kernel: {type: rbf, gamma: 1, features: 128}, features: {dim: 3}}
 `), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -93,8 +94,11 @@ models:
 	if len(r.Kernels) != 2 || r.Kernels[0].V != 1 || r.Kernels[1].V != 2 || r.Lambda != DefaultLambda || r.Solver != SolverExact || r.Window.Events != DefaultSVMWindow {
 		t.Errorf("mlsrrank: %+v", r)
 	}
-	if k.Lambda != 0.5 || k.Kernel.Features != 0 || k.Scope != ScopeKey || k.MaxKeys != 50 {
+	if k.Lambda != 0.5 || k.Kernel.Features != 0 || k.Scope != ScopeKey || k.MaxKeys != 50 || k.Levels != 0 {
 		t.Errorf("krr: %+v", k)
+	}
+	if l := cfg.Models[2]; l.Levels != 5 || l.Solver != SolverFeatures || l.Kernel.Features != 128 {
+		t.Errorf("lsrrank with levels: %+v", l)
 	}
 	for _, tc := range []struct{ yaml, want string }{
 		{`{name: r, type: mlsrrank, features: {dim: 2}}`, "models[0].kernels: required for mlsrrank"},
@@ -102,6 +106,11 @@ models:
 		{`{name: r, type: lsrrank, lambda: -1, features: {dim: 2}}`, "models[0].lambda: must be a finite number > 0"},
 		{`{name: r, type: lsrrank, solver: magic, features: {dim: 2}}`, "models[0].solver"},
 		{`{name: r, type: lsrrank, max_keys: 3, features: {dim: 2}}`, "models[0].max_keys: only with scope: key"},
+		{`{name: r, type: lsrrank, levels: 1, features: {dim: 2}}`, "models[0].levels: must be in 2..1000"},
+		{`{name: r, type: mlsrrank, kernels: [{gamma: 1}], levels: 1001, features: {dim: 2}}`, "models[0].levels: must be in 2..1000"},
+		{`{name: r, type: krr, levels: 5, features: {dim: 2}}`, "models[0].levels: does not apply to model type krr"},
+		{`{name: r, type: lsrrank, levels: 5, edges: [1, 2, 3, 4], features: {dim: 2}}`, "models[0].edges: does not apply to model type lsrrank"},
+		{`{name: r, type: lsrrank, refit: {guard: 0.1}, features: {dim: 2}}`, "models[0].refit.guard: not used by lsrrank"},
 	} {
 		_, err := Parse([]byte("models:\n  - "+tc.yaml+"\n"), nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -111,9 +113,19 @@ func validate(c *Config, src map[string]source) []error {
 		v.errorf("kafka.producer.batch_timeout", "must be > 0, got %v", k.Producer.BatchTimeout)
 	}
 	v.oneOf("kafka.producer.required_acks", k.Producer.RequiredAcks, AcksNone, AcksOne, AcksAll)
+	v.tls(k.TLS)
+	v.sasl(k.SASL)
 
 	if err := checkHostPort(c.HTTP.Listen, false); err != nil {
 		v.errorf("http.listen", "%v", err)
+	}
+	for _, t := range []struct {
+		key string
+		d   time.Duration
+	}{{"http.read_timeout", c.HTTP.ReadTimeout}, {"http.write_timeout", c.HTTP.WriteTimeout}, {"http.idle_timeout", c.HTTP.IdleTimeout}} {
+		if t.d <= 0 {
+			v.errorf(t.key, "must be > 0, got %v", t.d)
+		}
 	}
 	v.oneOf("log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
 	v.oneOf("log.format", c.Log.Format, FormatText, FormatJSON)
@@ -376,6 +388,14 @@ func (v *validator) ranking(p string, m Model) {
 	if r.EveryEvents < 0 || r.Every < 0 || (r.EveryEvents == 0 && r.Every == 0) {
 		v.errorf(p+".refit", "set every_events and/or every (> 0)")
 	}
+	if r.Guard != 0 {
+		v.errorf(p+".refit.guard", "not used by %s (the guard judges classification error, which a ranking score has not): remove it", m.Type)
+	}
+	// levels: ordinal targets 1..m, published as a level from thresholds
+	// on the score (0 = off: real-valued targets, score only).
+	if m.Levels != 0 && (m.Levels < 2 || m.Levels > 1000) {
+		v.errorf(p+".levels", "must be in 2..1000 (integer targets 1..m; 0 = off, any real target), got %d", m.Levels)
+	}
 }
 
 // modelTypeKeys checks the keys specific to some model types.
@@ -439,4 +459,84 @@ func checkHostPort(s string, needHost bool) error {
 		return fmt.Errorf("%q: port %q is not a number in %d..65535", s, port, lo)
 	}
 	return nil
+}
+
+// tls checks the kafka.tls keys; the files must be readable now.
+func (v *validator) tls(t TLS) {
+	set := []struct {
+		key string
+		on  bool
+	}{{"ca_file", t.CAFile != ""}, {"cert_file", t.CertFile != ""}, {"key_file", t.KeyFile != ""},
+		{"server_name", t.ServerName != ""}, {"insecure_skip_verify", t.InsecureSkipVerify}}
+	if !t.Enabled {
+		for _, s := range set {
+			if s.on {
+				v.errorf("kafka.tls."+s.key, "set but kafka.tls.enabled is false: enable TLS or remove the key")
+			}
+		}
+		return
+	}
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		v.errorf("kafka.tls.key_file", "required with kafka.tls.cert_file (the client certificate's private key)")
+	case t.CertFile == "" && t.KeyFile != "":
+		v.errorf("kafka.tls.cert_file", "required with kafka.tls.key_file (the client certificate)")
+	}
+	if t.InsecureSkipVerify && t.CAFile != "" {
+		v.errorf("kafka.tls.insecure_skip_verify", "true makes kafka.tls.ca_file unused (no certificate is verified); remove one")
+	}
+	v.readable("kafka.tls.ca_file", t.CAFile)
+	v.readable("kafka.tls.cert_file", t.CertFile)
+	v.readable("kafka.tls.key_file", t.KeyFile)
+}
+
+// readable reports the key when the file at path ("" = unset) cannot be
+// read. The content is never part of the message.
+func (v *validator) readable(key, path string) {
+	if path == "" {
+		return
+	}
+	if _, err := os.ReadFile(path); err != nil {
+		v.errorf(key, "%s", fileError(err))
+	}
+}
+
+const saslMechanisms = SASLPlain + ", " + SASLScramSHA256 + ", " + SASLScramSHA512
+
+// sasl checks the kafka.sasl keys. No message shows the password.
+func (v *validator) sasl(s SASL) {
+	switch s.Mechanism {
+	case "":
+		for _, o := range []struct {
+			key string
+			on  bool
+		}{{"username", s.Username != ""}, {"password", s.Password != ""}, {"password_file", s.PasswordFile != ""}} {
+			if o.on {
+				v.errorf("kafka.sasl."+o.key, "set but kafka.sasl.mechanism is not (one of %s)", saslMechanisms)
+			}
+		}
+		return
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+	default:
+		v.errorf("kafka.sasl.mechanism", "unknown %q (one of %s)", s.Mechanism, saslMechanisms)
+	}
+	if s.Username == "" {
+		v.errorf("kafka.sasl.username", "required with kafka.sasl.mechanism %s", s.Mechanism)
+	}
+	switch {
+	case s.Password != "" && s.PasswordFile != "":
+		v.errorf("kafka.sasl.password", "set together with kafka.sasl.password_file; give only one")
+	case s.Password == "" && s.PasswordFile == "":
+		v.errorf("kafka.sasl.password", "required with kafka.sasl.mechanism %s: set kafka.sasl.password, %s or kafka.sasl.password_file",
+			s.Mechanism, EnvName("kafka.sasl.password"))
+	default:
+		if _, err := s.ResolvePassword(); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				v.errorf(e.Key, "%s", e.Msg)
+			} else {
+				v.errorf("kafka.sasl.password_file", "%v", err)
+			}
+		}
+	}
 }
