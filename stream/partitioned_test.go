@@ -258,23 +258,24 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 		}
 	}
 	sink := &memSink{}
-	for _, ev := range partEvents(1200, 2) {
-		msg := ev.msg
-		a.Process(&msg, sink)
-	}
 	em := model(t, a, "svm")
-	waitVersion := func(m online.Model) int64 {
-		deadline := time.Now().Add(20 * time.Second)
-		for m.Version() < 2 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+	// Refits run in the background and one that falls due while another
+	// runs waits for the next event: feed events in chunks until both
+	// partitions serve a second version (however slow the machine).
+	events := partEvents(40000, 2)
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		if i == len(events)/200 || time.Now().After(deadline) {
+			t.Fatalf("no second refit was swapped in after %d events", i*200)
 		}
-		if m.Version() < 2 {
-			t.Fatal("no refit was swapped in")
+		for _, ev := range events[i*200 : (i+1)*200] {
+			msg := ev.msg
+			a.Process(&msg, sink)
 		}
-		return m.Version()
-	}
-	for p := range 2 {
-		waitVersion(em.parts[p].m)
+		if em.parts[0] != nil && em.parts[1] != nil && em.parts[0].m.Version() >= 2 && em.parts[1].m.Version() >= 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if em.parts[0].m == em.parts[1].m {
 		t.Fatal("partitions share one heavy model")
