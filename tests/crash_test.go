@@ -173,7 +173,13 @@ func TestCrashRecovery(t *testing.T) {
 					t.Fatalf("streamer_snapshot_corrupt_total = %v, want 1", v)
 				}
 			}
-			time.Sleep(time.Duration(200+rng.IntN(1500)) * time.Millisecond)
+			// Kill at a random moment after this run made progress (a
+			// snapshot of its own), however slow the machine is.
+			waitFor(t, 60*time.Second, "a snapshot by this run", func() bool {
+				return p.metric(t, "streamer_snapshots_total", "") >= 1 ||
+					p.metric(t, "streamer_model_examples", `model="mam_linear"`) >= n
+			})
+			time.Sleep(time.Duration(rng.IntN(1200)) * time.Millisecond)
 		}
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)

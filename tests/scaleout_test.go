@@ -104,9 +104,12 @@ func TestScaleOut(t *testing.T) {
 		waitFor(t, 30*time.Second, "instance "+strconv.Itoa(i)+"'s global model to merge every partition", func() bool {
 			return p.metric(t, "streamer_model_examples", `model="mam_rbf"`) == n
 		})
-		if v := p.metric(t, "streamer_scaleout_remote_partitions", ""); v == 0 || v == scalePartitions {
-			t.Errorf("instance %d merges %v other partitions, want some but not all", i, v)
-		}
+		// A rebalance may be under way (a slow machine misses the 1 s
+		// session timeout now and then): wait for the group to settle.
+		waitFor(t, 30*time.Second, "instance "+strconv.Itoa(i)+" to own some partitions and merge the others", func() bool {
+			v := p.metric(t, "streamer_scaleout_remote_partitions", "")
+			return v > 0 && v < scalePartitions
+		})
 	}
 	for _, p := range procs {
 		if v := p.metric(t, "streamer_scaleout_partition_restores_total", ""); v == 0 {

@@ -1,8 +1,9 @@
 // Package rank implements least-squares kernel ranking — LSRRank and
 // multiscale MLSRRank (seed 001; MATH.md §7) — and kernel ridge regression,
 // exactly and with random Fourier features, plus the ranking measures of
-// seed 001 §IV. It is standalone: it imports only the standard library and
-// gonum.
+// seed 001 §IV. It is standalone: it imports only the standard library,
+// gonum (tests) and online/internal/dense, the packed AVX2 kernels its
+// Cholesky factorisations and rank-k updates run on.
 //
 // # Kernels
 //

@@ -5,8 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
+	"github.com/streamer/streamer/online/internal/dense"
 )
 
 // pcgStream is the second PCG seed word of the frequencies of kernel t
@@ -143,8 +142,9 @@ const batch = 32
 // window: ΦᵀΦ, Φᵀ1, Φᵀy, Σy and n, kept as running sums. Add and Remove
 // cost O(D·d) to map the event plus, amortised, O(D²/2) for ΦᵀΦ: events
 // are buffered 32 at a time and folded in by one symmetric rank-32 update
-// (BLAS dsyrk, +1 for added and −1 for removed events), which is three to
-// four times faster than 32 rank-1 updates. Φᵀ1, Φᵀy and Σy are
+// (dense.SyrkTN, +1 for added and −1 for removed events: the packed
+// AVX2/FMA micro-kernel, 25-43 Gflop/s on one core here, against about 3
+// for gonum's dsyrk and less for 32 rank-1 updates). Φᵀ1, Φᵀy and Σy are
 // Neumaier-compensated; ΦᵀΦ is not (compensating a D×D matrix would halve
 // the update rate): in a sliding window every entry is a sum of added and
 // subtracted terms of size ≤ 2/F, so after N events its rounding error is
@@ -165,6 +165,7 @@ type Sums struct {
 	n          int64
 	add, rem   []float64 // pending rows (batch × dim)
 	nAdd, nRem int
+	ws         dense.Workspace // packing buffers of the rank-32 updates
 }
 
 // NewSums returns empty sums for the feature map fm.
@@ -247,8 +248,7 @@ func (s *Sums) flushRem() {
 }
 
 func (s *Sums) syrk(rows []float64, k int, alpha float64) {
-	blas64.Syrk(blas.Trans, alpha, blas64.General{Rows: k, Cols: s.dim, Stride: s.dim, Data: rows[:k*s.dim]},
-		1, blas64.Symmetric{Uplo: blas.Upper, N: s.dim, Stride: s.dim, Data: s.gram})
+	s.ws.SyrkTN(s.dim, k, alpha, rows[:k*s.dim], s.dim, s.gram, s.dim)
 }
 
 // Copy sets s to a copy of src, pending events included, reusing s's

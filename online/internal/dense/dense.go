@@ -1,0 +1,308 @@
+// Package dense holds the few dense kernels that the kernel-ranking solvers
+// of online/rank spend their time in, written for the hardware: C += α·AᵀB
+// (GemmTN), its symmetric form C += α·AᵀA on the upper triangle (SyrkTN),
+// and an upper Cholesky factorisation A = UᵀU with its solve — all on
+// row-major float64 matrices with a row stride (the layout of gonum's
+// blas64.General and blas64.Symmetric with blas.Upper).
+//
+// The products follow the BLIS design: blocks of A (kc × mc) and B
+// (kc × nc) are packed into contiguous slivers and a 6 × 8 micro-kernel
+// accumulates one tile of C in twelve registers. On amd64 with AVX2 and
+// FMA the micro-kernel and axpy are assembly (kernel_amd64.s, 16 flops per
+// cycle per core at best); elsewhere, or with the build tag purego, they
+// are plain Go. The Cholesky factorisation is recursive (Gustavson): half
+// the matrix is factorised, the off-diagonal block solved by a recursive
+// triangular solve and the trailing block updated by SyrkTN, so nearly all
+// of its m³/3 flops run in the micro-kernel; the triangular solves and the
+// trailing updates are split over goroutines.
+//
+// gonum's pure-Go BLAS and LAPACK run these operations three to six times
+// slower (see BenchmarkCholesky); this package exists only for that gap.
+// The results agree with gonum's Dpotrf and with naive products to
+// rounding (dense_test.go).
+package dense
+
+import (
+	"fmt"
+	"math"
+	"sync"
+)
+
+const (
+	mr = 6    // rows of a micro-tile
+	nr = 8    // columns of a micro-tile
+	kc = 256  // depth of a packed block
+	mc = 96   // rows of a packed block of A (a multiple of mr)
+	nc = 2048 // columns of a packed block of B (a multiple of nr)
+)
+
+// Workspace holds the packing buffers of GemmTN and SyrkTN. The zero value
+// is ready to use; it sizes itself on first use and then does not
+// allocate. A Workspace is not safe for concurrent use.
+type Workspace struct {
+	ap   []float64 // packed A block: mc/mr slivers of kc × mr
+	bp   []float64 // packed B block: nc/nr slivers of kc × nr
+	tile [mr * nr]float64
+}
+
+// GemmTN computes C += alpha·AᵀB for C m × n (row stride ldc), A k × m
+// (row stride lda) and B k × n (row stride ldb). It panics if a slice is
+// too short for its dimensions and stride.
+func (w *Workspace) GemmTN(m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	check("GemmTN", m, n, k, a, lda, b, ldb, c, ldc)
+	w.gemm(m, n, k, alpha, a, lda, b, ldb, c, ldc, false, 0)
+}
+
+// SyrkTN computes the upper triangle of C += alpha·AᵀA for C n × n (row
+// stride ldc) and A k × n (row stride lda); the strictly lower triangle of
+// C is not touched. It panics if a slice is too short.
+func (w *Workspace) SyrkTN(n, k int, alpha float64, a []float64, lda int, c []float64, ldc int) {
+	check("SyrkTN", n, n, k, a, lda, a, lda, c, ldc)
+	w.gemm(n, n, k, alpha, a, lda, a, lda, c, ldc, true, 0)
+}
+
+func check(op string, m, n, k int, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	switch {
+	case m < 0 || n < 0 || k < 0:
+		panic(fmt.Sprintf("dense: %s: negative dimension %d×%d×%d", op, m, n, k))
+	case lda < max(1, m) || ldb < max(1, n) || ldc < max(1, n):
+		panic(fmt.Sprintf("dense: %s: bad stride", op))
+	case k > 0 && (len(a) < (k-1)*lda+m || len(b) < (k-1)*ldb+n):
+		panic(fmt.Sprintf("dense: %s: A or B too short", op))
+	case m > 0 && len(c) < (m-1)*ldc+n:
+		panic(fmt.Sprintf("dense: %s: C too short", op))
+	}
+}
+
+// gemm computes C[i,j] += alpha·Σ_p A[p,i]·B[p,j] for i < m, j < n; with
+// upper, only where i ≤ j + off (the upper triangle of a C whose column 0
+// is column off of the whole matrix).
+func (w *Workspace) gemm(m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int, upper bool, off int) {
+	if m == 0 || n == 0 || k == 0 || alpha == 0 {
+		return
+	}
+	if need := mc * min(k, kc); len(w.ap) < need {
+		w.ap = make([]float64, mc*kc)
+	}
+	if need := min(k, kc) * roundUp(min(n, nc), nr); len(w.bp) < need {
+		w.bp = make([]float64, need)
+	}
+	for jc := 0; jc < n; jc += nc {
+		ncc := min(nc, n-jc)
+		mEnd := m
+		if upper {
+			mEnd = min(m, jc+ncc+off)
+		}
+		for pc := 0; pc < k; pc += kc {
+			kcc := min(kc, k-pc)
+			packB(w.bp, b[pc*ldb+jc:], ldb, kcc, ncc)
+			for ic := 0; ic < mEnd; ic += mc {
+				mcc := min(mc, mEnd-ic)
+				packA(w.ap, a[pc*lda+ic:], lda, kcc, mcc)
+				w.macro(kcc, mcc, ncc, ic, jc, alpha, c, ldc, upper, off)
+			}
+		}
+	}
+}
+
+// macro multiplies the packed blocks into C[ic:ic+mcc, jc:jc+ncc].
+func (w *Workspace) macro(kcc, mcc, ncc, ic, jc int, alpha float64, c []float64, ldc int, upper bool, off int) {
+	for jr := 0; jr < ncc; jr += nr {
+		cols := min(nr, ncc-jr)
+		bs := w.bp[jr*kcc : (jr+nr)*kcc]
+		gj := jc + jr
+		for ir := 0; ir < mcc; ir += mr {
+			gi := ic + ir
+			if upper && gi > gj+cols-1+off {
+				break // this tile and the ones below it are under the diagonal
+			}
+			rows := min(mr, mcc-ir)
+			as := w.ap[ir*kcc : (ir+mr)*kcc]
+			if rows == mr && cols == nr && (!upper || gi+mr-1 <= gj+off) {
+				kernel(kcc, as, bs, c[gi*ldc+gj:], ldc, alpha)
+				continue
+			}
+			clear(w.tile[:])
+			kernel(kcc, as, bs, w.tile[:], nr, alpha)
+			for r := range rows {
+				crow := c[(gi+r)*ldc+gj : (gi+r)*ldc+gj+cols]
+				t := w.tile[r*nr : r*nr+cols]
+				q0 := 0
+				if upper {
+					q0 = max(0, gi+r-gj-off)
+				}
+				for q := q0; q < cols; q++ {
+					crow[q] += t[q]
+				}
+			}
+		}
+	}
+}
+
+// packA copies A[0:kcc, 0:mcc] (row stride lda) into slivers of mr
+// columns: dst[s·kcc + p·mr + r] = A[p, s+r], zero-padded.
+func packA(dst, a []float64, lda, kcc, mcc int) {
+	for s := 0; s < mcc; s += mr {
+		rows := min(mr, mcc-s)
+		d := dst[s*kcc : s*kcc+kcc*mr]
+		for p := range kcc {
+			src := a[p*lda+s : p*lda+s+rows]
+			dp := d[p*mr : p*mr+mr]
+			copy(dp, src)
+			if rows < mr {
+				clear(dp[rows:])
+			}
+		}
+	}
+}
+
+// packB copies B[0:kcc, 0:ncc] (row stride ldb) into slivers of nr
+// columns: dst[s·kcc + p·nr + q] = B[p, s+q], zero-padded.
+func packB(dst, b []float64, ldb, kcc, ncc int) {
+	for s := 0; s < ncc; s += nr {
+		cols := min(nr, ncc-s)
+		d := dst[s*kcc : s*kcc+kcc*nr]
+		for p := range kcc {
+			src := b[p*ldb+s : p*ldb+s+cols]
+			dp := d[p*nr : p*nr+nr]
+			copy(dp, src)
+			if cols < nr {
+				clear(dp[cols:])
+			}
+		}
+	}
+}
+
+// kernel computes C[0:mr, 0:nr] += alpha·Σ_p a[p·mr+r]·b[p·nr+q] for
+// k > 0 packed steps; c holds the tile's rows at stride ldc.
+func kernel(k int, a, b, c []float64, ldc int, alpha float64) {
+	_ = a[k*mr-1]
+	_ = b[k*nr-1]
+	_ = c[(mr-1)*ldc+nr-1]
+	if useAsm {
+		kern6x8(k, &a[0], &b[0], &c[0], ldc, alpha)
+		return
+	}
+	kernelGo(k, a, b, c, ldc, alpha)
+}
+
+// kernelGo is the portable micro-kernel.
+func kernelGo(k int, a, b, c []float64, ldc int, alpha float64) {
+	var acc [mr][nr]float64
+	for p := range k {
+		ap := a[p*mr : p*mr+mr]
+		bp := (*[nr]float64)(b[p*nr : p*nr+nr])
+		for r, ar := range ap {
+			row := &acc[r]
+			for q, bq := range bp {
+				row[q] += ar * bq
+			}
+		}
+	}
+	for r := range mr {
+		crow := c[r*ldc : r*ldc+nr]
+		for q := range nr {
+			crow[q] += alpha * acc[r][q]
+		}
+	}
+}
+
+// axpyTo computes y += alpha·x (len(y) ≥ len(x)).
+func axpyTo(alpha float64, x, y []float64) {
+	if len(x) == 0 {
+		return
+	}
+	y = y[:len(x)]
+	if useAsm {
+		axpy(len(x), alpha, &x[0], &y[0])
+		return
+	}
+	for i, v := range x {
+		y[i] += alpha * v
+	}
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// pool recycles workspaces for the parallel operations.
+var pool = sync.Pool{New: func() any { return new(Workspace) }}
+
+// parallel runs fn(t) for t in [0, workers) on workers goroutines (fn(0)
+// on the caller's), each with a workspace of its own, and waits.
+func parallel(workers int, fn func(t int, w *Workspace)) {
+	var wg sync.WaitGroup
+	for t := 1; t < workers; t++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := pool.Get().(*Workspace)
+			fn(t, w)
+			pool.Put(w)
+		}()
+	}
+	w := pool.Get().(*Workspace)
+	fn(0, w)
+	pool.Put(w)
+	wg.Wait()
+}
+
+// minParallel is the flop count below which an operation runs on one
+// goroutine.
+const minParallel = 4 << 20
+
+// GemmTNParallel is GemmTN with the columns of C split over up to workers
+// goroutines.
+func GemmTNParallel(workers, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
+	check("GemmTN", m, n, k, a, lda, b, ldb, c, ldc)
+	workers = min(workers, n/(4*nr))
+	if workers <= 1 || 2*m*n*k < minParallel {
+		w := pool.Get().(*Workspace)
+		w.gemm(m, n, k, alpha, a, lda, b, ldb, c, ldc, false, 0)
+		pool.Put(w)
+		return
+	}
+	parallel(workers, func(t int, w *Workspace) {
+		j0, j1 := split(n, workers, t, false)
+		if j1 > j0 {
+			w.gemm(m, j1-j0, k, alpha, a, lda, b[j0:], ldb, c[j0:], ldc, false, 0)
+		}
+	})
+}
+
+// SyrkTNParallel is SyrkTN with the columns of C split over up to workers
+// goroutines, each with the same share of the triangle.
+func SyrkTNParallel(workers, n, k int, alpha float64, a []float64, lda int, c []float64, ldc int) {
+	check("SyrkTN", n, n, k, a, lda, a, lda, c, ldc)
+	workers = min(workers, n/(4*nr))
+	if workers <= 1 || n*n*k < minParallel {
+		w := pool.Get().(*Workspace)
+		w.gemm(n, n, k, alpha, a, lda, a, lda, c, ldc, true, 0)
+		pool.Put(w)
+		return
+	}
+	parallel(workers, func(t int, w *Workspace) {
+		j0, j1 := split(n, workers, t, true)
+		if j1 > j0 {
+			// Rows 0..j1 of columns j0..j1: A's columns 0..j1 against
+			// its columns j0..j1.
+			w.gemm(j1, j1-j0, k, alpha, a, lda, a[j0:], lda, c[j0:], ldc, true, j0)
+		}
+	})
+}
+
+// split returns part t of [0, n) in workers parts on multiples of nr:
+// equal widths, or, for a triangle, equal areas (column j has j+1
+// entries).
+func split(n, workers, t int, triangle bool) (int, int) {
+	at := func(t int) int {
+		if t >= workers {
+			return n
+		}
+		f := float64(t) / float64(workers)
+		if triangle {
+			f = math.Sqrt(f)
+		}
+		return min(n, roundUp(int(f*float64(n)), nr))
+	}
+	return at(t), at(t + 1)
+}
