@@ -69,7 +69,7 @@ func BenchScaleOut(ctx context.Context, cfg BenchConfig, instances []int) ([]Sca
 			if err != nil {
 				return out, err
 			}
-			say(fmt.Sprintf("round %d: %d instance(s): %d events in %s (%.0f events/s; %.0f events/s once the group was stable), %d score records, changelog %.1f bytes/event",
+			say(fmt.Sprintf("round %d: %d instance(s): %d events in %s (%.0f events/s; %.0f events/s once the group was stable), %d score records, changelog %.3g bytes/event",
 				round, k, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate(), r.StableRate(), r.Scored, float64(r.ChangelogBytes)/float64(r.Events)))
 			out = append(out, r)
 		}

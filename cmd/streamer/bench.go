@@ -98,10 +98,10 @@ func benchScale(ctx context.Context, cfg stream.BenchConfig, kernel string, inst
 	}
 	fmt.Printf("\nscale-out, %d events, d=%d, %s MAM, %d partitions, snapshots every %s, GOMAXPROCS=%d\n\n",
 		cfg.Events, cfg.Dim, kernel, cfg.Partitions, cfg.SnapshotEvery, runtime.GOMAXPROCS(0))
-	fmt.Printf("| round | instances | events/s | events/s once stable | seconds | score records | changelog bytes/event | snapshots |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| round | instances | events/s | events/s once stable | seconds | score records | snapshots | changelog bytes | changelog bytes/event |\n|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range res {
-		fmt.Printf("| %d | %d | %.0f | %.0f | %.2f | %d | %.1f | %d |\n", i/len(instances)+1, r.Instances, r.Rate(), r.StableRate(),
-			r.Elapsed.Seconds(), r.Scored, float64(r.ChangelogBytes)/float64(r.Events), r.Snapshots)
+		fmt.Printf("| %d | %d | %.0f | %.0f | %.2f | %d | %d | %d | %.3g |\n", i/len(instances)+1, r.Instances, r.Rate(), r.StableRate(),
+			r.Elapsed.Seconds(), r.Scored, r.Snapshots, r.ChangelogBytes, float64(r.ChangelogBytes)/float64(r.Events))
 	}
 	return nil
 }
