@@ -3,16 +3,9 @@ package stream
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,83 +17,10 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/internal/testpki"
 	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream/config"
 )
-
-// testPKI is a CA and a server certificate for 127.0.0.1 it signed, as
-// PEM files in a temporary directory.
-type testPKI struct {
-	caFile     string
-	pool       *x509.CertPool // the CA
-	serverTLS  *tls.Config
-	clientCert string // a client certificate signed by the CA, and its key
-	clientKey  string
-}
-
-func newTestPKI(t *testing.T) *testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "streamer test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP) (certPEM, keyPEM []byte) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
-	}
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	srvCert, srvKey := issue(2, "broker", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
-	pair, err := tls.X509KeyPair(srvCert, srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cliCert, cliKey := issue(3, "streamer", x509.ExtKeyUsageClientAuth, nil)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &testPKI{
-		pool:       pool,
-		caFile:     write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})),
-		serverTLS:  &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
-		clientCert: write("client.pem", cliCert),
-		clientKey:  write("client-key.pem", cliKey),
-	}
-}
 
 func startSecureBroker(t *testing.T, cfg BrokerConfig) *Broker {
 	t.Helper()
@@ -140,9 +60,9 @@ func TestKafkaSecurityOff(t *testing.T) {
 }
 
 func TestKafkaSecurityBuild(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	k := config.Default().Kafka
-	k.TLS = config.TLS{Enabled: true, CAFile: pki.caFile, CertFile: pki.clientCert, KeyFile: pki.clientKey, ServerName: "kafka.example"}
+	k.TLS = config.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey, ServerName: "kafka.example"}
 	k.SASL = config.SASL{Mechanism: config.SASLScramSHA512, Username: "alice", Password: "pw"}
 	sec := mustSecurity(t, k)
 	tc := sec.TLSConfig()
@@ -166,7 +86,7 @@ func TestKafkaSecurityBuild(t *testing.T) {
 }
 
 func TestKafkaSecurityErrors(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage.pem")
 	if err := os.WriteFile(garbage, []byte("not a certificate\n"), 0o600); err != nil {
@@ -183,8 +103,8 @@ func TestKafkaSecurityErrors(t *testing.T) {
 		{"ca missing", func(k *config.Kafka) { k.TLS = config.TLS{Enabled: true, CAFile: filepath.Join(dir, "none.pem")} },
 			"config: kafka.tls.ca_file: open " + filepath.Join(dir, "none.pem")},
 		{"key of another cert", func(k *config.Kafka) {
-			k.TLS = config.TLS{Enabled: true, CertFile: pki.clientCert, KeyFile: garbage}
-		}, "config: kafka.tls.cert_file: client certificate " + pki.clientCert + " with key " + garbage},
+			k.TLS = config.TLS{Enabled: true, CertFile: pki.ClientCert, KeyFile: garbage}
+		}, "config: kafka.tls.cert_file: client certificate " + pki.ClientCert + " with key " + garbage},
 		{"password SASLprep", func(k *config.Kafka) {
 			k.SASL = config.SASL{Mechanism: config.SASLScramSHA256, Username: "alice", Password: secret}
 		}, "config: kafka.sasl.password: not valid for SCRAM"},
@@ -214,24 +134,24 @@ func TestKafkaSecurityErrors(t *testing.T) {
 // *KafkaAuthError; the right credentials pass; an unreachable broker or a
 // listener that wants what the client does not offer is only a warning.
 func TestCheckBrokers(t *testing.T) {
-	pki := newTestPKI(t)
-	other := newTestPKI(t)
+	pki := testpki.New(t)
+	other := testpki.New(t)
 	const pw = "correct horse battery staple"
 	users := []SASLUser{{config.SASLScramSHA256, "alice", pw}, {config.SASLScramSHA512, "bob", pw}, {config.SASLPlain, "carol", pw}}
-	saslTLS := startSecureBroker(t, BrokerConfig{SASL: users, TLS: pki.serverTLS})
+	saslTLS := startSecureBroker(t, BrokerConfig{SASL: users, TLS: pki.ServerTLS})
 	plainBroker := startSecureBroker(t, BrokerConfig{})
-	tlsOnly := startSecureBroker(t, BrokerConfig{TLS: pki.serverTLS})
+	tlsOnly := startSecureBroker(t, BrokerConfig{TLS: pki.ServerTLS})
 	saslOnly := startSecureBroker(t, BrokerConfig{SASL: users})
-	mtlsConf := pki.serverTLS.Clone()
-	mtlsConf.ClientAuth, mtlsConf.ClientCAs = tls.RequireAndVerifyClientCert, pki.pool
-	adminCert, err := tls.LoadX509KeyPair(pki.clientCert, pki.clientKey)
+	mtlsConf := pki.ServerTLS.Clone()
+	mtlsConf.ClientAuth, mtlsConf.ClientCAs = tls.RequireAndVerifyClientCert, pki.Pool
+	adminCert, err := tls.LoadX509KeyPair(pki.ClientCert, pki.ClientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mtls := startSecureBroker(t, BrokerConfig{TLS: mtlsConf, SASL: users[:1],
-		AdminTLS: &tls.Config{Certificates: []tls.Certificate{adminCert}, RootCAs: pki.pool, MinVersion: tls.VersionTLS12}})
+		AdminTLS: &tls.Config{Certificates: []tls.Certificate{adminCert}, RootCAs: pki.Pool, MinVersion: tls.VersionTLS12}})
 
-	tlsOn := config.TLS{Enabled: true, CAFile: pki.caFile}
+	tlsOn := config.TLS{Enabled: true, CAFile: pki.CAFile}
 	cases := []struct {
 		name    string
 		b       *Broker
@@ -252,15 +172,15 @@ func TestCheckBrokers(t *testing.T) {
 		{"wrong mechanism for user", saslOnly, config.TLS{}, config.SASL{Mechanism: config.SASLScramSHA512, Username: "alice", Password: pw},
 			`kafka: SASL authentication failed (mechanism scram-sha-512, user "alice")`, false},
 		{"tls ok", tlsOnly, tlsOn, config.SASL{}, "", false},
-		{"client cert", mtls, config.TLS{Enabled: true, CAFile: pki.caFile, CertFile: pki.clientCert, KeyFile: pki.clientKey},
+		{"client cert", mtls, config.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: pki.ClientCert, KeyFile: pki.ClientKey},
 			config.SASL{Mechanism: config.SASLScramSHA256, Username: "alice", Password: pw}, "", false},
 		{"no client cert", mtls, tlsOn, config.SASL{Mechanism: config.SASLScramSHA256, Username: "alice", Password: pw},
 			"kafka: TLS with broker " + mtls.Addrs()[0] + " failed: ", false},
-		{"client cert of another CA", mtls, config.TLS{Enabled: true, CAFile: pki.caFile, CertFile: other.clientCert, KeyFile: other.clientKey},
+		{"client cert of another CA", mtls, config.TLS{Enabled: true, CAFile: pki.CAFile, CertFile: other.ClientCert, KeyFile: other.ClientKey},
 			config.SASL{Mechanism: config.SASLScramSHA256, Username: "alice", Password: pw}, "kafka: TLS with broker " + mtls.Addrs()[0] + " failed: ", false},
-		{"other CA", tlsOnly, config.TLS{Enabled: true, CAFile: other.caFile}, config.SASL{},
+		{"other CA", tlsOnly, config.TLS{Enabled: true, CAFile: other.CAFile}, config.SASL{},
 			"kafka: TLS with broker " + tlsOnly.Addrs()[0] + " failed: tls: failed to verify certificate", false},
-		{"wrong server name", tlsOnly, config.TLS{Enabled: true, CAFile: pki.caFile, ServerName: "kafka.example"}, config.SASL{},
+		{"wrong server name", tlsOnly, config.TLS{Enabled: true, CAFile: pki.CAFile, ServerName: "kafka.example"}, config.SASL{},
 			"kafka: TLS with broker " + tlsOnly.Addrs()[0] + " failed: tls: failed to verify certificate", false},
 		// kfake waits for the rest of a "request" as long as the TLS
 		// ClientHello says (a real broker closes at once: fatal).
@@ -336,15 +256,15 @@ func errString(err error) string {
 // against a broker that requires SCRAM over TLS, and a reader with the
 // Dialer reads what was published.
 func TestSecurePublisherAndChangelog(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := testpki.New(t)
 	const pw = "s3cret"
 	b := startSecureBroker(t, BrokerConfig{
 		Topics: []TopicSpec{{Name: "scores", Partitions: 2}},
 		SASL:   []SASLUser{{config.SASLScramSHA512, "svc", pw}},
-		TLS:    pki.serverTLS,
+		TLS:    pki.ServerTLS,
 	})
 	k := config.Default().Kafka
-	k.TLS = config.TLS{Enabled: true, CAFile: pki.caFile}
+	k.TLS = config.TLS{Enabled: true, CAFile: pki.CAFile}
 	k.SASL = config.SASL{Mechanism: config.SASLScramSHA512, Username: "svc", Password: pw}
 	sec := mustSecurity(t, k)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

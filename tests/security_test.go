@@ -3,18 +3,9 @@ package tests
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +16,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/internal/testpki"
 	"github.com/streamer/streamer/stream"
 	"github.com/streamer/streamer/stream/config"
 )
@@ -35,50 +27,6 @@ import (
 // with a clear message; the password never shows in its output.
 
 const securePassword = "s3cret-Pa55word-do-not-print"
-
-// securePKI is a CA (PEM file) and the broker's server certificate for
-// 127.0.0.1, generated for the test.
-type securePKI struct {
-	caFile    string
-	serverTLS *tls.Config
-}
-
-func newSecurePKI(t *testing.T) securePKI {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey, srvKey := key(), key()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "streamer e2e CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "kfake"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return securePKI{caFile: caFile, serverTLS: &tls.Config{MinVersion: tls.VersionTLS12,
-		Certificates: []tls.Certificate{{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}}}}
-}
 
 func startSecureBroker(t *testing.T, cfg stream.BrokerConfig) *stream.Broker {
 	t.Helper()
@@ -223,13 +171,13 @@ func TestSecureSCRAM256File(t *testing.T) {
 // TestSecureSCRAM512TLS: SCRAM-SHA-512 over TLS (the CA from ca_file), with
 // the state in a changelog topic on the same secured broker.
 func TestSecureSCRAM512TLS(t *testing.T) {
-	pki := newSecurePKI(t)
-	b := startSecureBroker(t, stream.BrokerConfig{TLS: pki.serverTLS,
+	pki := testpki.New(t)
+	b := startSecureBroker(t, stream.BrokerConfig{TLS: pki.ServerTLS,
 		SASL: []stream.SASLUser{{Mechanism: config.SASLScramSHA512, User: "bob", Password: securePassword}}})
-	p := startStreamer(t, b, secureConfig(`  tls: {enabled: true, ca_file: `+pki.caFile+`}
+	p := startStreamer(t, b, secureConfig(`  tls: {enabled: true, ca_file: `+pki.CAFile+`}
   sasl: {mechanism: scram-sha-512, username: bob, password: "`+securePassword+`"}`, "",
 		"snapshot: {changelog_topic: streamer.state, every: 200ms}\n"))
-	produceAndScore(t, b, mustSecurity(t, config.Kafka{TLS: config.TLS{Enabled: true, CAFile: pki.caFile},
+	produceAndScore(t, b, mustSecurity(t, config.Kafka{TLS: config.TLS{Enabled: true, CAFile: pki.CAFile},
 		SASL: config.SASL{Mechanism: config.SASLScramSHA512, Username: "bob", Password: securePassword}}), 20)
 	waitFor(t, 10*time.Second, "a snapshot in the changelog", func() bool { return p.metric(t, "streamer_snapshots_total", "") > 0 })
 	stopClean(t, p)
@@ -237,10 +185,10 @@ func TestSecureSCRAM512TLS(t *testing.T) {
 
 // TestSecureTLSOnly: TLS without SASL.
 func TestSecureTLSOnly(t *testing.T) {
-	pki := newSecurePKI(t)
-	b := startSecureBroker(t, stream.BrokerConfig{TLS: pki.serverTLS})
-	p := startStreamer(t, b, secureConfig("  tls: {enabled: true, ca_file: "+pki.caFile+"}", "", ""))
-	produceAndScore(t, b, mustSecurity(t, config.Kafka{TLS: config.TLS{Enabled: true, CAFile: pki.caFile}}), 20)
+	pki := testpki.New(t)
+	b := startSecureBroker(t, stream.BrokerConfig{TLS: pki.ServerTLS})
+	p := startStreamer(t, b, secureConfig("  tls: {enabled: true, ca_file: "+pki.CAFile+"}", "", ""))
+	produceAndScore(t, b, mustSecurity(t, config.Kafka{TLS: config.TLS{Enabled: true, CAFile: pki.CAFile}}), 20)
 	stopClean(t, p)
 }
 
@@ -296,9 +244,9 @@ func TestSecureWrongPassword(t *testing.T) {
 // TestSecureUntrustedCertificate: a broker certificate from a CA the
 // streamer does not trust stops start-up the same way.
 func TestSecureUntrustedCertificate(t *testing.T) {
-	pki, other := newSecurePKI(t), newSecurePKI(t)
-	b := startSecureBroker(t, stream.BrokerConfig{TLS: pki.serverTLS})
-	code, out, took := runFailing(t, b, secureConfig("  tls: {enabled: true, ca_file: "+other.caFile+"}", "", ""))
+	pki, other := testpki.New(t), testpki.New(t)
+	b := startSecureBroker(t, stream.BrokerConfig{TLS: pki.ServerTLS})
+	code, out, took := runFailing(t, b, secureConfig("  tls: {enabled: true, ca_file: "+other.CAFile+"}", "", ""))
 	want := "streamer: kafka: TLS with broker " + b.Addrs()[0] + " failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"
 	if code == 0 || !strings.Contains(out, want) || took > 15*time.Second {
 		t.Fatalf("exit %d after %v, output:\n%s\nwant a non-zero exit and %q", code, took, out, want)

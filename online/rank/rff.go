@@ -171,9 +171,11 @@ type Sums struct {
 // NewSums returns empty sums for the feature map fm.
 func NewSums(fm *FeatureMap) *Sums {
 	D := fm.Dim()
-	return &Sums{fm: fm, dim: D, gram: make([]float64, D*D),
+	s := &Sums{fm: fm, dim: D, gram: make([]float64, D*D),
 		s1: make([]float64, D), c1: make([]float64, D), sy: make([]float64, D), cy: make([]float64, D),
 		add: make([]float64, batch*D), rem: make([]float64, batch*D)}
+	s.ws.Reserve(D, batch)
+	return s
 }
 
 // FeatureMap returns the map the sums use.

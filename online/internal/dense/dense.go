@@ -45,6 +45,17 @@ type Workspace struct {
 	tile [mr * nr]float64
 }
 
+// Reserve sizes the buffers for products with n columns and depth k, so
+// that the first such product does not allocate either.
+func (w *Workspace) Reserve(n, k int) {
+	if need := mc * min(k, kc); len(w.ap) < need {
+		w.ap = make([]float64, mc*kc)
+	}
+	if need := min(k, kc) * roundUp(min(n, nc), nr); len(w.bp) < need {
+		w.bp = make([]float64, need)
+	}
+}
+
 // GemmTN computes C += alpha·AᵀB for C m × n (row stride ldc), A k × m
 // (row stride lda) and B k × n (row stride ldb). It panics if a slice is
 // too short for its dimensions and stride.
@@ -81,12 +92,7 @@ func (w *Workspace) gemm(m, n, k int, alpha float64, a []float64, lda int, b []f
 	if m == 0 || n == 0 || k == 0 || alpha == 0 {
 		return
 	}
-	if need := mc * min(k, kc); len(w.ap) < need {
-		w.ap = make([]float64, mc*kc)
-	}
-	if need := min(k, kc) * roundUp(min(n, nc), nr); len(w.bp) < need {
-		w.bp = make([]float64, need)
-	}
+	w.Reserve(n, k)
 	for jc := 0; jc < n; jc += nc {
 		ncc := min(nc, n-jc)
 		mEnd := m
@@ -95,10 +101,10 @@ func (w *Workspace) gemm(m, n, k int, alpha float64, a []float64, lda int, b []f
 		}
 		for pc := 0; pc < k; pc += kc {
 			kcc := min(kc, k-pc)
-			packB(w.bp, b[pc*ldb+jc:], ldb, kcc, ncc)
+			pack(w.bp, b[pc*ldb+jc:], ldb, kcc, ncc, nr)
 			for ic := 0; ic < mEnd; ic += mc {
 				mcc := min(mc, mEnd-ic)
-				packA(w.ap, a[pc*lda+ic:], lda, kcc, mcc)
+				pack(w.ap, a[pc*lda+ic:], lda, kcc, mcc, mr)
 				w.macro(kcc, mcc, ncc, ic, jc, alpha, c, ldc, upper, off)
 			}
 		}
@@ -139,35 +145,18 @@ func (w *Workspace) macro(kcc, mcc, ncc, ic, jc int, alpha float64, c []float64,
 	}
 }
 
-// packA copies A[0:kcc, 0:mcc] (row stride lda) into slivers of mr
-// columns: dst[s·kcc + p·mr + r] = A[p, s+r], zero-padded.
-func packA(dst, a []float64, lda, kcc, mcc int) {
-	for s := 0; s < mcc; s += mr {
-		rows := min(mr, mcc-s)
-		d := dst[s*kcc : s*kcc+kcc*mr]
+// pack copies src[0:kcc, 0:cols] (row stride ld) into slivers of w
+// columns, zero-padded: dst[s·kcc + p·w + q] = src[p, s+q]. Blocks of A
+// are packed with w = mr, blocks of B with w = nr.
+func pack(dst, src []float64, ld, kcc, cols, w int) {
+	for s := 0; s < cols; s += w {
+		n := min(w, cols-s)
+		d := dst[s*kcc : s*kcc+kcc*w]
 		for p := range kcc {
-			src := a[p*lda+s : p*lda+s+rows]
-			dp := d[p*mr : p*mr+mr]
-			copy(dp, src)
-			if rows < mr {
-				clear(dp[rows:])
-			}
-		}
-	}
-}
-
-// packB copies B[0:kcc, 0:ncc] (row stride ldb) into slivers of nr
-// columns: dst[s·kcc + p·nr + q] = B[p, s+q], zero-padded.
-func packB(dst, b []float64, ldb, kcc, ncc int) {
-	for s := 0; s < ncc; s += nr {
-		cols := min(nr, ncc-s)
-		d := dst[s*kcc : s*kcc+kcc*nr]
-		for p := range kcc {
-			src := b[p*ldb+s : p*ldb+s+cols]
-			dp := d[p*nr : p*nr+nr]
-			copy(dp, src)
-			if cols < nr {
-				clear(dp[cols:])
+			dp := d[p*w : p*w+w]
+			copy(dp, src[p*ld+s:p*ld+s+n])
+			if n < w {
+				clear(dp[n:])
 			}
 		}
 	}
