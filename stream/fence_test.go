@@ -49,7 +49,11 @@ func TestPartitionStateIsFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The old owner's stale save is refused, and the new owner's state stays.
+	// The old owner's stale save is refused once it has read the changelog,
+	// and the new owner's state stays.
+	if err := a.RefreshChangelog(ctx); err != nil {
+		t.Fatal(err)
+	}
 	err = a.SavePartition(ctx, "events", 1, 15, models("a2"))
 	if !errors.Is(err, ErrPartitionTakenOver) {
 		t.Fatalf("stale save: %v, want ErrPartitionTakenOver", err)

@@ -174,6 +174,12 @@ func (p *Pipeline) checkpointPartitions(ctx context.Context, gen *kafka.Generati
 		captured[part] = models
 	}
 	p.mu.Unlock()
+	if len(captured) > 0 {
+		if err := p.store.RefreshChangelog(ctx); err != nil {
+			p.log.Error("checkpoint: partition states not saved, offsets not committed", "err", err)
+			return
+		}
+	}
 	for part, models := range captured {
 		if err := p.store.SavePartition(ctx, p.cfg.Topic, part, offsets[part], models); err != nil {
 			if errors.Is(err, ErrPartitionTakenOver) {

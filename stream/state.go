@@ -276,22 +276,29 @@ func (s *StateStore) LoadPartition(ctx context.Context, part int) (*snapshot.Sna
 	return snap, nil
 }
 
+// RefreshChangelog reads what was written to the changelog since the last
+// read (one incremental read for all partitions): call it before a round
+// of SavePartition calls, whose fence judges the changelog as last read.
+func (s *StateStore) RefreshChangelog(ctx context.Context) error {
+	if _, err := s.Tail().Poll(ctx); err != nil {
+		s.met.saveErrors.Inc()
+		return fmt.Errorf("read changelog: %w", err)
+	}
+	return nil
+}
+
 // SavePartition makes partition part's state at offset durable in its
-// scope of the changelog.
+// scope of the changelog. It is fenced: if the changelog, as last read
+// (RefreshChangelog, LoadPartition), holds a state of the partition saved
+// by another writer since this store's last save or load of it — the
+// partition was assigned elsewhere while this instance was cut off from
+// the group — this state is stale and is not saved (ErrPartitionTakenOver).
 func (s *StateStore) SavePartition(ctx context.Context, topic string, part int, offset int64, models []snapshot.Model) error {
 	ps, err := s.partition(part)
 	if err != nil {
 		return err
 	}
-	// Fence: if another writer saved this partition since our last save or
-	// load (it was assigned the partition while this instance was cut off
-	// from the group), our state is stale and must not replace its.
-	tail := s.Tail()
-	if _, err := tail.Poll(ctx); err != nil {
-		s.met.saveErrors.Inc()
-		return fmt.Errorf("save state of partition %d: read changelog: %w", part, err)
-	}
-	if newest := tail.NewestSeq(strconv.Itoa(part)); newest > ps.seq {
+	if newest := s.Tail().NewestSeq(strconv.Itoa(part)); newest > ps.seq {
 		s.met.saveErrors.Inc()
 		return fmt.Errorf("save state of partition %d: %w (its newest state is seq %d, ours %d)", part, ErrPartitionTakenOver, newest, ps.seq)
 	}
