@@ -162,19 +162,6 @@ func pack(dst, src []float64, ld, kcc, cols, w int) {
 	}
 }
 
-// kernel computes C[0:mr, 0:nr] += alpha·Σ_p a[p·mr+r]·b[p·nr+q] for
-// k > 0 packed steps; c holds the tile's rows at stride ldc.
-func kernel(k int, a, b, c []float64, ldc int, alpha float64) {
-	_ = a[k*mr-1]
-	_ = b[k*nr-1]
-	_ = c[(mr-1)*ldc+nr-1]
-	if useAsm {
-		kern6x8(k, &a[0], &b[0], &c[0], ldc, alpha)
-		return
-	}
-	kernelGo(k, a, b, c, ldc, alpha)
-}
-
 // kernelGo is the portable micro-kernel.
 func kernelGo(k int, a, b, c []float64, ldc int, alpha float64) {
 	var acc [mr][nr]float64
@@ -193,21 +180,6 @@ func kernelGo(k int, a, b, c []float64, ldc int, alpha float64) {
 		for q := range nr {
 			crow[q] += alpha * acc[r][q]
 		}
-	}
-}
-
-// axpyTo computes y += alpha·x (len(y) ≥ len(x)).
-func axpyTo(alpha float64, x, y []float64) {
-	if len(x) == 0 {
-		return
-	}
-	y = y[:len(x)]
-	if useAsm {
-		axpy(len(x), alpha, &x[0], &y[0])
-		return
-	}
-	for i, v := range x {
-		y[i] += alpha * v
 	}
 }
 
@@ -243,39 +215,40 @@ const minParallel = 4 << 20
 // goroutines.
 func GemmTNParallel(workers, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int) {
 	check("GemmTN", m, n, k, a, lda, b, ldb, c, ldc)
-	workers = min(workers, n/(4*nr))
-	if workers <= 1 || 2*m*n*k < minParallel {
-		w := pool.Get().(*Workspace)
-		w.gemm(m, n, k, alpha, a, lda, b, ldb, c, ldc, false, 0)
-		pool.Put(w)
-		return
-	}
-	parallel(workers, func(t int, w *Workspace) {
-		j0, j1 := split(n, workers, t, false)
-		if j1 > j0 {
-			w.gemm(m, j1-j0, k, alpha, a, lda, b[j0:], ldb, c[j0:], ldc, false, 0)
-		}
-	})
+	gemmParallel(workers, m, n, k, alpha, a, lda, b, ldb, c, ldc, false)
 }
 
 // SyrkTNParallel is SyrkTN with the columns of C split over up to workers
 // goroutines, each with the same share of the triangle.
 func SyrkTNParallel(workers, n, k int, alpha float64, a []float64, lda int, c []float64, ldc int) {
 	check("SyrkTN", n, n, k, a, lda, a, lda, c, ldc)
+	gemmParallel(workers, n, n, k, alpha, a, lda, a, lda, c, ldc, true)
+}
+
+// gemmParallel runs gemm on column blocks of C, one per goroutine; small
+// products run on the caller's goroutine.
+func gemmParallel(workers, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, c []float64, ldc int, upper bool) {
+	flops := 2 * m * n * k
+	if upper {
+		flops /= 2
+	}
 	workers = min(workers, n/(4*nr))
-	if workers <= 1 || n*n*k < minParallel {
+	if workers <= 1 || flops < minParallel {
 		w := pool.Get().(*Workspace)
-		w.gemm(n, n, k, alpha, a, lda, a, lda, c, ldc, true, 0)
+		w.gemm(m, n, k, alpha, a, lda, b, ldb, c, ldc, upper, 0)
 		pool.Put(w)
 		return
 	}
 	parallel(workers, func(t int, w *Workspace) {
-		j0, j1 := split(n, workers, t, true)
-		if j1 > j0 {
-			// Rows 0..j1 of columns j0..j1: A's columns 0..j1 against
-			// its columns j0..j1.
-			w.gemm(j1, j1-j0, k, alpha, a, lda, a[j0:], lda, c[j0:], ldc, true, j0)
+		j0, j1 := split(n, workers, t, upper)
+		if j1 <= j0 {
+			return
 		}
+		rows, off := m, 0
+		if upper { // the rows below j1 lie under the diagonal
+			rows, off = j1, j0
+		}
+		w.gemm(rows, j1-j0, k, alpha, a, lda, b[j0:], ldb, c[j0:], ldc, upper, off)
 	})
 }
 
@@ -294,4 +267,12 @@ func split(n, workers, t int, triangle bool) (int, int) {
 		return min(n, roundUp(int(f*float64(n)), nr))
 	}
 	return at(t), at(t + 1)
+}
+
+// axpyGo is the portable y += alpha·x (len(y) = len(x)).
+func axpyGo(alpha float64, x, y []float64) {
+	y = y[:len(x)]
+	for i, v := range x {
+		y[i] += alpha * v
+	}
 }

@@ -2,13 +2,12 @@
 
 package dense
 
-// useAsm is false: no assembly kernels on this platform.
+// useAsm is false: there are no assembly kernels on this platform (the
+// tests' switch between kernels is then a no-op).
 var useAsm = false
 
-func kern6x8(k int, a, b, c *float64, ldc int, alpha float64) {
-	panic("dense: no assembly kernel")
-}
+// kernel is kernelGo.
+func kernel(k int, a, b, c []float64, ldc int, alpha float64) { kernelGo(k, a, b, c, ldc, alpha) }
 
-func axpy(n int, alpha float64, x, y *float64) {
-	panic("dense: no assembly kernel")
-}
+// axpyTo computes y += alpha·x (len(y) ≥ len(x)).
+func axpyTo(alpha float64, x, y []float64) { axpyGo(alpha, x, y[:len(x)]) }
