@@ -57,8 +57,8 @@ func StateClose(a, b Model, rtol float64) error {
 
 // mamStateClose is StateClose for two random-feature MAMs.
 func mamStateClose(ma, mb *MAM, rtol float64) error {
-	if !reflect.DeepEqual(ma.spec, mb.spec) {
-		return fmt.Errorf("online: specs differ: %+v vs %+v", ma.spec, mb.spec)
+	if !ma.sameParams(mb) {
+		return fmt.Errorf("online: parameters differ: %+v (dim %d) vs %+v (dim %d)", ma.p, ma.dim, mb.p, mb.dim)
 	}
 	if ma.n != mb.n || ma.nPos != mb.nPos || ma.nNeg != mb.nNeg {
 		return fmt.Errorf("online: counts differ: n %d/%d, n₊ %d/%d, n₋ %d/%d", ma.n, mb.n, ma.nPos, mb.nPos, ma.nNeg, mb.nNeg)
@@ -120,7 +120,7 @@ func sumsClose(name string, x, xc, y, yc []float64, rtol float64) error {
 func forgetClose(a, b *MAM, rtol float64) error {
 	switch {
 	case a.ring != nil:
-		d, size := a.spec.Dim, int64(a.spec.Window)
+		d, size := a.dim, int64(a.p.Window.Events)
 		// The oldest example sits at slot (total − n) mod Window.
 		ia, ib := (a.total-a.n)%size, (b.total-b.n)%size
 		for j := range a.n {
@@ -141,8 +141,8 @@ func forgetClose(a, b *MAM, rtol float64) error {
 
 // omamStateClose is StateClose for two random-feature omams.
 func omamStateClose(a, b *OMAM, rtol float64) error {
-	if !reflect.DeepEqual(a.spec, b.spec) {
-		return fmt.Errorf("online: specs differ: %+v vs %+v", a.spec, b.spec)
+	if err := sameParams(a, b); err != nil {
+		return err
 	}
 	if a.n != b.n {
 		return fmt.Errorf("online: examples learned differ: %d vs %d", a.n, b.n)
@@ -156,11 +156,11 @@ func omamStateClose(a, b *OMAM, rtol float64) error {
 	if !closeRel(a.sqw+a.sqwC, b.sqw+b.sqwC, rtol) {
 		return fmt.Errorf("online: Σw² differs: %v vs %v", a.sqw+a.sqwC, b.sqw+b.sqwC)
 	}
-	if W := a.spec.Window; W > 0 {
+	if W := a.par.Window.Events; W > 0 {
 		if a.winFill != b.winFill {
 			return fmt.Errorf("online: window fill differs: %d vs %d", a.winFill, b.winFill)
 		}
-		d := a.spec.Dim
+		d := a.dim
 		for j := range a.winFill {
 			sa, sb := (a.winNext-a.winFill+j+W)%W, (b.winNext-b.winFill+j+W)%W
 			if a.winL[sa] != b.winL[sb] || !slices.Equal(a.winX[sa*d:(sa+1)*d], b.winX[sb*d:(sb+1)*d]) {
@@ -197,8 +197,8 @@ func thresholdsClose(a, b *omamThresholds, rtol float64) error {
 
 // exactOMAMStateClose is StateClose for two exact-kernel omams.
 func exactOMAMStateClose(a, b *ExactOMAM, rtol float64) error {
-	if !reflect.DeepEqual(a.spec, b.spec) {
-		return fmt.Errorf("online: specs differ: %+v vs %+v", a.spec, b.spec)
+	if err := sameParams(a, b); err != nil {
+		return err
 	}
 	if a.n != b.n || a.count != b.count || a.head != b.head || !slices.Equal(a.cnt, b.cnt) {
 		return fmt.Errorf("online: counts differ: n %d/%d, stored %d/%d, head %d/%d, per level %v/%v",
@@ -224,8 +224,8 @@ func exactOMAMStateClose(a, b *ExactOMAM, rtol float64) error {
 
 // logisticStateClose is StateClose for two logistic regressions.
 func logisticStateClose(a, b *Logistic, rtol float64) error {
-	if !reflect.DeepEqual(a.spec, b.spec) {
-		return fmt.Errorf("online: specs differ: %+v vs %+v", a.spec, b.spec)
+	if err := sameParams(a, b); err != nil {
+		return err
 	}
 	if a.n != b.n || a.nPos != b.nPos || a.nNeg != b.nNeg {
 		return fmt.Errorf("online: counts differ: n %d/%d, n₊ %d/%d, n₋ %d/%d", a.n, b.n, a.nPos, b.nPos, a.nNeg, b.nNeg)
@@ -244,8 +244,8 @@ func logisticStateClose(a, b *Logistic, rtol float64) error {
 
 // ldaStateClose is StateClose for two LDA models.
 func ldaStateClose(a, b *LDA, rtol float64) error {
-	if !reflect.DeepEqual(a.spec, b.spec) {
-		return fmt.Errorf("online: specs differ: %+v vs %+v", a.spec, b.spec)
+	if err := sameParams(a, b); err != nil {
+		return err
 	}
 	if a.n != b.n || a.since != b.since || a.centred != b.centred || a.count != b.count || a.valid != b.valid {
 		return fmt.Errorf("online: counts differ: n %d/%d, since solve %d/%d, window %d/%d, solved %v/%v",
@@ -254,7 +254,7 @@ func ldaStateClose(a, b *LDA, rtol float64) error {
 	if !slices.Equal(a.c, b.c) {
 		return fmt.Errorf("online: shifts differ")
 	}
-	if W := a.spec.Window; W > 0 {
+	if W := a.p.Window.Events; W > 0 {
 		d := a.d
 		for j := range a.count {
 			sa, sb := (a.head-a.count+j+W)%W, (b.head-b.count+j+W)%W
@@ -292,8 +292,8 @@ func ldaStateClose(a, b *LDA, rtol float64) error {
 // stdStateClose is StateClose for two Standardize wrappers: their Welford
 // statistics, then their inner models.
 func stdStateClose(a, b *Standardized, rtol float64) error {
-	if !reflect.DeepEqual(a.spec, b.spec) {
-		return fmt.Errorf("online: specs differ: %+v vs %+v", a.spec, b.spec)
+	if a.Dim() != b.Dim() {
+		return fmt.Errorf("online: dimensions differ: %d vs %d", a.Dim(), b.Dim())
 	}
 	if a.n != b.n {
 		return fmt.Errorf("online: standardizer counts differ: %d vs %d", a.n, b.n)
@@ -309,3 +309,19 @@ func stdStateClose(a, b *Standardized, rtol float64) error {
 	}
 	return nil
 }
+
+// sameParams reports whether a and b have equal parameters and dimensions.
+func sameParams(a, b interface {
+	Model
+	paramsValue() any
+}) error {
+	if a.Dim() != b.Dim() || !reflect.DeepEqual(a.paramsValue(), b.paramsValue()) {
+		return fmt.Errorf("online: parameters differ: %+v (dim %d) vs %+v (dim %d)", a.paramsValue(), a.Dim(), b.paramsValue(), b.Dim())
+	}
+	return nil
+}
+
+func (o *OMAM) paramsValue() any      { return o.par }
+func (o *ExactOMAM) paramsValue() any { return o.par }
+func (m *Logistic) paramsValue() any  { return m.p }
+func (m *LDA) paramsValue() any       { return m.p }

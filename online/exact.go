@@ -1,16 +1,13 @@
 package online
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"reflect"
-)
 
-// encodingExactMAM is the model type string in the encoding of an ExactMAM
-// (its Type is "mam"); Restore dispatches on it.
-const encodingExactMAM = "mam_exact"
+	"github.com/streamer/streamer/online/codec"
+)
 
 // maxBudgetFloats bounds Budget·(Dim + 7), the float64 values of an
 // ExactMAM's state (128 MiB), so that a corrupt spec or snapshot cannot ask
@@ -76,7 +73,7 @@ const maxBudgetFloats = 1 << 24
 //
 // An empty model, yᵀΩy = 0 or f(x) = 0 make no decision: Label 0.
 type ExactMAM struct {
-	spec    Spec
+	p       MAMParams
 	kern    Kernel
 	bounded bool
 	lnTerm  float64 // ln(2/δ)
@@ -120,62 +117,34 @@ var (
 	_ Bounder = (*ExactMAM)(nil)
 )
 
-// validateExactMAM checks a mam spec with Budget ≠ 0.
-func validateExactMAM(s Spec) error {
-	if err := validateExactKernel(s.Kernel, s.Dim); err != nil {
-		return err
+// budget checks the budget of mam's exact kernel mode.
+func (c *checks) budget(nb, dim int) {
+	if nb < 1 || nb > maxBudgetFloats/(dim+7) {
+		c.add("budget", "must be ≥ 1 (0 = random-feature mode) with budget×(dim+7) ≤ %d, got %d×(%d+7)", maxBudgetFloats, nb, dim)
 	}
-	if s.Budget < 1 || s.Budget > maxBudgetFloats/(s.Dim+7) {
-		return specErrorf("budget", "must be ≥ 1 (0 = random-feature mode) with budget×(dim+7) ≤ %d, got %d×(%d+7)", maxBudgetFloats, s.Budget, s.Dim)
-	}
-	if !(s.Delta > 0 && s.Delta < 1) {
-		return specErrorf("delta", "must be in (0, 1), got %v", s.Delta)
-	}
-	if s.Window != 0 {
-		return specErrorf("window", "must be 0 with budget (budget %d is already an exact sliding window), got %d", s.Budget, s.Window)
-	}
-	if s.HalfLife != 0 {
-		return specErrorf("half_life", "not supported with budget (exact kernel mode): must be 0, got %v", s.HalfLife)
-	}
-	if s.Levels != 0 {
-		return specErrorf("levels", "not supported by mam: must be 0, got %d", s.Levels)
-	}
-	if len(s.Edges) != 0 {
-		return specErrorf("edges", "not supported by mam: must be empty, got %d", len(s.Edges))
-	}
-	if s.Normalize {
-		return specErrorf("normalize", "not supported by mam: must be false")
-	}
-	if s.LearningRate != 0 {
-		return specErrorf("learning_rate", "not supported by mam: must be 0, got %v", s.LearningRate)
-	}
-	if s.L2 != 0 {
-		return specErrorf("l2", "not supported by mam: must be 0, got %v", s.L2)
-	}
-	return nil
 }
 
-// NewExactMAM builds an empty exact-kernel MAM; spec.Type must be "mam" and
-// spec.Budget > 0.
-func NewExactMAM(spec Spec) (*ExactMAM, error) {
-	if spec.Type != ModelMAM {
-		return nil, specErrorf("type", "want %q, got %q", ModelMAM, spec.Type)
+// NewExactMAM builds an empty exact-kernel MAM for inputs of dimension dim;
+// p.Budget must be > 0.
+func NewExactMAM(dim int, p MAMParams) (*ExactMAM, error) {
+	if p.Budget <= 0 {
+		return nil, specErrorf("budget", "must be > 0 for the exact kernel mode, got %d", p.Budget)
 	}
-	if spec.Budget <= 0 {
-		return nil, specErrorf("budget", "must be > 0 for the exact kernel mode, got %d", spec.Budget)
-	}
-	if err := validateExactMAM(spec); err != nil {
+	if err := validateDim(dim); err != nil {
 		return nil, err
 	}
-	kern, err := NewKernel(spec.Kernel, spec.Dim)
+	if err := p.Validate(dim); err != nil {
+		return nil, err
+	}
+	kern, err := NewKernel(p.Kernel, dim)
 	if err != nil {
 		return nil, err
 	}
-	nb, d := spec.Budget, spec.Dim
+	nb, d := p.Budget, dim
 	m := &ExactMAM{
-		spec:   spec,
+		p:      p,
 		kern:   kern,
-		lnTerm: math.Log(2 / spec.Delta),
+		lnTerm: math.Log(2 / p.Delta),
 		d:      d,
 		xs:     make([]float64, nb*d),
 		ys:     make([]float64, nb),
@@ -193,13 +162,13 @@ func NewExactMAM(spec Spec) (*ExactMAM, error) {
 }
 
 // Type returns "mam".
-func (m *ExactMAM) Type() string { return ModelMAM }
+func (m *ExactMAM) Type() string { return MAMName }
 
 // Dim returns the input dimension d.
 func (m *ExactMAM) Dim() int { return m.d }
 
-// Spec returns the model's spec.
-func (m *ExactMAM) Spec() Spec { return m.spec }
+// Params returns the model's parameters.
+func (m *ExactMAM) Params() MAMParams { return m.p }
 
 // Kernel returns the model's kernel.
 func (m *ExactMAM) Kernel() Kernel { return m.kern }
@@ -257,7 +226,7 @@ func (m *ExactMAM) Observe(x []float64, y float64, labelled bool) Prediction {
 	if labelled && y != 1 && y != -1 {
 		panic("online: ExactMAM.Observe: label must be -1 or +1 (see Label)")
 	}
-	p := Prediction{Delta: m.spec.Delta, N: int64(m.count)}
+	p := Prediction{Delta: m.p.Delta, N: int64(m.count)}
 	self, ok := m.kern.prepare(m.xp, x)
 	if !ok {
 		return p
@@ -461,7 +430,7 @@ func (m *ExactMAM) refresh() {
 	invN := 1 / n
 	yy := m.yy + m.yyC
 	tr := max(m.tr+m.trC, 0)
-	if !m.spec.Balance {
+	if !m.p.Balance {
 		if yy > 0 {
 			m.k = 1 / math.Sqrt(yy)
 			m.margin = math.Sqrt(yy) * invN
@@ -503,8 +472,8 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// Serialised state of an ExactMAM, after the shared header (model type
-// "mam_exact") and spec (see codec.go), little-endian:
+// Serialised state of an ExactMAM, after the envelope (header.go; type
+// "mam", version 1: "mam_exact"), little-endian:
 //
 //	total int64, count uint32, head uint32, n₊ uint32, n₋ uint32,
 //	yᵀΩy, Σ₊₊, Σ₋₋, Σ₊₋, tr Ω: each float64 value and compensation,
@@ -519,101 +488,73 @@ func boolInt(b bool) int {
 // AppendBinary appends the MarshalBinary encoding of m to dst
 // (encoding.BinaryAppender).
 func (m *ExactMAM) AppendBinary(dst []byte) ([]byte, error) {
-	le := binary.LittleEndian
-	dst = append(dst, formatMagic...)
-	dst = le.AppendUint16(dst, formatVersion)
-	dst = appendStr(dst, encodingExactMAM)
-	dst = appendSpec(dst, m.spec)
-	dst = le.AppendUint64(dst, uint64(m.total))
-	dst = le.AppendUint32(dst, uint32(m.count))
-	dst = le.AppendUint32(dst, uint32(m.head))
-	dst = le.AppendUint32(dst, uint32(m.nPos))
-	dst = le.AppendUint32(dst, uint32(m.nNeg))
-	for _, v := range [...]float64{m.yy, m.yyC, m.pp, m.ppC, m.nn, m.nnC, m.pn, m.pnC, m.tr, m.trC} {
-		dst = appendF64(dst, v)
-	}
+	dst = AppendHeader(dst, MAMName, &m.p, m.d)
+	dst = codec.AppendI64(dst, m.total)
+	dst = codec.AppendU32(dst, uint32(m.count))
+	dst = codec.AppendU32(dst, uint32(m.head))
+	dst = codec.AppendU32(dst, uint32(m.nPos))
+	dst = codec.AppendU32(dst, uint32(m.nNeg))
+	dst = codec.AppendF64s(dst, []float64{m.yy, m.yyC, m.pp, m.ppC, m.nn, m.nnC, m.pn, m.pnC, m.tr, m.trC})
 	for i := range m.count {
-		dst = append(dst, boolByte(m.ys[i] > 0))
-		for _, v := range [...]float64{m.self[i], m.aPos[i], m.aPosC[i], m.aNeg[i], m.aNegC[i]} {
-			dst = appendF64(dst, v)
-		}
-		for _, v := range m.xs[i*m.d : (i+1)*m.d] {
-			dst = appendF64(dst, v)
-		}
+		dst = codec.AppendBool(dst, m.ys[i] > 0)
+		dst = codec.AppendF64s(dst, []float64{m.self[i], m.aPos[i], m.aPosC[i], m.aNeg[i], m.aNegC[i]})
+		dst = codec.AppendF64s(dst, m.xs[i*m.d:(i+1)*m.d])
 	}
 	return dst, nil
 }
 
 // MarshalBinary encodes the complete state of m.
 func (m *ExactMAM) MarshalBinary() ([]byte, error) {
-	size := 256 + len(m.spec.Kernel.Type) + 8*len(m.spec.Edges) + m.count*(1+8*(5+m.d))
+	size := 256 + m.count*(1+8*(5+m.d))
 	return m.AppendBinary(make([]byte, 0, size))
 }
 
-// UnmarshalBinary replaces m's spec and state with the encoded ones. It
-// rejects a wrong header, a truncated or over-long encoding, an invalid
-// spec and inconsistent state with an error wrapping ErrFormat; m is then
-// unchanged.
+// UnmarshalBinary replaces m's parameters and state with the encoded ones.
+// It rejects a wrong header, a truncated or over-long encoding, invalid
+// parameters and inconsistent state with an error wrapping ErrFormat; m is
+// then unchanged.
 func (m *ExactMAM) UnmarshalBinary(b []byte) error {
-	r := reader{b: b}
-	typ := r.header()
-	if r.err == nil && typ != encodingExactMAM {
-		return fmt.Errorf("%w: model type %q, want %q", ErrFormat, typ, encodingExactMAM)
+	var p MAMParams
+	d, r := ReadHeader(b, MAMName, &p, func(tag string, s legacySpec) error { return legacyMAM(tag, s, &p) })
+	checkParams(r, &p, d)
+	if r.Err() == nil && p.Budget <= 0 {
+		r.Failf("budget %d: not the exact kernel mode", p.Budget)
 	}
-	spec := r.spec(ModelMAM)
-	total := int64(r.u64())
-	count, head := int(r.u32()), int(r.u32())
-	nPos, nNeg := int(r.u32()), int(r.u32())
+	total := r.I64()
+	count, head := int(r.U32()), int(r.U32())
+	nPos, nNeg := int(r.U32()), int(r.U32())
 	var sums [10]float64
-	for i := range sums {
-		sums[i] = r.f64()
+	r.F64s(sums[:])
+	if err := r.Err(); err != nil {
+		return err
 	}
-	if r.err != nil {
-		return r.err
-	}
-	if spec.Budget <= 0 {
-		return fmt.Errorf("%w: spec: budget: must be > 0, got %d", ErrFormat, spec.Budget)
-	}
-	if err := validateExactMAM(spec); err != nil {
-		var se *SpecError
-		if errors.As(err, &se) {
-			return fmt.Errorf("%w: spec: %s: %s", ErrFormat, se.Field, se.Problem)
-		}
-		return fmt.Errorf("%w: spec: %w", ErrFormat, err)
-	}
-	// Sizes before allocating anything for the spec.
-	nb, d := spec.Budget, spec.Dim
+	// Sizes before allocating anything for the parameters.
+	nb := p.Budget
 	switch {
 	case count > nb || head >= nb || (count < nb && head != count):
 		return fmt.Errorf("%w: ring count %d, head %d with budget %d", ErrFormat, count, head, nb)
 	case nPos+nNeg != count || total < int64(count):
 		return fmt.Errorf("%w: inconsistent counts n=%d n+=%d n-=%d total=%d", ErrFormat, count, nPos, nNeg, total)
 	}
-	switch size := count * (1 + 8*(5+d)); {
-	case len(r.b) < size:
-		return fmt.Errorf("%w: truncated", ErrFormat)
-	case len(r.b) > size:
-		return fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b)-size)
+	if size := count * (1 + 8*(5+d)); r.Len() != size {
+		return fmt.Errorf("%w: %d bytes of slots, want %d", ErrFormat, r.Len(), size)
 	}
-	nm, err := NewExactMAM(spec)
+	nm, err := NewExactMAM(d, p)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	for i := range count {
-		switch v := r.u8(); v {
-		case 0:
-			nm.ys[i] = -1
-		case 1:
+		nm.ys[i] = -1
+		if r.Bool("label") {
 			nm.ys[i] = 1
-		default:
-			return fmt.Errorf("%w: slot %d: label byte %d", ErrFormat, i, v)
 		}
-		nm.self[i] = r.f64()
-		nm.aPos[i], nm.aPosC[i] = r.f64(), r.f64()
-		nm.aNeg[i], nm.aNegC[i] = r.f64(), r.f64()
-		for j := range d {
-			nm.xs[i*d+j] = r.f64()
-		}
+		nm.self[i] = r.F64()
+		nm.aPos[i], nm.aPosC[i] = r.F64(), r.F64()
+		nm.aNeg[i], nm.aNegC[i] = r.F64(), r.F64()
+		r.F64s(nm.xs[i*d : (i+1)*d])
+	}
+	if err := r.End(); err != nil {
+		return err
 	}
 	nm.total, nm.count, nm.head, nm.nPos, nm.nNeg = total, count, head, nPos, nNeg
 	nm.yy, nm.yyC, nm.pp, nm.ppC, nm.nn, nm.nnC = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
@@ -721,8 +662,8 @@ func (m *ExactMAM) checkState() error {
 // StateClose): the same spec, counts, ring layout, labels and inputs, and
 // sums that agree to rtol.
 func exactStateClose(a, b *ExactMAM, rtol float64) error {
-	if !reflect.DeepEqual(a.spec, b.spec) {
-		return fmt.Errorf("online: specs differ: %+v vs %+v", a.spec, b.spec)
+	if !reflect.DeepEqual(a.p, b.p) || a.d != b.d {
+		return fmt.Errorf("online: parameters differ: %+v (dim %d) vs %+v (dim %d)", a.p, a.d, b.p, b.d)
 	}
 	if a.total != b.total || a.count != b.count || a.head != b.head || a.nPos != b.nPos || a.nNeg != b.nNeg {
 		return fmt.Errorf("online: counts differ: total %d/%d, n %d/%d, head %d/%d, n₊ %d/%d", a.total, b.total, a.count, b.count, a.head, b.head, a.nPos, b.nPos)

@@ -17,26 +17,84 @@ const (
 )
 
 // KernelSpec selects a kernel and its explicit feature map φ (MATH.md §3).
+// It is the "kernel" key of the mam and omam models.
 type KernelSpec struct {
 	// Type is "linear", "rbf", "laplacian" or "polynomial" (the last only
-	// in the exact kernel mode, Spec.Budget > 0).
-	Type string
+	// in the exact kernel mode, budget > 0).
+	Type string `yaml:"type"`
 	// Gamma is the kernel width: K(x, x') = exp(−Gamma‖x − x'‖²) for "rbf",
 	// exp(−Gamma‖x − x'‖₂) for "laplacian" (Gamma = 1/σ of MATH.md §3).
 	// Must be > 0 for those two and 0 for the others.
-	Gamma float64
+	Gamma float64 `yaml:"gamma"`
 	// Features is the number D of random frequencies of the "rbf" and
 	// "laplacian" maps (dim φ = 2D); must be > 0 for them and 0 for
 	// "linear" (and 0 in the exact kernel mode, which has no map).
-	Features int
+	Features int `yaml:"features"`
 	// Seed fixes the random frequencies of the "rbf" and "laplacian" maps,
-	// so that a restored model rebuilds the same map. Ignored by "linear"
-	// and by the exact kernel mode.
-	Seed uint64
+	// so that a restored model rebuilds the same map; 0 for the others and
+	// in the exact kernel mode.
+	Seed uint64 `yaml:"seed"`
 	// Degree and Coef0: polynomial kernel (<x, x'> + Coef0)^Degree, Degree
 	// ≥ 1, Coef0 ≥ 0 (exact kernel mode only); both 0 for other kernels.
-	Degree int
-	Coef0  float64
+	Degree int     `yaml:"degree"`
+	Coef0  float64 `yaml:"coef0"`
+}
+
+// Kernel defaults (the "kernel" key of mam and omam).
+const (
+	DefaultGamma       = 10.0 // rbf, laplacian
+	DefaultRFFFeatures = 1024 // rbf, laplacian: random frequencies D
+	DefaultSeed        = 1    // rbf, laplacian
+	DefaultDegree      = 2    // polynomial
+	DefaultCoef0       = 1.0  // polynomial
+)
+
+// DefaultKernel returns the default kernel: rbf, gamma 10, 1024 random
+// frequencies, seed 1.
+func DefaultKernel() KernelSpec {
+	return KernelSpec{Type: KernelRBF, Gamma: DefaultGamma, Features: DefaultRFFFeatures, Seed: DefaultSeed}
+}
+
+// complete applies the defaults of the kernel's type to the keys not given
+// and clears those the type does not use (given: key under the model,
+// "kernel.gamma"). exact (the exact kernel mode) has no random features.
+func (k *KernelSpec) complete(given func(string) bool, exact bool) {
+	set := func(key string, apply func()) {
+		if !given("kernel." + key) {
+			apply()
+		}
+	}
+	rff := (k.Type == KernelRBF || k.Type == KernelLaplacian) && !exact
+	set("gamma", func() {
+		k.Gamma = 0
+		if k.Type == KernelRBF || k.Type == KernelLaplacian {
+			k.Gamma = DefaultGamma
+		}
+	})
+	set("features", func() {
+		k.Features = 0
+		if rff {
+			k.Features = DefaultRFFFeatures
+		}
+	})
+	set("seed", func() {
+		k.Seed = 0
+		if rff {
+			k.Seed = DefaultSeed
+		}
+	})
+	set("degree", func() {
+		k.Degree = 0
+		if k.Type == KernelPolynomial {
+			k.Degree = DefaultDegree
+		}
+	})
+	set("coef0", func() {
+		k.Coef0 = 0
+		if k.Type == KernelPolynomial {
+			k.Coef0 = DefaultCoef0
+		}
+	})
 }
 
 // Limits on sizes, so that a corrupt spec or snapshot cannot ask for an
@@ -136,6 +194,9 @@ func validateKernel(k KernelSpec, dim int) error {
 		}
 		if k.Features != 0 {
 			return specErrorf("kernel.features", "not used by the linear kernel: must be 0, got %d", k.Features)
+		}
+		if k.Seed != 0 {
+			return specErrorf("kernel.seed", "not used by the linear kernel: must be 0, got %d", k.Seed)
 		}
 	case KernelRBF, KernelLaplacian:
 		if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {

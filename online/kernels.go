@@ -53,9 +53,9 @@ type Kernel struct {
 }
 
 // NewKernel returns the exact kernel of k for inputs of dimension dim. k
-// must be valid for the exact kernel mode: Features must be 0 (there is no
-// random-feature map), Gamma > 0 exactly for rbf and laplacian, Degree ≥ 1
-// and Coef0 ≥ 0 exactly for polynomial. Seed is ignored.
+// must be valid for the exact kernel mode: Features and Seed must be 0
+// (there is no random-feature map), Gamma > 0 exactly for rbf and
+// laplacian, Degree ≥ 1 and Coef0 ≥ 0 exactly for polynomial.
 func NewKernel(k KernelSpec, dim int) (Kernel, error) {
 	if err := validateExactKernel(k, dim); err != nil {
 		return Kernel{}, err
@@ -79,7 +79,10 @@ func validateExactKernel(k KernelSpec, dim int) error {
 		return specErrorf("dim", "must be in [1, %d], got %d", maxDim, dim)
 	}
 	if k.Features != 0 {
-		return specErrorf("kernel.features", "not used in the exact kernel mode (budget > 0): must be 0, got %d", k.Features)
+		return specErrorf("kernel.features", "not used in the exact kernel mode (budget > 0): remove it (got %d)", k.Features)
+	}
+	if k.Seed != 0 {
+		return specErrorf("kernel.seed", "not used in the exact kernel mode (budget > 0): remove it (got %d)", k.Seed)
 	}
 	switch k.Type {
 	case KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial:

@@ -1,19 +1,77 @@
 package online
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/streamer/streamer/online/codec"
 
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack/lapack64"
 	"gonum.org/v1/gonum/mat"
 )
 
-// ModelLDA is the type of the streaming linear discriminant analysis
-// baseline.
-const ModelLDA = "lda"
+// LDAName is the configuration's name of the streaming linear
+// discriminant analysis baseline.
+const LDAName = "lda"
+
+// LDAParams are the parameters of type "lda": only forgetting.
+type LDAParams struct {
+	Window Window `yaml:"window"` // exact sliding window
+	Decay  Decay  `yaml:"decay"`  // exponential forgetting
+}
+
+// Validate checks the parameters for inputs of dimension dim.
+func (p *LDAParams) Validate(dim int) error {
+	var c checks
+	if dim > ldaMaxDim {
+		c.add("dim", "must be ≤ %d for lda (d×d covariance), got %d", ldaMaxDim, dim)
+	}
+	if p.Window.Events < 0 || (dim > 0 && p.Window.Events > ldaMaxWindowFloats/dim) {
+		c.add("window.events", "must be ≥ 0 (0 = no window) with window×dim ≤ %d, got %d×%d", ldaMaxWindowFloats, p.Window.Events, dim)
+	}
+	if !(p.Decay.HalfLife >= 0) || math.IsInf(p.Decay.HalfLife, 0) {
+		c.add("decay.half_life", "must be ≥ 0 and finite (0 = no decay), got %v", p.Decay.HalfLife)
+	}
+	if p.Window.Events > 0 && p.Decay.HalfLife > 0 {
+		c.add("decay.half_life", "cannot be combined with window.events (%d): choose one way of forgetting", p.Window.Events)
+	}
+	return c.err()
+}
+
+// LDAType is the "lda" model type.
+func LDAType() *Type {
+	return Define(Def[LDAParams]{
+		Name:     LDAName,
+		Doc:      "baseline: streaming linear discriminant analysis, running class means and pooled covariance, O(d²) per labelled event",
+		Defaults: func() LDAParams { return LDAParams{} },
+		Traits:   func(*LDAParams) Traits { return Traits{Kind: Classifier, Probability: true} },
+		New:      func(dim int, p *LDAParams) (Model, error) { return NewLDA(dim, *p) },
+		Restore: func(b []byte) (Model, error) {
+			m := new(LDA)
+			if err := m.UnmarshalBinary(b); err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+	})
+}
+
+// legacyLDA reads a version-1 lda spec.
+func legacyLDA(tag string, s legacySpec, p *LDAParams) error {
+	if tag != LDAName {
+		return fmt.Errorf("model type %q, want %q", tag, LDAName)
+	}
+	if err := legacyRawLinear(s); err != nil {
+		return err
+	}
+	if s.LearningRate != 0 || s.L2 != 0 {
+		return errors.New("fields of another model type set")
+	}
+	*p = LDAParams{Window: Window{Events: s.Window}, Decay: Decay{HalfLife: s.HalfLife}}
+	return nil
+}
 
 const (
 	// ldaRefresh is the number of labelled events between two solves of
@@ -90,7 +148,7 @@ const (
 // mean the raw features; combine with Spec.Standardize for inputs on very
 // different scales. Labels are −1/+1 (0 means −1).
 type LDA struct {
-	spec  Spec
+	p     LDAParams
 	d     int
 	alpha float64 // per-labelled-event decay factor 2^(−1/HalfLife); 1 without decay
 
@@ -126,63 +184,25 @@ type ldaClass struct {
 
 var _ Model = (*LDA)(nil)
 
-func init() {
-	registerModel(ModelLDA, modelType{
-		validate: validateLDA,
-		new:      func(s Spec) (Model, error) { return NewLDA(s) },
-		restore: func(b []byte) (Model, error) {
-			m := new(LDA)
-			if err := m.UnmarshalBinary(b); err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-	})
-}
-
-// validateLDA checks an lda spec.
-func validateLDA(s Spec) error {
-	if err := validateRawLinear(s); err != nil {
-		return err
-	}
-	switch {
-	case s.Dim > ldaMaxDim:
-		return specErrorf("dim", "must be ≤ %d for lda (d×d covariance), got %d", ldaMaxDim, s.Dim)
-	case s.LearningRate != 0:
-		return specErrorf("learning_rate", "not supported by lda (got %v)", s.LearningRate)
-	case s.L2 != 0:
-		return specErrorf("l2", "not supported by lda (got %v)", s.L2)
-	case s.Window < 0 || s.Window > ldaMaxWindowFloats/s.Dim:
-		return specErrorf("window", "must be ≥ 0 (0 = no window) with window×dim ≤ %d, got %d×%d", ldaMaxWindowFloats, s.Window, s.Dim)
-	case !(s.HalfLife >= 0) || math.IsInf(s.HalfLife, 0):
-		return specErrorf("half_life", "must be ≥ 0 and finite (0 = no decay), got %v", s.HalfLife)
-	case s.Window > 0 && s.HalfLife > 0:
-		return specErrorf("half_life", "cannot be combined with window (%d): choose one way of forgetting", s.Window)
-	}
-	return nil
-}
-
-// NewLDA builds an empty LDA model; spec.Type must be "lda".
-// Spec.Standardize is honoured by New, which wraps the model; NewLDA
-// ignores it.
-func NewLDA(spec Spec) (*LDA, error) {
-	if err := spec.Validate(); err != nil {
+// NewLDA builds an empty LDA model for inputs of dimension dim.
+func NewLDA(dim int, p LDAParams) (*LDA, error) {
+	if err := validateDim(dim); err != nil {
 		return nil, err
 	}
-	if spec.Type != ModelLDA {
-		return nil, specErrorf("type", "want %q, got %q", ModelLDA, spec.Type)
+	if err := p.Validate(dim); err != nil {
+		return nil, err
 	}
-	d := spec.Dim
-	m := &LDA{spec: spec, d: d, alpha: 1}
-	if spec.HalfLife > 0 {
-		m.alpha = math.Exp2(-1 / spec.HalfLife)
+	d := dim
+	m := &LDA{p: p, d: d, alpha: 1}
+	if h := p.Decay.HalfLife; h > 0 {
+		m.alpha = math.Exp2(-1 / h)
 	}
 	m.c = make([]float64, d)
 	m.neg.alloc(d)
 	m.pos.alloc(d)
-	if spec.Window > 0 {
-		m.ring = make([]float64, spec.Window*d)
-		m.ringY = make([]int8, spec.Window)
+	if w := p.Window.Events; w > 0 {
+		m.ring = make([]float64, w*d)
+		m.ringY = make([]int8, w)
 	}
 	m.w = make([]float64, d)
 	m.u, m.uo = make([]float64, d), make([]float64, d)
@@ -198,13 +218,13 @@ func (k *ldaClass) alloc(d int) {
 }
 
 // Type returns "lda".
-func (m *LDA) Type() string { return ModelLDA }
+func (m *LDA) Type() string { return LDAName }
 
 // Dim returns the input dimension d.
 func (m *LDA) Dim() int { return m.d }
 
-// Spec returns the model's spec.
-func (m *LDA) Spec() Spec { return m.spec }
+// Params returns the model's parameters.
+func (m *LDA) Params() LDAParams { return m.p }
 
 // Label maps −1 and 0 (false) to −1 and +1 (true) to +1.
 func (m *LDA) Label(v float64) (float64, bool) { return binaryLabel(v) }
@@ -232,7 +252,7 @@ func (m *LDA) Direction(w []float64) (b float64, ok bool) {
 // or n_eff under decay.
 func (m *LDA) effN() int64 {
 	switch {
-	case m.spec.Window > 0:
+	case m.p.Window.Events > 0:
 		return int64(m.count)
 	case m.alpha < 1:
 		if m.sw2 <= 0 {
@@ -321,7 +341,7 @@ func (m *LDA) learn(x []float64, y float64) {
 		m.pos.scale(m.alpha)
 		m.sw2 = m.sw2*(m.alpha*m.alpha) + 1
 	}
-	if W := m.spec.Window; W > 0 {
+	if W := m.p.Window.Events; W > 0 {
 		d := m.d
 		slot := m.ring[m.head*d : m.head*d+d]
 		if m.count == W {
@@ -455,16 +475,16 @@ func (m *LDA) solve() {
 	m.valid = true
 }
 
-// LDA encoding (format version 1): the shared header with model type "lda"
-// and the spec (appendSpec), then, with P = d(d+1)/2,
+// LDA encoding, after the envelope (header.go; type "lda"), with
+// P = d(d+1)/2:
 //
 //	n int64, since-last-solve int64, centred uint8, valid uint8;
 //	shift c (d float64);
 //	for the classes −1 then +1: weight and its compensation float64,
 //	  Σωu and comp (d float64 each), Σωuuᵀ upper triangle and comp (P each);
 //	Σω² float64; w (d float64), b float64;
-//	if Window > 0: count uint32, then count entries oldest first, each
-//	  label int8 and x (d float64).
+//	if window.events > 0: count uint32, then count entries oldest first,
+//	  each label int8 and x (d float64).
 //
 // The last solve (w, b) is stored, not recomputed, so that a restored model
 // scores bit-identically between refreshes.
@@ -472,48 +492,32 @@ func (m *LDA) solve() {
 // AppendBinary appends the MarshalBinary encoding of m to dst
 // (encoding.BinaryAppender).
 func (m *LDA) AppendBinary(dst []byte) ([]byte, error) {
-	le := binary.LittleEndian
-	dst = append(dst, formatMagic...)
-	dst = le.AppendUint16(dst, formatVersion)
-	dst = appendStr(dst, ModelLDA)
-	dst = appendSpec(dst, m.spec)
-	dst = le.AppendUint64(dst, uint64(m.n))
-	dst = le.AppendUint64(dst, uint64(m.since))
-	dst = append(dst, boolByte(m.centred), boolByte(m.valid))
-	dst = appendF64s(dst, m.c)
+	dst = AppendHeader(dst, LDAName, &m.p, m.d)
+	dst = codec.AppendI64(dst, m.n)
+	dst = codec.AppendI64(dst, m.since)
+	dst = codec.AppendBool(dst, m.centred)
+	dst = codec.AppendBool(dst, m.valid)
+	dst = codec.AppendF64s(dst, m.c)
 	for _, k := range []*ldaClass{&m.neg, &m.pos} {
-		dst = appendF64(dst, k.wt)
-		dst = appendF64(dst, k.wtC)
+		dst = codec.AppendF64(dst, k.wt)
+		dst = codec.AppendF64(dst, k.wtC)
 		for _, v := range [][]float64{k.s, k.sC, k.q, k.qC} {
-			dst = appendF64s(dst, v)
+			dst = codec.AppendF64s(dst, v)
 		}
 	}
-	dst = appendF64(dst, m.sw2)
-	dst = appendF64s(dst, m.w)
-	dst = appendF64(dst, m.b)
-	if W := m.spec.Window; W > 0 {
-		dst = le.AppendUint32(dst, uint32(m.count))
+	dst = codec.AppendF64(dst, m.sw2)
+	dst = codec.AppendF64s(dst, m.w)
+	dst = codec.AppendF64(dst, m.b)
+	if W := m.p.Window.Events; W > 0 {
+		dst = codec.AppendU32(dst, uint32(m.count))
 		d := m.d
 		for k := range m.count {
 			slot := (m.head - m.count + k + W) % W
-			dst = append(dst, uint8(m.ringY[slot]))
-			dst = appendF64s(dst, m.ring[slot*d:slot*d+d])
+			dst = codec.AppendU8(dst, uint8(m.ringY[slot]))
+			dst = codec.AppendF64s(dst, m.ring[slot*d:slot*d+d])
 		}
 	}
 	return dst, nil
-}
-
-func appendF64s(dst []byte, v []float64) []byte {
-	for _, x := range v {
-		dst = appendF64(dst, x)
-	}
-	return dst
-}
-
-func (r *reader) f64s(v []float64) {
-	for i := range v {
-		v[i] = r.f64()
-	}
 }
 
 // MarshalBinary encodes the complete state of m.
@@ -523,69 +527,56 @@ func (m *LDA) MarshalBinary() ([]byte, error) {
 	return m.AppendBinary(make([]byte, 0, size))
 }
 
-// UnmarshalBinary replaces m's spec and state with the encoded ones. On
-// error (wrapping ErrFormat) m is unchanged.
+// UnmarshalBinary replaces m's parameters and state with the encoded ones.
+// On error (wrapping ErrFormat) m is unchanged.
 func (m *LDA) UnmarshalBinary(b []byte) error {
-	r := reader{b: b}
-	typ := r.header()
-	if r.err == nil && typ != ModelLDA {
-		return fmt.Errorf("%w: model type %q, want %q", ErrFormat, typ, ModelLDA)
-	}
-	spec := r.spec(typ)
-	if r.err != nil {
-		return r.err
-	}
-	if err := formatSpecErr(spec.Validate()); err != nil {
+	var par LDAParams
+	d, r := ReadHeader(b, LDAName, &par, func(tag string, s legacySpec) error { return legacyLDA(tag, s, &par) })
+	checkParams(r, &par, d)
+	if err := r.Err(); err != nil {
 		return err
 	}
-	d := spec.Dim
 	p := d * (d + 1) / 2
 	fixed := 8 + 8 + 2 + 8*d + 2*(16+16*d+16*p) + 8 + 8*d + 8
-	if spec.Window > 0 {
+	if par.Window.Events > 0 {
 		fixed += 4
 	}
-	if len(r.b) < fixed {
-		return fmt.Errorf("%w: truncated", ErrFormat)
+	if !r.Need(fixed) {
+		return r.Err()
 	}
-	nm, err := NewLDA(spec)
+	nm, err := NewLDA(d, par)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
-	nm.n, nm.since = int64(r.u64()), int64(r.u64())
-	nm.centred = r.boolean("centred")
-	nm.valid = r.boolean("valid")
-	r.f64s(nm.c)
+	nm.n, nm.since = r.I64(), r.I64()
+	nm.centred = r.Bool("centred")
+	nm.valid = r.Bool("valid")
+	r.F64s(nm.c)
 	for _, k := range []*ldaClass{&nm.neg, &nm.pos} {
-		k.wt, k.wtC = r.f64(), r.f64()
+		k.wt, k.wtC = r.F64(), r.F64()
 		for _, v := range [][]float64{k.s, k.sC, k.q, k.qC} {
-			r.f64s(v)
+			r.F64s(v)
 		}
 	}
-	nm.sw2 = r.f64()
-	r.f64s(nm.w)
-	nm.b = r.f64()
-	if W := spec.Window; W > 0 {
-		count := int(r.u32())
-		if r.err == nil && (count > W || count < 0) {
+	nm.sw2 = r.F64()
+	r.F64s(nm.w)
+	nm.b = r.F64()
+	if W := par.Window.Events; W > 0 {
+		count := int(r.U32())
+		if r.Err() == nil && count > W {
 			return fmt.Errorf("%w: window holds %d examples, window is %d", ErrFormat, count, W)
 		}
-		if r.err == nil && len(r.b) != count*(1+8*d) {
-			if len(r.b) < count*(1+8*d) {
-				return fmt.Errorf("%w: truncated", ErrFormat)
-			}
-			return fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b)-count*(1+8*d))
+		if r.Err() == nil && r.Len() != count*(1+8*d) {
+			return fmt.Errorf("%w: %d bytes of window, want %d", ErrFormat, r.Len(), count*(1+8*d))
 		}
-		for k := 0; k < count && r.err == nil; k++ {
-			nm.ringY[k] = int8(r.u8())
-			r.f64s(nm.ring[k*d : k*d+d])
+		for k := 0; k < count && r.Err() == nil; k++ {
+			nm.ringY[k] = int8(r.U8())
+			r.F64s(nm.ring[k*d : k*d+d])
 		}
 		nm.count, nm.head = count, count%W
 	}
-	if r.err != nil {
-		return r.err
-	}
-	if len(r.b) > 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b))
+	if err := r.End(); err != nil {
+		return err
 	}
 	if err := nm.checkState(); err != nil {
 		return fmt.Errorf("%w: %s", ErrFormat, err)
@@ -626,8 +617,8 @@ func (m *LDA) checkState() error {
 	}
 	wp, wn := m.pos.wt+m.pos.wtC, m.neg.wt+m.neg.wtC
 	switch {
-	case m.spec.Window > 0:
-		if want := min(m.n, int64(m.spec.Window)); int64(m.count) != want {
+	case m.p.Window.Events > 0:
+		if want := min(m.n, int64(m.p.Window.Events)); int64(m.count) != want {
 			return fmt.Errorf("window holds %d examples, want %d", m.count, want)
 		}
 		var np, nn float64
@@ -660,7 +651,7 @@ func (m *LDA) checkState() error {
 			return fmt.Errorf("class counts %v/%v with n = %d", wp, wn, m.n)
 		}
 	}
-	if m.spec.Window == 0 && m.alpha == 1 && m.sw2 != 0 {
+	if m.p.Window.Events == 0 && m.alpha == 1 && m.sw2 != 0 {
 		return errors.New("Σω² without decay")
 	}
 	if m.valid && !(wp > 0 && wn > 0) {

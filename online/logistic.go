@@ -1,14 +1,84 @@
 package online
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
-// ModelLogistic is the type of the online logistic regression baseline.
-const ModelLogistic = "logistic"
+// LogisticName is the configuration's name of the logistic regression
+// baseline.
+const LogisticName = "logistic"
+
+// LogisticParams are the parameters of type "logistic".
+type LogisticParams struct {
+	LearningRate float64 `yaml:"learning_rate"` // AdaGrad base step η, > 0 (default 0.1)
+	L2           float64 `yaml:"l2"`            // L2 penalty, ≥ 0 (default 1e-4)
+}
+
+// Logistic defaults.
+const (
+	DefaultLearningRate = 0.1
+	DefaultL2           = 1e-4
+)
+
+// Validate checks the parameters.
+func (p *LogisticParams) Validate(int) error {
+	var c checks
+	if !(p.LearningRate > 0) || math.IsInf(p.LearningRate, 0) {
+		c.add("learning_rate", "must be > 0 and finite, got %v", p.LearningRate)
+	}
+	if !(p.L2 >= 0) || math.IsInf(p.L2, 0) {
+		c.add("l2", "must be ≥ 0 and finite, got %v", p.L2)
+	}
+	return c.err()
+}
+
+// LogisticType is the "logistic" model type.
+func LogisticType() *Type {
+	return Define(Def[LogisticParams]{
+		Name:     LogisticName,
+		Doc:      "baseline: logistic regression on the raw features, AdaGrad with L2, O(d) per event",
+		Defaults: func() LogisticParams { return LogisticParams{LearningRate: DefaultLearningRate, L2: DefaultL2} },
+		Traits:   func(*LogisticParams) Traits { return Traits{Kind: Classifier, Probability: true} },
+		New:      func(dim int, p *LogisticParams) (Model, error) { return NewLogistic(dim, *p) },
+		Restore: func(b []byte) (Model, error) {
+			m := new(Logistic)
+			if err := m.UnmarshalBinary(b); err != nil {
+				return nil, err
+			}
+			return m, nil
+		},
+	})
+}
+
+// legacyLogistic reads a version-1 logistic spec.
+func legacyLogistic(tag string, s legacySpec, p *LogisticParams) error {
+	if tag != LogisticName {
+		return fmt.Errorf("model type %q, want %q", tag, LogisticName)
+	}
+	if err := legacyRawLinear(s); err != nil {
+		return err
+	}
+	if s.Window != 0 || s.HalfLife != 0 {
+		return errors.New("window or half-life set")
+	}
+	*p = LogisticParams{LearningRate: s.LearningRate, L2: s.L2}
+	return nil
+}
+
+// legacyRawLinear checks that a version-1 spec of a raw-feature baseline
+// sets none of the kernel models' fields.
+func legacyRawLinear(s legacySpec) error {
+	k := s.Kernel
+	if (k.Type != "" && k.Type != KernelLinear) || k.Gamma != 0 || k.Features != 0 || k.Seed != 0 || k.Degree != 0 || k.Coef0 != 0 ||
+		s.Balance || s.Delta != 0 || s.Budget != 0 || s.Levels != 0 || len(s.Edges) != 0 || s.Normalize {
+		return errors.New("fields of another model type set")
+	}
+	return nil
+}
 
 // adagradEps keeps AdaGrad's step η·g/(sqrt(G) + ε) finite while a
 // coordinate's squared-gradient sum G is still 0.
@@ -56,7 +126,8 @@ const maxInputSq = 1e300
 // Labels are −1/+1 (0 means −1). Label is sign(f), 0 (no decision) only
 // when the logit is exactly 0, as for the empty model.
 type Logistic struct {
-	spec Spec
+	p   LogisticParams
+	dim int
 
 	n, nPos, nNeg int64
 	w             []float64 // weights
@@ -67,98 +138,26 @@ type Logistic struct {
 
 var _ Model = (*Logistic)(nil)
 
-func init() {
-	registerModel(ModelLogistic, modelType{
-		validate: validateLogistic,
-		new:      func(s Spec) (Model, error) { return NewLogistic(s) },
-		restore: func(b []byte) (Model, error) {
-			m := new(Logistic)
-			if err := m.UnmarshalBinary(b); err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-	})
-}
-
-// validateRawLinear checks what the raw-feature baselines (logistic, lda)
-// share: dim, a raw linear kernel, and zero for every field of the kernel
-// models.
-func validateRawLinear(s Spec) error {
-	if s.Dim <= 0 || s.Dim > maxDim {
-		return specErrorf("dim", "must be in [1, %d], got %d", maxDim, s.Dim)
-	}
-	k := s.Kernel
-	typ := s.Type
-	switch {
-	case k.Type != "" && k.Type != KernelLinear:
-		return specErrorf("kernel.type", "%s works on the raw features: want \"\" or %q, got %q", typ, KernelLinear, k.Type)
-	case k.Gamma != 0:
-		return specErrorf("kernel.gamma", "not supported by %s (got %v)", typ, k.Gamma)
-	case k.Features != 0:
-		return specErrorf("kernel.features", "not supported by %s (got %d)", typ, k.Features)
-	case k.Seed != 0:
-		return specErrorf("kernel.seed", "not supported by %s (got %d)", typ, k.Seed)
-	case k.Degree != 0:
-		return specErrorf("kernel.degree", "not supported by %s (got %d)", typ, k.Degree)
-	case k.Coef0 != 0:
-		return specErrorf("kernel.coef0", "not supported by %s (got %v)", typ, k.Coef0)
-	case s.Balance:
-		return specErrorf("balance", "not supported by %s", typ)
-	case s.Delta != 0:
-		return specErrorf("delta", "not supported by %s: it publishes no certainty bound (got %v)", typ, s.Delta)
-	case s.Budget != 0:
-		return specErrorf("budget", "not supported by %s (got %d)", typ, s.Budget)
-	case s.Levels != 0:
-		return specErrorf("levels", "not supported by %s (got %d)", typ, s.Levels)
-	case len(s.Edges) != 0:
-		return specErrorf("edges", "not supported by %s (got %d edges)", typ, len(s.Edges))
-	case s.Normalize:
-		return specErrorf("normalize", "not supported by %s", typ)
-	}
-	return nil
-}
-
-// validateLogistic checks a logistic spec.
-func validateLogistic(s Spec) error {
-	if err := validateRawLinear(s); err != nil {
-		return err
-	}
-	switch {
-	case s.Window != 0:
-		return specErrorf("window", "not supported by logistic (got %d): its step size already follows drift", s.Window)
-	case s.HalfLife != 0:
-		return specErrorf("half_life", "not supported by logistic (got %v): its step size already follows drift", s.HalfLife)
-	case !(s.LearningRate > 0) || math.IsInf(s.LearningRate, 0):
-		return specErrorf("learning_rate", "must be > 0 and finite, got %v", s.LearningRate)
-	case !(s.L2 >= 0) || math.IsInf(s.L2, 0):
-		return specErrorf("l2", "must be ≥ 0 and finite, got %v", s.L2)
-	}
-	return nil
-}
-
-// NewLogistic builds an empty logistic regression (w = 0, b = 0);
-// spec.Type must be "logistic". Spec.Standardize is honoured by New, which
-// wraps the model; NewLogistic ignores it.
-func NewLogistic(spec Spec) (*Logistic, error) {
-	if err := spec.Validate(); err != nil {
+// NewLogistic builds an empty logistic regression (w = 0, b = 0) for
+// inputs of dimension dim.
+func NewLogistic(dim int, p LogisticParams) (*Logistic, error) {
+	if err := validateDim(dim); err != nil {
 		return nil, err
 	}
-	if spec.Type != ModelLogistic {
-		return nil, specErrorf("type", "want %q, got %q", ModelLogistic, spec.Type)
+	if err := p.Validate(dim); err != nil {
+		return nil, err
 	}
-	d := spec.Dim
-	return &Logistic{spec: spec, w: make([]float64, d), g: make([]float64, d)}, nil
+	return &Logistic{p: p, dim: dim, w: make([]float64, dim), g: make([]float64, dim)}, nil
 }
 
 // Type returns "logistic".
-func (m *Logistic) Type() string { return ModelLogistic }
+func (m *Logistic) Type() string { return LogisticName }
 
 // Dim returns the input dimension d.
-func (m *Logistic) Dim() int { return m.spec.Dim }
+func (m *Logistic) Dim() int { return m.dim }
 
-// Spec returns the model's spec.
-func (m *Logistic) Spec() Spec { return m.spec }
+// Params returns the model's parameters.
+func (m *Logistic) Params() LogisticParams { return m.p }
 
 // Label maps −1 and 0 (false) to −1 and +1 (true) to +1.
 func (m *Logistic) Label(v float64) (float64, bool) { return binaryLabel(v) }
@@ -231,7 +230,7 @@ func (m *Logistic) Observe(x []float64, y float64, labelled bool) Prediction {
 
 // learn takes one AdaGrad step with loss derivative gz = dℓ/df.
 func (m *Logistic) learn(x []float64, gz float64) {
-	eta, l2 := m.spec.LearningRate, m.spec.L2
+	eta, l2 := m.p.LearningRate, m.p.L2
 	w, g := m.w, m.g[:len(m.w)]
 	x = x[:len(w)]
 	for i, xi := range x {
@@ -264,30 +263,21 @@ func dotSq(a, b []float64) (ab, bb float64) {
 	return s0 + s1, q0 + q1
 }
 
-// Logistic encoding (format version 1): the shared header with model type
-// "logistic" and the spec (appendSpec), then
+// Logistic encoding, after the envelope (header.go; type "logistic"):
 //
 //	n, n₊, n₋ int64; w (d float64); b float64; G (d float64); G_b float64.
 
 // AppendBinary appends the MarshalBinary encoding of m to dst
 // (encoding.BinaryAppender).
 func (m *Logistic) AppendBinary(dst []byte) ([]byte, error) {
-	le := binary.LittleEndian
-	dst = append(dst, formatMagic...)
-	dst = le.AppendUint16(dst, formatVersion)
-	dst = appendStr(dst, ModelLogistic)
-	dst = appendSpec(dst, m.spec)
-	dst = le.AppendUint64(dst, uint64(m.n))
-	dst = le.AppendUint64(dst, uint64(m.nPos))
-	dst = le.AppendUint64(dst, uint64(m.nNeg))
-	for _, v := range m.w {
-		dst = appendF64(dst, v)
-	}
-	dst = appendF64(dst, m.b)
-	for _, v := range m.g {
-		dst = appendF64(dst, v)
-	}
-	return appendF64(dst, m.gb), nil
+	dst = AppendHeader(dst, LogisticName, &m.p, m.dim)
+	dst = codec.AppendI64(dst, m.n)
+	dst = codec.AppendI64(dst, m.nPos)
+	dst = codec.AppendI64(dst, m.nNeg)
+	dst = codec.AppendF64s(dst, m.w)
+	dst = codec.AppendF64(dst, m.b)
+	dst = codec.AppendF64s(dst, m.g)
+	return codec.AppendF64(dst, m.gb), nil
 }
 
 // MarshalBinary encodes the complete state of m.
@@ -295,42 +285,31 @@ func (m *Logistic) MarshalBinary() ([]byte, error) {
 	return m.AppendBinary(make([]byte, 0, 160+16*len(m.w)))
 }
 
-// UnmarshalBinary replaces m's spec and state with the encoded ones. On
-// error (wrapping ErrFormat) m is unchanged.
+// UnmarshalBinary replaces m's parameters and state with the encoded ones.
+// On error (wrapping ErrFormat) m is unchanged.
 func (m *Logistic) UnmarshalBinary(b []byte) error {
-	r := reader{b: b}
-	typ := r.header()
-	if r.err == nil && typ != ModelLogistic {
-		return fmt.Errorf("%w: model type %q, want %q", ErrFormat, typ, ModelLogistic)
-	}
-	spec := r.spec(typ)
-	n, nPos, nNeg := int64(r.u64()), int64(r.u64()), int64(r.u64())
-	if r.err != nil {
-		return r.err
-	}
-	if err := formatSpecErr(spec.Validate()); err != nil {
+	var p LogisticParams
+	d, r := ReadHeader(b, LogisticName, &p, func(tag string, s legacySpec) error { return legacyLogistic(tag, s, &p) })
+	checkParams(r, &p, d)
+	n, nPos, nNeg := r.I64(), r.I64(), r.I64()
+	if err := r.Err(); err != nil {
 		return err
 	}
-	d := spec.Dim
-	switch size := 8 * (2*d + 2); {
-	case len(r.b) < size:
-		return fmt.Errorf("%w: truncated", ErrFormat)
-	case len(r.b) > size:
-		return fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b)-size)
+	if size := 8 * (2*d + 2); r.Len() != size {
+		return fmt.Errorf("%w: %d bytes of state, want %d", ErrFormat, r.Len(), size)
 	}
-	nm, err := NewLogistic(spec)
+	nm, err := NewLogistic(d, p)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	nm.n, nm.nPos, nm.nNeg = n, nPos, nNeg
-	for i := range nm.w {
-		nm.w[i] = r.f64()
+	r.F64s(nm.w)
+	nm.b = r.F64()
+	r.F64s(nm.g)
+	nm.gb = r.F64()
+	if err := r.End(); err != nil {
+		return err
 	}
-	nm.b = r.f64()
-	for i := range nm.g {
-		nm.g[i] = r.f64()
-	}
-	nm.gb = r.f64()
 	if err := nm.checkState(); err != nil {
 		return fmt.Errorf("%w: %s", ErrFormat, err)
 	}
@@ -355,19 +334,6 @@ func (m *Logistic) checkState() error {
 		return errors.New("state without examples")
 	}
 	return nil
-}
-
-// formatSpecErr turns a spec validation error of a decoded spec into an
-// ErrFormat error naming the field; nil stays nil.
-func formatSpecErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *SpecError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%w: spec: %s: %s", ErrFormat, se.Field, se.Problem)
-	}
-	return fmt.Errorf("%w: spec: %w", ErrFormat, err)
 }
 
 func allZero(v []float64) bool {

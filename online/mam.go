@@ -1,6 +1,10 @@
 package online
 
-import "math"
+import (
+	"errors"
+	"fmt"
+	"math"
+)
 
 // MAM is the maximal-average-margin classifier of MATH.md §1 on an explicit
 // feature map φ with ‖φ‖ ≤ 1 (B = 1), learned online from running sums.
@@ -59,7 +63,8 @@ import "math"
 //     (weights of examples about 600 half-lives old) are flushed to 0 so
 //     that nothing decays into subnormal numbers.
 type MAM struct {
-	spec   Spec
+	p      MAMParams
+	dim    int
 	fm     *FeatureMap
 	phi    []float64 // scratch: φ(x) of the current event
 	phiSq  float64   // ‖φ(x)‖² of the current event
@@ -104,63 +109,183 @@ type MAM struct {
 
 var _ Model = (*MAM)(nil)
 
-// NewMAM builds an empty MAM classifier; spec.Type must be "mam".
-func NewMAM(spec Spec) (*MAM, error) {
-	if err := spec.Validate(); err != nil {
+// MAMName is the configuration's name of the MAM classifier type.
+const MAMName = "mam"
+
+// MAMParams are the parameters of type "mam": the kernel and its feature
+// map, the form, the bound's δ, and optionally the exact kernel mode or a
+// way of forgetting.
+type MAMParams struct {
+	Kernel  KernelSpec `yaml:"kernel"`  // default rbf, gamma 10, 1024 frequencies, seed 1
+	Balance bool       `yaml:"balance"` // class-balanced direction μ₊ − μ₋ with offset (default true)
+	Delta   float64    `yaml:"delta"`   // δ of the certainty bound, in (0, 1) (default 0.05)
+	// Budget > 0 selects the exact kernel mode: the last Budget labelled
+	// examples are stored and every score sums the exact kernel over them
+	// (ExactMAM, O(Budget·d) per event); it is also the window.
+	Budget int    `yaml:"budget"`
+	Window Window `yaml:"window"` // exact sliding window (random features only)
+	Decay  Decay  `yaml:"decay"`  // exponential forgetting (random features only)
+}
+
+// DefaultDelta is the default δ of the certainty bound.
+const DefaultDelta = 0.05
+
+// DefaultMAMParams returns the defaults of type "mam".
+func DefaultMAMParams() MAMParams {
+	return MAMParams{Kernel: DefaultKernel(), Balance: true, Delta: DefaultDelta}
+}
+
+// Complete applies the kernel type's defaults (see KernelSpec) to the keys
+// not given; the exact kernel mode has no random features or seed.
+func (p *MAMParams) Complete(_ int, given func(string) bool) {
+	p.Kernel.complete(given, p.Budget > 0)
+}
+
+// Validate checks the parameters for inputs of dimension dim.
+func (p *MAMParams) Validate(dim int) error {
+	var c checks
+	c.delta(p.Delta)
+	switch {
+	case p.Budget < 0:
+		c.add("budget", "must be ≥ 0 (0 = random features), got %d", p.Budget)
+	case p.Budget > 0:
+		c.add1(validateExactKernel(p.Kernel, dim))
+		c.budget(p.Budget, dim)
+		if p.Window.Events != 0 || p.Decay.HalfLife != 0 {
+			c.add("budget", "the exact kernel mode already keeps a sliding window of budget examples: remove window and decay")
+		}
+	default:
+		c.add1(validateKernel(p.Kernel, dim))
+		c.forgetting(p.Window, p.Decay, dim)
+	}
+	return c.err()
+}
+
+// MAMType is the "mam" model type (MAM, or ExactMAM with budget > 0).
+func MAMType() *Type {
+	return Define(Def[MAMParams]{
+		Name:     MAMName,
+		Doc:      "maximal-average-margin classifier: random-feature kernels (linear, rbf, laplacian) in O(dim φ) per event, or the exact kernel over the last `budget` examples",
+		Defaults: DefaultMAMParams,
+		Traits: func(p *MAMParams) Traits {
+			return Traits{Kind: Classifier, Bound: p.Budget == 0 || p.Kernel.Type != KernelPolynomial}
+		},
+		New: func(dim int, p *MAMParams) (Model, error) {
+			if p.Budget > 0 {
+				return NewExactMAM(dim, *p)
+			}
+			return NewMAM(dim, *p)
+		},
+		Restore:    restoreMAM,
+		LegacyTags: []string{legacyTagExactMAM},
+	})
+}
+
+// restoreMAM restores a "mam" encoding: MAM, or ExactMAM when its budget is
+// set (and version-1 encodings, whose exact mode had the tag "mam_exact").
+func restoreMAM(b []byte) (Model, error) {
+	var p MAMParams
+	_, r := ReadHeader(b, MAMName, &p, func(tag string, s legacySpec) error { return legacyMAM(tag, s, &p) })
+	if err := r.Err(); err != nil {
 		return nil, err
 	}
-	if spec.Type != ModelMAM {
-		return nil, specErrorf("type", "want %q, got %q", ModelMAM, spec.Type)
+	var m Model = new(MAM)
+	if p.Budget > 0 {
+		m = new(ExactMAM)
 	}
-	fm, err := NewFeatureMap(spec.Kernel, spec.Dim)
+	if err := m.UnmarshalBinary(b); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// legacyTagExactMAM is the type tag of ExactMAM's version-1 encoding.
+const legacyTagExactMAM = "mam_exact"
+
+// legacyMAM reads a version-1 mam spec.
+func legacyMAM(tag string, s legacySpec, p *MAMParams) error {
+	if tag != MAMName && tag != legacyTagExactMAM {
+		return fmt.Errorf("model type %q, want %q", tag, MAMName)
+	}
+	if (tag == legacyTagExactMAM) != (s.Budget > 0) {
+		return fmt.Errorf("type %q with budget %d", tag, s.Budget)
+	}
+	if s.Levels != 0 || len(s.Edges) != 0 || s.Normalize || s.LearningRate != 0 || s.L2 != 0 {
+		return errors.New("fields of another model type set")
+	}
+	*p = MAMParams{Kernel: s.Kernel, Balance: s.Balance, Delta: s.Delta, Budget: s.Budget,
+		Window: Window{Events: s.Window}, Decay: Decay{HalfLife: s.HalfLife}}
+	return nil
+}
+
+// NewMAM builds an empty MAM classifier for inputs of dimension dim (the
+// random-feature mode: p.Budget must be 0).
+func NewMAM(dim int, p MAMParams) (*MAM, error) {
+	if p.Budget != 0 {
+		return nil, specErrorf("budget", "NewMAM is the random-feature mode: budget must be 0 (use NewExactMAM), got %d", p.Budget)
+	}
+	if err := validateDim(dim); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(dim); err != nil {
+		return nil, err
+	}
+	fm, err := NewFeatureMap(p.Kernel, dim)
 	if err != nil {
 		return nil, err
 	}
-	if err := validateForgetting(spec); err != nil {
-		return nil, err
-	}
-	m := &MAM{spec: spec, fm: fm}
+	m := &MAM{p: p, dim: dim, fm: fm}
 	m.alloc()
 	m.refresh()
 	return m, nil
+}
+
+// Window is the "window" key of the online models that forget (mam, omam,
+// lda): an exact sliding window over the last Events labelled examples.
+type Window struct {
+	Events int `yaml:"events"` // 0 = no window
+}
+
+// Decay is the "decay" key: exponential forgetting, example i weighing
+// 2^(−age/HalfLife) with age counted in labelled examples.
+type Decay struct {
+	HalfLife float64 `yaml:"half_life"` // 0 = no decay
 }
 
 // maxWindowFloats limits Window·Dim, the size of the window's ring of
 // inputs (256 MiB).
 const maxWindowFloats = 1 << 25
 
-// validateForgetting checks Spec.Window and Spec.HalfLife of a mam spec
-// whose Dim is valid.
-func validateForgetting(s Spec) error {
-	if s.Window < 0 || (s.Dim > 0 && s.Window > maxWindowFloats/s.Dim) {
-		return specErrorf("window", "must be ≥ 0 (0 = no window) with window×dim ≤ %d, got %d×%d", maxWindowFloats, s.Window, s.Dim)
+// forgetting checks window and decay for inputs of dimension dim.
+func (c *checks) forgetting(w Window, d Decay, dim int) {
+	if w.Events < 0 || (dim > 0 && w.Events > maxWindowFloats/dim) {
+		c.add("window.events", "must be ≥ 0 (0 = no window) with window×dim ≤ %d, got %d×%d", maxWindowFloats, w.Events, dim)
 	}
-	if !(s.HalfLife >= 0) || math.IsInf(s.HalfLife, 0) {
-		return specErrorf("half_life", "must be ≥ 0 and finite (0 = no decay), got %v", s.HalfLife)
+	if !(d.HalfLife >= 0) || math.IsInf(d.HalfLife, 0) {
+		c.add("decay.half_life", "must be ≥ 0 and finite (0 = no decay), got %v", d.HalfLife)
 	}
-	if s.Window > 0 && s.HalfLife > 0 {
-		return specErrorf("half_life", "cannot be combined with window (%d): choose one way of forgetting", s.Window)
+	if w.Events > 0 && d.HalfLife > 0 {
+		c.add("decay.half_life", "cannot be combined with window.events (%d): choose one way of forgetting", w.Events)
 	}
-	return nil
 }
 
 func (m *MAM) alloc() {
 	p := m.fm.Dim()
 	m.phi = make([]float64, p)
 	m.w = make([]float64, p)
-	m.lnTerm = math.Log(2 / m.spec.Delta)
-	if m.spec.Balance {
+	m.lnTerm = math.Log(2 / m.p.Delta)
+	if m.p.Balance {
 		m.pos, m.posC = make([]float64, p), make([]float64, p)
 		m.neg, m.negC = make([]float64, p), make([]float64, p)
 	} else {
 		m.s, m.sC = make([]float64, p), make([]float64, p)
 	}
-	if n := m.spec.Window; n > 0 {
-		m.ring = make([]float64, n*m.spec.Dim)
+	if n := m.p.Window.Events; n > 0 {
+		m.ring = make([]float64, n*m.dim)
 		m.ringY = make([]int8, n)
 		m.phiOld = make([]float64, p)
 	}
-	if h := m.spec.HalfLife; h > 0 {
+	if h := m.p.Decay.HalfLife; h > 0 {
 		m.decay = true
 		m.lam = math.Exp2(-1 / h)
 		m.lam2 = m.lam * m.lam
@@ -171,13 +296,13 @@ func (m *MAM) alloc() {
 }
 
 // Type returns "mam".
-func (m *MAM) Type() string { return ModelMAM }
+func (m *MAM) Type() string { return MAMName }
 
 // Dim returns the input dimension d.
-func (m *MAM) Dim() int { return m.spec.Dim }
+func (m *MAM) Dim() int { return m.dim }
 
-// Spec returns the model's spec.
-func (m *MAM) Spec() Spec { return m.spec }
+// Params returns the model's parameters.
+func (m *MAM) Params() MAMParams { return m.p }
 
 // FeatureMap returns the model's feature map.
 func (m *MAM) FeatureMap() *FeatureMap { return m.fm }
@@ -234,13 +359,13 @@ func (m *MAM) Bound(rho float64) float64 { return boundAt(m.num, 1, rho) }
 // Score 0, Label 0 and HasBound false. It panics if len(x) != Dim() or if
 // labelled and y is not −1 or +1.
 func (m *MAM) Observe(x []float64, y float64, labelled bool) Prediction {
-	if len(x) != m.spec.Dim {
+	if len(x) != m.dim {
 		panic("online: MAM.Observe: len(x) != Dim()")
 	}
 	if labelled && y != 1 && y != -1 {
 		panic("online: MAM.Observe: label must be -1 or +1 (see Label)")
 	}
-	p := Prediction{Delta: m.spec.Delta, N: m.pn}
+	p := Prediction{Delta: m.p.Delta, N: m.pn}
 	sq, ok := m.fm.Map(m.phi, x)
 	if !ok {
 		return p
@@ -315,7 +440,7 @@ func (m *MAM) derive(x []float64, y float64, scale bool) {
 	}
 	invN := 1 / W
 	tr := m.tr + m.trC
-	if !m.spec.Balance {
+	if !m.p.Balance {
 		var ss float64
 		if scale {
 			ss = plainPassDecay(m.w, m.s, m.sC, x, y, m.lam)
@@ -376,7 +501,7 @@ func (m *MAM) derive(x []float64, y float64, scale bool) {
 // the counts, tr Ω and the sums (a class, or the window, left empty gets
 // exact zeros); then (x, y) takes its slot. learn adds the new example.
 func (m *MAM) slide(x []float64, y float64) {
-	d, size := m.spec.Dim, int64(m.spec.Window)
+	d, size := m.dim, int64(m.p.Window.Events)
 	slot := int(m.total % size)
 	xs := m.ring[slot*d : (slot+1)*d]
 	if m.n == size {
@@ -388,7 +513,7 @@ func (m *MAM) slide(x []float64, y float64) {
 			m.tr, m.trC = 0, 0
 		}
 		switch {
-		case !m.spec.Balance:
+		case !m.p.Balance:
 			addScaled(m.s, m.sC, m.phiOld, -yo)
 			if m.n == 0 {
 				clear(m.s)
@@ -409,7 +534,7 @@ func (m *MAM) slide(x []float64, y float64) {
 				addScaled(m.neg, m.negC, m.phiOld, -1)
 			}
 		}
-		if !m.spec.Balance {
+		if !m.p.Balance {
 			if yo > 0 {
 				m.nPos--
 			} else {
@@ -489,7 +614,7 @@ func (m *MAM) sweep() {
 			}
 		}
 	}
-	if m.spec.Balance {
+	if m.p.Balance {
 		if math.Abs(m.wPos+m.wPosC) < tiny {
 			m.wPos, m.wPosC = 0, 0
 			clear(m.pos)

@@ -5,16 +5,16 @@ import (
 	"reflect"
 )
 
-// Mergeable reports whether the state of a MAM with this spec is a plain
+// Mergeable reports whether the state of a MAM with these parameters is a plain
 // sum over its examples, so that models trained on disjoint parts of a
 // stream merge exactly into the model trained on all of it (MATH.md §1:
 // the sums s, S±, tr Ω and the counts are additive). Windowed and decaying
 // models are not: their state depends on the order of all examples.
 func (m *MAM) Mergeable() bool {
-	return m.spec.Window == 0 && m.spec.HalfLife == 0
+	return m.p.Window.Events == 0 && m.p.Decay.HalfLife == 0
 }
 
-// Reset empties the model: no examples, the same spec and feature map.
+// Reset empties the model: no examples, the same parameters and feature map.
 func (m *MAM) Reset() {
 	m.n, m.nPos, m.nNeg = 0, 0, 0
 	m.tr, m.trC = 0, 0
@@ -27,7 +27,7 @@ func (m *MAM) Reset() {
 // Merge adds o's examples to m: the compensated sums are added with their
 // compensation terms and the counts exactly, then the derived state (score
 // direction, offset, bound) is recomputed. Both models must have the same
-// spec (so the same random features) and be mergeable; o is unchanged.
+// parameters and dimension (so the same random features) and be mergeable; o is unchanged.
 //
 // Merging is exact up to the rounding of one compensated addition per
 // coordinate: the merge of per-partition models equals the model trained on
@@ -37,8 +37,8 @@ func (m *MAM) Merge(o *MAM) error {
 	if !m.Mergeable() || !o.Mergeable() {
 		return fmt.Errorf("online: merge: windowed or decaying models do not merge")
 	}
-	if !reflect.DeepEqual(m.spec, o.spec) {
-		return fmt.Errorf("online: merge: models have different specs")
+	if !m.sameParams(o) {
+		return fmt.Errorf("online: merge: models have different parameters")
 	}
 	m.mergeSums(o)
 	m.refresh()
@@ -52,8 +52,8 @@ func (m *MAM) MergeAll(parts ...*MAM) error {
 		if !m.Mergeable() || !o.Mergeable() {
 			return fmt.Errorf("online: merge: windowed or decaying models do not merge")
 		}
-		if !reflect.DeepEqual(m.spec, o.spec) {
-			return fmt.Errorf("online: merge: models have different specs")
+		if !m.sameParams(o) {
+			return fmt.Errorf("online: merge: models have different parameters")
 		}
 	}
 	m.n, m.nPos, m.nNeg = 0, 0, 0
@@ -97,4 +97,9 @@ func (m *MAM) mergeSums(o *MAM) {
 			c[i] += oc[i]
 		}
 	}
+}
+
+// sameParams reports whether m and o have equal parameters and dimension.
+func (m *MAM) sameParams(o *MAM) bool {
+	return m.dim == o.dim && reflect.DeepEqual(m.p, o.p)
 }

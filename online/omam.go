@@ -1,15 +1,16 @@
 package online
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
-// ModelOMAM is the type of the ordinal MAM ranker.
-const ModelOMAM = "omam"
+// OMAMName is the configuration's name of the ordinal MAM type.
+const OMAMName = "omam"
 
 // Sizes of the threshold fit of OMAM (part of the model format).
 const (
@@ -18,116 +19,142 @@ const (
 	omamMaxLevels       = 1 << 16
 )
 
-func init() {
-	registerModel(ModelOMAM, modelType{
-		validate: validateOMAM,
-		new: func(s Spec) (Model, error) {
-			if s.Budget > 0 { // exact kernel mode
-				return NewExactOMAM(s)
-			}
-			return NewOMAM(s)
-		},
-		restore: func(b []byte) (Model, error) {
-			m := new(OMAM)
-			if err := m.UnmarshalBinary(b); err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-	})
-	// The encoding tag of omam's exact kernel mode: Restore only.
-	registerModel(encodingExactOMAM, modelType{
-		validate: func(Spec) error {
-			return specErrorf("type", "%q is an encoding tag: use type %q with budget > 0", encodingExactOMAM, ModelOMAM)
-		},
-		new: func(Spec) (Model, error) {
-			return nil, specErrorf("type", "%q is an encoding tag: use type %q with budget > 0", encodingExactOMAM, ModelOMAM)
-		},
-		restore: func(b []byte) (Model, error) {
-			m := new(ExactOMAM)
-			if err := m.UnmarshalBinary(b); err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
-		encoding: true,
-	})
+// OMAMParams are the parameters of type "omam".
+type OMAMParams struct {
+	Kernel KernelSpec `yaml:"kernel"` // default rbf, gamma 10, 1024 frequencies, seed 1
+	// Levels m ≥ 2: labels are the levels 1..m (required).
+	Levels int `yaml:"levels"`
+	// Edges, when set (m−1 strictly increasing values), bin real-valued
+	// targets: level = 1 + #{edges e : e ≤ y}.
+	Edges []float64 `yaml:"edges"`
+	// Normalize selects the Nadaraya–Watson form m(x)/Σᵢ K(xᵢ, x), the
+	// better ranker (default true).
+	Normalize bool `yaml:"normalize"`
+	// Budget > 0 selects the exact kernel mode (ExactOMAM) over the last
+	// Budget labelled examples.
+	Budget int    `yaml:"budget"`
+	Window Window `yaml:"window"` // exact sliding window (random features only)
+	Decay  Decay  `yaml:"decay"`  // exponential forgetting (random features only)
 }
 
-// validateOMAM checks an omam spec: Budget ≠ 0 selects the exact kernel
-// mode (validateExactOMAM). Standardize is handled by a wrapper and
-// accepted as is.
-func validateOMAM(s Spec) error {
-	if s.Budget != 0 {
-		return validateExactOMAM(s)
-	}
-	if err := validateKernel(s.Kernel, s.Dim); err != nil {
-		return err
-	}
-	switch {
-	case s.Kernel.Degree != 0:
-		return specErrorf("kernel.degree", "not supported by omam's random features (the polynomial kernel needs budget > 0): must be 0, got %d", s.Kernel.Degree)
-	case s.Kernel.Coef0 != 0:
-		return specErrorf("kernel.coef0", "not supported by omam's random features (the polynomial kernel needs budget > 0): must be 0, got %v", s.Kernel.Coef0)
-	}
-	if err := validateOMAMShared(s, omamMaxLevels); err != nil {
-		return err
-	}
-	if p := omamFeatureDim(s); p*s.Levels > maxOmega {
-		return specErrorf("levels", "levels×dim φ must be ≤ %d, got %d×%d", maxOmega, s.Levels, p)
-	}
-	if s.Window < 0 || s.Window > maxOmega/s.Dim {
-		return specErrorf("window", "must be in [0, %d] (window×dim ≤ %d), got %d", maxOmega/s.Dim, maxOmega, s.Window)
-	}
-	if !(s.HalfLife >= 0) || math.IsInf(s.HalfLife, 0) {
-		return specErrorf("half_life", "must be ≥ 0 and finite, got %v", s.HalfLife)
-	}
-	if s.Window > 0 && s.HalfLife > 0 {
-		return specErrorf("half_life", "cannot be combined with window (%d): choose one way of forgetting", s.Window)
-	}
-	return nil
+// DefaultOMAMParams returns the defaults of type "omam" (Levels has none).
+func DefaultOMAMParams() OMAMParams {
+	return OMAMParams{Kernel: DefaultKernel(), Normalize: true}
 }
 
-// validateOMAMShared checks what both modes of omam share: zero for the
-// fields omam does not use, levels in [2, maxLevels] and the edges.
-func validateOMAMShared(s Spec, maxLevels int) error {
-	const unsupported = "not supported by omam"
-	switch {
-	case s.Delta != 0:
-		return specErrorf("delta", "%s (no certainty bound for a ranking score): must be 0, got %v", unsupported, s.Delta)
-	case s.Balance:
-		return specErrorf("balance", "%s: must be false", unsupported)
-	case s.LearningRate != 0:
-		return specErrorf("learning_rate", "%s: must be 0, got %v", unsupported, s.LearningRate)
-	case s.L2 != 0:
-		return specErrorf("l2", "%s: must be 0, got %v", unsupported, s.L2)
+// Complete applies the kernel type's defaults to the keys not given; the
+// exact kernel mode has no random features or seed.
+func (p *OMAMParams) Complete(_ int, given func(string) bool) {
+	p.Kernel.complete(given, p.Budget > 0)
+}
+
+// Validate checks the parameters for inputs of dimension dim.
+func (p *OMAMParams) Validate(dim int) error {
+	var c checks
+	maxLevels := omamMaxLevels
+	if p.Budget != 0 {
+		maxLevels = omamExactMaxLevels
 	}
-	if s.Levels < 2 || s.Levels > maxLevels {
-		return specErrorf("levels", "must be in [2, %d], got %d", maxLevels, s.Levels)
+	levelsOK := p.Levels >= 2 && p.Levels <= maxLevels
+	if !levelsOK {
+		c.add("levels", "required: the number of levels m, in [2, %d] (labels 1..m), got %d", maxLevels, p.Levels)
 	}
-	if len(s.Edges) != 0 {
-		if len(s.Edges) != s.Levels-1 {
-			return specErrorf("edges", "want levels−1 = %d edges, got %d", s.Levels-1, len(s.Edges))
+	if len(p.Edges) != 0 {
+		if levelsOK && len(p.Edges) != p.Levels-1 {
+			c.add("edges", "has %d edges; levels %d needs levels−1 = %d", len(p.Edges), p.Levels, p.Levels-1)
 		}
-		for i, e := range s.Edges {
+		for i, e := range p.Edges {
 			if !isFinite(e) {
-				return specErrorf("edges", "edge %d is %v", i, e)
-			}
-			if i > 0 && !(e > s.Edges[i-1]) {
-				return specErrorf("edges", "must be strictly increasing: %v after %v", e, s.Edges[i-1])
+				c.add(fmt.Sprintf("edges[%d]", i), "must be finite, got %v", e)
+			} else if i > 0 && !(e > p.Edges[i-1]) {
+				c.add(fmt.Sprintf("edges[%d]", i), "edges must be strictly increasing: %v after %v", e, p.Edges[i-1])
 			}
 		}
 	}
+	switch {
+	case p.Budget < 0:
+		c.add("budget", "must be ≥ 0 (0 = random features), got %d", p.Budget)
+	case p.Budget > 0:
+		c.add1(validateExactKernel(p.Kernel, dim))
+		if per := dim + 2*max(p.Levels, 0) + 3; p.Budget > maxBudgetFloats/per {
+			c.add("budget", "must be ≥ 1 (0 = random-feature mode) with budget×(dim+2·levels+3) ≤ %d, got %d×%d", maxBudgetFloats, p.Budget, per)
+		}
+		if p.Window.Events != 0 || p.Decay.HalfLife != 0 {
+			c.add("budget", "the exact kernel mode already keeps a sliding window of budget examples: remove window and decay")
+		}
+	default:
+		if err := validateKernel(p.Kernel, dim); err != nil {
+			c.add1(err)
+		} else if dp := omamFeatureDim(p, dim); levelsOK && dp*p.Levels > maxOmega {
+			c.add("levels", "levels×dim φ must be ≤ %d, got %d×%d", maxOmega, p.Levels, dp)
+		}
+		c.forgetting(p.Window, p.Decay, dim)
+	}
+	return c.err()
+}
+
+// OMAMType is the "omam" model type (OMAM, or ExactOMAM with budget > 0).
+func OMAMType() *Type {
+	return Define(Def[OMAMParams]{
+		Name:     OMAMName,
+		Doc:      "ordinal MAM: rank-weighted kernel score over levels 1..m, raw or Nadaraya–Watson normalised, levels from refitted thresholds; random features or the exact kernel (`budget`)",
+		Defaults: DefaultOMAMParams,
+		Traits:   func(p *OMAMParams) Traits { return Traits{Kind: Ordinal, Levels: p.Levels} },
+		New: func(dim int, p *OMAMParams) (Model, error) {
+			if p.Budget > 0 {
+				return NewExactOMAM(dim, *p)
+			}
+			return NewOMAM(dim, *p)
+		},
+		Restore:    restoreOMAM,
+		LegacyTags: []string{legacyTagExactOMAM},
+	})
+}
+
+// restoreOMAM restores an "omam" encoding: OMAM, or ExactOMAM when its
+// budget is set.
+func restoreOMAM(b []byte) (Model, error) {
+	var p OMAMParams
+	_, r := ReadHeader(b, OMAMName, &p, func(tag string, s legacySpec) error { return legacyOMAM(tag, s, &p) })
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	var m Model = new(OMAM)
+	if p.Budget > 0 {
+		m = new(ExactOMAM)
+	}
+	if err := m.UnmarshalBinary(b); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// legacyTagExactOMAM is the type tag of ExactOMAM's version-1 encoding.
+const legacyTagExactOMAM = "omam_exact"
+
+// legacyOMAM reads a version-1 omam spec.
+func legacyOMAM(tag string, s legacySpec, p *OMAMParams) error {
+	if tag != OMAMName && tag != legacyTagExactOMAM {
+		return fmt.Errorf("model type %q, want %q", tag, OMAMName)
+	}
+	if (tag == legacyTagExactOMAM) != (s.Budget > 0) {
+		return fmt.Errorf("type %q with budget %d", tag, s.Budget)
+	}
+	if s.Balance || s.Delta != 0 || s.LearningRate != 0 || s.L2 != 0 {
+		return errors.New("fields of another model type set")
+	}
+	*p = OMAMParams{Kernel: s.Kernel, Levels: s.Levels, Edges: s.Edges, Normalize: s.Normalize,
+		Budget: s.Budget, Window: Window{Events: s.Window}, Decay: Decay{HalfLife: s.HalfLife}}
 	return nil
 }
 
-// omamFeatureDim returns dim φ of a valid spec's map: 2·Features for the
+// omamFeatureDim returns dim φ of valid parameters' map: 2·Features for the
 // random-feature maps, d for linear.
-func omamFeatureDim(s Spec) int {
-	if s.Kernel.Features > 0 {
-		return 2 * s.Kernel.Features
+func omamFeatureDim(p *OMAMParams, dim int) int {
+	if p.Kernel.Features > 0 {
+		return 2 * p.Kernel.Features
 	}
-	return s.Dim
+	return dim
 }
 
 // OMAM is the ordinal maximal-average-margin ranker of MATH.md §2 ("oMAM")
@@ -190,7 +217,8 @@ func omamFeatureDim(s Spec) int {
 // ~ sqrt(1/(2D)) per kernel value limits the normalised form with a peaked
 // kernel (on boston_ordinal τ-b 0.67 at D = 2048 against 0.74 exact).
 type OMAM struct {
-	spec  Spec
+	par   OMAMParams
+	dim   int
 	fm    *FeatureMap
 	m, p  int       // levels, dim φ
 	phi   []float64 // scratch: φ(x) of the current event
@@ -216,52 +244,53 @@ type OMAM struct {
 
 var _ Model = (*OMAM)(nil)
 
-// NewOMAM builds an empty ordinal MAM; spec.Type must be "omam".
-func NewOMAM(spec Spec) (*OMAM, error) {
-	if err := spec.Validate(); err != nil {
+// NewOMAM builds an empty ordinal MAM for inputs of dimension dim (the
+// random-feature mode: p.Budget must be 0).
+func NewOMAM(dim int, p OMAMParams) (*OMAM, error) {
+	if p.Budget != 0 {
+		return nil, specErrorf("budget", "selects the exact kernel mode: use NewExactOMAM, got %d", p.Budget)
+	}
+	if err := validateDim(dim); err != nil {
 		return nil, err
 	}
-	if spec.Type != ModelOMAM {
-		return nil, specErrorf("type", "want %q, got %q", ModelOMAM, spec.Type)
+	if err := p.Validate(dim); err != nil {
+		return nil, err
 	}
-	if spec.Budget != 0 {
-		return nil, specErrorf("budget", "selects the exact kernel mode: use NewExactOMAM (or New), got %d", spec.Budget)
-	}
-	fm, err := NewFeatureMap(spec.Kernel, spec.Dim)
+	fm, err := NewFeatureMap(p.Kernel, dim)
 	if err != nil {
 		return nil, err
 	}
-	spec.Edges = slices.Clone(spec.Edges)
-	o := &OMAM{spec: spec, fm: fm, m: spec.Levels, p: fm.Dim(), decay: 1}
-	if spec.HalfLife > 0 {
-		o.decay = math.Exp2(-1 / spec.HalfLife)
+	p.Edges = slices.Clone(p.Edges)
+	o := &OMAM{par: p, dim: dim, fm: fm, m: p.Levels, p: fm.Dim(), decay: 1}
+	if p.Decay.HalfLife > 0 {
+		o.decay = math.Exp2(-1 / p.Decay.HalfLife)
 	}
-	m, p := o.m, o.p
-	o.phi, o.phiO = make([]float64, p), make([]float64, p)
+	m, dp := o.m, o.p
+	o.phi, o.phiO = make([]float64, dp), make([]float64, dp)
 	o.cnt, o.cntC = make([]float64, m), make([]float64, m)
-	o.sum, o.sumC = make([]float64, m*p), make([]float64, m*p)
-	if spec.Window > 0 {
-		o.winX = make([]float64, spec.Window*spec.Dim)
-		o.winL = make([]int32, spec.Window)
+	o.sum, o.sumC = make([]float64, m*dp), make([]float64, m*dp)
+	if w := p.Window.Events; w > 0 {
+		o.winX = make([]float64, w*dim)
+		o.winL = make([]int32, w)
 	}
 	o.omamThresholds = newOMAMThresholds(m)
 	o.coef = make([]float64, m)
-	o.w, o.tot = make([]float64, p), make([]float64, p)
+	o.w, o.tot = make([]float64, dp), make([]float64, dp)
 	o.refresh()
 	return o, nil
 }
 
 // Type returns "omam".
-func (o *OMAM) Type() string { return ModelOMAM }
+func (o *OMAM) Type() string { return OMAMName }
 
 // Dim returns the input dimension d.
-func (o *OMAM) Dim() int { return o.spec.Dim }
+func (o *OMAM) Dim() int { return o.dim }
 
-// Spec returns the model's spec.
-func (o *OMAM) Spec() Spec {
-	s := o.spec
-	s.Edges = slices.Clone(s.Edges)
-	return s
+// Params returns the model's parameters.
+func (o *OMAM) Params() OMAMParams {
+	p := o.par
+	p.Edges = slices.Clone(p.Edges)
+	return p
 }
 
 // FeatureMap returns the model's feature map.
@@ -293,7 +322,7 @@ func (o *OMAM) Thresholds(dst []float64) (_ []float64, ok bool) {
 
 // Label maps a wire label to a level: with Spec.Edges, a finite y goes to
 // level 1 + #{e ≤ y}; without, y must be an integer in 1..m.
-func (o *OMAM) Label(v float64) (float64, bool) { return omamLabel(o.spec.Edges, o.m, v) }
+func (o *OMAM) Label(v float64) (float64, bool) { return omamLabel(o.par.Edges, o.m, v) }
 
 // omamLabel is Label of an omam with m levels and the given edges.
 func omamLabel(e []float64, m int, v float64) (float64, bool) {
@@ -331,7 +360,7 @@ func (o *OMAM) score(x []float64) (float64, bool) {
 	}
 	num := dot(o.w, o.phi)
 	var s float64
-	if o.spec.Normalize {
+	if o.par.Normalize {
 		den := dot(o.tot, o.phi)
 		if o.total > 0 && math.Abs(den) >= 1e-12*o.total {
 			s = num / (o.total * den)
@@ -348,7 +377,7 @@ func (o *OMAM) score(x []float64) (float64, bool) {
 // Observe scores x, then learns (x, y) if labelled. It panics if
 // len(x) != Dim() or if labelled and y is not a level 1..m (see Label).
 func (o *OMAM) Observe(x []float64, y float64, labelled bool) Prediction {
-	if len(x) != o.spec.Dim {
+	if len(x) != o.dim {
 		panic("online: OMAM.Observe: len(x) != Dim()")
 	}
 	if labelled && !omamIsLevel(y, o.m) {
@@ -372,10 +401,10 @@ func (o *OMAM) learn(x []float64, l int, s float64) {
 	o.n++
 	// Window: the oldest example leaves when the window is full.
 	lo := -1
-	if o.spec.Window > 0 {
-		d := o.spec.Dim
+	if o.par.Window.Events > 0 {
+		d := o.dim
 		slot := o.winX[o.winNext*d : (o.winNext+1)*d]
-		if o.winFill == o.spec.Window {
+		if o.winFill == o.par.Window.Events {
 			lo = int(o.winL[o.winNext])
 			o.fm.Map(o.phiO, slot) // finite: it was learned
 			o.cnt[lo], o.cntC[lo] = twoSumAcc(o.cnt[lo], o.cntC[lo], -1)
@@ -384,7 +413,7 @@ func (o *OMAM) learn(x []float64, l int, s float64) {
 		}
 		copy(slot, x)
 		o.winL[o.winNext] = int32(l)
-		if o.winNext++; o.winNext == o.spec.Window {
+		if o.winNext++; o.winNext == o.par.Window.Events {
 			o.winNext = 0
 		}
 	}
@@ -429,7 +458,7 @@ func (o *OMAM) derive() {
 		if q := o.sqw + o.sqwC; q > 0 {
 			o.held = int64(math.Round(W * W / q))
 		}
-	case o.spec.Window > 0:
+	case o.par.Window.Events > 0:
 		o.held = int64(o.winFill)
 	default:
 		o.held = o.n
@@ -501,15 +530,15 @@ func scaleVec(x []float64, a float64) {
 	}
 }
 
-// Serialised state of an OMAM (after the shared header and spec, see
-// codec.go), little-endian:
+// Serialised state of an OMAM, after the envelope (header.go; type
+// "omam"), little-endian:
 //
 //	n int64 (labelled examples learned); p = dim φ uint32;
 //	counts: m × (N_ℓ, comp) float64;
 //	Σ w_i² and its compensation float64 (0, 0 without decay);
 //	sums S and comp(S), each m·p float64, i-major (S_ℓ[i] at i·m + ℓ);
-//	window (Window > 0): fill uint32, then per example, oldest first:
-//	    level−1 uint32, x (d float64);
+//	window (window.events > 0): fill uint32, then per example, oldest
+//	    first: level−1 uint32, x (d float64);
 //	threshold buffer: fill uint32, then per event, oldest first:
 //	    score float64, level−1 uint32;
 //	fitted uint8, θ₁..θ_{m−1} float64.
@@ -521,33 +550,24 @@ func scaleVec(x []float64, a float64) {
 // AppendBinary appends the MarshalBinary encoding of o to dst
 // (encoding.BinaryAppender).
 func (o *OMAM) AppendBinary(dst []byte) ([]byte, error) {
-	le := binary.LittleEndian
-	dst = append(dst, formatMagic...)
-	dst = le.AppendUint16(dst, formatVersion)
-	dst = appendStr(dst, ModelOMAM)
-	dst = appendSpec(dst, o.spec)
-	dst = le.AppendUint64(dst, uint64(o.n))
-	dst = le.AppendUint32(dst, uint32(o.p))
+	dst = AppendHeader(dst, OMAMName, &o.par, o.dim)
+	dst = codec.AppendI64(dst, o.n)
+	dst = codec.AppendU32(dst, uint32(o.p))
 	for i := range o.cnt {
-		dst = appendF64(dst, o.cnt[i])
-		dst = appendF64(dst, o.cntC[i])
+		dst = codec.AppendF64(dst, o.cnt[i])
+		dst = codec.AppendF64(dst, o.cntC[i])
 	}
-	dst = appendF64(dst, o.sqw)
-	dst = appendF64(dst, o.sqwC)
-	for _, v := range [][]float64{o.sum, o.sumC} {
-		for _, x := range v {
-			dst = appendF64(dst, x)
-		}
-	}
-	if W := o.spec.Window; W > 0 {
-		d := o.spec.Dim
-		dst = le.AppendUint32(dst, uint32(o.winFill))
+	dst = codec.AppendF64(dst, o.sqw)
+	dst = codec.AppendF64(dst, o.sqwC)
+	dst = codec.AppendF64s(dst, o.sum)
+	dst = codec.AppendF64s(dst, o.sumC)
+	if W := o.par.Window.Events; W > 0 {
+		d := o.dim
+		dst = codec.AppendU32(dst, uint32(o.winFill))
 		for j := range o.winFill {
 			slot := (o.winNext - o.winFill + j + W) % W
-			dst = le.AppendUint32(dst, uint32(o.winL[slot]))
-			for _, x := range o.winX[slot*d : (slot+1)*d] {
-				dst = appendF64(dst, x)
-			}
+			dst = codec.AppendU32(dst, uint32(o.winL[slot]))
+			dst = codec.AppendF64s(dst, o.winX[slot*d:(slot+1)*d])
 		}
 	}
 	return o.omamThresholds.appendBinary(dst), nil
@@ -555,92 +575,68 @@ func (o *OMAM) AppendBinary(dst []byte) ([]byte, error) {
 
 // MarshalBinary encodes the complete state of o (see the format above).
 func (o *OMAM) MarshalBinary() ([]byte, error) {
-	size := 128 + len(o.spec.Kernel.Type) + 8*len(o.spec.Edges) + 16*o.m*(o.p+1) +
-		o.winFill*(4+8*o.spec.Dim) + 12*o.bufFill + 8*o.m
+	size := 128 + 8*len(o.par.Edges) + 16*o.m*(o.p+1) +
+		o.winFill*(4+8*o.dim) + 12*o.bufFill + 8*o.m
 	return o.AppendBinary(make([]byte, 0, size))
 }
 
-// UnmarshalBinary replaces o's spec and state with the encoded ones. On
-// error (wrapping ErrFormat) o is unchanged.
+// UnmarshalBinary replaces o's parameters and state with the encoded ones.
+// On error (wrapping ErrFormat) o is unchanged.
 func (o *OMAM) UnmarshalBinary(b []byte) error {
-	r := reader{b: b}
-	typ := r.header()
-	if r.err == nil && typ != ModelOMAM {
-		return fmt.Errorf("%w: model type %q, want %q", ErrFormat, typ, ModelOMAM)
+	var par OMAMParams
+	d, r := ReadHeader(b, OMAMName, &par, func(tag string, s legacySpec) error { return legacyOMAM(tag, s, &par) })
+	checkParams(r, &par, d)
+	if r.Err() == nil && par.Budget != 0 {
+		r.Failf("budget %d: the exact kernel mode (ExactOMAM)", par.Budget)
 	}
-	spec := r.spec(typ)
-	n := int64(r.u64())
-	p := int(r.u32())
-	if r.err != nil {
-		return r.err
+	n := r.I64()
+	p := int(r.U32())
+	if err := r.Err(); err != nil {
+		return err
 	}
 	if n < 0 {
 		return fmt.Errorf("%w: negative example count %d", ErrFormat, n)
 	}
-	if err := spec.Validate(); err != nil {
-		var se *SpecError
-		if errors.As(err, &se) {
-			return fmt.Errorf("%w: spec: %s: %s", ErrFormat, se.Field, se.Problem)
-		}
-		return fmt.Errorf("%w: spec: %w", ErrFormat, err)
-	}
-	if want := omamFeatureDim(spec); p != want {
-		return fmt.Errorf("%w: feature dimension %d, spec gives %d", ErrFormat, p, want)
+	if want := omamFeatureDim(&par, d); p != want {
+		return fmt.Errorf("%w: feature dimension %d, the parameters give %d", ErrFormat, p, want)
 	}
 	// The fixed-size part must be there before anything is allocated.
-	if fixed := 16*spec.Levels + 16 + 16*spec.Levels*p; len(r.b) < fixed {
-		return fmt.Errorf("%w: truncated", ErrFormat)
+	if !r.Need(16*par.Levels + 16 + 16*par.Levels*p) {
+		return r.Err()
 	}
-	no, err := NewOMAM(spec)
+	no, err := NewOMAM(d, par)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	no.n = n
 	for i := range no.cnt {
-		no.cnt[i], no.cntC[i] = r.f64(), r.f64()
+		no.cnt[i], no.cntC[i] = r.F64(), r.F64()
 	}
-	no.sqw, no.sqwC = r.f64(), r.f64()
-	for _, v := range [][]float64{no.sum, no.sumC} {
-		for i := range v {
-			v[i] = r.f64()
-		}
-	}
+	no.sqw, no.sqwC = r.F64(), r.F64()
+	r.F64s(no.sum)
+	r.F64s(no.sumC)
 	m := no.m
-	badLevel := func(l uint32) bool {
-		if l >= uint32(m) && r.err == nil {
-			r.err = fmt.Errorf("%w: level %d out of range", ErrFormat, int64(l)+1)
-		}
-		return r.err != nil
-	}
-	if W := spec.Window; W > 0 {
-		fill := int(r.u32())
-		if r.err == nil && (fill > W || int64(fill) != min(n, int64(W))) {
+	if W := par.Window.Events; W > 0 {
+		fill := int(r.U32())
+		if r.Err() == nil && (fill > W || int64(fill) != min(n, int64(W))) {
 			return fmt.Errorf("%w: window holds %d of %d examples after %d", ErrFormat, fill, W, n)
 		}
-		if r.err == nil && len(r.b) < fill*(4+8*spec.Dim) {
-			return fmt.Errorf("%w: truncated", ErrFormat)
+		if !r.Need(fill * (4 + 8*d)) {
+			return r.Err()
 		}
-		d := spec.Dim
-		for j := 0; j < fill && r.err == nil; j++ {
-			l := r.u32()
-			if badLevel(l) {
-				break
+		for j := 0; j < fill && r.Err() == nil; j++ {
+			l := r.U32()
+			if r.Err() == nil && l >= uint32(m) {
+				r.Failf("level %d out of range", int64(l)+1)
 			}
 			no.winL[j] = int32(l)
-			for i := range d {
-				no.winX[j*d+i] = r.f64()
-			}
+			r.F64s(no.winX[j*d : (j+1)*d])
 		}
 		no.winFill, no.winNext = fill, fill%W
 	}
-	if r.err != nil {
-		return r.err
-	}
-	if err := no.omamThresholds.decode(&r, n); err != nil {
+	no.omamThresholds.decode(r, n)
+	if err := r.End(); err != nil {
 		return err
-	}
-	if len(r.b) > 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b))
 	}
 	if err := no.checkState(); err != nil {
 		return fmt.Errorf("%w: %s", ErrFormat, err)
@@ -677,11 +673,11 @@ func (o *OMAM) checkState() error {
 		}
 	case o.sqw != 0 || o.sqwC != 0:
 		return fmt.Errorf("Σw² = %v without decay", o.sqw+o.sqwC)
-	case o.spec.Window > 0:
+	case o.par.Window.Events > 0:
 		per := make([]float64, o.m)
 		for j := range o.winFill {
 			per[o.winL[j]]++
-			for _, x := range o.winX[j*o.spec.Dim : (j+1)*o.spec.Dim] {
+			for _, x := range o.winX[j*o.dim : (j+1)*o.dim] {
 				if !isFinite(x) {
 					return fmt.Errorf("non-finite input in the window")
 				}
@@ -824,42 +820,37 @@ func (t *omamThresholds) recount() {
 // appendBinary appends the buffer (oldest first), the fitted flag and the
 // thresholds (format in OMAM's encoding).
 func (t *omamThresholds) appendBinary(dst []byte) []byte {
-	le := binary.LittleEndian
-	dst = le.AppendUint32(dst, uint32(t.bufFill))
+	dst = codec.AppendU32(dst, uint32(t.bufFill))
 	for j := range t.bufFill {
 		slot := (t.bufNext - t.bufFill + j + omamThresholdBuffer) % omamThresholdBuffer
-		dst = appendF64(dst, t.bufScore[slot])
-		dst = le.AppendUint32(dst, uint32(t.bufLevel[slot]))
+		dst = codec.AppendF64(dst, t.bufScore[slot])
+		dst = codec.AppendU32(dst, uint32(t.bufLevel[slot]))
 	}
-	dst = append(dst, boolByte(t.fitted))
-	for _, x := range t.theta {
-		dst = appendF64(dst, x)
-	}
-	return dst
+	dst = codec.AppendBool(dst, t.fitted)
+	return codec.AppendF64s(dst, t.theta)
 }
 
 // decode reads what appendBinary wrote into an empty t, after n labelled
-// events; errors wrap ErrFormat. The buffer's level counts are left to
+// events; failures are recorded in r. The buffer's level counts are left to
 // recount, its consistency to check.
-func (t *omamThresholds) decode(r *reader, n int64) error {
-	fill := int(r.u32())
-	if r.err == nil && (fill > omamThresholdBuffer || int64(fill) != min(n, omamThresholdBuffer)) {
-		return fmt.Errorf("%w: threshold buffer holds %d events after %d", ErrFormat, fill, n)
+func (t *omamThresholds) decode(r *codec.Reader, n int64) {
+	fill := int(r.U32())
+	if r.Err() == nil && (fill > omamThresholdBuffer || int64(fill) != min(n, omamThresholdBuffer)) {
+		r.Failf("threshold buffer holds %d events after %d", fill, n)
+		return
 	}
-	for j := 0; j < fill && r.err == nil; j++ {
-		t.bufScore[j] = r.f64()
-		l := r.u32()
-		if r.err == nil && l >= uint32(len(t.bufCount)) {
-			return fmt.Errorf("%w: level %d out of range", ErrFormat, int64(l)+1)
+	for j := 0; j < fill && r.Err() == nil; j++ {
+		t.bufScore[j] = r.F64()
+		l := r.U32()
+		if r.Err() == nil && l >= uint32(len(t.bufCount)) {
+			r.Failf("level %d out of range", int64(l)+1)
+			return
 		}
 		t.bufLevel[j] = int32(l)
 	}
 	t.bufFill, t.bufNext = fill, fill%omamThresholdBuffer
-	t.fitted = r.boolean("fitted")
-	for k := range t.theta {
-		t.theta[k] = r.f64()
-	}
-	return r.err
+	t.fitted = r.Bool("fitted")
+	r.F64s(t.theta)
 }
 
 // check rejects a decoded buffer and thresholds that n labelled events
@@ -946,63 +937,37 @@ func (l *LevelThresholds) Thresholds(dst []float64) (_ []float64, ok bool) {
 // threshold section (buffer fill u32, fill × (score f64, level−1 u32)
 // oldest first, fitted u8, θ: (m−1) × f64).
 func (l *LevelThresholds) AppendBinary(dst []byte) ([]byte, error) {
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(l.Levels()))
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(l.n))
+	dst = codec.AppendU32(dst, uint32(l.Levels()))
+	dst = codec.AppendI64(dst, l.n)
 	return l.t.appendBinary(dst), nil
 }
 
-// Decode restores a state written by AppendBinary from the start of b into
-// l (which must have the same m) and returns the bytes after it. Errors
-// wrap ErrFormat; on error l is unchanged.
-func (l *LevelThresholds) Decode(b []byte) (rest []byte, err error) {
-	r := reader{b: b}
-	m, n := int(r.u32()), int64(r.u64())
-	if r.err == nil && (m != l.Levels() || n < 0) {
-		return nil, fmt.Errorf("%w: thresholds for %d levels after %d pairs, want %d levels", ErrFormat, m, n, l.Levels())
+// Decode restores a state written by AppendBinary from r into l (which must
+// have the same m); failures are recorded in r (wrapping its sentinel) and
+// leave l unchanged.
+func (l *LevelThresholds) Decode(r *codec.Reader) {
+	m, n := int(r.U32()), r.I64()
+	if r.Err() == nil && (m != l.Levels() || n < 0) {
+		r.Failf("thresholds for %d levels after %d pairs, want %d levels", m, n, l.Levels())
+		return
 	}
 	t := newOMAMThresholds(l.Levels())
-	if err := t.decode(&r, n); err != nil {
-		return nil, err
-	}
-	if r.err != nil {
-		return nil, r.err
+	t.decode(r, n)
+	if r.Err() != nil {
+		return
 	}
 	t.recount()
 	if err := t.check(n); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrFormat, err)
+		r.Fail(err)
+		return
 	}
 	l.t, l.n = t, n
-	return r.b, nil
 }
-
-// encodingExactOMAM is the model type string in the encoding of an
-// ExactOMAM (its Type is "omam"); Restore dispatches on it.
-const encodingExactOMAM = "omam_exact"
 
 // omamExactMaxLevels bounds Levels in the exact kernel mode, which keeps
 // the m×m level-pair kernel sums and evaluates cᵀGc, O(m²), per labelled
 // event.
 const omamExactMaxLevels = 256
-
-// validateExactOMAM checks an omam spec with Budget ≠ 0.
-func validateExactOMAM(s Spec) error {
-	if err := validateExactKernel(s.Kernel, s.Dim); err != nil {
-		return err
-	}
-	if err := validateOMAMShared(s, omamExactMaxLevels); err != nil {
-		return err
-	}
-	if per := s.Dim + 2*s.Levels + 3; s.Budget < 1 || s.Budget > maxBudgetFloats/per {
-		return specErrorf("budget", "must be ≥ 1 (0 = random-feature mode) with budget×(dim+2·levels+3) ≤ %d, got %d×%d", maxBudgetFloats, s.Budget, per)
-	}
-	if s.Window != 0 {
-		return specErrorf("window", "must be 0 with budget (budget %d is already an exact sliding window), got %d", s.Budget, s.Window)
-	}
-	if s.HalfLife != 0 {
-		return specErrorf("half_life", "not supported with budget (exact kernel mode): must be 0, got %v", s.HalfLife)
-	}
-	return nil
-}
 
 // ExactOMAM is the exact-kernel mode of the ordinal MAM (MATH.md §2),
 // selected by Spec.Budget > 0; its Type is "omam". It stores the last
@@ -1061,7 +1026,7 @@ func validateExactOMAM(s Spec) error {
 // a NaN or infinite entry, or too large to be used safely (see ExactMAM),
 // are neither scored nor learned (Score 0, Label 0).
 type ExactOMAM struct {
-	spec    Spec
+	par     OMAMParams
 	kern    Kernel
 	d, m, b int // dim, levels, budget
 
@@ -1092,26 +1057,26 @@ type ExactOMAM struct {
 
 var _ Model = (*ExactOMAM)(nil)
 
-// NewExactOMAM builds an empty exact-kernel ordinal MAM; spec.Type must be
-// "omam" and spec.Budget > 0.
-func NewExactOMAM(spec Spec) (*ExactOMAM, error) {
-	if spec.Type != ModelOMAM {
-		return nil, specErrorf("type", "want %q, got %q", ModelOMAM, spec.Type)
+// NewExactOMAM builds an empty exact-kernel ordinal MAM for inputs of
+// dimension dim; p.Budget must be > 0.
+func NewExactOMAM(dim int, p OMAMParams) (*ExactOMAM, error) {
+	if p.Budget <= 0 {
+		return nil, specErrorf("budget", "must be > 0 for the exact kernel mode, got %d", p.Budget)
 	}
-	if spec.Budget <= 0 {
-		return nil, specErrorf("budget", "must be > 0 for the exact kernel mode, got %d", spec.Budget)
-	}
-	if err := validateExactOMAM(spec); err != nil {
+	if err := validateDim(dim); err != nil {
 		return nil, err
 	}
-	kern, err := NewKernel(spec.Kernel, spec.Dim)
+	if err := p.Validate(dim); err != nil {
+		return nil, err
+	}
+	kern, err := NewKernel(p.Kernel, dim)
 	if err != nil {
 		return nil, err
 	}
-	spec.Edges = slices.Clone(spec.Edges)
-	nb, d, m := spec.Budget, spec.Dim, spec.Levels
+	p.Edges = slices.Clone(p.Edges)
+	nb, d, m := p.Budget, dim, p.Levels
 	o := &ExactOMAM{
-		spec: spec, kern: kern, d: d, m: m, b: nb,
+		par: p, kern: kern, d: d, m: m, b: nb,
 		xs:   make([]float64, nb*d),
 		lv:   make([]int32, nb),
 		self: make([]float64, nb),
@@ -1129,16 +1094,16 @@ func NewExactOMAM(spec Spec) (*ExactOMAM, error) {
 }
 
 // Type returns "omam".
-func (o *ExactOMAM) Type() string { return ModelOMAM }
+func (o *ExactOMAM) Type() string { return OMAMName }
 
 // Dim returns the input dimension d.
 func (o *ExactOMAM) Dim() int { return o.d }
 
-// Spec returns the model's spec.
-func (o *ExactOMAM) Spec() Spec {
-	s := o.spec
-	s.Edges = slices.Clone(s.Edges)
-	return s
+// Params returns the model's parameters.
+func (o *ExactOMAM) Params() OMAMParams {
+	p := o.par
+	p.Edges = slices.Clone(p.Edges)
+	return p
 }
 
 // Kernel returns the model's kernel.
@@ -1161,7 +1126,7 @@ func (o *ExactOMAM) LevelCount(level int) float64 { return float64(o.cnt[level-1
 func (o *ExactOMAM) Version() int64 { return 1 }
 
 // Label maps a wire label to a level as OMAM.Label does.
-func (o *ExactOMAM) Label(v float64) (float64, bool) { return omamLabel(o.spec.Edges, o.m, v) }
+func (o *ExactOMAM) Label(v float64) (float64, bool) { return omamLabel(o.par.Edges, o.m, v) }
 
 // Observe scores x with the stored examples, then, if labelled, stores
 // (x, y), evicting the oldest example when the budget is full. It panics if
@@ -1201,7 +1166,7 @@ func (o *ExactOMAM) Observe(x []float64, y float64, labelled bool) Prediction {
 		den += e
 	}
 	var s float64
-	if o.spec.Normalize {
+	if o.par.Normalize {
 		if W := float64(n); W > 0 && math.Abs(den) >= 1e-12*W {
 			s = num / (W * den)
 		}
@@ -1353,8 +1318,8 @@ func (o *ExactOMAM) derive() {
 	}
 }
 
-// Serialised state of an ExactOMAM, after the shared header (model type
-// "omam_exact") and spec (see codec.go), little-endian:
+// Serialised state of an ExactOMAM, after the envelope (header.go; type
+// "omam", version 1: "omam_exact"), little-endian:
 //
 //	n int64 (labelled examples learned in all), count uint32, head uint32;
 //	G: for a ≤ b (row by row), G_ab and its compensation float64;
@@ -1372,36 +1337,30 @@ func (o *ExactOMAM) derive() {
 // AppendBinary appends the MarshalBinary encoding of o to dst
 // (encoding.BinaryAppender).
 func (o *ExactOMAM) AppendBinary(dst []byte) ([]byte, error) {
-	le := binary.LittleEndian
-	dst = append(dst, formatMagic...)
-	dst = le.AppendUint16(dst, formatVersion)
-	dst = appendStr(dst, encodingExactOMAM)
-	dst = appendSpec(dst, o.spec)
-	dst = le.AppendUint64(dst, uint64(o.n))
-	dst = le.AppendUint32(dst, uint32(o.count))
-	dst = le.AppendUint32(dst, uint32(o.head))
+	dst = AppendHeader(dst, OMAMName, &o.par, o.d)
+	dst = codec.AppendI64(dst, o.n)
+	dst = codec.AppendU32(dst, uint32(o.count))
+	dst = codec.AppendU32(dst, uint32(o.head))
 	m, nb, d := o.m, o.b, o.d
 	for a := range m {
 		for b := a; b < m; b++ {
-			dst = appendF64(dst, o.g[a*m+b])
-			dst = appendF64(dst, o.gC[a*m+b])
+			dst = codec.AppendF64(dst, o.g[a*m+b])
+			dst = codec.AppendF64(dst, o.gC[a*m+b])
 		}
 	}
 	for i := range o.count {
-		dst = le.AppendUint32(dst, uint32(o.lv[i]))
-		dst = appendF64(dst, o.self[i])
+		dst = codec.AppendU32(dst, uint32(o.lv[i]))
+		dst = codec.AppendF64(dst, o.self[i])
 		for a := range m {
-			dst = appendF64(dst, o.acc[a*nb+i])
-			dst = appendF64(dst, o.accC[a*nb+i])
+			dst = codec.AppendF64(dst, o.acc[a*nb+i])
+			dst = codec.AppendF64(dst, o.accC[a*nb+i])
 		}
-		for _, v := range o.xs[i*d : (i+1)*d] {
-			dst = appendF64(dst, v)
-		}
+		dst = codec.AppendF64s(dst, o.xs[i*d:(i+1)*d])
 	}
 	return o.omamThresholds.appendBinary(dst), nil
 }
 
-// exactOMAMSize returns the size of the state after header and spec with
+// exactOMAMSize returns the size of the state after the envelope with
 // count stored examples and fill buffered events.
 func exactOMAMSize(d, m, count, fill int) int {
 	return 16 + 8*m*(m+1) + count*(12+16*m+8*d) + 4 + 12*fill + 1 + 8*(m-1)
@@ -1409,78 +1368,68 @@ func exactOMAMSize(d, m, count, fill int) int {
 
 // MarshalBinary encodes the complete state of o (see the format above).
 func (o *ExactOMAM) MarshalBinary() ([]byte, error) {
-	size := 256 + len(o.spec.Kernel.Type) + 8*len(o.spec.Edges) + exactOMAMSize(o.d, o.m, o.count, o.bufFill)
+	size := 256 + 8*len(o.par.Edges) + exactOMAMSize(o.d, o.m, o.count, o.bufFill)
 	return o.AppendBinary(make([]byte, 0, size))
 }
 
-// UnmarshalBinary replaces o's spec and state with the encoded ones. It
-// rejects a wrong header, a truncated or over-long encoding, an invalid
-// spec and inconsistent state with an error wrapping ErrFormat; o is then
-// unchanged.
+// UnmarshalBinary replaces o's parameters and state with the encoded ones.
+// It rejects a wrong header, a truncated or over-long encoding, invalid
+// parameters and inconsistent state with an error wrapping ErrFormat; o is
+// then unchanged.
 func (o *ExactOMAM) UnmarshalBinary(b []byte) error {
-	r := reader{b: b}
-	typ := r.header()
-	if r.err == nil && typ != encodingExactOMAM {
-		return fmt.Errorf("%w: model type %q, want %q", ErrFormat, typ, encodingExactOMAM)
+	var par OMAMParams
+	d, r := ReadHeader(b, OMAMName, &par, func(tag string, s legacySpec) error { return legacyOMAM(tag, s, &par) })
+	checkParams(r, &par, d)
+	if r.Err() == nil && par.Budget <= 0 {
+		r.Failf("budget %d: not the exact kernel mode", par.Budget)
 	}
-	spec := r.spec(ModelOMAM)
-	n := int64(r.u64())
-	count, head := int(r.u32()), int(r.u32())
-	if r.err != nil {
-		return r.err
+	n := r.I64()
+	count, head := int(r.U32()), int(r.U32())
+	if err := r.Err(); err != nil {
+		return err
 	}
-	if spec.Budget <= 0 {
-		return fmt.Errorf("%w: spec: budget: must be > 0, got %d", ErrFormat, spec.Budget)
-	}
-	if err := validateExactOMAM(spec); err != nil {
-		return formatSpecErr(err)
-	}
-	// Sizes before allocating anything for the spec.
-	nb, d, m := spec.Budget, spec.Dim, spec.Levels
+	// Sizes before allocating anything for the parameters.
+	nb, m := par.Budget, par.Levels
 	switch {
 	case count > nb || head >= nb || (count < nb && head != count):
 		return fmt.Errorf("%w: ring count %d, head %d with budget %d", ErrFormat, count, head, nb)
 	case n < int64(count):
 		return fmt.Errorf("%w: %d examples stored after %d learned", ErrFormat, count, n)
 	}
-	if len(r.b) < exactOMAMSize(d, m, count, 0)-16 {
-		return fmt.Errorf("%w: truncated", ErrFormat)
+	if !r.Need(exactOMAMSize(d, m, count, 0) - 16) {
+		return r.Err()
 	}
-	no, err := NewExactOMAM(spec)
+	no, err := NewExactOMAM(d, par)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	for a := range m {
 		for b := a; b < m; b++ {
-			no.g[a*m+b], no.gC[a*m+b] = r.f64(), r.f64()
+			no.g[a*m+b], no.gC[a*m+b] = r.F64(), r.F64()
 		}
 	}
-	for i := range count {
-		l := r.u32()
-		if r.err == nil && l >= uint32(m) {
-			return fmt.Errorf("%w: slot %d: level %d out of range", ErrFormat, i, int64(l)+1)
+	for i := 0; i < count && r.Err() == nil; i++ {
+		l := r.U32()
+		if r.Err() == nil && l >= uint32(m) {
+			r.Failf("slot %d: level %d out of range", i, int64(l)+1)
 		}
 		no.lv[i] = int32(l)
-		no.self[i] = r.f64()
+		no.self[i] = r.F64()
 		for a := range m {
-			no.acc[a*nb+i], no.accC[a*nb+i] = r.f64(), r.f64()
+			no.acc[a*nb+i], no.accC[a*nb+i] = r.F64(), r.F64()
 		}
-		for j := range d {
-			no.xs[i*d+j] = r.f64()
-		}
+		r.F64s(no.xs[i*d : (i+1)*d])
 	}
-	if r.err != nil {
-		return r.err
+	if err := r.Err(); err != nil {
+		return err
 	}
 	no.n, no.count, no.head = n, count, head
 	for i := range count {
 		no.cnt[no.lv[i]]++
 	}
-	if err := no.omamThresholds.decode(&r, n); err != nil {
+	no.omamThresholds.decode(r, n)
+	if err := r.End(); err != nil {
 		return err
-	}
-	if len(r.b) > 0 {
-		return fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b))
 	}
 	if err := no.checkState(); err != nil {
 		return fmt.Errorf("%w: %s", ErrFormat, err)

@@ -1,16 +1,16 @@
 package online
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"reflect"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
-// standardizedTag is the model type string of a Standardized encoding. It is
-// not a model type (New never sees it): Restore recognises it and restores
-// the inner model from the bytes that follow the wrapper's state.
+// standardizedTag is the type tag of a Standardized encoding. It is not a
+// model type: Registry.Restore recognises it and restores the inner model
+// from the frame that follows the wrapper's state.
 const standardizedTag = "std"
 
 // stdVarFloor is the variance below which a feature is only centred, not
@@ -23,14 +23,23 @@ const stdVarFloor = 1e-12
 // squares would overflow and poison the variances for good.
 const maxStdInputSq = 1e300
 
-// Standardized is the wrapper New returns when Spec.Standardize is true. It
-// keeps running per-feature means and variances (Welford's algorithm) and
-// passes z_i = (x_i − mean_i)/sd_i to the inner model, built from the same
-// spec. A feature whose variance is below 1e-12 (constant so far) is passed
-// centred only, z_i = x_i − mean_i; before the first event z = x.
+// Standardized is the wrapper of a model whose inputs are standardised
+// (features.standardize: true; Standardize builds it, for a model of any
+// type). It keeps running per-feature means and variances (Welford's
+// algorithm) over every observed event, labelled or not.
 //
-// Order: each event is standardised with the statistics of the events before
-// it (score first, as the inner model does), and then added to them.
+// An online model gets z_i = (x_i − mean_i)/sd_i, computed with the
+// statistics of the events before it (score first, as the inner model
+// does), and the event is then added to them. A feature whose variance is
+// below 1e-12 (constant so far) is passed centred only, z_i = x_i − mean_i;
+// before the first event z = x.
+//
+// A model that standardises its inputs itself (RawInput: the refitted
+// models, whose window keeps raw events) gets x unchanged and the wrapper's
+// statistics (StandardizeWith): each refit standardises the window with
+// the statistics as of that refit and the fitted version scores with the
+// same ones, so that every version is trained and scored with one
+// transform.
 //
 // The statistics are updated on every observed event, labelled or not:
 // standardisation is unsupervised, an unlabelled event tells as much about
@@ -39,19 +48,19 @@ const maxStdInputSq = 1e300
 // An event with a non-finite entry (or squares that would overflow) is
 // passed to the inner model, which rejects it, and is not added.
 //
-// The variance is the population one, M2/n. Mean and M2 are Neumaier-
-// compensated sums of Welford's increments, so that 10⁹ updates do not
-// drift. The statistics cover every event ever seen (no window or decay),
-// so after a shift of the input distribution the standardisation adapts
-// only as fast as a running mean (like 1/n), more slowly than an inner
-// model with a window or half-life.
+// The variance is the population one, M2/n (scikit-learn's
+// StandardScaler). Mean and M2 are Neumaier-compensated sums of Welford's
+// increments, so that 10⁹ updates do not drift. The statistics cover every
+// event ever seen (no window or decay), so after a shift of the input
+// distribution the standardisation adapts only as fast as a running mean
+// (like 1/n), more slowly than an inner model with a window or half-life.
 //
 // Type, Dim, Label, Examples and Version are the inner model's. Observe does
 // not allocate. An empty wrapper has the inner model's zero state and
 // statistics n = 0.
 type Standardized struct {
-	spec  Spec // spec.Standardize is true
 	inner Model
+	raw   RawInput // inner, when it standardises itself
 
 	n           int64     // events in the statistics
 	mean, meanC []float64 // Welford mean and its compensation
@@ -63,40 +72,33 @@ type Standardized struct {
 var (
 	_ Model   = (*Standardized)(nil)
 	_ Bounder = (*Standardized)(nil)
+	_ Scaling = (*Standardized)(nil)
 )
 
-// newStandardized wraps an empty model of spec.Type built from spec.
-func newStandardized(spec Spec) (*Standardized, error) {
-	inner, err := modelTypes[spec.Type].new(spec)
-	if err != nil {
-		return nil, err
-	}
-	return wrapStandardized(spec, inner), nil
+// RawInput is implemented by models that standardise their inputs
+// themselves, with statistics handed to them (the refitted models). A
+// Standardized wrapper passes them raw inputs and calls StandardizeWith
+// with itself once, before the first event.
+type RawInput interface {
+	Model
+	StandardizeWith(s Scaling)
 }
 
-// newStandardizedModel is newStandardized for New (no typed nil on error).
-func newStandardizedModel(spec Spec) (Model, error) {
-	s, err := newStandardized(spec)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
+// Scaling is a source of standardisation statistics.
+type Scaling interface {
+	// Transform writes the current mean and 1/sd of each feature (z =
+	// (x − mean)·inv; inv is 1 for a feature whose variance is below
+	// 1e-12, and before the first event) and returns the number of events
+	// they summarise. It must be called from the goroutine that observes.
+	Transform(mean, inv []float64) int64
 }
 
-// restoreStandardizedModel is restoreStandardized for Restore.
-func restoreStandardizedModel(b []byte) (Model, error) {
-	s, err := restoreStandardized(b)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func wrapStandardized(spec Spec, inner Model) *Standardized {
-	d := spec.Dim
+// Standardize wraps m so that its inputs are standardised (see
+// Standardized). m should be empty: its state is kept as is.
+func Standardize(m Model) *Standardized {
+	d := m.Dim()
 	s := &Standardized{
-		spec:  spec,
-		inner: inner,
+		inner: m,
 		mean:  make([]float64, d), meanC: make([]float64, d),
 		m2: make([]float64, d), m2C: make([]float64, d),
 		inv: make([]float64, d),
@@ -105,6 +107,10 @@ func wrapStandardized(spec Spec, inner Model) *Standardized {
 	for i := range s.inv {
 		s.inv[i] = 1
 	}
+	if r, ok := m.(RawInput); ok {
+		s.raw = r
+		r.StandardizeWith(s)
+	}
 	return s
 }
 
@@ -112,8 +118,14 @@ func wrapStandardized(spec Spec, inner Model) *Standardized {
 // the standardisation.
 func (s *Standardized) Inner() Model { return s.inner }
 
-// Spec returns the spec the wrapper and its inner model were built from.
-func (s *Standardized) Spec() Spec { return s.spec }
+// Transform implements Scaling.
+func (s *Standardized) Transform(mean, inv []float64) int64 {
+	for i := range mean {
+		mean[i] = s.mean[i] + s.meanC[i]
+	}
+	copy(inv, s.inv)
+	return s.n
+}
 
 // Moments writes the current per-feature means and standard deviations
 // (population, sqrt(M2/n); 0 before any event) into mean and sd and
@@ -136,7 +148,7 @@ func (s *Standardized) Moments(mean, sd []float64) int64 {
 func (s *Standardized) Type() string { return s.inner.Type() }
 
 // Dim returns the input dimension d.
-func (s *Standardized) Dim() int { return s.spec.Dim }
+func (s *Standardized) Dim() int { return len(s.z) }
 
 // Label is the inner model's.
 func (s *Standardized) Label(v float64) (float64, bool) { return s.inner.Label(v) }
@@ -170,8 +182,9 @@ func (s *Standardized) Bound(rho float64) float64 {
 }
 
 // Observe standardises x with the statistics of the events before it,
-// passes the result to the inner model's Observe, and then adds x to the
-// statistics (if finite). It panics if len(x) != Dim().
+// passes the result (x itself to a RawInput) to the inner model's Observe,
+// and then adds x to the statistics (if finite). It panics if
+// len(x) != Dim().
 func (s *Standardized) Observe(x []float64, y float64, labelled bool) Prediction {
 	if len(x) != len(s.z) {
 		panic("online: Standardized.Observe: len(x) != Dim()")
@@ -182,6 +195,9 @@ func (s *Standardized) Observe(x []float64, y float64, labelled bool) Prediction
 		d := xi - (mean[i] + meanC[i])
 		sq += d * d
 		z[i] = d * inv[i]
+	}
+	if s.raw != nil {
+		z = x
 	}
 	p := s.inner.Observe(z, y, labelled)
 	if sq <= maxStdInputSq { // false for NaN
@@ -229,50 +245,60 @@ func (s *Standardized) refresh() {
 	}
 }
 
-// Standardized encoding (format version 1): the shared header with model
-// type "std", the spec (appendSpec; its type, which appendSpec does not
-// write, is the inner model's), then
+// Standardized encoding, after the envelope (header.go) with the type
+// tag "std", no parameters and the input dimension d:
 //
 //	n int64; mean, comp(mean), M2, comp(M2) as d float64 each;
-//	the inner model's complete encoding (the rest of the bytes).
+//	the inner model's complete encoding, framed (uint32 length).
 //
-// 1/sd is derived from M2 and n by the same code as after an update.
+// 1/sd is derived from M2 and n by the same code as after an update. In
+// format version 1 the envelope held the inner model's version-1 spec and
+// the inner encoding took the rest of the bytes, unframed.
+
+// standardizedParams are the (no) parameters of the wrapper's envelope.
+type standardizedParams struct{}
+
+func (*standardizedParams) Validate(int) error { return nil }
 
 // AppendBinary appends the MarshalBinary encoding of s to dst
 // (encoding.BinaryAppender).
 func (s *Standardized) AppendBinary(dst []byte) ([]byte, error) {
-	dst = append(dst, formatMagic...)
-	dst = binary.LittleEndian.AppendUint16(dst, formatVersion)
-	dst = appendStr(dst, standardizedTag)
-	dst = appendSpec(dst, s.spec)
-	dst = binary.LittleEndian.AppendUint64(dst, uint64(s.n))
+	dst = AppendHeader(dst, standardizedTag, &standardizedParams{}, s.Dim())
+	dst = codec.AppendI64(dst, s.n)
 	for _, v := range [][]float64{s.mean, s.meanC, s.m2, s.m2C} {
-		for _, x := range v {
-			dst = appendF64(dst, x)
+		dst = codec.AppendF64s(dst, v)
+	}
+	return codec.AppendFrame(dst, func(dst []byte) ([]byte, error) {
+		if a, ok := s.inner.(interface {
+			AppendBinary([]byte) ([]byte, error)
+		}); ok {
+			return a.AppendBinary(dst)
 		}
-	}
-	if a, ok := s.inner.(interface {
-		AppendBinary([]byte) ([]byte, error)
-	}); ok {
-		return a.AppendBinary(dst)
-	}
-	b, err := s.inner.MarshalBinary()
-	if err != nil {
-		return nil, err
-	}
-	return append(dst, b...), nil
+		b, err := s.inner.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		return append(dst, b...), nil
+	})
 }
 
 // MarshalBinary encodes the wrapper's statistics followed by the inner
 // model's encoding.
 func (s *Standardized) MarshalBinary() ([]byte, error) {
-	return s.AppendBinary(make([]byte, 0, 128+32*s.spec.Dim))
+	return s.AppendBinary(make([]byte, 0, 128+32*s.Dim()))
 }
 
-// UnmarshalBinary replaces s's spec, statistics and inner model with the
-// encoded ones. On error (wrapping ErrFormat) s is unchanged.
+// UnmarshalBinary replaces s's statistics and inner state with the encoded
+// ones; the inner model's state is restored into the inner model (its
+// UnmarshalBinary, last, so that it is left unchanged when anything else
+// is wrong). On error (wrapping ErrFormat) s is unchanged.
 func (s *Standardized) UnmarshalBinary(b []byte) error {
-	ns, err := restoreStandardized(b)
+	ns, err := decodeStandardized(b, func(inner []byte) (Model, error) {
+		if err := s.inner.UnmarshalBinary(inner); err != nil {
+			return nil, err
+		}
+		return s.inner, nil
+	})
 	if err != nil {
 		return err
 	}
@@ -280,67 +306,70 @@ func (s *Standardized) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// restoreStandardized decodes a Standardized encoding.
-func restoreStandardized(b []byte) (*Standardized, error) {
-	r := reader{b: b}
-	if typ := r.header(); r.err == nil && typ != standardizedTag {
-		return nil, fmt.Errorf("%w: model type %q, want %q", ErrFormat, typ, standardizedTag)
+// restoreStandardized decodes a Standardized encoding whose inner model is
+// restored through reg.
+func restoreStandardized(b []byte, reg *Registry) (Model, error) {
+	s, err := decodeStandardized(b, reg.Restore)
+	if err != nil {
+		return nil, err
 	}
-	spec := r.spec("")
-	n := int64(r.u64())
-	if r.err != nil {
-		return nil, r.err
+	return s, nil
+}
+
+// decodeStandardized decodes a Standardized encoding, the inner model's
+// bytes through restore.
+func decodeStandardized(b []byte, restore func([]byte) (Model, error)) (*Standardized, error) {
+	var (
+		d      int
+		r      *codec.Reader
+		legacy bool
+	)
+	var empty standardizedParams
+	d, r = ReadHeader(b, standardizedTag, &empty, func(tag string, ls legacySpec) error {
+		if !ls.Standardize {
+			return errors.New("standardizer with spec.standardize false")
+		}
+		legacy = true
+		return nil
+	})
+	n := r.I64()
+	if err := r.Err(); err != nil {
+		return nil, err
 	}
-	d := spec.Dim
-	if d <= 0 || d > maxDim || len(r.b) < 32*d {
+	if d <= 0 || d > maxDim || !r.Need(32*d) {
 		return nil, fmt.Errorf("%w: truncated standardizer state (dim %d)", ErrFormat, d)
 	}
-	rest := r.b[32*d:]
-	innerTag, err := peekType(rest)
-	if err != nil {
-		return nil, fmt.Errorf("%w: inner model: %w", ErrFormat, err)
+	stats := make([][]float64, 4)
+	for i := range stats {
+		stats[i] = make([]float64, d)
+		r.F64s(stats[i])
 	}
-	t, ok := modelTypes[innerTag]
-	if !ok {
-		return nil, fmt.Errorf("%w: inner model: unknown model type %q", ErrFormat, innerTag)
+	var innerBytes []byte
+	if legacy {
+		innerBytes = r.Take(r.Len())
+	} else {
+		innerBytes = r.Bytes()
 	}
-	inner, err := t.restore(rest)
+	if err := r.End(); err != nil {
+		return nil, err
+	}
+	stat := &Standardized{n: n, mean: stats[0], meanC: stats[1], m2: stats[2], m2C: stats[3]}
+	if err := stat.checkState(); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrFormat, err)
+	}
+	inner, err := restore(innerBytes)
 	if err != nil {
 		if errors.Is(err, ErrFormat) {
 			return nil, fmt.Errorf("standardized inner model: %w", err)
 		}
 		return nil, fmt.Errorf("%w: inner model: %w", ErrFormat, err)
 	}
-	// The spec's type is the inner model's type, not its encoding tag
-	// (e.g. "mam" for an exact-kernel mam encoded as "mam_exact").
-	spec.Type = inner.Type()
-	if err := spec.Validate(); err != nil {
-		var se *SpecError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%w: spec: %s: %s", ErrFormat, se.Field, se.Problem)
-		}
-		return nil, fmt.Errorf("%w: spec: %w", ErrFormat, err)
-	}
-	if !spec.Standardize {
-		return nil, fmt.Errorf("%w: standardizer with spec.standardize false", ErrFormat)
-	}
-	if is, ok := inner.(interface{ Spec() Spec }); ok {
-		if !reflect.DeepEqual(is.Spec(), spec) {
-			return nil, fmt.Errorf("%w: inner model spec %+v differs from the standardizer's %+v", ErrFormat, is.Spec(), spec)
-		}
-	} else if inner.Dim() != d {
+	if inner.Dim() != d {
 		return nil, fmt.Errorf("%w: inner model dim %d, standardizer %d", ErrFormat, inner.Dim(), d)
 	}
-	s := wrapStandardized(spec, inner)
+	s := Standardize(inner)
 	s.n = n
-	for _, v := range [][]float64{s.mean, s.meanC, s.m2, s.m2C} {
-		for i := range v {
-			v[i] = r.f64()
-		}
-	}
-	if err := s.checkState(); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrFormat, err)
-	}
+	s.mean, s.meanC, s.m2, s.m2C = stats[0], stats[1], stats[2], stats[3]
 	s.refresh()
 	return s, nil
 }

@@ -29,6 +29,10 @@ type NamedModel struct {
 	Name        string
 	Model       online.Model
 	Fingerprint string // of the model's configuration: state is restored only into an identically configured model
+	// Traits of the model's type and parameters (online.Type.Traits): how
+	// it is judged and whether its bound is checked. The zero value is a
+	// classifier, checked against its bound if it is an online.Bounder.
+	Traits online.Traits
 
 	// Factory, when set, makes the model key-scoped: one instance per
 	// event key, built by Factory, at most MaxKeys in memory (least
@@ -93,9 +97,13 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	if cfg.AccuracyWindow <= 0 {
 		cfg.AccuracyWindow = 1000
 	}
+	dec, err := wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
 	e := &Engine{
 		cfg:    cfg,
-		dec:    wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes),
+		dec:    dec,
 		labels: make([]float64, len(models)),
 		preds:  make([]online.Prediction, len(models)),
 		met:    newEngineMetrics(reg),

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/streamer/streamer/snapshot"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 // A partition's state is written by one instance at a time: an instance

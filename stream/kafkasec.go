@@ -18,7 +18,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/scram"
 
 	"github.com/streamer/streamer/snapshot"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 // KafkaSecurity is the TLS and SASL setting that every Kafka connection of

@@ -19,7 +19,7 @@ import (
 
 	"github.com/streamer/streamer/internal/testpki"
 	"github.com/streamer/streamer/snapshot"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 func startSecureBroker(t *testing.T, cfg BrokerConfig) *Broker {

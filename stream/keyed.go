@@ -1,9 +1,9 @@
 package stream
 
 import (
+	"bytes"
 	"container/list"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/codec"
 )
 
 // keyedModels is a model with `scope: key`: one instance per event key
@@ -113,58 +114,77 @@ func (k *keyedModels) path(key []byte) string {
 func (k *keyedModels) len() int { return k.lru.Len() }
 
 // Encoding of the instances in memory (least recent first, so that a
-// restore rebuilds the same LRU order): magic "KEYD", u32 count, then per
-// instance u32 key length, key, u32 state length, state.
+// restore rebuilds the same LRU order; online/codec's conventions): magic
+// "KEYD", count u32, then per instance the key and its model's state, each
+// as bytes (u32 length + bytes).
+const keyedMagic = "KEYD"
+
+// maxKeyedInstances bounds the count of a decoded keyed state.
+const maxKeyedInstances = 1 << 26
+
 func (k *keyedModels) MarshalBinary() ([]byte, error) {
-	le := binary.LittleEndian
-	dst := le.AppendUint32([]byte("KEYD"), uint32(k.lru.Len()))
+	dst := codec.AppendU32([]byte(keyedMagic), uint32(k.lru.Len()))
 	for e := k.lru.Back(); e != nil; e = e.Prev() {
 		ent := e.Value.(*keyedEntry)
 		b, err := ent.m.MarshalBinary()
 		if err != nil {
 			return nil, fmt.Errorf("keyed models: %q: %w", ent.key, err)
 		}
-		dst = le.AppendUint32(dst, uint32(len(ent.key)))
-		dst = append(dst, ent.key...)
-		dst = le.AppendUint32(dst, uint32(len(b)))
-		dst = append(dst, b...)
+		dst = codec.AppendBytes(dst, []byte(ent.key))
+		dst = codec.AppendBytes(dst, b)
 	}
 	return dst, nil
 }
 
-// UnmarshalBinary replaces the instances in memory with the encoded ones.
-func (k *keyedModels) UnmarshalBinary(b []byte) error {
-	le := binary.LittleEndian
-	if len(b) < 8 || string(b[:4]) != "KEYD" {
-		return errors.New("keyed models: bad encoding")
+// IsKeyed reports whether b is the encoded state of a key-scoped model
+// (scope: key).
+func IsKeyed(b []byte) bool { return bytes.HasPrefix(b, []byte(keyedMagic)) }
+
+// DecodeKeyed splits the encoded state of a key-scoped model into its
+// instances' keys and encoded states (aliasing b), least recently used
+// first. Errors wrap online.ErrFormat.
+func DecodeKeyed(b []byte) (keys []string, states [][]byte, err error) {
+	if !IsKeyed(b) {
+		return nil, nil, fmt.Errorf("%w: keyed models: bad magic", online.ErrFormat)
 	}
-	n := int(le.Uint32(b[4:]))
-	b = b[8:]
+	r := codec.NewReader(b[len(keyedMagic):], online.ErrFormat)
+	n := r.Count("keyed instances", maxKeyedInstances, 8)
+	for range n {
+		key := r.Bytes()
+		state := r.Bytes()
+		if r.Err() != nil {
+			break
+		}
+		keys = append(keys, string(key))
+		states = append(states, state)
+	}
+	if err := r.End(); err != nil {
+		return nil, nil, fmt.Errorf("keyed models: %w", err)
+	}
+	return keys, states, nil
+}
+
+// UnmarshalBinary replaces the instances in memory with the encoded ones.
+// On error k is unchanged.
+func (k *keyedModels) UnmarshalBinary(b []byte) error {
+	keys, states, err := DecodeKeyed(b)
+	if err != nil {
+		return err
+	}
 	index := map[string]*list.Element{}
 	lru := list.New()
-	for range n {
-		if len(b) < 4 || int(le.Uint32(b)) > len(b)-4 {
-			return errors.New("keyed models: truncated key")
-		}
-		kl := int(le.Uint32(b))
-		key := string(b[4 : 4+kl])
-		b = b[4+kl:]
-		if len(b) < 4 || int(le.Uint32(b)) > len(b)-4 {
-			return errors.New("keyed models: truncated state")
-		}
-		sl := int(le.Uint32(b))
+	for i, key := range keys {
 		m, err := k.factory()
 		if err != nil {
 			return err
 		}
-		if err := m.UnmarshalBinary(b[4 : 4+sl]); err != nil {
+		if err := m.UnmarshalBinary(states[i]); err != nil {
 			return fmt.Errorf("keyed models: %q: %w", key, err)
 		}
-		b = b[4+sl:]
+		if _, dup := index[key]; dup {
+			return fmt.Errorf("%w: keyed models: key %q repeated", online.ErrFormat, key)
+		}
 		index[key] = lru.PushFront(&keyedEntry{key: key, m: m})
-	}
-	if len(b) != 0 {
-		return errors.New("keyed models: trailing bytes")
 	}
 	k.index, k.lru = index, lru
 	for k.lru.Len() > k.max {

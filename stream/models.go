@@ -3,7 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
-	"math"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -19,29 +19,19 @@ import (
 // models with a certainty bound, the live check of the bound against the
 // observed rate of confident mistakes.
 
-// checkEvery is how many labelled events pass between the O(window) checks
-// (Kendall's τ, bound validity).
-const checkEvery = 100
-
 type engineModel struct {
 	name        string
 	fingerprint string
 	m           online.Model
-	keyed       *keyedModels          // scope: key; m is then the prototype
-	keyedBase   int64                 // keyed: examples restored from the snapshot
-	keyedN      int64                 // keyed: examples learned since
-	ordinal     bool                  // judged by τ, MAE, zero-one rather than accuracy
-	ranking     bool                  // ordinal judging on a real target with no predicted level: τ only
-	preq        *online.Prequential   // classifiers: accuracy window
-	ord         *online.OrdinalWindow // ordinal: MAE, zero-one, τ window
-	bounds      *online.BoundMonitor  // models with a bound
-	boundBuf    []float64
-	labelled    int
+	keyed       *keyedModels  // scope: key; m is then the prototype
+	keyedBase   int64         // keyed: examples restored from the snapshot
+	keyedN      int64         // keyed: examples learned since
+	traits      online.Traits // what it publishes, how it is judged
+	quality     *online.Judge // prequential quality (online/judge.go)
+	bound       online.Bounder
 	met         modelMetrics
-
-	// Prequential accuracy of the version serving now (classifiers).
-	version                int64
-	versionN, versionRight int
+	mistakes    int64 // judge.Mistakes() already counted
+	violations  int   // judge.Violations() already counted
 
 	// Partitioned state (scale-out, partitioned.go).
 	partitioned bool
@@ -60,7 +50,7 @@ type engineModel struct {
 type modelMetrics struct {
 	scored, learned, mistakes prometheus.Counter
 	examples, accuracy        prometheus.Gauge
-	mae, zeroOne, tau         prometheus.Gauge
+	mae, zeroOne, tau, rmse   prometheus.Gauge
 	version                   prometheus.Gauge
 	bound                     prometheus.Observer
 	violations                prometheus.Counter
@@ -74,7 +64,7 @@ type engineMetrics struct {
 	scored, learned, mistakes, violations *prometheus.CounterVec
 	rejected                              *prometheus.CounterVec
 	examples, accuracy, version           *prometheus.GaugeVec
-	mae, zeroOne, tau                     *prometheus.GaugeVec
+	mae, zeroOne, tau, rmse               *prometheus.GaugeVec
 	observed, limit                       *prometheus.GaugeVec
 	bound                                 *prometheus.HistogramVec
 	rejectedBy                            map[wire.Reason]prometheus.Counter
@@ -114,7 +104,8 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		accuracy:   gauge("streamer_model_accuracy", "Classifiers: prequential accuracy over the sliding window of recent labelled events.", byModel...),
 		mae:        gauge("streamer_model_mae", "Ordinal models: prequential mean absolute level error over the recent window.", byModel...),
 		zeroOne:    gauge("streamer_model_zero_one", "Ordinal models: prequential zero-one level error over the recent window.", byModel...),
-		tau:        gauge("streamer_model_kendall_tau", "Ordinal models: Kendall's tau-b of score against level over the recent window (every 100 labelled events).", byModel...),
+		tau:        gauge("streamer_model_kendall_tau", "Ordinal, ranking and regression models: Kendall's tau-b of score against the label over the recent window (every 100 labelled events).", byModel...),
+		rmse:       gauge("streamer_model_rmse", "Regression models: root mean squared error of the score over the recent window (every 100 labelled events).", byModel...),
 		version:    gauge("streamer_model_version", "Version of the model that is serving scores.", byModel...),
 		observed:   gauge("streamer_bound_observed", "Observed fraction of recent labelled events with y·f ≤ −rho.", "model", "rho"),
 		limit:      gauge("streamer_bound_limit", "The model's current certainty bound at rho.", "model", "rho"),
@@ -145,7 +136,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.examples, m.accuracy,
-			m.mae, m.zeroOne, m.tau, m.version, m.observed, m.limit, m.bound, labels, m.joinDropped, m.joinPending,
+			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, m.joinDropped, m.joinPending,
 			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keys, m.keyErrors)
 	}
 	return m
@@ -153,22 +144,19 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 
 func newEngineModel(nm NamedModel, window int, met *engineMetrics, partitioned bool) (*engineModel, error) {
 	name := nm.Name
-	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model}
+	t := nm.Traits
+	if t.Kind == 0 { // a classifier, bounded if it can say so
+		_, t.Bound = online.Unwrap[online.Bounder](nm.Model)
+		t.Kind = online.Classifier
+	}
+	if _, ok := nm.Model.(online.Bounder); t.Bound && !ok {
+		return nil, fmt.Errorf("its traits say it has a bound, but %T has no Bound method", nm.Model)
+	}
+	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model, traits: t}
 	if partitioned {
 		em.initPartitioned(nm)
 	} else {
 		em.bg = []online.Model{nm.Model}
-	}
-	switch nm.Model.Type() {
-	case "omam":
-		em.ordinal = true
-	case "lsrrank", "mlsrrank", "krr", "rfrank":
-		// τ only on a real target; with levels (thresholds on the score,
-		// as omam) MAE and zero-one too.
-		em.ordinal, em.ranking = true, true
-		if l, ok := nm.Model.(interface{ Levels() int }); ok && l.Levels() > 0 {
-			em.ranking = false
-		}
 	}
 	if nm.Factory != nil && !partitioned {
 		k, err := newKeyedModels(nm.Factory, nm.MaxKeys, nm.KeyDir)
@@ -188,31 +176,39 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics, partitioned b
 		em.met.keys = met.keys.WithLabelValues(name)
 		em.met.keyErrors = met.keyErrors.WithLabelValues(name)
 	}
-	if em.ordinal {
-		em.ord = online.NewOrdinalWindow(window)
-		em.met.mae = met.mae.WithLabelValues(name)
-		em.met.zeroOne = met.zeroOne.WithLabelValues(name)
-		em.met.tau = met.tau.WithLabelValues(name)
-	} else {
-		em.preq = online.NewPrequential(window)
+	// The live bound check needs one bound for the whole stream: not for
+	// key-scoped models, nor for partitioned ones other than the merged
+	// global model.
+	jt := t
+	if t.Bound && (nm.Factory != nil || (partitioned && em.global == nil)) {
+		jt.Bound = false
+	}
+	em.quality = online.NewJudge(jt, window)
+	if jt.Bound {
+		em.bound = nm.Model.(online.Bounder)
+	}
+	switch t.Kind {
+	case online.Classifier:
 		em.met.accuracy = met.accuracy.WithLabelValues(name)
 		em.met.mistakes = met.mistakes.WithLabelValues(name)
 		em.met.versionAccuracy = met.versionAccuracy.WithLabelValues(name)
+	case online.Ordinal:
+		em.met.mae = met.mae.WithLabelValues(name)
+		em.met.zeroOne = met.zeroOne.WithLabelValues(name)
+		em.met.tau = met.tau.WithLabelValues(name)
+	case online.Ranking:
+		em.met.tau = met.tau.WithLabelValues(name)
+	case online.Regression:
+		em.met.tau = met.tau.WithLabelValues(name)
+		em.met.rmse = met.rmse.WithLabelValues(name)
 	}
 	em.onRefit = func(rep refit.Report) { met.refitted(name, rep) }
-	if r, ok := nm.Model.(*refit.Model); ok {
+	if r, ok := online.Unwrap[*refit.Model](nm.Model); ok {
 		r.OnRefit(em.onRefit)
 	}
-	_, bounded := nm.Model.(interface{ Bound(float64) float64 })
-	if hb, ok := nm.Model.(interface{ HasBound() bool }); ok && !hb.HasBound() {
-		bounded = false
-	}
-	if bounded && nm.Factory == nil && (!partitioned || em.global != nil) {
-		grid := online.DefaultBoundGrid()
-		em.bounds = online.NewBoundMonitor(window, grid)
-		em.boundBuf = make([]float64, len(grid))
+	if jt.Bound {
 		em.met.violations = met.violations.WithLabelValues(name)
-		for _, rho := range grid {
+		for _, rho := range em.quality.BoundGrid() {
 			r := strconv.FormatFloat(rho, 'g', -1, 64)
 			em.met.observed = append(em.met.observed, met.observed.WithLabelValues(name, r))
 			em.met.limit = append(em.met.limit, met.limit.WithLabelValues(name, r))
@@ -278,51 +274,43 @@ func (em *engineModel) scored(p online.Prediction) {
 
 // judge records a labelled event: p is the prediction published for it
 // before the model learned from it, y its label (as mapped by the model).
+// The judging is online.Judge's; this exports it.
 func (em *engineModel) judge(p online.Prediction, y float64) {
 	em.met.learned.Inc()
 	if em.keyed != nil || em.keyFactory != nil {
 		em.keyedN++
 	}
 	em.met.examples.Set(float64(em.examples()))
-	em.labelled++
-	check := em.labelled%checkEvery == 0
-	if em.ordinal {
-		em.ord.Add(p.Score, p.Label, int(math.Round(y)))
-		if !em.ranking {
-			em.met.mae.Set(em.ord.MAE())
-			em.met.zeroOne.Set(em.ord.ZeroOne())
+	j := em.quality
+	checked := j.Add(p, y, em.bound)
+	switch em.traits.Kind {
+	case online.Classifier:
+		if n := j.Mistakes(); n != em.mistakes {
+			em.met.mistakes.Add(float64(n - em.mistakes))
+			em.mistakes = n
 		}
-		if check {
-			em.met.tau.Set(em.ord.KendallTau())
-		}
+		em.met.accuracy.Set(j.Accuracy())
+		em.met.versionAccuracy.Set(j.VersionAccuracy())
+	case online.Ordinal:
+		em.met.mae.Set(j.MAE())
+		em.met.zeroOne.Set(j.ZeroOne())
+	}
+	if !checked {
 		return
 	}
-	correct := float64(p.Label) == y
-	em.preq.Add(correct)
-	if v := p.Version; v != em.version {
-		em.version, em.versionN, em.versionRight = v, 0, 0
+	if em.met.tau != nil {
+		em.met.tau.Set(j.KendallTau())
 	}
-	em.versionN++
-	if correct {
-		em.versionRight++
+	if em.met.rmse != nil {
+		em.met.rmse.Set(j.RMSE())
 	}
-	em.met.versionAccuracy.Set(float64(em.versionRight) / float64(em.versionN))
-	if !correct {
-		em.met.mistakes.Inc()
-	}
-	em.met.accuracy.Set(em.preq.Accuracy())
-	if em.bounds == nil || !p.HasBound {
-		return
-	}
-	em.bounds.Add(y * p.Score)
-	if check {
-		b := em.m.(interface{ Bound(float64) float64 })
-		limits, violations := em.bounds.Check(b.Bound, em.boundBuf)
-		for i := range limits {
-			em.met.observed[i].Set(em.bounds.Observed(i))
-			em.met.limit[i].Set(limits[i])
+	if _, all := j.Violations(); em.bound != nil && p.HasBound {
+		for i := range em.met.observed {
+			em.met.observed[i].Set(j.BoundObserved(i))
+			em.met.limit[i].Set(j.BoundLimit(i))
 		}
-		em.met.violations.Add(float64(violations))
+		em.met.violations.Add(float64(all - em.violations))
+		em.violations = all
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 // partitionedEngine builds an engine with partitioned state over three

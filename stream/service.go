@@ -17,11 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/online/rank"
-	"github.com/streamer/streamer/online/refit"
-	"github.com/streamer/streamer/online/svm"
-	"github.com/streamer/streamer/stream/config"
 )
 
 // Service is the whole streamer process: the consumer-group pipeline with
@@ -53,98 +50,23 @@ func WithSnapshotWriteHook(fn func()) Option {
 	return func(o *options) { o.snapshotWriteHook = fn }
 }
 
-// ModelSpec maps a configured model to the online package's spec.
-func ModelSpec(mc config.Model) online.Spec {
-	return online.Spec{
-		Type: mc.Type,
-		Dim:  mc.Features.Dim,
-		Kernel: online.KernelSpec{
-			Type: mc.Kernel.Type, Gamma: mc.Kernel.Gamma, Features: mc.Kernel.Features, Seed: mc.Kernel.Seed,
-			Degree: mc.Kernel.Degree, Coef0: mc.Kernel.Coef0,
-		},
-		Balance:      mc.Balance,
-		Delta:        mc.Delta,
-		Budget:       mc.Budget,
-		Window:       mc.Window.Events,
-		HalfLife:     mc.Decay.HalfLife,
-		Standardize:  mc.Features.Standardize,
-		Levels:       mc.Levels,
-		Edges:        mc.Edges,
-		Normalize:    mc.Normalize,
-		LearningRate: mc.LearningRate,
-		L2:           mc.L2,
-	}
-}
-
-// newSVM builds a kernel SVM refitted in the background from its window.
-func newSVM(mc config.Model) (*refit.Model, error) {
-	kinds := map[string]svm.KernelType{config.KernelLinear: svm.Linear, config.KernelRBF: svm.RBF,
-		config.KernelLaplacian: svm.Laplacian, config.KernelPolynomial: svm.Polynomial, config.KernelSigmoid: svm.Sigmoid}
-	params := svm.Params{
-		Kernel: svm.Kernel{Type: kinds[mc.Kernel.Type], Gamma: mc.Kernel.Gamma, Coef0: mc.Kernel.Coef0, Degree: mc.Kernel.Degree},
-		C:      mc.C, CPos: mc.CPos, CNeg: mc.CNeg,
-	}
-	return refit.New(refit.Config{
-		Dim: mc.Features.Dim, Window: mc.Window.Events, WindowTime: mc.Window.Time,
-		EveryEvents: mc.Refit.EveryEvents, Every: mc.Refit.Every, Guard: mc.Refit.Guard, GuardSlack: mc.Refit.GuardSlack,
-	}, &refit.SVM{Params: params, Delta: mc.Delta, ProbLevels: mc.Probability.Levels})
-}
-
-// newRanking builds a kernel ranking or regression model (lsrrank,
-// mlsrrank, krr) refitted in the background from its window.
-func newRanking(mc config.Model) (*refit.Model, error) {
-	var ks []rank.Kernel
-	if mc.Type == config.ModelMLSRRank {
-		for _, k := range mc.Kernels {
-			ks = append(ks, rank.Kernel{Type: rank.RBF, Gamma: k.Gamma, V: k.V})
-		}
-	} else if mc.Kernel.Type == config.KernelLinear {
-		ks = []rank.Kernel{{Type: rank.Linear, V: 1}}
-	} else {
-		ks = []rank.Kernel{{Type: rank.RBF, Gamma: mc.Kernel.Gamma, V: 1}}
-	}
-	var tr refit.Trainer
-	switch {
-	case mc.Solver == config.SolverFeatures:
-		freq := mc.Kernel.Features
-		if freq == 0 {
-			freq = 256
-		}
-		tr = &refit.RFRank{Kernels: ks, Lambda: mc.Lambda, Features: 2 * freq, Seed: max(mc.Kernel.Seed, 1)}
-	case mc.Type == config.ModelKRR:
-		tr = &refit.KRR{Kernels: ks, Lambda: mc.Lambda}
-	default:
-		tr = &refit.LSRRank{Kernels: ks, Lambda: mc.Lambda}
-	}
-	// The guard judges classification error, which a ranking score has
-	// not: ranking models always take the new fit. With levels the model
-	// also publishes a level 1..m from thresholds on the score; the
-	// features solver keeps running sums of the window (refit.RFRank).
-	return refit.New(refit.Config{
-		Dim: mc.Features.Dim, Window: mc.Window.Events, WindowTime: mc.Window.Time,
-		EveryEvents: mc.Refit.EveryEvents, Every: mc.Refit.Every, Levels: mc.Levels,
-	}, tr)
-}
-
-// BuildModels constructs the configured models.
-func BuildModels(cfg config.Config) ([]NamedModel, error) {
+// BuildModels constructs the configured models from the model types of
+// reg.
+func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) {
 	var out []NamedModel
 	for i, mc := range cfg.Models {
-		build := func() (online.Model, error) {
-			switch mc.Type {
-			case config.ModelSVM:
-				return newSVM(mc)
-			case config.ModelLSRRank, config.ModelMLSRRank, config.ModelKRR:
-				return newRanking(mc)
-			}
-			return online.New(ModelSpec(mc))
+		spec := mc.Spec()
+		t, err := reg.Type(mc.Type)
+		if err != nil {
+			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
+		build := func() (online.Model, error) { return reg.New(spec) }
 		m, err := build()
 		if err != nil {
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
-		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), New: build}
-		if mc.Scope == config.ScopeKey {
+		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), Traits: t.Traits(mc.Params), New: build}
+		if mc.KeyScoped() {
 			nm.Factory = build // heavy instances are not started: key-scoped refits run inline
 			nm.MaxKeys = mc.MaxKeys
 			if cfg.Snapshot.Dir != "" {
@@ -188,10 +110,10 @@ func startOffset(s string) int64 {
 	return kafka.FirstOffset
 }
 
-// NewService wires a service from a validated config. reg receives every
-// metric (nil: a fresh registry); the HTTP listener is opened here so that
-// a bad http.listen fails start-up.
-func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry, log *slog.Logger, opts ...Option) (*Service, error) {
+// NewService wires a service from a config validated against the model
+// types of types. reg receives every metric (nil: a fresh registry); the
+// HTTP listener is opened here so that a bad http.listen fails start-up.
+func NewService(ctx context.Context, cfg config.Config, types *online.Registry, reg *prometheus.Registry, log *slog.Logger, opts ...Option) (*Service, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
@@ -212,7 +134,7 @@ func NewService(ctx context.Context, cfg config.Config, reg *prometheus.Registry
 	if err := sec.CheckBrokers(ctx, cfg.Kafka.Brokers, cfg.Kafka.ClientID, AuthCheckTimeout, log); err != nil {
 		return nil, err
 	}
-	models, err := BuildModels(cfg)
+	models, err := BuildModels(cfg, types)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamer/streamer/snapshot"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 // Stateful is a Processor whose state can be captured for a snapshot.
@@ -200,6 +200,15 @@ func (s *StateStore) Save(ctx context.Context, topic string, offsets map[int]int
 	s.written.Add(int64(size))
 	s.saved.Add(1)
 	return nil
+}
+
+// Written returns the bytes of model state made durable and the number of
+// snapshots made durable, since the store was opened.
+func (s *StateStore) Written() (bytes, snapshots int64) {
+	if s == nil {
+		return 0, 0
+	}
+	return s.written.Load(), s.saved.Load()
 }
 
 // Close releases the changelog's connections.

@@ -18,7 +18,7 @@ import (
 
 	"github.com/streamer/streamer/internal/testpki"
 	"github.com/streamer/streamer/stream"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 // The streamer binary against kfake with SASL (PLAIN, SCRAM-SHA-256,

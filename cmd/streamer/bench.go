@@ -12,11 +12,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/internal/bench"
 )
 
 func newBenchCmd() *cobra.Command {
-	var cfg stream.BenchConfig
+	var cfg bench.Config
 	var kernel string
 	var instances []int
 	cmd := &cobra.Command{
@@ -42,7 +42,7 @@ event.`,
 			if len(instances) > 0 {
 				return benchScale(ctx, cfg, kernel, instances)
 			}
-			res, err := stream.Bench(ctx, cfg)
+			res, err := bench.Run(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -86,13 +86,13 @@ event.`,
 	return cmd
 }
 
-func benchScale(ctx context.Context, cfg stream.BenchConfig, kernel string, instances []int) error {
+func benchScale(ctx context.Context, cfg bench.Config, kernel string, instances []int) error {
 	for _, k := range instances {
 		if k < 1 || k > cfg.Partitions {
 			return fmt.Errorf("--instances: %d is outside 1..%d (--partitions)", k, cfg.Partitions)
 		}
 	}
-	res, err := stream.BenchScaleOut(ctx, cfg, instances)
+	res, err := bench.ScaleOut(ctx, cfg, instances)
 	if err != nil {
 		return err
 	}

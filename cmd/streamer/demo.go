@@ -25,7 +25,7 @@ import (
 
 	"github.com/streamer/streamer/configs"
 	"github.com/streamer/streamer/stream"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 //go:embed data/ripley_train.csv
@@ -117,13 +117,14 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	}
 	defer os.RemoveAll(stateDir)
 	var svc *stream.Service
+	types := newModelTypes()
 	for _, listen := range []string{o.listen, "127.0.0.1:0"} {
 		cfg, err := config.Parse(raw, []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + listen,
-			"STREAMER_SNAPSHOT_DIR=" + stateDir})
+			"STREAMER_SNAPSHOT_DIR=" + stateDir}, types)
 		if err != nil {
 			return err
 		}
-		if svc, err = stream.NewService(ctx, cfg, nil, log); err == nil {
+		if svc, err = stream.NewService(ctx, cfg, types, nil, log); err == nil {
 			break
 		}
 	}

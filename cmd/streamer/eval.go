@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamer/streamer/stream/config"
-	"github.com/streamer/streamer/stream/eval"
+	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/eval"
 )
 
 func newEvalCmd() *cobra.Command {
@@ -42,7 +42,8 @@ are scored only), libsvm ("label idx:val ...", 1-based indices, missing = 0).`,
 			if opt.Data == "" || out == "" {
 				return fmt.Errorf("--data and --out are required")
 			}
-			cfg, err := config.Load(path, os.Environ())
+			types := newModelTypes()
+			cfg, err := config.Load(path, os.Environ(), types)
 			if err != nil {
 				return err
 			}
@@ -53,7 +54,7 @@ are scored only), libsvm ("label idx:val ...", 1-based indices, missing = 0).`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			rep, err := eval.Run(ctx, cfg, opt)
+			rep, err := eval.Run(ctx, cfg, types, opt)
 			if err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/streamer/streamer/stream"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 func main() {
@@ -68,7 +68,8 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 			if path == "" {
 				return fmt.Errorf("--config (or STREAMER_CONFIG) is required")
 			}
-			cfg, err := config.Load(path, os.Environ())
+			types := newModelTypes()
+			cfg, err := config.Load(path, os.Environ(), types)
 			if err != nil {
 				return err
 			}
@@ -82,7 +83,7 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 					time.Sleep(faultPause)
 				}))
 			}
-			svc, err := stream.NewService(ctx, cfg, nil, log, opts...)
+			svc, err := stream.NewService(ctx, cfg, types, nil, log, opts...)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream"
 )
 
 func newSnapshotCmd() *cobra.Command {
@@ -26,7 +27,7 @@ func newSnapshotCmd() *cobra.Command {
 		Short: "Print what a snapshot holds (a file, or every snapshot in a directory)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return inspectSnapshots(cmd.OutOrStdout(), args[0], true)
+			return inspectSnapshots(cmd.OutOrStdout(), newModelTypes(), args[0], true)
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -34,7 +35,7 @@ func newSnapshotCmd() *cobra.Command {
 		Short: "Check snapshot files; exit non-zero if any is corrupt",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return inspectSnapshots(cmd.OutOrStdout(), args[0], false)
+			return inspectSnapshots(cmd.OutOrStdout(), newModelTypes(), args[0], false)
 		},
 	})
 	var brokers []string
@@ -43,7 +44,7 @@ func newSnapshotCmd() *cobra.Command {
 		Short: "Print the newest state of every scope in a changelog topic (per partition with snapshot.scope: partition) and the merged mergeable models",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return inspectChangelog(cmd.Context(), cmd.OutOrStdout(), brokers, args[0])
+			return inspectChangelog(cmd.Context(), cmd.OutOrStdout(), newModelTypes(), brokers, args[0])
 		},
 	}
 	changelog.Flags().StringSliceVar(&brokers, "brokers", []string{"127.0.0.1:9092"}, "Kafka bootstrap brokers")
@@ -54,7 +55,7 @@ func newSnapshotCmd() *cobra.Command {
 // inspectChangelog prints every scope's newest snapshot in a changelog
 // topic and, for mam models whose statistics merge, the merge over all
 // partitions: what every instance of a scaled-out group scores with.
-func inspectChangelog(ctx context.Context, w io.Writer, brokers []string, topic string) error {
+func inspectChangelog(ctx context.Context, w io.Writer, types *online.Registry, brokers []string, topic string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -91,13 +92,10 @@ func inspectChangelog(ctx context.Context, w io.Writer, brokers []string, topic 
 		}
 		fmt.Fprintln(w)
 		for _, m := range snap.Models {
-			mod, err := online.Restore(m.Data)
-			switch {
-			case err != nil:
-				fmt.Fprintf(w, "    %-16s %-8s %10d bytes\n", m.Name, m.Type, len(m.Data))
-			default:
-				fmt.Fprintf(w, "    %-16s %-8s %10d bytes  n=%d\n", m.Name, m.Type, len(m.Data), mod.Examples())
-				if mam, ok := mod.(*online.MAM); ok && mam.Mergeable() && scope != "" {
+			st := describeModel(types, m)
+			fmt.Fprintf(w, "    %s\n", st)
+			if st.err == nil {
+				if mam, ok := st.model.(*online.MAM); ok && mam.Mergeable() && scope != "" {
 					if _, seen := merged[m.Name]; !seen {
 						order = append(order, m.Name)
 					}
@@ -111,7 +109,7 @@ func inspectChangelog(ctx context.Context, w io.Writer, brokers []string, topic 
 	}
 	for _, name := range order {
 		parts := merged[name]
-		g, err := online.NewMAM(parts[0].Spec())
+		g, err := online.NewMAM(parts[0].Dim(), parts[0].Params())
 		if err != nil {
 			return err
 		}
@@ -144,7 +142,83 @@ func snapshotFiles(path string) ([]string, error) {
 	return files, nil
 }
 
-func inspectSnapshots(w io.Writer, path string, detail bool) error {
+// modelState is what a snapshot says about one model.
+type modelState struct {
+	name, typ string
+	bytes     int
+	model     online.Model // restored (nil: keyed, legacy or bad)
+	n         int64        // examples (-1: unknown)
+	keys      int          // key-scoped: instances (-1: not key-scoped)
+	note      string
+	err       error
+}
+
+func (s modelState) String() string {
+	out := fmt.Sprintf("%-16s %-8s %10d bytes", s.name, s.typ, s.bytes)
+	switch {
+	case s.err != nil:
+		return out + "  BAD: " + s.err.Error()
+	case s.keys >= 0:
+		out += fmt.Sprintf("  keys=%d", s.keys)
+	}
+	if s.n >= 0 {
+		out += fmt.Sprintf("  n=%d", s.n)
+	}
+	if s.note != "" {
+		out += "  (" + s.note + ")"
+	}
+	return out
+}
+
+// describeModel restores one model's saved state through the registry, so
+// that every registered type (key-scoped models included) is checked by
+// decoding it fully, as a restore at start-up would.
+func describeModel(types *online.Registry, m snapshot.Model) modelState {
+	st := modelState{name: m.Name, typ: m.Type, bytes: len(m.Data), n: -1, keys: -1}
+	restore := func(b []byte) (online.Model, error) {
+		mod, err := types.Restore(b)
+		if err != nil {
+			return nil, err
+		}
+		if mod.Type() != m.Type {
+			return nil, fmt.Errorf("state of a %s model recorded as %s", mod.Type(), m.Type)
+		}
+		return mod, nil
+	}
+	if stream.IsKeyed(m.Data) {
+		keys, states, err := stream.DecodeKeyed(m.Data)
+		if err != nil {
+			st.err = err
+			return st
+		}
+		st.keys, st.n = len(keys), 0
+		for i, b := range states {
+			mod, err := restore(b)
+			switch {
+			case errors.Is(err, online.ErrNeedsConfig):
+				st.n, st.note = -1, "earlier encoding: decodes only with its configuration"
+			case err != nil:
+				st.err = fmt.Errorf("key %q: %w", keys[i], err)
+				return st
+			case st.n >= 0:
+				st.n += mod.Examples()
+			}
+		}
+		return st
+	}
+	mod, err := restore(m.Data)
+	switch {
+	case errors.Is(err, online.ErrNeedsConfig):
+		st.note = "earlier encoding: decodes only with its configuration"
+	case err != nil:
+		st.err = err
+	default:
+		st.model, st.n = mod, mod.Examples()
+	}
+	return st
+}
+
+func inspectSnapshots(w io.Writer, types *online.Registry, path string, detail bool) error {
 	files, err := snapshotFiles(path)
 	if err != nil {
 		return err
@@ -158,34 +232,22 @@ func inspectSnapshots(w io.Writer, path string, detail bool) error {
 			continue
 		}
 		// A snapshot is only good if every model's state restores.
-		type row struct {
-			name, typ string
-			bytes     int
-			n         int64
-			err       error
-		}
-		var rows []row
+		var rows []modelState
+		var firstBad *modelState
 		for _, m := range snap.Models {
-			r := row{name: m.Name, typ: m.Type, bytes: len(m.Data), n: -1}
-			if m.Type == "svm" {
-				// A refitted model's bytes need its configuration to
-				// decode; the snapshot's checksums already vouch for them.
-			} else if mod, err := online.Restore(m.Data); err != nil {
-				r.err = err
-			} else {
-				r.n = mod.Examples()
-			}
-			if r.err != nil {
-				bad++
-			}
+			r := describeModel(types, m)
 			rows = append(rows, r)
+			if r.err != nil && firstBad == nil {
+				firstBad = &rows[len(rows)-1]
+			}
+		}
+		if firstBad != nil {
+			bad++
 		}
 		if !detail {
 			status := "ok"
-			for _, r := range rows {
-				if r.err != nil {
-					status = fmt.Sprintf("BAD: model %s: %v", r.name, r.err)
-				}
+			if firstBad != nil {
+				status = fmt.Sprintf("BAD: model %s: %v", firstBad.name, firstBad.err)
 			}
 			fmt.Fprintf(w, "%s: %s (seq %d, format %d, %d models)\n", f, status, snap.Seq, snap.Format, len(snap.Models))
 			continue
@@ -199,19 +261,11 @@ func inspectSnapshots(w io.Writer, path string, detail bool) error {
 		}
 		fmt.Fprintf(w, "  models:\n")
 		for _, r := range rows {
-			if r.err != nil {
-				fmt.Fprintf(w, "    %-16s %-8s %10d bytes  BAD: %v\n", r.name, r.typ, r.bytes, r.err)
-				continue
-			}
-			if r.n < 0 {
-				fmt.Fprintf(w, "    %-16s %-8s %10d bytes\n", r.name, r.typ, r.bytes)
-				continue
-			}
-			fmt.Fprintf(w, "    %-16s %-8s %10d bytes  n=%d\n", r.name, r.typ, r.bytes, r.n)
+			fmt.Fprintf(w, "    %s\n", r)
 		}
 	}
 	if bad > 0 {
-		return fmt.Errorf("%d of %d snapshots are bad", min(bad, len(files)), len(files))
+		return fmt.Errorf("%d of %d snapshots are bad", bad, len(files))
 	}
 	return nil
 }

@@ -369,6 +369,37 @@ func (s *Sums) Fit(lambda float64) (*FeatureModel, error) {
 	return &FeatureModel{fm: s.fm, lambda: lambda, n: s.n, w: w, b: ybar - dotp(w, s1)/n}, nil
 }
 
+// FitKRR solves kernel ridge regression with the approximate kernel, in
+// scikit-learn's KernelRidge(alpha=λ) scaling and without intercept:
+//
+//	(ΦᵀΦ + λ I) w = Φᵀy,   f(x) = <w, φ(x)>,
+//
+// the primal form of the dual (ΦΦᵀ + λ I) α = y with w = Φᵀα. One D×D
+// Cholesky solve however many events the sums hold; it flushes pending
+// events and allocates the system and the model.
+func (s *Sums) FitKRR(lambda float64) (*FeatureModel, error) {
+	if !(lambda > 0 && !math.IsInf(lambda, 1)) {
+		return nil, fmt.Errorf("%w: lambda must be finite and > 0, got %v", ErrConfig, lambda)
+	}
+	if s.n < 1 {
+		return nil, fmt.Errorf("%w: %d events (need ≥ 1)", ErrConfig, s.n)
+	}
+	s.flushAdd()
+	s.flushRem()
+	D := s.dim
+	a := make([]float64, D*D)
+	w := make([]float64, D)
+	for i := range D {
+		copy(a[i*D+i:(i+1)*D], s.gram[i*D+i:(i+1)*D])
+		a[i*D+i] += lambda
+		w[i] = s.sy[i] + s.cy[i]
+	}
+	if err := cholSolve(a, D, w); err != nil {
+		return nil, err
+	}
+	return &FeatureModel{fm: s.fm, lambda: lambda, n: s.n, w: w}, nil
+}
+
 // FeatureModel is a fitted random-feature model f(x) = <w, φ(x)> + b. It
 // is immutable and safe for concurrent use.
 type FeatureModel struct {

@@ -9,12 +9,175 @@ import (
 	"github.com/streamer/streamer/online/rank"
 )
 
-// Kernel ranking trainers (MATH.md §7, package online/rank). Targets are
-// any finite real (ranking levels or regression targets). Predictions carry
-// Score = f(x), Label = 0 (the Model sets the level with Config.Levels)
-// and HasBound = false: no certainty bound is defined for a ranking score.
-// With Label = 0 the guard's held-back error is 1 for every model, so the
-// guard never rejects a ranking model: leave it off for these trainers.
+// Kernel ranking and regression (docs/math.md §8, package online/rank):
+// the keys lsrrank, mlsrrank and krr share, and their trainers. Targets
+// are any finite real (ranking levels, ratings or regression targets).
+// Predictions carry Score = f(x), Label = 0 (the Model sets the level with
+// Config.Levels) and HasBound = false: no certainty bound is defined for a
+// ranking score. The guard judges classification error, which a ranking
+// score has not: these types have no guard.
+
+// Solvers of the ranking types.
+const (
+	SolverExact    = "exact"    // one m × m Cholesky solve per refit
+	SolverFeatures = "features" // random features: running D × D sums, one D × D solve per refit
+)
+
+// Defaults of the ranking types.
+const (
+	DefaultLambda       = 1e-3
+	DefaultRankGamma    = 10.0
+	DefaultRankFeatures = 1024 // random frequencies per rbf kernel (solver features)
+	defaultMultiFeat    = 256  // mlsrrank's random frequencies per kernel (solver features)
+	maxExactWindow      = 20000
+)
+
+// RankParams are the keys lsrrank, mlsrrank and krr share.
+type RankParams struct {
+	Lambda float64  `yaml:"lambda"` // regularisation λ > 0 (default 1e-3)
+	Solver string   `yaml:"solver"` // exact (default) | features
+	Window Window   `yaml:"window"`
+	Refit  Schedule `yaml:"refit"`
+}
+
+// RankKernel is the "kernel" key of lsrrank and krr.
+type RankKernel struct {
+	Type     string  `yaml:"type"`     // rbf (default) | linear
+	Gamma    float64 `yaml:"gamma"`    // rbf: K = exp(−gamma‖x − x'‖²) (default 10)
+	Features int     `yaml:"features"` // solver features, rbf: random frequencies (default 1024)
+	Seed     uint64  `yaml:"seed"`     // solver features, rbf: seed of the frequencies (default 1)
+}
+
+func defaultRankParams() RankParams {
+	return RankParams{Lambda: DefaultLambda, Solver: SolverExact,
+		Window: Window{Events: DefaultWindow}, Refit: Schedule{EveryEvents: DefaultRefitEvery}}
+}
+
+func defaultRankKernel() RankKernel {
+	return RankKernel{Type: "rbf", Gamma: DefaultRankGamma, Features: DefaultRankFeatures, Seed: 1}
+}
+
+// complete sets the schedule's default.
+func (p *RankParams) complete(given func(string) bool) { p.Refit.complete(given) }
+
+// complete clears the keys the kernel's type and the solver do not use,
+// unless given.
+func (k *RankKernel) complete(solver string, given func(string) bool) {
+	rff := k.Type == "rbf" && solver == SolverFeatures
+	if !given("kernel.gamma") {
+		k.Gamma = 0
+		if k.Type == "rbf" {
+			k.Gamma = DefaultRankGamma
+		}
+	}
+	if !given("kernel.features") {
+		k.Features = 0
+		if rff {
+			k.Features = DefaultRankFeatures
+		}
+	}
+	if !given("kernel.seed") {
+		k.Seed = 0
+		if rff {
+			k.Seed = 1
+		}
+	}
+}
+
+// validate checks the shared keys.
+func (p *RankParams) validate(errs *[]error, dim int) {
+	if !positive(p.Lambda) {
+		*errs = append(*errs, specErrorf("lambda", "must be a finite number > 0, got %v", p.Lambda))
+	}
+	switch p.Solver {
+	case SolverExact:
+		if p.Window.Events > maxExactWindow {
+			*errs = append(*errs, specErrorf("window.events", "must be ≤ %d with solver exact (an m × m system per refit), got %d; use solver: features for longer windows", maxExactWindow, p.Window.Events))
+		}
+	case SolverFeatures:
+	default:
+		*errs = append(*errs, specErrorf("solver", "%q is not one of exact, features", p.Solver))
+	}
+	checkWindow(errs, p.Window, p.Refit, dim)
+}
+
+// validate checks a ranking kernel for the solver.
+func (k *RankKernel) validate(errs *[]error, solver string) {
+	add := func(key, format string, args ...any) { *errs = append(*errs, specErrorf(key, format, args...)) }
+	switch k.Type {
+	case "rbf":
+		if !positive(k.Gamma) {
+			add("kernel.gamma", "must be a finite number > 0, got %v", k.Gamma)
+		}
+	case "linear":
+		if k.Gamma != 0 {
+			add("kernel.gamma", "not used by the linear kernel; remove it")
+		}
+	default:
+		add("kernel.type", "%q is not one of rbf, linear", k.Type)
+	}
+	switch {
+	case solver != SolverFeatures || k.Type != "rbf":
+		why := "only with solver: features"
+		if solver == SolverFeatures {
+			why = "not used by the linear kernel (its features are the inputs)"
+		}
+		if k.Features != 0 {
+			add("kernel.features", "%s; remove it", why)
+		}
+		if k.Seed != 0 {
+			add("kernel.seed", "%s; remove it", why)
+		}
+	case k.Features < 1 || 2*k.Features > maxRankFeatures:
+		add("kernel.features", "must be in 1..%d (random frequencies), got %d", maxRankFeatures/2, k.Features)
+	}
+}
+
+// maxRankFeatures bounds dim φ of the random-feature solver (D × D sums).
+const maxRankFeatures = 1 << 14
+
+// kernels returns the rank package's kernel.
+func (k *RankKernel) kernels() []rank.Kernel {
+	if k.Type == "linear" {
+		return []rank.Kernel{{Type: rank.Linear, V: 1}}
+	}
+	return []rank.Kernel{{Type: rank.RBF, Gamma: k.Gamma, V: 1}}
+}
+
+// checkLevels checks the levels key of lsrrank and mlsrrank.
+func checkLevels(errs *[]error, levels int) {
+	if levels != 0 && (levels < 2 || levels > 1000) {
+		*errs = append(*errs, specErrorf("levels", "must be in 2..1000 (integer targets 1..m; 0 = off, any real target), got %d", levels))
+	}
+}
+
+// rankTraits are the traits of a ranking model: ranking, or ordinal with
+// levels.
+func rankTraits(kind online.Kind, levels int) online.Traits {
+	if levels > 0 {
+		return online.Traits{Kind: online.Ordinal, Levels: levels, Refitted: true}
+	}
+	return online.Traits{Kind: kind, Refitted: true}
+}
+
+// newRankModel builds a ranking model of type name: the trainer of the
+// solver and method, refitted from the window.
+func newRankModel(name string, params online.Params, dim int, p *RankParams, ks []rank.Kernel, method rank.Method, freq int, seed uint64, levels int) (online.Model, error) {
+	var tr Trainer
+	switch {
+	case p.Solver == SolverFeatures:
+		tr = &RFRank{Kernels: ks, Lambda: p.Lambda, Features: 2 * freq, Seed: seed, Method: method}
+	case method == rank.KRR:
+		tr = &KRR{Kernels: ks, Lambda: p.Lambda}
+	default:
+		tr = &LSRRank{Kernels: ks, Lambda: p.Lambda}
+	}
+	return New(Config{
+		Type: name, Params: params, Dim: dim,
+		Window: p.Window.Events, WindowTime: p.Window.Time,
+		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, Levels: levels,
+	}, tr)
+}
 
 // LSRRank trains exact least-squares regularised ranking (seed 001): one
 // kernel is LSRRank, several are MLSRRank with K̄ = Σ K_t/v_t, solved as
@@ -32,18 +195,20 @@ type KRR struct {
 	Lambda  float64
 }
 
-// RFRank trains LSRRank with random Fourier features (rank.Sums). In a
-// Model it fits from running sums: the Model adds each labelled event to
-// ΦᵀΦ, Φᵀ1, Φᵀy, Σy as it enters the window and subtracts it as it
-// leaves, O(D·d + D²/2) per event, and a refit copies the sums and solves
-// one D × D system, O(D³/3) whatever the window. Fit (the Trainer method,
-// on a window's rows) maps the rows into fresh sums first, O(m·D²/2). The
-// serving model scores in O(D·d).
+// RFRank trains LSRRank (or, with Method rank.KRR, kernel ridge
+// regression) with random Fourier features (rank.Sums). In a Model it fits
+// from running sums: the Model adds each labelled event to ΦᵀΦ, Φᵀ1, Φᵀy,
+// Σy as it enters the window and subtracts it as it leaves, O(D·d + D²/2)
+// per event, and a refit copies the sums and solves one D × D system,
+// O(D³/3) whatever the window. Fit (the Trainer method, on a window's rows)
+// maps the rows into fresh sums first, O(m·D²/2). The serving model scores
+// in O(D·d).
 type RFRank struct {
 	Kernels  []rank.Kernel
 	Lambda   float64
 	Features int // dim φ per RBF kernel (even)
 	Seed     uint64
+	Method   rank.Method // LSRRank (the centred system) or KRR
 }
 
 var (
@@ -60,14 +225,6 @@ func rankLabel(v float64) (float64, bool) {
 	return v, true
 }
 
-// Type is "lsrrank", or "mlsrrank" with more than one kernel.
-func (t *LSRRank) Type() string {
-	if len(t.Kernels) > 1 {
-		return "mlsrrank"
-	}
-	return "lsrrank"
-}
-
 // Label accepts any finite real.
 func (t *LSRRank) Label(v float64) (float64, bool) { return rankLabel(v) }
 
@@ -78,9 +235,6 @@ func (t *LSRRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, er
 
 // Unmarshal restores a fit.
 func (t *LSRRank) Unmarshal(b []byte) (Fitted, error) { return unmarshalExact(b, rank.LSRRank) }
-
-// Type is "krr".
-func (t *KRR) Type() string { return "krr" }
 
 // Label accepts any finite real.
 func (t *KRR) Label(v float64) (float64, bool) { return rankLabel(v) }
@@ -120,9 +274,6 @@ func (f exactFit) Predict(x []float64) online.Prediction {
 
 func (f exactFit) MarshalBinary() ([]byte, error) { return f.m.MarshalBinary() }
 
-// Type is "rfrank".
-func (t *RFRank) Type() string { return "rfrank" }
-
 // Label accepts any finite real.
 func (t *RFRank) Label(v float64) (float64, bool) { return rankLabel(v) }
 
@@ -146,7 +297,7 @@ func (t *RFRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, err
 func (t *RFRank) newSums(dim int) (*rank.Sums, error) {
 	fm, err := rank.NewFeatureMap(dim, rank.FeatureConfig{Kernels: t.Kernels, Features: t.Features, Seed: t.Seed})
 	if err != nil {
-		return nil, fmt.Errorf("refit: rfrank: %w", err)
+		return nil, fmt.Errorf("refit: random features: %w", err)
 	}
 	return rank.NewSums(fm), nil
 }
@@ -156,9 +307,13 @@ func (t *RFRank) fitSums(ctx context.Context, s *rank.Sums) (Fitted, Stats, erro
 	if err := ctx.Err(); err != nil {
 		return nil, Stats{}, err
 	}
-	m, err := s.Fit(t.Lambda)
+	fit := s.Fit
+	if t.Method == rank.KRR {
+		fit = s.FitKRR
+	}
+	m, err := fit(t.Lambda)
 	if err != nil {
-		return nil, Stats{}, fmt.Errorf("refit: rfrank: %w", err)
+		return nil, Stats{}, fmt.Errorf("refit: random features %v: %w", t.Method, err)
 	}
 	return featureFit{m}, Stats{}, nil
 }

@@ -36,16 +36,18 @@
 package refit
 
 import (
+	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/codec"
 	"github.com/streamer/streamer/online/rank"
 )
 
@@ -80,8 +82,6 @@ type Stats struct {
 
 // Trainer trains Fitted models.
 type Trainer interface {
-	// Type is the model type, e.g. "svm".
-	Type() string
 	// Label maps a wire label to the model's label (see online.Model).
 	Label(v float64) (float64, bool)
 	// Fit trains on d. prev, when not nil, is the serving model (for warm
@@ -93,6 +93,12 @@ type Trainer interface {
 
 // Config configures a Model.
 type Config struct {
+	// Type is the model type the Model presents (Type()) and encodes, e.g.
+	// "svm"; Params its parameters, encoded with the state so that the
+	// model restores from its bytes alone (nil: none).
+	Type   string
+	Params online.Params
+
 	Dim         int
 	Window      int           // labelled events kept (required)
 	WindowTime  time.Duration // also drop events older than this (0 = off)
@@ -119,8 +125,21 @@ type Report struct {
 // request is one refit's input: the window's rows, or a copy of its
 // running sums.
 type request struct {
-	data *Data
-	sums *rank.Sums
+	data  *Data
+	sums  *rank.Sums
+	scale *scale // standardisation as of the refit (nil: none)
+}
+
+// scale is the standardisation a version was trained with and scores with:
+// z = (x − mean)·inv.
+type scale struct {
+	mean, inv []float64
+}
+
+func (s *scale) apply(dst, x []float64) {
+	for i, v := range x {
+		dst[i] = (v - s.mean[i]) * s.inv[i]
+	}
 }
 
 // sumsTrainer is implemented by trainers that fit from running sums of the
@@ -136,6 +155,17 @@ type sumsTrainer interface {
 type serving struct {
 	fit     Fitted
 	version int64
+	scale   *scale // the standardisation fit was trained with (nil: none)
+}
+
+// predict scores x with the serving version, standardising it into z
+// first when the version has a scale.
+func (s *serving) predict(x, z []float64) online.Prediction {
+	if s.scale != nil {
+		s.scale.apply(z, x)
+		x = z
+	}
+	return s.fit.Predict(x)
 }
 
 // Model is an online.Model backed by background refits.
@@ -160,6 +190,13 @@ type Model struct {
 
 	levels *online.LevelThresholds // Config.Levels: levels from scores (processing goroutine)
 
+	// Standardisation (StandardizeWith): the statistics of a Standardized
+	// wrapper, read when a refit is requested; z is the scratch of the
+	// processing goroutine's scores, zs that of the events entering the
+	// running sums (which hold standardised events).
+	scaling   online.Scaling
+	z, zs, zi []float64
+
 	// Running sums of the window, for a sumsTrainer: sums follows the
 	// window on the processing goroutine; spare (made at the first refit)
 	// is the copy a refit fits from, owned by the refit goroutine while
@@ -176,10 +213,16 @@ type Model struct {
 	versions atomic.Int64 // last version number handed out
 }
 
-var _ online.Model = (*Model)(nil)
+var (
+	_ online.Model    = (*Model)(nil)
+	_ online.RawInput = (*Model)(nil)
+)
 
 // New builds a Model; Start starts its refit goroutine.
 func New(cfg Config, tr Trainer) (*Model, error) {
+	if cfg.Type == "" {
+		return nil, errors.New("refit: Config.Type is required")
+	}
 	if cfg.Dim < 1 {
 		return nil, fmt.Errorf("refit: dim must be ≥ 1, got %d", cfg.Dim)
 	}
@@ -203,6 +246,9 @@ func New(cfg Config, tr Trainer) (*Model, error) {
 		ts:   make([]int64, cfg.Window),
 		now:  time.Now,
 		reqs: make(chan request, 1),
+		z:    make([]float64, cfg.Dim),
+		zs:   make([]float64, cfg.Dim),
+		zi:   make([]float64, cfg.Dim),
 	}
 	if cfg.Levels != 0 {
 		l, err := online.NewLevelThresholds(cfg.Levels)
@@ -213,7 +259,7 @@ func New(cfg Config, tr Trainer) (*Model, error) {
 	}
 	if st, ok := tr.(sumsTrainer); ok {
 		if cfg.Guard > 0 {
-			return nil, fmt.Errorf("refit: %s fits from running sums: no held-back rows for the guard (guard must be 0, got %v)", tr.Type(), cfg.Guard)
+			return nil, fmt.Errorf("refit: %s fits from running sums: no held-back rows for the guard (guard must be 0, got %v)", cfg.Type, cfg.Guard)
 		}
 		s, err := st.newSums(cfg.Dim)
 		if err != nil {
@@ -319,6 +365,13 @@ func (m *Model) refit(ctx context.Context, req request) Report {
 			train = &Data{X: d.X[:n*d.D], Y: d.Y[:n], D: d.D}
 			held = &Data{X: d.X[n*d.D:], Y: d.Y[n:], D: d.D}
 		}
+		if req.scale != nil { // train on a standardised copy; held stays raw
+			x := make([]float64, len(train.X))
+			for i := range train.N() {
+				req.scale.apply(x[i*d.D:(i+1)*d.D], train.Row(i))
+			}
+			train = &Data{X: x, Y: train.Y, D: d.D}
+		}
 		r.Window = train.N()
 		fit, stats, err = m.tr.Fit(ctx, train, prev)
 	}
@@ -332,34 +385,45 @@ func (m *Model) refit(ctx context.Context, req request) Report {
 		r.Version = m.Version()
 		return r
 	}
+	next := &serving{fit: fit, scale: req.scale}
 	if held != nil {
-		r.OldError, r.NewError = errorRate(prev, held), errorRate(fit, held)
+		r.OldError, r.NewError = errorRate(cur, held), errorRate(next, held)
 		if r.NewError > r.OldError+m.cfg.GuardSlack {
 			r.Rejected = true
 			r.Version = m.Version()
 			return r
 		}
 	}
-	v := m.versions.Add(1)
-	m.cur.Store(&serving{fit: fit, version: v})
-	r.Accepted, r.Version = true, v
+	next.version = m.versions.Add(1)
+	m.cur.Store(next)
+	r.Accepted, r.Version = true, next.version
 	return r
 }
 
-// errorRate is the fraction of rows whose predicted label differs from y
-// (no decision counts as an error).
-func errorRate(f Fitted, d *Data) float64 {
+// errorRate is the fraction of raw rows whose label predicted by s (with
+// its standardisation) differs from y (no decision counts as an error).
+func errorRate(s *serving, d *Data) float64 {
 	wrong := 0
+	z := make([]float64, d.D)
 	for i := range d.N() {
-		if float64(f.Predict(d.Row(i)).Label) != d.Y[i] {
+		if float64(s.predict(d.Row(i), z).Label) != d.Y[i] {
 			wrong++
 		}
 	}
 	return float64(wrong) / float64(d.N())
 }
 
-// Type returns the trainer's model type.
-func (m *Model) Type() string { return m.tr.Type() }
+// Type returns the model type (Config.Type).
+func (m *Model) Type() string { return m.cfg.Type }
+
+// StandardizeWith makes the model standardise its inputs with s
+// (online.RawInput): the window keeps raw events, each refit trains on the
+// window standardised with s's statistics as of the refit, and the version
+// it makes scores with the same statistics. A model fitted from running
+// sums (the random-feature ranking solver) standardises each event as it
+// enters the sums, with the statistics before it; its versions score with
+// the statistics as of their refit. Call it before the first event.
+func (m *Model) StandardizeWith(s online.Scaling) { m.scaling = s }
 
 // Dim returns the input dimension.
 func (m *Model) Dim() int { return m.cfg.Dim }
@@ -414,7 +478,7 @@ func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction
 	}
 	var p online.Prediction
 	if s := m.cur.Load(); s != nil {
-		p = s.fit.Predict(x)
+		p = s.predict(x, m.z)
 		p.Version = s.version
 		if m.levels != nil {
 			p.Label = m.levels.Level(p.Score)
@@ -428,6 +492,16 @@ func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction
 	}
 	now := m.now().UnixNano()
 	D := m.cfg.Dim
+	if m.sums != nil && m.scaling != nil {
+		// The sums hold standardised events: the window keeps them as
+		// they entered, so that one leaves exactly as it came in.
+		z, inv := m.zs, m.zi
+		m.scaling.Transform(z, inv)
+		for j, v := range x {
+			z[j] = (v - z[j]) * inv[j]
+		}
+		x = z
+	}
 	i := (m.head + m.size) % m.cfg.Window
 	if m.size == m.cfg.Window {
 		if m.sums != nil { // slot i = head: the oldest event leaves
@@ -488,14 +562,25 @@ func (m *Model) expire(now int64) {
 // spare (which the refit goroutine owns until it clears running), or a
 // copy of the window.
 func (m *Model) request() request {
+	sc := m.currentScale()
 	if m.sums != nil {
 		if m.spare == nil {
 			m.spare = rank.NewSums(m.sums.FeatureMap())
 		}
 		m.spare.Copy(m.sums)
-		return request{sums: m.spare}
+		return request{sums: m.spare, scale: sc}
 	}
-	return request{data: m.window()}
+	return request{data: m.window(), scale: sc}
+}
+
+// currentScale copies the statistics of StandardizeWith (nil without).
+func (m *Model) currentScale() *scale {
+	if m.scaling == nil {
+		return nil
+	}
+	sc := &scale{mean: make([]float64, m.cfg.Dim), inv: make([]float64, m.cfg.Dim)}
+	m.scaling.Transform(sc.mean, sc.inv)
+	return sc
 }
 
 // window copies the window, oldest first.
@@ -517,6 +602,7 @@ func (m *Model) RefitNow(ctx context.Context) Report {
 	if m.sums != nil && m.running.Load() { // spare is in use by a background refit
 		req.sums = rank.NewSums(m.sums.FeatureMap())
 		req.sums.Copy(m.sums)
+		req.scale = m.currentScale()
 	} else {
 		req = m.request()
 	}
@@ -527,211 +613,298 @@ func (m *Model) RefitNow(ctx context.Context) Report {
 	return r
 }
 
-// Encoding: magic "RFIT", format u16, type str, dim u32, window u32,
-// size u32, learned i64, since u32, version i64, fitted length u32 +
-// bytes (0 = none), then size rows (oldest first): d float64 + y float64 +
-// ts int64. Format 2 (written only by models with levels or running sums;
-// the others still write format 1, which is format 2 without the tail)
-// continues with sections u8 (bit 0: level thresholds, bit 1: running
-// sums) and, for each section present, its length u32 + bytes
-// (online.LevelThresholds.AppendBinary, rank.Sums.AppendBinary).
-const encMagic = "RFIT"
+// Encoding, after the envelope (online.AppendHeader: type, parameters,
+// input dimension d):
+//
+//	learned i64 | since u32 | size u32 | version i64 |
+//	fitted model: frame (empty: none) |
+//	the serving version's standardisation: frame (empty: none; else mean
+//	and 1/sd, d float64 each) |
+//	size rows, oldest first: x (d float64; standardised as they entered
+//	for a model fitted from running sums), y float64, ts int64 |
+//	level thresholds: frame (empty: none; online.LevelThresholds) |
+//	running sums: frame (empty: none; rank.Sums)
+//
+// Before the envelope the encoding did not carry the parameters (formats 1
+// and 2, still read by UnmarshalBinary into a configured model): magic
+// "RFIT", format u16, type str, dim u32, window u32, size u32, learned i64,
+// since u32, version i64, fitted length u32 + bytes (0 = none), size rows;
+// format 2 continued with sections u8 (bit 0: level thresholds, bit 1:
+// running sums) and each present section's length u32 + bytes.
+const legacyMagic = "RFIT"
 
 const (
 	sectionLevels = 1 << iota
 	sectionSums
 )
 
-// MarshalBinary encodes the window and the serving model. It must not run
-// concurrently with Observe (the pipeline pauses processing for it); it
-// may run while a refit is in progress (the serving model is immutable).
-func (m *Model) MarshalBinary() ([]byte, error) {
-	le := binary.LittleEndian
-	var fit []byte
+// noParams stands for the parameters of a Model configured without any
+// (Config.Params nil, as in tests).
+type noParams struct{}
+
+func (*noParams) Validate(int) error { return nil }
+
+// params returns Config.Params, or noParams.
+func (m *Model) params() online.Params {
+	if m.cfg.Params != nil {
+		return m.cfg.Params
+	}
+	return &noParams{}
+}
+
+// AppendBinary appends the encoding of the window and the serving model
+// to dst. It must not run concurrently with Observe (the pipeline pauses
+// processing for it); it may run while a refit is in progress (the
+// serving model is immutable).
+func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
+	cur := m.cur.Load()
 	var version int64
-	if s := m.cur.Load(); s != nil {
-		b, err := s.fit.MarshalBinary()
+	if cur != nil {
+		version = cur.version
+	}
+	dst = online.AppendHeader(dst, m.cfg.Type, m.params(), m.cfg.Dim)
+	dst = codec.AppendI64(dst, m.learned)
+	dst = codec.AppendU32(dst, uint32(m.since))
+	dst = codec.AppendU32(dst, uint32(m.size))
+	dst = codec.AppendI64(dst, version)
+	dst, err := codec.AppendFrame(dst, func(dst []byte) ([]byte, error) {
+		if cur == nil {
+			return dst, nil
+		}
+		b, err := cur.fit.MarshalBinary()
 		if err != nil {
 			return nil, fmt.Errorf("refit: marshal fitted model: %w", err)
 		}
-		fit, version = b, s.version
+		return append(dst, b...), nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	typ := m.tr.Type()
-	format := uint16(1)
-	if m.levels != nil || m.sums != nil {
-		format = 2
+	dst, at := codec.BeginFrame(dst)
+	if cur != nil && cur.scale != nil {
+		dst = codec.AppendF64s(dst, cur.scale.mean)
+		dst = codec.AppendF64s(dst, cur.scale.inv)
 	}
-	dst := make([]byte, 0, 64+len(typ)+len(fit)+m.size*(m.cfg.Dim+2)*8)
-	dst = append(dst, encMagic...)
-	dst = le.AppendUint16(dst, format)
-	dst = append(dst, byte(len(typ)))
-	dst = append(dst, typ...)
-	dst = le.AppendUint32(dst, uint32(m.cfg.Dim))
-	dst = le.AppendUint32(dst, uint32(m.cfg.Window))
-	dst = le.AppendUint32(dst, uint32(m.size))
-	dst = le.AppendUint64(dst, uint64(m.learned))
-	dst = le.AppendUint32(dst, uint32(m.since))
-	dst = le.AppendUint64(dst, uint64(version))
-	dst = le.AppendUint32(dst, uint32(len(fit)))
-	dst = append(dst, fit...)
+	dst = codec.EndFrame(dst, at)
+	D := m.cfg.Dim
 	for k := range m.size {
 		i := (m.head + k) % m.cfg.Window
-		for _, v := range m.xs[i*m.cfg.Dim : (i+1)*m.cfg.Dim] {
-			dst = le.AppendUint64(dst, math.Float64bits(v))
+		dst = codec.AppendF64s(dst, m.xs[i*D:(i+1)*D])
+		dst = codec.AppendF64(dst, m.ys[i])
+		dst = codec.AppendI64(dst, m.ts[i])
+	}
+	if dst, err = codec.AppendFrame(dst, func(dst []byte) ([]byte, error) {
+		if m.levels == nil {
+			return dst, nil
 		}
-		dst = le.AppendUint64(dst, math.Float64bits(m.ys[i]))
-		dst = le.AppendUint64(dst, uint64(m.ts[i]))
+		return m.levels.AppendBinary(dst)
+	}); err != nil {
+		return nil, fmt.Errorf("refit: marshal level thresholds: %w", err)
 	}
-	if format == 1 {
-		return dst, nil
-	}
-	var sections byte
-	if m.levels != nil {
-		sections |= sectionLevels
-	}
-	if m.sums != nil {
-		sections |= sectionSums
-	}
-	dst = append(dst, sections)
-	section := func(dst []byte, enc func([]byte) ([]byte, error)) ([]byte, error) {
-		at := len(dst)
-		dst, err := enc(le.AppendUint32(dst, 0))
-		if err != nil {
-			return nil, err
+	if dst, err = codec.AppendFrame(dst, func(dst []byte) ([]byte, error) {
+		if m.sums == nil {
+			return dst, nil
 		}
-		le.PutUint32(dst[at:], uint32(len(dst)-at-4))
-		return dst, nil
-	}
-	var err error
-	if m.levels != nil {
-		if dst, err = section(dst, m.levels.AppendBinary); err != nil {
-			return nil, fmt.Errorf("refit: marshal level thresholds: %w", err)
-		}
-	}
-	if m.sums != nil {
-		if dst, err = section(dst, m.sums.AppendBinary); err != nil {
-			return nil, fmt.Errorf("refit: marshal running sums: %w", err)
-		}
+		return m.sums.AppendBinary(dst)
+	}); err != nil {
+		return nil, fmt.Errorf("refit: marshal running sums: %w", err)
 	}
 	return dst, nil
 }
 
-// ErrFormat is wrapped by every decoding error.
-var ErrFormat = errors.New("refit: bad model encoding")
+// MarshalBinary encodes the window and the serving model (see
+// AppendBinary).
+func (m *Model) MarshalBinary() ([]byte, error) {
+	return m.AppendBinary(make([]byte, 0, 256+m.size*(m.cfg.Dim+2)*8))
+}
+
+// ErrFormat is wrapped by every decoding error: online.ErrFormat, the
+// sentinel of every model encoding.
+var ErrFormat = online.ErrFormat
+
+// decoded is a decoded state, before it replaces a Model's.
+type decoded struct {
+	learned        int64
+	since, size    int
+	version        int64
+	fit            Fitted
+	scale          *scale
+	rows           []byte // size rows of (d + 2) × 8 bytes
+	levels, sums   []byte // sections (nil: absent)
+	hasLevels, has bool
+}
 
 // UnmarshalBinary restores a state written by MarshalBinary into a Model
-// configured with the same type and dimension. A smaller configured window
-// keeps the newest events. On error m is unchanged.
+// configured with the same type and dimension (and, for the version's
+// state, the same parameters: the caller checks them, as the service does
+// with fingerprints). A smaller configured window keeps the newest events.
+// On error (wrapping ErrFormat, or online.ErrFormat for the envelope) m is
+// unchanged.
 func (m *Model) UnmarshalBinary(b []byte) error {
-	le := binary.LittleEndian
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrFormat}, a...)...)
+	var st decoded
+	var err error
+	if bytes.HasPrefix(b, []byte(legacyMagic)) {
+		err = m.decodeLegacy(b, &st)
+	} else {
+		err = m.decode(b, &st)
 	}
-	if len(b) < 7 || string(b[:4]) != encMagic || le.Uint16(b[4:]) < 1 || le.Uint16(b[4:]) > 2 {
-		return bad("bad header")
+	if err != nil {
+		return err
 	}
-	format := le.Uint16(b[4:])
-	tl := int(b[6])
-	b = b[7:]
-	if len(b) < tl+4*4+8+8+4 {
-		return bad("truncated")
+	return m.apply(&st)
+}
+
+// decode reads the current encoding.
+func (m *Model) decode(b []byte, st *decoded) error {
+	p := reflect.New(reflect.TypeOf(m.params()).Elem()).Interface().(online.Params)
+	dim, r := online.ReadHeader(b, m.cfg.Type, p, nil)
+	if r.Err() == nil && dim != m.cfg.Dim {
+		r.Failf("dimension %d, configured %d", dim, m.cfg.Dim)
 	}
-	if typ := string(b[:tl]); typ != m.tr.Type() {
-		return bad("model type %q, configured %q", typ, m.tr.Type())
+	st.learned = r.I64()
+	st.since = int(r.U32())
+	st.size = int(r.U32())
+	st.version = r.I64()
+	fit := r.Bytes()
+	sc := r.Bytes()
+	if err := r.Err(); err != nil {
+		return err
 	}
-	b = b[tl:]
-	dim, _, size := int(le.Uint32(b)), int(le.Uint32(b[4:])), int(le.Uint32(b[8:]))
-	learned, since, version := int64(le.Uint64(b[12:])), int(le.Uint32(b[20:])), int64(le.Uint64(b[24:]))
-	fl := int(le.Uint32(b[32:]))
-	b = b[36:]
-	if dim != m.cfg.Dim {
-		return bad("dimension %d, configured %d", dim, m.cfg.Dim)
-	}
-	if fl > len(b) {
-		return bad("truncated fitted model")
-	}
-	var fit Fitted
-	if fl > 0 {
-		f, err := m.tr.Unmarshal(b[:fl])
+	D := m.cfg.Dim
+	if len(fit) > 0 {
+		f, err := m.tr.Unmarshal(fit)
 		if err != nil {
 			return fmt.Errorf("%w: fitted model: %w", ErrFormat, err)
 		}
-		fit = f
+		st.fit = f
 	}
-	b = b[fl:]
-	row := (dim + 2) * 8
-	if len(b) < size*row || format == 1 && len(b) != size*row || learned < int64(size) {
-		return bad("window of %d rows in %d bytes", size, len(b))
-	}
-	rows, b := b[:size*row], b[size*row:]
-	skip := max(0, size-m.cfg.Window)
-	// Format 2 tail: the sections, decoded into fresh state so that m
-	// stays unchanged on error. A section not configured is skipped; one
-	// configured but absent starts afresh (thresholds) or is rebuilt from
-	// the window (sums), as it is when the window was cut (skip > 0).
-	var levels *online.LevelThresholds
-	var sums *rank.Sums
-	if format == 2 {
-		if len(b) < 1 {
-			return bad("truncated sections")
+	switch len(sc) {
+	case 0:
+	case 16 * D:
+		if st.fit == nil {
+			return fmt.Errorf("%w: standardisation without a fitted model", ErrFormat)
 		}
-		sections := b[0]
-		b = b[1:]
-		if sections&^(sectionLevels|sectionSums) != 0 {
-			return bad("unknown sections %#x", sections)
-		}
-		next := func() ([]byte, error) {
-			if len(b) < 4 || int(le.Uint32(b)) > len(b)-4 {
-				return nil, bad("truncated section")
+		st.scale = &scale{mean: make([]float64, D), inv: make([]float64, D)}
+		sr := codec.NewReader(sc, ErrFormat)
+		sr.F64s(st.scale.mean)
+		sr.F64s(st.scale.inv)
+		for i := range D {
+			if !isFinite(st.scale.mean[i]) || !(st.scale.inv[i] > 0) || math.IsInf(st.scale.inv[i], 0) {
+				return fmt.Errorf("%w: standardisation of feature %d: mean %v, 1/sd %v", ErrFormat, i, st.scale.mean[i], st.scale.inv[i])
 			}
-			n := int(le.Uint32(b))
-			p := b[4 : 4+n]
-			b = b[4+n:]
-			return p, nil
+		}
+	default:
+		return fmt.Errorf("%w: standardisation of %d bytes for dimension %d", ErrFormat, len(sc), D)
+	}
+	row := (D + 2) * 8
+	if st.size < 0 || !r.Need(st.size*row) {
+		return fmt.Errorf("%w: window of %d rows: %w", ErrFormat, st.size, r.Err())
+	}
+	st.rows = r.Take(st.size * row)
+	st.levels, st.sums = r.Bytes(), r.Bytes()
+	st.hasLevels, st.has = len(st.levels) > 0, len(st.sums) > 0
+	return r.End()
+}
+
+// decodeLegacy reads formats 1 and 2 (before the envelope).
+func (m *Model) decodeLegacy(b []byte, st *decoded) error {
+	r := codec.NewReader(b[len(legacyMagic):], ErrFormat)
+	format := r.U16()
+	if r.Err() == nil && format != 1 && format != 2 {
+		return fmt.Errorf("%w: format %d", ErrFormat, format)
+	}
+	if typ := r.Str(); r.Err() == nil && !m.legacyType(typ) {
+		return fmt.Errorf("%w: model type %q, configured %q", ErrFormat, typ, m.cfg.Type)
+	}
+	dim := int(r.U32())
+	r.U32() // window
+	st.size = int(r.U32())
+	st.learned = r.I64()
+	st.since = int(r.U32())
+	st.version = r.I64()
+	fit := r.Bytes()
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if dim != m.cfg.Dim {
+		return fmt.Errorf("%w: dimension %d, configured %d", ErrFormat, dim, m.cfg.Dim)
+	}
+	if len(fit) > 0 {
+		f, err := m.tr.Unmarshal(fit)
+		if err != nil {
+			return fmt.Errorf("%w: fitted model: %w", ErrFormat, err)
+		}
+		st.fit = f
+	}
+	row := (dim + 2) * 8
+	if st.size < 0 || !r.Need(st.size*row) {
+		return fmt.Errorf("%w: window of %d rows: %w", ErrFormat, st.size, r.Err())
+	}
+	st.rows = r.Take(st.size * row)
+	if format == 2 {
+		sections := r.U8()
+		if r.Err() == nil && sections&^(sectionLevels|sectionSums) != 0 {
+			return fmt.Errorf("%w: unknown sections %#x", ErrFormat, sections)
 		}
 		if sections&sectionLevels != 0 {
-			p, err := next()
-			if err != nil {
-				return err
-			}
-			if m.levels != nil {
-				levels, _ = online.NewLevelThresholds(m.cfg.Levels)
-				if rest, err := levels.Decode(p); err != nil || len(rest) != 0 {
-					return bad("level thresholds: %v (%d trailing bytes)", err, len(rest))
-				}
-			}
+			st.levels, st.hasLevels = r.Bytes(), true
 		}
 		if sections&sectionSums != 0 {
-			p, err := next()
-			if err != nil {
-				return err
-			}
-			if m.sums != nil && skip == 0 {
-				sums = rank.NewSums(m.sums.FeatureMap())
-				if err := sums.UnmarshalBinary(p); err != nil {
-					return fmt.Errorf("%w: running sums: %w", ErrFormat, err)
-				}
-				if sums.N() != int64(size) {
-					return bad("running sums of %d events for a window of %d", sums.N(), size)
-				}
-			}
-		}
-		if len(b) != 0 {
-			return bad("%d trailing bytes", len(b))
+			st.sums, st.has = r.Bytes(), true
 		}
 	}
-	b = rows
-	m.head, m.size = 0, size-skip
-	for k := skip; k < size; k++ {
-		r := b[k*row:]
-		dst := m.xs[(k-skip)*dim : (k-skip+1)*dim]
-		for j := range dst {
-			dst[j] = math.Float64frombits(le.Uint64(r[j*8:]))
-		}
-		m.ys[k-skip] = math.Float64frombits(le.Uint64(r[dim*8:]))
-		m.ts[k-skip] = int64(le.Uint64(r[dim*8+8:]))
+	return r.End()
+}
+
+// legacyType reports whether typ is what a model of this configuration
+// wrote before the envelope: its type, or "rfrank" for the random-feature
+// ranking solver of lsrrank, mlsrrank and krr.
+func (m *Model) legacyType(typ string) bool {
+	return typ == m.cfg.Type || (typ == "rfrank" && m.sums != nil)
+}
+
+// apply replaces m's state with st after checking it; on error m is
+// unchanged. Sections not configured are skipped; one configured but
+// absent starts afresh (thresholds) or is rebuilt from the window (sums),
+// as it is when the window was cut.
+func (m *Model) apply(st *decoded) error {
+	D := m.cfg.Dim
+	if st.learned < int64(st.size) || st.size < 0 {
+		return fmt.Errorf("%w: window of %d rows after %d events", ErrFormat, st.size, st.learned)
 	}
-	m.learned, m.since = learned, since
+	skip := max(0, st.size-m.cfg.Window)
+	var levels *online.LevelThresholds
+	if st.hasLevels && m.levels != nil {
+		levels, _ = online.NewLevelThresholds(m.cfg.Levels)
+		lr := codec.NewReader(st.levels, ErrFormat)
+		levels.Decode(lr)
+		if err := lr.End(); err != nil {
+			return fmt.Errorf("%w: level thresholds: %w", ErrFormat, err)
+		}
+	}
+	var sums *rank.Sums
+	if st.has && m.sums != nil && skip == 0 {
+		sums = rank.NewSums(m.sums.FeatureMap())
+		if err := sums.UnmarshalBinary(st.sums); err != nil {
+			return fmt.Errorf("%w: running sums: %w", ErrFormat, err)
+		}
+		if sums.N() != int64(st.size) {
+			return fmt.Errorf("%w: running sums of %d events for a window of %d", ErrFormat, sums.N(), st.size)
+		}
+	}
+	rr := codec.NewReader(st.rows, ErrFormat)
+	m.head, m.size = 0, st.size-skip
+	for k := range st.size {
+		if k < skip {
+			rr.Take((D + 2) * 8)
+			continue
+		}
+		j := k - skip
+		rr.F64s(m.xs[j*D : (j+1)*D])
+		m.ys[j] = rr.F64()
+		m.ts[j] = rr.I64()
+	}
+	m.learned, m.since = st.learned, st.since
 	if m.levels != nil {
 		if levels == nil {
 			levels, _ = online.NewLevelThresholds(m.cfg.Levels)
@@ -742,16 +915,18 @@ func (m *Model) UnmarshalBinary(b []byte) error {
 		if sums == nil {
 			sums = rank.NewSums(m.sums.FeatureMap())
 			for k := range m.size {
-				sums.Add(m.xs[k*dim:(k+1)*dim], m.ys[k])
+				sums.Add(m.xs[k*D:(k+1)*D], m.ys[k])
 			}
 		}
 		m.sums = sums
 	}
-	if fit != nil {
-		m.cur.Store(&serving{fit: fit, version: version})
-		m.versions.Store(version)
+	if st.fit != nil {
+		m.cur.Store(&serving{fit: st.fit, version: st.version, scale: st.scale})
+		m.versions.Store(st.version)
 	} else {
 		m.cur.Store(nil)
 	}
 	return nil
 }
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -11,25 +11,188 @@ import (
 	"github.com/streamer/streamer/online/svm"
 )
 
+// SVMName is the configuration's name of the kernel SVM type.
+const SVMName = "svm"
+
+// SVMParams are the parameters of type "svm": LIBSVM's C-SVC, refitted in
+// the background from a window.
+type SVMParams struct {
+	Kernel      SVMKernel   `yaml:"kernel"`
+	C           float64     `yaml:"C"`     // box constraint of both classes, > 0 (default 1)
+	CPos        float64     `yaml:"C_pos"` // C of class +1 (0: C)
+	CNeg        float64     `yaml:"C_neg"` // C of class −1 (0: C)
+	Delta       float64     `yaml:"delta"` // δ of the certainty bound, in (0, 1) (default 0.05)
+	Window      Window      `yaml:"window"`
+	Refit       SVMRefit    `yaml:"refit"`
+	Probability Probability `yaml:"probability"`
+}
+
+// SVMKernel is the svm's "kernel" key, in LIBSVM's parameterisation (the
+// exact kernel: no random features).
+type SVMKernel struct {
+	Type   string  `yaml:"type"`   // linear, rbf (default), laplacian, polynomial, sigmoid
+	Gamma  float64 `yaml:"gamma"`  // all but linear (default 1/dim, as LIBSVM)
+	Degree int     `yaml:"degree"` // polynomial (default 2)
+	Coef0  float64 `yaml:"coef0"`  // polynomial, sigmoid (default 1)
+}
+
+// SVMRefit is the svm's "refit" key: the schedule and the guard.
+type SVMRefit struct {
+	Schedule `yaml:",inline"`
+	// Guard is the newest fraction of the window held back to judge a new
+	// model, in [0, 0.5) (default 0.1; 0 = off); it replaces the serving
+	// one only if its held-back error is at most the old one's + GuardSlack
+	// (default 0.02).
+	Guard      float64 `yaml:"guard"`
+	GuardSlack float64 `yaml:"guard_slack"`
+}
+
+// Probability is the svm's "probability" key.
+type Probability struct {
+	Levels int `yaml:"levels"` // H: weighted SVMs at π = h/H, 2..100; 0 = off
+}
+
+var svmKernels = map[string]svm.KernelType{"linear": svm.Linear, "rbf": svm.RBF, "laplacian": svm.Laplacian, "polynomial": svm.Polynomial, "sigmoid": svm.Sigmoid}
+
+// DefaultSVMParams returns the defaults of type "svm" (kernel.gamma's, 1/dim,
+// is set by Complete).
+func DefaultSVMParams() SVMParams {
+	return SVMParams{
+		Kernel: SVMKernel{Type: "rbf"},
+		C:      1, Delta: online.DefaultDelta,
+		Window: Window{Events: DefaultWindow},
+		Refit:  SVMRefit{Schedule: Schedule{EveryEvents: DefaultRefitEvery}, Guard: 0.1, GuardSlack: 0.02},
+	}
+}
+
+// Complete applies the kernel type's defaults to the keys not given
+// (gamma = 1/dim, LIBSVM's, for every kernel but linear) and the refit
+// schedule's.
+func (p *SVMParams) Complete(dim int, given func(string) bool) {
+	k := &p.Kernel
+	if !given("kernel.gamma") {
+		k.Gamma = 0
+		if k.Type != "linear" && dim > 0 {
+			k.Gamma = 1 / float64(dim)
+		}
+	}
+	if !given("kernel.degree") {
+		k.Degree = 0
+		if k.Type == "polynomial" {
+			k.Degree = 2
+		}
+	}
+	if !given("kernel.coef0") {
+		k.Coef0 = 0
+		if k.Type == "polynomial" || k.Type == "sigmoid" {
+			k.Coef0 = 1
+		}
+	}
+	p.Refit.Schedule.complete(given)
+}
+
+// Validate checks the parameters for inputs of dimension dim.
+func (p *SVMParams) Validate(dim int) error {
+	var errs []error
+	add := func(key, format string, args ...any) { errs = append(errs, specErrorf(key, format, args...)) }
+	k := p.Kernel
+	if _, ok := svmKernels[k.Type]; !ok {
+		add("kernel.type", "%q is not one of linear, rbf, laplacian, polynomial, sigmoid", k.Type)
+	}
+	if k.Type == "linear" {
+		if k.Gamma != 0 {
+			add("kernel.gamma", "not used by the linear kernel; remove it")
+		}
+	} else if !positive(k.Gamma) {
+		add("kernel.gamma", "must be a finite number > 0, got %v", k.Gamma)
+	}
+	if k.Type == "polynomial" {
+		if k.Degree < 1 || k.Degree > 16 {
+			add("kernel.degree", "must be in 1..16, got %d", k.Degree)
+		}
+	} else if k.Degree != 0 {
+		add("kernel.degree", "only for kernel type polynomial; remove it (kernel.type is %s)", k.Type)
+	}
+	if k.Type == "polynomial" || k.Type == "sigmoid" {
+		if !isFinite(k.Coef0) {
+			add("kernel.coef0", "must be a finite number, got %v", k.Coef0)
+		}
+	} else if k.Coef0 != 0 {
+		add("kernel.coef0", "only for kernel types polynomial and sigmoid; remove it (kernel.type is %s)", k.Type)
+	}
+	if !positive(p.C) {
+		add("C", "must be a finite number > 0, got %v", p.C)
+	}
+	for _, c := range []struct {
+		key string
+		v   float64
+	}{{"C_pos", p.CPos}, {"C_neg", p.CNeg}} {
+		if !(c.v >= 0) || math.IsInf(c.v, 0) {
+			add(c.key, "must be a finite number > 0 (0 = C), got %v", c.v)
+		}
+	}
+	if !(p.Delta > 0 && p.Delta < 1) {
+		add("delta", "must be in (0, 1), got %v", p.Delta)
+	}
+	checkWindow(&errs, p.Window, p.Refit.Schedule, dim)
+	if !(p.Refit.Guard >= 0 && p.Refit.Guard < 0.5) {
+		add("refit.guard", "must be in [0, 0.5), got %v", p.Refit.Guard)
+	}
+	if !(p.Refit.GuardSlack >= 0) || math.IsInf(p.Refit.GuardSlack, 0) {
+		add("refit.guard_slack", "must be a finite number ≥ 0, got %v", p.Refit.GuardSlack)
+	}
+	if l := p.Probability.Levels; l != 0 && (l < 2 || l > 100) {
+		add("probability.levels", "must be in 2..100 (0 = off), got %d", l)
+	}
+	return errors.Join(errs...)
+}
+
+// SVMType is the "svm" model type.
+func SVMType() *online.Type {
+	return online.Define(online.Def[SVMParams]{
+		Name:     SVMName,
+		Doc:      "kernel C-SVC (LIBSVM's SMO: WSS2, shrinking, kernel cache) refitted in the background from a window; optional probability from weighted SVMs",
+		Defaults: DefaultSVMParams,
+		Traits: func(p *SVMParams) online.Traits {
+			// The sigmoid kernel is not positive definite: no bound.
+			return online.Traits{Kind: online.Classifier, Bound: p.Kernel.Type != "sigmoid",
+				Probability: p.Probability.Levels > 0, Refitted: true}
+		},
+		New:     newSVMModel,
+		Restore: func(b []byte) (online.Model, error) { return restore(b, SVMName, newSVMModel) },
+	})
+}
+
+func newSVMModel(dim int, p *SVMParams) (online.Model, error) {
+	params := svm.Params{
+		Kernel: svm.Kernel{Type: svmKernels[p.Kernel.Type], Gamma: p.Kernel.Gamma, Coef0: p.Kernel.Coef0, Degree: p.Kernel.Degree},
+		C:      p.C, CPos: p.CPos, CNeg: p.CNeg,
+	}
+	return New(Config{
+		Type: SVMName, Params: p, Dim: dim,
+		Window: p.Window.Events, WindowTime: p.Window.Time,
+		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, Guard: p.Refit.Guard, GuardSlack: p.Refit.GuardSlack,
+	}, &SVM{Params: params, Delta: p.Delta, ProbLevels: p.Probability.Levels, NoBound: p.Kernel.Type == "sigmoid"})
+}
+
 // SVM trains kernel SVMs (online/svm, the LIBSVM algorithm) on windows.
 // Scores are decision values; the certainty bound is Corollary 1 of
-// MATH.md §1 with the clipped margin g(z) = min(1, max(−1, z)): W² = αᵀQα
-// of the dual solution, tr Ω and the average clipped margin over the
-// training window, evaluated at ρ = min(|f(x)|, 1). With ProbLevels ≥ 2 it
-// also fits the weighted SVMs of seed 002 §2.2 and publishes a probability.
-// A window is a fresh problem: the previous window's α do not map onto the
-// new rows, so fits start cold (the weighted fits of the probability
-// option warm-start along π).
+// docs/math.md §4 with the clipped margin g(z) = min(1, max(−1, z)): W² =
+// αᵀQα of the dual solution, tr Ω and the average clipped margin over the
+// training window, evaluated at ρ = min(|f(x)|, 1) (none with NoBound: the
+// sigmoid kernel is not positive definite). With ProbLevels ≥ 2 it also
+// fits the weighted SVMs at π = h/H and publishes a probability. A window
+// is a fresh problem: the previous window's α do not map onto the new rows,
+// so fits start cold (the weighted fits of the probability option
+// warm-start along π).
 type SVM struct {
 	Params     svm.Params
 	Delta      float64
 	ProbLevels int
+	NoBound    bool
 }
 
 var _ Trainer = (*SVM)(nil)
-
-// Type returns "svm".
-func (t *SVM) Type() string { return "svm" }
 
 // Label maps −1/0 to −1 and 1 to +1.
 func (t *SVM) Label(v float64) (float64, bool) {
@@ -65,7 +228,7 @@ func (t *SVM) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error)
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	f := &svmFit{m: m, delta: t.Delta, n: n}
+	f := &svmFit{m: m, delta: t.Delta, n: n, noBound: t.NoBound}
 	var clip float64
 	for i := range n {
 		clip += svm.Clip(d.Y[i] * m.Decision(X[i]))
@@ -89,18 +252,22 @@ type svmFit struct {
 	tr      float64 // tr Ω of the window
 	n       int
 	delta   float64
+	noBound bool // not encoded: the type's configuration decides
 }
 
 func (f *svmFit) Predict(x []float64) online.Prediction {
 	s := f.m.Decision(x)
-	p := online.Prediction{Score: s, N: int64(f.n), Delta: f.delta, HasBound: true}
+	p := online.Prediction{Score: s, N: int64(f.n)}
 	switch {
 	case s > 0:
 		p.Label = 1
 	case s < 0:
 		p.Label = -1
 	}
-	p.MistakeBound = svm.ClippedMarginBound(f.avgClip, f.w, f.tr, float64(f.n), f.delta, math.Min(math.Abs(s), 1))
+	if !f.noBound {
+		p.HasBound, p.Delta = true, f.delta
+		p.MistakeBound = svm.ClippedMarginBound(f.avgClip, f.w, f.tr, float64(f.n), f.delta, math.Min(math.Abs(s), 1))
+	}
 	if f.prob != nil {
 		p.Probability, p.HasProbability = f.prob.Prob(x), true
 	}
@@ -152,7 +319,7 @@ func (t *SVM) Unmarshal(b []byte) (Fitted, error) {
 	if len(b) < 6+4+32+4 || string(b[:4]) != "RSVM" || le.Uint16(b[4:]) != 1 {
 		return nil, errors.New("refit: svm: bad header")
 	}
-	f := &svmFit{n: int(le.Uint32(b[6:]))}
+	f := &svmFit{n: int(le.Uint32(b[6:])), noBound: t.NoBound}
 	vals := []*float64{&f.delta, &f.avgClip, &f.w, &f.tr}
 	for i, p := range vals {
 		*p = math.Float64frombits(le.Uint64(b[10+8*i:]))

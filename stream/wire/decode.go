@@ -79,31 +79,33 @@ func (d *Decoder) WithLabelOnly() *Decoder {
 // names accepts the dense array form only. maxBytes limits the size of a
 // message value; 0 means no limit.
 //
-// NewDecoder panics if dim < 1, maxBytes < 0, or names is non-nil and not
-// dim distinct names: these are programmer errors, configuration is
-// validated before it gets here.
-func NewDecoder(dim int, names []string, maxBytes int) *Decoder {
+// It returns an error if dim < 1, maxBytes < 0, or names is non-nil and
+// not dim distinct, non-empty names.
+func NewDecoder(dim int, names []string, maxBytes int) (*Decoder, error) {
 	if dim < 1 {
-		panic(fmt.Sprintf("wire: NewDecoder: dim %d < 1", dim))
+		return nil, fmt.Errorf("wire: NewDecoder: dimension %d < 1", dim)
 	}
 	if maxBytes < 0 {
-		panic(fmt.Sprintf("wire: NewDecoder: maxBytes %d < 0", maxBytes))
+		return nil, fmt.Errorf("wire: NewDecoder: maximum message size %d < 0", maxBytes)
 	}
 	d := &Decoder{dim: dim, maxBytes: maxBytes}
 	if names != nil {
 		if len(names) != dim {
-			panic(fmt.Sprintf("wire: NewDecoder: %d feature names for dim %d", len(names), dim))
+			return nil, fmt.Errorf("wire: NewDecoder: %d feature names for dimension %d", len(names), dim)
 		}
 		d.names = append([]string(nil), names...)
 		d.index = make(map[string]int, len(names))
 		for i, n := range names {
+			if n == "" {
+				return nil, fmt.Errorf("wire: NewDecoder: feature name %d is empty", i)
+			}
 			if _, dup := d.index[n]; dup {
-				panic(fmt.Sprintf("wire: NewDecoder: duplicate feature name %q", n))
+				return nil, fmt.Errorf("wire: NewDecoder: duplicate feature name %q", n)
 			}
 			d.index[n] = i
 		}
 	}
-	return d
+	return d, nil
 }
 
 // Dim returns the number of features of every decoded event.

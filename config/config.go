@@ -3,7 +3,6 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/codec"
 )
 
 // Config is the whole service configuration. Build it with [Default],
@@ -218,90 +220,35 @@ func (s Snapshot) Partitioned() bool { return s.Scope == SnapshotScopePartition 
 // Enabled reports whether state is made durable at all.
 func (s Snapshot) Enabled() bool { return s.Dir != "" || s.ChangelogTopic != "" }
 
-// Model is one entry of the models list. Keys that do not apply to the
-// model's type are rejected; see the package doc for which apply where.
+// Model is one entry of the models list: the keys every model has, and
+// Params, the model type's own keys.
 type Model struct {
 	Name     string   `yaml:"name"`
-	Type     string   `yaml:"type"`
-	Kernel   Kernel   `yaml:"kernel"`
+	Type     string   `yaml:"type"` // a registered model type
 	Features Features `yaml:"features"`
-	Balance  bool     `yaml:"balance"` // mam
-	Delta    float64  `yaml:"delta"`   // mam
+	Scope    string   `yaml:"scope"`    // "" or global (one model) | key (one instance per event key)
+	MaxKeys  int      `yaml:"max_keys"` // scope key: instances kept in memory (LRU)
 
-	Budget int    `yaml:"budget"` // mam: > 0 selects the exact-kernel mode over the last Budget examples
-	Window Window `yaml:"window"` // mam, omam, lda
-	Decay  Decay  `yaml:"decay"`  // mam, omam, lda
-
-	Levels    int       `yaml:"levels"`    // omam
-	Edges     []float64 `yaml:"edges"`     // omam
-	Normalize bool      `yaml:"normalize"` // omam
-
-	LearningRate float64 `yaml:"learning_rate"` // logistic
-	L2           float64 `yaml:"l2"`            // logistic
-
-	C     float64 `yaml:"C"`     // svm: box constraint (both classes)
-	CPos  float64 `yaml:"C_pos"` // svm: C of class +1 (overrides C)
-	CNeg  float64 `yaml:"C_neg"` // svm: C of class −1 (overrides C)
-	Refit Refit   `yaml:"refit"` // svm
-
-	Lambda  float64          `yaml:"lambda"`  // lsrrank, mlsrrank, krr: regularisation λ
-	Kernels []WeightedKernel `yaml:"kernels"` // mlsrrank: kernels K_t with weights v_t
-	Solver  string           `yaml:"solver"`  // lsrrank, mlsrrank, krr: exact | features
-
-	Scope       string      `yaml:"scope"`       // "" or global (one model) | key (one instance per event key)
-	MaxKeys     int         `yaml:"max_keys"`    // scope key: instances kept in memory (LRU)
-	Probability Probability `yaml:"probability"` // svm
+	// Params holds every other key of the entry, decoded into the type's
+	// parameter struct (online.Type.NewParams: its defaults, then the keys
+	// given, then online.Completer's defaults that depend on other keys).
+	Params online.Params `yaml:"-"`
 }
 
-// WeightedKernel is one entry of models[i].kernels (mlsrrank): an RBF
-// kernel and its weight v ≥ 1 (K̄ = Σ K_t / v_t).
-type WeightedKernel struct {
-	Type  string  `yaml:"type"`
-	Gamma float64 `yaml:"gamma"`
-	V     float64 `yaml:"v"`
+// Spec returns what the model registry builds the model from.
+func (m Model) Spec() online.Spec {
+	return online.Spec{Type: m.Type, Dim: m.Features.Dim, Standardize: m.Features.Standardize, Params: m.Params}
 }
 
-// Refit is models[i].refit: when a heavy model is refitted from its window.
-type Refit struct {
-	EveryEvents int           `yaml:"every_events"` // after this many labelled events (0 = off)
-	Every       time.Duration `yaml:"every"`        // this often (0 = off)
-	Guard       float64       `yaml:"guard"`        // held-back fraction of the window judging a new model (0 = off)
-	GuardSlack  float64       `yaml:"guard_slack"`  // accept when held-back error ≤ old + slack
-}
-
-// Probability is models[i].probability.
-type Probability struct {
-	Levels int `yaml:"levels"` // H: weighted SVMs at π = h/H; 0 = off
-}
-
-// Window is models[i].window: an exact sliding window.
-type Window struct {
-	Events int           `yaml:"events"` // labelled examples in the window; 0 = off
-	Time   time.Duration `yaml:"time"`   // svm: also drop events older than this; 0 = off
-}
-
-// Decay is models[i].decay: exponential forgetting.
-type Decay struct {
-	HalfLife float64 `yaml:"half_life"` // in labelled examples; 0 = off
-}
-
-// Kernel is models[i].kernel. For Type "linear", Gamma, Features and Seed
-// are zero.
-type Kernel struct {
-	Type     string  `yaml:"type"`
-	Gamma    float64 `yaml:"gamma"`
-	Features int     `yaml:"features"`
-	Seed     uint64  `yaml:"seed"`
-	Degree   int     `yaml:"degree"` // polynomial
-	Coef0    float64 `yaml:"coef0"`  // polynomial
-}
+// KeyScoped reports whether the model has one instance per event key.
+func (m Model) KeyScoped() bool { return m.Scope == ScopeKey }
 
 // Features is models[i].features: the input dimension and, optionally, the
 // names that let events send features as a JSON object.
 type Features struct {
 	Dim         int      `yaml:"dim"`
 	Names       []string `yaml:"names"`
-	Standardize bool     `yaml:"standardize"` // running per-feature standardisation (Welford)
+	Standardize bool     `yaml:"standardize"` // running per-feature standardisation (Welford), for every model type
 }
 
 // Accepted values of the enumerated keys.
@@ -325,43 +272,12 @@ const (
 	SASLScramSHA256 = "scram-sha-256"
 	SASLScramSHA512 = "scram-sha-512"
 
-	ModelMAM      = "mam"
-	ModelOMAM     = "omam"
-	ModelLogistic = "logistic"
-	ModelLDA      = "lda"
-	ModelSVM      = "svm"
-	ModelLSRRank  = "lsrrank"
-	ModelMLSRRank = "mlsrrank"
-	ModelKRR      = "krr"
-
-	SolverExact    = "exact"
-	SolverFeatures = "features"
-
 	ScopeGlobal = "global"
 	ScopeKey    = "key"
-
-	KernelLinear     = "linear"
-	KernelRBF        = "rbf"
-	KernelLaplacian  = "laplacian"
-	KernelPolynomial = "polynomial"
-	KernelSigmoid    = "sigmoid"
 )
 
-// Defaults of the model keys that have one (see [DefaultModel]).
-const (
-	DefaultGamma        = 10.0
-	DefaultRFFFeatures  = 1024
-	DefaultSeed         = 1
-	DefaultDelta        = 0.05
-	DefaultLearningRate = 0.1   // logistic: AdaGrad base step
-	DefaultL2           = 1e-4  // logistic: L2 penalty
-	DefaultSVMWindow    = 2000  // svm: window.events
-	DefaultMaxKeys      = 10000 // scope key: instances in memory
-	DefaultLambda       = 1e-3  // lsrrank, mlsrrank, krr
-	DefaultRefitEvery   = 1000  // svm: refit.every_events when neither refit key is set
-	// MaxRFFFeatures is the largest models[i].kernel.features accepted.
-	MaxRFFFeatures = 65536
-)
+// DefaultMaxKeys is the default max_keys of a key-scoped model.
+const DefaultMaxKeys = 10000
 
 // EnvPrefix starts every environment variable that overrides a key.
 const EnvPrefix = "STREAMER_"
@@ -398,189 +314,88 @@ func Default() Config {
 	}
 }
 
-// DefaultModel returns a model with every default applied: an RBF kernel
-// (gamma 10, 1024 random Fourier frequencies, seed 1), balance true and
-// delta 0.05. Name, Type and Features.Dim have no default and are left
-// empty.
-func DefaultModel() Model {
-	return Model{
-		Kernel: Kernel{
-			Type:     KernelRBF,
-			Gamma:    DefaultGamma,
-			Features: DefaultRFFFeatures,
-			Seed:     DefaultSeed,
-		},
-		Balance: true,
-		Delta:   DefaultDelta,
-	}
-}
-
 // Load reads the YAML file at path and returns it as [Parse] does. env
 // holds os.Environ-style "KEY=value" entries; nil means no overrides.
-func Load(path string, env []string) (Config, error) {
+func Load(path string, env []string, reg *online.Registry) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data, env)
+	return Parse(data, env, reg)
 }
 
 // Parse decodes a YAML document: it starts from [Default], lets each key
 // present in data replace its default, applies the STREAMER_* overrides
 // found in env (os.Environ-style "KEY=value"; nil means none) and
-// validates the result.
+// validates the result. reg holds the model types the models list may
+// name; each model's keys besides name, type, features, scope and max_keys
+// are decoded into its type's parameter struct.
 //
 // Every error names the key at fault (with its line in the file, or the
 // environment variable that set it). Errors are of type *[Error]; when
 // there are several they are joined with [errors.Join].
-func Parse(data []byte, env []string) (Config, error) {
-	d := newDecoder()
+func Parse(data []byte, env []string, reg *online.Registry) (Config, error) {
+	d := newDecoder(reg)
 	c := Default()
 	d.document(&c, data)
 	d.env(&c, env)
 	if len(d.errs) > 0 {
 		return Config{}, errors.Join(d.errs...)
 	}
-	if errs := validate(&c, d.src); len(errs) > 0 {
+	if errs := validate(&c, d.src, reg); len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
 }
 
-// Validate checks c as [Parse] does after decoding. Use it on a Config
-// built or changed in code (for instance after filling in brokers).
-func (c Config) Validate() error {
-	return errors.Join(validate(&c, nil)...)
+// Validate checks c as [Parse] does after decoding, its models against the
+// types of reg. Use it on a Config built or changed in code (for instance
+// after filling in brokers); every model needs Params of its type.
+func (c Config) Validate(reg *online.Registry) error {
+	return errors.Join(validate(&c, nil, reg)...)
 }
 
-// Fingerprint returns the hex SHA-256 of a canonical encoding of the models
-// list (every field, in list order). Two configs with equal fingerprints
-// configure the same models; state saved under one fingerprint must not be
-// restored under another.
+// Fingerprint returns the hex SHA-256 of the models' fingerprints in list
+// order. Two configs with equal fingerprints configure the same models.
 func (c Config) Fingerprint() string {
-	return fingerprint("streamer/config models v1", c.Models)
+	h := sha256.New()
+	h.Write([]byte("streamer/config models v2\x00"))
+	for _, m := range c.Models {
+		h.Write([]byte(m.Fingerprint()))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Fingerprint returns the hex SHA-256 of a canonical encoding of this one
-// model (every field, name included). Unlike [Config.Fingerprint] it does
-// not change when other models are added, removed or reordered.
+// model: name, type, features, scope, max_keys and the canonical encoding
+// of its parameters (online/codec: by key, zero values left out, so a key
+// added later whose zero value keeps the old behaviour changes no
+// fingerprint). State saved under one fingerprint is restored only into a
+// model with the same one. Unlike [Config.Fingerprint] it does not change
+// when other models are added, removed or reordered.
 func (m Model) Fingerprint() string {
-	return fingerprint("streamer/config model v1", m)
-}
-
-// canonicalModel fixes the field names and order of the fingerprint
-// encoding, independently of the Go struct.
-type canonicalModel struct {
-	Name    string   `json:"name"`
-	Type    string   `json:"type"`
-	Kernel  string   `json:"kernel"`
-	Gamma   string   `json:"gamma"`
-	RFF     int      `json:"rff_features"`
-	Seed    string   `json:"seed"`
-	Dim     int      `json:"dim"`
-	Names   []string `json:"names"`
-	Balance bool     `json:"balance"`
-	Delta   string   `json:"delta"`
-	// Added with the model family; omitted when zero so that older
-	// fingerprints are unchanged.
-	Degree       int       `json:"degree,omitempty"`
-	Coef0        string    `json:"coef0,omitempty"`
-	Standardize  bool      `json:"standardize,omitempty"`
-	Budget       int       `json:"budget,omitempty"`
-	Window       int       `json:"window,omitempty"`
-	HalfLife     string    `json:"half_life,omitempty"`
-	Levels       int       `json:"levels,omitempty"`
-	Edges        []float64 `json:"edges,omitempty"`
-	Normalize    bool      `json:"normalize,omitempty"`
-	LearningRate string    `json:"learning_rate,omitempty"`
-	L2           string    `json:"l2,omitempty"`
-	C            string    `json:"c,omitempty"`
-	CPos         string    `json:"c_pos,omitempty"`
-	CNeg         string    `json:"c_neg,omitempty"`
-	WindowTime   string    `json:"window_time,omitempty"`
-	ProbLevels   int       `json:"probability_levels,omitempty"`
-	Scope        string    `json:"scope,omitempty"` // "" for global
-	Lambda       string    `json:"lambda,omitempty"`
-	Kernels      []string  `json:"kernels,omitempty"`
-	Solver       string    `json:"solver,omitempty"`
-}
-
-func kernelStrings(ks []WeightedKernel) []string {
-	var out []string
-	for _, k := range ks {
-		out = append(out, k.Type+"/"+strconv.FormatFloat(k.Gamma, 'g', -1, 64)+"/"+strconv.FormatFloat(k.V, 'g', -1, 64))
+	b := []byte("streamer/config model v2\x00")
+	b = codec.AppendBytes(b, []byte(m.Name))
+	b = codec.AppendBytes(b, []byte(m.Type))
+	b = codec.AppendU64(b, uint64(m.Features.Dim))
+	b = codec.AppendBool(b, m.Features.Names != nil)
+	b = codec.AppendU32(b, uint32(len(m.Features.Names)))
+	for _, n := range m.Features.Names {
+		b = codec.AppendBytes(b, []byte(n))
 	}
-	return out
-}
-
-func fmtNonZero(x float64) string {
-	if x == 0 {
-		return ""
+	b = codec.AppendBool(b, m.Features.Standardize)
+	scope := m.Scope
+	if scope == ScopeGlobal {
+		scope = ""
 	}
-	return strconv.FormatFloat(x, 'g', -1, 64)
-}
-
-func canonical(m Model) canonicalModel {
-	names := m.Features.Names
-	if names == nil {
-		names = []string{}
+	b = codec.AppendBytes(b, []byte(scope))
+	b = codec.AppendU64(b, uint64(m.MaxKeys))
+	b, at := codec.BeginFrame(b)
+	if m.Params != nil {
+		b = codec.AppendParams(b, m.Params)
 	}
-	return canonicalModel{
-		Name:    m.Name,
-		Type:    m.Type,
-		Kernel:  m.Kernel.Type,
-		Gamma:   strconv.FormatFloat(m.Kernel.Gamma, 'g', -1, 64),
-		RFF:     m.Kernel.Features,
-		Seed:    strconv.FormatUint(m.Kernel.Seed, 10),
-		Dim:     m.Features.Dim,
-		Names:   names,
-		Balance: m.Balance,
-		Delta:   strconv.FormatFloat(m.Delta, 'g', -1, 64),
-
-		Degree:       m.Kernel.Degree,
-		Coef0:        fmtNonZero(m.Kernel.Coef0),
-		Standardize:  m.Features.Standardize,
-		Budget:       m.Budget,
-		Window:       m.Window.Events,
-		HalfLife:     fmtNonZero(m.Decay.HalfLife),
-		Levels:       m.Levels,
-		Edges:        m.Edges,
-		Normalize:    m.Normalize,
-		LearningRate: fmtNonZero(m.LearningRate),
-		L2:           fmtNonZero(m.L2),
-		C:            fmtNonZero(m.C),
-		CPos:         fmtNonZero(m.CPos),
-		CNeg:         fmtNonZero(m.CNeg),
-		WindowTime:   fmtNonZero(m.Window.Time.Seconds()),
-		ProbLevels:   m.Probability.Levels,
-		Scope:        map[string]string{ScopeKey: ScopeKey}[m.Scope],
-		Lambda:       fmtNonZero(m.Lambda),
-		Kernels:      kernelStrings(m.Kernels),
-		Solver:       m.Solver,
-	}
-}
-
-func fingerprint(domain string, v any) string {
-	var enc any
-	switch v := v.(type) {
-	case Model:
-		enc = canonical(v)
-	case []Model:
-		ms := make([]canonicalModel, len(v))
-		for i, m := range v {
-			ms[i] = canonical(m)
-		}
-		enc = ms
-	}
-	b, err := json.Marshal(enc)
-	if err != nil {
-		panic("config: fingerprint: " + err.Error()) // strings, ints and bools always encode
-	}
-	h := sha256.New()
-	h.Write([]byte(domain))
-	h.Write([]byte{0})
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil))
+	h := sha256.Sum256(codec.EndFrame(b, at))
+	return hex.EncodeToString(h[:])
 }
 
 // Error is a configuration error. Key is the dotted path of the key at
@@ -606,6 +421,9 @@ const (
 func (e *Error) Error() string {
 	switch e.kind {
 	case errUnknownKey:
+		if e.Msg != "" {
+			return fmt.Sprintf("config: unknown key %q (line %d) %s", e.Key, e.Line, e.Msg)
+		}
 		return fmt.Sprintf("config: unknown key %q (line %d)", e.Key, e.Line)
 	case errUnknownEnv:
 		return fmt.Sprintf("config: unknown environment variable %s: %s", e.Env, e.Msg)

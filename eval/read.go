@@ -82,7 +82,11 @@ func NewReader(format string, src io.Reader, dim int, names []string, maxBytes i
 	case FormatCSV:
 		return newCSVReader(src, dim, names)
 	case FormatJSONL:
-		return &jsonlReader{lines: newLines(src), dec: wire.NewDecoder(dim, names, maxBytes)}, nil
+		dec, err := wire.NewDecoder(dim, names, maxBytes)
+		if err != nil {
+			return nil, err
+		}
+		return &jsonlReader{lines: newLines(src), dec: dec}, nil
 	case FormatLIBSVM:
 		return &libsvmReader{lines: newLines(src), dim: dim}, nil
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/config"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/eval-ripley-bound.svg")

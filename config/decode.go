@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/codec"
 	"gopkg.in/yaml.v3"
 )
 
@@ -84,11 +87,14 @@ type source struct {
 }
 
 type decoder struct {
+	reg  *online.Registry
 	errs []error
 	src  map[string]source // dotted path -> where it was set
 }
 
-func newDecoder() *decoder { return &decoder{src: make(map[string]source)} }
+func newDecoder(reg *online.Registry) *decoder {
+	return &decoder{reg: reg, src: make(map[string]source)}
+}
 
 func (d *decoder) errorf(path string, n *yaml.Node, format string, args ...any) {
 	e := &Error{Key: path, Msg: fmt.Sprintf(format, args...)}
@@ -99,7 +105,7 @@ func (d *decoder) errorf(path string, n *yaml.Node, format string, args ...any) 
 }
 
 func (d *decoder) unknown(path string, key *yaml.Node) {
-	d.errs = append(d.errs, &Error{Key: path, Line: key.Line, Msg: "unknown key", kind: errUnknownKey})
+	d.errs = append(d.errs, &Error{Key: path, Line: key.Line, kind: errUnknownKey})
 }
 
 func (d *decoder) set(path string, n *yaml.Node) { d.src[path] = source{line: n.Line} }
@@ -332,34 +338,6 @@ func parseDuration(s string) (time.Duration, error) {
 	return x, nil
 }
 
-func (d *decoder) weightedKernels(v *yaml.Node, path string, p *[]WeightedKernel) {
-	v = resolve(v)
-	if isNull(v) {
-		return
-	}
-	if v.Kind != yaml.SequenceNode {
-		d.errorf(path, v, "must be a list of kernels, got %s", kindName(v))
-		return
-	}
-	for i, item := range v.Content {
-		ip := fmt.Sprintf("%s[%d]", path, i)
-		k := WeightedKernel{Type: KernelRBF, V: 1}
-		d.mapping(item, ip, func(key string, kn, vn *yaml.Node) {
-			switch key {
-			case "type":
-				d.str(vn, join(ip, key), &k.Type)
-			case "gamma":
-				d.float(vn, join(ip, key), &k.Gamma)
-			case "v":
-				d.float(vn, join(ip, key), &k.V)
-			default:
-				d.unknown(join(ip, key), kn)
-			}
-		})
-		*p = append(*p, k)
-	}
-}
-
 func (d *decoder) floats(v *yaml.Node, path string, p *[]float64) {
 	v = resolve(v)
 	if isNull(v) {
@@ -420,9 +398,16 @@ func (d *decoder) models(c *Config, n *yaml.Node) {
 	}
 }
 
+// commonKeys are the keys of every model; the others are the type's own.
+var commonKeys = []string{"name", "type", "features", "scope", "max_keys"}
+
+// model decodes one models entry: the common keys, then the type's keys
+// into the type's parameter struct (its defaults first, completed after).
 func (d *decoder) model(n *yaml.Node, path string) Model {
-	m := DefaultModel()
+	var m Model
 	d.set(path, n)
+	type entry struct{ k, v *yaml.Node }
+	var own []entry
 	d.mapping(n, path, func(key string, k, v *yaml.Node) {
 		p := join(path, key)
 		switch key {
@@ -430,276 +415,124 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 			d.str(v, p, &m.Name)
 		case "type":
 			d.str(v, p, &m.Type)
-		case "kernel":
-			d.set(p, k)
-			m.Kernel = d.kernel(v, p)
 		case "features":
 			d.set(p, k)
 			d.features(v, p, &m.Features)
-		case "balance":
-			d.boolean(v, p, &m.Balance)
-		case "delta":
-			d.float(v, p, &m.Delta)
-		case "budget":
-			d.integer(v, p, &m.Budget)
-		case "window":
-			d.set(p, k)
-			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
-				switch key {
-				case "events":
-					d.integer(v2, join(p, key), &m.Window.Events)
-				case "time":
-					d.duration(v2, join(p, key), &m.Window.Time)
-				default:
-					d.unknown(join(p, key), k2)
-				}
-			})
-		case "refit":
-			d.set(p, k)
-			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
-				switch key {
-				case "every_events":
-					d.integer(v2, join(p, key), &m.Refit.EveryEvents)
-				case "every":
-					d.duration(v2, join(p, key), &m.Refit.Every)
-				case "guard":
-					d.float(v2, join(p, key), &m.Refit.Guard)
-				case "guard_slack":
-					d.float(v2, join(p, key), &m.Refit.GuardSlack)
-				default:
-					d.unknown(join(p, key), k2)
-				}
-			})
-		case "probability":
-			d.set(p, k)
-			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
-				if key != "levels" {
-					d.unknown(join(p, key), k2)
-					return
-				}
-				d.integer(v2, join(p, key), &m.Probability.Levels)
-			})
-		case "lambda":
-			d.float(v, p, &m.Lambda)
-		case "solver":
-			d.str(v, p, &m.Solver)
-		case "kernels":
-			d.set(p, k)
-			d.weightedKernels(v, p, &m.Kernels)
 		case "scope":
 			d.str(v, p, &m.Scope)
 		case "max_keys":
 			d.integer(v, p, &m.MaxKeys)
-		case "C":
-			d.float(v, p, &m.C)
-		case "C_pos":
-			d.float(v, p, &m.CPos)
-		case "C_neg":
-			d.float(v, p, &m.CNeg)
-		case "decay":
-			d.set(p, k)
-			d.mapping(v, p, func(key string, k2, v2 *yaml.Node) {
-				if key != "half_life" {
-					d.unknown(join(p, key), k2)
-					return
-				}
-				d.float(v2, join(p, key), &m.Decay.HalfLife)
-			})
-		case "levels":
-			d.integer(v, p, &m.Levels)
-		case "edges":
-			d.floats(v, p, &m.Edges)
-		case "normalize":
-			d.boolean(v, p, &m.Normalize)
-		case "learning_rate":
-			d.float(v, p, &m.LearningRate)
-		case "l2":
-			d.float(v, p, &m.L2)
 		default:
-			d.unknown(p, k)
+			own = append(own, entry{k, v})
 		}
 	})
-	d.typeDefaults(path, &m)
 	if !d.has(join(path, "max_keys")) && m.Scope == ScopeKey {
 		m.MaxKeys = DefaultMaxKeys
 	}
+	if m.Type == "" || d.reg == nil {
+		return m // the validator reports the missing type
+	}
+	t := d.reg.Lookup(m.Type)
+	if t == nil {
+		return m // the validator reports the unknown type
+	}
+	params := t.NewParams()
+	fields := codec.Fields(reflect.ValueOf(params))
+	for _, e := range own {
+		key := e.k.Value
+		p := join(path, key)
+		i := slices.IndexFunc(fields, func(f codec.Field) bool { return f.Key == key })
+		if i < 0 {
+			d.errs = append(d.errs, &Error{Key: p, Line: e.k.Line,
+				Msg: fmt.Sprintf("does not apply to model type %s (it takes: %s)", m.Type, strings.Join(keyList(commonKeys, fields), ", "))})
+			continue
+		}
+		d.value(fields[i].Value, e.k, e.v, p, "model type "+m.Type)
+	}
+	if c, ok := params.(online.Completer); ok {
+		c.Complete(m.Features.Dim, func(key string) bool { return d.has(join(path, key)) })
+	}
+	m.Params = params
 	return m
 }
 
-// typeKeys lists, per model type, the model keys (besides name, type and
-// features) that apply to it.
-var typeKeys = map[string][]string{
-	ModelMAM:      {"kernel", "balance", "delta", "budget", "window", "decay"},
-	ModelOMAM:     {"kernel", "budget", "window", "decay", "levels", "edges", "normalize"},
-	ModelLogistic: {"learning_rate", "l2"},
-	ModelLDA:      {"window", "decay"},
-	ModelSVM:      {"kernel", "delta", "window", "C", "C_pos", "C_neg", "refit", "probability"},
-	ModelLSRRank:  {"kernel", "lambda", "window", "refit", "solver", "levels"},
-	ModelKRR:      {"kernel", "lambda", "window", "refit", "solver"},
-	ModelMLSRRank: {"kernels", "lambda", "window", "refit", "solver", "levels"},
+// keyList lists the keys of fields after extra.
+func keyList(extra []string, fields []codec.Field) []string {
+	out := slices.Clone(extra)
+	for _, f := range fields {
+		out = append(out, f.Key)
+	}
+	return out
 }
 
-var allTypeKeys = []string{"kernel", "balance", "delta", "budget", "window", "decay", "levels", "edges", "normalize",
-	"learning_rate", "l2", "C", "C_pos", "C_neg", "refit", "probability", "lambda", "kernels", "solver"}
-
-// typeDefaults rejects keys that do not apply to the model's type and
-// applies the type's defaults to keys left out.
-func (d *decoder) typeDefaults(path string, m *Model) {
-	keys, ok := typeKeys[m.Type]
-	if !ok {
-		return // the validator reports the type
-	}
-	for _, key := range allTypeKeys {
-		if !slices.Contains(keys, key) && d.has(join(path, key)) {
-			d.errs = append(d.errs, &Error{Key: join(path, key), Line: d.src[join(path, key)].line,
-				Msg: fmt.Sprintf("does not apply to model type %s (it takes: %s)", m.Type, strings.Join(keys, ", "))})
-		}
-	}
-	if !slices.Contains(keys, "kernel") {
-		m.Kernel = Kernel{}
-	}
-	if !slices.Contains(keys, "balance") {
-		m.Balance = false
-	}
-	if !slices.Contains(keys, "delta") {
-		m.Delta = 0
-	}
-	if (m.Type == ModelMAM || m.Type == ModelOMAM) && m.Budget > 0 { // exact kernel: no random features
-		for _, key := range []string{"features", "seed"} {
-			if d.has(join(path, "kernel."+key)) {
-				d.errs = append(d.errs, &Error{Key: join(path, "kernel."+key), Line: d.src[join(path, "kernel."+key)].line,
-					Msg: "not used in the exact-kernel mode (budget > 0); remove it"})
-			}
-		}
-		m.Kernel.Features, m.Kernel.Seed = 0, 0
-	}
-	switch m.Type {
-	case ModelOMAM:
-		if !d.has(join(path, "normalize")) {
-			m.Normalize = true
-		}
-	case ModelLSRRank, ModelKRR, ModelMLSRRank:
-		if !d.has(join(path, "lambda")) {
-			m.Lambda = DefaultLambda
-		}
-		if !d.has(join(path, "solver")) {
-			m.Solver = SolverExact
-		}
-		if m.Solver == SolverExact && !d.has(join(path, "kernel.features")) {
-			m.Kernel.Features = 0
-		}
-		if !d.has(join(path, "window.events")) {
-			m.Window.Events = DefaultSVMWindow
-		}
-		if !d.has(join(path, "refit.every_events")) && !d.has(join(path, "refit.every")) {
-			m.Refit.EveryEvents = DefaultRefitEvery
-		}
-	case ModelSVM:
-		// LIBSVM's default width, gamma = 1/dim, unless set.
-		if !d.has(join(path, "kernel.gamma")) && m.Kernel.Type != KernelLinear && m.Features.Dim > 0 {
-			m.Kernel.Gamma = 1 / float64(m.Features.Dim)
-		}
-		// Exact kernel: no random features.
-		if !d.has(join(path, "kernel.features")) {
-			m.Kernel.Features = 0
-		}
-		if !d.has(join(path, "kernel.seed")) {
-			m.Kernel.Seed = 0
-		}
-		if !d.has(join(path, "C")) {
-			m.C = 1
-		}
-		if !d.has(join(path, "window.events")) {
-			m.Window.Events = DefaultSVMWindow
-		}
-		if !d.has(join(path, "refit.every_events")) && !d.has(join(path, "refit.every")) {
-			m.Refit.EveryEvents = DefaultRefitEvery
-		}
-		if !d.has(join(path, "refit.guard")) {
-			m.Refit.Guard = 0.1
-		}
-		if !d.has(join(path, "refit.guard_slack")) {
-			m.Refit.GuardSlack = 0.02
-		}
-	case ModelLogistic:
-		if !d.has(join(path, "learning_rate")) {
-			m.LearningRate = DefaultLearningRate
-		}
-		if !d.has(join(path, "l2")) {
-			m.L2 = DefaultL2
-		}
+// value decodes the YAML value v of key k (at path) into the parameter
+// field f, by its type: numbers, booleans, strings, durations, lists of
+// numbers or strings, nested mappings and lists of mappings. owner names
+// what the enclosing keys belong to, for the message of a key that does not
+// apply.
+func (d *decoder) value(f reflect.Value, k, v *yaml.Node, path, owner string) {
+	switch {
+	case f.Type() == reflect.TypeOf(time.Duration(0)):
+		d.duration(v, path, f.Addr().Interface().(*time.Duration))
+	case f.Kind() == reflect.Struct:
+		d.set(path, k)
+		d.structValue(f, v, path)
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Struct:
+		d.set(path, k)
+		d.structList(f, v, path)
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Float64:
+		d.floats(v, path, f.Addr().Interface().(*[]float64))
+	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
+		d.strings(v, path, f.Addr().Interface().(*[]string))
+	case f.Kind() == reflect.Float64:
+		d.float(v, path, f.Addr().Interface().(*float64))
+	case f.Kind() == reflect.Int:
+		d.integer(v, path, f.Addr().Interface().(*int))
+	case f.Kind() == reflect.Uint64:
+		d.uint64(v, path, f.Addr().Interface().(*uint64))
+	case f.Kind() == reflect.Bool:
+		d.boolean(v, path, f.Addr().Interface().(*bool))
+	case f.Kind() == reflect.String:
+		d.str(v, path, f.Addr().Interface().(*string))
+	default:
+		panic(fmt.Sprintf("config: %s (%s): unsupported parameter type %v", path, owner, f.Type()))
 	}
 }
 
-// kernelRBFOnly are the kernel keys that only an rbf kernel takes.
-var kernelRBFOnly = []string{"gamma", "features", "seed"}
-
-func (d *decoder) kernel(n *yaml.Node, path string) Kernel {
-	var k Kernel
-	keys := map[string]*yaml.Node{}
-	d.mapping(n, path, func(key string, kn, v *yaml.Node) {
+// structValue decodes the mapping v into the struct f: each key into its
+// field; the fields not given keep their values (the defaults).
+func (d *decoder) structValue(f reflect.Value, v *yaml.Node, path string) {
+	fields := codec.Fields(f)
+	d.mapping(v, path, func(key string, k, vn *yaml.Node) {
 		p := join(path, key)
-		switch key {
-		case "type":
-			d.str(v, p, &k.Type)
-		case "gamma":
-			d.float(v, p, &k.Gamma)
-		case "features":
-			d.integer(v, p, &k.Features)
-		case "seed":
-			d.uint64(v, p, &k.Seed)
-		case "degree":
-			d.integer(v, p, &k.Degree)
-		case "coef0":
-			d.float(v, p, &k.Coef0)
-		default:
-			d.unknown(p, kn)
+		i := slices.IndexFunc(fields, func(fl codec.Field) bool { return fl.Key == key })
+		if i < 0 {
+			d.errs = append(d.errs, &Error{Key: p, Line: k.Line, kind: errUnknownKey,
+				Msg: fmt.Sprintf("(%s takes: %s)", path, strings.Join(keyList(nil, fields), ", "))})
 			return
 		}
-		keys[key] = kn
+		d.value(fields[i].Value, k, vn, p, path)
 	})
-	if !d.has(join(path, "type")) {
-		k.Type = KernelRBF
+}
+
+// structList decodes the list v of mappings into the slice of structs f,
+// each item from the zero value.
+func (d *decoder) structList(f reflect.Value, v *yaml.Node, path string) {
+	v = resolve(v)
+	if isNull(v) {
+		return
 	}
-	switch k.Type {
-	case KernelRBF, KernelLaplacian:
-		if !d.has(join(path, "gamma")) {
-			k.Gamma = DefaultGamma
-		}
-		if !d.has(join(path, "features")) {
-			k.Features = DefaultRFFFeatures
-		}
-		if !d.has(join(path, "seed")) {
-			k.Seed = DefaultSeed
-		}
-		for _, key := range []string{"degree", "coef0"} {
-			if kn, ok := keys[key]; ok {
-				d.errorf(join(path, key), kn, "only for kernel type polynomial; remove it (%s is %s)", join(path, "type"), k.Type)
-			}
-		}
-	case KernelLinear:
-		for _, key := range append(kernelRBFOnly, "degree", "coef0") {
-			if kn, ok := keys[key]; ok {
-				d.errorf(join(path, key), kn, "not used by the linear kernel; remove it")
-			}
-		}
-	case KernelPolynomial, KernelSigmoid:
-		for _, key := range []string{"features", "seed"} {
-			if kn, ok := keys[key]; ok {
-				d.errorf(join(path, key), kn, "not used by the %s kernel; remove it", k.Type)
-			}
-		}
-		if kn, ok := keys["degree"]; ok && k.Type == KernelSigmoid {
-			d.errorf(join(path, "degree"), kn, "not used by the sigmoid kernel; remove it")
-		}
-		if !d.has(join(path, "degree")) {
-			k.Degree = 2
-		}
-		if !d.has(join(path, "coef0")) {
-			k.Coef0 = 1
-		}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(path, v, "must be a list, got %s", kindName(v))
+		return
 	}
-	return k
+	s := reflect.MakeSlice(f.Type(), len(v.Content), len(v.Content))
+	for i, item := range v.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		d.set(ip, item)
+		d.structValue(s.Index(i), item, ip)
+	}
+	f.Set(s)
 }
 
 func (d *decoder) features(n *yaml.Node, path string, f *Features) {

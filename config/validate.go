@@ -3,14 +3,16 @@ package config
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamer/streamer/online"
 )
 
 type validator struct {
@@ -62,7 +64,7 @@ var (
 // MaxModelName is the longest accepted models[i].name.
 const MaxModelName = 64
 
-func validate(c *Config, src map[string]source) []error {
+func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	v := &validator{src: src}
 	k := c.Kafka
 
@@ -170,7 +172,7 @@ func validate(c *Config, src map[string]source) []error {
 	names := map[string]int{}
 	for i, m := range c.Models {
 		p := fmt.Sprintf("models[%d]", i)
-		v.model(p, m)
+		v.model(p, m, reg)
 		if m.Name != "" {
 			if j, ok := names[m.Name]; ok {
 				v.errorf(p+".name", "%q is already the name of models[%d]; names must be unique", m.Name, j)
@@ -198,26 +200,22 @@ func list(s []string) string {
 	return "[" + strings.Join(s, ", ") + "]"
 }
 
-func (v *validator) model(p string, m Model) {
+func (v *validator) model(p string, m Model, reg *online.Registry) {
 	switch {
 	case m.Name == "":
 		v.errorf(p+".name", "required")
 	case len(m.Name) > MaxModelName || !modelNameRE.MatchString(m.Name):
 		v.errorf(p+".name", "%q must be 1 to %d characters from [a-z0-9_-] (it is a metric label)", m.Name, MaxModelName)
 	}
-	const supported = "mam, omam, logistic, lda, svm, lsrrank, mlsrrank, krr"
-	switch m.Type {
-	case "":
-		v.errorf(p+".type", "required (supported: %s)", supported)
-	case ModelMAM, ModelOMAM, ModelLogistic, ModelLDA, ModelSVM, ModelLSRRank, ModelMLSRRank, ModelKRR:
+	var t *online.Type
+	switch {
+	case reg == nil:
+		v.errorf(p+".type", "no model types registered")
+	case m.Type == "":
+		v.errorf(p+".type", "required (supported: %s)", strings.Join(reg.Names(), ", "))
 	default:
-		v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, supported)
-	}
-	v.modelTypeKeys(p, m)
-	if m.Features.Standardize {
-		switch m.Type {
-		case ModelSVM, ModelLSRRank, ModelMLSRRank, ModelKRR:
-			v.errorf(p+".features.standardize", "not supported for %s (refitted models): standardise upstream", m.Type)
+		if t = reg.Lookup(m.Type); t == nil {
+			v.errorf(p+".type", "%q is not a supported model type (supported: %s)", m.Type, strings.Join(reg.Names(), ", "))
 		}
 	}
 	if m.Scope != "" { // "" = global
@@ -230,63 +228,9 @@ func (v *validator) model(p string, m Model) {
 		v.errorf(p+".max_keys", "only with scope: key")
 	}
 
-	kp := p + ".kernel"
-	kn := m.Kernel
-	switch m.Type {
-	case ModelMAM, ModelOMAM:
-		v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial)
-		if kn.Type == KernelPolynomial && kn.Gamma != 0 {
-			v.errorf(kp+".gamma", "not used by the polynomial kernel of %s: K = (<x,x'> + coef0)^degree", m.Type)
-		}
-	case ModelLSRRank, ModelKRR, ModelMLSRRank:
-		v.ranking(p, m)
-		if m.Type != ModelMLSRRank {
-			v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF)
-		}
-		if m.Solver == SolverExact || m.Type == ModelMLSRRank {
-			kn.Type = "" // no random features to check
-		}
-	case ModelSVM:
-		v.oneOf(kp+".type", kn.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial, KernelSigmoid)
-		v.svm(p, m)
-		kn.Type = "" // checked by svm
-	default:
-		kn.Type = "" // no kernel: checked by modelTypeKeys
-	}
-	switch kn.Type {
-	case KernelPolynomial:
-		if kn.Degree < 1 || kn.Degree > 16 {
-			v.errorf(kp+".degree", "must be in 1..16, got %d", kn.Degree)
-		}
-		if !(kn.Coef0 >= 0) || math.IsInf(kn.Coef0, 0) {
-			v.errorf(kp+".coef0", "must be a finite number >= 0, got %v", kn.Coef0)
-		}
-		if m.Budget <= 0 {
-			v.errorf(p+".budget", "required with kernel type polynomial (it has no random-feature map): the number of stored examples of the exact-kernel mode")
-		}
-	case KernelRBF, KernelLaplacian:
-		if !(kn.Gamma > 0) || math.IsInf(kn.Gamma, 0) {
-			v.errorf(kp+".gamma", "must be a finite number > 0, got %v", kn.Gamma)
-		}
-		if (m.Type == ModelMAM || m.Type == ModelOMAM) && m.Budget > 0 {
-			// exact kernel: no random features
-		} else if kn.Features < 1 || kn.Features > MaxRFFFeatures {
-			v.errorf(kp+".features", "must be in 1..%d, got %d", MaxRFFFeatures, kn.Features)
-		}
-	case KernelLinear:
-		if kn.Gamma != 0 {
-			v.errorf(kp+".gamma", "only for kernel type rbf (%s.type is linear)", kp)
-		}
-		if kn.Features != 0 {
-			v.errorf(kp+".features", "only for kernel type rbf (%s.type is linear)", kp)
-		}
-		if kn.Seed != 0 {
-			v.errorf(kp+".seed", "only for kernel type rbf (%s.type is linear)", kp)
-		}
-	}
-
 	fp := p + ".features"
 	f := m.Features
+	dimOK := f.Dim > 0
 	if f.Dim <= 0 {
 		if f.Dim == 0 {
 			v.errorf(fp+".dim", "required, the input dimension (> 0)")
@@ -312,132 +256,42 @@ func (v *validator) model(p string, m Model) {
 			seen[n] = i
 		}
 	}
-
-	if m.Type == ModelMAM && !(m.Delta > 0 && m.Delta < 1) {
-		v.errorf(p+".delta", "must be in (0, 1), got %v", m.Delta)
+	if t == nil || !dimOK {
+		return
 	}
+	if m.Params == nil {
+		v.errorf(p, "no parameters for model type %s", m.Type)
+		return
+	}
+	if reflect.TypeOf(m.Params) != reflect.PointerTo(t.ParamsType()) {
+		v.errorf(p, "parameters %T for model type %s, want *%v", m.Params, m.Type, t.ParamsType())
+		return
+	}
+	v.params(p, m.Params.Validate(f.Dim))
 }
 
-// svm checks an svm model's keys (LIBSVM's kernel parameterisation).
-func (v *validator) svm(p string, m Model) {
-	kp := p + ".kernel"
-	kn := m.Kernel
-	if kn.Type != KernelLinear && (!(kn.Gamma > 0) || math.IsInf(kn.Gamma, 0)) {
-		v.errorf(kp+".gamma", "must be a finite number > 0, got %v", kn.Gamma)
+// params records the errors of a model type's Validate, each on the key it
+// names under the model p ("dim" is features.dim).
+func (v *validator) params(p string, err error) {
+	if err == nil {
+		return
 	}
-	if kn.Type == KernelPolynomial && (kn.Degree < 1 || kn.Degree > 16) {
-		v.errorf(kp+".degree", "must be in 1..16, got %d", kn.Degree)
-	}
-	for _, c := range []struct {
-		key string
-		v   float64
-	}{{"C", m.C}, {"C_pos", m.CPos}, {"C_neg", m.CNeg}} {
-		if c.v < 0 || math.IsInf(c.v, 0) || math.IsNaN(c.v) || (c.key == "C" && c.v == 0) {
-			v.errorf(p+"."+c.key, "must be a finite number > 0, got %v", c.v)
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			v.params(p, e)
 		}
+		return
 	}
-	if m.Window.Events < 10 {
-		v.errorf(p+".window.events", "must be >= 10 for svm (the refit window), got %d", m.Window.Events)
+	var se *online.SpecError
+	if !errors.As(err, &se) {
+		v.errorf(p, "%v", err)
+		return
 	}
-	if m.Window.Time < 0 {
-		v.errorf(p+".window.time", "must be >= 0, got %v", m.Window.Time)
+	key := se.Field
+	if key == "dim" {
+		key = "features.dim"
 	}
-	r := m.Refit
-	if r.EveryEvents < 0 || r.Every < 0 || (r.EveryEvents == 0 && r.Every == 0) {
-		v.errorf(p+".refit", "set every_events and/or every (> 0)")
-	}
-	if !(r.Guard >= 0 && r.Guard < 0.5) {
-		v.errorf(p+".refit.guard", "must be in [0, 0.5), got %v", r.Guard)
-	}
-	if !(r.GuardSlack >= 0) || math.IsInf(r.GuardSlack, 0) {
-		v.errorf(p+".refit.guard_slack", "must be a finite number >= 0, got %v", r.GuardSlack)
-	}
-	if l := m.Probability.Levels; l != 0 && (l < 2 || l > 100) {
-		v.errorf(p+".probability.levels", "must be in 2..100 (0 = off), got %d", l)
-	}
-	if !(m.Delta > 0 && m.Delta < 1) {
-		v.errorf(p+".delta", "must be in (0, 1), got %v", m.Delta)
-	}
-}
-
-// ranking checks lsrrank, mlsrrank and krr keys.
-func (v *validator) ranking(p string, m Model) {
-	if !(m.Lambda > 0) || math.IsInf(m.Lambda, 0) {
-		v.errorf(p+".lambda", "must be a finite number > 0, got %v", m.Lambda)
-	}
-	v.oneOf(p+".solver", m.Solver, SolverExact, SolverFeatures)
-	if m.Type == ModelMLSRRank {
-		if len(m.Kernels) < 1 {
-			v.errorf(p+".kernels", "required for mlsrrank: a list of {type: rbf, gamma, v}")
-		}
-		for i, k := range m.Kernels {
-			kp := fmt.Sprintf("%s.kernels[%d]", p, i)
-			v.oneOf(kp+".type", k.Type, KernelRBF)
-			if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {
-				v.errorf(kp+".gamma", "must be a finite number > 0, got %v", k.Gamma)
-			}
-			if !(k.V >= 1) || math.IsInf(k.V, 0) {
-				v.errorf(kp+".v", "must be a finite weight >= 1, got %v", k.V)
-			}
-		}
-	}
-	if m.Window.Events < 10 {
-		v.errorf(p+".window.events", "must be >= 10 (the refit window), got %d", m.Window.Events)
-	}
-	r := m.Refit
-	if r.EveryEvents < 0 || r.Every < 0 || (r.EveryEvents == 0 && r.Every == 0) {
-		v.errorf(p+".refit", "set every_events and/or every (> 0)")
-	}
-	if r.Guard != 0 {
-		v.errorf(p+".refit.guard", "not used by %s (the guard judges classification error, which a ranking score has not): remove it", m.Type)
-	}
-	// levels: ordinal targets 1..m, published as a level from thresholds
-	// on the score (0 = off: real-valued targets, score only).
-	if m.Levels != 0 && (m.Levels < 2 || m.Levels > 1000) {
-		v.errorf(p+".levels", "must be in 2..1000 (integer targets 1..m; 0 = off, any real target), got %d", m.Levels)
-	}
-}
-
-// modelTypeKeys checks the keys specific to some model types.
-func (v *validator) modelTypeKeys(p string, m Model) {
-	if m.Budget < 0 {
-		v.errorf(p+".budget", "must be >= 0 (0 = random features), got %d", m.Budget)
-	}
-	if m.Window.Events < 0 {
-		v.errorf(p+".window.events", "must be >= 0 (0 = off), got %d", m.Window.Events)
-	}
-	if !(m.Decay.HalfLife >= 0) || math.IsInf(m.Decay.HalfLife, 0) {
-		v.errorf(p+".decay.half_life", "must be a finite number >= 0 (0 = off), got %v", m.Decay.HalfLife)
-	}
-	if m.Window.Events > 0 && m.Decay.HalfLife > 0 {
-		v.errorf(p+".decay.half_life", "set either %s.window or %s.decay, not both", p, p)
-	}
-	if m.Budget > 0 && (m.Window.Events > 0 || m.Decay.HalfLife > 0) {
-		v.errorf(p+".budget", "the exact-kernel mode already keeps a sliding window of budget examples: remove window/decay")
-	}
-	switch m.Type {
-	case ModelOMAM:
-		if m.Levels < 2 || m.Levels > 1000 {
-			v.errorf(p+".levels", "required for omam: the number of levels m, 2..1000 (labels 1..m), got %d", m.Levels)
-		}
-		if m.Edges != nil {
-			if len(m.Edges) != m.Levels-1 {
-				v.errorf(p+".edges", "has %d edges; %s.levels %d needs %d", len(m.Edges), p, m.Levels, m.Levels-1)
-			}
-			for i := 1; i < len(m.Edges); i++ {
-				if !(m.Edges[i] > m.Edges[i-1]) {
-					v.errorf(fmt.Sprintf("%s.edges[%d]", p, i), "edges must be strictly increasing")
-				}
-			}
-		}
-	case ModelLogistic:
-		if !(m.LearningRate > 0) || math.IsInf(m.LearningRate, 0) {
-			v.errorf(p+".learning_rate", "must be a finite number > 0, got %v", m.LearningRate)
-		}
-		if !(m.L2 >= 0) || math.IsInf(m.L2, 0) {
-			v.errorf(p+".l2", "must be a finite number >= 0, got %v", m.L2)
-		}
-	}
+	v.errorf(p+"."+key, "%s", se.Problem)
 }
 
 // checkHostPort accepts "host:port" with a numeric port; the host is

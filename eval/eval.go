@@ -4,19 +4,23 @@
 // as learned from the data file) over a test file. `streamer eval` is its
 // command.
 //
-// Measures, per section, as they apply to a model:
+// Measures, per section, as they apply to a model's kind (online.Traits):
 //
-//	classifiers (every type but omam):
+//	classifiers:
 //	  error               fraction of rows whose prediction ≠ label ("no decision", 0, is an error)
 //	  log_loss            with Prediction.HasProbability; p clipped to [1e-15, 1 − 1e-15]
 //	  mean_mistake_bound  mean published bound, with Prediction.HasBound
 //	  bound_violations    grid ρ (0, 0.1, …, 0.9) at which the observed fraction of y·f ≤ −ρ
 //	                      exceeds bound(ρ): holdout, over the section against the final
-//	                      model's bound; prequential, over a window of 1000 events checked
-//	                      every 100 events against the model's bound then, summed
-//	ordinal (omam):
+//	                      model's bound; prequential, online.Judge's live check (the last
+//	                      metrics.accuracy_window events every 100 events against the
+//	                      model's bound then, summed), as the service exports it
+//	ordinal:
 //	  kendall_tau         Kendall's τ-b of score against true level
 //	  mae, zero_one       of the predicted level
+//	ranking, regression:
+//	  kendall_tau         Kendall's τ-b of score against the target
+//	  rmse                regression: root mean squared error of the score
 //	all:
 //	  n                   rows judged (labelled, label accepted by the model)
 //	  events_per_s        Observe calls per second of the model's own wall time
@@ -40,10 +44,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
-	"github.com/streamer/streamer/stream"
-	"github.com/streamer/streamer/stream/config"
 )
 
 // Options says what Run evaluates.
@@ -60,11 +63,9 @@ type Options struct {
 	Terminal bool
 }
 
-// Check cadence and windows of the prequential section.
-const (
-	BoundWindow = 1000 // margins in the prequential bound check
-	CheckEvery  = 100  // judged events between prequential bound checks
-)
+// CheckEvery is the number of judged events between prequential checks
+// (online.JudgeCheckEvery).
+const CheckEvery = online.JudgeCheckEvery
 
 const (
 	sectionPrequential = "prequential"
@@ -124,6 +125,7 @@ type Measures struct {
 	KendallTau *float64 `json:"kendall_tau,omitempty"`
 	MAE        *float64 `json:"mae,omitempty"`
 	ZeroOne    *float64 `json:"zero_one,omitempty"`
+	RMSE       *float64 `json:"rmse,omitempty"`
 }
 
 // ModelNames returns the model names in configuration order.
@@ -136,19 +138,32 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// Run evaluates the models of cfg (fresh, as stream.BuildModels builds
-// them) over opt.Data and, if set, opt.Test. It stops early with ctx's
-// error when ctx is cancelled.
-func Run(ctx context.Context, cfg config.Config, opt Options) (*Report, error) {
+// Run evaluates the models of cfg, built fresh from the model types of reg
+// as the service builds them, over opt.Data and, if set, opt.Test. It stops
+// early with ctx's error when ctx is cancelled.
+func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Options) (*Report, error) {
 	if opt.Data == "" {
 		return nil, errors.New("eval: no data file")
 	}
 	if len(cfg.Models) == 0 {
 		return nil, errors.New("eval: the configuration has no models")
 	}
-	models, err := stream.BuildModels(cfg)
-	if err != nil {
-		return nil, err
+	type namedModel struct {
+		Name   string
+		Model  online.Model
+		Traits online.Traits
+	}
+	models := make([]namedModel, len(cfg.Models))
+	for i, mc := range cfg.Models {
+		t, err := reg.Type(mc.Type)
+		if err != nil {
+			return nil, fmt.Errorf("eval: models[%d] (%s): %w", i, mc.Name, err)
+		}
+		m, err := reg.New(mc.Spec())
+		if err != nil {
+			return nil, fmt.Errorf("eval: models[%d] (%s): %w", i, mc.Name, err)
+		}
+		models[i] = namedModel{mc.Name, m, t.Traits(mc.Params)}
 	}
 	rep := &Report{
 		Models: map[string]*ModelReport{},
@@ -157,7 +172,7 @@ func Run(ctx context.Context, cfg config.Config, opt Options) (*Report, error) {
 	}
 	states := make([]*modelState, len(models))
 	for i, nm := range models {
-		st := newModelState(nm.Model, cfg.Metrics.AccuracyWindow)
+		st := newModelState(nm.Model, nm.Traits, cfg.Metrics.AccuracyWindow)
 		states[i] = st
 		rep.order = append(rep.order, nm.Name)
 		rep.Config.Types[nm.Name] = nm.Model.Type()
@@ -185,9 +200,9 @@ func Run(ctx context.Context, cfg config.Config, opt Options) (*Report, error) {
 			// Heavy models refit once more at the end of the data, so that
 			// the holdout judges a model trained on the last window.
 			for _, nm := range models {
-				if r, ok := nm.Model.(interface {
+				if r, ok := online.Unwrap[interface {
 					RefitNow(context.Context) refit.Report
-				}); ok {
+				}](nm.Model); ok {
 					if rr := r.RefitNow(ctx); rr.Err != nil && ctx.Err() == nil {
 						return nil, fmt.Errorf("eval: final refit of %s: %w", nm.Name, rr.Err)
 					}
@@ -296,9 +311,10 @@ const (
 // modelState is one model's evaluation in progress.
 type modelState struct {
 	m       online.Model
+	traits  online.Traits
 	bounder online.Bounder // nil when the model has no bound
-	ordinal bool
-	ranking bool // ranking or regression: real targets, τ only
+	ordinal bool           // judged by τ (and levels) rather than accuracy
+	ranking bool           // ranking or regression: real targets, no predicted level
 	learn   bool
 	out     []outcome
 	window  int
@@ -306,7 +322,6 @@ type modelState struct {
 	sec       *sectionStats
 	preqStats *sectionStats // kept for the plots
 	holdStats *sectionStats
-	boundBuf  []float64
 }
 
 // sectionStats accumulates one section's measures.
@@ -319,56 +334,27 @@ type sectionStats struct {
 	nProb                int64
 	boundSum             float64
 	nBound               int64
-	violations           int
 	sinceCheck           int
-	window               *online.BoundMonitor // prequential: last BoundWindow margins
+	judge                *online.Judge        // prequential: the service's judge
 	all                  *online.BoundMonitor // cumulative, default grid
 	fine                 *online.BoundMonitor // cumulative, fine grid (plots)
 	scores, truth        []float64            // judged rows
 	pred                 []int                // ordinal: predicted levels
-	preq                 *online.Prequential  // classifier quality window
-	ord                  *online.OrdinalWindow
-	curve, cumCurve      series // quality over the stream (see plotData)
+	curve, cumCurve      series               // quality over the stream (see plotData)
 	finalBound, fineGrid []float64
 }
 
-func newModelState(m online.Model, window int) *modelState {
+func newModelState(m online.Model, t online.Traits, window int) *modelState {
 	if window <= 0 {
 		window = 1000
 	}
-	st := &modelState{m: m, out: make([]outcome, batchRows), window: window}
-	switch m.Type() {
-	case config.ModelOMAM:
-		st.ordinal = true
-	case config.ModelLSRRank, config.ModelMLSRRank, config.ModelKRR, "rfrank":
-		st.ordinal, st.ranking = true, true // real targets, no predicted level: τ only
-	}
-	if !st.ordinal {
-		st.bounder = bounderOf(m)
+	st := &modelState{m: m, traits: t, out: make([]outcome, batchRows), window: window}
+	st.ordinal = t.Kind != online.Classifier
+	st.ranking = t.Kind == online.Ranking || t.Kind == online.Regression
+	if t.Bound {
+		st.bounder, _ = m.(online.Bounder)
 	}
 	return st
-}
-
-// bounderOf returns the model's certainty bound: the model itself when it
-// is an online.Bounder, else that of the model it wraps (Inner, e.g. the
-// Standardize wrapper: the inner model's bound is on the same margins y·f);
-// nil when there is none or the model says it has none (HasBound false,
-// e.g. an exact kernel without a finite B).
-func bounderOf(m online.Model) online.Bounder {
-	for m != nil {
-		if hb, ok := m.(interface{ HasBound() bool }); ok && !hb.HasBound() {
-			return nil
-		}
-		if b, ok := m.(online.Bounder); ok {
-			return b
-		}
-		w, ok := m.(interface{ Inner() online.Model })
-		if !ok {
-			return nil
-		}
-		m = w.Inner()
-	}
-	return nil
 }
 
 // begin starts a section.
@@ -377,16 +363,9 @@ func (st *modelState) begin(learn bool) {
 	if st.bounder != nil {
 		s.all = online.NewBoundMonitor(0, online.DefaultBoundGrid())
 		s.fine = online.NewBoundMonitor(0, fineGrid())
-		if learn {
-			s.window = online.NewBoundMonitor(BoundWindow, online.DefaultBoundGrid())
-		}
 	}
 	if learn {
-		if st.ordinal {
-			s.ord = online.NewOrdinalWindow(st.window)
-		} else {
-			s.preq = online.NewPrequential(st.window)
-		}
+		s.judge = online.NewJudge(st.traits, st.window)
 	}
 	st.sec, st.learn = s, learn
 	if learn {
@@ -407,13 +386,12 @@ func fineGrid() []float64 {
 
 // run feeds a batch of rows to the model. Only Label and Observe are timed;
 // the bookkeeping runs between timed stretches, which end at every
-// CheckEvery-th judged event so that the prequential bound check sees the
-// model exactly as it is then.
+// CheckEvery-th judged event so that the judge's check (online.Judge: the
+// bound, τ) sees the model exactly as it is then.
 func (st *modelState) run(rows []Row) {
 	s := st.sec
 	for i := 0; i < len(rows); {
 		start := i
-		check := false
 		t0 := time.Now()
 		for ; i < len(rows); i++ {
 			r, o := &rows[i], &st.out[i]
@@ -428,7 +406,7 @@ func (st *modelState) run(rows []Row) {
 			}
 			o.kind, o.y, o.p = outcomeJudged, y, st.m.Observe(r.X, y, st.learn)
 			if s.sinceCheck++; s.sinceCheck == CheckEvery {
-				s.sinceCheck, check = 0, true
+				s.sinceCheck = 0
 				i++
 				break
 			}
@@ -436,11 +414,6 @@ func (st *modelState) run(rows []Row) {
 		s.elapsed += time.Since(t0)
 		for j := start; j < i; j++ {
 			st.account(&st.out[j])
-		}
-		if check && s.window != nil {
-			var v int
-			st.boundBuf, v = s.window.Check(st.bounder.Bound, st.boundBuf)
-			s.violations += v
 		}
 	}
 }
@@ -461,14 +434,15 @@ func (st *modelState) account(o *outcome) {
 	p := &o.p
 	s.scores = append(s.scores, p.Score)
 	s.truth = append(s.truth, o.y)
+	if s.judge != nil {
+		s.judge.Add(*p, o.y, st.bounder)
+	}
 	if st.ordinal {
-		level := int(o.y)
 		s.pred = append(s.pred, p.Label)
-		if s.ord != nil {
-			s.ord.Add(p.Score, p.Label, level)
-			if s.curve.due(s.n) {
-				s.curve.add(float64(s.n), s.ord.KendallTau())
-				s.cumCurve.add(float64(s.n), s.ord.ZeroOne())
+		if s.judge != nil && s.curve.due(s.n) {
+			s.curve.add(float64(s.n), s.judge.KendallTau())
+			if !st.ranking {
+				s.cumCurve.add(float64(s.n), s.judge.ZeroOne())
 			}
 		}
 		return
@@ -477,12 +451,9 @@ func (st *modelState) account(o *outcome) {
 	if wrong {
 		s.wrong++
 	}
-	if s.preq != nil {
-		s.preq.Add(!wrong)
-		if s.curve.due(s.n) {
-			s.curve.add(float64(s.n), 1-s.preq.Accuracy())
-			s.cumCurve.add(float64(s.n), float64(s.wrong)/float64(s.n))
-		}
+	if s.judge != nil && s.curve.due(s.n) {
+		s.curve.add(float64(s.n), 1-s.judge.Accuracy())
+		s.cumCurve.add(float64(s.n), float64(s.wrong)/float64(s.n))
 	}
 	if p.HasProbability {
 		q := min(max(p.Probability, probClip), 1-probClip)
@@ -500,9 +471,6 @@ func (st *modelState) account(o *outcome) {
 		margin := o.y * p.Score
 		s.all.Add(margin)
 		s.fine.Add(margin)
-		if s.window != nil {
-			s.window.Add(margin)
-		}
 	}
 }
 
@@ -524,6 +492,13 @@ func (st *modelState) finish() *Measures {
 				m.MAE = num(online.MeanAbsError(s.pred, truth))
 				m.ZeroOne = num(online.ZeroOneError(s.pred, truth))
 			}
+			if st.traits.Kind == online.Regression {
+				var se float64
+				for i, y := range s.truth {
+					se += (s.scores[i] - y) * (s.scores[i] - y)
+				}
+				m.RMSE = num(math.Sqrt(se / float64(len(s.truth))))
+			}
 		}
 		return m
 	}
@@ -536,8 +511,10 @@ func (st *modelState) finish() *Measures {
 	if s.nBound > 0 {
 		m.MeanMistakeBound = num(s.boundSum / float64(s.nBound))
 		if st.bounder != nil {
-			v := s.violations
-			if !s.learn {
+			var v int
+			if s.judge != nil {
+				_, v = s.judge.Violations()
+			} else {
 				_, v = s.all.Check(st.bounder.Bound, nil)
 			}
 			m.BoundViolations = &v

@@ -1,4 +1,4 @@
-package stream
+package bench
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/stream"
 )
 
 // ScaleResult is the throughput of one consumer group of Instances
@@ -35,7 +36,7 @@ func (r ScaleResult) Rate() float64 { return float64(r.Events) / r.Elapsed.Secon
 // StableRate is events per second once the group was stable.
 func (r ScaleResult) StableRate() float64 { return float64(r.StableEvents) / r.Stable.Seconds() }
 
-// BenchScaleOut measures end-to-end throughput with 1, 2, … instances of
+// ScaleOut measures end-to-end throughput with 1, 2, … instances of
 // the scoring pipeline in one consumer group over one preloaded input
 // topic, each instance with its own engine, producer and state store
 // (partitioned state in a changelog topic, snapshots every
@@ -43,12 +44,12 @@ func (r ScaleResult) StableRate() float64 { return float64(r.StableEvents) / r.S
 // running more processes gives on this machine, and the changelog's traffic
 // per event. The instances run in this process; they share its cores with
 // the embedded broker, as separate processes on one machine would.
-func BenchScaleOut(ctx context.Context, cfg BenchConfig, instances []int) ([]ScaleResult, error) {
+func ScaleOut(ctx context.Context, cfg Config, instances []int) ([]ScaleResult, error) {
 	say := cfg.Progress
 	if say == nil {
 		say = func(string) {}
 	}
-	b, err := StartBroker(0, TopicSpec{"bench.in", cfg.Partitions}, TopicSpec{"bench.scores", cfg.Partitions}, TopicSpec{"bench.dlq", 1})
+	b, err := stream.StartBroker(0, stream.TopicSpec{Name: "bench.in", Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.scores", Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.dlq", Partitions: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func BenchScaleOut(ctx context.Context, cfg BenchConfig, instances []int) ([]Sca
 	return out, nil
 }
 
-func benchScaleOne(ctx context.Context, brokers []string, cfg BenchConfig, k int, every time.Duration, tag string) (ScaleResult, error) {
+func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, every time.Duration, tag string) (ScaleResult, error) {
 	res := ScaleResult{Instances: k, Events: cfg.Events}
 	ends, err := partitionEnds(ctx, brokers, "bench.in", cfg.Partitions)
 	if err != nil {
@@ -86,12 +87,12 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg BenchConfig, k int
 	next := make([]atomic.Int64, cfg.Partitions) // per partition: highest offset processed + 1
 	var processed, acked atomic.Int64
 	var first atomic.Int64
-	spec := online.Spec{Type: "mam", Dim: cfg.Dim, Kernel: cfg.Kernel, Balance: true, Delta: 0.05}
-	newModel := func() (online.Model, error) { return online.New(spec) }
+	params := online.MAMParams{Kernel: cfg.Kernel, Balance: true, Delta: online.DefaultDelta}
+	newModel := func() (online.Model, error) { return online.NewMAM(cfg.Dim, params) }
 	type instance struct {
-		pl    *Pipeline
-		pub   *Publisher
-		store *StateStore
+		pl    *stream.Pipeline
+		pub   *stream.Publisher
+		store *stream.StateStore
 	}
 	var insts []instance
 	defer func() {
@@ -104,21 +105,21 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg BenchConfig, k int
 		if err != nil {
 			return res, err
 		}
-		engine, err := NewEngine(EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim, Partitioned: true},
-			[]NamedModel{{Name: "mam", Model: model, New: newModel}}, nil)
+		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim, Partitioned: true},
+			[]stream.NamedModel{{Name: "mam", Model: model, New: newModel}}, nil)
 		if err != nil {
 			return res, err
 		}
-		store, err := OpenStateStore(ctx, config.Snapshot{ChangelogTopic: "bench.state-" + tag, Every: every, Keep: 1}, brokers, "streamer-bench", "bench", nil, nil)
+		store, err := stream.OpenStateStore(ctx, config.Snapshot{ChangelogTopic: "bench.state-" + tag, Every: every, Keep: 1}, brokers, "streamer-bench", "bench", nil, nil)
 		if err != nil {
 			return res, err
 		}
-		pub := NewPublisher(PublisherConfig{
+		pub := stream.NewPublisher(stream.PublisherConfig{
 			Brokers: brokers, ClientID: "streamer-bench", BatchSize: 1000, BatchTimeout: 5 * time.Millisecond,
 			BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
 		}, nil, func(n int) { acked.Add(int64(n)) }, nil)
 		timed := &timedEngine{Engine: engine, first: &first, next: next, processed: &processed}
-		pl := NewPipeline(PipelineConfig{
+		pl := stream.NewPipeline(stream.PipelineConfig{
 			Brokers: brokers, Group: "bench-scale-" + tag, Topic: "bench.in", ClientID: "streamer-bench",
 			StartOffset: kafka.FirstOffset, SnapshotEvery: every, SessionTimeout: 6 * time.Second,
 		}, timed, pub, nil, nil)
@@ -142,7 +143,7 @@ wait:
 			err = ctx.Err()
 			break wait
 		case <-deadline:
-			err = fmt.Errorf("stream: bench scale-out: timed out with %d of %d events processed", processed.Load(), cfg.Events)
+			err = fmt.Errorf("bench: scale-out: timed out with %d of %d events processed", processed.Load(), cfg.Events)
 			break wait
 		case <-tick.C:
 		}
@@ -168,8 +169,9 @@ wait:
 	wg.Wait()
 	for _, in := range insts {
 		_ = in.pub.Close(context.Background())
-		res.ChangelogBytes += in.store.written.Load()
-		res.Snapshots += in.store.saved.Load()
+		bytes, n := in.store.Written()
+		res.ChangelogBytes += bytes
+		res.Snapshots += n
 	}
 	res.Elapsed = end.Sub(time.Unix(0, first.Load()))
 	res.Stable = end.Sub(stableAt)
@@ -180,13 +182,13 @@ wait:
 
 // timedEngine records the first event's time and each partition's progress.
 type timedEngine struct {
-	*Engine
+	*stream.Engine
 	first     *atomic.Int64
 	next      []atomic.Int64
 	processed *atomic.Int64
 }
 
-func (t *timedEngine) Process(msg *kafka.Message, out Sink) {
+func (t *timedEngine) Process(msg *kafka.Message, out stream.Sink) {
 	if t.first.Load() == 0 {
 		t.first.CompareAndSwap(0, time.Now().UnixNano())
 	}

@@ -1,4 +1,8 @@
-package stream
+// Package bench drives `streamer bench`: end-to-end throughput of the
+// service's pipeline against a pass-through pipeline on an embedded
+// Kafka-protocol broker, and the same with several instances of one
+// consumer group (scale-out).
+package bench
 
 import (
 	"context"
@@ -13,13 +17,14 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
-	"github.com/streamer/streamer/stream/config"
+	"github.com/streamer/streamer/stream"
 )
 
-// BenchConfig configures Bench.
-type BenchConfig struct {
+// Config configures Run and ScaleOut.
+type Config struct {
 	Events     int // events to push through each pipeline
 	Dim        int // features per event
 	Partitions int // input partitions
@@ -31,8 +36,8 @@ type BenchConfig struct {
 	Progress      func(string) // optional progress messages
 }
 
-// BenchResult is one pipeline's measured throughput.
-type BenchResult struct {
+// Result is one pipeline's measured throughput.
+type Result struct {
 	Mode      string // "passthrough", "score" or "score+snapshot"
 	Round     int
 	Snapshots int // snapshots taken (score+snapshot)
@@ -41,23 +46,23 @@ type BenchResult struct {
 }
 
 // Rate is events per second.
-func (r BenchResult) Rate() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+func (r Result) Rate() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
 
-// Bench measures end-to-end throughput on an embedded broker. It preloads
+// Run measures end-to-end throughput on an embedded broker. It preloads
 // cfg.Events labelled events into an input topic, then runs two pipelines
 // over them with the same consumer and producer settings, each in its own
 // consumer group: "passthrough" (consume → publish the same bytes) and
 // "score" (consume → decode → score → learn → publish a score record). Each
 // is timed from its first consumed event until the broker has acknowledged
 // its last published record.
-func Bench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	say := cfg.Progress
 	if say == nil {
 		say = func(string) {}
 	}
-	b, err := StartBroker(0,
-		TopicSpec{"bench.in", cfg.Partitions}, TopicSpec{"bench.passthrough", cfg.Partitions},
-		TopicSpec{"bench.scores", cfg.Partitions}, TopicSpec{"bench.dlq", 1})
+	b, err := stream.StartBroker(0,
+		stream.TopicSpec{Name: "bench.in", Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.passthrough", Partitions: cfg.Partitions},
+		stream.TopicSpec{Name: "bench.scores", Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.dlq", Partitions: 1})
 	if err != nil {
 		return nil, err
 	}
@@ -70,25 +75,25 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 	}
 	say(fmt.Sprintf("preloaded in %s", time.Since(t0).Round(time.Millisecond)))
 
-	pass := ProcessorFunc(func(msg *kafka.Message, out Sink) {
+	pass := stream.ProcessorFunc(func(msg *kafka.Message, out stream.Sink) {
 		out.Publish(kafka.Message{Topic: "bench.passthrough", Key: msg.Key, Value: msg.Value})
 	})
-	newEngine := func() (*Engine, online.Model, error) {
-		model, err := online.New(online.Spec{Type: "mam", Dim: cfg.Dim, Kernel: cfg.Kernel, Balance: true, Delta: 0.05})
+	newEngine := func() (*stream.Engine, online.Model, error) {
+		model, err := online.NewMAM(cfg.Dim, online.MAMParams{Kernel: cfg.Kernel, Balance: true, Delta: online.DefaultDelta})
 		if err != nil {
 			return nil, nil, err
 		}
-		engine, err := NewEngine(EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim},
-			[]NamedModel{{Name: "mam", Model: model}}, nil)
+		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim},
+			[]stream.NamedModel{{Name: "mam", Model: model}}, nil)
 		return engine, model, err
 	}
-	var out []BenchResult
+	var out []Result
 	for round := 1; round <= max(1, cfg.Rounds); round++ {
 		type run struct {
 			mode  string
-			proc  Processor
+			proc  stream.Processor
 			model online.Model
-			store *StateStore
+			store *stream.StateStore
 		}
 		runs := []run{{mode: "passthrough", proc: pass}}
 		e, m, err := newEngine()
@@ -102,7 +107,7 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 				return nil, err
 			}
 			defer os.RemoveAll(dir)
-			store, err := OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: cfg.SnapshotEvery, Keep: 3}, nil, "", "bench", nil, nil)
+			store, err := stream.OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: cfg.SnapshotEvery, Keep: 3}, nil, "", "bench", nil, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -120,11 +125,12 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 				return out, err
 			}
 			if rn.model != nil && rn.model.Examples() != int64(cfg.Events) {
-				return out, fmt.Errorf("stream: bench %s: model learned %d events, want %d", rn.mode, rn.model.Examples(), cfg.Events)
+				return out, fmt.Errorf("bench: %s: model learned %d events, want %d", rn.mode, rn.model.Examples(), cfg.Events)
 			}
 			msg := fmt.Sprintf("round %d: %s: %d events in %s (%.0f events/s)", round, r.Mode, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate())
 			if rn.store != nil {
-				r.Snapshots = int(rn.store.seq)
+				_, n := rn.store.Written()
+				r.Snapshots = int(n)
 				msg += fmt.Sprintf(", %d snapshots", r.Snapshots)
 			}
 			say(msg)
@@ -134,11 +140,11 @@ func Bench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 	return out, nil
 }
 
-func benchOne(ctx context.Context, brokers []string, mode string, proc Processor, events int, store *StateStore, every time.Duration) (BenchResult, error) {
+func benchOne(ctx context.Context, brokers []string, mode string, proc stream.Processor, events int, store *stream.StateStore, every time.Duration) (Result, error) {
 	var acked atomic.Int64
 	done := make(chan struct{})
 	var once sync.Once
-	pub := NewPublisher(PublisherConfig{
+	pub := stream.NewPublisher(stream.PublisherConfig{
 		Brokers: brokers, ClientID: "streamer-bench", BatchSize: 1000, BatchTimeout: 5 * time.Millisecond,
 		BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
 	}, nil, func(n int) {
@@ -147,18 +153,18 @@ func benchOne(ctx context.Context, brokers []string, mode string, proc Processor
 		}
 	}, nil)
 	var first atomic.Int64
-	timed := ProcessorFunc(func(msg *kafka.Message, p Sink) {
+	timed := stream.ProcessorFunc(func(msg *kafka.Message, p stream.Sink) {
 		if first.Load() == 0 {
 			first.Store(time.Now().UnixNano())
 		}
 		proc.Process(msg, p)
 	})
-	pl := NewPipeline(PipelineConfig{
+	pl := stream.NewPipeline(stream.PipelineConfig{
 		Brokers: brokers, Group: "bench-" + mode, Topic: "bench.in", ClientID: "streamer-bench",
 		StartOffset: kafka.FirstOffset, CommitInterval: time.Second, SnapshotEvery: every,
 	}, timed, pub, nil, nil)
 	if store != nil {
-		pl.UseStateStore(store, stateful{timed, proc.(Stateful)})
+		pl.UseStateStore(store, stateful{timed, proc.(stream.Stateful)})
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
@@ -169,19 +175,19 @@ func benchOne(ctx context.Context, brokers []string, mode string, proc Processor
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-time.After(10 * time.Minute):
-		err = fmt.Errorf("stream: bench %s: timed out with %d of %d records acknowledged", mode, acked.Load(), events)
+		err = fmt.Errorf("bench: %s: timed out with %d of %d records acknowledged", mode, acked.Load(), events)
 	}
 	end := time.Now()
 	cancel()
 	<-errc
 	_ = pub.Close(context.Background())
-	return BenchResult{Mode: mode, Events: events, Elapsed: end.Sub(time.Unix(0, first.Load()))}, err
+	return Result{Mode: mode, Events: events, Elapsed: end.Sub(time.Unix(0, first.Load()))}, err
 }
 
-// stateful pairs a wrapping Processor with the state of the wrapped one.
+// stateful pairs a wrapping stream.Processor with the state of the wrapped one.
 type stateful struct {
-	Processor
-	st Stateful
+	stream.Processor
+	st stream.Stateful
 }
 
 func (s stateful) Capture() ([]snapshot.Model, error) { return s.st.Capture() }
@@ -232,7 +238,7 @@ func preload(ctx context.Context, brokers []string, topic string, n, dim int) er
 						}
 					}
 				}
-				return fmt.Errorf("stream: preload: %w", err)
+				return fmt.Errorf("bench: preload: %w", err)
 			}
 			msgs = msgs[:0]
 		}

@@ -1,0 +1,59 @@
+package refit
+
+import (
+	"errors"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/rank"
+)
+
+// LSRRankName is the configuration's name of least-squares kernel ranking.
+const LSRRankName = "lsrrank"
+
+// LSRRankParams are the parameters of type "lsrrank": least-squares
+// regularised ranking (seed 001) with one kernel.
+type LSRRankParams struct {
+	Kernel     RankKernel `yaml:"kernel"`
+	RankParams `yaml:",inline"`
+	// Levels m ≥ 2: targets are the integers 1..m and the model also
+	// publishes a level from thresholds on the score (0 = off: any real
+	// target, score only).
+	Levels int `yaml:"levels"`
+}
+
+// DefaultLSRRankParams returns the defaults of type "lsrrank".
+func DefaultLSRRankParams() LSRRankParams {
+	return LSRRankParams{Kernel: defaultRankKernel(), RankParams: defaultRankParams()}
+}
+
+// Complete applies the defaults that depend on the kernel's type and the
+// solver.
+func (p *LSRRankParams) Complete(_ int, given func(string) bool) {
+	p.Kernel.complete(p.Solver, given)
+	p.RankParams.complete(given)
+}
+
+// Validate checks the parameters for inputs of dimension dim.
+func (p *LSRRankParams) Validate(dim int) error {
+	var errs []error
+	p.Kernel.validate(&errs, p.Solver)
+	p.RankParams.validate(&errs, dim)
+	checkLevels(&errs, p.Levels)
+	return errors.Join(errs...)
+}
+
+// LSRRankType is the "lsrrank" model type.
+func LSRRankType() *online.Type {
+	return online.Define(online.Def[LSRRankParams]{
+		Name:     LSRRankName,
+		Doc:      "least-squares kernel ranking refitted from a window: `solver: exact` (one m×m Cholesky) or `features` (random features, running D×D sums); with `levels` also a level 1..m",
+		Defaults: DefaultLSRRankParams,
+		Traits:   func(p *LSRRankParams) online.Traits { return rankTraits(online.Ranking, p.Levels) },
+		New:      newLSRRank,
+		Restore:  func(b []byte) (online.Model, error) { return restore(b, LSRRankName, newLSRRank) },
+	})
+}
+
+func newLSRRank(dim int, p *LSRRankParams) (online.Model, error) {
+	return newRankModel(LSRRankName, p, dim, &p.RankParams, p.Kernel.kernels(), rank.LSRRank, p.Kernel.Features, p.Kernel.Seed, p.Levels)
+}

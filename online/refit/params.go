@@ -1,0 +1,96 @@
+package refit
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/streamer/streamer/online"
+)
+
+// Keys every refitted model type shares.
+
+// Window is the "window" key of a refitted model: the labelled events each
+// refit trains on.
+type Window struct {
+	Events int           `yaml:"events"` // labelled events kept, ≥ 10 (default 2000)
+	Time   time.Duration `yaml:"time"`   // also drop events older than this (0 = off)
+}
+
+// Schedule is the "refit" key of a refitted model: when it is refitted.
+// With neither key given it refits every 1000 labelled events.
+type Schedule struct {
+	EveryEvents int           `yaml:"every_events"` // after this many labelled events (0 = off)
+	Every       time.Duration `yaml:"every"`        // this often (0 = off)
+}
+
+// Defaults of the shared keys.
+const (
+	DefaultWindow     = 2000 // window.events
+	DefaultRefitEvery = 1000 // refit.every_events when neither refit key is given
+	minWindow         = 10
+	maxWindowFloats   = 1 << 25 // window.events × dim, the window's ring (256 MiB)
+)
+
+// complete sets the schedule's default: every_events 1000 unless one of the
+// keys is given (given: key under the model, "refit.every").
+func (s *Schedule) complete(given func(string) bool) {
+	if !given("refit.every_events") {
+		s.EveryEvents = 0
+		if !given("refit.every") {
+			s.EveryEvents = DefaultRefitEvery
+		}
+	}
+}
+
+// check adds the window's and the schedule's errors to errs.
+func checkWindow(errs *[]error, w Window, s Schedule, dim int) {
+	if w.Events < minWindow || (dim > 0 && w.Events > maxWindowFloats/dim) {
+		*errs = append(*errs, specErrorf("window.events", "must be ≥ %d (the refit window) with window×dim ≤ %d, got %d×%d", minWindow, maxWindowFloats, w.Events, dim))
+	}
+	if w.Time < 0 {
+		*errs = append(*errs, specErrorf("window.time", "must be ≥ 0 (0 = off), got %v", w.Time))
+	}
+	if s.EveryEvents < 0 || s.Every < 0 || (s.EveryEvents == 0 && s.Every == 0) {
+		*errs = append(*errs, specErrorf("refit", "set every_events and/or every (> 0), got every_events %d, every %v", s.EveryEvents, s.Every))
+	}
+}
+
+func specErrorf(key, format string, args ...any) error {
+	return &online.SpecError{Field: key, Problem: fmt.Sprintf(format, args...)}
+}
+
+// positive reports whether x is a finite number > 0.
+func positive(x float64) bool { return x > 0 && !math.IsInf(x, 0) }
+
+// restore is the Restore of a refitted model type: the parameters from the
+// envelope, a model built from them, then its state. An encoding from
+// before the envelope carries no parameters: online.ErrNeedsConfig.
+func restore[P any, PP interface {
+	*P
+	online.Params
+}](b []byte, name string, build func(dim int, p *P) (online.Model, error)) (online.Model, error) {
+	if bytes.HasPrefix(b, []byte(legacyMagic)) {
+		return nil, online.ErrNeedsConfig
+	}
+	var p P
+	dim, r := online.ReadHeader(b, name, PP(&p), nil)
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	if dim <= 0 {
+		return nil, fmt.Errorf("%w: dimension %d", online.ErrFormat, dim)
+	}
+	if err := PP(&p).Validate(dim); err != nil {
+		return nil, fmt.Errorf("%w: parameters: %w", online.ErrFormat, err)
+	}
+	m, err := build(dim, &p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", online.ErrFormat, err)
+	}
+	if err := m.UnmarshalBinary(b); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
