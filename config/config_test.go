@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,10 +11,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/codec"
 )
 
+// mamParams returns the mam defaults changed by edit.
+func mamParams(edit func(p *online.MAMParams)) *online.MAMParams {
+	p := online.DefaultMAMParams()
+	if edit != nil {
+		edit(&p)
+	}
+	return &p
+}
+
 func TestGoodRoundTrip(t *testing.T) {
-	got, err := Load("testdata/good.yaml", nil)
+	got, err := Load("testdata/good.yaml", nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,48 +55,61 @@ func TestGoodRoundTrip(t *testing.T) {
 			{
 				Name:     "mam_rbf",
 				Type:     "mam",
-				Kernel:   Kernel{Type: "rbf", Gamma: 0.5, Features: 256, Seed: 18446744073709551615},
 				Features: Features{Dim: 3, Names: names},
-				Balance:  false,
-				Delta:    0.01,
+				Params: mamParams(func(p *online.MAMParams) {
+					p.Kernel = online.KernelSpec{Type: "rbf", Gamma: 0.5, Features: 256, Seed: 18446744073709551615}
+					p.Balance = false
+					p.Delta = 0.01
+				}),
 			},
 			{
 				Name:     "mam-linear_2",
 				Type:     "mam",
-				Kernel:   Kernel{Type: "linear"},
 				Features: Features{Dim: 3, Names: names},
-				Balance:  true,
-				Delta:    0.05,
+				// The linear kernel has no gamma, features or seed.
+				Params: mamParams(func(p *online.MAMParams) { p.Kernel = online.KernelSpec{Type: "linear"} }),
 			},
 			{
 				Name:     "defaults",
 				Type:     "mam",
-				Kernel:   Kernel{Type: "rbf", Gamma: 10, Features: 1024, Seed: 1},
 				Features: Features{Dim: 3, Names: names},
-				Balance:  true,
-				Delta:    0.05,
+				Params:   mamParams(nil),
 			},
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Load(good.yaml)\n got %+v\nwant %+v", got, want)
 	}
-	if err := got.Validate(); err != nil {
+	for i, m := range got.Models {
+		if w := want.Models[i].Params.(*online.MAMParams); !reflect.DeepEqual(m.Params, w) {
+			t.Errorf("models[%d] params\n got %+v\nwant %+v", i, m.Params, w)
+		}
+	}
+	// The default mam kernel is the documented one.
+	if k := online.DefaultMAMParams().Kernel; k != (online.KernelSpec{Type: "rbf", Gamma: 10, Features: 1024, Seed: 1}) {
+		t.Errorf("default mam kernel %+v", k)
+	}
+	if err := got.Validate(testTypes); err != nil {
 		t.Fatalf("Validate of a loaded config: %v", err)
 	}
 }
 
 func TestMinimal(t *testing.T) {
-	got, err := Parse([]byte("models:\n  - {name: m, type: mam, features: {dim: 4}}\n"), nil)
+	got, err := Parse([]byte("models:\n  - {name: m, type: mam, features: {dim: 4}}\n"), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Default()
-	m := DefaultModel()
-	m.Name, m.Type, m.Features.Dim = "m", "mam", 4
-	want.Models = []Model{m}
+	want.Models = []Model{{Name: "m", Type: "mam", Features: Features{Dim: 4}, Params: mamParams(nil)}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	// The spec the registry builds the model from.
+	if s := got.Models[0].Spec(); s.Type != "mam" || s.Dim != 4 || s.Standardize || s.Params != got.Models[0].Params {
+		t.Fatalf("spec %+v", s)
+	}
+	if _, err := testTypes.New(got.Models[0].Spec()); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -91,7 +117,7 @@ func TestBad(t *testing.T) {
 	// want is a fragment of the message; every case names the key at fault.
 	cases := []struct{ file, want string }{
 		{"unknown_top_level", `config: unknown key "logging" (line 3)`},
-		{"unknown_nested_in_list", `config: unknown key "models[0].kernel.gama" (line 6)`},
+		{"unknown_nested_in_list", `config: unknown key "models[0].kernel.gama" (line 6) (models[0].kernel takes: type, gamma, features, seed, degree, coef0)`},
 		{"unknown_producer_key", `config: unknown key "kafka.producer.batch_bytes" (line 3)`},
 		{"missing_brokers", `config: kafka.brokers: at least one broker (host:port) is required (line 2)`},
 		{"portless_broker", `config: kafka.brokers[1]: "kafka-1" is not host:port (line 2)`},
@@ -106,19 +132,19 @@ func TestBad(t *testing.T) {
 		{"no_models", `config: models: at least one model is required`},
 		{"missing_name", `config: models[0].name: required (line 2)`},
 		{"delta_too_big", `config: models[0].delta: must be in (0, 1), got 1.5 (line 5)`},
-		{"negative_gamma", `config: models[0].kernel.gamma: must be a finite number > 0, got -1 (line 4)`},
-		{"gamma_on_linear", `config: models[0].kernel.gamma: not used by the linear kernel; remove it (line 6)`},
-		{"too_many_rff", `config: models[0].kernel.features: must be in 1..65536, got 100000`},
+		{"negative_gamma", `config: models[0].kernel.gamma: must be > 0 and finite, got -1 (line 4)`},
+		{"gamma_on_linear", `config: models[0].kernel.gamma: not used by the linear kernel: must be 0, got 2 (line 6)`},
+		{"too_many_rff", `config: models[0].kernel.features: must be in [1, 1048576], got 2000000 (line 4)`},
 		{"duplicate_names", `config: models[1].name: "m" is already the name of models[0]`},
 		{"bad_name_chars", `config: models[0].name: "My.Model" must be 1 to 64 characters from [a-z0-9_-]`},
 		{"unknown_model_type", `config: models[0].type: "rbm" is not a supported model type (supported: mam, omam, logistic, lda, svm, lsrrank, mlsrrank, krr)`},
-		{"unknown_kernel_type", `config: models[0].kernel.type: "poly" is not one of linear, rbf`},
+		{"unknown_kernel_type", `config: models[0].kernel.type: unknown kernel "poly" (want "linear", "rbf" or "laplacian") (line 2)`},
 		{"names_len_ne_dim", `config: models[0].features.names: has 2 names but models[0].features.dim is 3`},
 		{"duplicate_feature_names", `config: models[0].features.names[1]: "xs" repeats models[0].features.names[0]`},
 		{"missing_dim", `config: models[0].features.dim: required`},
 		{"mismatched_dims", `config: models[1].features.dim: 3 differs from models[0].features.dim 2`},
 		{"mismatched_names", `config: models[1].features.names: [ys, xs] differs from models[0].features.names [xs, ys]`},
-		{"bad_balance", `config: models[0].balance: "yes" is not a boolean`},
+		{"bad_balance", `config: models[0].balance: "yes" is not a boolean (true or false) (line 2)`},
 		{"repeated_key", `config: kafka.group: key repeated (first at line 2) (line 3)`},
 		{"section_not_mapping", `config: kafka: must be a mapping of keys, got "localhost:9092" (line 1)`},
 		{"two_documents", `config: a second YAML document starts at line`},
@@ -130,7 +156,7 @@ func TestBad(t *testing.T) {
 	for _, tc := range cases {
 		covered[tc.file+".yaml"] = true
 		t.Run(tc.file, func(t *testing.T) {
-			_, err := Load(filepath.Join("testdata", "bad", tc.file+".yaml"), nil)
+			_, err := Load(filepath.Join("testdata", "bad", tc.file+".yaml"), nil, testTypes)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -151,7 +177,7 @@ func TestBad(t *testing.T) {
 }
 
 func TestErrorType(t *testing.T) {
-	_, err := Load("testdata/bad/negative_gamma.yaml", nil)
+	_, err := Load("testdata/bad/negative_gamma.yaml", nil, testTypes)
 	var e *Error
 	if !errors.As(err, &e) {
 		t.Fatalf("%v is not a *config.Error", err)
@@ -162,7 +188,7 @@ func TestErrorType(t *testing.T) {
 }
 
 func TestSeveralErrors(t *testing.T) {
-	_, err := Parse([]byte("kafka: {start_offset: middle}\nlog: {format: xml}\n"), nil)
+	_, err := Parse([]byte("kafka: {start_offset: middle}\nlog: {format: xml}\n"), nil, testTypes)
 	for _, want := range []string{"kafka.start_offset", "log.format", "models: at least one model"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v does not mention %s", err, want)
@@ -186,7 +212,7 @@ func TestEnvOverrides(t *testing.T) {
 		"STREAMER_LOG_LEVEL=debug",
 		"no-equals-sign",
 	}
-	got, err := Load("testdata/good.yaml", env)
+	got, err := Load("testdata/good.yaml", env, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +242,7 @@ func TestEnvErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.env, func(t *testing.T) {
-			_, err := Parse([]byte(minimal), []string{tc.env})
+			_, err := Parse([]byte(minimal), []string{tc.env}, testTypes)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error\n  %v\ndoes not contain\n  %s", err, tc.want)
 			}
@@ -227,7 +253,7 @@ func TestEnvErrors(t *testing.T) {
 // A broker list replaced by a variable is reported against the variable,
 // not against the lines of the file's list.
 func TestEnvOwnsList(t *testing.T) {
-	_, err := Load("testdata/good.yaml", []string{"STREAMER_KAFKA_BROKERS=a:1,b:2,nope"})
+	_, err := Load("testdata/good.yaml", []string{"STREAMER_KAFKA_BROKERS=a:1,b:2,nope"}, testTypes)
 	want := `config: kafka.brokers[2]: "nope" is not host:port (from STREAMER_KAFKA_BROKERS)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
@@ -240,7 +266,7 @@ func TestEnvVarsCoverLeaves(t *testing.T) {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {
-		if _, err := Parse([]byte(minimal), []string{v.Name + "=" + "1"}); err != nil && strings.Contains(err.Error(), "unknown environment variable") {
+		if _, err := Parse([]byte(minimal), []string{v.Name + "=" + "1"}, testTypes); err != nil && strings.Contains(err.Error(), "unknown environment variable") {
 			t.Errorf("%s: %v", v.Name, err)
 		}
 	}
@@ -249,7 +275,9 @@ func TestEnvVarsCoverLeaves(t *testing.T) {
 	}
 }
 
-// The reference in doc.go names every key and variable.
+// The reference in doc.go names every key and variable: every key outside
+// models, and the keys every model has; it sends the reader to
+// configs/streamer.yaml for the model types' own keys.
 func TestDocListsEveryKey(t *testing.T) {
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {
@@ -263,15 +291,27 @@ func TestDocListsEveryKey(t *testing.T) {
 			t.Errorf("doc.go does not list variable %s", v.Name)
 		}
 	}
-	for _, k := range []string{"name", "type", "kernel.type", "kernel.gamma", "kernel.features", "kernel.seed", "features.dim", "features.names", "balance", "delta"} {
+	for _, k := range []string{"name", "type", "features.dim", "features.names", "features.standardize", "scope", "max_keys"} {
 		if !regexp.MustCompile(`//\t` + regexp.QuoteMeta(k) + `\s`).Match(doc) {
 			t.Errorf("doc.go does not list models[i].%s", k)
 		}
 	}
+	// The common keys are the ones the decoder handles itself.
+	for _, k := range commonKeys {
+		if !regexp.MustCompile(`//\t` + regexp.QuoteMeta(k) + `[\s.]`).Match(doc) {
+			t.Errorf("doc.go does not list the common model key %s", k)
+		}
+	}
+	if !strings.Contains(string(doc), "configs/streamer.yaml") {
+		t.Error("doc.go does not point to configs/streamer.yaml for the model types' keys")
+	}
+	if strings.Contains(string(doc), "DefaultModel") {
+		t.Error("doc.go mentions DefaultModel, which is gone")
+	}
 }
 
 func TestShippedConfigs(t *testing.T) {
-	ref, err := Load("../../configs/streamer.yaml", nil)
+	ref, err := Load("../configs/streamer.yaml", nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,14 +322,17 @@ func TestShippedConfigs(t *testing.T) {
 	if !reflect.DeepEqual(ref, def) {
 		t.Errorf("configs/streamer.yaml does not hold the defaults:\n got %+v\nwant %+v", ref, def)
 	}
-	m := DefaultModel()
-	m.Name, m.Type = "mam", "mam"
-	m.Features = Features{Dim: 2, Names: []string{"xs", "ys"}}
-	if !reflect.DeepEqual(ref.Models, []Model{m}) {
-		t.Errorf("configs/streamer.yaml models: %+v", ref.Models)
+	// Its first mam model spells out the mam defaults (cmd/streamer's
+	// TestReferenceConfig checks every type's keys).
+	i := slices.IndexFunc(ref.Models, func(m Model) bool { return m.Type == online.MAMName })
+	if i < 0 {
+		t.Fatalf("configs/streamer.yaml has no mam model: %+v", ref.Models)
+	}
+	if m := ref.Models[i]; !reflect.DeepEqual(m.Params, mamParams(nil)) || m.Features.Dim != 2 || !slices.Equal(m.Features.Names, []string{"xs", "ys"}) {
+		t.Errorf("configs/streamer.yaml models[%d]: %+v %+v", i, m, m.Params)
 	}
 
-	demo, err := Load("../../configs/demo.yaml", nil)
+	demo, err := Load("../configs/demo.yaml", nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,11 +340,13 @@ func TestShippedConfigs(t *testing.T) {
 		t.Fatalf("demo models: %+v", demo.Models)
 	}
 	rbf, lin := demo.Models[0], demo.Models[1]
-	if rbf.Name != "mam_rbf" || rbf.Kernel != (Kernel{Type: "rbf", Gamma: 10, Features: 1024, Seed: 1}) || !rbf.Balance {
-		t.Errorf("demo mam_rbf: %+v", rbf)
+	if p, ok := rbf.Params.(*online.MAMParams); rbf.Name != "mam_rbf" || !ok ||
+		p.Kernel != (online.KernelSpec{Type: "rbf", Gamma: 10, Features: 1024, Seed: 1}) || !p.Balance {
+		t.Errorf("demo mam_rbf: %+v %+v", rbf, rbf.Params)
 	}
-	if lin.Name != "mam_linear" || lin.Kernel != (Kernel{Type: "linear"}) || !lin.Balance {
-		t.Errorf("demo mam_linear: %+v", lin)
+	if p, ok := lin.Params.(*online.MAMParams); lin.Name != "mam_linear" || !ok ||
+		p.Kernel != (online.KernelSpec{Type: "linear"}) || !p.Balance {
+		t.Errorf("demo mam_linear: %+v %+v", lin, lin.Params)
 	}
 	for _, m := range demo.Models {
 		if !slices.Equal(m.Features.Names, []string{"xs", "ys"}) || m.Features.Dim != 2 {
@@ -310,35 +355,106 @@ func TestShippedConfigs(t *testing.T) {
 	}
 	// The demo fills in its embedded broker, then validates.
 	demo.Kafka.Brokers = []string{"127.0.0.1:40123"}
-	if err := demo.Validate(); err != nil {
+	if err := demo.Validate(testTypes); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestValidateInCode(t *testing.T) {
 	c := Default()
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "models: at least one model is required") {
+	if err := c.Validate(testTypes); err == nil || !strings.Contains(err.Error(), "models: at least one model is required") {
 		t.Fatalf("got %v", err)
 	}
-	m := DefaultModel()
-	m.Name, m.Type, m.Features.Dim = "m", ModelMAM, 2
-	m.Kernel = Kernel{Type: KernelLinear, Seed: 1}
-	c.Models = []Model{m}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "config: models[0].kernel.seed: only for kernel type rbf") {
+	p := mamParams(func(p *online.MAMParams) { p.Kernel = online.KernelSpec{Type: online.KernelLinear, Seed: 1} })
+	c.Models = []Model{{Name: "m", Type: online.MAMName, Features: Features{Dim: 2}, Params: p}}
+	if err := c.Validate(testTypes); err == nil || err.Error() != "config: models[0].kernel.seed: not used by the linear kernel: must be 0, got 1" {
 		t.Fatalf("got %v", err)
 	}
-	c.Models[0].Kernel.Seed = 0
-	if err := c.Validate(); err != nil {
+	p.Kernel.Seed = 0
+	if err := c.Validate(testTypes); err != nil {
 		t.Fatal(err)
 	}
-	c.Models[0].Delta = 0
-	if err := c.Validate(); err == nil || err.Error() != "config: models[0].delta: must be in (0, 1), got 0" {
+	p.Delta = 0
+	if err := c.Validate(testTypes); err == nil || err.Error() != "config: models[0].delta: must be in (0, 1), got 0" {
 		t.Fatalf("got %v", err)
+	}
+	p.Delta = online.DefaultDelta
+
+	// A model built in code needs its type's parameters.
+	for _, tc := range []struct {
+		params online.Params
+		want   string
+	}{
+		{nil, "config: models[0]: no parameters for model type mam"},
+		{&online.OMAMParams{}, "config: models[0]: parameters *online.OMAMParams for model type mam, want *online.MAMParams"},
+	} {
+		c.Models[0].Params = tc.params
+		if err := c.Validate(testTypes); err == nil || err.Error() != tc.want {
+			t.Errorf("params %T: got %v, want %s", tc.params, err, tc.want)
+		}
+	}
+	c.Models[0].Params = p
+	if err := c.Validate(nil); err == nil || !strings.Contains(err.Error(), "config: models[0].type: no model types registered") {
+		t.Fatalf("nil registry: got %v", err)
+	}
+	if _, err := Parse([]byte(minimal), nil, nil); err == nil || !strings.Contains(err.Error(), "config: models[0].type: no model types registered (line 2)") {
+		t.Fatalf("Parse with a nil registry: got %v", err)
+	}
+}
+
+// perturb calls fn once for every key under the parameter struct v (an
+// addressable struct), dotted from prefix, with a function that changes
+// that key's value in place and one that restores it. A list of structs is
+// changed by adding an item; the keys of its items are changed in a list
+// of one item, which perturb adds (and removes again) around them.
+func perturb(t *testing.T, v reflect.Value, prefix string, fn func(key string, change func())) {
+	t.Helper()
+	for _, f := range codec.Fields(v) {
+		key := prefix + f.Key
+		fv := f.Value
+		old := reflect.New(fv.Type()).Elem()
+		old.Set(fv)
+		restore := func() { fv.Set(old) }
+		switch {
+		case fv.Type() == reflect.TypeOf(time.Duration(0)):
+			fn(key, func() { fv.SetInt(fv.Int() + int64(time.Second)) })
+		case fv.Kind() == reflect.Struct:
+			perturb(t, fv, key+".", fn)
+			continue
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct:
+			fn(key, func() { fv.Set(reflect.Append(fv, reflect.Zero(fv.Type().Elem()))) })
+			restore()
+			fv.Set(reflect.Append(fv, reflect.Zero(fv.Type().Elem())))
+			perturb(t, fv.Index(fv.Len()-1), fmt.Sprintf("%s[%d].", key, fv.Len()-1), fn)
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Float64:
+			fn(key, func() { fv.Set(reflect.Append(fv, reflect.ValueOf(1.5))) })
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String:
+			fn(key, func() { fv.Set(reflect.Append(fv, reflect.ValueOf("x"))) })
+		case fv.Kind() == reflect.Bool:
+			fn(key, func() { fv.SetBool(!fv.Bool()) })
+		case fv.Kind() == reflect.Int:
+			fn(key, func() { fv.SetInt(fv.Int() + 1) })
+		case fv.Kind() == reflect.Uint64:
+			fn(key, func() { fv.SetUint(fv.Uint() + 1) })
+		case fv.Kind() == reflect.Float64:
+			fn(key, func() {
+				if x := fv.Float(); x != 0 {
+					fv.SetFloat(x * (1 + 1e-9)) // the smallest of changes counts
+				} else {
+					fv.SetFloat(0.5)
+				}
+			})
+		case fv.Kind() == reflect.String:
+			fn(key, func() { fv.SetString(fv.String() + "x") })
+		default:
+			t.Fatalf("%s: no perturbation for %v", key, fv.Type())
+		}
+		restore()
 	}
 }
 
 func TestFingerprint(t *testing.T) {
-	c, err := Load("testdata/good.yaml", nil)
+	c, err := Load("testdata/good.yaml", nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,43 +463,101 @@ func TestFingerprint(t *testing.T) {
 		t.Fatalf("fingerprint %q", fp)
 	}
 	// Non-model keys do not matter.
-	d, _ := Load("testdata/good.yaml", []string{"STREAMER_KAFKA_GROUP=other", "STREAMER_LOG_LEVEL=warn"})
+	d, _ := Load("testdata/good.yaml", []string{"STREAMER_KAFKA_GROUP=other", "STREAMER_LOG_LEVEL=warn"}, testTypes)
 	if d.Fingerprint() != fp {
 		t.Error("fingerprint depends on non-model keys")
 	}
 	// Writing a default out does not matter either.
-	a, _ := Parse([]byte("models: [{name: m, type: mam, features: {dim: 2}}]"), nil)
-	b, _ := Parse([]byte("models: [{name: m, type: mam, kernel: {type: rbf, gamma: 10.0, features: 1024, seed: 1}, balance: true, delta: 0.05, features: {dim: 2}}]"), nil)
+	a, err := Parse([]byte("models: [{name: m, type: mam, features: {dim: 2}}]"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse([]byte("models: [{name: m, type: mam, kernel: {type: rbf, gamma: 10.0, features: 1024, seed: 1}, balance: true, delta: 0.05, budget: 0, window: {events: 0}, decay: {half_life: 0}, scope: global, features: {dim: 2, standardize: false}}]"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if a.Fingerprint() != b.Fingerprint() || a.Models[0].Fingerprint() != b.Models[0].Fingerprint() {
 		t.Error("explicit defaults change the fingerprint")
 	}
-	// Every model field does.
-	changes := []func(*Model){
-		func(m *Model) { m.Name = "n" },
-		func(m *Model) { m.Type = "other" },
-		func(m *Model) { m.Kernel.Type = "linear" },
-		func(m *Model) { m.Kernel.Gamma = 10.000000001 },
-		func(m *Model) { m.Kernel.Features = 1023 },
-		func(m *Model) { m.Kernel.Seed = 2 },
-		func(m *Model) { m.Features.Dim = 3 },
-		func(m *Model) { m.Features.Names = []string{"x", "y"} },
-		func(m *Model) { m.Balance = false },
-		func(m *Model) { m.Delta = 0.1 },
+
+	// Every model field does: the common keys, and every key of every
+	// model type's parameters.
+	type change struct {
+		what string
+		m    Model
 	}
 	base := a.Models[0]
-	seen := map[string]int{base.Fingerprint(): -1}
-	for i, change := range changes {
+	changes := []change{}
+	common := func(what string, edit func(m *Model)) {
 		m := base
 		m.Features.Names = slices.Clone(base.Features.Names)
-		change(&m)
-		f := m.Fingerprint()
-		if j, ok := seen[f]; ok {
-			t.Errorf("change %d gives the fingerprint of %d", i, j)
+		edit(&m)
+		changes = append(changes, change{what, m})
+	}
+	common("name", func(m *Model) { m.Name = "n" })
+	common("type", func(m *Model) { m.Type = "other" })
+	common("features.dim", func(m *Model) { m.Features.Dim = 3 })
+	common("features.names", func(m *Model) { m.Features.Names = []string{"x", "y"} })
+	common("features.names empty", func(m *Model) { m.Features.Names = []string{} })
+	common("features.standardize", func(m *Model) { m.Features.Standardize = true })
+	common("scope", func(m *Model) { m.Scope = ScopeKey })
+	common("max_keys", func(m *Model) { m.MaxKeys = 5 })
+	common("no params", func(m *Model) { m.Params = nil })
+	// The keys the old Model had, spelled out.
+	mam := func(what string, edit func(p *online.MAMParams)) {
+		common("mam "+what, func(m *Model) { m.Params = mamParams(edit) })
+	}
+	mam("kernel.type", func(p *online.MAMParams) { p.Kernel.Type = "linear" })
+	mam("kernel.gamma", func(p *online.MAMParams) { p.Kernel.Gamma = 10.000000001 })
+	mam("kernel.features", func(p *online.MAMParams) { p.Kernel.Features = 1023 })
+	mam("kernel.seed", func(p *online.MAMParams) { p.Kernel.Seed = 2 })
+	mam("balance", func(p *online.MAMParams) { p.Balance = false })
+	mam("delta", func(p *online.MAMParams) { p.Delta = 0.1 })
+	// Every key of every type, from the type's defaults.
+	for _, typ := range testTypes.Types() {
+		m := base
+		m.Type = typ.Name()
+		m.Params = typ.NewParams()
+		if typ.Name() != base.Type {
+			changes = append(changes, change{typ.Name() + " defaults", m})
 		}
-		seen[f] = i
-		if (Config{Models: []Model{m}}).Fingerprint() == a.Fingerprint() {
-			t.Errorf("change %d does not change Config.Fingerprint", i)
+		pv := reflect.ValueOf(m.Params).Elem()
+		keys := 0
+		perturb(t, pv, "", func(key string, edit func()) {
+			keys++
+			before := Model{Name: m.Name, Type: m.Type, Features: m.Features, Params: clone(m.Params)}
+			edit()
+			changed := Model{Name: m.Name, Type: m.Type, Features: m.Features, Params: clone(m.Params)}
+			if before.Fingerprint() == changed.Fingerprint() {
+				t.Errorf("%s: changing %s (%+v to %+v) does not change the fingerprint", typ.Name(), key, before.Params, changed.Params)
+			}
+			changes = append(changes, change{typ.Name() + " " + key, changed})
+		})
+		if top := len(codec.Fields(pv)); keys < top {
+			t.Errorf("%s: %d keys changed, fewer than its %d top-level keys", typ.Name(), keys, top)
 		}
+		if !reflect.DeepEqual(m.Params, typ.NewParams()) {
+			t.Errorf("%s: perturb did not restore the defaults: %+v", typ.Name(), m.Params)
+		}
+	}
+	seen := map[string]change{base.Fingerprint(): {"base", base}}
+	for _, ch := range changes {
+		f := ch.m.Fingerprint()
+		// Two changes give one fingerprint only if they make one model
+		// (the walk repeats some of the spelled-out mam changes).
+		if prev, ok := seen[f]; ok && !reflect.DeepEqual(prev.m, ch.m) {
+			t.Errorf("change %q gives the fingerprint of %q", ch.what, prev.what)
+		}
+		seen[f] = ch
+		if (Config{Models: []Model{ch.m}}).Fingerprint() == a.Fingerprint() {
+			t.Errorf("change %q does not change Config.Fingerprint", ch.what)
+		}
+	}
+	// Scope global is the default scope.
+	g := base
+	g.Scope = ScopeGlobal
+	if g.Fingerprint() != base.Fingerprint() {
+		t.Error("scope: global changes the fingerprint")
 	}
 	// Order of models matters for the list, not for each model.
 	two := Config{Models: []Model{c.Models[0], c.Models[1]}}
@@ -394,20 +568,32 @@ func TestFingerprint(t *testing.T) {
 	// Golden value: the canonical encoding must not drift silently, or
 	// saved state would be refused after an upgrade.
 	const (
-		goldenList  = "82e285059226c3b74dabcb50163998e8131d5013cabbb9704e475ece5300e9e2"
-		goldenModel = "1aa1d99c6baed3e9fba99379b0bf4aa3e6753c224fded971ae08fcd64cc978e1"
+		goldenList  = "6506985fd777a8ec839267151db64a52a65efc96103188b230f8b52b26e9bb60"
+		goldenModel = "2e37439d1ef60d61ba67e146135165da0f3b9694e8be1c6e6c646068648a42bf"
 	)
 	if a.Fingerprint() != goldenList || a.Models[0].Fingerprint() != goldenModel {
 		t.Errorf("fingerprints changed: %s %s; if on purpose, bump the version in the domain string", a.Fingerprint(), a.Models[0].Fingerprint())
 	}
 }
 
+// clone returns a deep copy of the parameter struct p points to (through
+// its canonical encoding, which is what the fingerprint sees).
+func clone(p online.Params) online.Params {
+	q := reflect.New(reflect.TypeOf(p).Elem())
+	r := codec.NewReader(codec.AppendParams(nil, p), errors.New("clone"))
+	codec.ReadParams(r, q.Interface())
+	if r.Err() != nil {
+		panic(r.Err())
+	}
+	return q.Interface().(online.Params)
+}
+
 func TestEmptyAndNull(t *testing.T) {
-	if _, err := Parse(nil, nil); err == nil || err.Error() != "config: models: at least one model is required" {
+	if _, err := Parse(nil, nil, testTypes); err == nil || err.Error() != "config: models: at least one model is required" {
 		t.Fatalf("empty file: %v", err)
 	}
 	// key: with no value keeps the default.
-	c, err := Parse([]byte("kafka:\n  group:\n  brokers: ~\nhttp:\n"+minimal), nil)
+	c, err := Parse([]byte("kafka:\n  group:\n  brokers: ~\nhttp:\n"+minimal), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,11 +613,20 @@ models:
     kernel: {type: linear}
     features: *f
 `
-	c, err := Parse([]byte(src), nil)
+	c, err := Parse([]byte(src), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(c.Models[1].Features.Names, []string{"xs", "ys"}) {
 		t.Fatalf("%+v", c.Models[1])
+	}
+	// Merge keys are unknown keys, in a model too.
+	for _, tc := range []struct{ yaml, want string }{
+		{"<<: {log: {level: debug}}\n" + minimal, `config: unknown key "<<" (line 1)`},
+		{"models: [{<<: {balance: false}, name: m, type: mam, features: {dim: 2}}]", `config: unknown key "models[0].<<" (line 1)`},
+	} {
+		if _, err := Parse([]byte(tc.yaml), nil, testTypes); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %s", tc.yaml, err, tc.want)
+		}
 	}
 }

@@ -443,8 +443,14 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 		p := join(path, key)
 		i := slices.IndexFunc(fields, func(f codec.Field) bool { return f.Key == key })
 		if i < 0 {
+			takes := strings.Join(keyList(commonKeys, fields), ", ")
+			if !d.anyTypeKey(key) { // a typo rather than another type's key
+				d.errs = append(d.errs, &Error{Key: p, Line: e.k.Line, kind: errUnknownKey,
+					Msg: fmt.Sprintf("(model type %s takes: %s)", m.Type, takes)})
+				continue
+			}
 			d.errs = append(d.errs, &Error{Key: p, Line: e.k.Line,
-				Msg: fmt.Sprintf("does not apply to model type %s (it takes: %s)", m.Type, strings.Join(keyList(commonKeys, fields), ", "))})
+				Msg: fmt.Sprintf("does not apply to model type %s (it takes: %s)", m.Type, takes)})
 			continue
 		}
 		d.value(fields[i].Value, e.k, e.v, p, "model type "+m.Type)
@@ -454,6 +460,17 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 	}
 	m.Params = params
 	return m
+}
+
+// anyTypeKey reports whether key is a (top-level) key of some registered
+// model type.
+func (d *decoder) anyTypeKey(key string) bool {
+	for _, t := range d.reg.Types() {
+		if slices.ContainsFunc(codec.Fields(reflect.New(t.ParamsType())), func(f codec.Field) bool { return f.Key == key }) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyList lists the keys of fields after extra.

@@ -1,14 +1,20 @@
 // Package config is the service configuration of streamer: a plain
-// [Config] struct, its defaults ([Default], [DefaultModel]), a YAML loader
-// with environment overrides ([Load], [Parse]) and explicit validation
-// ([Config.Validate]).
+// [Config] struct, its defaults ([Default]), a YAML loader with environment
+// overrides ([Load], [Parse]) and explicit validation ([Config.Validate]).
+// The model types a models entry may name, and their own keys, come from
+// the [github.com/streamer/streamer/online.Registry] passed to each of
+// these (cmd/streamer assembles the service's); every key of a models
+// entry besides the common ones is decoded into its type's parameter
+// struct ([Model.Params]), starting from the type's defaults.
 //
 // Loading starts from the defaults, replaces each key present in the file,
 // applies the STREAMER_* environment overrides, then validates. Any problem
 // stops start-up with an [*Error] that names the key by its full dotted path
 // with list indices, and its line or environment variable:
 //
-//	config: unknown key "models[0].kernel.gama" (line 12)
+//	config: unknown key "models[0].kernel.gama" (line 12) (models[0].kernel takes: type, gamma, features, seed, degree, coef0)
+//	config: models[0].balance: does not apply to model type svm (it takes: name, type, features, scope, max_keys, kernel, C, …) (line 14)
+//	config: models[0].kernel.gamma: must be > 0 and finite, got -1 (line 13)
 //	config: kafka.commit_interval: "5 seconds" is not a duration (write e.g. 1s, 250ms, 1m30s) (line 9)
 //	config: kafka.start_offset: "middle" is not one of earliest, latest (from STREAMER_KAFKA_START_OFFSET)
 //	config: models: at least one model is required
@@ -84,60 +90,42 @@
 //	                                                  partition statistics are read from the changelog; > 0
 //	models                          (none)            list of models; at least one is required
 //
-// Keys of each entry models[i]:
+// Keys every entry models[i] has, whatever its type:
 //
 //	name                (required)  unique, 1 to 64 characters from [a-z0-9_-]; a metric label and the
 //	                                "model" field of output records
-//	type                (required)  mam | omam | logistic | lda | svm
-//	kernel.type         rbf         mam, omam: linear | rbf | laplacian | polynomial (polynomial: with budget only);
-//	                                svm: linear | rbf | laplacian | polynomial | sigmoid (LIBSVM's parameterisation:
-//	                                polynomial (gamma<x,x'> + coef0)^degree, sigmoid tanh(gamma<x,x'> + coef0);
-//	                                svm's gamma defaults to 1/features.dim)
-//	kernel.gamma        10          rbf, laplacian: finite > 0; rbf K = exp(-gamma*|x-x'|^2),
-//	                                laplacian K = exp(-gamma*|x-x'|)
-//	kernel.features     1024        rbf, laplacian: number D of random Fourier frequencies (the feature map has
-//	                                2D coordinates); 1..65536; unused in the exact-kernel mode
-//	kernel.seed         1           rbf, laplacian: seed of the random feature map (uint64)
-//	kernel.degree       2           polynomial: K = (<x,x'> + coef0)^degree, 1..16
-//	kernel.coef0        1           polynomial: >= 0
+//	type                (required)  a registered model type: mam | omam | logistic | lda | svm | lsrrank |
+//	                                mlsrrank | krr in the service
 //	features.dim        (required)  input dimension; > 0
 //	features.names      (none)      optional feature names; when set, events may send features as an object
 //	                                {"name": value}; exactly dim names, non-empty and unique
 //	features.standardize false      keep running per-feature means and variances (Welford) and standardise
-//	                                inputs before the model
-//	balance             true        mam: use the class-balanced variant
-//	delta               0.05        mam: confidence of the certainty bound; 0 < delta < 1
-//	budget              0           mam, omam: > 0 selects the exact-kernel mode over the last budget labelled
-//	                                examples (O(budget) per event); 0 = random features
-//	window.events       0           mam, omam, lda: exact sliding window over this many labelled examples
-//	decay.half_life     0           mam, omam, lda: exponential forgetting, weight halves every half_life
-//	                                labelled examples (the bound then uses n_eff); not with window
-//	levels              (omam)      omam: number of levels m >= 2; labels 1..m. lsrrank, mlsrrank: 0 (default,
-//	                                any real target) or m in 2..1000: labels 1..m, and a level from thresholds
-//	                                on the score is published (judged by MAE and zero-one as well as tau)
-//	edges               (none)      omam: m-1 increasing edges binning real-valued labels into levels
-//	normalize           true        omam: Nadaraya-Watson normalised score (false: raw rank-weighted MAM)
-//	learning_rate       0.1         logistic: AdaGrad base step; > 0
-//	l2                  0.0001      logistic: L2 penalty; >= 0
-//	C                   1           svm: box constraint; C_pos / C_neg override it per class (imbalance)
-//	window.time         0           svm: also drop window events older than this (0 = off)
-//	                                (svm: window.events defaults to 2000, the refit window)
-//	refit.every_events  1000        svm: refit after this many labelled events (default when neither refit key is set)
-//	refit.every         0           svm: also refit this often (0 = off)
-//	refit.guard         0.1         svm: newest fraction of the window held back; a new model replaces the
-//	                                serving one only if its error there is at most the old one's + guard_slack
-//	refit.guard_slack   0.02        svm
+//	                                inputs before the model (every model type)
 //	scope               global      global (one model) | key (one instance per event key, e.g. per user; created on
 //	                                first sight, least recently used evicted beyond max_keys — to snapshot.dir/keys
 //	                                when snapshots are on)
-//	max_keys            10000       scope key: instances kept in memory
-//	probability.levels  0           svm: H >= 2 publishes a probability from weighted SVMs at pi = h/H (0 = off)
+//	max_keys            10000       scope key: instances kept in memory; only with scope key
 //
-// A key that does not apply to the model's type is an error naming it.
-// With kernel.type linear, setting gamma, features or seed is an error
-// (rather than being silently ignored). All models must currently share the
-// same features: every models[i].features.dim and models[i].features.names
-// must equal those of models[0].
+// Every other key of a models entry belongs to the model type: it is a
+// field of the type's parameter struct (nested keys such as kernel.gamma
+// are nested structs, lists such as mlsrrank's kernels are lists of them),
+// with the type's defaults, some of which depend on other keys (the kernel
+// type, the solver, features.dim). configs/streamer.yaml in the repository
+// is the reference: it documents each type's keys, their defaults and
+// limits. The type validates its keys, and its errors name the key under
+// the entry (models[0].kernel.gamma) with its line.
+//
+// A key the model's type does not take is an error naming it and listing
+// the keys the type takes: "does not apply to model type …" for a key of
+// another type, an unknown key otherwise; so is a nested key its struct
+// does not have.
+// A key the type takes but that does not apply in the configuration given
+// is an error too rather than being silently ignored: for instance gamma,
+// features or seed with kernel.type linear, features or seed in the exact
+// kernel mode (mam and omam with budget > 0, lsrrank and krr with solver
+// exact), or window together with decay. All models must currently share
+// the same features: every models[i].features.dim and
+// models[i].features.names must equal those of models[0].
 //
 // # Environment
 //
@@ -195,6 +183,8 @@
 //
 // [Config.Fingerprint] (all models, in order) and [Model.Fingerprint] (one
 // model) are hex SHA-256 digests of a canonical encoding of every model
-// field after defaults. Saved model state records the fingerprint, and
-// state is not restored into a model configured differently.
+// key after defaults: name, type, features, scope, max_keys and the
+// canonical encoding of the type's parameters (online/codec: by key, zero
+// values left out). Saved model state records the fingerprint, and state
+// is not restored into a model configured differently.
 package config

@@ -21,8 +21,18 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(minimal), "STREAMER_KAFKA_BROKERS=a:1,b:2")
 	f.Add([]byte("models: [{name: m, type: mam, kernel: {gamma: 1e-3}, features: {dim: 2}, delta: .05}]"), "STREAMER_LOG_LEVEL=warn")
+	// One model of each type, with nested keys and lists of structs.
+	f.Add([]byte(`models:
+  - {name: o, type: omam, levels: 3, edges: [1, 2], budget: 10, kernel: {type: polynomial}, features: {dim: 2}}
+  - {name: l, type: logistic, learning_rate: 0.5, features: {dim: 2, standardize: true}}
+  - {name: d, type: lda, decay: {half_life: 100}, features: {dim: 2}}
+  - {name: s, type: svm, kernel: {type: sigmoid, coef0: 0.5}, window: {events: 50, time: 1m}, refit: {every: 1s, guard: 0}, probability: {levels: 4}, features: {dim: 2}}
+  - {name: r, type: lsrrank, solver: features, kernel: {features: 16, seed: 2}, levels: 5, features: {dim: 2}, scope: key}
+  - {name: k, type: krr, lambda: 0.1, kernel: {type: linear}, features: {dim: 2}}
+  - {name: m, type: mlsrrank, kernels: [{gamma: 1}, {gamma: 2, v: 3}], features: {dim: 2}}
+`), "")
 	f.Fuzz(func(t *testing.T, data []byte, env string) {
-		c, err := Parse(data, strings.Split(env, "\n"))
+		c, err := Parse(data, strings.Split(env, "\n"), testTypes)
 		if err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				if !strings.HasPrefix(line, "config: ") {
@@ -31,7 +41,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if err := c.Validate(); err != nil {
+		if err := c.Validate(testTypes); err != nil {
 			t.Fatalf("Parse accepted what Validate rejects: %v", err)
 		}
 		_ = c.Fingerprint()

@@ -31,7 +31,7 @@ kafka:
   tls: {enabled: true, ca_file: `+ca+`, cert_file: `+ca+`, key_file: `+ca+`, server_name: kafka.internal}
   sasl: {mechanism: scram-sha-256, username: alice, password_file: `+pwFile+`}
 http: {read_timeout: 1s, write_timeout: 2s, idle_timeout: 3s, pprof: true}
-`), nil)
+`), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestPasswordSources(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.yaml), tc.env)
+			c, err := Parse([]byte(tc.yaml), tc.env, testTypes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,7 +140,7 @@ func TestSecurityErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml), tc.env)
+			_, err := Parse([]byte(tc.yaml), tc.env, testTypes)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error\n  %v\ndoes not contain\n  %s", err, tc.want)
 			}
@@ -153,7 +153,7 @@ func TestSecurityErrors(t *testing.T) {
 func TestPasswordNeverShown(t *testing.T) {
 	const pw = "Tr0ub4dor&3-never-print-me"
 	yml := minimal + "kafka:\n  sasl: {mechanism: scram-sha-512, username: alice, password: \"" + pw + "\"}\n"
-	c, err := Parse([]byte(yml), nil)
+	c, err := Parse([]byte(yml), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestPasswordNeverShown(t *testing.T) {
 		{minimal, []string{"STREAMER_KAFKA_SASL_PASSWORDS=" + pw}},
 	}
 	for i, b := range bad {
-		_, err := Parse([]byte(b.yaml), b.env)
+		_, err := Parse([]byte(b.yaml), b.env, testTypes)
 		if err == nil {
 			t.Fatalf("case %d: no error", i)
 		}

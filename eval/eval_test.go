@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite docs/eval-ripley-bound.svg")
 
 func loadConfig(t *testing.T, name string) config.Config {
 	t.Helper()
-	cfg, err := config.Load(filepath.Join("testdata", name), nil)
+	cfg, err := config.Load(filepath.Join("testdata", name), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func loadConfig(t *testing.T, name string) config.Config {
 // returns the report and report.json decoded generically.
 func runEval(t *testing.T, cfgName string, opt Options) (*Report, map[string]any, string) {
 	t.Helper()
-	rep, err := Run(context.Background(), loadConfig(t, cfgName), opt)
+	rep, err := Run(context.Background(), loadConfig(t, cfgName), testTypes, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +352,7 @@ func TestFormatFromPath(t *testing.T) {
 func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := Run(ctx, loadConfig(t, "ripley.yaml"), Options{Data: "testdata/ripley_test.csv"})
+	_, err := Run(ctx, loadConfig(t, "ripley.yaml"), testTypes, Options{Data: "testdata/ripley_test.csv"})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled run: %v", err)
 	}
@@ -374,7 +374,7 @@ func TestDocsBoundPlot(t *testing.T) {
 	if !bytes.Contains(svg, []byte("<svg")) || len(svg) > 100<<10 {
 		t.Fatalf("bound plot: %d bytes", len(svg))
 	}
-	path := filepath.Join("..", "..", "docs", "eval-ripley-bound.svg")
+	path := filepath.Join("..", "docs", "eval-ripley-bound.svg")
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -406,11 +406,11 @@ models:
     features: {dim: 2, standardize: true}
     balance: true
     delta: 0.05
-`), nil)
+`), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), cfg, Options{Data: "testdata/ripley_train.csv", Test: "testdata/ripley_test.csv"})
+	rep, err := Run(context.Background(), cfg, testTypes, Options{Data: "testdata/ripley_train.csv", Test: "testdata/ripley_test.csv"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func blBenchObserve(b *testing.B, m Model) {
 // logistic regression with d = 32. Target: ≥ 5 M events/s on one core
 // (≤ 200 ns/op), 0 allocs/op.
 func BenchmarkLogistic32(b *testing.B) {
-	m, err := NewLogistic(Spec{Type: ModelLogistic, Dim: 32, LearningRate: 0.1, L2: 1e-4})
+	m, err := NewLogistic(32, LogisticParams{LearningRate: 0.1, L2: 1e-4})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,14 +34,14 @@ func BenchmarkLogistic32(b *testing.B) {
 func BenchmarkLDA32(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		spec Spec
+		p    LDAParams
 	}{
-		{"plain", blLDASpec(32, 0, 0)},
-		{"window", blLDASpec(32, 1000, 0)},
-		{"decay", blLDASpec(32, 0, 1000)},
+		{"plain", blLDAParams(0, 0)},
+		{"window", blLDAParams(1000, 0)},
+		{"decay", blLDAParams(0, 1000)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			m, err := NewLDA(tc.spec)
+			m, err := NewLDA(32, tc.p)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -49,7 +49,7 @@ func BenchmarkLDA32(b *testing.B) {
 		})
 	}
 	b.Run("score", func(b *testing.B) {
-		m, _ := NewLDA(blLDASpec(32, 0, 0))
+		m := blNewLDA(b, 32, 0, 0)
 		x, y := benchEvents(32)
 		for i := range x {
 			m.Observe(x[i], y[i], true)
@@ -62,7 +62,7 @@ func BenchmarkLDA32(b *testing.B) {
 		}
 	})
 	b.Run("solve", func(b *testing.B) {
-		m, _ := NewLDA(blLDASpec(32, 0, 0))
+		m := blNewLDA(b, 32, 0, 0)
 		x, y := benchEvents(32)
 		for i := range x {
 			m.Observe(x[i], y[i], true)
@@ -91,12 +91,12 @@ func (m blNop) UnmarshalBinary([]byte) error                      { return nil }
 // Welford update with 1/sd), around a model that does nothing; "logistic"
 // is the wrapper around BenchmarkLogistic32's model. 0 allocs/op.
 func BenchmarkStandardize32(b *testing.B) {
-	spec := Spec{Type: ModelLogistic, Dim: 32, LearningRate: 0.1, L2: 1e-4, Standardize: true}
+	spec := Spec{Type: LogisticName, Dim: 32, Params: &LogisticParams{LearningRate: 0.1, L2: 1e-4}, Standardize: true}
 	b.Run("overhead", func(b *testing.B) {
-		blBenchObserve(b, wrapStandardized(spec, blNop{32}))
+		blBenchObserve(b, Standardize(blNop{32}))
 	})
 	b.Run("logistic", func(b *testing.B) {
-		m, err := New(spec)
+		m, err := testTypes.New(spec)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -6,23 +6,37 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/streamer/streamer/online/codec"
 
 	"gonum.org/v1/gonum/mat"
 )
 
+// blLogisticParams are the logistic parameters of the tests.
+var blLogisticParams = LogisticParams{LearningRate: 0.1, L2: 1e-3}
+
 func blLogisticSpec(d int) Spec {
-	return Spec{Type: ModelLogistic, Dim: d, LearningRate: 0.1, L2: 1e-3}
+	return Spec{Type: LogisticName, Dim: d, Params: ptr(blLogisticParams)}
+}
+
+func blLDAParams(window int, halfLife float64) LDAParams {
+	return LDAParams{Window: Window{Events: window}, Decay: Decay{HalfLife: halfLife}}
 }
 
 func blLDASpec(d, window int, halfLife float64) Spec {
-	return Spec{Type: ModelLDA, Dim: d, Window: window, HalfLife: halfLife}
+	return Spec{Type: LDAName, Dim: d, Params: ptr(blLDAParams(window, halfLife))}
 }
 
 func blNew(t testing.TB, s Spec) Model {
 	t.Helper()
-	m, err := New(s)
+	return mustNew(t, s)
+}
+
+// blNewLDA builds an LDA model for inputs of dimension d.
+func blNewLDA(t testing.TB, d, window int, halfLife float64) *LDA {
+	t.Helper()
+	m, err := NewLDA(d, blLDAParams(window, halfLife))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,70 +45,82 @@ func blNew(t testing.TB, s Spec) Model {
 
 func TestBaselineSpecValidate(t *testing.T) {
 	lg, ld := blLogisticSpec(3), blLDASpec(3, 0, 0)
-	with := func(s Spec, f func(*Spec)) Spec { f(&s); return s }
+	withLg := func(f func(*Spec, *LogisticParams)) Spec {
+		s, p := lg, blLogisticParams
+		s.Params = &p
+		f(&s, &p)
+		return s
+	}
+	withLD := func(f func(*Spec, *LDAParams)) Spec {
+		s, p := ld, blLDAParams(0, 0)
+		s.Params = &p
+		f(&s, &p)
+		return s
+	}
 	for _, tc := range []struct {
 		name  string
 		spec  Spec
 		field string // "" = valid
 	}{
 		{"logistic", lg, ""},
-		{"logistic linear", with(lg, func(s *Spec) { s.Kernel.Type = KernelLinear }), ""},
-		{"logistic standardize", with(lg, func(s *Spec) { s.Standardize = true }), ""},
-		{"logistic l2 0", with(lg, func(s *Spec) { s.L2 = 0 }), ""},
-		{"logistic rbf", with(lg, func(s *Spec) { s.Kernel = KernelSpec{Type: KernelRBF, Gamma: 1, Features: 4} }), "kernel.type"},
-		{"logistic gamma", with(lg, func(s *Spec) { s.Kernel.Gamma = 1 }), "kernel.gamma"},
-		{"logistic features", with(lg, func(s *Spec) { s.Kernel.Features = 3 }), "kernel.features"},
-		{"logistic seed", with(lg, func(s *Spec) { s.Kernel.Seed = 3 }), "kernel.seed"},
-		{"logistic degree", with(lg, func(s *Spec) { s.Kernel.Degree = 2 }), "kernel.degree"},
-		{"logistic coef0", with(lg, func(s *Spec) { s.Kernel.Coef0 = 1 }), "kernel.coef0"},
-		{"logistic balance", with(lg, func(s *Spec) { s.Balance = true }), "balance"},
-		{"logistic delta", with(lg, func(s *Spec) { s.Delta = 0.05 }), "delta"},
-		{"logistic budget", with(lg, func(s *Spec) { s.Budget = 10 }), "budget"},
-		{"logistic window", with(lg, func(s *Spec) { s.Window = 10 }), "window"},
-		{"logistic half-life", with(lg, func(s *Spec) { s.HalfLife = 10 }), "half_life"},
-		{"logistic levels", with(lg, func(s *Spec) { s.Levels = 3 }), "levels"},
-		{"logistic edges", with(lg, func(s *Spec) { s.Edges = []float64{1} }), "edges"},
-		{"logistic normalize", with(lg, func(s *Spec) { s.Normalize = true }), "normalize"},
-		{"logistic rate 0", with(lg, func(s *Spec) { s.LearningRate = 0 }), "learning_rate"},
-		{"logistic rate inf", with(lg, func(s *Spec) { s.LearningRate = math.Inf(1) }), "learning_rate"},
-		{"logistic l2 < 0", with(lg, func(s *Spec) { s.L2 = -1 }), "l2"},
-		{"logistic l2 NaN", with(lg, func(s *Spec) { s.L2 = math.NaN() }), "l2"},
-		{"logistic dim", with(lg, func(s *Spec) { s.Dim = 0 }), "dim"},
+		{"logistic defaults", Spec{Type: LogisticName, Dim: 3}, ""},
+		{"logistic standardize", withLg(func(s *Spec, _ *LogisticParams) { s.Standardize = true }), ""},
+		{"logistic l2 0", withLg(func(_ *Spec, p *LogisticParams) { p.L2 = 0 }), ""},
+		{"logistic rate 0", withLg(func(_ *Spec, p *LogisticParams) { p.LearningRate = 0 }), "learning_rate"},
+		{"logistic rate inf", withLg(func(_ *Spec, p *LogisticParams) { p.LearningRate = math.Inf(1) }), "learning_rate"},
+		{"logistic l2 < 0", withLg(func(_ *Spec, p *LogisticParams) { p.L2 = -1 }), "l2"},
+		{"logistic l2 NaN", withLg(func(_ *Spec, p *LogisticParams) { p.L2 = math.NaN() }), "l2"},
+		{"logistic dim", withLg(func(s *Spec, _ *LogisticParams) { s.Dim = 0 }), "dim"},
+		{"logistic parameters of another type", withLg(func(s *Spec, _ *LogisticParams) { s.Params = &LDAParams{} }), "?"},
 		{"lda", ld, ""},
+		{"lda defaults", Spec{Type: LDAName, Dim: 3}, ""},
 		{"lda window", blLDASpec(3, 50, 0), ""},
 		{"lda decay", blLDASpec(3, 0, 20), ""},
-		{"lda both", blLDASpec(3, 50, 20), "half_life"},
-		{"lda window < 0", blLDASpec(3, -1, 0), "window"},
-		{"lda window too large", blLDASpec(3, 1<<24, 0), "window"},
-		{"lda half-life < 0", blLDASpec(3, 0, -1), "half_life"},
-		{"lda half-life inf", blLDASpec(3, 0, math.Inf(1)), "half_life"},
-		{"lda rate", with(ld, func(s *Spec) { s.LearningRate = 0.1 }), "learning_rate"},
-		{"lda l2", with(ld, func(s *Spec) { s.L2 = 0.1 }), "l2"},
-		{"lda delta", with(ld, func(s *Spec) { s.Delta = 0.05 }), "delta"},
-		{"lda budget", with(ld, func(s *Spec) { s.Budget = 5 }), "budget"},
-		{"lda dim", with(ld, func(s *Spec) { s.Dim = ldaMaxDim + 1 }), "dim"},
+		{"lda both", blLDASpec(3, 50, 20), "decay.half_life"},
+		{"lda window < 0", blLDASpec(3, -1, 0), "window.events"},
+		{"lda window too large", blLDASpec(3, 1<<24, 0), "window.events"},
+		{"lda half-life < 0", blLDASpec(3, 0, -1), "decay.half_life"},
+		{"lda half-life inf", blLDASpec(3, 0, math.Inf(1)), "decay.half_life"},
+		{"lda dim", withLD(func(s *Spec, _ *LDAParams) { s.Dim = ldaMaxDim + 1 }), "dim"},
+		{"lda dim 0", withLD(func(s *Spec, _ *LDAParams) { s.Dim = 0 }), "dim"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.spec.Validate()
+			m, err := testTypes.New(tc.spec)
+			// The type's constructor, directly.
+			var cerr error
+			switch p := tc.spec.Params.(type) {
+			case *LogisticParams:
+				_, cerr = NewLogistic(tc.spec.Dim, *p)
+			case *LDAParams:
+				_, cerr = NewLDA(tc.spec.Dim, *p)
+			}
 			if tc.field == "" {
-				if err != nil {
-					t.Fatal(err)
+				if err != nil || cerr != nil || m == nil {
+					t.Fatalf("New: %v; constructor: %v", err, cerr)
+				}
+				if _, std := m.(*Standardized); std != tc.spec.Standardize || m.Type() != tc.spec.Type {
+					t.Fatalf("New returned %T of type %s", m, m.Type())
 				}
 				return
 			}
-			var se *SpecError
-			if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, ErrSpec) {
-				t.Fatalf("error %v, want a SpecError for %s", err, tc.field)
+			if m != nil {
+				t.Fatal("model returned with an error")
 			}
-			if _, err := New(tc.spec); err == nil {
-				t.Fatal("New accepted the spec")
+			if tc.field == "?" { // not a spec problem: parameters of another Go type
+				if err == nil {
+					t.Fatal("New accepted the parameters")
+				}
+				t.Log(err)
+				return
+			}
+			for _, err := range []error{err, cerr} {
+				var se *SpecError
+				if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, ErrSpec) {
+					t.Fatalf("error %v, want a SpecError for %s", err, tc.field)
+				}
 			}
 			t.Log(err)
 		})
-	}
-	err := with(lg, func(s *Spec) { s.Window = 5 }).Validate()
-	if !strings.HasPrefix(err.Error(), "online: window: not supported by logistic") {
-		t.Errorf("message %q", err)
 	}
 }
 
@@ -128,8 +154,8 @@ func (r *blLogisticRef) learn(x []float64, y, eta, l2 float64) {
 func TestLogisticAgainstReference(t *testing.T) {
 	const d = 5
 	x, y := randomData(11, 600, d, 0.4)
-	spec := blLogisticSpec(d)
-	m, err := NewLogistic(spec)
+	params := blLogisticParams
+	m, err := NewLogistic(d, params)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +177,7 @@ func TestLogisticAgainstReference(t *testing.T) {
 			t.Fatalf("event %d: label %d for score %v", i, p.Label, p.Score)
 		}
 		if labelled {
-			ref.learn(x[i], y[i], spec.LearningRate, spec.L2)
+			ref.learn(x[i], y[i], params.LearningRate, params.L2)
 		}
 	}
 	if m.Examples() != 480 {
@@ -174,7 +200,7 @@ func TestLogisticAgainstReference(t *testing.T) {
 }
 
 func TestLogisticEdgeCases(t *testing.T) {
-	m, _ := NewLogistic(blLogisticSpec(2))
+	m, _ := NewLogistic(2, blLogisticParams)
 	p := m.Observe([]float64{1, 2}, 1, false)
 	if p != (Prediction{Probability: 0.5, HasProbability: true}) {
 		t.Fatalf("empty model: %+v", p)
@@ -209,10 +235,10 @@ func TestLogisticEdgeCases(t *testing.T) {
 	}
 	blPanics(t, "short x", func() { m.Observe([]float64{1}, 1, true) })
 	blPanics(t, "label 0", func() { m.Observe([]float64{1, 1}, 0, true) })
-	l, _ := NewLDA(blLDASpec(2, 0, 0))
+	l := blNewLDA(t, 2, 0, 0)
 	blPanics(t, "lda short x", func() { l.Observe([]float64{1}, 1, true) })
 	blPanics(t, "lda label 2", func() { l.Observe([]float64{1, 1}, 2, true) })
-	s := blNew(t, Spec{Type: ModelLDA, Dim: 2, Standardize: true})
+	s := blNew(t, Spec{Type: LDAName, Dim: 2, Standardize: true})
 	blPanics(t, "std short x", func() { s.Observe([]float64{1}, 1, true) })
 }
 
@@ -325,7 +351,7 @@ func TestLDAAgainstBatch(t *testing.T) {
 	}
 	const solveAt = 64 + 29*ldaRefresh // a solve point after warm-up (n = 992)
 	t.Run("plain", func(t *testing.T) {
-		m, _ := NewLDA(blLDASpec(d, 0, 0))
+		m := blNewLDA(t, d, 0, 0)
 		for i := range solveAt {
 			m.Observe(x[i], y[i], true)
 		}
@@ -351,7 +377,7 @@ func TestLDAAgainstBatch(t *testing.T) {
 	})
 	t.Run("window", func(t *testing.T) {
 		const W = 100
-		m, _ := NewLDA(blLDASpec(d, W, 0))
+		m := blNewLDA(t, d, W, 0)
 		for i := range solveAt {
 			m.Observe(x[i], y[i], i%7 != 3 || i < W) // unlabelled events do not enter
 		}
@@ -376,7 +402,7 @@ func TestLDAAgainstBatch(t *testing.T) {
 	})
 	t.Run("decay", func(t *testing.T) {
 		const h = 50.0
-		m, _ := NewLDA(blLDASpec(d, 0, h))
+		m := blNewLDA(t, d, 0, h)
 		for i := range solveAt {
 			m.Observe(x[i], y[i], true)
 		}
@@ -400,9 +426,9 @@ func TestLDAAgainstBatch(t *testing.T) {
 func TestLDAWindowForgets(t *testing.T) {
 	const d = 3
 	x, y := randomData(31, 3000, d, 0.5)
-	win, _ := NewLDA(blLDASpec(d, 200, 0))
-	dec, _ := NewLDA(blLDASpec(d, 0, 100))
-	plain, _ := NewLDA(blLDASpec(d, 0, 0))
+	win := blNewLDA(t, d, 200, 0)
+	dec := blNewLDA(t, d, 0, 100)
+	plain := blNewLDA(t, d, 0, 0)
 	var errW, errD, errP int
 	for i := range x {
 		yi := y[i]
@@ -423,7 +449,7 @@ func TestLDAWindowForgets(t *testing.T) {
 		t.Fatalf("window %d, decay %d, plain %d errors", errW, errD, errP)
 	}
 	// One-class window: no decision at the next solve.
-	one, _ := NewLDA(blLDASpec(d, 10, 0))
+	one := blNewLDA(t, d, 10, 0)
 	for i := range 100 {
 		one.Observe(x[i], 1-2*float64(i/50), true) // 50 × +1 then 50 × −1
 	}
@@ -433,7 +459,7 @@ func TestLDAWindowForgets(t *testing.T) {
 }
 
 func TestLDAEdgeCases(t *testing.T) {
-	m, _ := NewLDA(blLDASpec(2, 0, 0))
+	m := blNewLDA(t, 2, 0, 0)
 	if p := m.Observe([]float64{1, 2}, 1, true); p != (Prediction{}) {
 		t.Fatalf("empty: %+v", p)
 	}
@@ -462,8 +488,8 @@ func TestBaselineObserveDoesNotAllocate(t *testing.T) {
 	x, y := randomData(3, 256, d, 0.5)
 	for _, spec := range []Spec{
 		blLogisticSpec(d), blLDASpec(d, 0, 0), blLDASpec(d, 40, 0), blLDASpec(d, 0, 30),
-		{Type: ModelLogistic, Dim: d, LearningRate: 0.1, Standardize: true},
-		{Type: ModelLDA, Dim: d, Window: 40, Standardize: true},
+		{Type: LogisticName, Dim: d, Params: &LogisticParams{LearningRate: 0.1}, Standardize: true},
+		{Type: LDAName, Dim: d, Params: &LDAParams{Window: Window{Events: 40}}, Standardize: true},
 	} {
 		m := blNew(t, spec)
 		i := 0
@@ -473,7 +499,7 @@ func TestBaselineObserveDoesNotAllocate(t *testing.T) {
 			i++
 		})
 		if allocs != 0 {
-			t.Errorf("%s window %d half-life %v standardize %v: %v allocs per Observe", spec.Type, spec.Window, spec.HalfLife, spec.Standardize, allocs)
+			t.Errorf("%s %+v: %v allocs per Observe", specName(spec), modelParams(m), allocs)
 		}
 	}
 }
@@ -487,9 +513,9 @@ var blCodecSpecs = []struct {
 	{"lda", blLDASpec(3, 0, 0)},
 	{"lda window", blLDASpec(3, 40, 0)},
 	{"lda decay", blLDASpec(3, 0, 25)},
-	{"std logistic", Spec{Type: ModelLogistic, Dim: 3, LearningRate: 0.2, Standardize: true}},
-	{"std lda window", Spec{Type: ModelLDA, Dim: 3, Window: 40, Standardize: true}},
-	{"std mam", Spec{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelLinear}, Balance: true, Delta: 0.05, Standardize: true}},
+	{"std logistic", Spec{Type: LogisticName, Dim: 3, Params: &LogisticParams{LearningRate: 0.2}, Standardize: true}},
+	{"std lda window", Spec{Type: LDAName, Dim: 3, Params: &LDAParams{Window: Window{Events: 40}}, Standardize: true}},
+	{"std mam", Spec{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelLinear}, Balance: true, Delta: 0.05}, Standardize: true}},
 }
 
 // TestBaselineRoundTrip: a restored model predicts bit-identically, also
@@ -507,7 +533,7 @@ func TestBaselineRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := Restore(enc)
+				r, err := testTypes.Restore(enc)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -517,8 +543,8 @@ func TestBaselineRoundTrip(t *testing.T) {
 				if enc2, _ := r.MarshalBinary(); !bytes.Equal(enc, enc2) {
 					t.Fatal("re-encoding differs")
 				}
-				if sp, ok := r.(interface{ Spec() Spec }); !ok || !reflect.DeepEqual(sp.Spec(), tc.spec) {
-					t.Fatalf("restored spec differs")
+				if got, want := modelParams(r), reflect.ValueOf(tc.spec.Params).Elem().Interface(); !reflect.DeepEqual(got, want) {
+					t.Fatalf("restored parameters %+v, want %+v", got, want)
 				}
 				for i := cut; i < 400; i++ {
 					lab := i%4 != 1
@@ -533,8 +559,8 @@ func TestBaselineRoundTrip(t *testing.T) {
 					t.Fatal("states differ after further learning")
 				}
 				if u, ok := r.(interface{ UnmarshalBinary([]byte) error }); ok {
-					// UnmarshalBinary replaces a model of the same Go type
-					// but another spec.
+					// UnmarshalBinary replaces the state of a model of the
+					// same Go type.
 					if err := u.UnmarshalBinary(enc); err != nil {
 						t.Fatal(err)
 					}
@@ -567,15 +593,9 @@ func blExpectRejected(t *testing.T, name string, b []byte, target Model) {
 	if after, _ := target.MarshalBinary(); !bytes.Equal(before, after) {
 		t.Errorf("%s: receiver changed on error", name)
 	}
-	if _, err := Restore(b); !errors.Is(err, ErrFormat) {
+	if _, err := testTypes.Restore(b); !errors.Is(err, ErrFormat) {
 		t.Errorf("%s: Restore error %v", name, err)
 	}
-}
-
-// blStateOffset is where the state starts after the header and spec of a
-// model of type typ with no edges.
-func blStateOffset(typ string) int {
-	return 4 + 2 + 1 + len(typ) + len(appendSpec(nil, Spec{}))
 }
 
 func TestBaselineUnmarshalErrors(t *testing.T) {
@@ -588,11 +608,7 @@ func TestBaselineUnmarshalErrors(t *testing.T) {
 		b, _ := m.MarshalBinary()
 		return b
 	}
-	putF := func(b []byte, off int, v float64) []byte {
-		b = bytes.Clone(b)
-		copy(b[off:], appendF64(nil, v))
-		return b
-	}
+	putF := putF64
 	put8 := func(b []byte, off int, v uint8) []byte {
 		b = bytes.Clone(b)
 		b[off] = v
@@ -600,17 +616,27 @@ func TestBaselineUnmarshalErrors(t *testing.T) {
 	}
 	const d = 3
 	lg := train(blLogisticSpec(d))
-	o := blStateOffset(ModelLogistic) // n, n₊, n₋, w, b, G, G_b
+	o := envelopeEnd(t, lg) // n, n₊, n₋, w, b, G, G_b
+	lgTag, lgV1 := legacySpecOf(t, blLogisticSpec(d))
 	lgCases := map[string][]byte{
-		"counts":     put8(lg, o, lg[o]+1),
-		"w NaN":      putF(lg, o+24, math.NaN()),
-		"b inf":      putF(lg, o+24+8*d, math.Inf(1)),
-		"G negative": putF(lg, o+32+8*d, -1),
-		"kernel":     put8(lg, 4+2+1+len(ModelLogistic)+4, 3), // kernel type length
-		"rate":       putF(lg, o-16, 0),
+		"counts":                     put8(lg, o, lg[o]+1),
+		"w NaN":                      putF(lg, o+24, math.NaN()),
+		"b inf":                      putF(lg, o+24+8*d, math.Inf(1)),
+		"G negative":                 putF(lg, o+32+8*d, -1),
+		"dim":                        withHeader(t, lg, LogisticName, &blLogisticParams, d+1),
+		"rate":                       withHeader(t, lg, LogisticName, &LogisticParams{L2: blLogisticParams.L2}, d),
+		"l2":                         withHeader(t, lg, LogisticName, &LogisticParams{LearningRate: 0.1, L2: -1}, d),
+		"parameters of another type": withHeader(t, lg, LogisticName, &LDAParams{Window: Window{Events: 5}}, d),
+		"version 1 kernel": asVersion1(t, lg, lgTag, func() legacySpec {
+			s := lgV1
+			s.Kernel = KernelSpec{Type: KernelRBF, Gamma: 1, Features: 3}
+			return s
+		}()),
+		"version 1 window": asVersion1(t, lg, lgTag, func() legacySpec { s := lgV1; s.Window = 5; return s }()),
+		"version 1 rate":   asVersion1(t, lg, lgTag, func() legacySpec { s := lgV1; s.LearningRate = 0; return s }()),
 	}
 	ld := train(blLDASpec(d, 0, 0))
-	o = blStateOffset(ModelLDA) // n, since, centred, valid, c, classes…
+	o = envelopeEnd(t, ld) // n, since, centred, valid, c, classes…
 	p := d * (d + 1) / 2
 	classLen := 16 + 16*d + 16*p
 	ldCases := map[string][]byte{
@@ -626,7 +652,7 @@ func TestBaselineUnmarshalErrors(t *testing.T) {
 		"w NaN":        putF(ld, o+18+8*d+2*classLen+8, math.NaN()),
 	}
 	ldw := train(blLDASpec(d, 40, 0))
-	base := o + 18 + 8*d + 2*classLen + 8 + 8*d + 8 // window count
+	base := envelopeEnd(t, ldw) + 18 + 8*d + 2*classLen + 8 + 8*d + 8 // window count
 	ldCases["window count"] = put8(ldw, base, 39)
 	ldCases["window label"] = put8(ldw, base+4, 2)
 	ldCases["window label sign"] = put8(ldw, base+4, uint8(-ldw[base+4]))
@@ -634,15 +660,38 @@ func TestBaselineUnmarshalErrors(t *testing.T) {
 	ldCases["window over"] = put8(ldw, base, 41)
 	ldCases["window x changed"] = putF(ldw, base+5, 123)
 	ldd := train(blLDASpec(d, 0, 10))
-	ldCases["decay weight"] = putF(ldd, o+18+8*d, 100)
-	ldCases["decay Σω²"] = putF(ldd, o+18+8*d+2*classLen, 100)
+	od := envelopeEnd(t, ldd)
+	ldCases["decay weight"] = putF(ldd, od+18+8*d, 100)
+	ldCases["decay Σω²"] = putF(ldd, od+18+8*d+2*classLen, 100)
+	ldCases["parameters window"] = withHeader(t, ld, LDAName, ptr(blLDAParams(40, 0)), d)
+	ldCases["parameters no window"] = withHeader(t, ldw, LDAName, ptr(blLDAParams(0, 0)), d)
+	ldCases["parameters decay"] = withHeader(t, ld, LDAName, ptr(blLDAParams(0, 10)), d)
+	ldCases["parameters of another type"] = withHeader(t, ld, LDAName, &blLogisticParams, d)
+	ldTag, ldV1 := legacySpecOf(t, blLDASpec(d, 0, 0))
+	ldCases["version 1 l2"] = asVersion1(t, ld, ldTag, func() legacySpec { s := ldV1; s.L2 = 1; return s }())
+	ldCases["version 1 delta"] = asVersion1(t, ld, ldTag, func() legacySpec { s := ldV1; s.Delta = 0.05; return s }())
+	ldCases["version 1 window"] = asVersion1(t, ld, ldTag, func() legacySpec { s := ldV1; s.Window = 40; return s }())
+	// The version-1 forms of the same states restore to the same models.
+	for _, tc := range []struct {
+		b    []byte
+		spec Spec
+	}{{lg, blLogisticSpec(d)}, {ld, blLDASpec(d, 0, 0)}, {ldw, blLDASpec(d, 40, 0)}, {ldd, blLDASpec(d, 0, 10)}} {
+		tag, s := legacySpecOf(t, tc.spec)
+		r, err := testTypes.Restore(asVersion1(t, tc.b, tag, s))
+		if err != nil {
+			t.Fatalf("%s version 1: %v", specName(tc.spec), err)
+		}
+		if enc, _ := r.MarshalBinary(); !bytes.Equal(enc, tc.b) {
+			t.Fatalf("%s version 1: restored state differs", specName(tc.spec))
+		}
+	}
 
 	for name, good := range map[string][]byte{"logistic": lg, "lda": ld, "lda window": ldw, "lda decay": ldd} {
 		target := blNew(t, blLogisticSpec(2))
 		if name != "logistic" {
 			target = blNew(t, blLDASpec(2, 5, 0))
 		}
-		if _, err := Restore(good); err != nil {
+		if _, err := testTypes.Restore(good); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		for _, b := range blCorrupt(good) {
@@ -714,7 +763,7 @@ func blTestError(t *testing.T, spec Spec, x [][]float64, y []float64, train, tes
 	}
 	wrong := 0
 	for _, i := range test {
-		c, err := Restore(enc)
+		c, err := testTypes.Restore(enc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -750,8 +799,8 @@ func TestBaselineQuality(t *testing.T) {
 		}
 		d := len(x[0])
 		// Learning rate and L2 are the service defaults.
-		lg := Spec{Type: ModelLogistic, Dim: d, LearningRate: 0.1, L2: 1e-4, Standardize: true}
-		ld := Spec{Type: ModelLDA, Dim: d, Standardize: true}
+		lg := Spec{Type: LogisticName, Dim: d, Params: &LogisticParams{LearningRate: DefaultLearningRate, L2: DefaultL2}, Standardize: true}
+		ld := Spec{Type: LDAName, Dim: d, Standardize: true}
 		var eLog, eLD, sLog, sLD float64
 		for seed := range uint64(10) {
 			train, test := blSplit(y, seed)
@@ -780,8 +829,22 @@ func FuzzRestoreBaselines(f *testing.F) {
 		}
 		b, _ := m.MarshalBinary()
 		f.Add(b)
-		e, _ := New(tc.spec)
-		b, _ = e.MarshalBinary()
+		// The version-1 forms of the state (the legacy path) and, for a
+		// wrapper, a version-2 wrapper around a version-1 inner model.
+		if tc.spec.Standardize {
+			v1 := stdAsVersion1(f, b, tc.spec, nil)
+			f.Add(v1)
+			st := envelopeEnd(f, b) + 8 + 32*tc.spec.Dim
+			inner := b[st+4:]
+			spec := tc.spec
+			spec.Standardize = true
+			tag, s := legacySpecOf(f, spec)
+			f.Add(codec.AppendBytes(bytes.Clone(b[:st]), asVersion1(f, inner, tag, s)))
+		} else {
+			tag, s := legacySpecOf(f, tc.spec)
+			f.Add(asVersion1(f, b, tag, s))
+		}
+		b, _ = blNew(f, tc.spec).MarshalBinary()
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

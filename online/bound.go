@@ -2,7 +2,7 @@ package online
 
 import "math"
 
-// MistakeBound is the certainty bound of MATH.md §1 (Theorem 2, eq. 13–14,
+// MistakeBound is the certainty bound of docs/math.md §4 (Theorem 2, eq. 13–14,
 // signs corrected): with probability ≥ 1 − delta over the sample of n
 // examples, the probability that a random example is misclassified with a
 // margin of at least rho, P(Y f(X) ≤ −rho), is at most

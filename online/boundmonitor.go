@@ -3,7 +3,7 @@ package online
 import "math"
 
 // Bounder is implemented by models that publish a certainty bound: Bound
-// returns the current bound on P(Y f(X) ≤ −rho) (MATH.md §1), in [0, 1].
+// returns the current bound on P(Y f(X) ≤ −rho) (docs/math.md §4), in [0, 1].
 type Bounder interface {
 	Bound(rho float64) float64
 }
@@ -11,7 +11,7 @@ type Bounder interface {
 var _ Bounder = (*MAM)(nil)
 
 // BoundMonitor checks the certainty bound against what the stream shows
-// (MATH.md §1, "checkable consequence"): it keeps the margins y·f(x) of the
+// (docs/math.md §4, "checkable consequence"): it keeps the margins y·f(x) of the
 // last Window labelled events (each scored before it was learned) and, for
 // every ρ of a grid, the number of them with y·f ≤ −ρ. [BoundMonitor.Check]
 // compares these observed fractions with the model's current bound(ρ); an

@@ -62,7 +62,7 @@ func TestBoundMonitorAllocs(t *testing.T) {
 // testRBFMAM is a balanced 2-D rbf MAM with 1024 random features.
 func testRBFMAM(t *testing.T, gamma float64) *MAM {
 	t.Helper()
-	m, err := NewMAM(Spec{Type: ModelMAM, Dim: 2, Balance: true, Delta: 0.05,
+	m, err := NewMAM(2, MAMParams{Balance: true, Delta: 0.05,
 		Kernel: KernelSpec{Type: KernelRBF, Gamma: gamma, Features: 1024, Seed: 1}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 )
 
 // Serialised MAM, after the envelope (header.go: magic, format version,
-// type "mam", parameters, input dimension d), little-endian:
+// type mam, parameters, input dimension d), little-endian:
 //
 //	n, n₊, n₋ int64; tr Ω float64 and its compensation float64;
 //	p = dim φ uint32; then p-float64 vectors:

@@ -11,16 +11,31 @@ import (
 // data of the tests has a binary label in the first and a level 1..3 in
 // the second column.
 var compareSpecs = []Spec{
-	{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 32, Seed: 1}, Balance: true, Delta: 0.05},
-	{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelLinear}, Delta: 0.05, Window: 20},
-	{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Delta: 0.05, Budget: 25},
-	{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 32, Seed: 2}, Levels: 3, Window: 20},
-	{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelLinear}, Levels: 3, HalfLife: 30, Normalize: true},
-	{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 3, Budget: 25, Normalize: true},
-	{Type: ModelLogistic, Dim: 3, LearningRate: 0.1, L2: 1e-3},
-	{Type: ModelLDA, Dim: 3, Window: 30},
-	{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Delta: 0.05, Budget: 25, Standardize: true},
-	{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 32, Seed: 2}, Levels: 3, Standardize: true},
+	{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 32, Seed: 1}, Balance: true, Delta: 0.05}},
+	{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelLinear}, Delta: 0.05, Window: Window{Events: 20}}},
+	{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Delta: 0.05, Budget: 25}},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 32, Seed: 2}, Levels: 3, Window: Window{Events: 20}}},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelLinear}, Levels: 3, Decay: Decay{HalfLife: 30}, Normalize: true}},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 3, Budget: 25, Normalize: true}},
+	{Type: LogisticName, Dim: 3, Params: &LogisticParams{LearningRate: 0.1, L2: 1e-3}},
+	{Type: LDAName, Dim: 3, Params: &LDAParams{Window: Window{Events: 30}}},
+	{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Delta: 0.05, Budget: 25}, Standardize: true},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 32, Seed: 2}, Levels: 3}, Standardize: true},
+}
+
+// specName names a spec of the tests: its type and the parameters that
+// select its mode.
+func specName(s Spec) string {
+	var budget, window int
+	switch p := s.Params.(type) {
+	case *MAMParams:
+		budget, window = p.Budget, p.Window.Events
+	case *OMAMParams:
+		budget, window = p.Budget, p.Window.Events
+	case *LDAParams:
+		window = p.Window.Events
+	}
+	return fmt.Sprintf("%s/budget=%d/window=%d/std=%v", s.Type, budget, window, s.Standardize)
 }
 
 func compareData(seed uint64, n int) (x [][]float64, bin, lev []float64) {
@@ -39,7 +54,7 @@ func compareData(seed uint64, n int) (x [][]float64, bin, lev []float64) {
 }
 
 func compareLabel(spec Spec, bin, lev float64) float64 {
-	if spec.Type == ModelOMAM {
+	if spec.Type == OMAMName {
 		return lev
 	}
 	return bin
@@ -53,10 +68,9 @@ func TestStateCloseAllModels(t *testing.T) {
 	x, bin, lev := compareData(1, 120)
 	var built []Model
 	for _, spec := range compareSpecs {
-		name := fmt.Sprintf("%s/budget=%d/window=%d/std=%v", spec.Type, spec.Budget, spec.Window, spec.Standardize)
-		t.Run(name, func(t *testing.T) {
+		t.Run(specName(spec), func(t *testing.T) {
 			mk := func(flip int) Model {
-				m, err := New(spec)
+				m, err := testTypes.New(spec)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -74,7 +88,7 @@ func TestStateCloseAllModels(t *testing.T) {
 				t.Fatalf("twins: %v", err)
 			}
 			enc, _ := a.MarshalBinary()
-			r, err := Restore(enc)
+			r, err := testTypes.Restore(enc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,14 +117,14 @@ func TestStateCloseAllModels(t *testing.T) {
 // through different evictions).
 func TestStateCloseRounding(t *testing.T) {
 	x, _, lev := compareData(2, 300)
-	spec := Spec{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 3, Budget: 40}
-	a, _ := New(spec)
+	p := OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 3, Budget: 40}
+	a := mustNew(t, Spec{Type: OMAMName, Dim: 3, Params: &p})
 	for i := range x {
 		a.Observe(x[i], lev[i], true)
 	}
 	// The same stored examples, learned in the same order but with the
 	// ring reaccumulated at other points: G agrees to rounding only.
-	b := newExactOMAM(t, spec)
+	b := newExactOMAM(t, 3, p)
 	for i := range x {
 		b.Observe(x[i], lev[i], true)
 	}

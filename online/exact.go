@@ -14,7 +14,7 @@ import (
 // for an absurd allocation.
 const maxBudgetFloats = 1 << 24
 
-// ExactMAM is the exact-kernel mode of the MAM classifier (MATH.md §1),
+// ExactMAM is the exact-kernel mode of the MAM classifier (docs/math.md §3),
 // selected by Spec.Budget > 0: it stores the last Budget labelled examples
 // (x_i, y_i) in a ring buffer and evaluates the exact kernel K (see Kernel)
 // against all of them, O(Budget·d) per event. When the buffer is full the
@@ -58,7 +58,7 @@ const maxBudgetFloats = 1 << 24
 // Per event, Observe computes the kernel row once, scores with it and, if
 // the event is labelled, learns with it; it does not allocate.
 //
-// Numerics (MATH.md §1): for rbf and laplacian the row is computed as
+// Numerics (docs/math.md §3): for rbf and laplacian the row is computed as
 // e_i = exp(−gamma(dist_i − m)) with m the smallest distance, so that large
 // gamma does not underflow every K to 0; the score is rescaled by
 // exp(−gamma·m) (computed as one exp with the normaliser). Where that factor
@@ -161,7 +161,7 @@ func NewExactMAM(dim int, p MAMParams) (*ExactMAM, error) {
 	return m, nil
 }
 
-// Type returns "mam".
+// Type returns MAMName, the type of both modes.
 func (m *ExactMAM) Type() string { return MAMName }
 
 // Dim returns the input dimension d.
@@ -473,7 +473,7 @@ func boolInt(b bool) int {
 }
 
 // Serialised state of an ExactMAM, after the envelope (header.go; type
-// "mam", version 1: "mam_exact"), little-endian:
+// mam; in version 1 the tag was mam_exact), little-endian:
 //
 //	total int64, count uint32, head uint32, n₊ uint32, n₋ uint32,
 //	yᵀΩy, Σ₊₊, Σ₋₋, Σ₊₋, tr Ω: each float64 value and compensation,

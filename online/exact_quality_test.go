@@ -74,7 +74,7 @@ func exTestError(m Model, x [][]float64, y []float64, train, test []int) float64
 
 func exRBF(t testing.TB, d, budget int, gamma float64, balance bool) *ExactMAM {
 	t.Helper()
-	m, err := NewExactMAM(Spec{Type: ModelMAM, Dim: d, Budget: budget, Balance: balance, Delta: 0.05,
+	m, err := NewExactMAM(d, MAMParams{Budget: budget, Balance: balance, Delta: 0.05,
 		Kernel: KernelSpec{Type: KernelRBF, Gamma: gamma}})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestExactBreastCancer(t *testing.T) {
 		gb := exCVGamma(t, xs, y, train, grid, true)
 		exact = append(exact, exTestError(exRBF(t, d, len(train), g, false), xs, y, train, test))
 		exactBal = append(exactBal, exTestError(exRBF(t, d, len(train), gb, true), xs, y, train, test))
-		rf, err := NewMAM(Spec{Type: ModelMAM, Dim: d, Balance: true, Delta: 0.05,
+		rf, err := NewMAM(d, MAMParams{Balance: true, Delta: 0.05,
 			Kernel: KernelSpec{Type: KernelRBF, Gamma: gb, Features: 1024, Seed: 1 + seed}})
 		if err != nil {
 			t.Fatal(err)
@@ -178,7 +178,7 @@ func TestExactRipley(t *testing.T) {
 	const gamma = 10
 	for _, bal := range []bool{false, true} {
 		ex := exRBF(t, 2, len(trX), gamma, bal)
-		rf, err := NewMAM(Spec{Type: ModelMAM, Dim: 2, Balance: bal, Delta: 0.05,
+		rf, err := NewMAM(2, MAMParams{Balance: bal, Delta: 0.05,
 			Kernel: KernelSpec{Type: KernelRBF, Gamma: gamma, Features: 1024, Seed: 1}})
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 
 func newExact(t testing.TB, k KernelSpec, dim, budget int, balance bool) *ExactMAM {
 	t.Helper()
-	m, err := New(Spec{Type: ModelMAM, Dim: dim, Kernel: k, Balance: balance, Delta: 0.05, Budget: budget})
+	m, err := testTypes.New(Spec{Type: MAMName, Dim: dim, Params: &MAMParams{Kernel: k, Balance: balance, Delta: 0.05, Budget: budget}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestLaplacianMapApproximatesKernel(t *testing.T) {
 // TestLaplacianMAM: the random-feature MAM accepts the laplacian kernel and
 // its encoding round-trips.
 func TestLaplacianMAM(t *testing.T) {
-	m, err := New(Spec{Type: ModelMAM, Dim: 3, Balance: true, Delta: 0.05,
+	m, err := NewMAM(3, MAMParams{Balance: true, Delta: 0.05,
 		Kernel: KernelSpec{Type: KernelLaplacian, Gamma: 0.5, Features: 64, Seed: 2}})
 	if err != nil {
 		t.Fatal(err)
@@ -156,9 +156,12 @@ func TestLaplacianMAM(t *testing.T) {
 		m.Observe(x[i], y[i], true)
 	}
 	enc, _ := m.MarshalBinary()
-	r, err := Restore(enc)
+	r, err := testTypes.Restore(enc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := r.(*MAM); !ok {
+		t.Fatalf("restored %T", r)
 	}
 	if p, q := m.Observe(x[0], 0, false), r.Observe(x[0], 0, false); p != q || !p.HasBound {
 		t.Fatalf("%+v vs restored %+v", p, q)
@@ -166,63 +169,93 @@ func TestLaplacianMAM(t *testing.T) {
 }
 
 func TestExactSpecValidate(t *testing.T) {
-	ok := Spec{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Delta: 0.05, Budget: 10}
+	ok := MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Delta: 0.05, Budget: 10}
 	tests := []struct {
 		name  string
-		edit  func(*Spec)
+		edit  func(*Spec, *MAMParams)
 		field string // "" = valid
 	}{
-		{"valid rbf", func(*Spec) {}, ""},
-		{"valid laplacian", func(s *Spec) { s.Kernel.Type = KernelLaplacian }, ""},
-		{"valid linear", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelLinear} }, ""},
-		{"valid polynomial", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2} }, ""},
-		{"valid balanced", func(s *Spec) { s.Balance = true }, ""},
-		{"seed ignored", func(s *Spec) { s.Kernel.Seed = 4 }, ""},
-		{"budget negative", func(s *Spec) { s.Budget = -1 }, "budget"},
-		{"budget huge", func(s *Spec) { s.Budget = maxBudgetFloats }, "budget"},
-		{"window", func(s *Spec) { s.Window = 5 }, "window"},
-		{"half-life", func(s *Spec) { s.HalfLife = 5 }, "half_life"},
-		{"levels", func(s *Spec) { s.Levels = 3 }, "levels"},
-		{"edges", func(s *Spec) { s.Edges = []float64{1} }, "edges"},
-		{"normalize", func(s *Spec) { s.Normalize = true }, "normalize"},
-		{"learning rate", func(s *Spec) { s.LearningRate = 0.1 }, "learning_rate"},
-		{"l2", func(s *Spec) { s.L2 = 0.1 }, "l2"},
-		{"delta", func(s *Spec) { s.Delta = 0 }, "delta"},
-		{"dim", func(s *Spec) { s.Dim = 0 }, "dim"},
-		{"features", func(s *Spec) { s.Kernel.Features = 16 }, "kernel.features"},
-		{"kernel missing", func(s *Spec) { s.Kernel.Type = "" }, "kernel.type"},
-		{"kernel unknown", func(s *Spec) { s.Kernel.Type = "sigmoid" }, "kernel.type"},
-		{"gamma 0", func(s *Spec) { s.Kernel.Gamma = 0 }, "kernel.gamma"},
-		{"gamma Inf", func(s *Spec) { s.Kernel.Gamma = math.Inf(1) }, "kernel.gamma"},
-		{"linear gamma", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelLinear, Gamma: 1} }, "kernel.gamma"},
-		{"rbf degree", func(s *Spec) { s.Kernel.Degree = 2 }, "kernel.degree"},
-		{"rbf coef0", func(s *Spec) { s.Kernel.Coef0 = 1 }, "kernel.coef0"},
-		{"degree 0", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelPolynomial} }, "kernel.degree"},
-		{"degree huge", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelPolynomial, Degree: maxDegree + 1} }, "kernel.degree"},
-		{"coef0 negative", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: -1} }, "kernel.coef0"},
-		{"coef0 NaN", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: math.NaN()} }, "kernel.coef0"},
-		{"polynomial gamma", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2, Gamma: 1} }, "kernel.gamma"},
+		{"valid rbf", func(*Spec, *MAMParams) {}, ""},
+		{"valid laplacian", func(_ *Spec, p *MAMParams) { p.Kernel.Type = KernelLaplacian }, ""},
+		{"valid linear", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: KernelLinear} }, ""},
+		{"valid polynomial", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2} }, ""},
+		{"valid balanced", func(_ *Spec, p *MAMParams) { p.Balance = true }, ""},
+		{"valid standardized", func(s *Spec, _ *MAMParams) { s.Standardize = true }, ""},
+		{"seed", func(_ *Spec, p *MAMParams) { p.Kernel.Seed = 4 }, "kernel.seed"},
+		{"budget negative", func(_ *Spec, p *MAMParams) { p.Budget = -1 }, "budget"},
+		{"budget huge", func(_ *Spec, p *MAMParams) { p.Budget = maxBudgetFloats }, "budget"},
+		{"window", func(_ *Spec, p *MAMParams) { p.Window.Events = 5 }, "budget"},
+		{"half-life", func(_ *Spec, p *MAMParams) { p.Decay.HalfLife = 5 }, "budget"},
+		{"delta", func(_ *Spec, p *MAMParams) { p.Delta = 0 }, "delta"},
+		{"dim", func(s *Spec, _ *MAMParams) { s.Dim = 0 }, "dim"},
+		{"features", func(_ *Spec, p *MAMParams) { p.Kernel.Features = 16 }, "kernel.features"},
+		{"kernel missing", func(_ *Spec, p *MAMParams) { p.Kernel.Type = "" }, "kernel.type"},
+		{"kernel unknown", func(_ *Spec, p *MAMParams) { p.Kernel.Type = "sigmoid" }, "kernel.type"},
+		{"gamma 0", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = 0 }, "kernel.gamma"},
+		{"gamma Inf", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = math.Inf(1) }, "kernel.gamma"},
+		{"linear gamma", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: KernelLinear, Gamma: 1} }, "kernel.gamma"},
+		{"rbf degree", func(_ *Spec, p *MAMParams) { p.Kernel.Degree = 2 }, "kernel.degree"},
+		{"rbf coef0", func(_ *Spec, p *MAMParams) { p.Kernel.Coef0 = 1 }, "kernel.coef0"},
+		{"degree 0", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: KernelPolynomial} }, "kernel.degree"},
+		{"degree huge", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: KernelPolynomial, Degree: maxDegree + 1} }, "kernel.degree"},
+		{"coef0 negative", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: -1} }, "kernel.coef0"},
+		{"coef0 NaN", func(_ *Spec, p *MAMParams) {
+			p.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: math.NaN()}
+		}, "kernel.coef0"},
+		{"polynomial gamma", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2, Gamma: 1} }, "kernel.gamma"},
 		// Without a budget: random-feature mode.
-		{"polynomial without budget", func(s *Spec) { s.Budget = 0; s.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2} }, "kernel.type"},
-		{"rbf without budget needs features", func(s *Spec) { s.Budget = 0 }, "kernel.features"},
-		{"laplacian random features", func(s *Spec) { s.Budget = 0; s.Kernel = KernelSpec{Type: KernelLaplacian, Gamma: 1, Features: 8} }, ""},
-		{"laplacian features degree", func(s *Spec) {
-			s.Budget = 0
-			s.Kernel = KernelSpec{Type: KernelLaplacian, Gamma: 1, Features: 8, Degree: 1}
+		{"polynomial without budget", func(_ *Spec, p *MAMParams) {
+			p.Budget = 0
+			p.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 2}
+		}, "kernel.type"},
+		{"rbf without budget needs features", func(_ *Spec, p *MAMParams) { p.Budget = 0 }, "kernel.features"},
+		{"laplacian random features", func(_ *Spec, p *MAMParams) {
+			p.Budget = 0
+			p.Kernel = KernelSpec{Type: KernelLaplacian, Gamma: 1, Features: 8}
+		}, ""},
+		{"laplacian features degree", func(_ *Spec, p *MAMParams) {
+			p.Budget = 0
+			p.Kernel = KernelSpec{Type: KernelLaplacian, Gamma: 1, Features: 8, Degree: 1}
 		}, "kernel.degree"},
-		{"encoding tag as type", func(s *Spec) { s.Type = encodingExactMAM }, "type"},
+		{"encoding tag as type", func(s *Spec, _ *MAMParams) { s.Type = legacyTagExactMAM }, "type"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := ok
-			tc.edit(&s)
-			m, err := New(s)
-			if tc.field == "" {
-				if err != nil || m == nil {
-					t.Fatalf("New: %v", err)
+			p := ok
+			s := Spec{Type: MAMName, Dim: 3, Params: &p}
+			tc.edit(&s, &p)
+			m, err := testTypes.New(s)
+			// The constructor of the mode, directly.
+			var cm Model
+			var cerr error
+			if p.Budget > 0 {
+				if em, err := NewExactMAM(s.Dim, p); err == nil {
+					cm = em
+				} else {
+					cerr = err
 				}
-				if _, exact := m.(*ExactMAM); exact != (s.Budget > 0) || m.Type() != ModelMAM {
-					t.Fatalf("New returned %T", m)
+			} else {
+				if rm, err := NewMAM(s.Dim, p); err == nil {
+					cm = rm
+				} else {
+					cerr = err
+				}
+			}
+			if tc.field == "" {
+				if err != nil || m == nil || cerr != nil {
+					t.Fatalf("New: %v; constructor: %v", err, cerr)
+				}
+				inner := m
+				if w, ok := m.(*Standardized); ok == s.Standardize && ok {
+					inner = w.Inner()
+				} else if ok != s.Standardize {
+					t.Fatalf("New with standardize %v returned %T", s.Standardize, m)
+				}
+				if _, exact := inner.(*ExactMAM); exact != (p.Budget > 0) || m.Type() != MAMName {
+					t.Fatalf("New returned %T", inner)
+				}
+				if reflect.TypeOf(cm) != reflect.TypeOf(inner) {
+					t.Fatalf("constructor %T, New %T", cm, inner)
 				}
 				return
 			}
@@ -233,11 +266,19 @@ func TestExactSpecValidate(t *testing.T) {
 			if m != nil {
 				t.Error("model returned with an error")
 			}
+			if s.Type == MAMName {
+				if !errors.As(cerr, &se) || se.Field != tc.field || cm != nil {
+					t.Fatalf("constructor: error %v, want a *SpecError for %q", cerr, tc.field)
+				}
+			}
 			t.Log(err)
 		})
 	}
-	if _, err := NewExactMAM(Spec{Type: ModelMAM, Dim: 2, Kernel: KernelSpec{Type: KernelLinear}, Delta: 0.05}); err == nil {
+	if _, err := NewExactMAM(2, MAMParams{Kernel: KernelSpec{Type: KernelLinear}, Delta: 0.05}); err == nil {
 		t.Error("NewExactMAM without budget")
+	}
+	if _, err := NewMAM(2, MAMParams{Kernel: KernelSpec{Type: KernelLinear}, Delta: 0.05, Budget: 5}); err == nil {
+		t.Error("NewMAM with budget")
 	}
 }
 
@@ -256,7 +297,7 @@ func (w *window) add(x []float64, y float64, budget int) {
 	}
 }
 
-// bruteScore is f(x) of MATH.md §1 computed from the kernel matrix of the
+// bruteScore is f(x) of docs/math.md §3 computed from the kernel matrix of the
 // window (plain or balanced), or NaN without a normaliser.
 func bruteScore(k Kernel, w *window, balance bool, x []float64) float64 {
 	var sp, sn, pp, nn, pn float64
@@ -311,7 +352,7 @@ func checkSums(t *testing.T, m *ExactMAM, w *window) {
 	for i := range n {
 		// Slot of the i-th oldest example.
 		slot := i
-		if n == m.spec.Budget {
+		if n == m.p.Budget {
 			slot = (m.head + i) % n
 		}
 		if m.ys[slot] != w.y[i] {
@@ -594,12 +635,12 @@ func TestExactRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := Restore(enc)
+				r, err := testTypes.Restore(enc)
 				if err != nil {
 					t.Fatalf("%s: %v", kc.name, err)
 				}
-				if got := r.(*ExactMAM).Spec(); !reflect.DeepEqual(got, m.Spec()) {
-					t.Fatalf("spec %+v, want %+v", got, m.Spec())
+				if got := r.(*ExactMAM); !reflect.DeepEqual(got.Params(), m.Params()) || got.Dim() != m.Dim() {
+					t.Fatalf("parameters %+v (dim %d), want %+v (dim %d)", got.Params(), got.Dim(), m.Params(), m.Dim())
 				}
 				if enc2, _ := r.MarshalBinary(); !bytes.Equal(enc, enc2) {
 					t.Fatal("re-encoding differs")
@@ -618,7 +659,7 @@ func TestExactRoundTrip(t *testing.T) {
 				if !bytes.Equal(a, b) {
 					t.Fatalf("%s: states differ after further learning", kc.name)
 				}
-				// UnmarshalBinary replaces another model's spec and state.
+				// UnmarshalBinary replaces another model's parameters and state.
 				other := newExact(t, KernelSpec{Type: KernelLinear}, 2, 3, !bal)
 				if err := other.UnmarshalBinary(a); err != nil {
 					t.Fatal(err)
@@ -639,14 +680,13 @@ func TestExactUnmarshalErrors(t *testing.T) {
 		m.Observe(x[i], y[i], true)
 	}
 	good, _ := m.MarshalBinary()
-	spec := appendSpec(nil, m.spec)
-	st := 4 + 2 + 1 + len(encodingExactMAM) + len(spec) // state offset
+	st := envelopeEnd(t, good) // state offset
 	// State: total 0, count 8, head 12, n₊ 16, n₋ 20, sums 24..103, slots
 	// from 104, each label 0, self 1, A+ 9, A+C 17, A- 25, A-C 33, x 41.
 	slot := func(i, off int) int { return st + 104 + i*(1+8*(5+d)) + off }
 	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
 	putF := func(b []byte, off int, v float64) []byte {
-		copy(b[off:], appendF64(nil, v))
+		copy(b[off:], f64Bytes([]float64{v}))
 		return b
 	}
 	addF := func(b []byte, off int, dv float64) []byte {
@@ -658,12 +698,12 @@ func TestExactUnmarshalErrors(t *testing.T) {
 		return b
 	}
 	newest := (m.head + budget - 1) % budget
-	withSpec := func(edit func(*Spec)) []byte {
-		s := m.spec
-		edit(&s)
-		b := append([]byte(nil), good[:st-len(spec)]...)
-		return append(appendSpec(b, s), good[st:]...)
+	withParams := func(edit func(*MAMParams)) []byte {
+		p := m.Params()
+		edit(&p)
+		return withHeader(t, good, MAMName, &p, d)
 	}
+	v1 := legacyMAMSpec(m, nil)
 	tests := []struct {
 		name string
 		b    []byte
@@ -672,14 +712,15 @@ func TestExactUnmarshalErrors(t *testing.T) {
 		{"magic", edit(func(b []byte) []byte { b[0] = 'X'; return b })},
 		{"version", edit(func(b []byte) []byte { b[4] = 9; return b })},
 		{"tag", edit(func(b []byte) []byte { b[7] = 'x'; return b })},
-		{"random-feature tag", edit(func(b []byte) []byte {
-			return append(append(append([]byte(nil), b[:6]...), appendStr(nil, ModelMAM)...), b[7+len(encodingExactMAM):]...)
-		})},
-		{"budget 0", withSpec(func(s *Spec) { s.Budget = 0 })},
-		{"spec features", withSpec(func(s *Spec) { s.Kernel.Features = 4 })},
-		{"spec window", withSpec(func(s *Spec) { s.Window = 4 })},
-		{"spec budget smaller than count", withSpec(func(s *Spec) { s.Budget = 4 })},
-		{"spec dim", withSpec(func(s *Spec) { s.Dim = 2 })},
+		{"version 1 random-feature tag", asVersion1(t, good, MAMName, v1)},
+		{"version 1 normalize", asVersion1(t, good, legacyTagExactMAM, legacyMAMSpec(m, func(s *legacySpec) { s.Normalize = true }))},
+		{"version 1 budget smaller than count", asVersion1(t, good, legacyTagExactMAM, legacyMAMSpec(m, func(s *legacySpec) { s.Budget = 4 }))},
+		{"budget 0", withParams(func(p *MAMParams) { p.Budget = 0 })},
+		{"parameters features", withParams(func(p *MAMParams) { p.Kernel.Features = 4 })},
+		{"parameters window", withParams(func(p *MAMParams) { p.Window.Events = 4 })},
+		{"parameters budget smaller than count", withParams(func(p *MAMParams) { p.Budget = 4 })},
+		{"parameters dim", withHeader(t, good, MAMName, ptr(m.Params()), 2)},
+		{"parameters of another type", withHeader(t, good, MAMName, &OMAMParams{Kernel: m.Params().Kernel, Levels: 2, Budget: budget}, d)},
 		{"count > budget", edit(func(b []byte) []byte { return put32(b, st+8, budget+1) })},
 		{"head >= budget", edit(func(b []byte) []byte { return put32(b, st+12, budget) })},
 		{"partial ring head", edit(func(b []byte) []byte { return put32(put32(b, st+8, 7), st+12, 3) })},
@@ -717,15 +758,22 @@ func TestExactUnmarshalErrors(t *testing.T) {
 		if after, _ := target.MarshalBinary(); !bytes.Equal(before, after) {
 			t.Errorf("%s: receiver changed on error", tc.name)
 		}
-		if _, err := Restore(tc.b); !errors.Is(err, ErrFormat) {
+		if _, err := testTypes.Restore(tc.b); !errors.Is(err, ErrFormat) {
 			t.Errorf("%s: Restore error %v", tc.name, err)
 		}
 		if tc.name != "truncated" {
 			t.Logf("%s: %v", tc.name, err)
 		}
 	}
-	if _, err := Restore(good); err != nil {
+	if _, err := testTypes.Restore(good); err != nil {
 		t.Fatal(err)
+	}
+	// The version-1 form (tag "mam_exact") of the same state restores to
+	// the same model.
+	if r, err := testTypes.Restore(asVersion1(t, good, legacyTagExactMAM, v1)); err != nil {
+		t.Fatalf("version 1: %v", err)
+	} else if enc, _ := r.MarshalBinary(); !bytes.Equal(enc, good) {
+		t.Fatal("version 1: restored state differs")
 	}
 	// The random-feature MAM refuses the exact encoding and vice versa.
 	if err := new(MAM).UnmarshalBinary(good); !errors.Is(err, ErrFormat) {
@@ -747,6 +795,7 @@ func FuzzExactRestore(f *testing.F) {
 		}
 		b, _ := m.MarshalBinary()
 		f.Add(b)
+		f.Add(asVersion1(f, b, legacyTagExactMAM, legacyMAMSpec(m, nil))) // the legacy path
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := fuzzRestore(t, b, false)

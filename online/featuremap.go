@@ -16,14 +16,14 @@ const (
 	KernelPolynomial = "polynomial" // (<x, x'> + Coef0)^Degree; exact kernel mode only
 )
 
-// KernelSpec selects a kernel and its explicit feature map φ (MATH.md §3).
+// KernelSpec selects a kernel and its explicit feature map φ (docs/math.md §2).
 // It is the "kernel" key of the mam and omam models.
 type KernelSpec struct {
 	// Type is "linear", "rbf", "laplacian" or "polynomial" (the last only
 	// in the exact kernel mode, budget > 0).
 	Type string `yaml:"type"`
 	// Gamma is the kernel width: K(x, x') = exp(−Gamma‖x − x'‖²) for "rbf",
-	// exp(−Gamma‖x − x'‖₂) for "laplacian" (Gamma = 1/σ of MATH.md §3).
+	// exp(−Gamma‖x − x'‖₂) for "laplacian" (Gamma = 1/σ of docs/math.md §2).
 	// Must be > 0 for those two and 0 for the others.
 	Gamma float64 `yaml:"gamma"`
 	// Features is the number D of random frequencies of the "rbf" and
@@ -101,7 +101,7 @@ func (k *KernelSpec) complete(given func(string) bool, exact bool) {
 // absurd allocation.
 const (
 	maxDim      = 1 << 20
-	maxFeatures = 1 << 20
+	maxFeatures = 1 << 16 // random frequencies D of a feature map
 	maxOmega    = 1 << 24 // Features·Dim, the size of the frequency matrix (128 MiB)
 )
 
@@ -110,7 +110,7 @@ const (
 const pcgStream = 0x6f6e6c696e652d31 // "online-1"
 
 // FeatureMap is an explicit feature map φ with ‖φ(x)‖ ≤ 1 for every x, so
-// that B = sup ‖φ‖ = 1 in the certainty bound (MATH.md §1, §3):
+// that B = sup ‖φ‖ = 1 in the certainty bound (docs/math.md §3, §3):
 //
 //   - linear: φ(x) = x/‖x‖₂ (φ(0) = 0); dim φ = d; K(x, x') is the cosine of
 //     the angle between x and x'.
@@ -211,9 +211,9 @@ func validateKernel(k KernelSpec, dim int) error {
 	case KernelPolynomial:
 		return specErrorf("kernel.type", "%q has no random-feature map: it needs budget > 0 (exact kernel mode)", k.Type)
 	case "":
-		return specErrorf("kernel.type", "missing (want %q, %q or %q)", KernelLinear, KernelRBF, KernelLaplacian)
+		return specErrorf("kernel.type", "missing (want %q, %q, %q, or %q with budget > 0)", KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial)
 	default:
-		return specErrorf("kernel.type", "unknown kernel %q (want %q, %q or %q)", k.Type, KernelLinear, KernelRBF, KernelLaplacian)
+		return specErrorf("kernel.type", "unknown kernel %q (want %q, %q, %q, or %q with budget > 0)", k.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial)
 	}
 	return nil
 }

@@ -194,40 +194,45 @@ func TestSincosRFF(t *testing.T) {
 }
 
 func TestSpecValidate(t *testing.T) {
-	ok := Spec{Type: "mam", Dim: 3, Kernel: KernelSpec{Type: "rbf", Gamma: 1, Features: 16}, Delta: 0.05}
+	ok := MAMParams{Kernel: KernelSpec{Type: "rbf", Gamma: 1, Features: 16}, Delta: 0.05}
 	tests := []struct {
 		name  string
-		edit  func(*Spec)
+		edit  func(*Spec, *MAMParams)
 		field string // "" = valid
 	}{
-		{"valid rbf", func(*Spec) {}, ""},
-		{"valid linear", func(s *Spec) { s.Kernel = KernelSpec{Type: "linear", Seed: 9} }, ""},
-		{"type missing", func(s *Spec) { s.Type = "" }, "type"},
-		{"type unknown", func(s *Spec) { s.Type = "svm" }, "type"},
-		{"dim 0", func(s *Spec) { s.Dim = 0 }, "dim"},
-		{"dim huge", func(s *Spec) { s.Dim = maxDim + 1 }, "dim"},
-		{"kernel missing", func(s *Spec) { s.Kernel.Type = "" }, "kernel.type"},
-		{"kernel unknown", func(s *Spec) { s.Kernel.Type = "poly" }, "kernel.type"},
-		{"gamma 0", func(s *Spec) { s.Kernel.Gamma = 0 }, "kernel.gamma"},
-		{"gamma negative", func(s *Spec) { s.Kernel.Gamma = -1 }, "kernel.gamma"},
-		{"gamma NaN", func(s *Spec) { s.Kernel.Gamma = math.NaN() }, "kernel.gamma"},
-		{"gamma Inf", func(s *Spec) { s.Kernel.Gamma = math.Inf(1) }, "kernel.gamma"},
-		{"features 0", func(s *Spec) { s.Kernel.Features = 0 }, "kernel.features"},
-		{"features too many", func(s *Spec) { s.Dim, s.Kernel.Features = 1<<10, 1<<15 }, "kernel.features"},
-		{"linear with gamma", func(s *Spec) { s.Kernel = KernelSpec{Type: "linear", Gamma: 1} }, "kernel.gamma"},
-		{"linear with features", func(s *Spec) { s.Kernel = KernelSpec{Type: "linear", Features: 8} }, "kernel.features"},
-		{"delta 0", func(s *Spec) { s.Delta = 0 }, "delta"},
-		{"delta 1", func(s *Spec) { s.Delta = 1 }, "delta"},
-		{"delta NaN", func(s *Spec) { s.Delta = math.NaN() }, "delta"},
+		{"valid rbf", func(*Spec, *MAMParams) {}, ""},
+		{"valid linear", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: "linear"} }, ""},
+		{"linear with seed", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: "linear", Seed: 9} }, "kernel.seed"},
+		{"type missing", func(s *Spec, _ *MAMParams) { s.Type = "" }, "type"},
+		{"type unknown", func(s *Spec, _ *MAMParams) { s.Type = "svm" }, "type"},
+		{"dim 0", func(s *Spec, _ *MAMParams) { s.Dim = 0 }, "dim"},
+		{"dim huge", func(s *Spec, _ *MAMParams) { s.Dim = maxDim + 1 }, "dim"},
+		{"kernel missing", func(_ *Spec, p *MAMParams) { p.Kernel.Type = "" }, "kernel.type"},
+		{"kernel unknown", func(_ *Spec, p *MAMParams) { p.Kernel.Type = "poly" }, "kernel.type"},
+		{"gamma 0", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = 0 }, "kernel.gamma"},
+		{"gamma negative", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = -1 }, "kernel.gamma"},
+		{"gamma NaN", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = math.NaN() }, "kernel.gamma"},
+		{"gamma Inf", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = math.Inf(1) }, "kernel.gamma"},
+		{"features 0", func(_ *Spec, p *MAMParams) { p.Kernel.Features = 0 }, "kernel.features"},
+		{"features too many", func(s *Spec, p *MAMParams) { s.Dim, p.Kernel.Features = 1<<10, 1<<15 }, "kernel.features"},
+		{"linear with gamma", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: "linear", Gamma: 1} }, "kernel.gamma"},
+		{"linear with features", func(_ *Spec, p *MAMParams) { p.Kernel = KernelSpec{Type: "linear", Features: 8} }, "kernel.features"},
+		{"delta 0", func(_ *Spec, p *MAMParams) { p.Delta = 0 }, "delta"},
+		{"delta 1", func(_ *Spec, p *MAMParams) { p.Delta = 1 }, "delta"},
+		{"delta NaN", func(_ *Spec, p *MAMParams) { p.Delta = math.NaN() }, "delta"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := ok
-			tc.edit(&s)
-			m, err := New(s)
+			p := ok
+			s := Spec{Type: MAMName, Dim: 3, Params: &p}
+			tc.edit(&s, &p)
+			m, err := testTypes.New(s)
 			if tc.field == "" {
 				if err != nil || m == nil {
 					t.Fatalf("New: %v", err)
+				}
+				if _, err := NewMAM(s.Dim, p); err != nil {
+					t.Fatalf("NewMAM: %v", err)
 				}
 				return
 			}
@@ -237,6 +242,11 @@ func TestSpecValidate(t *testing.T) {
 			}
 			if m != nil {
 				t.Error("model returned with an error")
+			}
+			if s.Type == MAMName {
+				if rm, err := NewMAM(s.Dim, p); !errors.As(err, &se) || se.Field != tc.field || rm != nil {
+					t.Fatalf("NewMAM: error %v, want a *SpecError for %q", err, tc.field)
+				}
 			}
 			t.Log(err)
 		})

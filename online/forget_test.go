@@ -19,7 +19,7 @@ var forgetKernels = []struct {
 
 func newForget(t testing.TB, k KernelSpec, dim int, balance bool, window int, halfLife float64) *MAM {
 	t.Helper()
-	m, err := NewMAM(Spec{Type: ModelMAM, Dim: dim, Kernel: k, Balance: balance, Delta: 0.05, Window: window, HalfLife: halfLife})
+	m, err := NewMAM(dim, MAMParams{Kernel: k, Balance: balance, Delta: 0.05, Window: Window{Events: window}, Decay: Decay{HalfLife: halfLife}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestForgetWindowEmptiesClass(t *testing.T) {
 	}
 }
 
-// decayBrute holds the weighted sums of MATH.md §1 under decay computed
+// decayBrute holds the weighted sums of docs/math.md §3 under decay computed
 // directly from the events.
 type decayBrute struct {
 	s, pos, neg              []float64
@@ -441,7 +441,7 @@ func TestForgetRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				r, err := Restore(enc)
+				r, err := testTypes.Restore(enc)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -495,7 +495,7 @@ func TestForgetUnmarshalErrors(t *testing.T) {
 		f(b)
 		return b
 	}
-	putF := func(b []byte, off int, v float64) { copy(b[off:], appendF64(nil, v)) }
+	putF := func(b []byte, off int, v float64) { copy(b[off:], f64Bytes([]float64{v})) }
 	tests := []struct {
 		name string
 		b    []byte
@@ -521,7 +521,7 @@ func TestForgetUnmarshalErrors(t *testing.T) {
 				b    []byte
 			}{"truncated", good[:i]})
 		}
-		if _, err := Restore(good); err != nil {
+		if _, err := testTypes.Restore(good); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -554,6 +554,7 @@ func FuzzRestoreForget(f *testing.F) {
 		}
 		b, _ := m.MarshalBinary()
 		f.Add(b)
+		f.Add(asVersion1(f, b, MAMName, legacyMAMSpec(m, nil))) // the legacy path
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := fuzzRestore(t, b, true)
@@ -565,39 +566,50 @@ func FuzzRestoreForget(f *testing.F) {
 }
 
 func TestForgetSpecErrors(t *testing.T) {
-	base := Spec{Type: ModelMAM, Dim: 4, Kernel: KernelSpec{Type: KernelLinear}, Delta: 0.05}
+	const dim = 4
+	base := MAMParams{Kernel: KernelSpec{Type: KernelLinear}, Delta: 0.05}
 	for _, tc := range []struct {
 		window   int
 		halfLife float64
 		field    string
 	}{
-		{-1, 0, "window"},
-		{maxWindowFloats/4 + 1, 0, "window"},
-		{0, -1, "half_life"},
-		{0, math.NaN(), "half_life"},
-		{0, math.Inf(1), "half_life"},
-		{10, 5, "half_life"},
+		{-1, 0, "window.events"},
+		{maxWindowFloats/4 + 1, 0, "window.events"},
+		{0, -1, "decay.half_life"},
+		{0, math.NaN(), "decay.half_life"},
+		{0, math.Inf(1), "decay.half_life"},
+		{10, 5, "decay.half_life"},
 	} {
-		s := base
-		s.Window, s.HalfLife = tc.window, tc.halfLife
+		p := base
+		p.Window.Events, p.Decay.HalfLife = tc.window, tc.halfLife
 		var se *SpecError
-		if err := s.Validate(); !errors.As(err, &se) || se.Field != tc.field {
+		if err := p.Validate(dim); !errors.As(err, &se) || se.Field != tc.field {
 			t.Errorf("window %d half_life %v: Validate: %v, want field %s", tc.window, tc.halfLife, err, tc.field)
 		}
-		_, err := New(s)
-		if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, ErrSpec) {
+		m, err := NewMAM(dim, p)
+		if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, ErrSpec) || m != nil {
 			t.Errorf("window %d half_life %v: error %v, want field %s", tc.window, tc.halfLife, err, tc.field)
 			continue
 		}
+		if _, err := testTypes.New(Spec{Type: MAMName, Dim: dim, Params: &p}); !errors.As(err, &se) || se.Field != tc.field {
+			t.Errorf("window %d half_life %v: registry New: %v, want field %s", tc.window, tc.halfLife, err, tc.field)
+		}
 		t.Log(err)
 	}
-	for _, s := range []Spec{{Window: 1}, {Window: maxWindowFloats / 4}, {HalfLife: 1e-3}, {HalfLife: 1e300}} {
-		s.Type, s.Dim, s.Kernel, s.Delta = base.Type, base.Dim, base.Kernel, base.Delta
-		if s.Window == maxWindowFloats/4 {
+	for _, f := range []struct {
+		window   int
+		halfLife float64
+	}{{1, 0}, {maxWindowFloats / 4, 0}, {0, 1e-3}, {0, 1e300}} {
+		p := base
+		p.Window.Events, p.Decay.HalfLife = f.window, f.halfLife
+		if err := p.Validate(dim); err != nil {
+			t.Errorf("%+v: Validate: %v", f, err)
+		}
+		if f.window == maxWindowFloats/4 {
 			continue // valid but 256 MiB
 		}
-		if _, err := New(s); err != nil {
-			t.Errorf("%+v: %v", s, err)
+		if _, err := NewMAM(dim, p); err != nil {
+			t.Errorf("%+v: %v", f, err)
 		}
 	}
 }

@@ -109,9 +109,17 @@ func ReadHeader(b []byte, typ string, p Params, legacy func(tag string, s legacy
 		return 0, r
 	}
 	pr := r.Frame()
+	raw := pr.Rest()
 	codec.ReadParams(pr, p)
 	if err := pr.Err(); err != nil {
 		r.Fail(fmt.Errorf("parameters: %w", err))
+		return 0, r
+	}
+	// Only the canonical encoding (declaration order, zero values left
+	// out) is accepted, so that an encoding that restores re-encodes to
+	// the same bytes.
+	if r.Err() == nil && !bytes.Equal(codec.AppendParams(nil, p), raw) {
+		r.Failf("parameters not in canonical form")
 		return 0, r
 	}
 	dim = int(r.U32())

@@ -2,7 +2,7 @@ package online
 
 import "math"
 
-// Exact kernels (MATH.md §3), evaluated on stored examples by the exact
+// Exact kernels (docs/math.md §2), evaluated on stored examples by the exact
 // kernel mode of mam (Spec.Budget > 0, see ExactMAM):
 //
 //   - "linear": K(x, x') = <x, x'>/(‖x‖‖x'‖) (0 when x or x' is 0), the
@@ -10,7 +10,7 @@ import "math"
 //     K(x, x) ≤ 1 and B = 1;
 //   - "rbf": K(x, x') = exp(−gamma‖x − x'‖²);
 //   - "laplacian": K(x, x') = exp(−gamma‖x − x'‖₂) (Euclidean norm;
-//     gamma = 1/σ of MATH.md §3);
+//     gamma = 1/σ of docs/math.md §2);
 //   - "polynomial": K(x, x') = (<x, x'> + coef0)^degree on the raw inputs,
 //     degree ≥ 1, coef0 ≥ 0. K(x, x) = (‖x‖² + coef0)^degree grows without
 //     limit in ‖x‖, so no B holds for every input and models publish no
@@ -208,7 +208,7 @@ func (k *Kernel) prepare(dst, x []float64) (self float64, ok bool) {
 // row computes the kernel row of a prepared x against the stored examples
 // xs (row-major, len(dst) rows of Dim() values): K(xs_i, x) = dst[i]·e^−s
 // for the returned s ≥ 0. For rbf and laplacian s = gamma·m with m the
-// smallest distance (MATH.md §1, Numerics), so that the nearest example has
+// smallest distance (docs/math.md §3, Numerics), so that the nearest example has
 // dst[i] = 1 however large gamma is, and the row's sums keep their sign and
 // their relative precision where e^−s underflows; for linear and polynomial
 // dst[i] = K(xs_i, x) and s = 0.

@@ -48,6 +48,9 @@ func LDAType() *Type {
 		Defaults: func() LDAParams { return LDAParams{} },
 		Traits:   func(*LDAParams) Traits { return Traits{Kind: Classifier, Probability: true} },
 		New:      func(dim int, p *LDAParams) (Model, error) { return NewLDA(dim, *p) },
+		Examples: func() []LDAParams {
+			return []LDAParams{{}, {Window: Window{Events: 20}}, {Decay: Decay{HalfLife: 15}}}
+		},
 		Restore: func(b []byte) (Model, error) {
 			m := new(LDA)
 			if err := m.UnmarshalBinary(b); err != nil {

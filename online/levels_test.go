@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
 // TestLevelThresholdsAreOMAMs: fed the (score before learning, level)
@@ -14,7 +16,7 @@ import (
 func TestLevelThresholdsAreOMAMs(t *testing.T) {
 	const m = 5
 	x, y := omamData(3, 3000, 4, m)
-	o := newOMAM(t, Spec{Dim: 4, Kernel: omamRBF, Levels: m, Normalize: true})
+	o := newOMAM(t, 4, OMAMParams{Kernel: omamRBF, Levels: m, Normalize: true})
 	lt, err := NewLevelThresholds(m)
 	if err != nil {
 		t.Fatal(err)
@@ -50,9 +52,10 @@ func TestLevelThresholdsRoundTrip(t *testing.T) {
 		enc, _ := lt.AppendBinary([]byte("x"))
 		enc = append(enc, "tail"...)
 		got, _ := NewLevelThresholds(4)
-		rest, err := got.Decode(enc[1:])
-		if err != nil || string(rest) != "tail" {
-			t.Fatalf("n = %d: rest %q, %v", n, rest, err)
+		r := codec.NewReader(enc[1:], ErrFormat)
+		got.Decode(r)
+		if err, rest := r.Err(), r.Rest(); err != nil || string(rest) != "tail" {
+			t.Fatalf("n = %d: rest %q, %v", n, r.Rest(), r.Err())
 		}
 		re, _ := got.AppendBinary([]byte("x"))
 		if !slices.Equal(re, enc[:len(enc)-4]) {
@@ -75,14 +78,20 @@ func TestLevelThresholdsRoundTrip(t *testing.T) {
 			t.Fatalf("n = %d: thresholds diverge after restore: %v vs %v", n, a, b)
 		}
 		body := enc[1 : len(enc)-4]
+		before, _ := got.AppendBinary(nil)
 		for i := range len(body) {
-			if _, err := got.Decode(body[:i]); !errors.Is(err, ErrFormat) {
-				t.Fatalf("n = %d: truncated to %d bytes: %v", n, i, err)
+			r := codec.NewReader(body[:i], ErrFormat)
+			if got.Decode(r); !errors.Is(r.Err(), ErrFormat) {
+				t.Fatalf("n = %d: truncated to %d bytes: %v", n, i, r.Err())
+			}
+			if after, _ := got.AppendBinary(nil); !slices.Equal(before, after) {
+				t.Fatalf("n = %d: truncated to %d bytes: receiver changed", n, i)
 			}
 		}
 		other, _ := NewLevelThresholds(5)
-		if _, err := other.Decode(body); !errors.Is(err, ErrFormat) {
-			t.Fatalf("decoded into 5 levels: %v", err)
+		r = codec.NewReader(body, ErrFormat)
+		if other.Decode(r); !errors.Is(r.Err(), ErrFormat) {
+			t.Fatalf("decoded into 5 levels: %v", r.Err())
 		}
 	}
 }

@@ -44,6 +44,9 @@ func LogisticType() *Type {
 		Defaults: func() LogisticParams { return LogisticParams{LearningRate: DefaultLearningRate, L2: DefaultL2} },
 		Traits:   func(*LogisticParams) Traits { return Traits{Kind: Classifier, Probability: true} },
 		New:      func(dim int, p *LogisticParams) (Model, error) { return NewLogistic(dim, *p) },
+		Examples: func() []LogisticParams {
+			return []LogisticParams{{LearningRate: DefaultLearningRate, L2: DefaultL2}, {LearningRate: 0.5}}
+		},
 		Restore: func(b []byte) (Model, error) {
 			m := new(Logistic)
 			if err := m.UnmarshalBinary(b); err != nil {
@@ -112,7 +115,7 @@ const maxInputSq = 1e300
 // scales); the kernel's other fields must be 0. LearningRate must be > 0
 // (the service configuration supplies 0.1 when it is left out) and L2 ≥ 0.
 //
-// No certainty bound: the MAM bound (MATH.md §1) is a statement about a
+// No certainty bound: the MAM bound (docs/math.md §4) is a statement about a
 // normalised average-margin classifier with ‖φ‖ ≤ B; a logistic regression
 // has no such guarantee here, so HasBound is false and Spec.Delta must be 0.
 // Instead every prediction carries Probability = σ(f), HasProbability true.

@@ -6,7 +6,7 @@ import (
 	"math"
 )
 
-// MAM is the maximal-average-margin classifier of MATH.md §1 on an explicit
+// MAM is the maximal-average-margin classifier of docs/math.md §3 on an explicit
 // feature map φ with ‖φ‖ ≤ 1 (B = 1), learned online from running sums.
 //
 // Plain (Spec.Balance false), the paper's solution: s = Σ y_i φ(x_i),
@@ -19,7 +19,7 @@ import (
 //
 //	f(x) = <w̃, φ̃(x)>/‖w̃‖ = (<w, φ(x)> + b) / (√2·sqrt(‖w‖² + b²)),
 //
-// and the bound uses its own average margin (MATH.md §1, "Variants"):
+// and the bound uses its own average margin (docs/math.md §3, "Variants"):
 //
 //	M̂_w = <w̃, s̃>/(n‖w̃‖) = (<w, s> + b·(n₊ − n₋)) / (√2·n·sqrt(‖w‖² + b²)),
 //	R̂ = (2/n)·sqrt(tr Ω̃),  tr Ω̃ = (tr Ω + n)/2  (= n for unit-norm φ),
@@ -40,7 +40,7 @@ import (
 //
 // An empty model (or f(x) = 0) makes no decision: Label 0.
 //
-// Forgetting (MATH.md §1, "Variants"; at most one of the two):
+// Forgetting (docs/math.md §3, "Variants"; at most one of the two):
 //
 //   - Spec.Window = N > 0, an exact sliding window: the model holds the
 //     inputs and labels of the last N labelled examples (N·d floats). When
@@ -175,6 +175,20 @@ func MAMType() *Type {
 				return NewExactMAM(dim, *p)
 			}
 			return NewMAM(dim, *p)
+		},
+		Examples: func() []MAMParams {
+			rff := DefaultMAMParams()
+			rff.Kernel.Features, rff.Kernel.Gamma = 32, 1
+			plain := rff
+			plain.Balance = false
+			linear := MAMParams{Kernel: KernelSpec{Type: KernelLinear}, Balance: true, Delta: DefaultDelta}
+			window := rff
+			window.Window.Events = 20
+			decay := rff
+			decay.Kernel.Type, decay.Decay.HalfLife = KernelLaplacian, 15
+			exact := MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Balance: true, Delta: DefaultDelta, Budget: 25}
+			poly := MAMParams{Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 1}, Delta: DefaultDelta, Budget: 25}
+			return []MAMParams{rff, plain, linear, window, decay, exact, poly}
 		},
 		Restore:    restoreMAM,
 		LegacyTags: []string{legacyTagExactMAM},
@@ -553,7 +567,7 @@ func (m *MAM) slide(x []float64, y float64) {
 //
 // The bound under decay. Normalise the weights, p_i = w_i/W (Σ p_i = 1),
 // and treat the sample as i.i.d. with these fixed weights (the weights
-// depend on positions, not on the data). MATH.md §1 (Lemma 2 with the
+// depend on positions, not on the data). docs/math.md §3 (Lemma 2 with the
 // empirical average margin replaced by the weighted one, Theorem 2):
 //
 //  1. Deviation. g = sup_{‖w‖≤1} (E[Y<w, φ(X)>] − Σ p_i y_i <w, φ(x_i)>)

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
 // randomData draws n points in d dimensions from two shifted Gaussians with
@@ -34,7 +36,7 @@ func randomData(seed uint64, n, d int, pPos float64) (x [][]float64, y []float64
 
 func newMAM(t testing.TB, k KernelSpec, dim int, balance bool) *MAM {
 	t.Helper()
-	m, err := NewMAM(Spec{Type: ModelMAM, Dim: dim, Kernel: k, Balance: balance, Delta: 0.05})
+	m, err := NewMAM(dim, MAMParams{Kernel: k, Balance: balance, Delta: 0.05})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func cosine(a, b []float64) float64 {
 
 // TestMAMPlainBruteForce checks the plain MAM with the linear kernel against
 // f(x) = Σ y_i K(x_i, x)/sqrt(yᵀΩy), M̂ = sqrt(yᵀΩy)/n, R̂ = (2/n)sqrt(tr Ω)
-// computed from the kernel matrix (MATH.md §1).
+// computed from the kernel matrix (docs/math.md §3).
 func TestMAMPlainBruteForce(t *testing.T) {
 	const d, n = 7, 150
 	x, y := randomData(1, n, d, 0.4)
@@ -390,7 +392,7 @@ func TestMAMRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Restore(enc)
+			r, err := testTypes.Restore(enc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -398,8 +400,8 @@ func TestMAMRoundTrip(t *testing.T) {
 			if !bytes.Equal(enc, enc2) {
 				t.Fatal("re-encoding differs")
 			}
-			if got := r.(*MAM).Spec(); !reflect.DeepEqual(got, m.Spec()) {
-				t.Fatalf("spec %+v, want %+v", got, m.Spec())
+			if got := r.(*MAM); !reflect.DeepEqual(got.Params(), m.Params()) || got.Dim() != m.Dim() {
+				t.Fatalf("parameters %+v (dim %d), want %+v (dim %d)", got.Params(), got.Dim(), m.Params(), m.Dim())
 			}
 			for i := 150; i < 300; i++ {
 				p, q := m.Observe(x[i], y[i], true), r.Observe(x[i], y[i], true)
@@ -412,7 +414,7 @@ func TestMAMRoundTrip(t *testing.T) {
 			if !bytes.Equal(a, b) {
 				t.Fatal("states differ after further learning")
 			}
-			// UnmarshalBinary replaces another model's spec and state.
+			// UnmarshalBinary replaces another model's parameters and state.
 			other := newMAM(t, KernelSpec{Type: KernelLinear}, 2, !tc.bal)
 			if err := other.UnmarshalBinary(a); err != nil {
 				t.Fatal(err)
@@ -431,13 +433,19 @@ func TestMAMUnmarshalErrors(t *testing.T) {
 		m.Observe(x[i], y[i], true)
 	}
 	good, _ := m.MarshalBinary()
-	// Offsets in the encoding: magic 0, version 4, type str 6 ("mam": 7..9),
-	// dim 10, kernel str 14 ("rbf": 15..17), gamma 18, features 26, seed 30,
-	// balance 38, delta 39, n 47, n₊ 55, n₋ 63, tr 71, trC 79, p 87, sums 91.
+	// The envelope: magic 0, version 4, type str 6 ("mam": 7..9), the
+	// parameters' frame, dim u32; then the state from st: n st, n₊ st+8,
+	// n₋ st+16, tr st+24, trC st+32, p st+40, sums st+44.
+	st := envelopeEnd(t, good)
 	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(good)) }
-	putF := func(b []byte, off int, v float64) []byte {
-		copy(b[off:], appendF64(nil, v))
-		return b
+	params := func(f func(p *MAMParams)) []byte {
+		p := m.Params()
+		f(&p)
+		return withHeader(t, good, MAMName, &p, m.Dim())
+	}
+	balanceKey := append(codec.AppendStr(nil, "balance"), 'b', 1)
+	if !bytes.Contains(good, balanceKey) {
+		t.Fatal("balance not found in the parameters")
 	}
 	tests := []struct {
 		name string
@@ -445,22 +453,36 @@ func TestMAMUnmarshalErrors(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"magic", edit(func(b []byte) []byte { b[0] = 'X'; return b })},
-		{"version", edit(func(b []byte) []byte { b[4] = 2; return b })},
+		{"version", edit(func(b []byte) []byte { b[4] = 3; return b })},
 		{"type", edit(func(b []byte) []byte { b[7] = 'x'; return b })},
-		{"kernel", edit(func(b []byte) []byte { b[15] = 'x'; return b })},
-		{"dim 0", edit(func(b []byte) []byte { b[10] = 0; return b })},
-		{"gamma", edit(func(b []byte) []byte { return putF(b, 18, -1) })},
-		{"features", edit(func(b []byte) []byte { b[26] = 5; return b })},
-		{"balance flag", edit(func(b []byte) []byte { b[38] = 2; return b })},
-		{"delta", edit(func(b []byte) []byte { return putF(b, 39, 1.5) })},
-		{"counts", edit(func(b []byte) []byte { b[47+specExt]++; return b })},
-		{"negative count", edit(func(b []byte) []byte { b[62+specExt] = 0xff; return b })},
-		{"trace > n", edit(func(b []byte) []byte { return putF(b, 71+specExt, 25) })},
-		{"trace NaN", edit(func(b []byte) []byte { return putF(b, 79+specExt, math.NaN()) })},
-		{"p", edit(func(b []byte) []byte { b[87+specExt] = 9; return b })},
-		{"sum NaN", edit(func(b []byte) []byte { return putF(b, 91+specExt, math.NaN()) })},
-		{"sum too large", edit(func(b []byte) []byte { return putF(b, 91+specExt, 1e6) })},
+		{"kernel", params(func(p *MAMParams) { p.Kernel.Type = "xbf" })},
+		{"dim 0", edit(func(b []byte) []byte { clear(b[st-4 : st]); return b })},
+		{"gamma", params(func(p *MAMParams) { p.Kernel.Gamma = -1 })},
+		{"features", params(func(p *MAMParams) { p.Kernel.Features = 5 })},
+		{"balance flag", bytes.Replace(good, balanceKey, append(balanceKey[:len(balanceKey)-1:len(balanceKey)-1], 2), 1)},
+		{"balance off", params(func(p *MAMParams) { p.Balance = false })},
+		{"delta", params(func(p *MAMParams) { p.Delta = 1.5 })},
+		{"budget", params(func(p *MAMParams) { p.Budget = 20; p.Kernel.Features, p.Kernel.Seed = 0, 0 })},
+		{"parameters of another type", withHeader(t, good, MAMName, &OMAMParams{Kernel: m.Params().Kernel, Levels: 3}, 3)},
+		{"envelope of another type", withHeader(t, good, OMAMName, ptr(m.Params()), 3)},
+		{"counts", edit(func(b []byte) []byte { b[st]++; return b })},
+		{"negative count", edit(func(b []byte) []byte { b[st+15] = 0xff; return b })},
+		{"trace > n", putF64(good, st+24, 25)},
+		{"trace NaN", putF64(good, st+32, math.NaN())},
+		{"p", edit(func(b []byte) []byte { b[st+40] = 9; return b })},
+		{"sum NaN", putF64(good, st+44, math.NaN())},
+		{"sum too large", putF64(good, st+44, 1e6)},
 		{"trailing", append(bytes.Clone(good), 0)},
+		// Version 1: a spec with another type's fields, or the exact mode's tag.
+		{"version 1 levels", asVersion1(t, good, MAMName, legacyMAMSpec(m, func(s *legacySpec) { s.Levels = 3 }))},
+		{"version 1 exact tag", asVersion1(t, good, legacyTagExactMAM, legacyMAMSpec(m, nil))},
+		{"version 1 delta", asVersion1(t, good, MAMName, legacyMAMSpec(m, func(s *legacySpec) { s.Delta = 0 }))},
+	}
+	for name, b := range nonCanonicalMAM(t, m) {
+		tests = append(tests, struct {
+			name string
+			b    []byte
+		}{name, b})
 	}
 	for i := range len(good) {
 		tests = append(tests, struct {
@@ -478,16 +500,43 @@ func TestMAMUnmarshalErrors(t *testing.T) {
 		if after, _ := target.MarshalBinary(); !bytes.Equal(before, after) {
 			t.Errorf("%s: receiver changed on error", tc.name)
 		}
-		if _, err := Restore(tc.b); !errors.Is(err, ErrFormat) {
+		if _, err := testTypes.Restore(tc.b); !errors.Is(err, ErrFormat) {
 			t.Errorf("%s: Restore error %v", tc.name, err)
 		}
 		if tc.name != "truncated" {
 			t.Logf("%s: %v", tc.name, err)
 		}
 	}
-	if _, err := Restore(good); err != nil {
+	if _, err := testTypes.Restore(good); err != nil {
 		t.Fatal(err)
 	}
+	// The version-1 form of the same state restores to the same model.
+	v1 := asVersion1(t, good, MAMName, legacyMAMSpec(m, nil))
+	r, err := testTypes.Restore(v1)
+	if err != nil {
+		t.Fatalf("version 1: %v", err)
+	}
+	if enc, _ := r.MarshalBinary(); !bytes.Equal(enc, good) {
+		t.Fatal("version 1: restored state differs")
+	}
+}
+
+// ptr returns a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }
+
+// legacyMAMSpec returns the version-1 spec of a random-feature or exact
+// MAM's parameters, edited by f (if not nil).
+func legacyMAMSpec(m interface {
+	Dim() int
+	Params() MAMParams
+}, f func(*legacySpec)) legacySpec {
+	p := m.Params()
+	s := legacySpec{Dim: m.Dim(), Kernel: p.Kernel, Balance: p.Balance, Delta: p.Delta, Budget: p.Budget,
+		Window: p.Window.Events, HalfLife: p.Decay.HalfLife}
+	if f != nil {
+		f(&s)
+	}
+	return s
 }
 
 func FuzzRestore(f *testing.F) {
@@ -502,6 +551,11 @@ func FuzzRestore(f *testing.F) {
 		}
 		b, _ := m.MarshalBinary()
 		f.Add(b)
+		for _, b := range nonCanonicalMAM(f, m) {
+			f.Add(b)
+		}
+		// The version-1 form of the same state (the legacy path).
+		f.Add(asVersion1(f, b, MAMName, legacyMAMSpec(m, nil)))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := fuzzRestore(t, b, true)
@@ -513,9 +567,9 @@ func FuzzRestore(f *testing.F) {
 }
 
 func TestStateClose(t *testing.T) {
-	spec := Spec{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 64, Seed: 9}, Balance: true, Delta: 0.05}
-	a, _ := New(spec)
-	b, _ := New(spec)
+	p := MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 64, Seed: 9}, Balance: true, Delta: 0.05}
+	a, _ := NewMAM(3, p)
+	b, _ := NewMAM(3, p)
 	xs := [][]float64{{1, 2, 3}, {-1, 0.5, 2}, {0, 0, 1}, {2, -1, 0}}
 	ys := []float64{1, -1, 1, -1}
 	for i := range xs {
@@ -531,7 +585,7 @@ func TestStateClose(t *testing.T) {
 	if err := StateClose(a, b, 1e-9); err == nil {
 		t.Fatal("one more event: want a difference")
 	}
-	c, _ := New(spec)
+	c, _ := NewMAM(3, p)
 	for i := range xs {
 		y := ys[i]
 		if i == 2 {
@@ -543,6 +597,3 @@ func TestStateClose(t *testing.T) {
 		t.Fatal("a flipped label: want a difference")
 	}
 }
-
-// specExt is the size of the spec fields after delta (degree … l2).
-const specExt = 4 + 8 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 8 + 8

@@ -7,7 +7,7 @@ import (
 
 // Mergeable reports whether the state of a MAM with these parameters is a plain
 // sum over its examples, so that models trained on disjoint parts of a
-// stream merge exactly into the model trained on all of it (MATH.md §1:
+// stream merge exactly into the model trained on all of it (docs/math.md §3:
 // the sums s, S±, tr Ω and the counts are additive). Windowed and decaying
 // models are not: their state depends on the order of all examples.
 func (m *MAM) Mergeable() bool {

@@ -10,18 +10,18 @@ import (
 func TestMAMMergeEqualsOneModel(t *testing.T) {
 	x, y := readCSV(t, "testdata/ripley_train.csv")
 	for _, balance := range []bool{false, true} {
-		spec := Spec{Type: ModelMAM, Dim: 2, Balance: balance, Delta: 0.05,
+		spec := MAMParams{Balance: balance, Delta: 0.05,
 			Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 256, Seed: 7}}
-		one, _ := NewMAM(spec)
+		one, _ := NewMAM(2, spec)
 		parts := make([]*MAM, 3)
 		for i := range parts {
-			parts[i], _ = NewMAM(spec)
+			parts[i], _ = NewMAM(2, spec)
 		}
 		for i := range x {
 			one.Observe(x[i], y[i], true)
 			parts[(i*7)%3].Observe(x[i], y[i], true) // interleaved, like partitions
 		}
-		merged, _ := NewMAM(spec)
+		merged, _ := NewMAM(2, spec)
 		if err := merged.MergeAll(parts...); err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +44,7 @@ func TestMAMMergeEqualsOneModel(t *testing.T) {
 			}
 		}
 		// Merge one at a time gives the same model as MergeAll.
-		inc, _ := NewMAM(spec)
+		inc, _ := NewMAM(2, spec)
 		for _, p := range parts {
 			if err := inc.Merge(p); err != nil {
 				t.Fatal(err)
@@ -63,17 +63,25 @@ func TestMAMMergeEqualsOneModel(t *testing.T) {
 }
 
 func TestMAMMergeRefusesIncompatible(t *testing.T) {
-	base := Spec{Type: ModelMAM, Dim: 2, Delta: 0.05, Kernel: KernelSpec{Type: "rbf", Gamma: 1, Features: 32, Seed: 1}}
-	a, _ := NewMAM(base)
+	base := MAMParams{Delta: 0.05, Kernel: KernelSpec{Type: "rbf", Gamma: 1, Features: 32, Seed: 1}}
+	a, _ := NewMAM(2, base)
 	other := base
 	other.Kernel.Seed = 2
-	b, _ := NewMAM(other)
+	b, _ := NewMAM(2, other)
 	if err := a.Merge(b); err == nil {
 		t.Fatal("merged models with different random features")
 	}
+	// The same parameters for inputs of another dimension: another map.
+	c, _ := NewMAM(3, base)
+	if err := a.Merge(c); err == nil {
+		t.Fatal("merged models of different input dimensions")
+	}
+	if err := a.MergeAll(c); err == nil {
+		t.Fatal("MergeAll merged models of different input dimensions")
+	}
 	win := base
-	win.Window = 10
-	w, _ := NewMAM(win)
+	win.Window.Events = 10
+	w, _ := NewMAM(2, win)
 	if w.Mergeable() {
 		t.Fatal("windowed model reports mergeable")
 	}
@@ -86,15 +94,15 @@ func TestMAMMergeRefusesIncompatible(t *testing.T) {
 // balanced, what an instance does when another partition's state arrives
 // (target: well under a millisecond, so a refresh every second is free).
 func BenchmarkMAMMergeAll(b *testing.B) {
-	spec := Spec{Type: ModelMAM, Dim: 2, Balance: true, Delta: 0.05,
+	spec := MAMParams{Balance: true, Delta: 0.05,
 		Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 512, Seed: 7}}
 	parts := make([]*MAM, 6)
 	for i := range parts {
-		parts[i], _ = NewMAM(spec)
+		parts[i], _ = NewMAM(2, spec)
 		parts[i].Observe([]float64{float64(i), 1}, 1, true)
 		parts[i].Observe([]float64{1, float64(i)}, -1, true)
 	}
-	g, _ := NewMAM(spec)
+	g, _ := NewMAM(2, spec)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := g.MergeAll(parts...); err != nil {
@@ -107,11 +115,11 @@ func BenchmarkMAMMergeAll(b *testing.B) {
 func TestMAMObserveTee(t *testing.T) {
 	x, y := readCSV(t, "testdata/ripley_train.csv")
 	for _, balance := range []bool{false, true} {
-		spec := Spec{Type: ModelMAM, Dim: 2, Balance: balance, Delta: 0.05,
+		spec := MAMParams{Balance: balance, Delta: 0.05,
 			Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 64, Seed: 9}}
-		g, _ := NewMAM(spec)
-		tee, _ := NewMAM(spec)
-		direct, _ := NewMAM(spec)
+		g, _ := NewMAM(2, spec)
+		tee, _ := NewMAM(2, spec)
+		direct, _ := NewMAM(2, spec)
 		for i := range x {
 			labelled := i%3 != 0
 			if i == 17 {

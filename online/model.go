@@ -24,7 +24,7 @@ type Prediction struct {
 // Model is an online scorer/learner owned by one goroutine at a time (not
 // safe for concurrent use).
 type Model interface {
-	// Type returns the model type, e.g. "mam".
+	// Type returns the model type (its registered name, e.g. MAMName).
 	Type() string
 	// Dim returns the input dimension d.
 	Dim() int

@@ -106,6 +106,19 @@ func OMAMType() *Type {
 			}
 			return NewOMAM(dim, *p)
 		},
+		Examples: func() []OMAMParams {
+			rff := DefaultOMAMParams()
+			rff.Levels, rff.Kernel.Features, rff.Kernel.Gamma = 3, 32, 1
+			raw := rff
+			raw.Normalize = false
+			window := rff
+			window.Window.Events = 20
+			decay := rff
+			decay.Decay.HalfLife = 15
+			exact := OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Levels: 3, Normalize: true, Budget: 25}
+			edges := OMAMParams{Kernel: KernelSpec{Type: KernelLinear}, Levels: 3, Edges: []float64{1.5, 2.5}}
+			return []OMAMParams{rff, raw, window, decay, exact, edges}
+		},
 		Restore:    restoreOMAM,
 		LegacyTags: []string{legacyTagExactOMAM},
 	})
@@ -157,7 +170,7 @@ func omamFeatureDim(p *OMAMParams, dim int) int {
 	return dim
 }
 
-// OMAM is the ordinal maximal-average-margin ranker of MATH.md §2 ("oMAM")
+// OMAM is the ordinal maximal-average-margin ranker of docs/math.md §5 ("oMAM")
 // on an explicit feature map φ (FeatureMap: linear or rbf random features).
 //
 // Labels are levels 1..m (Spec.Levels = m ≥ 2). With Spec.Edges (m−1
@@ -170,7 +183,7 @@ func omamFeatureDim(p *OMAMParams, dim int) int {
 // so that c(ℓ) = N_{<ℓ} − N_{>ℓ} and w = Σ_ℓ c(ℓ) S_ℓ. Each labelled event
 // costs O(m·dim φ), independent of n: it adds φ(x) to S_ℓ₀, and one pass over
 // the sums recomputes w = Σ_ℓ c(ℓ) S_ℓ and T = Σ_ℓ S_ℓ from the updated
-// counts. The pass costs the same as the incremental form of MATH.md §2
+// counts. The pass costs the same as the incremental form of docs/math.md §5
 // (w += Σ_{ℓ>ℓ₀} S_ℓ − Σ_{ℓ<ℓ₀} S_ℓ + c(ℓ₀) φ(x)), which the tests check it
 // against, but w does not accumulate rounding error over time and a
 // restored model rebuilds it bit-identically from the stored sums.
@@ -969,7 +982,7 @@ func (l *LevelThresholds) Decode(r *codec.Reader) {
 // event.
 const omamExactMaxLevels = 256
 
-// ExactOMAM is the exact-kernel mode of the ordinal MAM (MATH.md §2),
+// ExactOMAM is the exact-kernel mode of the ordinal MAM (docs/math.md §5),
 // selected by Spec.Budget > 0; its Type is "omam". It stores the last
 // Budget labelled examples (x_i, level ℓ_i) in a ring and evaluates the
 // exact kernel K (see Kernel: linear, rbf, laplacian or polynomial)
@@ -1005,7 +1018,7 @@ const omamExactMaxLevels = 256
 // cannot drift over 10⁹ events. ‖w‖ is recomputed from G after every
 // labelled event, O(m²).
 //
-// Numerics (MATH.md §1): for rbf and laplacian the row is computed as
+// Numerics (docs/math.md §3): for rbf and laplacian the row is computed as
 // e_i = exp(−gamma(dist_i − min_j dist_j)), so that the nearest stored
 // example has e_i = 1 however large gamma is. The normalised score is a
 // ratio of two sums of the same row, so the factor cancels: it never

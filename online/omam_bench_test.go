@@ -13,7 +13,7 @@ func BenchmarkOMAMRBF256(b *testing.B) {
 		norm bool
 	}{{"raw", false}, {"normalised", true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			o := newOMAM(b, Spec{Dim: 32, Levels: 5, Normalize: tc.norm,
+			o := newOMAM(b, 32, OMAMParams{Levels: 5, Normalize: tc.norm,
 				Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.1, Features: 256, Seed: 1}})
 			x, y := omamData(1, 1024, 32, 5)
 			for i := range x { // warm state: every level seen, thresholds fitted
@@ -32,7 +32,7 @@ func BenchmarkOMAMRBF256(b *testing.B) {
 // BenchmarkOMAMRefit isolates one threshold refit (sort of the 1024-event
 // buffer), amortised over 64 labelled events in BenchmarkOMAMRBF256.
 func BenchmarkOMAMRefit(b *testing.B) {
-	o := newOMAM(b, Spec{Dim: 4, Levels: 5, Kernel: KernelSpec{Type: KernelLinear}})
+	o := newOMAM(b, 4, OMAMParams{Levels: 5, Kernel: KernelSpec{Type: KernelLinear}})
 	x, y := omamData(1, 1024, 4, 5)
 	for i := range x {
 		o.Observe(x[i], y[i], true)
@@ -54,7 +54,7 @@ func BenchmarkOMAMExact(b *testing.B) {
 		norm bool
 	}{{"raw", false}, {"normalised", true}} {
 		b.Run(tc.name, func(b *testing.B) {
-			o := newExactOMAM(b, Spec{Dim: 13, Levels: 5, Budget: 1000, Normalize: tc.norm,
+			o := newExactOMAM(b, 13, OMAMParams{Levels: 5, Budget: 1000, Normalize: tc.norm,
 				Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.1}})
 			x, y := omamData(1, 2048, 13, 5)
 			for i := range x { // warm state: ring full, thresholds fitted

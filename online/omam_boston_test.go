@@ -68,9 +68,8 @@ func omamStandardise(x [][]float64, fit, rows []int) [][]float64 {
 // rows once, then scores (teX, teY) without learning: τ-b of the scores
 // against the true levels, and MAE and zero-one error of the levels from
 // thresholds refitted on the prequential training scores.
-func omamHoldout(t testing.TB, spec Spec, trX [][]float64, trY []float64, teX [][]float64, teY []float64) (tau, mae, zeroOne float64) {
-	spec.Type = ModelOMAM
-	m, err := New(spec)
+func omamHoldout(t testing.TB, p OMAMParams, trX [][]float64, trY []float64, teX [][]float64, teY []float64) (tau, mae, zeroOne float64) {
+	m, err := testTypes.New(Spec{Type: OMAMName, Dim: len(trX[0]), Params: &p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +120,7 @@ var omamExactGammas = []float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5}
 // omamChooseGamma picks γ from grid by 3-fold stratified cross-validation
 // on the training rows only (standardised on each inner training part),
 // maximising the mean τ-b of the model spec(γ).
-func omamChooseGamma(t testing.TB, x [][]float64, y []float64, rows []int, grid []float64, spec func(gamma float64) Spec, seed uint64) float64 {
+func omamChooseGamma(t testing.TB, x [][]float64, y []float64, rows []int, grid []float64, spec func(gamma float64) OMAMParams, seed uint64) float64 {
 	yr := omamPick(y, rows)
 	folds := make([][]int, 3) // positions in rows
 	perm, _ := omamSplit(yr, 0, seed+1000)
@@ -215,8 +214,8 @@ func TestOMAMBoston(t *testing.T) {
 		var taus, maes, zos, exact, gammas []float64
 		for seed := range uint64(10) {
 			tr, te := omamSplit(y, 0.3, seed)
-			rf := func(g float64) Spec {
-				return Spec{Dim: 13, Levels: 5, Normalize: tc.norm, Kernel: KernelSpec{Type: KernelRBF, Gamma: g, Features: D, Seed: seed}}
+			rf := func(g float64) OMAMParams {
+				return OMAMParams{Levels: 5, Normalize: tc.norm, Kernel: KernelSpec{Type: KernelRBF, Gamma: g, Features: D, Seed: seed}}
 			}
 			g := omamChooseGamma(t, x, y, tr, omamGammas, rf, seed)
 			trX, teX := omamStandardise(x, tr, tr), omamStandardise(x, tr, te)
@@ -261,8 +260,8 @@ func TestOMAMBostonExact(t *testing.T) {
 		var taus, maes, zos, gammas, direct []float64
 		for seed := range uint64(10) {
 			tr, te := omamSplit(y, 0.3, seed)
-			spec := func(g float64) Spec {
-				return Spec{Dim: 13, Levels: 5, Normalize: tc.norm, Budget: budget, Kernel: KernelSpec{Type: KernelRBF, Gamma: g}}
+			spec := func(g float64) OMAMParams {
+				return OMAMParams{Levels: 5, Normalize: tc.norm, Budget: budget, Kernel: KernelSpec{Type: KernelRBF, Gamma: g}}
 			}
 			g := omamChooseGamma(t, x, y, tr, omamExactGammas, spec, seed)
 			trX, teX := omamStandardise(x, tr, tr), omamStandardise(x, tr, te)

@@ -10,10 +10,9 @@ import (
 	"testing"
 )
 
-func newExactOMAM(t testing.TB, spec Spec) *ExactOMAM {
+func newExactOMAM(t testing.TB, dim int, p OMAMParams) *ExactOMAM {
 	t.Helper()
-	spec.Type = ModelOMAM
-	o, err := NewExactOMAM(spec)
+	o, err := NewExactOMAM(dim, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +46,7 @@ func sqDistDirect(a, b []float64) float64 {
 }
 
 // omamDirect returns the raw and normalised exact-kernel oMAM scores of z
-// over the examples (xs, ys), straight from MATH.md §2:
+// over the examples (xs, ys), straight from docs/math.md §5:
 // c_i = Σ_j sign(y_i − y_j), raw Σ c_i K(x_i, z)/sqrt(Σ_ij c_i c_j K(x_i, x_j)),
 // normalised Σ c_i K(x_i, z)/(n Σ_i K(x_i, z)).
 func omamDirect(K func(a, b []float64) float64, xs [][]float64, ys []float64, z []float64) (raw, norm float64) {
@@ -81,7 +80,7 @@ func TestExactOMAMBruteForce(t *testing.T) {
 	for _, kc := range omamExactKernels {
 		for _, norm := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/normalize=%v", kc.k.Type, norm), func(t *testing.T) {
-				o := newExactOMAM(t, Spec{Dim: d, Kernel: kc.k, Levels: m, Budget: B, Normalize: norm})
+				o := newExactOMAM(t, d, OMAMParams{Kernel: kc.k, Levels: m, Budget: B, Normalize: norm})
 				for i := range x {
 					o.Observe(x[i], y[i], true)
 					T := i + 1
@@ -139,7 +138,7 @@ func TestExactOMAMLongRun(t *testing.T) {
 	x, y := omamData(13, n, d, m)
 	probe, _ := omamData(14, 10, d, m)
 	kc := omamExactKernels[0]
-	o := newExactOMAM(t, Spec{Dim: d, Kernel: kc.k, Levels: m, Budget: B})
+	o := newExactOMAM(t, d, OMAMParams{Kernel: kc.k, Levels: m, Budget: B})
 	for i := range x {
 		o.Observe(x[i], y[i], true)
 	}
@@ -159,8 +158,8 @@ func TestExactOMAMPeaked(t *testing.T) {
 	const d, n, m, gamma = 4, 60, 3, 1e5
 	x, y := omamData(15, n, d, m)
 	probe, _ := omamData(16, 10, d, m)
-	o := newExactOMAM(t, Spec{Dim: d, Kernel: KernelSpec{Type: KernelRBF, Gamma: gamma}, Levels: m, Budget: 100, Normalize: true})
-	raw := newExactOMAM(t, Spec{Dim: d, Kernel: KernelSpec{Type: KernelRBF, Gamma: gamma}, Levels: m, Budget: 100})
+	o := newExactOMAM(t, d, OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: gamma}, Levels: m, Budget: 100, Normalize: true})
+	raw := newExactOMAM(t, d, OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: gamma}, Levels: m, Budget: 100})
 	for i := range x {
 		o.Observe(x[i], y[i], true)
 		raw.Observe(x[i], y[i], true)
@@ -197,7 +196,7 @@ func TestExactOMAMPeaked(t *testing.T) {
 
 func TestExactOMAMEmptyAndNonFinite(t *testing.T) {
 	for _, norm := range []bool{false, true} {
-		o := newExactOMAM(t, Spec{Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Levels: 3, Budget: 10, Normalize: norm})
+		o := newExactOMAM(t, 3, OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Levels: 3, Budget: 10, Normalize: norm})
 		if p := o.Observe([]float64{1, 2, 3}, 2, true); p.Score != 0 || p.Label != 0 || p.N != 0 {
 			t.Fatalf("empty model: %+v", p)
 		}
@@ -224,7 +223,7 @@ func TestExactOMAMEmptyAndNonFinite(t *testing.T) {
 			}()
 		}
 	}
-	e := newExactOMAM(t, Spec{Dim: 1, Kernel: KernelSpec{Type: KernelLinear}, Levels: 4, Budget: 5, Edges: []float64{15.3, 19.7, 22.7}})
+	e := newExactOMAM(t, 1, OMAMParams{Kernel: KernelSpec{Type: KernelLinear}, Levels: 4, Budget: 5, Edges: []float64{15.3, 19.7, 22.7}})
 	for v, want := range map[float64]float64{-100: 1, 15.3: 2, 19.69: 2, 22.7: 4} {
 		if got, ok := e.Label(v); !ok || got != want {
 			t.Errorf("edges: Label(%v) = %v, %v; want %v", v, got, ok, want)
@@ -238,7 +237,7 @@ func TestExactOMAMEmptyAndNonFinite(t *testing.T) {
 func TestExactOMAMThresholds(t *testing.T) {
 	const m = 5
 	x, y := omamData(17, 1500, 4, m)
-	o := newExactOMAM(t, Spec{Dim: 4, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: m, Budget: 200, Normalize: true})
+	o := newExactOMAM(t, 4, OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: m, Budget: 200, Normalize: true})
 	for i := range x {
 		p := o.Observe(x[i], y[i], true)
 		if (i < omamRefitEvery) != (p.Label == 0) || p.Label > m {
@@ -263,94 +262,152 @@ func TestExactOMAMThresholds(t *testing.T) {
 }
 
 func TestExactOMAMSpecValidate(t *testing.T) {
-	ok := Spec{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Levels: 5, Budget: 100}
+	const dim = 3
+	ok := OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Levels: 5, Budget: 100}
 	tests := []struct {
 		name  string
-		edit  func(*Spec)
+		edit  func(*OMAMParams)
 		field string // "" = valid
 	}{
-		{"valid", func(*Spec) {}, ""},
-		{"valid laplacian, normalised, edges", func(s *Spec) {
-			s.Kernel.Type, s.Normalize, s.Edges = KernelLaplacian, true, []float64{1, 2, 3, 4}
+		{"valid", func(*OMAMParams) {}, ""},
+		{"valid laplacian, normalised, edges", func(p *OMAMParams) {
+			p.Kernel.Type, p.Normalize, p.Edges = KernelLaplacian, true, []float64{1, 2, 3, 4}
 		}, ""},
-		{"valid linear", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelLinear} }, ""},
-		{"valid polynomial", func(s *Spec) { s.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 3, Coef0: 1} }, ""},
-		{"standardize accepted", func(s *Spec) { s.Standardize = true }, ""},
-		{"levels at the limit", func(s *Spec) { s.Levels = omamExactMaxLevels }, ""},
-		{"features", func(s *Spec) { s.Kernel.Features = 64 }, "kernel.features"},
-		{"gamma", func(s *Spec) { s.Kernel.Gamma = 0 }, "kernel.gamma"},
-		{"degree with rbf", func(s *Spec) { s.Kernel.Degree = 2 }, "kernel.degree"},
-		{"window", func(s *Spec) { s.Window = 10 }, "window"},
-		{"half-life", func(s *Spec) { s.HalfLife = 10 }, "half_life"},
-		{"delta", func(s *Spec) { s.Delta = 0.05 }, "delta"},
-		{"balance", func(s *Spec) { s.Balance = true }, "balance"},
-		{"learning rate", func(s *Spec) { s.LearningRate = 0.1 }, "learning_rate"},
-		{"l2", func(s *Spec) { s.L2 = 0.1 }, "l2"},
-		{"levels 1", func(s *Spec) { s.Levels = 1 }, "levels"},
-		{"levels too many", func(s *Spec) { s.Levels = omamExactMaxLevels + 1 }, "levels"},
-		{"edges count", func(s *Spec) { s.Edges = []float64{1, 2} }, "edges"},
-		{"budget negative", func(s *Spec) { s.Budget = -1 }, "budget"},
-		{"budget huge", func(s *Spec) { s.Budget = maxBudgetFloats }, "budget"},
+		{"valid linear", func(p *OMAMParams) { p.Kernel = KernelSpec{Type: KernelLinear} }, ""},
+		{"valid polynomial", func(p *OMAMParams) { p.Kernel = KernelSpec{Type: KernelPolynomial, Degree: 3, Coef0: 1} }, ""},
+		{"levels at the limit", func(p *OMAMParams) { p.Levels = omamExactMaxLevels }, ""},
+		{"features", func(p *OMAMParams) { p.Kernel.Features = 64 }, "kernel.features"},
+		{"seed", func(p *OMAMParams) { p.Kernel.Seed = 3 }, "kernel.seed"},
+		{"gamma", func(p *OMAMParams) { p.Kernel.Gamma = 0 }, "kernel.gamma"},
+		{"degree with rbf", func(p *OMAMParams) { p.Kernel.Degree = 2 }, "kernel.degree"},
+		{"window", func(p *OMAMParams) { p.Window.Events = 10 }, "budget"},
+		{"half-life", func(p *OMAMParams) { p.Decay.HalfLife = 10 }, "budget"},
+		{"levels 1", func(p *OMAMParams) { p.Levels = 1 }, "levels"},
+		{"levels too many", func(p *OMAMParams) { p.Levels = omamExactMaxLevels + 1 }, "levels"},
+		{"edges count", func(p *OMAMParams) { p.Edges = []float64{1, 2} }, "edges"},
+		{"budget negative", func(p *OMAMParams) { p.Budget = -1 }, "budget"},
+		{"budget huge", func(p *OMAMParams) { p.Budget = maxBudgetFloats }, "budget"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := ok
-			tc.edit(&s)
-			m, err := New(s)
-			if tc.field == "" {
-				if err != nil || m == nil || m.Type() != ModelOMAM {
-					t.Fatalf("New: %v, %v", m, err)
+			p := ok
+			tc.edit(&p)
+			for _, std := range []bool{false, true} {
+				m, err := testTypes.New(Spec{Type: OMAMName, Dim: dim, Standardize: std, Params: &p})
+				if tc.field == "" {
+					if err != nil || m == nil || m.Type() != OMAMName {
+						t.Fatalf("New: %v, %v", m, err)
+					}
+					inner := m
+					if w, ok := m.(*Standardized); ok == std && ok {
+						inner = w.Inner()
+					} else if ok != std {
+						t.Fatalf("New with standardize %v: %T", std, m)
+					}
+					if _, ok := inner.(*ExactOMAM); !ok {
+						t.Fatalf("New: %T, want *ExactOMAM", inner)
+					}
+					continue
 				}
-				inner := m
-				if w, ok := m.(*Standardized); ok {
-					inner = w.Inner()
+				var se *SpecError
+				if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, ErrSpec) || m != nil {
+					t.Fatalf("New: error %v, want a *SpecError for %q", err, tc.field)
 				}
-				if _, ok := inner.(*ExactOMAM); !ok {
-					t.Fatalf("New: %T, want *ExactOMAM", inner)
-				}
-				return
 			}
-			var se *SpecError
-			if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, ErrSpec) {
-				t.Fatalf("New: error %v, want a *SpecError for %q", err, tc.field)
+			if p.Budget > 0 {
+				o, err := NewExactOMAM(dim, p)
+				if (err == nil) != (tc.field == "") || (err == nil) != (o != nil) {
+					t.Fatalf("NewExactOMAM: %v", err)
+				}
 			}
 		})
 	}
-	if _, err := NewOMAM(ok); err == nil {
-		t.Error("NewOMAM with budget: no error")
+	if _, err := NewOMAM(dim, ok); !errors.Is(err, ErrSpec) {
+		t.Errorf("NewOMAM with budget: %v", err)
 	}
-	s := ok
-	s.Type = encodingExactOMAM
-	if _, err := New(s); !errors.Is(err, ErrSpec) {
-		t.Errorf("New(type %q): %v, want a spec error", encodingExactOMAM, err)
+	p := ok
+	p.Budget = 0
+	if _, err := NewExactOMAM(dim, p); !errors.Is(err, ErrSpec) {
+		t.Errorf("NewExactOMAM without budget: %v", err)
+	}
+	if _, err := testTypes.New(Spec{Type: legacyTagExactOMAM, Dim: dim, Params: &ok}); !errors.Is(err, ErrSpec) {
+		t.Errorf("New(type %q): %v, want a spec error", legacyTagExactOMAM, err)
 	}
 }
 
-// TestTypes: Types lists the configurable model types only.
+// TestTypes: the registry lists the configurable model types only; the
+// legacy encoding tags of the exact kernel modes are not types, but
+// Restore still reads version-1 encodings written under them.
 func TestTypes(t *testing.T) {
-	got := Types()
-	for _, want := range []string{ModelMAM, ModelOMAM, ModelLogistic, ModelLDA} {
-		if !slices.Contains(got, want) {
-			t.Errorf("Types() = %v: %q missing", got, want)
+	got := testTypes.Names()
+	if want := []string{MAMName, OMAMName, LogisticName, LDAName}; !slices.Equal(got, want) {
+		t.Errorf("Names() = %v, want %v", got, want)
+	}
+	for _, tag := range []string{legacyTagExactMAM, legacyTagExactOMAM, standardizedTag} {
+		if slices.Contains(got, tag) || testTypes.Lookup(tag) != nil {
+			t.Errorf("the encoding tag %q is listed as a type", tag)
+		}
+		if _, err := testTypes.Type(tag); !errors.Is(err, ErrSpec) {
+			t.Errorf("Type(%q): %v", tag, err)
 		}
 	}
-	for _, tag := range []string{encodingExactMAM, encodingExactOMAM, standardizedTag} {
-		if slices.Contains(got, tag) {
-			t.Errorf("Types() = %v lists the encoding tag %q", got, tag)
+	for _, name := range got {
+		typ := testTypes.Lookup(name)
+		if typ == nil || typ.Name() != name || typ.Doc() == "" {
+			t.Fatalf("Lookup(%q) = %v", name, typ)
 		}
-		if _, ok := modelTypes[tag]; tag != standardizedTag && !ok {
-			t.Errorf("encoding tag %q not registered for Restore", tag)
+		if p := typ.NewParams(); p == nil || reflect.TypeOf(p).Elem() != typ.ParamsType() {
+			t.Errorf("%s: NewParams %T, parameters %v", name, p, typ.ParamsType())
+		}
+	}
+	if _, err := NewRegistry(MAMType(), MAMType()); err == nil {
+		t.Error("a type registered twice")
+	}
+	// Version-1 encodings of the exact modes, under their tags.
+	x, bin, lev := compareData(6, 30)
+	em := newExact(t, KernelSpec{Type: KernelRBF, Gamma: 0.5}, 3, 10, true)
+	eo := newExactOMAM(t, 3, OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 3, Budget: 10})
+	for i := range x {
+		em.Observe(x[i], bin[i], true)
+		eo.Observe(x[i], lev[i], true)
+	}
+	for _, tc := range []struct {
+		m   Model
+		tag string
+		s   legacySpec
+	}{
+		{em, legacyTagExactMAM, legacyMAMSpec(em, nil)},
+		{eo, legacyTagExactOMAM, legacySpec{Dim: 3, Kernel: eo.Params().Kernel, Levels: 3, Budget: 10}},
+	} {
+		good, _ := tc.m.MarshalBinary()
+		v1 := asVersion1(t, good, tc.tag, tc.s)
+		if typ, err := PeekType(v1); err != nil || typ != tc.tag {
+			t.Fatalf("PeekType: %q, %v", typ, err)
+		}
+		r, err := testTypes.Restore(v1)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tag, err)
+		}
+		if reflect.TypeOf(r) != reflect.TypeOf(tc.m) {
+			t.Fatalf("%s: restored %T", tc.tag, r)
+		}
+		if enc, _ := r.MarshalBinary(); !bytes.Equal(enc, good) {
+			t.Fatalf("%s: restored state differs", tc.tag)
+		}
+		// Under the random-feature tag, the exact state is refused.
+		if _, err := testTypes.Restore(asVersion1(t, good, tc.m.Type(), tc.s)); !errors.Is(err, ErrFormat) {
+			t.Errorf("%s state under tag %q: %v", tc.tag, tc.m.Type(), err)
 		}
 	}
 }
 
 func TestExactOMAMObserveDoesNotAllocate(t *testing.T) {
-	for _, spec := range []Spec{
-		{Dim: 8, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.2}, Levels: 5, Budget: 100, Normalize: true},
-		{Dim: 8, Kernel: KernelSpec{Type: KernelLinear}, Levels: 5, Budget: 100},
-		{Dim: 8, Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 1}, Levels: 3, Budget: 30},
+	for _, spec := range []OMAMParams{
+		{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.2}, Levels: 5, Budget: 100, Normalize: true},
+		{Kernel: KernelSpec{Type: KernelLinear}, Levels: 5, Budget: 100},
+		{Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 1}, Levels: 3, Budget: 30},
 	} {
-		o := newExactOMAM(t, spec)
+		o := newExactOMAM(t, 8, spec)
 		x, y := omamData(6, 1024, 8, spec.Levels)
 		i := 0
 		if a := testing.AllocsPerRun(2000, func() { // covers refits, evictions, wraps
@@ -365,12 +422,15 @@ func TestExactOMAMObserveDoesNotAllocate(t *testing.T) {
 
 // omamExactSpecs are the specs of the codec tests.
 var omamExactSpecs = []Spec{
-	{Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 5, Budget: 40, Normalize: true},
-	{Dim: 3, Kernel: KernelSpec{Type: KernelLaplacian, Gamma: 0.3}, Levels: 3, Budget: 500},
-	{Dim: 3, Kernel: KernelSpec{Type: KernelLinear}, Levels: 4, Budget: 64, Edges: []float64{-1, 0, 1}},
-	{Dim: 3, Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 0.5}, Levels: 2, Budget: 25, Normalize: true},
-	{Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 2}, Levels: 4, Budget: 30, Standardize: true},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 5, Budget: 40, Normalize: true}},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelLaplacian, Gamma: 0.3}, Levels: 3, Budget: 500}},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelLinear}, Levels: 4, Budget: 64, Edges: []float64{-1, 0, 1}}},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 0.5}, Levels: 2, Budget: 25, Normalize: true}},
+	{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 2}, Levels: 4, Budget: 30}, Standardize: true},
 }
+
+// specLevels returns the levels of an omam spec.
+func specLevels(s Spec) int { return s.Params.(*OMAMParams).Levels }
 
 // TestExactOMAMRoundTrip restores models at several points (empty, ring
 // filling, before and after the first fit, ring wrapped) through Restore
@@ -378,10 +438,9 @@ var omamExactSpecs = []Spec{
 // learning, and StateClose at rtol 0.
 func TestExactOMAMRoundTrip(t *testing.T) {
 	for _, spec := range omamExactSpecs {
-		spec.Type = ModelOMAM
-		x, y := omamData(7, 400, 3, spec.Levels)
+		x, y := omamData(7, 400, 3, specLevels(spec))
 		for _, cut := range []int{0, 10, 70, 300} {
-			o, err := New(spec)
+			o, err := testTypes.New(spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -392,15 +451,16 @@ func TestExactOMAMRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Restore(b)
+			r, err := testTypes.Restore(b)
 			if err != nil {
 				t.Fatalf("%+v at %d: %v", spec, cut, err)
 			}
-			if reflect.TypeOf(r) != reflect.TypeOf(o) || r.Type() != ModelOMAM {
-				t.Fatalf("restored %T (type %q), want %T", r, r.Type(), o)
+			if reflect.TypeOf(r) != reflect.TypeOf(o) || r.Type() != OMAMName || r.Dim() != spec.Dim {
+				t.Fatalf("restored %T (type %q, dim %d), want %T", r, r.Type(), r.Dim(), o)
 			}
-			if !reflect.DeepEqual(r.(interface{ Spec() Spec }).Spec(), o.(interface{ Spec() Spec }).Spec()) {
-				t.Fatalf("spec %+v, want %+v", r.(interface{ Spec() Spec }).Spec(), spec)
+			ri, _ := Unwrap[*ExactOMAM](r)
+			if ri == nil || !reflect.DeepEqual(ri.Params(), *spec.Params.(*OMAMParams)) {
+				t.Fatalf("parameters %+v, want %+v", ri.Params(), spec.Params)
 			}
 			if err := StateClose(o, r, 0); err != nil {
 				t.Fatalf("%+v, cut %d: restored state: %v", spec, cut, err)
@@ -427,14 +487,13 @@ func TestExactOMAMRoundTrip(t *testing.T) {
 
 func TestExactOMAMUnmarshalErrors(t *testing.T) {
 	const d, m, B = 2, 3, 5
-	spec := Spec{Type: ModelOMAM, Dim: d, Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Levels: m, Budget: B}
-	o := newExactOMAM(t, spec)
+	o := newExactOMAM(t, d, OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Levels: m, Budget: B})
 	x, y := omamData(8, 80, d, m)
 	for i := range x {
 		o.Observe(x[i], y[i], true)
 	}
 	good, _ := o.MarshalBinary()
-	target := newExactOMAM(t, Spec{Dim: 1, Kernel: KernelSpec{Type: KernelLinear}, Levels: 2, Budget: 3})
+	target := newExactOMAM(t, 1, OMAMParams{Kernel: KernelSpec{Type: KernelLinear}, Levels: 2, Budget: 3})
 	target.Observe([]float64{1}, 2, true)
 	before, _ := target.MarshalBinary()
 	check := func(name string, b []byte) {
@@ -446,7 +505,7 @@ func TestExactOMAMUnmarshalErrors(t *testing.T) {
 		if !errors.Is(err, ErrFormat) {
 			t.Fatalf("%s: error %v, want ErrFormat", name, err)
 		}
-		if _, err := Restore(b); !errors.Is(err, ErrFormat) {
+		if _, err := testTypes.Restore(b); !errors.Is(err, ErrFormat) {
 			t.Fatalf("%s: Restore error %v, want ErrFormat", name, err)
 		}
 		if now, _ := target.MarshalBinary(); !bytes.Equal(now, before) {
@@ -457,9 +516,8 @@ func TestExactOMAMUnmarshalErrors(t *testing.T) {
 		check("truncated", good[:n])
 	}
 	check("trailing", append(slices.Clone(good), 0))
-	hdr := 4 + 2 + 1 + len(encodingExactOMAM)
-	specLen := len(appendSpec(nil, o.spec))
-	st := hdr + specLen
+	hdr := 4 + 2 + 1 + len(OMAMName) // magic, version, type
+	st := envelopeEnd(t, good)
 	gOff := st + 16
 	slots := gOff + 8*m*(m+1)
 	slot := 12 + 16*m + 8*d
@@ -470,14 +528,31 @@ func TestExactOMAMUnmarshalErrors(t *testing.T) {
 		copy(b[off:], v)
 		check(name, b)
 	}
-	f64 := func(v float64) []byte { return appendF64(nil, v) }
-	corrupt("type", hdr-len(encodingExactOMAM), []byte("OMAM_exact"))
-	// Spec fields from its end (no edges): l2, learning rate, normalize,
-	// edge count, levels, standardize, half-life, window, budget.
-	levOff, budOff := st-8-8-1-4-4, st-8-8-1-4-4-1-8-4-4
-	corrupt("budget 0", budOff, []byte{0, 0, 0, 0})
-	corrupt("budget other", budOff, []byte{B + 1})
-	corrupt("levels in spec", levOff, []byte{m + 1})
+	f64 := func(v float64) []byte { return f64Bytes([]float64{v}) }
+	corrupt("type", hdr-len(OMAMName), []byte("OMAM"))
+	corrupt("dim", st-4, []byte{d + 1})
+	params := func(name string, f func(p *OMAMParams)) {
+		t.Helper()
+		p := o.Params()
+		f(&p)
+		check(name, withHeader(t, good, OMAMName, &p, d))
+	}
+	params("budget 0", func(p *OMAMParams) { p.Budget = 0 })
+	params("budget other", func(p *OMAMParams) { p.Budget = B + 1 })
+	params("levels in parameters", func(p *OMAMParams) { p.Levels = m + 1 })
+	params("kernel in parameters", func(p *OMAMParams) { p.Kernel = KernelSpec{Type: KernelLinear} })
+	params("features in parameters", func(p *OMAMParams) { p.Kernel.Features = 4 })
+	check("parameters of another type", withHeader(t, good, OMAMName, &MAMParams{Kernel: o.Params().Kernel, Delta: 0.05, Budget: B}, d))
+	// Version 1: another type's fields, or the random-feature tag.
+	v1 := legacySpec{Dim: d, Kernel: o.Params().Kernel, Levels: m, Budget: B}
+	check("version 1 random-feature tag", asVersion1(t, good, OMAMName, v1))
+	check("version 1 learning rate", asVersion1(t, good, legacyTagExactOMAM, func() legacySpec { s := v1; s.LearningRate = 0.1; return s }()))
+	check("version 1 budget", asVersion1(t, good, legacyTagExactOMAM, func() legacySpec { s := v1; s.Budget = B + 1; return s }()))
+	if r, err := testTypes.Restore(asVersion1(t, good, legacyTagExactOMAM, v1)); err != nil {
+		t.Fatalf("version 1: %v", err)
+	} else if enc, _ := r.MarshalBinary(); !bytes.Equal(enc, good) {
+		t.Fatal("version 1: restored state differs")
+	}
 	corrupt("n below count", st, []byte{2, 0, 0, 0, 0, 0, 0, 0})
 	corrupt("count", st+8, []byte{4})
 	corrupt("head", st+12, []byte{B})
@@ -497,7 +572,7 @@ func TestExactOMAMUnmarshalErrors(t *testing.T) {
 	corrupt("fitted flag", fit, []byte{2})
 	corrupt("fitted off", fit, []byte{0})
 	corrupt("thresholds order", fit+1, f64(1e9))
-	if _, err := Restore(good); err != nil {
+	if _, err := testTypes.Restore(good); err != nil {
 		t.Fatal(err)
 	}
 	var om OMAM
@@ -512,21 +587,25 @@ func TestExactOMAMUnmarshalErrors(t *testing.T) {
 
 func FuzzExactOMAMRestore(f *testing.F) {
 	for _, spec := range omamExactSpecs {
-		spec.Type = ModelOMAM
-		o, _ := New(spec)
-		x, y := omamData(9, 70, 3, spec.Levels)
+		o := mustNew(f, spec)
+		x, y := omamData(9, 70, 3, specLevels(spec))
 		for i := range x {
 			o.Observe(x[i], y[i], true)
 		}
 		b, _ := o.MarshalBinary()
 		f.Add(b)
+		if spec.Standardize { // the legacy path
+			f.Add(stdAsVersion1(f, b, spec, nil))
+		} else {
+			tag, s := legacySpecOf(f, spec)
+			f.Add(asVersion1(f, b, tag, s))
+		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		// A valid spec may ask for a budget of up to 2²⁴ floats (128 MiB,
 		// allocated on restore as the spec demands): skip the large ones,
 		// which only slow the fuzzer down.
-		r := reader{b: b}
-		if r.header(); r.spec("").Budget > 4096 {
+		if encodedBudget(b) > 4096 {
 			return
 		}
 		m := fuzzRestore(t, b, true)

@@ -27,10 +27,9 @@ func omamData(seed uint64, n, d, m int) (x [][]float64, y []float64) {
 	return x, y
 }
 
-func newOMAM(t testing.TB, spec Spec) *OMAM {
+func newOMAM(t testing.TB, dim int, p OMAMParams) *OMAM {
 	t.Helper()
-	spec.Type = ModelOMAM
-	o, err := NewOMAM(spec)
+	o, err := NewOMAM(dim, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +63,7 @@ func omamRelErr(a, b []float64) float64 {
 }
 
 // TestOMAMBruteForce checks both scores of the linear-kernel oMAM against
-// the kernel expansions of MATH.md §2, c_i = Σ_j omamSign(y_i − y_j):
+// the kernel expansions of docs/math.md §5, c_i = Σ_j omamSign(y_i − y_j):
 // raw Σ c_i K(x_i, x)/sqrt(cᵀΩc), normalised Σ c_i K(x_i, x)/(n Σ K(x_i, x));
 // and w against the incremental update w += Σ_{ℓ>ℓ₀} S_ℓ − Σ_{ℓ<ℓ₀} S_ℓ + c(ℓ₀) φ(x).
 func TestOMAMBruteForce(t *testing.T) {
@@ -72,7 +71,7 @@ func TestOMAMBruteForce(t *testing.T) {
 	x, y := omamData(1, n, d, m)
 	probe, _ := omamData(2, 20, d, m)
 	for _, norm := range []bool{false, true} {
-		o := newOMAM(t, Spec{Dim: d, Kernel: omamLinear, Levels: m, Normalize: norm})
+		o := newOMAM(t, d, OMAMParams{Kernel: omamLinear, Levels: m, Normalize: norm})
 		wInc := make([]float64, d) // incremental form
 		for i := range x {
 			l0 := int(y[i])
@@ -155,7 +154,7 @@ func omamSign(v float64) float64 {
 
 func TestOMAMEmptyAndNonFinite(t *testing.T) {
 	for _, norm := range []bool{false, true} {
-		o := newOMAM(t, Spec{Dim: 3, Kernel: omamRBF, Levels: 3, Normalize: norm})
+		o := newOMAM(t, 3, OMAMParams{Kernel: omamRBF, Levels: 3, Normalize: norm})
 		p := o.Observe([]float64{1, 2, 3}, 2, true)
 		if p.Score != 0 || p.Label != 0 || p.N != 0 {
 			t.Fatalf("empty model: %+v", p)
@@ -171,7 +170,7 @@ func TestOMAMEmptyAndNonFinite(t *testing.T) {
 }
 
 func TestOMAMLabel(t *testing.T) {
-	o := newOMAM(t, Spec{Dim: 1, Kernel: omamLinear, Levels: 3})
+	o := newOMAM(t, 1, OMAMParams{Kernel: omamLinear, Levels: 3})
 	for v, want := range map[float64]float64{1: 1, 2: 2, 3: 3} {
 		if got, ok := o.Label(v); !ok || got != want {
 			t.Errorf("Label(%v) = %v, %v", v, got, ok)
@@ -182,7 +181,7 @@ func TestOMAMLabel(t *testing.T) {
 			t.Errorf("Label(%v) accepted", v)
 		}
 	}
-	e := newOMAM(t, Spec{Dim: 1, Kernel: omamLinear, Levels: 4, Edges: []float64{15.3, 19.7, 22.7}})
+	e := newOMAM(t, 1, OMAMParams{Kernel: omamLinear, Levels: 4, Edges: []float64{15.3, 19.7, 22.7}})
 	for v, want := range map[float64]float64{-100: 1, 15.2: 1, 15.3: 2, 19.69: 2, 19.7: 3, 22.7: 4, 50: 4} {
 		if got, ok := e.Label(v); !ok || got != want {
 			t.Errorf("edges: Label(%v) = %v, %v; want %v", v, got, ok, want)
@@ -210,58 +209,75 @@ func TestOMAMLabel(t *testing.T) {
 }
 
 func TestOMAMSpecValidate(t *testing.T) {
-	ok := Spec{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 1, Features: 16}, Levels: 5}
+	const dim = 3
+	ok := OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1, Features: 16}, Levels: 5}
 	tests := []struct {
 		name  string
-		edit  func(*Spec)
+		edit  func(*OMAMParams)
 		field string // "" = valid
 	}{
-		{"valid", func(*Spec) {}, ""},
-		{"valid linear, normalised, edges", func(s *Spec) {
-			s.Kernel, s.Normalize, s.Edges = KernelSpec{Type: KernelLinear}, true, []float64{1, 2, 3, 4}
+		{"valid", func(*OMAMParams) {}, ""},
+		{"valid linear, normalised, edges", func(p *OMAMParams) {
+			p.Kernel, p.Normalize, p.Edges = KernelSpec{Type: KernelLinear}, true, []float64{1, 2, 3, 4}
 		}, ""},
-		{"valid window", func(s *Spec) { s.Window = 100 }, ""},
-		{"valid half-life", func(s *Spec) { s.HalfLife = 50 }, ""},
-		{"standardize accepted", func(s *Spec) { s.Standardize = true }, ""},
-		{"levels 1", func(s *Spec) { s.Levels = 1 }, "levels"},
-		{"levels 0", func(s *Spec) { s.Levels = 0 }, "levels"},
-		{"levels huge", func(s *Spec) { s.Levels = omamMaxLevels + 1 }, "levels"},
-		{"edges count", func(s *Spec) { s.Edges = []float64{1, 2} }, "edges"},
-		{"edges order", func(s *Spec) { s.Edges = []float64{1, 2, 2, 3} }, "edges"},
-		{"edges NaN", func(s *Spec) { s.Edges = []float64{1, 2, math.NaN(), 3} }, "edges"},
-		{"delta", func(s *Spec) { s.Delta = 0.05 }, "delta"},
-		{"budget with random features", func(s *Spec) { s.Budget = 10 }, "kernel.features"},
-		{"budget negative", func(s *Spec) { s.Budget = -1 }, "kernel.features"},
-		{"budget negative exact", func(s *Spec) { s.Budget, s.Kernel.Features = -1, 0 }, "budget"},
-		{"balance", func(s *Spec) { s.Balance = true }, "balance"},
-		{"learning rate", func(s *Spec) { s.LearningRate = 0.1 }, "learning_rate"},
-		{"l2", func(s *Spec) { s.L2 = 0.1 }, "l2"},
-		{"degree", func(s *Spec) { s.Kernel.Degree = 2 }, "kernel.degree"},
-		{"window negative", func(s *Spec) { s.Window = -1 }, "window"},
-		{"window huge", func(s *Spec) { s.Window = maxOmega }, "window"},
-		{"half-life negative", func(s *Spec) { s.HalfLife = -1 }, "half_life"},
-		{"half-life NaN", func(s *Spec) { s.HalfLife = math.NaN() }, "half_life"},
-		{"half-life Inf", func(s *Spec) { s.HalfLife = math.Inf(1) }, "half_life"},
-		{"window and half-life", func(s *Spec) { s.Window, s.HalfLife = 10, 10 }, "half_life"},
-		{"gamma", func(s *Spec) { s.Kernel.Gamma = 0 }, "kernel.gamma"},
+		{"valid window", func(p *OMAMParams) { p.Window.Events = 100 }, ""},
+		{"valid half-life", func(p *OMAMParams) { p.Decay.HalfLife = 50 }, ""},
+		{"levels 1", func(p *OMAMParams) { p.Levels = 1 }, "levels"},
+		{"levels 0", func(p *OMAMParams) { p.Levels = 0 }, "levels"},
+		{"levels huge", func(p *OMAMParams) { p.Levels = omamMaxLevels + 1 }, "levels"},
+		{"edges count", func(p *OMAMParams) { p.Edges = []float64{1, 2} }, "edges"},
+		{"edges order", func(p *OMAMParams) { p.Edges = []float64{1, 2, 2, 3} }, "edges[2]"},
+		{"edges NaN", func(p *OMAMParams) { p.Edges = []float64{1, 2, math.NaN(), 3} }, "edges[2]"},
+		{"budget with random features", func(p *OMAMParams) { p.Budget = 10 }, "kernel.features"},
+		{"budget negative", func(p *OMAMParams) { p.Budget = -1 }, "budget"},
+		{"budget negative exact", func(p *OMAMParams) { p.Budget, p.Kernel.Features = -1, 0 }, "budget"},
+		{"degree", func(p *OMAMParams) { p.Kernel.Degree = 2 }, "kernel.degree"},
+		{"window negative", func(p *OMAMParams) { p.Window.Events = -1 }, "window.events"},
+		{"window huge", func(p *OMAMParams) { p.Window.Events = maxOmega }, "window.events"},
+		{"half-life negative", func(p *OMAMParams) { p.Decay.HalfLife = -1 }, "decay.half_life"},
+		{"half-life NaN", func(p *OMAMParams) { p.Decay.HalfLife = math.NaN() }, "decay.half_life"},
+		{"half-life Inf", func(p *OMAMParams) { p.Decay.HalfLife = math.Inf(1) }, "decay.half_life"},
+		{"window and half-life", func(p *OMAMParams) { p.Window.Events, p.Decay.HalfLife = 10, 10 }, "decay.half_life"},
+		{"gamma", func(p *OMAMParams) { p.Kernel.Gamma = 0 }, "kernel.gamma"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := ok
-			tc.edit(&s)
-			m, err := New(s)
+			p := ok
+			tc.edit(&p)
+			verr := p.Validate(dim)
+			m, err := testTypes.New(Spec{Type: OMAMName, Dim: dim, Params: &p})
 			if tc.field == "" {
-				if err != nil || m == nil {
-					t.Fatalf("New: %v", err)
+				if verr != nil || err != nil || m == nil {
+					t.Fatalf("Validate: %v, New: %v", verr, err)
 				}
 				return
 			}
-			var se *SpecError
-			if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, ErrSpec) {
-				t.Fatalf("New: error %v, want a *SpecError for %q", err, tc.field)
+			for _, err := range []error{verr, err} {
+				var se *SpecError
+				if !errors.As(err, &se) || se.Field != tc.field || !errors.Is(err, ErrSpec) {
+					t.Fatalf("error %v, want a *SpecError for %q", err, tc.field)
+				}
+			}
+			if m != nil {
+				t.Error("model returned with an error")
+			}
+			if p.Budget == 0 {
+				if o, err := NewOMAM(dim, p); o != nil || !errors.Is(err, ErrSpec) {
+					t.Fatalf("NewOMAM: %v", err)
+				}
 			}
 			t.Log(err)
 		})
+	}
+	// Standardisation is the registry's wrapper, for any valid parameters.
+	m, err := testTypes.New(Spec{Type: OMAMName, Dim: dim, Standardize: true, Params: &ok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, isStd := m.(*Standardized); !isStd {
+		t.Fatalf("New with Standardize: %T", m)
+	} else if _, isOMAM := s.Inner().(*OMAM); !isOMAM {
+		t.Fatalf("New with Standardize: inner %T", s.Inner())
 	}
 }
 
@@ -271,7 +287,7 @@ func TestOMAMSpecValidate(t *testing.T) {
 func TestOMAMThresholds(t *testing.T) {
 	const m = 5
 	x, y := omamData(3, 3000, 4, m)
-	o := newOMAM(t, Spec{Dim: 4, Kernel: omamRBF, Levels: m, Normalize: true})
+	o := newOMAM(t, 4, OMAMParams{Kernel: omamRBF, Levels: m, Normalize: true})
 	for i := range x {
 		p := o.Observe(x[i], y[i], true)
 		if i < omamRefitEvery && p.Label != 0 {
@@ -308,11 +324,11 @@ func TestOMAMWindow(t *testing.T) {
 	x, y := omamData(4, N+k, 3, m)
 	for _, ks := range []KernelSpec{omamLinear, omamRBF} {
 		for _, norm := range []bool{false, true} {
-			win := newOMAM(t, Spec{Dim: 3, Kernel: ks, Levels: m, Window: N, Normalize: norm})
+			win := newOMAM(t, 3, OMAMParams{Kernel: ks, Levels: m, Window: Window{Events: N}, Normalize: norm})
 			for i := range x {
 				win.Observe(x[i], y[i], true)
 			}
-			fresh := newOMAM(t, Spec{Dim: 3, Kernel: ks, Levels: m, Normalize: norm})
+			fresh := newOMAM(t, 3, OMAMParams{Kernel: ks, Levels: m, Normalize: norm})
 			for i := k; i < N+k; i++ {
 				fresh.Observe(x[i], y[i], true)
 			}
@@ -340,7 +356,7 @@ func TestOMAMWindow(t *testing.T) {
 func TestOMAMHalfLife(t *testing.T) {
 	const n, m, h = 300, 3, 40.0
 	x, y := omamData(5, n, 3, m)
-	o := newOMAM(t, Spec{Dim: 3, Kernel: omamRBF, Levels: m, HalfLife: h})
+	o := newOMAM(t, 3, OMAMParams{Kernel: omamRBF, Levels: m, Decay: Decay{HalfLife: h}})
 	for i := range x {
 		o.Observe(x[i], y[i], true)
 	}
@@ -388,12 +404,12 @@ func TestOMAMHalfLife(t *testing.T) {
 }
 
 func TestOMAMObserveDoesNotAllocate(t *testing.T) {
-	for _, spec := range []Spec{
-		{Dim: 8, Kernel: omamRBF, Levels: 5, Normalize: true},
-		{Dim: 8, Kernel: omamLinear, Levels: 5, Window: 30},
-		{Dim: 8, Kernel: omamRBF, Levels: 5, HalfLife: 20},
+	for _, p := range []OMAMParams{
+		{Kernel: omamRBF, Levels: 5, Normalize: true},
+		{Kernel: omamLinear, Levels: 5, Window: Window{Events: 30}},
+		{Kernel: omamRBF, Levels: 5, Decay: Decay{HalfLife: 20}},
 	} {
-		o := newOMAM(t, spec)
+		o := newOMAM(t, 8, p)
 		x, y := omamData(6, 1024, 8, 5)
 		i := 0
 		if a := testing.AllocsPerRun(2000, func() { // covers refits and evictions
@@ -401,17 +417,17 @@ func TestOMAMObserveDoesNotAllocate(t *testing.T) {
 			o.Observe(x[(i+7)&1023], 0, false)
 			i++
 		}); a != 0 {
-			t.Errorf("%+v: %v allocs per Observe pair, want 0", spec, a)
+			t.Errorf("%+v: %v allocs per Observe pair, want 0", p, a)
 		}
 	}
 }
 
-// omamSpecs are the specs of the codec tests.
-var omamSpecs = []Spec{
-	{Dim: 3, Kernel: omamLinear, Levels: 3},
-	{Dim: 3, Kernel: omamRBF, Levels: 5, Normalize: true},
-	{Dim: 3, Kernel: omamRBF, Levels: 4, Edges: []float64{-1, 0, 1}, Window: 40},
-	{Dim: 3, Kernel: omamLinear, Levels: 2, HalfLife: 25, Normalize: true, Standardize: true},
+// omamSpecs are the parameters of the codec tests (inputs of dimension 3).
+var omamSpecs = []OMAMParams{
+	{Kernel: omamLinear, Levels: 3},
+	{Kernel: omamRBF, Levels: 5, Normalize: true},
+	{Kernel: omamRBF, Levels: 4, Edges: []float64{-1, 0, 1}, Window: Window{Events: 40}},
+	{Kernel: omamLinear, Levels: 2, Decay: Decay{HalfLife: 25}, Normalize: true},
 }
 
 // TestOMAMRoundTrip restores models at several points (before the first
@@ -421,7 +437,7 @@ func TestOMAMRoundTrip(t *testing.T) {
 	for _, spec := range omamSpecs {
 		x, y := omamData(7, 400, 3, spec.Levels)
 		for _, cut := range []int{0, 10, 70, 300} {
-			o := newOMAM(t, spec)
+			o := newOMAM(t, 3, spec)
 			for i := range cut {
 				o.Observe(x[i], y[i], true)
 			}
@@ -429,13 +445,13 @@ func TestOMAMRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := Restore(b)
+			m, err := testTypes.Restore(b)
 			if err != nil {
 				t.Fatalf("%+v at %d: %v", spec, cut, err)
 			}
 			r := m.(*OMAM)
-			if !reflect.DeepEqual(r.Spec(), o.Spec()) {
-				t.Fatalf("spec %+v, want %+v", r.Spec(), o.Spec())
+			if !reflect.DeepEqual(r.Params(), o.Params()) || r.Dim() != o.Dim() {
+				t.Fatalf("parameters %+v (dim %d), want %+v (dim %d)", r.Params(), r.Dim(), o.Params(), o.Dim())
 			}
 			for i := cut; i < len(x); i++ {
 				p, q := o.Observe(x[i], y[i], i%5 != 0), r.Observe(x[i], y[i], i%5 != 0)
@@ -456,14 +472,13 @@ func TestOMAMRoundTrip(t *testing.T) {
 }
 
 func TestOMAMUnmarshalErrors(t *testing.T) {
-	spec := Spec{Dim: 2, Kernel: KernelSpec{Type: KernelRBF, Gamma: 1, Features: 4, Seed: 3}, Levels: 3, Window: 5}
-	o := newOMAM(t, spec)
+	o := newOMAM(t, 2, OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1, Features: 4, Seed: 3}, Levels: 3, Window: Window{Events: 5}})
 	x, y := omamData(8, 80, 2, 3)
 	for i := range x {
 		o.Observe(x[i], y[i], true)
 	}
 	good, _ := o.MarshalBinary()
-	target := newOMAM(t, Spec{Dim: 2, Kernel: omamLinear, Levels: 2})
+	target := newOMAM(t, 2, OMAMParams{Kernel: omamLinear, Levels: 2})
 	before, _ := target.MarshalBinary()
 	check := func(name string, b []byte) {
 		t.Helper()
@@ -474,7 +489,7 @@ func TestOMAMUnmarshalErrors(t *testing.T) {
 		if !errors.Is(err, ErrFormat) {
 			t.Fatalf("%s: error %v, want ErrFormat", name, err)
 		}
-		if _, err := Restore(b); !errors.Is(err, ErrFormat) {
+		if _, err := testTypes.Restore(b); !errors.Is(err, ErrFormat) {
 			t.Fatalf("%s: Restore error %v, want ErrFormat", name, err)
 		}
 		if now, _ := target.MarshalBinary(); !bytes.Equal(now, before) {
@@ -485,10 +500,9 @@ func TestOMAMUnmarshalErrors(t *testing.T) {
 		check("truncated", good[:n])
 	}
 	check("trailing", append(slices.Clone(good), 0))
-	// Offsets into the state: header, spec, then n and p.
-	hdr := 4 + 2 + 1 + len(ModelOMAM)
-	specLen := len(appendSpec(nil, o.spec))
-	st := hdr + specLen
+	// Offsets into the state: the envelope, then n and p.
+	hdr := 4 + 2 + 1 + len(OMAMName) // magic, version, type
+	st := envelopeEnd(t, good)
 	p, m := o.p, o.m
 	cnts := st + 8 + 4
 	sums := cnts + 16*m + 16
@@ -498,7 +512,7 @@ func TestOMAMUnmarshalErrors(t *testing.T) {
 		copy(b[off:], v)
 		check(name, b)
 	}
-	f64 := func(v float64) []byte { return appendF64(nil, v) }
+	f64 := func(v float64) []byte { return f64Bytes([]float64{v}) }
 	corrupt("n", st, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	corrupt("p", st+8, []byte{9})
 	corrupt("count fraction", cnts, f64(o.cnt[0]+0.5))
@@ -521,24 +535,45 @@ func TestOMAMUnmarshalErrors(t *testing.T) {
 	corrupt("thresholds order", fit+1, f64(1e9))
 	corrupt("threshold NaN", fit+9, f64(math.NaN()))
 	corrupt("type", hdr-4, []byte("oMAM"))
-	corrupt("levels in spec", hdr+specLen-8-8-1-4-4, []byte{9})
+	corrupt("dim", st-4, []byte{3})
+	params := func(name string, f func(p *OMAMParams)) {
+		p := o.Params()
+		f(&p)
+		check(name, withHeader(t, good, OMAMName, &p, o.Dim()))
+	}
+	params("levels in parameters", func(p *OMAMParams) { p.Levels = 9 })
+	params("features in parameters", func(p *OMAMParams) { p.Kernel.Features = 5 })
+	params("window in parameters", func(p *OMAMParams) { p.Window.Events = 4 })
+	params("no window in parameters", func(p *OMAMParams) { p.Window.Events = 0 })
+	params("edges in parameters", func(p *OMAMParams) { p.Edges = []float64{1, 0} })
+	params("budget in parameters", func(p *OMAMParams) { p.Budget, p.Kernel.Features, p.Kernel.Seed = 5, 0, 0 })
+	// Version 1: the spec of another type, or the exact mode's tag.
+	v1 := legacySpec{Dim: 2, Kernel: o.Params().Kernel, Levels: 3, Window: 5}
+	check("version 1 delta", asVersion1(t, good, OMAMName, func() legacySpec { s := v1; s.Delta = 0.05; return s }()))
+	check("version 1 exact tag", asVersion1(t, good, legacyTagExactOMAM, v1))
+	check("version 1 levels", asVersion1(t, good, OMAMName, func() legacySpec { s := v1; s.Levels = 4; return s }()))
+	if r, err := testTypes.Restore(asVersion1(t, good, OMAMName, v1)); err != nil {
+		t.Fatalf("version 1: %v", err)
+	} else if enc, _ := r.MarshalBinary(); !bytes.Equal(enc, good) {
+		t.Fatal("version 1: restored state differs")
+	}
 	// Decay: counts bounded by 1/(1 − a).
-	d := newOMAM(t, Spec{Dim: 2, Kernel: omamLinear, Levels: 2, HalfLife: 3})
+	d := newOMAM(t, 2, OMAMParams{Kernel: omamLinear, Levels: 2, Decay: Decay{HalfLife: 3}})
 	for i := range 10 {
 		d.Observe(x[i], float64(1+i%2), true)
 	}
 	dg, _ := d.MarshalBinary()
-	dc := hdr + len(appendSpec(nil, d.spec)) + 12
+	dc := envelopeEnd(t, dg) + 12
 	b := slices.Clone(dg)
 	copy(b[dc:], f64(100))
 	check("decayed count", b)
 	b = slices.Clone(dg)
 	copy(b[dc+32:], f64(-1))
 	check("decay Σw² negative", b)
-	if _, err := Restore(dg); err != nil {
+	if _, err := testTypes.Restore(dg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Restore(good); err != nil {
+	if _, err := testTypes.Restore(good); err != nil {
 		t.Fatal(err)
 	}
 	var mam MAM
@@ -549,13 +584,17 @@ func TestOMAMUnmarshalErrors(t *testing.T) {
 
 func FuzzOMAMRestore(f *testing.F) {
 	for _, spec := range omamSpecs {
-		o := newOMAM(f, spec)
+		o := newOMAM(f, 3, spec)
 		x, y := omamData(9, 70, 3, spec.Levels)
 		for i := range x {
 			o.Observe(x[i], y[i], true)
 		}
 		b, _ := o.MarshalBinary()
 		f.Add(b)
+		f.Add(asVersion1(f, b, OMAMName, func() legacySpec { // the legacy path
+			_, s := legacySpecOf(f, Spec{Type: OMAMName, Dim: 3, Params: &spec})
+			return s
+		}()))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := fuzzRestore(t, b, true)

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Ranking and ordinal quality measures (MATH.md §2, §7): Kendall's τ-b in
+// Ranking and ordinal quality measures (docs/math.md §5, §7): Kendall's τ-b in
 // O(n log n), mean absolute error and zero-one error of predicted levels,
 // and OrdinalWindow, their prequential form over a sliding window.
 

@@ -84,12 +84,13 @@ type Type struct {
 	traits    func(Params) Traits
 	build     func(dim int, p Params) (Model, error)
 	restore   func(b []byte) (Model, error)
+	examples  func() []Params
 	legacyTag []string
 }
 
 // Def is what a model type's file declares to define it.
 type Def[P any] struct {
-	Name string // the configuration's type name, e.g. "mam"
+	Name string // the configuration's type name (e.g. MAMName)
 	Doc  string // one line: what it is (the README's model table)
 	// Defaults returns the parameters with every default that does not
 	// depend on other keys applied.
@@ -102,6 +103,12 @@ type Def[P any] struct {
 	// included), rejecting malformed input with an error wrapping
 	// ErrFormat. Encodings of earlier format versions keep restoring.
 	Restore func(b []byte) (Model, error)
+	// Examples are small valid configurations of the type, one per mode
+	// worth checking (an exact and a random-feature solver, a window, …),
+	// valid for any input dimension. The conformance suite
+	// (online/onlinetest) runs every type on each of them, so a type is
+	// tested by being registered.
+	Examples func() []P
 	// LegacyTags are type strings that older encodings of this type were
 	// written under (e.g. "mam_exact"), which Registry.Restore routes here.
 	LegacyTags []string
@@ -117,8 +124,8 @@ func Define[P any, PP interface {
 }](d Def[P]) *Type {
 	var zero P
 	pt := reflect.TypeOf(zero)
-	if d.Name == "" || d.Defaults == nil || d.Traits == nil || d.New == nil || d.Restore == nil {
-		panic(fmt.Sprintf("online: Define %q: Name, Defaults, Traits, New and Restore are required", d.Name))
+	if d.Name == "" || d.Defaults == nil || d.Traits == nil || d.New == nil || d.Restore == nil || d.Examples == nil {
+		panic(fmt.Sprintf("online: Define %q: Name, Defaults, Traits, New, Restore and Examples are required", d.Name))
 	}
 	if err := codec.CheckParams(pt); err != nil {
 		panic(fmt.Sprintf("online: Define %q: %v", d.Name, err))
@@ -152,12 +159,19 @@ func Define[P any, PP interface {
 			}
 			return d.New(dim, tp)
 		},
-		restore:   d.Restore,
+		restore: d.Restore,
+		examples: func() []Params {
+			var out []Params
+			for _, p := range d.Examples() {
+				out = append(out, PP(&p))
+			}
+			return out
+		},
 		legacyTag: d.LegacyTags,
 	}
 }
 
-// Name returns the type's name, e.g. "mam".
+// Name returns the type's name (e.g. MAMName).
 func (t *Type) Name() string { return t.name }
 
 // Doc returns the type's one-line description.
@@ -193,6 +207,10 @@ func (t *Type) New(dim int, p Params) (Model, error) {
 
 // Restore rebuilds a model of this type from its MarshalBinary output.
 func (t *Type) Restore(b []byte) (Model, error) { return t.restore(b) }
+
+// Examples returns the type's example parameters (fresh pointers), valid
+// for any input dimension.
+func (t *Type) Examples() []Params { return t.examples() }
 
 func validateDim(dim int) error {
 	if dim <= 0 || dim > maxDim {

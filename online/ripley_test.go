@@ -47,7 +47,7 @@ func TestRipley(t *testing.T) {
 	}
 	const gamma = 10
 	for _, bal := range []bool{false, true} {
-		m, err := NewMAM(Spec{Type: ModelMAM, Dim: 2, Balance: bal, Delta: 0.05,
+		m, err := NewMAM(2, MAMParams{Balance: bal, Delta: 0.05,
 			Kernel: KernelSpec{Type: KernelRBF, Gamma: gamma, Features: 2048, Seed: 1}})
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 package online
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -309,7 +311,14 @@ func (s *Standardized) UnmarshalBinary(b []byte) error {
 // restoreStandardized decodes a Standardized encoding whose inner model is
 // restored through reg.
 func restoreStandardized(b []byte, reg *Registry) (Model, error) {
-	s, err := decodeStandardized(b, reg.Restore)
+	s, err := decodeStandardized(b, func(inner []byte) (Model, error) {
+		// The inner model is a registered type's: wrappers do not nest (the
+		// registry never builds such a model, and version 1 refused it).
+		if tag, err := PeekType(inner); err == nil && tag == standardizedTag {
+			return nil, fmt.Errorf("%w: a standardized model inside another", ErrFormat)
+		}
+		return reg.Restore(inner)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -349,6 +358,13 @@ func decodeStandardized(b []byte, restore func([]byte) (Model, error)) (*Standar
 		innerBytes = r.Take(r.Len())
 	} else {
 		innerBytes = r.Bytes()
+		// The inner model is written in the wrapper's format version, so
+		// that an encoding that restores re-encodes to the same bytes.
+		if len(innerBytes) >= len(formatMagic)+2 && bytes.HasPrefix(innerBytes, []byte(formatMagic)) &&
+			binary.LittleEndian.Uint16(innerBytes[len(formatMagic):]) != formatVersion {
+			r.Failf("inner model of format version %d in a version %d standardizer",
+				binary.LittleEndian.Uint16(innerBytes[len(formatMagic):]), formatVersion)
+		}
 	}
 	if err := r.End(); err != nil {
 		return nil, err

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"testing"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
 // TestStandardizedExactRestore: a Standardize wrapper around the exact
@@ -12,10 +14,10 @@ import (
 func TestStandardizedExactRestore(t *testing.T) {
 	x, bin, lev := compareData(4, 200)
 	for _, spec := range []Spec{
-		{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Delta: 0.05, Budget: 50, Balance: true, Standardize: true},
-		{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelLaplacian, Gamma: 0.5}, Levels: 3, Budget: 50, Normalize: true, Standardize: true},
+		{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Delta: 0.05, Budget: 50, Balance: true}, Standardize: true},
+		{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelLaplacian, Gamma: 0.5}, Levels: 3, Budget: 50, Normalize: true}, Standardize: true},
 	} {
-		m, err := New(spec)
+		m, err := testTypes.New(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -23,7 +25,7 @@ func TestStandardizedExactRestore(t *testing.T) {
 			m.Observe(x[i], compareLabel(spec, bin[i], lev[i]), true)
 		}
 		b, _ := m.MarshalBinary()
-		r, err := Restore(b)
+		r, err := testTypes.Restore(b)
 		if err != nil {
 			t.Fatalf("%s: %v", spec.Type, err)
 		}
@@ -33,9 +35,27 @@ func TestStandardizedExactRestore(t *testing.T) {
 		if err := StateClose(m, r, 0); err != nil {
 			t.Fatalf("%s: %v", spec.Type, err)
 		}
-		var s Standardized
-		if err := s.UnmarshalBinary(b); err != nil {
+		// UnmarshalBinary into an empty wrapper of the same configuration.
+		e, _ := testTypes.New(spec)
+		if err := e.UnmarshalBinary(b); err != nil {
 			t.Fatalf("%s: Standardized.UnmarshalBinary: %v", spec.Type, err)
+		}
+		if err := StateClose(m, e, 0); err != nil {
+			t.Fatalf("%s: Standardized.UnmarshalBinary: %v", spec.Type, err)
+		}
+		// Version 1 (tags "mam_exact", "omam_exact"): the wrapper's legacy
+		// spec, then the inner model's version-1 encoding, unframed.
+		if v1 := stdAsVersion1(t, b, spec, nil); v1 != nil {
+			r1, err := testTypes.Restore(v1)
+			if err != nil {
+				t.Fatalf("%s: version 1: %v", spec.Type, err)
+			}
+			if err := StateClose(m, r1, 0); err != nil {
+				t.Fatalf("%s: version 1: %v", spec.Type, err)
+			}
+			if enc, _ := r1.MarshalBinary(); !bytes.Equal(enc, b) {
+				t.Fatalf("%s: version 1 re-encodes to other bytes", spec.Type)
+			}
 		}
 		for i := 120; i < len(x); i++ {
 			y := compareLabel(spec, bin[i], lev[i])
@@ -59,14 +79,14 @@ func TestStandardizedBound(t *testing.T) {
 		spec     Spec
 		hasBound bool
 	}{
-		{Spec{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 32, Seed: 1}, Delta: 0.05, Balance: true}, true},
-		{Spec{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Delta: 0.05, Budget: 60}, true},
-		{Spec{Type: ModelMAM, Dim: 3, Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 1}, Delta: 0.05, Budget: 60}, false},
-		{Spec{Type: ModelOMAM, Dim: 3, Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 3, Budget: 60}, false},
-		{Spec{Type: ModelLogistic, Dim: 3, LearningRate: 0.1}, false},
+		{Spec{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5, Features: 32, Seed: 1}, Delta: 0.05, Balance: true}}, true},
+		{Spec{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Delta: 0.05, Budget: 60}}, true},
+		{Spec{Type: MAMName, Dim: 3, Params: &MAMParams{Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 1}, Delta: 0.05, Budget: 60}}, false},
+		{Spec{Type: OMAMName, Dim: 3, Params: &OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 0.5}, Levels: 3, Budget: 60}}, false},
+		{Spec{Type: LogisticName, Dim: 3, Params: &LogisticParams{LearningRate: 0.1}}, false},
 	} {
 		tc.spec.Standardize = true
-		m, err := New(tc.spec)
+		m, err := testTypes.New(tc.spec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,8 +94,12 @@ func TestStandardizedBound(t *testing.T) {
 			m.Observe(x[i], compareLabel(tc.spec, bin[i], lev[i]), true)
 		}
 		s := m.(*Standardized)
+		// The type's traits say the same.
+		if tr := testTypes.Lookup(tc.spec.Type).Traits(tc.spec.Params); tr.Bound != tc.hasBound {
+			t.Errorf("%s: traits %+v, want bound %v", specName(tc.spec), tr, tc.hasBound)
+		}
 		if s.HasBound() != tc.hasBound {
-			t.Errorf("%s budget %d %s: HasBound %v, want %v", tc.spec.Type, tc.spec.Budget, tc.spec.Kernel.Type, s.HasBound(), tc.hasBound)
+			t.Errorf("%s: HasBound %v, want %v", specName(tc.spec), s.HasBound(), tc.hasBound)
 		}
 		inner, isBounder := s.Inner().(Bounder)
 		for _, rho := range []float64{0, 0.3, 0.9} {
@@ -94,4 +118,30 @@ func TestStandardizedBound(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stdAsVersion1 rewrites the version-2 encoding b of a Standardized model
+// of spec in format version 1: the wrapper's envelope with the inner
+// model's legacy spec (standardize set; edited by edit if not nil), the
+// statistics, then the inner model's version-1 encoding (with the exact
+// modes' tags), unframed.
+func stdAsVersion1(t testing.TB, b []byte, spec Spec, edit func(*legacySpec)) []byte {
+	t.Helper()
+	st := envelopeEnd(t, b)
+	d := spec.Dim
+	stats := b[st : st+8+32*d]
+	r := codec.NewReader(b[st+8+32*d:], ErrFormat)
+	inner := r.Bytes()
+	if err := r.End(); err != nil {
+		t.Fatal(err)
+	}
+	spec.Standardize = true
+	tag, s := legacySpecOf(t, spec)
+	innerV1 := asVersion1(t, inner, tag, s)
+	if edit != nil {
+		edit(&s)
+	}
+	out := asVersion1(t, b, standardizedTag, s)
+	out = append(out[:len(out)-(len(b)-st)], stats...)
+	return append(out, innerV1...)
 }

@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"reflect"
 	"testing"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
 // stdTwoPass returns the population mean and variance of x[:n] per feature.
@@ -55,13 +58,13 @@ func stdData(n int) (x [][]float64, y []float64) {
 // computation.
 func TestStandardizeMatchesTwoPass(t *testing.T) {
 	x, y := stdData(500)
-	spec := Spec{Type: ModelLogistic, Dim: 5, LearningRate: 0.1, L2: 1e-3, Standardize: true}
-	m := blNew(t, spec)
+	lp := LogisticParams{LearningRate: 0.1, L2: 1e-3}
+	m := blNew(t, Spec{Type: LogisticName, Dim: 5, Standardize: true, Params: &lp})
 	s, ok := m.(*Standardized)
 	if !ok {
 		t.Fatalf("New with Standardize returned %T", m)
 	}
-	ref, _ := NewLogistic(spec) // fed the standardised inputs by hand
+	ref, _ := NewLogistic(5, lp) // fed the standardised inputs by hand
 	z := make([]float64, 5)
 	for k := range x {
 		mean, variance := stdTwoPass(x, k)
@@ -95,7 +98,7 @@ func TestStandardizeMatchesTwoPass(t *testing.T) {
 		t.Errorf("constant feature: sd %v, 1/sd %v", sd[2], s.inv[2])
 	}
 	// Delegation.
-	if m.Type() != ModelLogistic || m.Dim() != 5 || m.Examples() != ref.Examples() || m.Version() != 1 || s.Inner().Examples() != ref.Examples() {
+	if m.Type() != LogisticName || m.Dim() != 5 || m.Examples() != ref.Examples() || m.Version() != 1 || s.Inner().Examples() != ref.Examples() {
 		t.Errorf("delegation: %s %d %d %d", m.Type(), m.Dim(), m.Examples(), m.Version())
 	}
 	if v, ok := m.Label(0); !ok || v != -1 {
@@ -117,19 +120,14 @@ func TestStandardizeMatchesTwoPass(t *testing.T) {
 	}
 }
 
-func f64Bytes(v []float64) []byte {
-	var b []byte
-	for _, x := range v {
-		b = appendF64(b, x)
-	}
-	return b
-}
-
 // TestStandardizeCompensated: a long stream with a large offset keeps the
 // mean and variance accurate.
 func TestStandardizeCompensated(t *testing.T) {
-	m := blNew(t, Spec{Type: ModelLDA, Dim: 1, Standardize: true})
-	s := m.(*Standardized)
+	l, err := NewLDA(1, LDAParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Standardize(l)
 	// x = 1e8 + (−1)^k·0.5: mean 1e8, variance 0.25.
 	const n = 1_000_000
 	x := []float64{0}
@@ -146,67 +144,102 @@ func TestStandardizeCompensated(t *testing.T) {
 
 func TestStandardizeUnmarshalErrors(t *testing.T) {
 	x, y := stdData(60)
-	spec := Spec{Type: ModelLogistic, Dim: 5, LearningRate: 0.1, Standardize: true}
+	const d = 5
+	spec := Spec{Type: LogisticName, Dim: d, Standardize: true, Params: &LogisticParams{LearningRate: 0.1}}
 	m := blNew(t, spec)
 	for i := range x {
 		m.Observe(x[i], y[i], true)
 	}
 	good, _ := m.MarshalBinary()
-	o := blStateOffset(standardizedTag) // n, mean, comp, M2, comp, inner…
-	d := 5
-	inner := good[o+8+32*d:]
-	if typ, _ := peekType(inner); typ != ModelLogistic {
+	// After the envelope: n, mean, comp, M2, comp, then the inner model's
+	// encoding, framed (u32 length).
+	o := envelopeEnd(t, good)
+	stats := o + 8 + 32*d
+	inner := good[stats+4:]
+	if typ, _ := PeekType(inner); typ != LogisticName {
 		t.Fatalf("inner type %q", typ)
 	}
-	putF := func(b []byte, off int, v float64) []byte {
-		b = bytes.Clone(b)
-		copy(b[off:], appendF64(nil, v))
-		return b
+	if typ, _ := PeekType(good); typ != standardizedTag {
+		t.Fatalf("type %q", typ)
 	}
 	wrapped := func(innerBytes []byte) []byte {
-		return append(bytes.Clone(good[:o+8+32*d]), innerBytes...)
+		return codec.AppendBytes(bytes.Clone(good[:stats]), innerBytes)
 	}
-	other, _ := New(Spec{Type: ModelLogistic, Dim: 5, LearningRate: 0.3, Standardize: true})
-	otherInner, _ := other.(*Standardized).Inner().MarshalBinary()
-	unstd, _ := New(Spec{Type: ModelLogistic, Dim: 5, LearningRate: 0.1})
-	unstdBytes, _ := unstd.MarshalBinary()
-	lda, _ := New(Spec{Type: ModelLDA, Dim: 5, Standardize: true})
-	ldaInner, _ := lda.(*Standardized).Inner().MarshalBinary()
+	if !bytes.Equal(wrapped(inner), good) {
+		t.Fatal("the inner model is not the frame after the statistics")
+	}
+	small := blNew(t, Spec{Type: LogisticName, Dim: d - 1, Params: &LogisticParams{LearningRate: 0.1}})
+	smallInner, _ := small.MarshalBinary()
 	negN := bytes.Clone(good)
 	binary.LittleEndian.PutUint64(negN[o:], uint64(1<<63))
-	noStd := bytes.Clone(good)
-	noStd[o-8-8-1-4-4-1] = 0 // the standardize flag in the spec
 	cases := map[string][]byte{
 		"n < 0":           negN,
-		"mean NaN":        putF(good, o+8, math.NaN()),
-		"M2 very < 0":     putF(good, o+8+16*d, -1e6),
-		"M2 comp inf":     putF(good, o+8+24*d, math.Inf(1)),
-		"no inner":        good[:o+8+32*d],
+		"mean NaN":        putF64(good, o+8, math.NaN()),
+		"M2 very < 0":     putF64(good, o+8+16*d, -1e6),
+		"M2 comp inf":     putF64(good, o+8+24*d, math.Inf(1)),
+		"no inner":        good[:stats],
+		"empty inner":     wrapped(nil),
 		"inner truncated": good[:len(good)-1],
 		"inner trailing":  append(bytes.Clone(good), 1),
-		"inner spec":      wrapped(otherInner),
-		"inner not std":   wrapped(unstdBytes),
-		"inner type":      wrapped(ldaInner),
+		"inner frame":     append(wrapped(inner[:len(inner)-1]), inner[len(inner)-1]),
+		"inner corrupt":   wrapped(putF64(inner, envelopeEnd(t, inner)+24, math.NaN())),
+		"inner dim":       wrapped(smallInner),
 		"nested":          wrapped(good),
-		"spec not std":    noStd,
+		"version 1 inner": wrapped(asVersion1(t, inner, LogisticName, legacySpec{Dim: d, LearningRate: 0.1, Standardize: true})),
+		"dim":             withHeader(t, good, standardizedTag, &standardizedParams{}, d+1),
+		"parameters":      withHeader(t, good, standardizedTag, &LDAParams{Window: Window{Events: 3}}, d),
+		// Version 1: the wrapper's spec must say standardize.
+		"version 1 spec not std": stdAsVersion1(t, good, spec, func(s *legacySpec) { s.Standardize = false }),
+		"version 1 nested": func() []byte {
+			v1 := stdAsVersion1(t, good, spec, nil)
+			st := len(v1) - len(asVersion1(t, inner, LogisticName, legacySpec{Dim: d, LearningRate: 0.1, Standardize: true}))
+			return append(bytes.Clone(v1[:st]), v1...)
+		}(),
 	}
-	for i := range o + 8 + 32*d {
+	for i := range len(good) {
 		blExpectRejected(t, "truncated", good[:i], blNew(t, spec))
 	}
 	for name, b := range cases {
-		target := blNew(t, Spec{Type: ModelLDA, Dim: 2, Window: 3, Standardize: true})
+		target := blNew(t, Spec{Type: LDAName, Dim: 2, Standardize: true, Params: &LDAParams{Window: Window{Events: 3}}})
 		blExpectRejected(t, name, b, target)
 		err := target.UnmarshalBinary(b)
 		t.Logf("%s: %v", name, err)
+	}
+	// The wrapper carries no parameters of its own: it restores around
+	// any inner model of its dimension, of another configuration or type
+	// too; UnmarshalBinary into a wrapper needs the same inner type.
+	for _, other := range []Spec{
+		{Type: LogisticName, Dim: d, Params: &LogisticParams{LearningRate: 0.3}},
+		{Type: LDAName, Dim: d},
+	} {
+		om, _ := blNew(t, other).MarshalBinary()
+		b := wrapped(om)
+		r, err := testTypes.Restore(b)
+		if err != nil {
+			t.Fatalf("std around %s: %v", other.Type, err)
+		}
+		if r.Type() != other.Type || !reflect.DeepEqual(modelParams(r), modelParams(blNew(t, other))) {
+			t.Fatalf("std around %s: restored %s %+v", other.Type, r.Type(), modelParams(r))
+		}
+		target := blNew(t, spec)
+		if err := target.UnmarshalBinary(b); (err == nil) != (other.Type == LogisticName) {
+			t.Errorf("UnmarshalBinary of std around %s into std logistic: %v", other.Type, err)
+		}
+	}
+	// The version-1 form of the same state restores to the same model.
+	if r, err := testTypes.Restore(stdAsVersion1(t, good, spec, nil)); err != nil {
+		t.Fatalf("version 1: %v", err)
+	} else if enc, _ := r.MarshalBinary(); !bytes.Equal(enc, good) {
+		t.Fatal("version 1: restored state differs")
 	}
 	// A wrapper encoding is not an inner model's.
 	if err := new(Logistic).UnmarshalBinary(good); !errors.Is(err, ErrFormat) {
 		t.Errorf("Logistic.UnmarshalBinary(std): %v", err)
 	}
 	// An empty wrapper round-trips.
-	e, _ := New(spec)
+	e := blNew(t, spec)
 	b, _ := e.MarshalBinary()
-	if r, err := Restore(b); err != nil || r.Examples() != 0 {
+	if r, err := testTypes.Restore(b); err != nil || r.Examples() != 0 {
 		t.Fatalf("empty: %v", err)
 	}
 }

@@ -16,13 +16,13 @@ func TestShippedConfigsBuild(t *testing.T) {
 		t.Fatalf("shipped configs: %v %v", files, err)
 	}
 	for _, f := range files {
-		cfg, err := config.Load(f, nil)
+		cfg, err := config.Load(f, nil, testTypes)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
 		}
 		cfg.Snapshot.Dir = t.TempDir()
-		models, err := BuildModels(cfg)
+		models, err := BuildModels(cfg, testTypes)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue

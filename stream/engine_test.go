@@ -38,7 +38,7 @@ func (s *memSink) Publish(m kafka.Message) {
 
 func newTestEngine(t testing.TB, dim int, kernel online.KernelSpec) *Engine {
 	t.Helper()
-	m, err := online.New(online.Spec{Type: "mam", Dim: dim, Kernel: kernel, Balance: true, Delta: 0.05})
+	m, err := online.NewMAM(dim, online.MAMParams{Kernel: kernel, Balance: true, Delta: 0.05})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,5 +118,28 @@ func BenchmarkEngineProcess(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// TestNewEngineBadConfig: a bad engine configuration is an error, never a
+// panic (the decoder's arguments were once a panic).
+func TestNewEngineBadConfig(t *testing.T) {
+	m, err := online.NewMAM(2, online.DefaultMAMParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]EngineConfig{
+		"dim 0":            {OutputTopic: "scores", DLQTopic: "dlq", Dim: 0},
+		"negative max":     {OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MaxMessageBytes: -1},
+		"duplicate names":  {OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, FeatureNames: []string{"a", "a"}},
+		"model dimension":  {OutputTopic: "scores", DLQTopic: "dlq", Dim: 3},
+		"names for dim 2+": {OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, FeatureNames: []string{"a"}},
+	} {
+		if e, err := NewEngine(cfg, []NamedModel{{Name: "m", Model: m}}, nil); err == nil || e != nil {
+			t.Errorf("%s: NewEngine = %v, %v; want an error", name, e, err)
+		}
+	}
+	if _, err := NewEngine(EngineConfig{Dim: 2}, nil, nil); err == nil {
+		t.Error("no models: no error")
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/snapshot"
 )
 
 // A partition's state is written by one instance at a time: an instance

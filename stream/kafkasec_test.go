@@ -17,9 +17,10 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/streamer/streamer/internal/testpki"
-	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/internal/testpki"
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/snapshot"
 )
 
 func startSecureBroker(t *testing.T, cfg BrokerConfig) *Broker {
@@ -348,13 +349,12 @@ func TestHTTPServerSettings(t *testing.T) {
 		cfg.HTTP.Listen = "127.0.0.1:0"
 		cfg.HTTP.PProf = on
 		cfg.HTTP.ReadTimeout, cfg.HTTP.WriteTimeout, cfg.HTTP.IdleTimeout = 3*time.Second, 7*time.Second, 11*time.Second
-		m := config.DefaultModel()
-		m.Name, m.Type, m.Features.Dim = "m", config.ModelMAM, 2
-		cfg.Models = []config.Model{m}
-		if err := cfg.Validate(); err != nil {
+		p := online.DefaultMAMParams()
+		cfg.Models = []config.Model{{Name: "m", Type: online.MAMName, Features: config.Features{Dim: 2}, Params: &p}}
+		if err := cfg.Validate(testTypes); err != nil {
 			t.Fatal(err)
 		}
-		s, err := NewService(context.Background(), cfg, nil, nil)
+		s, err := NewService(context.Background(), cfg, testTypes, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

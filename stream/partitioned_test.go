@@ -10,8 +10,8 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/refit"
 	"github.com/streamer/streamer/snapshot"
-	"github.com/streamer/streamer/config"
 )
 
 // partitionedEngine builds an engine with partitioned state over three
@@ -19,15 +19,15 @@ import (
 // MAM.
 func partitionedEngine(t testing.TB) *Engine {
 	t.Helper()
-	specs := map[string]online.Spec{
-		"global":   {Type: "mam", Dim: 2, Kernel: online.KernelSpec{Type: "rbf", Gamma: 1, Features: 64, Seed: 5}, Balance: true, Delta: 0.05},
-		"windowed": {Type: "mam", Dim: 2, Kernel: online.KernelSpec{Type: "linear"}, Delta: 0.05, Window: 50},
-		"per_key":  {Type: "mam", Dim: 2, Kernel: online.KernelSpec{Type: "linear"}, Delta: 0.05},
+	params := map[string]online.MAMParams{
+		"global":   {Kernel: online.KernelSpec{Type: "rbf", Gamma: 1, Features: 64, Seed: 5}, Balance: true, Delta: 0.05},
+		"windowed": {Kernel: online.KernelSpec{Type: "linear"}, Delta: 0.05, Window: online.Window{Events: 50}},
+		"per_key":  {Kernel: online.KernelSpec{Type: "linear"}, Delta: 0.05},
 	}
 	var models []NamedModel
 	for _, name := range []string{"global", "windowed", "per_key"} {
-		spec := specs[name]
-		build := func() (online.Model, error) { return online.New(spec) }
+		p := params[name]
+		build := func() (online.Model, error) { return online.NewMAM(2, p) }
 		m, err := build()
 		if err != nil {
 			t.Fatal(err)
@@ -233,10 +233,10 @@ func BenchmarkPartitionedProcess(b *testing.B) {
 // from that partition's window by the engine that holds it, and its
 // refitted version moves with the partition.
 func TestPartitionedHeavyModelMoves(t *testing.T) {
-	mc := config.Model{Name: "svm", Type: config.ModelSVM, Kernel: config.Kernel{Type: config.KernelRBF, Gamma: 0.5},
-		Features: config.Features{Dim: 2}, C: 1, Delta: 0.05,
-		Window: config.Window{Events: 200}, Refit: config.Refit{EveryEvents: 100}}
-	build := func() (online.Model, error) { return newSVM(mc) }
+	p := refit.DefaultSVMParams()
+	p.Kernel.Gamma = 0.5
+	p.Window.Events, p.Refit.EveryEvents, p.Refit.Guard = 200, 100, 0
+	build := func() (online.Model, error) { return refit.SVMType().New(2, &p) }
 	newEngine := func() *Engine {
 		m, err := build()
 		if err != nil {

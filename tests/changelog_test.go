@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
 )
 
@@ -85,7 +84,7 @@ func TestChangelogRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range final.Models {
-		mod, err := online.Restore(m.Data)
+		mod, err := testTypes.Restore(m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -104,7 +104,7 @@ func finalState(t *testing.T, dir string) (*snapshot.Snapshot, map[string]online
 	}
 	models := map[string]online.Model{}
 	for _, m := range snap.Models {
-		mod, err := online.Restore(m.Data)
+		mod, err := testTypes.Restore(m.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func examplesIn(t *testing.T, dir string) int64 {
 	if err != nil {
 		return 0
 	}
-	m, err := online.Restore(snap.Models[0].Data)
+	m, err := testTypes.Restore(snap.Models[0].Data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,7 @@ package tests
 
 import (
 	"context"
-	bin "encoding/binary"
 	"encoding/json"
-	"errors"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -293,13 +291,13 @@ func mergedMAM(t *testing.T, states map[int]*snapshot.Snapshot) *online.MAM {
 	t.Helper()
 	var parts []*online.MAM
 	for p := range scalePartitions {
-		m, err := online.Restore(modelData(t, states[p], "mam_rbf"))
+		m, err := testTypes.Restore(modelData(t, states[p], "mam_rbf"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		parts = append(parts, m.(*online.MAM))
 	}
-	g, err := online.Restore(modelData(t, states[0], "mam_rbf"))
+	g, err := testTypes.Restore(modelData(t, states[0], "mam_rbf"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,28 +308,20 @@ func mergedMAM(t *testing.T, states map[int]*snapshot.Snapshot) *online.MAM {
 	return merged
 }
 
-// keyedStates decodes a key-scoped model's state: "KEYD", u32 count, then
-// per key u32 length, key, u32 length, model state.
+// keyedStates decodes a key-scoped model's state (stream.DecodeKeyed).
 func keyedStates(t *testing.T, b []byte) map[string]online.Model {
 	t.Helper()
-	le := bin.LittleEndian
-	if len(b) < 8 || string(b[:4]) != "KEYD" {
-		t.Fatal(errors.New("not a key-scoped state"))
+	keys, states, err := stream.DecodeKeyed(b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	n := int(le.Uint32(b[4:]))
-	b = b[8:]
 	out := map[string]online.Model{}
-	for range n {
-		kl := int(le.Uint32(b))
-		key := string(b[4 : 4+kl])
-		b = b[4+kl:]
-		sl := int(le.Uint32(b))
-		m, err := online.Restore(b[4 : 4+sl])
+	for i, key := range keys {
+		m, err := testTypes.Restore(states[i])
 		if err != nil {
 			t.Fatal(err)
 		}
 		out[key] = m
-		b = b[4+sl:]
 	}
 	return out
 }

@@ -16,9 +16,9 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/testpki"
 	"github.com/streamer/streamer/stream"
-	"github.com/streamer/streamer/config"
 )
 
 // The streamer binary against kfake with SASL (PLAIN, SCRAM-SHA-256,

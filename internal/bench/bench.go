@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			return nil, nil, err
 		}
 		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim},
-			[]stream.NamedModel{{Name: "mam", Model: model}}, nil)
+			[]stream.NamedModel{{Name: "bench", Model: model}}, nil)
 		return engine, model, err
 	}
 	var out []Result

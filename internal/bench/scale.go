@@ -106,7 +106,7 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 			return res, err
 		}
 		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim, Partitioned: true},
-			[]stream.NamedModel{{Name: "mam", Model: model, New: newModel}}, nil)
+			[]stream.NamedModel{{Name: "bench", Model: model, New: newModel}}, nil)
 		if err != nil {
 			return res, err
 		}

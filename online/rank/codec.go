@@ -1,15 +1,16 @@
 package rank
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
-// Encodings (little-endian; float64 as IEEE-754 bits). Both start with a
-// 4-byte magic and a u16 format version (1); decoders reject other
-// versions and trailing bytes.
+// Encodings (package online/codec's conventions: little-endian; float64 as
+// IEEE-754 bits). Each starts with a 4-byte magic and a u16 format version
+// (1); decoders reject other versions and trailing bytes.
 //
 //	Model (exact):   "RKEX" u16 1 | method u8 | kernels | lambda f64 | d u32 | m u32 |
 //	                 b f64 | α: m × f64 | x: m·d × f64
@@ -26,50 +27,45 @@ import (
 // them (the PCG stream is fixed), so an encoding stays small. Sums are
 // stored exactly — compensation terms and the mapped rows of events not
 // yet folded into ΦᵀΦ included — so decoded sums continue bit for bit as
-// the encoded ones would have.
+// the encoded ones would have. The golden files testdata/format_v1_*.bin
+// pin these formats.
 const (
 	magicExact   = "RKEX"
 	magicFeature = "RKRF"
 	magicSums    = "RKSU"
 	encVersion   = 1
 	maxRows      = 1 << 26
+	kernelSize   = 1 + 8 + 8 // encoded size of one kernel
 )
 
 // ErrFormat is wrapped by every decoding error.
 var ErrFormat = errors.New("rank: bad model encoding")
 
-func appendF64(dst []byte, v float64) []byte {
-	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+func appendHeader(dst []byte, magic string) []byte {
+	return codec.AppendU16(append(dst, magic...), encVersion)
 }
 
 func appendKernels(dst []byte, ks []Kernel) []byte {
-	dst = append(dst, byte(len(ks)))
+	dst = codec.AppendU8(dst, uint8(len(ks)))
 	for _, k := range ks {
-		dst = append(dst, byte(k.Type))
-		dst = appendF64(dst, k.Gamma)
-		dst = appendF64(dst, k.V)
+		dst = codec.AppendU8(dst, uint8(k.Type))
+		dst = codec.AppendF64(dst, k.Gamma)
+		dst = codec.AppendF64(dst, k.V)
 	}
 	return dst
 }
 
 // AppendBinary appends the encoding of m to dst.
 func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
-	le := binary.LittleEndian
-	dst = append(dst, magicExact...)
-	dst = le.AppendUint16(dst, encVersion)
-	dst = append(dst, byte(m.method))
+	dst = appendHeader(dst, magicExact)
+	dst = codec.AppendU8(dst, uint8(m.method))
 	dst = appendKernels(dst, m.k.ks)
-	dst = appendF64(dst, m.lambda)
-	dst = le.AppendUint32(dst, uint32(m.d))
-	dst = le.AppendUint32(dst, uint32(len(m.alpha)))
-	dst = appendF64(dst, m.b)
-	for _, v := range m.alpha {
-		dst = appendF64(dst, v)
-	}
-	for _, v := range m.x {
-		dst = appendF64(dst, v)
-	}
-	return dst, nil
+	dst = codec.AppendF64(dst, m.lambda)
+	dst = codec.AppendU32(dst, uint32(m.d))
+	dst = codec.AppendU32(dst, uint32(len(m.alpha)))
+	dst = codec.AppendF64(dst, m.b)
+	dst = codec.AppendF64s(dst, m.alpha)
+	return codec.AppendF64s(dst, m.x), nil
 }
 
 // MarshalBinary encodes m.
@@ -79,22 +75,17 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 
 // AppendBinary appends the encoding of m to dst.
 func (m *FeatureModel) AppendBinary(dst []byte) ([]byte, error) {
-	le := binary.LittleEndian
 	cfg := m.fm.cfg
-	dst = append(dst, magicFeature...)
-	dst = le.AppendUint16(dst, encVersion)
+	dst = appendHeader(dst, magicFeature)
 	dst = appendKernels(dst, cfg.Kernels)
-	dst = le.AppendUint32(dst, uint32(cfg.Features))
-	dst = le.AppendUint64(dst, cfg.Seed)
-	dst = le.AppendUint32(dst, uint32(m.fm.d))
-	dst = appendF64(dst, m.lambda)
-	dst = le.AppendUint64(dst, uint64(m.n))
-	dst = appendF64(dst, m.b)
-	dst = le.AppendUint32(dst, uint32(len(m.w)))
-	for _, v := range m.w {
-		dst = appendF64(dst, v)
-	}
-	return dst, nil
+	dst = codec.AppendU32(dst, uint32(cfg.Features))
+	dst = codec.AppendU64(dst, cfg.Seed)
+	dst = codec.AppendU32(dst, uint32(m.fm.d))
+	dst = codec.AppendF64(dst, m.lambda)
+	dst = codec.AppendI64(dst, m.n)
+	dst = codec.AppendF64(dst, m.b)
+	dst = codec.AppendU32(dst, uint32(len(m.w)))
+	return codec.AppendF64s(dst, m.w), nil
 }
 
 // MarshalBinary encodes m.
@@ -104,37 +95,26 @@ func (m *FeatureModel) MarshalBinary() ([]byte, error) {
 
 // AppendBinary appends the encoding of s to dst.
 func (s *Sums) AppendBinary(dst []byte) ([]byte, error) {
-	le := binary.LittleEndian
 	cfg, D := s.fm.cfg, s.dim
-	dst = append(dst, magicSums...)
-	dst = le.AppendUint16(dst, encVersion)
+	dst = appendHeader(dst, magicSums)
 	dst = appendKernels(dst, cfg.Kernels)
-	dst = le.AppendUint32(dst, uint32(cfg.Features))
-	dst = le.AppendUint64(dst, cfg.Seed)
-	dst = le.AppendUint32(dst, uint32(s.fm.d))
-	dst = le.AppendUint32(dst, uint32(D))
-	dst = le.AppendUint64(dst, uint64(s.n))
-	dst = appendF64(dst, s.sumY)
-	dst = appendF64(dst, s.cY)
-	dst = le.AppendUint32(dst, uint32(s.nAdd))
-	dst = le.AppendUint32(dst, uint32(s.nRem))
+	dst = codec.AppendU32(dst, uint32(cfg.Features))
+	dst = codec.AppendU64(dst, cfg.Seed)
+	dst = codec.AppendU32(dst, uint32(s.fm.d))
+	dst = codec.AppendU32(dst, uint32(D))
+	dst = codec.AppendI64(dst, s.n)
+	dst = codec.AppendF64(dst, s.sumY)
+	dst = codec.AppendF64(dst, s.cY)
+	dst = codec.AppendU32(dst, uint32(s.nAdd))
+	dst = codec.AppendU32(dst, uint32(s.nRem))
 	for _, v := range [][]float64{s.s1, s.c1, s.sy, s.cy} {
-		for _, x := range v {
-			dst = appendF64(dst, x)
-		}
+		dst = codec.AppendF64s(dst, v)
 	}
 	for i := range D {
-		for _, x := range s.gram[i*D+i : (i+1)*D] {
-			dst = appendF64(dst, x)
-		}
+		dst = codec.AppendF64s(dst, s.gram[i*D+i:(i+1)*D])
 	}
-	for _, x := range s.add[:s.nAdd*D] {
-		dst = appendF64(dst, x)
-	}
-	for _, x := range s.rem[:s.nRem*D] {
-		dst = appendF64(dst, x)
-	}
-	return dst, nil
+	dst = codec.AppendF64s(dst, s.add[:s.nAdd*D])
+	return codec.AppendF64s(dst, s.rem[:s.nRem*D]), nil
 }
 
 // MarshalBinary encodes s.
@@ -143,20 +123,57 @@ func (s *Sums) MarshalBinary() ([]byte, error) {
 	return s.AppendBinary(make([]byte, 0, 128+8*(4*D+D*(D+1)/2+(s.nAdd+s.nRem)*D)))
 }
 
+// newReader returns a reader of b, past the header of an encoding with
+// this magic, whose errors wrap ErrFormat.
+func newReader(b []byte, magic string) *codec.Reader {
+	r := codec.NewReader(b, ErrFormat)
+	if p := r.Take(len(magic)); r.Err() == nil && string(p) != magic {
+		r.Failf("bad magic %q, want %q", p, magic)
+	}
+	if v := r.U16(); r.Err() == nil && v != encVersion {
+		r.Failf("format version %d (this build reads %d)", v, encVersion)
+	}
+	return r
+}
+
+// readKernels reads a kernels list.
+func readKernels(r *codec.Reader) []Kernel {
+	n := int(r.U8())
+	if !r.Need(n * kernelSize) {
+		return nil
+	}
+	ks := make([]Kernel, n)
+	for i := range ks {
+		ks[i] = Kernel{Type: KernelType(r.U8()), Gamma: r.F64(), V: r.F64()}
+	}
+	return ks
+}
+
+// readF64s reads n float64 values into a new slice, checking first that
+// the input holds them (a corrupt count must not ask for an absurd
+// allocation).
+func readF64s(r *codec.Reader, n int) []float64 {
+	if !r.Need(8 * n) {
+		return nil
+	}
+	v := make([]float64, n)
+	r.F64s(v)
+	return v
+}
+
 // UnmarshalBinary restores sums written by MarshalBinary into s, which
 // must have been made for a feature map with the same configuration and
-// input dimension. On error s is unchanged.
+// input dimension. On error (wrapping ErrFormat) s is unchanged.
 func (s *Sums) UnmarshalBinary(b []byte) error {
-	r := &reader{b: b}
-	r.header(magicSums)
-	ks := r.kernels()
-	features, seed := int(r.u32()), r.u64()
-	d, D := int(r.u32()), int(r.u32())
-	n := int64(r.u64())
-	sumY, cY := r.f64(), r.f64()
-	nAdd, nRem := int(r.u32()), int(r.u32())
-	if r.err != nil {
-		return r.err
+	r := newReader(b, magicSums)
+	ks := readKernels(r)
+	features, seed := int(r.U32()), r.U64()
+	d, D := int(r.U32()), int(r.U32())
+	n := r.I64()
+	sumY, cY := r.F64(), r.F64()
+	nAdd, nRem := int(r.U32()), int(r.U32())
+	if err := r.Err(); err != nil {
+		return err
 	}
 	cfg := s.fm.cfg
 	same := len(ks) == len(cfg.Kernels) && features == cfg.Features && seed == cfg.Seed && d == s.fm.d && D == s.dim
@@ -170,10 +187,10 @@ func (s *Sums) UnmarshalBinary(b []byte) error {
 	if n < 0 || nAdd >= batch || nRem >= batch {
 		return fmt.Errorf("%w: %d events, %d/%d pending", ErrFormat, n, nAdd, nRem)
 	}
-	vecs := r.f64s(4 * D)
-	tri := r.f64s(D * (D + 1) / 2)
-	add, rem := r.f64s(nAdd*D), r.f64s(nRem*D)
-	if err := r.end(); err != nil {
+	vecs := readF64s(r, 4*D)
+	tri := readF64s(r, D*(D+1)/2)
+	add, rem := readF64s(r, nAdd*D), readF64s(r, nRem*D)
+	if err := r.End(); err != nil {
 		return err
 	}
 	for _, v := range [][]float64{vecs, tri, add, rem, {sumY, cY}} {
@@ -197,100 +214,21 @@ func (s *Sums) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// reader decodes with a sticky error.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) take(n int) []byte {
-	if r.err != nil {
-		return nil
-	}
-	if n < 0 || n > len(r.b) {
-		r.err = fmt.Errorf("%w: truncated", ErrFormat)
-		return nil
-	}
-	p := r.b[:n]
-	r.b = r.b[n:]
-	return p
-}
-
-func (r *reader) u8() byte {
-	if p := r.take(1); p != nil {
-		return p[0]
-	}
-	return 0
-}
-
-func (r *reader) u32() uint32 {
-	if p := r.take(4); p != nil {
-		return binary.LittleEndian.Uint32(p)
-	}
-	return 0
-}
-
-func (r *reader) u64() uint64 {
-	if p := r.take(8); p != nil {
-		return binary.LittleEndian.Uint64(p)
-	}
-	return 0
-}
-
-func (r *reader) f64() float64 { return math.Float64frombits(r.u64()) }
-
-func (r *reader) f64s(n int) []float64 {
-	if r.err == nil && (n < 0 || n > len(r.b)/8) {
-		r.err = fmt.Errorf("%w: truncated", ErrFormat)
-	}
-	if r.err != nil {
-		return nil
-	}
-	out := make([]float64, n)
-	for i := range out {
-		out[i] = r.f64()
-	}
-	return out
-}
-
-func (r *reader) header(magic string) {
-	if p := r.take(6); p == nil || string(p[:4]) != magic {
-		r.err = fmt.Errorf("%w: bad header", ErrFormat)
-	} else if v := binary.LittleEndian.Uint16(p[4:]); v != encVersion {
-		r.err = fmt.Errorf("%w: format version %d (this build reads %d)", ErrFormat, v, encVersion)
-	}
-}
-
-func (r *reader) kernels() []Kernel {
-	ks := make([]Kernel, r.u8())
-	for i := range ks {
-		ks[i] = Kernel{Type: KernelType(r.u8()), Gamma: r.f64(), V: r.f64()}
-	}
-	return ks
-}
-
-func (r *reader) end() error {
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%w: %d trailing bytes", ErrFormat, len(r.b))
-	}
-	return r.err
-}
-
-// UnmarshalModel decodes an exact Model written by MarshalBinary.
+// UnmarshalModel decodes an exact Model written by MarshalBinary. Errors
+// wrap ErrFormat.
 func UnmarshalModel(b []byte) (*Model, error) {
-	r := &reader{b: b}
-	r.header(magicExact)
-	method := Method(r.u8())
-	ks := r.kernels()
-	lambda := r.f64()
-	d, m := int(r.u32()), int(r.u32())
-	bias := r.f64()
-	if r.err == nil && (d < 1 || d > maxFeatures || m < 1 || m > maxRows || method > KRR) {
-		r.err = fmt.Errorf("%w: method %d, %d rows of %d", ErrFormat, method, m, d)
+	r := newReader(b, magicExact)
+	method := Method(r.U8())
+	ks := readKernels(r)
+	lambda := r.F64()
+	d, m := int(r.U32()), int(r.U32())
+	bias := r.F64()
+	if r.Err() == nil && (d < 1 || d > maxFeatures || m < 1 || m > maxRows || method > KRR) {
+		r.Failf("method %d, %d rows of %d", method, m, d)
 	}
-	alpha := r.f64s(m)
-	x := r.f64s(m * d)
-	if err := r.end(); err != nil {
+	alpha := readF64s(r, m)
+	x := readF64s(r, m*d)
+	if err := r.End(); err != nil {
 		return nil, err
 	}
 	k, err := newKernels(ks)
@@ -301,23 +239,36 @@ func UnmarshalModel(b []byte) (*Model, error) {
 }
 
 // UnmarshalFeatureModel decodes a FeatureModel written by MarshalBinary.
+// Errors wrap ErrFormat.
 func UnmarshalFeatureModel(b []byte) (*FeatureModel, error) {
-	r := &reader{b: b}
-	r.header(magicFeature)
-	cfg := FeatureConfig{Kernels: r.kernels()}
-	cfg.Features = int(r.u32())
-	cfg.Seed = r.u64()
-	d := int(r.u32())
-	lambda := r.f64()
-	n := int64(r.u64())
-	bias := r.f64()
-	dim := int(r.u32())
-	if r.err == nil && dim > maxFeatures {
-		r.err = fmt.Errorf("%w: dim φ %d", ErrFormat, dim)
+	r := newReader(b, magicFeature)
+	cfg := FeatureConfig{Kernels: readKernels(r)}
+	cfg.Features = int(r.U32())
+	cfg.Seed = r.U64()
+	d := int(r.U32())
+	lambda := r.F64()
+	n := r.I64()
+	bias := r.F64()
+	dim := int(r.U32())
+	if r.Err() == nil && dim > maxFeatures {
+		r.Failf("dim φ %d", dim)
 	}
-	w := r.f64s(dim)
-	if err := r.end(); err != nil {
+	w := readF64s(r, dim)
+	if err := r.End(); err != nil {
 		return nil, err
+	}
+	// dim φ follows from the kernels: check it before drawing the
+	// frequencies, so that a corrupt kernel list cannot ask for them.
+	want := 0
+	for _, k := range cfg.Kernels {
+		if k.Type == Linear {
+			want += d
+		} else {
+			want += cfg.Features
+		}
+	}
+	if want != dim {
+		return nil, fmt.Errorf("%w: %d weights for dim φ = %d", ErrFormat, dim, want)
 	}
 	fm, err := NewFeatureMap(d, cfg)
 	if err != nil {

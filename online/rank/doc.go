@@ -1,9 +1,10 @@
 // Package rank implements least-squares kernel ranking — LSRRank and
-// multiscale MLSRRank (seed 001; MATH.md §7) — and kernel ridge regression,
+// multiscale MLSRRank (seed 001; docs/math.md §8) — and kernel ridge regression,
 // exactly and with random Fourier features, plus the ranking measures of
 // seed 001 §IV. It is standalone: it imports only the standard library,
-// gonum (tests) and online/internal/dense, the packed AVX2 kernels its
-// Cholesky factorisations and rank-k updates run on.
+// gonum (tests), online/codec (the binary encoding) and
+// online/internal/dense, the packed AVX2 kernels its Cholesky
+// factorisations and rank-k updates run on.
 //
 // # Kernels
 //
@@ -35,7 +36,9 @@
 // block scaled by 1/sqrt(v_t)). Sums keeps ΦᵀΦ, Φᵀ1, Φᵀy, Σy and n as
 // running sums with Add and Remove (a window by subtraction; see Sums for
 // the numerics), and Sums.Fit solves the equivalent centred D × D ridge
-// problem (ΦᵀHΦ + (nλ/2) I) w = ΦᵀHy, f(x) = <w, φ(x)> + b.
+// problem (ΦᵀHΦ + (nλ/2) I) w = ΦᵀHy, f(x) = <w, φ(x)> + b; Sums.FitKRR
+// kernel ridge regression in feature space, (ΦᵀΦ + λI) w = Φᵀy,
+// f(x) = <w, φ(x)> (docs/math.md §8).
 //
 // # Measures
 //
@@ -46,9 +49,11 @@
 //
 // # Encodings
 //
-// Model and FeatureModel implement encoding.BinaryMarshaler; see codec.go
-// for the versioned format. UnmarshalModel and UnmarshalFeatureModel
-// decode them.
+// Model, FeatureModel and Sums implement encoding.BinaryMarshaler, with
+// package online/codec's conventions; see codec.go for the versioned
+// formats, pinned by testdata/format_v1_*.bin. UnmarshalModel,
+// UnmarshalFeatureModel and Sums.UnmarshalBinary decode them; every
+// decoding error wraps ErrFormat.
 //
 // # Test data
 //

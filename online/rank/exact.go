@@ -34,9 +34,9 @@ const (
 func (m Method) String() string {
 	switch m {
 	case LSRRank:
-		return "lsrrank"
+		return "LSRRank"
 	case KRR:
-		return "krr"
+		return "KRR"
 	}
 	return fmt.Sprintf("Method(%d)", m)
 }

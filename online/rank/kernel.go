@@ -37,7 +37,7 @@ type Kernel struct {
 	V     float64 // weight v_t ≥ 0 (0 = 1); normalised so that min v_t = 1
 }
 
-// kernels is the combined kernel K̄ = Σ_t K_t / v_t of MATH.md §7, with the
+// kernels is the combined kernel K̄ = Σ_t K_t / v_t of docs/math.md §8, with the
 // weights normalised (v_t ← v_t / min v).
 type kernels struct {
 	ks  []Kernel  // normalised: every V ≥ 1, min V = 1

@@ -30,7 +30,7 @@ type FeatureConfig struct {
 // FeatureMap is φ with <φ(x), φ(x')> ≈ K̄(x, x') = Σ_t K_t(x, x')/v_t:
 // φ is the concatenation of φ_t/sqrt(v_t); for an RBF kernel
 // φ_t(x) = sqrt(2/F)[cos(ω_k·x), sin(ω_k·x)]_{k=1..F/2} with ω_k drawn
-// from N(0, 2γI) (Rahimi & Recht 2007; MATH.md §3), so ‖φ_t(x)‖ = 1. It
+// from N(0, 2γI) (Rahimi & Recht 2007; docs/math.md §2), so ‖φ_t(x)‖ = 1. It
 // is immutable and safe for concurrent use.
 type FeatureMap struct {
 	cfg   FeatureConfig

@@ -45,8 +45,16 @@ func KRRType() *online.Type {
 		Doc:      "kernel ridge regression (K + λI)α = y refitted from a window, exact or with random features; the score is the predicted value",
 		Defaults: DefaultKRRParams,
 		Traits:   func(*KRRParams) online.Traits { return rankTraits(online.Regression, 0) },
-		New:      newKRR,
-		Restore:  func(b []byte) (online.Model, error) { return restore(b, KRRName, newKRR) },
+		Examples: func() []KRRParams {
+			p := DefaultKRRParams()
+			p.Kernel = RankKernel{Type: "rbf", Gamma: 0.5}
+			p.Window.Events, p.Refit.EveryEvents = 30, 12
+			features := p
+			features.Solver, features.Kernel.Features, features.Kernel.Seed = SolverFeatures, 16, 3
+			return []KRRParams{p, features}
+		},
+		New:     newKRR,
+		Restore: func(b []byte) (online.Model, error) { return restore(b, KRRName, newKRR) },
 	})
 }
 

@@ -3,7 +3,6 @@ package refit
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/codec"
 	"github.com/streamer/streamer/online/rank"
 )
 
@@ -26,7 +27,7 @@ func TestLevelsOnBoston(t *testing.T) {
 	const splits = 10
 	for k := range splits {
 		Xtr, ytr, Xte, yte, d := bostonSplit(t, k)
-		m, err := New(Config{Dim: d, Window: len(ytr), EveryEvents: 20, Levels: 5},
+		m, err := New(Config{Type: LSRRankName, Dim: d, Window: len(ytr), EveryEvents: 20, Levels: 5},
 			&LSRRank{Kernels: []rank.Kernel{{Gamma: 0.03}}, Lambda: 1e-3})
 		if err != nil {
 			t.Fatal(err)
@@ -80,10 +81,10 @@ func median(v []float64) float64 {
 }
 
 func TestLevelsConfig(t *testing.T) {
-	if _, err := New(Config{Dim: 2, Window: 10, EveryEvents: 5, Levels: 1}, &LSRRank{}); err == nil {
+	if _, err := New(Config{Type: LSRRankName, Dim: 2, Window: 10, EveryEvents: 5, Levels: 1}, &LSRRank{}); err == nil {
 		t.Error("levels: 1 accepted")
 	}
-	m, err := New(Config{Dim: 2, Window: 10, EveryEvents: 5, Levels: 5}, &LSRRank{Kernels: []rank.Kernel{{Gamma: 1}}, Lambda: 1e-3})
+	m, err := New(Config{Type: LSRRankName, Dim: 2, Window: 10, EveryEvents: 5, Levels: 5}, &LSRRank{Kernels: []rank.Kernel{{Gamma: 1}}, Lambda: 1e-3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestLevelsConfig(t *testing.T) {
 	if p := m.Observe([]float64{0, 0}, 0, false); p.Label != 0 {
 		t.Errorf("label %d before the first refit", p.Label)
 	}
-	if _, err := New(Config{Dim: 2, Window: 10, EveryEvents: 5, Guard: 0.2}, rfTrainer()); err == nil {
+	if _, err := New(Config{Type: LSRRankName, Dim: 2, Window: 10, EveryEvents: 5, Guard: 0.2}, rfTrainer()); err == nil {
 		t.Error("guard accepted for a model fitting from running sums")
 	}
 }
@@ -127,7 +128,7 @@ func ordinalSample(r *rand.Rand) ([]float64, float64) {
 func TestRunningSumsMatchWindow(t *testing.T) {
 	const n, window = 60_000, 250
 	tr := rfTrainer()
-	m, err := New(Config{Dim: 3, Window: window, WindowTime: 200 * time.Millisecond, EveryEvents: 997}, tr)
+	m, err := New(Config{Type: LSRRankName, Dim: 3, Window: window, WindowTime: 200 * time.Millisecond, EveryEvents: 997}, tr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestRestoreContinuesIdentically(t *testing.T) {
 		{"rfrank", func() Trainer { return rfTrainer() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Dim: 3, Window: 150, EveryEvents: 40, Levels: 5}
+			cfg := Config{Type: LSRRankName, Dim: 3, Window: 150, EveryEvents: 40, Levels: 5}
 			m, _ := New(cfg, tc.tr())
 			clock := time.Unix(0, 0)
 			m.now = func() time.Time { return clock }
@@ -216,8 +217,8 @@ func TestRestoreContinuesIdentically(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if binary.LittleEndian.Uint16(b[4:]) != 2 {
-				t.Fatalf("format %d, want 2", binary.LittleEndian.Uint16(b[4:]))
+			if typ, err := online.PeekType(b); err != nil || typ != LSRRankName || !bytes.HasPrefix(b, []byte("OLNM")) {
+				t.Fatalf("encoding of type %q (%v), want the envelope of %q", typ, err, LSRRankName)
 			}
 			m2, _ := New(cfg, tc.tr())
 			m2.now = m.now
@@ -260,43 +261,127 @@ func TestRestoreContinuesIdentically(t *testing.T) {
 	}
 }
 
-// TestFormat1RebuildsSums: a state without the sums section (format 1, as
-// written before running sums existed) restores into a features model by
-// recomputing the sums from the window.
-func TestFormat1RebuildsSums(t *testing.T) {
-	cfg := Config{Dim: 3, Window: 100, EveryEvents: 30}
+// encodeLegacy writes m's state in the refitted models' encoding before
+// the envelope ("RFIT", format 1 or 2, under type tag typ), as the old
+// code did: format 1 without sections, format 2 with the level thresholds
+// and running sums that m has.
+func encodeLegacy(t *testing.T, m *Model, typ string, format uint16) []byte {
+	t.Helper()
+	D := m.cfg.Dim
+	b := codec.AppendU16([]byte(legacyMagic), format)
+	b = codec.AppendStr(b, typ)
+	b = codec.AppendU32(b, uint32(D))
+	b = codec.AppendU32(b, uint32(m.cfg.Window))
+	b = codec.AppendU32(b, uint32(m.size))
+	b = codec.AppendI64(b, m.learned)
+	b = codec.AppendU32(b, uint32(m.since))
+	var fit []byte
+	if cur := m.cur.Load(); cur != nil {
+		b = codec.AppendI64(b, cur.version)
+		var err error
+		if fit, err = cur.fit.MarshalBinary(); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		b = codec.AppendI64(b, 0)
+	}
+	b = codec.AppendBytes(b, fit)
+	for k := range m.size {
+		i := (m.head + k) % m.cfg.Window
+		b = codec.AppendF64s(b, m.xs[i*D:(i+1)*D])
+		b = codec.AppendF64(b, m.ys[i])
+		b = codec.AppendI64(b, m.ts[i])
+	}
+	if format == 1 {
+		return b
+	}
+	var sections uint8
+	var parts [][]byte
+	if m.levels != nil {
+		l, err := m.levels.AppendBinary(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sections |= sectionLevels
+		parts = append(parts, l)
+	}
+	if m.sums != nil {
+		s, err := m.sums.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sections |= sectionSums
+		parts = append(parts, s)
+	}
+	b = append(b, sections)
+	for _, p := range parts {
+		b = codec.AppendBytes(b, p)
+	}
+	return b
+}
+
+// TestLegacyFormatsRestore: the encodings from before the envelope
+// ("RFIT" formats 1 and 2; a features model wrote type "rfrank") restore
+// into a configured model. Format 1 has no sums section: they are rebuilt
+// from the window; format 2's sums restore exactly. Both then continue
+// like the original; truncations fail with ErrFormat.
+func TestLegacyFormatsRestore(t *testing.T) {
+	cfg := Config{Type: LSRRankName, Dim: 3, Window: 100, EveryEvents: 30, Levels: 5}
 	m, _ := New(cfg, rfTrainer())
 	r := rand.New(rand.NewPCG(1, 1))
 	for range 555 {
 		x, y := ordinalSample(r)
 		m.Observe(x, y, true)
 	}
-	b, _ := m.MarshalBinary()
-	// Cut the tail: sections byte + length + sums.
-	cut := len(b) - 1 - 4 - sumsLen(t, m)
-	if b[cut] != sectionSums || int(binary.LittleEndian.Uint32(b[cut+1:])) != sumsLen(t, m) {
-		t.Fatal("unexpected tail layout")
+	for _, format := range []uint16{1, 2} {
+		b := encodeLegacy(t, m, "rfrank", format)
+		m2, _ := New(cfg, rfTrainer())
+		if err := m2.UnmarshalBinary(b); err != nil {
+			t.Fatalf("format %d: %v", format, err)
+		}
+		if m2.Version() != m.Version() || m2.Examples() != m.Examples() || m2.WindowSize() != m.WindowSize() {
+			t.Fatalf("format %d: version %d, examples %d, window %d", format, m2.Version(), m2.Examples(), m2.WindowSize())
+		}
+		a, c := rank.NewSums(m.sums.FeatureMap()), rank.NewSums(m2.sums.FeatureMap())
+		a.Copy(m.sums)
+		c.Copy(m2.sums)
+		tol := 1e-12
+		if format == 2 {
+			tol = 0
+			ea, _ := m.sums.MarshalBinary()
+			ec, _ := m2.sums.MarshalBinary()
+			if !bytes.Equal(ea, ec) {
+				t.Fatal("format 2: the sums section did not restore exactly")
+			}
+		}
+		if err := rank.SumsClose(a, c, tol); err != nil {
+			t.Fatalf("format %d: %v", format, err)
+		}
+		if _, ok := m2.Thresholds(nil); ok != (format == 2) {
+			t.Fatalf("format %d: thresholds restored %v", format, ok)
+		}
+		x, _ := ordinalSample(r)
+		if p, q := m.Observe(x, 0, false).Score, m2.Observe(x, 0, false).Score; p != q {
+			t.Fatalf("format %d: score %v, want %v", format, q, p)
+		}
+		for i := 0; i < len(b); i += 1 + i/50 {
+			if err := m2.UnmarshalBinary(b[:i]); !errors.Is(err, ErrFormat) {
+				t.Fatalf("format %d truncated to %d of %d bytes: %v", format, i, len(b), err)
+			}
+		}
+		if err := m2.UnmarshalBinary(append(slices.Clone(b), 0)); !errors.Is(err, ErrFormat) {
+			t.Fatalf("format %d with a trailing byte: %v", format, err)
+		}
 	}
-	v1 := slices.Clone(b[:cut])
-	binary.LittleEndian.PutUint16(v1[4:], 1)
-	m2, _ := New(cfg, rfTrainer())
-	if err := m2.UnmarshalBinary(v1); err != nil {
+	// The type tag must be the configured type, or rfrank for a model
+	// fitted from running sums.
+	exact, _ := New(cfg, &LSRRank{Kernels: []rank.Kernel{{Gamma: 0.3}}, Lambda: 1e-3})
+	if err := exact.UnmarshalBinary(encodeLegacy(t, exact, "rfrank", 1)); !errors.Is(err, ErrFormat) {
+		t.Fatalf("rfrank into an exact model: %v", err)
+	}
+	if err := exact.UnmarshalBinary(encodeLegacy(t, exact, LSRRankName, 1)); err != nil {
 		t.Fatal(err)
 	}
-	a, c := rank.NewSums(m.sums.FeatureMap()), rank.NewSums(m2.sums.FeatureMap())
-	a.Copy(m.sums)
-	c.Copy(m2.sums)
-	if err := rank.SumsClose(a, c, 1e-12); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func sumsLen(t *testing.T, m *Model) int {
-	b, err := m.sums.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(b)
 }
 
 // TestFeaturesObserveDoesNotAllocate: the per-event path of the features
@@ -304,7 +389,7 @@ func sumsLen(t *testing.T, m *Model) int {
 // the hand-over of a refit (copying the sums into the spare) allocate
 // nothing.
 func TestFeaturesObserveDoesNotAllocate(t *testing.T) {
-	m, _ := New(Config{Dim: 3, Window: 50, EveryEvents: 1 << 30, Levels: 5}, rfTrainer())
+	m, _ := New(Config{Type: LSRRankName, Dim: 3, Window: 50, EveryEvents: 1 << 30, Levels: 5}, rfTrainer())
 	r := rand.New(rand.NewPCG(3, 3))
 	for range 200 {
 		x, y := ordinalSample(r)
@@ -324,7 +409,7 @@ func TestFeaturesObserveDoesNotAllocate(t *testing.T) {
 // kernel), d = 13, with a full window of 2 000 events.
 func benchRF(b *testing.B, every int) (*Model, [][]float64, []float64) {
 	tr := &RFRank{Kernels: []rank.Kernel{{Gamma: 0.05}}, Lambda: 1e-3, Features: 512, Seed: 1}
-	m, err := New(Config{Dim: 13, Window: 2000, EveryEvents: every}, tr)
+	m, err := New(Config{Type: LSRRankName, Dim: 13, Window: 2000, EveryEvents: every}, tr)
 	if err != nil {
 		b.Fatal(err)
 	}

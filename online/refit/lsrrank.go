@@ -49,8 +49,24 @@ func LSRRankType() *online.Type {
 		Doc:      "least-squares kernel ranking refitted from a window: `solver: exact` (one m×m Cholesky) or `features` (random features, running D×D sums); with `levels` also a level 1..m",
 		Defaults: DefaultLSRRankParams,
 		Traits:   func(p *LSRRankParams) online.Traits { return rankTraits(online.Ranking, p.Levels) },
-		New:      newLSRRank,
-		Restore:  func(b []byte) (online.Model, error) { return restore(b, LSRRankName, newLSRRank) },
+		Examples: func() []LSRRankParams {
+			p := DefaultLSRRankParams()
+			p.Kernel = RankKernel{Type: "rbf", Gamma: 0.5}
+			p.Window.Events, p.Refit.EveryEvents = 30, 12
+			levels := p
+			levels.Levels = 3
+			features := p
+			features.Solver, features.Kernel.Features, features.Kernel.Seed = SolverFeatures, 16, 3
+			linear := p
+			linear.Kernel = RankKernel{Type: "linear"}
+			return []LSRRankParams{p, levels, features, linear}
+		},
+		New:     newLSRRank,
+		Restore: func(b []byte) (online.Model, error) { return restore(b, LSRRankName, newLSRRank) },
+		// The random-feature solver of lsrrank, mlsrrank and krr wrote its
+		// state under this tag before the envelope; such a state decodes
+		// only into its configured model (online.ErrNeedsConfig).
+		LegacyTags: []string{"rfrank"},
 	})
 }
 

@@ -82,8 +82,19 @@ func MLSRRankType() *online.Type {
 		Doc:      "multiscale LSRRank: several rbf widths with weights v, K̄ = Σ K_t/v_t; solvers and levels as lsrrank",
 		Defaults: DefaultMLSRRankParams,
 		Traits:   func(p *MLSRRankParams) online.Traits { return rankTraits(online.Ranking, p.Levels) },
-		New:      newMLSRRank,
-		Restore:  func(b []byte) (online.Model, error) { return restore(b, MLSRRankName, newMLSRRank) },
+		Examples: func() []MLSRRankParams {
+			p := DefaultMLSRRankParams()
+			p.Kernels = []WeightedKernel{{Type: "rbf", Gamma: 0.2, V: 1}, {Type: "rbf", Gamma: 2, V: 2}}
+			p.Window.Events, p.Refit.EveryEvents = 30, 12
+			levels := p
+			levels.Levels = 3
+			// (The features solver, 256 frequencies per kernel, is checked in
+			// this package's tests: its sums are too large for the suite's
+			// truncation at every byte.)
+			return []MLSRRankParams{p, levels}
+		},
+		New:     newMLSRRank,
+		Restore: func(b []byte) (online.Model, error) { return restore(b, MLSRRankName, newMLSRRank) },
 	})
 }
 

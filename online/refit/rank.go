@@ -258,10 +258,10 @@ func fitExact(ctx context.Context, d *Data, cfg rank.Config) (Fitted, Stats, err
 func unmarshalExact(b []byte, want rank.Method) (Fitted, error) {
 	m, err := rank.UnmarshalModel(b)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	if m.Method() != want {
-		return nil, fmt.Errorf("refit: %v model where %v was configured", m.Method(), want)
+		return nil, fmt.Errorf("%w: refit: %v model where %v was configured", ErrFormat, m.Method(), want)
 	}
 	return exactFit{m}, nil
 }
@@ -273,6 +273,8 @@ func (f exactFit) Predict(x []float64) online.Prediction {
 }
 
 func (f exactFit) MarshalBinary() ([]byte, error) { return f.m.MarshalBinary() }
+
+func (f exactFit) inputDim() int { return f.m.Dim() }
 
 // Label accepts any finite real.
 func (t *RFRank) Label(v float64) (float64, bool) { return rankLabel(v) }
@@ -322,7 +324,7 @@ func (t *RFRank) fitSums(ctx context.Context, s *rank.Sums) (Fitted, Stats, erro
 func (t *RFRank) Unmarshal(b []byte) (Fitted, error) {
 	m, err := rank.UnmarshalFeatureModel(b)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	return featureFit{m}, nil
 }
@@ -334,3 +336,5 @@ func (f featureFit) Predict(x []float64) online.Prediction {
 }
 
 func (f featureFit) MarshalBinary() ([]byte, error) { return f.m.MarshalBinary() }
+
+func (f featureFit) inputDim() int { return f.m.FeatureMap().InputDim() }

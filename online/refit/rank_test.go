@@ -80,21 +80,23 @@ func bostonSplit(t *testing.T, k int) (Xtr, ytr, Xte, yte []float64, d int) {
 
 // TestRankTrainersOnBoston streams boston_ordinal's training split into a
 // window of its size (one refit) and scores the test split: the scores
-// are the package's (rank.Fit / rank.Sums) exactly, so τ is too, and they
-// survive a Model round trip.
+// are the package's (rank.Fit / rank.Sums.Fit, and rank.Sums.FitKRR for
+// RFRank with Method KRR) exactly, so τ is too, and they survive a Model
+// round trip.
 func TestRankTrainersOnBoston(t *testing.T) {
 	Xtr, ytr, Xte, yte, d := bostonSplit0(t)
 	ks := []rank.Kernel{{Gamma: 0.03, V: 1}, {Gamma: 0.1, V: 4}} // split 0's CV choice (online/rank quality test)
 	for _, tc := range []struct {
-		tr  Trainer
-		typ string
+		tr         Trainer
+		name, test string
 	}{
-		{&LSRRank{Kernels: ks, Lambda: 1e-3}, "mlsrrank"},
-		{&LSRRank{Kernels: ks[:1], Lambda: 1e-4}, "lsrrank"},
-		{&KRR{Kernels: ks[:1], Lambda: 0.03}, "krr"},
-		{&RFRank{Kernels: ks, Lambda: 1e-3, Features: 256, Seed: 1}, "rfrank"},
+		{&LSRRank{Kernels: ks, Lambda: 1e-3}, MLSRRankName, "mlsrrank"},
+		{&LSRRank{Kernels: ks[:1], Lambda: 1e-4}, LSRRankName, "lsrrank"},
+		{&KRR{Kernels: ks[:1], Lambda: 0.03}, KRRName, "krr"},
+		{&RFRank{Kernels: ks, Lambda: 1e-3, Features: 256, Seed: 1}, MLSRRankName, "mlsrrank features"},
+		{&RFRank{Kernels: ks[:1], Lambda: 0.03, Features: 512, Seed: 1, Method: rank.KRR}, KRRName, "krr features"},
 	} {
-		t.Run(tc.typ, func(t *testing.T) {
+		t.Run(tc.test, func(t *testing.T) {
 			var pkg func(x []float64) float64
 			switch tr := tc.tr.(type) {
 			case *LSRRank:
@@ -112,13 +114,17 @@ func TestRankTrainersOnBoston(t *testing.T) {
 				for i := range ytr {
 					s.Add(Xtr[i*d:(i+1)*d], ytr[i])
 				}
-				m, _ := s.Fit(tr.Lambda)
+				fit := s.Fit
+				if tr.Method == rank.KRR {
+					fit = s.FitKRR
+				}
+				m, err := fit(tr.Lambda)
+				if err != nil {
+					t.Fatal(err)
+				}
 				pkg = m.Predict
 			}
-			if tc.tr.Type() != tc.typ {
-				t.Fatalf("type %q", tc.tr.Type())
-			}
-			m, err := New(Config{Dim: d, Window: len(ytr), EveryEvents: len(ytr)}, tc.tr)
+			m, err := New(Config{Type: tc.name, Dim: d, Window: len(ytr), EveryEvents: len(ytr)}, tc.tr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +153,7 @@ func TestRankTrainersOnBoston(t *testing.T) {
 				}
 			}
 			ms := rank.Measure(f, yte)
-			t.Logf("%s: test τ-b %.4f, τ(seed) %.4f, ρ %.4f (m = %d)", tc.typ, ms.KendallTauB, ms.KendallTau, ms.Spearman, len(ytr))
+			t.Logf("%s: test τ-b %.4f, τ(seed) %.4f, ρ %.4f (m = %d)", tc.test, ms.KendallTauB, ms.KendallTau, ms.Spearman, len(ytr))
 			if ms.KendallTauB < 0.75 {
 				t.Errorf("τ-b %.4f < 0.75", ms.KendallTauB)
 			}
@@ -155,7 +161,7 @@ func TestRankTrainersOnBoston(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m2, _ := New(Config{Dim: d, Window: len(ytr), EveryEvents: len(ytr)}, tc.tr)
+			m2, _ := New(Config{Type: tc.name, Dim: d, Window: len(ytr), EveryEvents: len(ytr)}, tc.tr)
 			if err := m2.UnmarshalBinary(b); err != nil {
 				t.Fatal(err)
 			}

@@ -94,7 +94,7 @@ type Trainer interface {
 // Config configures a Model.
 type Config struct {
 	// Type is the model type the Model presents (Type()) and encodes, e.g.
-	// "svm"; Params its parameters, encoded with the state so that the
+	// SVMName; Params its parameters, encoded with the state so that the
 	// model restores from its bytes alone (nil: none).
 	Type   string
 	Params online.Params
@@ -772,9 +772,9 @@ func (m *Model) decode(b []byte, st *decoded) error {
 	}
 	D := m.cfg.Dim
 	if len(fit) > 0 {
-		f, err := m.tr.Unmarshal(fit)
+		f, err := m.unmarshalFit(fit)
 		if err != nil {
-			return fmt.Errorf("%w: fitted model: %w", ErrFormat, err)
+			return err
 		}
 		st.fit = f
 	}
@@ -830,9 +830,9 @@ func (m *Model) decodeLegacy(b []byte, st *decoded) error {
 		return fmt.Errorf("%w: dimension %d, configured %d", ErrFormat, dim, m.cfg.Dim)
 	}
 	if len(fit) > 0 {
-		f, err := m.tr.Unmarshal(fit)
+		f, err := m.unmarshalFit(fit)
 		if err != nil {
-			return fmt.Errorf("%w: fitted model: %w", ErrFormat, err)
+			return err
 		}
 		st.fit = f
 	}
@@ -854,6 +854,19 @@ func (m *Model) decodeLegacy(b []byte, st *decoded) error {
 		}
 	}
 	return r.End()
+}
+
+// unmarshalFit decodes a fitted model through the trainer and checks that
+// it scores inputs of the configured dimension.
+func (m *Model) unmarshalFit(b []byte) (Fitted, error) {
+	f, err := m.tr.Unmarshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fitted model: %w", ErrFormat, err)
+	}
+	if d, ok := f.(interface{ inputDim() int }); ok && d.inputDim() != m.cfg.Dim {
+		return nil, fmt.Errorf("%w: fitted model of dimension %d, configured %d", ErrFormat, d.inputDim(), m.cfg.Dim)
+	}
+	return f, nil
 }
 
 // legacyType reports whether typ is what a model of this configuration

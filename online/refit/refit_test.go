@@ -50,7 +50,6 @@ func (f *centroidFit) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
-func (c *centroid) Type() string { return "centroid" }
 func (c *centroid) Label(v float64) (float64, bool) {
 	return map[float64]float64{1: 1, -1: -1, 0: -1}[v], v == 1 || v == -1 || v == 0
 }
@@ -121,7 +120,7 @@ func sample(r *rand.Rand) ([]float64, float64) {
 
 func TestVersionsAndScores(t *testing.T) {
 	tr := &centroid{}
-	m, err := New(Config{Dim: 2, Window: 100, EveryEvents: 50}, tr)
+	m, err := New(Config{Type: "centroid", Dim: 2, Window: 100, EveryEvents: 50}, tr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +162,7 @@ func TestVersionsAndScores(t *testing.T) {
 
 func TestCancelledRefitKeepsServingModel(t *testing.T) {
 	tr := &centroid{}
-	m, _ := New(Config{Dim: 2, Window: 100, EveryEvents: 20}, tr)
+	m, _ := New(Config{Type: "centroid", Dim: 2, Window: 100, EveryEvents: 20}, tr)
 	done := make(chan Report, 10)
 	m.OnRefit(func(r Report) { done <- r })
 	m.Start()
@@ -198,7 +197,7 @@ func TestCancelledRefitKeepsServingModel(t *testing.T) {
 
 func TestGuardRejectsWorseModel(t *testing.T) {
 	tr := &centroid{}
-	m, _ := New(Config{Dim: 2, Window: 200, EveryEvents: 100, Guard: 0.2}, tr)
+	m, _ := New(Config{Type: "centroid", Dim: 2, Window: 200, EveryEvents: 100, Guard: 0.2}, tr)
 	var reps []Report
 	m.OnRefit(func(r Report) { reps = append(reps, r) }) // not started: refits run inline
 	r := rand.New(rand.NewPCG(5, 6))
@@ -221,7 +220,7 @@ func TestGuardRejectsWorseModel(t *testing.T) {
 
 func TestRoundTrip(t *testing.T) {
 	tr := &centroid{}
-	m, _ := New(Config{Dim: 2, Window: 50, EveryEvents: 30}, tr)
+	m, _ := New(Config{Type: "centroid", Dim: 2, Window: 50, EveryEvents: 30}, tr)
 	r := rand.New(rand.NewPCG(7, 8))
 	for range 75 {
 		x, y := sample(r)
@@ -231,7 +230,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, _ := New(Config{Dim: 2, Window: 50, EveryEvents: 30}, &centroid{})
+	m2, _ := New(Config{Type: "centroid", Dim: 2, Window: 50, EveryEvents: 30}, &centroid{})
 	if err := m2.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}
@@ -246,18 +245,18 @@ func TestRoundTrip(t *testing.T) {
 		}
 	}
 	for i := range len(b) {
-		if err := m2.UnmarshalBinary(b[:i]); err == nil {
-			t.Fatalf("truncated to %d bytes: accepted", i)
+		if err := m2.UnmarshalBinary(b[:i]); !errors.Is(err, ErrFormat) {
+			t.Fatalf("truncated to %d bytes: %v", i, err)
 		}
 	}
-	other, _ := New(Config{Dim: 3, Window: 50, EveryEvents: 30}, &centroid{})
+	other, _ := New(Config{Type: "centroid", Dim: 3, Window: 50, EveryEvents: 30}, &centroid{})
 	if err := other.UnmarshalBinary(b); !errors.Is(err, ErrFormat) {
 		t.Fatalf("wrong dimension: %v", err)
 	}
 }
 
 func TestObserveDoesNotAllocate(t *testing.T) {
-	m, _ := New(Config{Dim: 2, Window: 1000, EveryEvents: 1 << 30}, &centroid{})
+	m, _ := New(Config{Type: "centroid", Dim: 2, Window: 1000, EveryEvents: 1 << 30}, &centroid{})
 	m.RefitNow(context.Background())
 	x := []float64{1, 2}
 	if a := testing.AllocsPerRun(1000, func() { m.Observe(x, 1, true) }); a != 0 {

@@ -2,12 +2,12 @@ package refit
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/codec"
 	"github.com/streamer/streamer/online/svm"
 )
 
@@ -158,6 +158,17 @@ func SVMType() *online.Type {
 			return online.Traits{Kind: online.Classifier, Bound: p.Kernel.Type != "sigmoid",
 				Probability: p.Probability.Levels > 0, Refitted: true}
 		},
+		Examples: func() []SVMParams {
+			p := DefaultSVMParams()
+			p.Kernel.Gamma, p.Window.Events, p.Refit.EveryEvents = 0.5, 30, 12
+			prob := p
+			prob.Probability.Levels, prob.Refit.Guard = 4, 0
+			linear := p
+			linear.Kernel = SVMKernel{Type: "linear"}
+			sigmoid := p
+			sigmoid.Kernel = SVMKernel{Type: "sigmoid", Gamma: 0.1, Coef0: 0}
+			return []SVMParams{p, prob, linear, sigmoid}
+		},
 		New:     newSVMModel,
 		Restore: func(b []byte) (online.Model, error) { return restore(b, SVMName, newSVMModel) },
 	})
@@ -279,91 +290,94 @@ func (f *svmFit) Bound(rho float64) float64 {
 	return svm.ClippedMarginBound(f.avgClip, f.w, f.tr, float64(f.n), f.delta, math.Min(rho, 1))
 }
 
-// Encoding: magic "RSVM" u16 version 1, n u32, delta, avgClip, w, tr
-// float64, model length u32 + model, prob H u32 (0 = none), then H−1 ×
-// (length u32 + model).
+// Encoding of a fitted SVM (package online/codec's conventions; pinned by
+// testdata/format_svmfit*_v1.bin): magic "RSVM" u16 version 1, n u32,
+// delta, avgClip, w, tr float64, the model as a frame (u32 length +
+// svm.Model's encoding), prob H u32 (0 = none), then H−1 model frames.
+const (
+	svmFitMagic   = "RSVM"
+	svmFitVersion = 1
+	maxProbLevels = 1000 // H of a decoded fit
+)
+
+// MarshalBinary encodes the fit.
 func (f *svmFit) MarshalBinary() ([]byte, error) {
-	le := binary.LittleEndian
-	dst := append([]byte("RSVM"), 1, 0)
-	dst = le.AppendUint32(dst, uint32(f.n))
+	dst := append(make([]byte, 0, 512), svmFitMagic...)
+	dst = codec.AppendU16(dst, svmFitVersion)
+	dst = codec.AppendU32(dst, uint32(f.n))
 	for _, v := range []float64{f.delta, f.avgClip, f.w, f.tr} {
-		dst = le.AppendUint64(dst, math.Float64bits(v))
+		dst = codec.AppendF64(dst, v)
 	}
-	appendModel := func(m *svm.Model) error {
-		b, err := m.MarshalBinary()
-		if err != nil {
-			return err
-		}
-		dst = le.AppendUint32(dst, uint32(len(b)))
-		dst = append(dst, b...)
-		return nil
-	}
-	if err := appendModel(f.m); err != nil {
+	dst, err := codec.AppendFrame(dst, f.m.AppendBinary)
+	if err != nil {
 		return nil, err
 	}
 	if f.prob == nil {
-		return le.AppendUint32(dst, 0), nil
+		return codec.AppendU32(dst, 0), nil
 	}
-	dst = le.AppendUint32(dst, uint32(f.prob.H))
+	dst = codec.AppendU32(dst, uint32(f.prob.H))
 	for _, m := range f.prob.Models {
-		if err := appendModel(m); err != nil {
+		if dst, err = codec.AppendFrame(dst, m.AppendBinary); err != nil {
 			return nil, err
 		}
 	}
 	return dst, nil
 }
 
-// Unmarshal restores a fit written by MarshalBinary.
+// Unmarshal restores a fit written by MarshalBinary. Errors wrap
+// ErrFormat (and, for a model that does not decode, svm.ErrFormat).
 func (t *SVM) Unmarshal(b []byte) (Fitted, error) {
-	le := binary.LittleEndian
-	if len(b) < 6+4+32+4 || string(b[:4]) != "RSVM" || le.Uint16(b[4:]) != 1 {
-		return nil, errors.New("refit: svm: bad header")
+	r := codec.NewReader(b, ErrFormat)
+	if magic := r.Take(len(svmFitMagic)); r.Err() == nil && string(magic) != svmFitMagic {
+		r.Failf("refit: svm: bad magic %q", magic)
 	}
-	f := &svmFit{n: int(le.Uint32(b[6:])), noBound: t.NoBound}
-	vals := []*float64{&f.delta, &f.avgClip, &f.w, &f.tr}
-	for i, p := range vals {
-		*p = math.Float64frombits(le.Uint64(b[10+8*i:]))
+	if v := r.U16(); r.Err() == nil && v != svmFitVersion {
+		r.Failf("refit: svm: format version %d (this build reads %d)", v, svmFitVersion)
 	}
-	b = b[42:]
-	model := func() (*svm.Model, error) {
-		if len(b) < 4 || int(le.Uint32(b)) > len(b)-4 {
-			return nil, errors.New("refit: svm: truncated model")
-		}
-		l := int(le.Uint32(b))
-		m := new(svm.Model)
-		if err := m.UnmarshalBinary(b[4 : 4+l]); err != nil {
-			return nil, err
-		}
-		b = b[4+l:]
-		return m, nil
+	f := &svmFit{n: int(r.U32()), noBound: t.NoBound}
+	for _, p := range []*float64{&f.delta, &f.avgClip, &f.w, &f.tr} {
+		*p = r.F64()
 	}
-	var err error
-	if f.m, err = model(); err != nil {
-		return nil, err
-	}
-	if len(b) < 4 {
-		return nil, errors.New("refit: svm: truncated")
-	}
-	h := int(le.Uint32(b))
-	b = b[4:]
-	if h != 0 {
-		if h < 2 || h > 1000 {
-			return nil, fmt.Errorf("refit: svm: probability levels %d", h)
+	f.m = readSVMModel(r, -1)
+	if h := int(r.U32()); h != 0 && r.Err() == nil {
+		if h < 2 || h > maxProbLevels {
+			r.Failf("refit: svm: probability levels %d (2..%d)", h, maxProbLevels)
 		}
 		f.prob = &svm.ProbModel{H: h}
 		for range h - 1 {
-			m, err := model()
-			if err != nil {
-				return nil, err
+			if r.Err() != nil {
+				break
 			}
-			f.prob.Models = append(f.prob.Models, m)
+			f.prob.Models = append(f.prob.Models, readSVMModel(r, f.m.Dim))
 		}
 	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("refit: svm: %d trailing bytes", len(b))
+	if err := r.End(); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
+
+// readSVMModel reads a model frame; dim ≥ 0 is the dimension it must
+// have. Failures are recorded in r.
+func readSVMModel(r *codec.Reader, dim int) *svm.Model {
+	b := r.Bytes()
+	if r.Err() != nil {
+		return nil
+	}
+	m := new(svm.Model)
+	if err := m.UnmarshalBinary(b); err != nil {
+		r.Fail(fmt.Errorf("refit: svm: %w", err))
+		return nil
+	}
+	if dim >= 0 && m.Dim != dim {
+		r.Failf("refit: svm: probability model of dimension %d, the fit's is %d", m.Dim, dim)
+		return nil
+	}
+	return m
+}
+
+// inputDim is the dimension of the inputs the fit scores.
+func (f *svmFit) inputDim() int { return f.m.Dim }
 
 // Bound is the serving model's certainty bound at ρ (1 before the first
 // refit), for the live bound monitor.

@@ -39,7 +39,7 @@ func TestSVMOnRipley(t *testing.T) {
 	Xtr, ytr := readRipley(t, "testdata/ripley_train.csv")
 	Xte, yte := readRipley(t, "testdata/ripley_test.csv")
 	tr := &SVM{Params: svm.Params{Kernel: svm.Kernel{Type: svm.RBF, Gamma: 0.5}, C: 1}, Delta: 0.05, ProbLevels: 10}
-	m, err := New(Config{Dim: 2, Window: 250, EveryEvents: 250}, tr)
+	m, err := New(Config{Type: SVMName, Dim: 2, Window: 250, EveryEvents: 250}, tr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestSVMOnRipley(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, _ := New(Config{Dim: 2, Window: 250, EveryEvents: 250}, &SVM{Delta: 0.05})
+	m2, _ := New(Config{Type: SVMName, Dim: 2, Window: 250, EveryEvents: 250}, &SVM{Delta: 0.05})
 	if err := m2.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@ package svm
 
 import "math"
 
-// ClippedMarginBound is Corollary 1 (MATH §1, eq. 15) for a kernel scorer f = <w, φ> + … with
+// ClippedMarginBound is Corollary 1 (docs/math.md §4, eq. 15) for a kernel scorer f = <w, φ> + … with
 // ‖w‖ ≤ W, using the clip g(z) = min(1, max(−1, z)) (B' = 1, L_g = 1):
 //
 //	P(g(Y f(X)) ≤ −ρ) ≤ 1/(1+ρ) − (M̂_g − R̂_W − 3·sqrt(2 ln(2/δ)/n)) / (1+ρ),

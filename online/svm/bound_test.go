@@ -37,7 +37,7 @@ func TestClippedMarginBound(t *testing.T) {
 	}
 }
 
-// TestClippedMarginBoundHolds checks the checkable consequence (MATH §1) on ripley's held-out
+// TestClippedMarginBoundHolds checks the checkable consequence (docs/math.md §4) on ripley's held-out
 // set: the fraction with g(y f(x)) ≤ −ρ never exceeds the bound, for the SVM's own W.
 func TestClippedMarginBoundHolds(t *testing.T) {
 	X, y := loadCSV(t, "ripley_train.csv")

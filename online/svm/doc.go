@@ -1,11 +1,12 @@
 // Package svm is a C-support-vector-classification solver that gives LIBSVM's answers: the
 // same dual objective, support vectors, offset and predictions as svm-train/svm-predict (3.24)
 // to solver tolerance, at svm-train's speed or better. It is a pure solver: no I/O, no
-// goroutines, and it imports nothing of the service.
+// goroutines, and it imports nothing of the service but online/codec (the project's binary
+// encoding, for Model's).
 //
 // # Problem
 //
-// Train solves the dual of the soft-margin SVM (MATH §4)
+// Train solves the dual of the soft-margin SVM (docs/math.md §7)
 //
 //	min_α ½ αᵀQα − Σ α_i   s.t.  Σ α_i y_i = 0,  0 ≤ α_i ≤ C_i,   Q_ij = y_i y_j K(x_i, x_j),
 //
@@ -49,7 +50,7 @@
 //
 // At return (Converged) the maximal KKT violation is below Eps, so Obj is within O(Eps) of the
 // optimum and Σ α_i y_i = 0, 0 ≤ α_i ≤ C_i hold exactly. W2() = αᵀQα = ‖w‖² feeds
-// ClippedMarginBound, Corollary 1 of MATH §1 with the clip transform, which bounds
+// ClippedMarginBound, Corollary 1 of docs/math.md §4 with the clip transform, which bounds
 // P(g(Y f(X)) ≤ −ρ) for the SVM's scores with probability ≥ 1 − δ.
 //
 // # Probability and model selection

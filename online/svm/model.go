@@ -1,11 +1,11 @@
 package svm
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
 // Model is a trained C-SVC: f(x) = Σ_{i ∈ SV} Coef_i K(SV_i, x) + B.
@@ -74,119 +74,114 @@ func (m *Model) Predict(x []float64) float64 {
 	return -1
 }
 
-// Binary encoding, version 1 (little endian):
+// Binary encoding, version 1 (package online/codec's conventions: little-endian, float64 as
+// IEEE-754 bits):
 //
 //	"SVMM" | version u8 | kernel type u8 | degree i32 | gamma, coef0 f64 | dim u32 | n u32 (len Alpha)
 //	| nSV u32 | B, Obj, w2 f64 | nBSV, iter u32 | converged u8 | Alpha n×f64
 //	| nSV × (index u32, coef f64, dim×f64) | CRC-32 (IEEE) of everything before, u32
+//
+// The golden files testdata/format_v1*.bin pin it.
 const (
 	codecMagic   = "SVMM"
 	codecVersion = 1
 )
 
-// ErrCorrupt is returned by UnmarshalBinary for data that is not a valid encoded Model.
-var ErrCorrupt = errors.New("svm: corrupt model encoding")
+// ErrFormat is wrapped by every error of UnmarshalBinary: data that is not a valid encoded
+// Model (truncated, corrupt, or of another format version).
+var ErrFormat = errors.New("svm: bad model encoding")
+
+// ErrCorrupt is ErrFormat under its former name.
+//
+// Deprecated: use ErrFormat.
+var ErrCorrupt = ErrFormat
 
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (m *Model) MarshalBinary() ([]byte, error) {
-	return m.AppendBinary(nil)
+	return m.AppendBinary(make([]byte, 0, 64+8*len(m.Alpha)+len(m.SV)*(12+8*m.Dim)))
 }
 
 // AppendBinary appends the encoding of m to dst.
 func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
 	start := len(dst)
-	le := binary.LittleEndian
-	f64 := func(v float64) { dst = le.AppendUint64(dst, math.Float64bits(v)) }
-	u32 := func(v int) { dst = le.AppendUint32(dst, uint32(v)) }
 	dst = append(dst, codecMagic...)
-	dst = append(dst, codecVersion, byte(m.Kernel.Type))
-	u32(m.Kernel.Degree)
-	f64(m.Kernel.Gamma)
-	f64(m.Kernel.Coef0)
-	u32(m.Dim)
-	u32(len(m.Alpha))
-	u32(len(m.SV))
-	f64(m.B)
-	f64(m.Obj)
-	f64(m.w2)
-	u32(m.NBSV)
-	u32(m.Iter)
-	if m.Converged {
-		dst = append(dst, 1)
-	} else {
-		dst = append(dst, 0)
-	}
-	for _, a := range m.Alpha {
-		f64(a)
-	}
+	dst = codec.AppendU8(dst, codecVersion)
+	dst = codec.AppendU8(dst, uint8(m.Kernel.Type))
+	dst = codec.AppendU32(dst, uint32(m.Kernel.Degree))
+	dst = codec.AppendF64(dst, m.Kernel.Gamma)
+	dst = codec.AppendF64(dst, m.Kernel.Coef0)
+	dst = codec.AppendU32(dst, uint32(m.Dim))
+	dst = codec.AppendU32(dst, uint32(len(m.Alpha)))
+	dst = codec.AppendU32(dst, uint32(len(m.SV)))
+	dst = codec.AppendF64(dst, m.B)
+	dst = codec.AppendF64(dst, m.Obj)
+	dst = codec.AppendF64(dst, m.w2)
+	dst = codec.AppendU32(dst, uint32(m.NBSV))
+	dst = codec.AppendU32(dst, uint32(m.Iter))
+	dst = codec.AppendBool(dst, m.Converged)
+	dst = codec.AppendF64s(dst, m.Alpha)
 	for i, sv := range m.SV {
-		u32(m.SVIndex[i])
-		f64(m.Coef[i])
-		for _, v := range sv {
-			f64(v)
-		}
+		dst = codec.AppendU32(dst, uint32(m.SVIndex[i]))
+		dst = codec.AppendF64(dst, m.Coef[i])
+		dst = codec.AppendF64s(dst, sv)
 	}
-	dst = le.AppendUint32(dst, crc32.ChecksumIEEE(dst[start:]))
-	return dst, nil
+	return codec.AppendU32(dst, crc32.ChecksumIEEE(dst[start:])), nil
 }
 
-// UnmarshalBinary implements encoding.BinaryUnmarshaler.
+// UnmarshalBinary implements encoding.BinaryUnmarshaler. Errors wrap ErrFormat; on error m
+// is unchanged.
 func (m *Model) UnmarshalBinary(b []byte) error {
-	le := binary.LittleEndian
-	if len(b) < len(codecMagic)+2+4 || string(b[:4]) != codecMagic {
-		return ErrCorrupt
+	if len(b) < len(codecMagic)+2+4 || string(b[:len(codecMagic)]) != codecMagic {
+		return fmt.Errorf("%w: no %s header", ErrFormat, codecMagic)
 	}
-	body, sum := b[:len(b)-4], le.Uint32(b[len(b)-4:])
-	if crc32.ChecksumIEEE(body) != sum {
-		return fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	body := b[:len(b)-4]
+	if sum := codec.NewReader(b[len(body):], ErrFormat).U32(); crc32.ChecksumIEEE(body) != sum {
+		return fmt.Errorf("%w: checksum mismatch", ErrFormat)
 	}
-	if v := body[4]; v != codecVersion {
-		return fmt.Errorf("svm: model encoding version %d not supported", v)
+	r := codec.NewReader(body[len(codecMagic):], ErrFormat)
+	if v := r.U8(); v != codecVersion {
+		return fmt.Errorf("%w: format version %d (this build reads %d)", ErrFormat, v, codecVersion)
 	}
-	p := body[5:]
-	bad := false
-	need := func(n int) []byte {
-		if bad || len(p) < n {
-			bad = true
-			return make([]byte, n)
-		}
-		r := p[:n]
-		p = p[n:]
-		return r
-	}
-	f64 := func() float64 { return math.Float64frombits(le.Uint64(need(8))) }
-	u32 := func() int { return int(le.Uint32(need(4))) }
 	var out Model
-	out.Kernel.Type = KernelType(need(1)[0])
-	out.Kernel.Degree = int(int32(le.Uint32(need(4))))
-	out.Kernel.Gamma = f64()
-	out.Kernel.Coef0 = f64()
-	out.Dim = u32()
-	n := u32()
-	nsv := u32()
-	out.B, out.Obj, out.w2 = f64(), f64(), f64()
-	out.NBSV, out.Iter = u32(), u32()
-	out.Converged = need(1)[0] == 1
-	if bad || out.Kernel.validate() != nil || nsv > n ||
-		uint64(len(p)) != 8*uint64(n)+uint64(nsv)*(12+8*uint64(out.Dim)) {
-		return ErrCorrupt
+	out.Kernel.Type = KernelType(r.U8())
+	out.Kernel.Degree = int(int32(r.U32()))
+	out.Kernel.Gamma = r.F64()
+	out.Kernel.Coef0 = r.F64()
+	out.Dim = int(r.U32())
+	n := int(r.U32())
+	nsv := int(r.U32())
+	out.B, out.Obj, out.w2 = r.F64(), r.F64(), r.F64()
+	out.NBSV, out.Iter = int(r.U32()), int(r.U32())
+	out.Converged = r.Bool("converged")
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if err := out.Kernel.validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	// The rest must be exactly n α and nSV rows (checked by division: no
+	// product of decoded counts can overflow and pass).
+	rest := uint64(r.Len()) - 8*uint64(n)
+	if nsv > n || uint64(r.Len()) < 8*uint64(n) ||
+		(nsv == 0 && rest != 0) || (nsv > 0 && (rest%uint64(nsv) != 0 || rest/uint64(nsv) != 12+8*uint64(out.Dim))) {
+		return fmt.Errorf("%w: %d bytes for %d coefficients and %d support vectors of dimension %d",
+			ErrFormat, r.Len(), n, nsv, out.Dim)
 	}
 	out.Alpha = make([]float64, n)
-	for i := range out.Alpha {
-		out.Alpha[i] = f64()
-	}
+	r.F64s(out.Alpha)
 	flat := make([]float64, nsv*out.Dim)
 	out.SV = make([][]float64, nsv)
 	out.SVIndex = make([]int, nsv)
 	out.Coef = make([]float64, nsv)
-	for k := 0; k < nsv; k++ {
-		out.SVIndex[k] = u32()
-		out.Coef[k] = f64()
+	for k := range nsv {
+		out.SVIndex[k] = int(r.U32())
+		out.Coef[k] = r.F64()
 		row := flat[k*out.Dim : (k+1)*out.Dim : (k+1)*out.Dim]
-		for j := range row {
-			row[j] = f64()
-		}
+		r.F64s(row)
 		out.SV[k] = row
+	}
+	if err := r.End(); err != nil {
+		return err
 	}
 	*m = out
 	return nil

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// ProbModel estimates p(x) = P(y = +1 | x) from H − 1 weighted SVMs (MATH §5, seed 002 §2.2).
+// ProbModel estimates p(x) = P(y = +1 | x) from H − 1 weighted SVMs (docs/math.md §7, seed 002 §2.2).
 type ProbModel struct {
 	H int
 	// Models[h−1] is the SVM fitted with π_h = h/H, h = 1..H−1: box C_i = 2(1 − π_h)·C₊ for

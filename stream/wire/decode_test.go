@@ -13,9 +13,9 @@ import (
 var testNames = []string{"age", "clicks", "score"}
 
 func TestDecodeRejects(t *testing.T) {
-	dense := NewDecoder(3, nil, 0)
-	named := NewDecoder(3, testNames, 0)
-	small := NewDecoder(3, nil, 64)
+	dense := mustDecoder(t, 3, nil, 0)
+	named := mustDecoder(t, 3, testNames, 0)
+	small := mustDecoder(t, 3, nil, 64)
 	for _, tc := range []struct {
 		name   string
 		d      *Decoder
@@ -113,8 +113,8 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestDecodeAccepts(t *testing.T) {
-	dense := NewDecoder(3, nil, 0)
-	named := NewDecoder(3, testNames, 0)
+	dense := mustDecoder(t, 3, nil, 0)
+	named := mustDecoder(t, 3, testNames, 0)
 	for _, tc := range []struct {
 		name     string
 		d        *Decoder
@@ -183,7 +183,7 @@ func TestDecodeAccepts(t *testing.T) {
 }
 
 func TestDecodeStringEscapes(t *testing.T) {
-	d := NewDecoder(1, nil, 0)
+	d := mustDecoder(t, 1, nil, 0)
 	for _, tc := range []struct{ in, want string }{
 		{`plain`, "plain"},
 		{`\"quoted\"`, `"quoted"`},
@@ -220,7 +220,7 @@ func TestDecodeStringEscapes(t *testing.T) {
 // TestDecodeReuse checks that decoding into the same Event resets it and that
 // ID, Key and TS do not alias the source bytes.
 func TestDecodeReuse(t *testing.T) {
-	d := NewDecoder(2, nil, 0)
+	d := mustDecoder(t, 2, nil, 0)
 	var ev Event
 	src := []byte(`{"id":"first","key":"k1","ts":"t1","features":[1,2],"label":1}`)
 	if err := d.Decode(src, &ev); err != nil {
@@ -241,22 +241,36 @@ func TestDecodeReuse(t *testing.T) {
 	}
 }
 
-func TestNewDecoderPanics(t *testing.T) {
-	for name, f := range map[string]func(){
-		"zero dim":        func() { NewDecoder(0, nil, 0) },
-		"negative max":    func() { NewDecoder(1, nil, -1) },
-		"names count":     func() { NewDecoder(2, []string{"a"}, 0) },
-		"duplicate names": func() { NewDecoder(2, []string{"a", "a"}, 0) },
+// TestNewDecoderErrors: bad construction arguments are errors naming the
+// problem, not panics (an engine with dimension 0 fails to start).
+func TestNewDecoderErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		dim   int
+		names []string
+		max   int
+		want  string
+	}{
+		"zero dim":        {0, nil, 0, "dimension 0 < 1"},
+		"negative max":    {1, nil, -1, "maximum message size -1 < 0"},
+		"names count":     {2, []string{"a"}, 0, "1 feature names for dimension 2"},
+		"duplicate names": {2, []string{"a", "a"}, 0, `duplicate feature name "a"`},
+		"empty name":      {2, []string{"a", ""}, 0, "feature name 1 is empty"},
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
+		d, err := NewDecoder(tc.dim, tc.names, tc.max)
+		if d != nil || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, %v; want an error containing %q", name, d, err, tc.want)
+		}
 	}
+}
+
+// mustDecoder is NewDecoder for valid arguments.
+func mustDecoder(t testing.TB, dim int, names []string, maxBytes int) *Decoder {
+	t.Helper()
+	d, err := NewDecoder(dim, names, maxBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // randNumber returns a random JSON number literal of the kinds seen in
@@ -314,7 +328,7 @@ func randNumber(r *rand.Rand) string {
 func TestDecodeNumbersMatchStrconv(t *testing.T) {
 	const dim = 16
 	r := rand.New(rand.NewPCG(1, 2))
-	d := NewDecoder(dim, nil, 0)
+	d := mustDecoder(t, dim, nil, 0)
 	var ev Event
 	lits := make([]string, dim)
 	for range 5000 {
@@ -355,7 +369,7 @@ func TestDecodeFastPathEdges(t *testing.T) {
 		"9007199254740993", "18014398509481984", "1234567890123456789", "12345678901234567890",
 		"9999999999999999999", "0.1", "0.3", "0.000001", "4.9406564584124654", "2.2250738585072014",
 		"1.7976931348623157", "00001"[4:], "1.00000000000000000000000000001"}
-	d := NewDecoder(1, nil, 0)
+	d := mustDecoder(t, 1, nil, 0)
 	var ev Event
 	for _, m := range mants {
 		for e := -40; e <= 40; e++ {
@@ -398,7 +412,7 @@ func randString(r *rand.Rand) string {
 func TestDecodeRoundTrip(t *testing.T) {
 	const dim = 8
 	r := rand.New(rand.NewPCG(3, 4))
-	d := NewDecoder(dim, nil, 0)
+	d := mustDecoder(t, dim, nil, 0)
 	var ev Event
 	for range 3000 {
 		ref := refEvent{ID: randString(r), Key: randString(r), TS: randString(r), Features: make([]float64, dim)}
@@ -453,13 +467,13 @@ func TestDecodeRoundTrip(t *testing.T) {
 }
 
 func TestDecodeAllocs(t *testing.T) {
-	dense := NewDecoder(32, nil, 1<<20)
+	dense := mustDecoder(t, 32, nil, 1<<20)
 	src := benchEvent32()
 	names := make([]string, 4)
 	for i := range names {
 		names[i] = "f" + strconv.Itoa(i)
 	}
-	named := NewDecoder(4, names, 0)
+	named := mustDecoder(t, 4, names, 0)
 	namedSrc := []byte(`{"id":"e\"1","key":"k","features":{"f2":3,"f0":1,"f\u0031":2,"f3":4},"label":false,"x":[{"y":null}]}`)
 	var ev, nev Event
 	if err := dense.Decode(src, &ev); err != nil {
@@ -477,7 +491,7 @@ func TestDecodeAllocs(t *testing.T) {
 }
 
 func TestLabelOnly(t *testing.T) {
-	plain := NewDecoder(2, nil, 0)
+	plain := mustDecoder(t, 2, nil, 0)
 	late := plain.WithLabelOnly()
 	var ev Event
 	if err := plain.Decode([]byte(`{"id":"a","label":1}`), &ev); ReasonOf(err) != ReasonMissingFeatures {

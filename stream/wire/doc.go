@@ -34,7 +34,7 @@
 // One message per (event, model), keyed like the input, written by
 // AppendScore with exactly these fields in this order:
 //
-//	{"id":"e-1","key":"user-42","model":"mam","version":17,"score":0.42,"prediction":1,
+//	{"id":"e-1","key":"user-42","model":"clicks","version":17,"score":0.42,"prediction":1,
 //	 "certainty":{"mistake_bound":0.31,"delta":0.05,"n":120000},
 //	 "event_ts":"2026-11-22T04:00:00Z","scored_at":"2026-11-22T04:00:00.123456789Z"}
 //

@@ -32,7 +32,7 @@ type Score struct {
 //
 // The fields are written in the order of the wire contract:
 //
-//	{"id":"e-1","key":"user-42","model":"mam","version":17,"score":0.42,"prediction":1,
+//	{"id":"e-1","key":"user-42","model":"clicks","version":17,"score":0.42,"prediction":1,
 //	 "certainty":{"mistake_bound":0.31,"delta":0.05,"n":120000},"event_ts":"…","scored_at":"…"}
 //
 // Without a bound, mistake_bound and delta are null. A non-finite float is

@@ -8,7 +8,11 @@ import (
 )
 
 func ExampleDecoder_Decode() {
-	d := wire.NewDecoder(3, []string{"age", "clicks", "score"}, 1<<20)
+	d, err := wire.NewDecoder(3, []string{"age", "clicks", "score"}, 1<<20)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	var ev wire.Event // reused for every message
 	for _, msg := range []string{
 		`{"id":"e-1","key":"user-42","features":[0.5,3,-1.25],"label":true}`,

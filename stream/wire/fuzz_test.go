@@ -43,8 +43,8 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
-	dense := NewDecoder(3, nil, 0)
-	named := NewDecoder(3, []string{"a", "b", "c"}, 0)
+	dense := mustDecoder(f, 3, nil, 0)
+	named := mustDecoder(f, 3, []string{"a", "b", "c"}, 0)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		for _, d := range []*Decoder{dense, named} {
 			var ev Event

@@ -31,7 +31,7 @@ func benchEvent32() []byte {
 // a ts and a label. Target: at least 500 k events/s (≤ 2 µs/event) on one
 // core, with 0 allocs/op.
 func BenchmarkDecode32(b *testing.B) {
-	d := NewDecoder(32, nil, 1<<20)
+	d := mustDecoder(b, 32, nil, 1<<20)
 	src := benchEvent32()
 	var ev Event
 	b.ReportAllocs()
@@ -46,7 +46,7 @@ func BenchmarkDecode32(b *testing.B) {
 // BenchmarkDecode32Parallel is BenchmarkDecode32 on all cores sharing one
 // Decoder, as partition workers do.
 func BenchmarkDecode32Parallel(b *testing.B) {
-	d := NewDecoder(32, nil, 1<<20)
+	d := mustDecoder(b, 32, nil, 1<<20)
 	src := benchEvent32()
 	b.ReportAllocs()
 	b.SetBytes(int64(len(src)))
@@ -63,7 +63,7 @@ func BenchmarkDecode32Parallel(b *testing.B) {
 
 // BenchmarkDecodeReject measures the (allocating) rejection path.
 func BenchmarkDecodeReject(b *testing.B) {
-	d := NewDecoder(32, nil, 1<<20)
+	d := mustDecoder(b, 32, nil, 1<<20)
 	src := benchEvent32()
 	src[len(src)-len(`],"label":1}`)-1] = 'x' // last feature is no longer a number
 	var ev Event
