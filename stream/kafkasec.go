@@ -17,8 +17,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
-	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/snapshot"
 )
 
 // KafkaSecurity is the TLS and SASL setting that every Kafka connection of

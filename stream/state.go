@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/snapshot"
 )
 
 // Stateful is a Processor whose state can be captured for a snapshot.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/internal/bench"
+	"github.com/streamer/streamer/online"
 )
 
 func newBenchCmd() *cobra.Command {

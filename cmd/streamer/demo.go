@@ -23,9 +23,9 @@ import (
 	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 
+	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/configs"
 	"github.com/streamer/streamer/stream"
-	"github.com/streamer/streamer/config"
 )
 
 //go:embed data/ripley_train.csv

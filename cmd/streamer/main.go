@@ -18,8 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/streamer/streamer/stream"
 	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/stream"
 )
 
 func main() {
