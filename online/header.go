@@ -2,6 +2,7 @@ package online
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -222,4 +223,44 @@ func appendLegacySpec(dst []byte, s legacySpec) []byte {
 	dst = codec.AppendBool(dst, s.Normalize)
 	dst = codec.AppendF64(dst, s.LearningRate)
 	return codec.AppendF64(dst, s.L2)
+}
+
+// IsVersion1 reports whether b is a model encoding of format version 1
+// (written before the model registry), which carries its parameters in the
+// spec every type shared then.
+func IsVersion1(b []byte) bool {
+	return len(b) >= len(formatMagic)+2 && string(b[:len(formatMagic)]) == formatMagic &&
+		binary.LittleEndian.Uint16(b[len(formatMagic):]) == legacyVersion1
+}
+
+// Configuration returns what an encoding (of the current format) says of
+// its model's configuration: its type, input dimension and the canonical
+// encoding of its parameters, and for a Standardized wrapper "std/" and the
+// same of its inner model. Models built from equal configurations have
+// equal ones.
+func Configuration(b []byte) (string, error) {
+	r := codec.NewReader(b, ErrFormat)
+	version, typ := readEnvelope(r)
+	if r.Err() == nil && version != formatVersion {
+		r.Failf("format version %d: re-encode the model first", version)
+	}
+	params := r.Bytes()
+	dim := r.U32()
+	if err := r.Err(); err != nil {
+		return "", err
+	}
+	conf := fmt.Sprintf("%s/%d/%x", typ, dim, params)
+	if typ != standardizedTag {
+		return conf, nil
+	}
+	r.Take(8 + 32*int(dim)) // n, mean, comp(mean), M2, comp(M2)
+	inner := r.Bytes()
+	if err := r.Err(); err != nil {
+		return "", err
+	}
+	in, err := Configuration(inner)
+	if err != nil {
+		return "", err
+	}
+	return conf + "/" + in, nil
 }

@@ -212,7 +212,7 @@ func (e *Engine) Restore(saved []snapshot.Model) (fresh, dropped []string, err e
 	for _, m := range e.models {
 		s, ok := byName[m.name]
 		delete(byName, m.name)
-		if !ok || s.Fingerprint != m.fingerprint || s.Type != m.m.Type() {
+		if !ok || !m.accepts(s) {
 			fresh = append(fresh, m.name)
 			continue
 		}

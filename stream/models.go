@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
+	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -152,7 +153,7 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics, partitioned b
 	if _, ok := nm.Model.(online.Bounder); t.Bound && !ok {
 		return nil, fmt.Errorf("its traits say it has a bound, but %T has no Bound method", nm.Model)
 	}
-	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model, traits: t}
+	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model, traits: t, newInst: nm.New}
 	if partitioned {
 		em.initPartitioned(nm)
 	} else {
@@ -334,4 +335,56 @@ func (m *engineMetrics) refitted(model string, r refit.Report) {
 		m.refitAt.WithLabelValues(model).SetToCurrentTime()
 		m.version.WithLabelValues(model).Set(float64(r.Version))
 	}
+}
+
+// accepts reports whether saved state s may be restored into the model:
+// written by an identically configured model (equal fingerprints and type),
+// or — the one-time migration of state written before the model registry,
+// whose fingerprints were computed differently — an encoding of format
+// version 1 whose own parameters and dimension are exactly those
+// configured now. (Such a state does not record feature names: a reordering
+// of features.names made together with the upgrade is not detected.)
+func (em *engineModel) accepts(s snapshot.Model) bool {
+	if s.Type != em.m.Type() {
+		return false
+	}
+	if s.Fingerprint == em.fingerprint {
+		return true
+	}
+	if em.newInst == nil {
+		return false
+	}
+	states := [][]byte{s.Data}
+	if IsKeyed(s.Data) {
+		_, st, err := DecodeKeyed(s.Data)
+		if err != nil || len(st) == 0 {
+			return false
+		}
+		states = st
+	}
+	want, err := em.m.MarshalBinary()
+	if err != nil {
+		return false
+	}
+	conf, err := online.Configuration(want)
+	if err != nil {
+		return false
+	}
+	for _, b := range states {
+		if !online.IsVersion1(b) {
+			return false
+		}
+		cand, err := em.newInst()
+		if err != nil || cand.UnmarshalBinary(b) != nil {
+			return false
+		}
+		got, err := cand.MarshalBinary()
+		if err != nil {
+			return false
+		}
+		if c, err := online.Configuration(got); err != nil || c != conf {
+			return false
+		}
+	}
+	return true
 }

@@ -260,7 +260,7 @@ func (e *Engine) RestorePartition(part int, saved []snapshot.Model) (fresh, drop
 		built[i] = pm
 		s, ok := byName[m.name]
 		delete(byName, m.name)
-		if !ok || s.Fingerprint != m.fingerprint || s.Type != m.m.Type() {
+		if !ok || !m.accepts(s) {
 			fresh = append(fresh, m.name)
 			continue
 		}
@@ -325,7 +325,7 @@ func (e *Engine) SetRemote(part int, saved []snapshot.Model, createdAt time.Time
 			continue
 		}
 		i := slices.IndexFunc(saved, func(s snapshot.Model) bool { return s.Name == m.name })
-		if i < 0 || saved[i].Fingerprint != m.fingerprint || saved[i].Type != m.m.Type() {
+		if i < 0 || !m.accepts(saved[i]) {
 			continue
 		}
 		r := m.remote[part]
