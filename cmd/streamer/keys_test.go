@@ -21,12 +21,71 @@ import (
 // other types, and keys of the type that do not apply in the configuration
 // given.
 
-// minimalKeys are the keys a type needs besides name, type and
-// features.dim to make a valid minimal config. A new type that needs more
-// fails TestModelKeysMinimal until it is added here.
-var minimalKeys = map[string][]keyEntry{
-	online.OMAMName: {{"levels", "3"}},
-	"mlsrrank":      {{"kernels[0].gamma", "1"}},
+// minimalKeys returns, for every registered type, the fewest keys of its
+// first example configuration (online.Def.Examples) that a valid minimal
+// config needs besides name, type and features.dim (omam: levels; mlsrrank:
+// a kernel): derived from the type, so a type added later needs nothing
+// here.
+func minimalKeys(t *testing.T, reg *online.Registry) map[string][]keyEntry {
+	t.Helper()
+	out := map[string][]keyEntry{}
+	for _, typ := range reg.Types() {
+		keys := exampleEntries(typ)
+		valid := func(es []keyEntry) bool {
+			_, err := config.Parse([]byte(modelKeyDoc(typ.Name(), es...).yaml), nil, reg)
+			return err == nil
+		}
+		if !valid(keys) {
+			t.Fatalf("%s: its first example, as YAML, is not a valid config: %s", typ.Name(), modelKeyDoc(typ.Name(), keys...).yaml)
+		}
+		for i := len(keys) - 1; i >= 0; i-- { // drop every key it does not need
+			rest := append(slices.Clone(keys[:i]), keys[i+1:]...)
+			if valid(rest) {
+				keys = rest
+			}
+		}
+		out[typ.Name()] = keys
+	}
+	return out
+}
+
+// exampleEntries writes the leaves of a type's first example that differ
+// from its defaults as key entries.
+func exampleEntries(typ *online.Type) []keyEntry {
+	var out []keyEntry
+	var walk func(ex, def reflect.Value, prefix string)
+	walk = func(ex, def reflect.Value, prefix string) {
+		df := map[string]reflect.Value{}
+		if def.IsValid() {
+			for _, f := range codec.Fields(def) {
+				df[f.Key] = f.Value
+			}
+		}
+		for _, f := range codec.Fields(ex) {
+			path, v, d := prefix+f.Key, f.Value, df[f.Key]
+			switch {
+			case v.Kind() == reflect.Struct && v.Type() != reflect.TypeOf(time.Duration(0)):
+				walk(v, d, path+".")
+			case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+				for i := range v.Len() {
+					walk(v.Index(i), reflect.Value{}, fmt.Sprintf("%s[%d].", path, i))
+				}
+			case d.IsValid() && reflect.DeepEqual(v.Interface(), d.Interface()), !d.IsValid() && v.IsZero():
+			case v.Kind() == reflect.Slice:
+				var items []string
+				for i := range v.Len() {
+					items = append(items, fmt.Sprint(v.Index(i).Interface()))
+				}
+				out = append(out, keyEntry{path, "[" + strings.Join(items, ", ") + "]"})
+			case v.Type() == reflect.TypeOf(time.Duration(0)):
+				out = append(out, keyEntry{path, v.Interface().(time.Duration).String()})
+			default:
+				out = append(out, keyEntry{path, fmt.Sprint(v.Interface())})
+			}
+		}
+	}
+	walk(reflect.ValueOf(typ.Examples()[0]), reflect.ValueOf(typ.NewParams()), "")
+	return out
 }
 
 // keyEntry is a key of a models entry (dotted, list items as "kernels[0].v")
@@ -253,15 +312,12 @@ func TestModelKeysMinimal(t *testing.T) {
 	if len(reg.Types()) == 0 {
 		t.Fatal("no model types registered")
 	}
+	minimal := minimalKeys(t, reg)
 	for _, typ := range reg.Types() {
 		t.Run(typ.Name(), func(t *testing.T) {
-			wantValidKeys(t, reg, modelKeyDoc(typ.Name(), minimalKeys[typ.Name()]...))
+			wantValidKeys(t, reg, modelKeyDoc(typ.Name(), minimal[typ.Name()]...))
+			t.Logf("minimal keys: %v", minimal[typ.Name()])
 		})
-	}
-	for name := range minimalKeys {
-		if reg.Lookup(name) == nil {
-			t.Errorf("minimalKeys names %s, which is not registered", name)
-		}
 	}
 }
 
@@ -272,6 +328,7 @@ func TestModelKeysMinimal(t *testing.T) {
 // kernel without a seed) and its line.
 func TestModelKeysOfOtherTypes(t *testing.T) {
 	reg := newModelTypes()
+	minimal := minimalKeys(t, reg)
 	byType, union := keysByType(t, reg)
 	for _, k := range []string{"kernel", "kernel.gamma", "kernel.seed", "kernels", "kernels[0].v", "refit.guard", "window.events", "decay.half_life", "levels"} {
 		if !slices.ContainsFunc(union, func(p paramKey) bool { return p.path == k }) {
@@ -288,7 +345,7 @@ func TestModelKeysOfOtherTypes(t *testing.T) {
 			}
 			cases++
 			t.Run(name+"/"+k.path, func(t *testing.T) {
-				d := modelKeyDoc(name, append(slices.Clone(minimalKeys[name]), keyEntry{k.path, k.value})...)
+				d := modelKeyDoc(name, append(slices.Clone(minimal[name]), keyEntry{k.path, k.value})...)
 				wantKeyError(t, reg, d, want)
 			})
 		}
@@ -309,6 +366,7 @@ func TestModelKeysOfOtherTypes(t *testing.T) {
 // (the control); with it, it is an error naming the key and its line.
 func TestModelKeysThatDoNotApply(t *testing.T) {
 	reg := newModelTypes()
+	minimal := minimalKeys(t, reg)
 	byType, _ := keysByType(t, reg)
 	type tcase struct {
 		typ  string
@@ -320,7 +378,7 @@ func TestModelKeysThatDoNotApply(t *testing.T) {
 		if reg.Lookup(typ) == nil {
 			return
 		}
-		cases = append(cases, tcase{typ, append(slices.Clone(minimalKeys[typ]), base...), key})
+		cases = append(cases, tcase{typ, append(slices.Clone(minimal[typ]), base...), key})
 	}
 	// svm's kernel is exact (LIBSVM's): it has no random features.
 	add("svm", keyEntry{"kernel.seed", "3"})
@@ -386,7 +444,7 @@ func TestModelKeysThatDoNotApply(t *testing.T) {
 			continue
 		}
 		for _, c := range configs {
-			wantValidKeys(t, reg, modelKeyDoc(typ, append(slices.Clone(minimalKeys[typ]), c...)...))
+			wantValidKeys(t, reg, modelKeyDoc(typ, append(slices.Clone(minimal[typ]), c...)...))
 		}
 	}
 
