@@ -363,7 +363,7 @@ func TestCancel(t *testing.T) {
 // bound against the observed fraction on the test set). Regenerate the file
 // with
 //
-//	go test ./stream/eval -run TestDocsBoundPlot -update
+//	go test ./eval -run TestDocsBoundPlot -update
 func TestDocsBoundPlot(t *testing.T) {
 	rep, _, _ := runEval(t, "ripley.yaml", Options{
 		Data: "testdata/ripley_train.csv", Test: "testdata/ripley_test.csv"})

@@ -774,7 +774,7 @@ func blTestError(t *testing.T, spec Spec, x [][]float64, y []float64, train, tes
 	return float64(wrong) / float64(len(test))
 }
 
-// TestBaselineQuality: the protocol of data/README.md (10 stratified 70/30
+// TestBaselineQuality: the protocol of eval/testdata/README.md (10 stratified 70/30
 // splits, seeds 0..9, our own split code), each training split streamed
 // once in random order through the Standardize wrapper (the reference
 // figures standardise on the training split in batch), test error on the

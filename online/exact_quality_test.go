@@ -107,7 +107,7 @@ func exCVGamma(t testing.TB, x [][]float64, y []float64, train []int, grid []flo
 	return best
 }
 
-// TestExactBreastCancer follows the protocol of data/README.md: 10
+// TestExactBreastCancer follows the protocol of eval/testdata/README.md: 10
 // stratified 70/30 splits (seeds 0..9, our own split), features
 // standardised on the training split, gamma by 5-fold CV on the training
 // split (grid 2^k/d, k = −4..6), the plain exact-kernel rbf MAM with a

@@ -182,7 +182,7 @@ func exactNWTau(trX [][]float64, trY []float64, teX [][]float64, teY []float64, 
 	return KendallTauB(s, teY)
 }
 
-// TestOMAMBoston is the quality test on real data (data/README.md):
+// TestOMAMBoston is the quality test on real data (eval/testdata/README.md):
 // boston_ordinal (13 features, 5 levels), 10 stratified 70/30 splits (seeds
 // 0..9), features standardised on the training split, γ chosen by 3-fold
 // CV on the training split only, rbf random features D = 2048. The model
@@ -245,7 +245,7 @@ func TestOMAMBoston(t *testing.T) {
 // training split only) for the exact kernel mode with a budget above the
 // training size (every training example is stored): the acceptance
 // thresholds are mean τ-b ≥ 0.72 normalised and ≥ 0.58 raw (references
-// 0.750 and 0.621, data/README.md). τ-b of the direct exact-kernel scores
+// 0.750 and 0.621, eval/testdata/README.md). τ-b of the direct exact-kernel scores
 // at the chosen γ is logged alongside: the two differ only where rounding
 // breaks near-ties among the test scores (a peaked kernel gives test
 // points with the same nearest training example almost the same score).

@@ -37,7 +37,7 @@ func readCSV(t testing.TB, path string) (x [][]float64, y []float64) {
 
 // TestRipley trains the rbf MAM (gamma 10, D = 2048) on Ripley's 250
 // training points (raw features, as in the reference figures of
-// data/README.md: the exact-kernel MAM errs on 8.3–8.6% of the 1000 test
+// eval/testdata/README.md: the exact-kernel MAM errs on 8.3–8.6% of the 1000 test
 // points at gamma 5–20) and checks the test error and the certainty bound.
 func TestRipley(t *testing.T) {
 	trX, trY := readCSV(t, "testdata/ripley_train.csv")

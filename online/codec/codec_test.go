@@ -84,7 +84,7 @@ type shared struct {
 }
 
 type params struct {
-	Kernel  inner         `yaml:"kernel"`
+	Kernel  inner `yaml:"kernel"`
 	shared  `yaml:",inline"`
 	Shared  shared        `yaml:",inline"`
 	Budget  int           `yaml:"budget"`

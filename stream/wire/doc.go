@@ -1,4 +1,4 @@
-// Package wire is the wire contract of the streamer (DESIGN.md §3): it decodes
+// Package wire is the wire contract of the streamer (README.md, "Wire contract"): it decodes
 // and validates input events and encodes output score records. Both run once
 // per event on the hot path and do not allocate in steady state; the package
 // uses only the standard library and knows nothing about Kafka or models.
