@@ -51,13 +51,7 @@ func LDAType() *Type {
 		Examples: func() []LDAParams {
 			return []LDAParams{{}, {Window: Window{Events: 20}}, {Decay: Decay{HalfLife: 15}}}
 		},
-		Restore: func(b []byte) (Model, error) {
-			m := new(LDA)
-			if err := m.UnmarshalBinary(b); err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
+		Restore: RestoreNew[LDA],
 	})
 }
 

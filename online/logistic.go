@@ -47,13 +47,7 @@ func LogisticType() *Type {
 		Examples: func() []LogisticParams {
 			return []LogisticParams{{LearningRate: DefaultLearningRate, L2: DefaultL2}, {LearningRate: 0.5}}
 		},
-		Restore: func(b []byte) (Model, error) {
-			m := new(Logistic)
-			if err := m.UnmarshalBinary(b); err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
+		Restore: RestoreNew[Logistic],
 	})
 }
 

@@ -387,3 +387,16 @@ func Unwrap[T any](m Model) (T, bool) {
 	var zero T
 	return zero, false
 }
+
+// RestoreNew is a Def.Restore for a model type whose zero value decodes
+// any of its encodings: new(T), then UnmarshalBinary.
+func RestoreNew[T any, PT interface {
+	*T
+	Model
+}](b []byte) (Model, error) {
+	m := PT(new(T))
+	if err := m.UnmarshalBinary(b); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

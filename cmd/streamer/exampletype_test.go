@@ -1,8 +1,9 @@
 package main
 
 // An example model type, to show what adding one takes: this file (its
-// parameters, validation, construction, encoding and restore: ~110 lines),
-// its test (TestExampleType below) and one registration line — here
+// parameters, validation, construction, encoding and restore: about 130
+// lines of code), its test (TestExampleType below) and one registration
+// line — here
 // `append(newModelTypes().Types(), centroidType())`, in the service
 // `centroidType(),` in newModelTypes. Nothing else in the codebase names it:
 // the configuration decodes its key, the conformance suite, eval and the
@@ -42,13 +43,7 @@ func centroidType() *online.Type {
 		Defaults: func() centroidParams { return centroidParams{} },
 		Traits:   func(*centroidParams) online.Traits { return online.Traits{Kind: online.Classifier} },
 		New:      func(dim int, p *centroidParams) (online.Model, error) { return newCentroid(dim, *p), nil },
-		Restore: func(b []byte) (online.Model, error) {
-			m := new(centroid)
-			if err := m.UnmarshalBinary(b); err != nil {
-				return nil, err
-			}
-			return m, nil
-		},
+		Restore:  online.RestoreNew[centroid],
 		Examples: func() []centroidParams { return []centroidParams{{}, {Shrink: 0.5}} },
 	})
 }

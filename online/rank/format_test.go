@@ -8,32 +8,17 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	goldenfile "github.com/streamer/streamer/online/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/format_v1_*.bin with the current encoders")
 
-// goldenFile compares b with the golden file testdata/name (or, with -update,
-// writes it) and returns the file's bytes.
+// goldenFile compares b with the golden file testdata/name (or, with
+// -update, writes it) and returns the file's bytes.
 func goldenFile(t *testing.T, name string, b []byte) []byte {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestFormat -update to write it)", err)
-	}
-	if !bytes.Equal(b, want) {
-		at := 0
-		for at < min(len(b), len(want)) && b[at] == want[at] {
-			at++
-		}
-		t.Fatalf("encoding differs from %s (%d bytes, golden %d) from byte %d on: the format changed", path, len(b), len(want), at)
-	}
-	return want
+	return goldenfile.Compare(t, name, b, *update)
 }
 
 // pattern returns n distinct, exactly representable values (no NaN).

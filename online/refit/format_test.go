@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 
+	goldenfile "github.com/streamer/streamer/online/internal/golden"
+
 	"github.com/streamer/streamer/online/svm"
 )
 
@@ -18,24 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/format_*.bin with the 
 // -update, writes it) and returns the file's bytes.
 func goldenFile(t *testing.T, name string, b []byte) []byte {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestFormat -update to write it)", err)
-	}
-	if !bytes.Equal(b, want) {
-		at := 0
-		for at < min(len(b), len(want)) && b[at] == want[at] {
-			at++
-		}
-		t.Fatalf("encoding differs from %s (%d bytes, golden %d) from byte %d on: the format changed", path, len(b), len(want), at)
-	}
-	return want
+	return goldenfile.Compare(t, name, b, *update)
 }
 
 // svmGolden decodes one of online/svm's golden models (fixed state).

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"flag"
 	"hash/crc32"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
+
+	goldenfile "github.com/streamer/streamer/online/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/format_v1*.bin with the current encoder")
@@ -19,24 +19,7 @@ var update = flag.Bool("update", false, "rewrite testdata/format_v1*.bin with th
 // -update, writes it) and returns the file's bytes.
 func goldenFile(t *testing.T, name string, b []byte) []byte {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestFormat -update to write it)", err)
-	}
-	if !bytes.Equal(b, want) {
-		at := 0
-		for at < min(len(b), len(want)) && b[at] == want[at] {
-			at++
-		}
-		t.Fatalf("encoding differs from %s (%d bytes, golden %d) from byte %d on: the format changed", path, len(b), len(want), at)
-	}
-	return want
+	return goldenfile.Compare(t, name, b, *update)
 }
 
 // fixedModels are models with hand-set state (the solver is not part of
