@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/refit"
 	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream/wire"
 )
@@ -144,8 +145,8 @@ func (e *Engine) Start() {
 	e.started = true
 	for _, m := range e.models {
 		for _, inst := range m.background() {
-			if s, ok := inst.(interface{ Start() }); ok {
-				s.Start()
+			if r := refitOf(inst); r != nil {
+				r.Start()
 			}
 		}
 	}
@@ -156,8 +157,8 @@ func (e *Engine) Start() {
 func (e *Engine) Close() {
 	for _, m := range e.models {
 		for _, inst := range m.background() {
-			if c, ok := inst.(interface{ Close() error }); ok {
-				_ = c.Close()
+			if r := refitOf(inst); r != nil {
+				_ = r.Close()
 			}
 		}
 	}
@@ -167,7 +168,7 @@ func (e *Engine) Close() {
 func (e *Engine) Refitting() bool {
 	for _, m := range e.models {
 		for _, inst := range m.background() {
-			if r, ok := inst.(interface{ Refitting() bool }); ok && r.Refitting() {
+			if r := refitOf(inst); r != nil && r.Refitting() {
 				return true
 			}
 		}
@@ -347,4 +348,11 @@ func (e *Engine) reject(msg *kafka.Message, pub Sink, reason wire.Reason, detail
 			{Key: HeaderOffset, Value: strconv.AppendInt(nil, msg.Offset, 10)},
 		},
 	})
+}
+
+// refitOf returns the model refitted in the background that m is or wraps
+// (a standardised one is wrapped), nil if there is none.
+func refitOf(m online.Model) *refit.Model {
+	r, _ := online.Unwrap[*refit.Model](m)
+	return r
 }

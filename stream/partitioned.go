@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/online/refit"
 	"github.com/streamer/streamer/snapshot"
 )
 
@@ -138,7 +137,7 @@ func (em *engineModel) installPart(part int, pm *partModel, started bool) {
 		em.keyedBase += pm.keyed.examples()
 		em.met.keys.Set(float64(em.keyCount()))
 	}
-	if r, ok := pm.m.(*refit.Model); ok {
+	if r := refitOf(pm.m); r != nil {
 		r.OnRefit(em.onRefit)
 		if started {
 			r.Start()
@@ -166,8 +165,8 @@ func (em *engineModel) dropPart(part int, keepRemote bool) {
 		em.keyedBase -= pm.keyed.examples()
 		em.met.keys.Set(float64(em.keyCount()))
 	}
-	if c, ok := pm.m.(interface{ Close() error }); ok {
-		_ = c.Close()
+	if r := refitOf(pm.m); r != nil {
+		_ = r.Close()
 	}
 	if em.global != nil {
 		if keepRemote {
@@ -242,8 +241,8 @@ func (e *Engine) RestorePartition(part int, saved []snapshot.Model) (fresh, drop
 	discard := func() {
 		for _, pm := range built {
 			if pm != nil {
-				if c, ok := pm.m.(interface{ Close() error }); ok {
-					_ = c.Close()
+				if r := refitOf(pm.m); r != nil {
+					_ = r.Close()
 				}
 			}
 		}

@@ -32,11 +32,14 @@ models:
     C: 10
     window: {events: 4000}
     refit: {every_events: 2000, guard: 0.1}
-    features: {dim: 4}
+    # Standardised: the wrapper must hand the refits to the background
+    # goroutine like a plain refitted model (checked below: events
+    # processed while a refit runs).
+    features: {dim: 4, standardize: true}
 `
 
-// TestSVMRefitOverKafka: 20 k labelled events, a kernel SVM refitted in the
-// background every 2 k. Every score names the version that made it, versions
+// TestSVMRefitOverKafka: 20 k labelled events, a kernel SVM (on
+// standardised inputs) refitted in the background every 2 k. Every score names the version that made it, versions
 // only go up, refits never hold up events (p99 per-event processing time
 // while a refit runs within 2× of the p99 without), and a refit cut off by
 // shutdown leaves the old version in place.
