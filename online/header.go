@@ -2,7 +2,6 @@ package online
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -229,8 +228,10 @@ func appendLegacySpec(dst []byte, s legacySpec) []byte {
 // (written before the model registry), which carries its parameters in the
 // spec every type shared then.
 func IsVersion1(b []byte) bool {
-	return len(b) >= len(formatMagic)+2 && string(b[:len(formatMagic)]) == formatMagic &&
-		binary.LittleEndian.Uint16(b[len(formatMagic):]) == legacyVersion1
+	if len(b) < len(formatMagic)+2 || string(b[:len(formatMagic)]) != formatMagic {
+		return false
+	}
+	return codec.NewReader(b[len(formatMagic):], nil).U16() == legacyVersion1
 }
 
 // Configuration returns what an encoding (of the current format) says of

@@ -1,8 +1,6 @@
 package online
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -360,10 +358,8 @@ func decodeStandardized(b []byte, restore func([]byte) (Model, error)) (*Standar
 		innerBytes = r.Bytes()
 		// The inner model is written in the wrapper's format version, so
 		// that an encoding that restores re-encodes to the same bytes.
-		if len(innerBytes) >= len(formatMagic)+2 && bytes.HasPrefix(innerBytes, []byte(formatMagic)) &&
-			binary.LittleEndian.Uint16(innerBytes[len(formatMagic):]) != formatVersion {
-			r.Failf("inner model of format version %d in a version %d standardizer",
-				binary.LittleEndian.Uint16(innerBytes[len(formatMagic):]), formatVersion)
+		if IsVersion1(innerBytes) {
+			r.Failf("inner model of format version %d in a version %d standardizer", legacyVersion1, formatVersion)
 		}
 	}
 	if err := r.End(); err != nil {
