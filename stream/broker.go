@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Broker is an in-process broker that speaks the real Kafka wire protocol
@@ -40,6 +42,17 @@ type BrokerConfig struct {
 	// TLS, when set, makes the listener speak TLS with this server config
 	// (its Certificates).
 	TLS *tls.Config
+	// ACLs, when set, makes the broker check ACLs: the SASL users above are
+	// superusers, and Users may do only what their grants allow (SASL must
+	// be on: the users authenticate to be told apart).
+	ACLs  bool
+	Users []ACLUser
+	// MinSessionTimeoutConfig, when set, is the lowest consumer-group
+	// session timeout accepted as a dynamic broker setting
+	// (group.min.session.timeout.ms), which clients read back with
+	// DescribeConfigs (MinSessionTimeout is not shown there).
+	MinSessionTimeoutConfig time.Duration
+
 	// AdminTLS is the client config of the broker's own admin connections
 	// (readiness check, CreateTopic) when TLS is set, e.g. with a client
 	// certificate if TLS requires one. nil: no client certificate, and the
@@ -53,6 +66,26 @@ type BrokerConfig struct {
 type SASLUser struct {
 	Mechanism, User, Password string
 }
+
+// ACLUser is a SASL user subject to ACLs, with what it may do.
+type ACLUser struct {
+	SASLUser
+	Grants []Grant
+}
+
+// Grant allows (or, with Deny, denies) an operation on a resource: Resource
+// "topic", "group" or "cluster" (name "kafka-cluster"), Name a literal
+// name or "*", Operation "read", "write", "describe", "create" or "all".
+type Grant struct {
+	Resource, Name, Operation string
+	Deny                      bool
+}
+
+var (
+	aclResources  = map[string]kmsg.ACLResourceType{"topic": kmsg.ACLResourceTypeTopic, "group": kmsg.ACLResourceTypeGroup, "cluster": kmsg.ACLResourceTypeCluster}
+	aclOperations = map[string]kmsg.ACLOperation{"read": kmsg.ACLOperationRead, "write": kmsg.ACLOperationWrite,
+		"describe": kmsg.ACLOperationDescribe, "create": kmsg.ACLOperationCreate, "all": kmsg.ACLOperationAll}
+)
 
 // StartBroker starts a one-node broker on a free 127.0.0.1 port (or on port
 // when non-zero) and creates the given topics.
@@ -85,6 +118,27 @@ func StartBrokerWith(cfg BrokerConfig) (*Broker, error) {
 				transport.SASL = mech
 			}
 		}
+	}
+	if cfg.ACLs {
+		if len(cfg.SASL) == 0 {
+			return nil, fmt.Errorf("stream: embedded broker: ACLs need SASL users")
+		}
+		opts = append(opts, kfake.EnableACLs())
+	}
+	for _, u := range cfg.Users {
+		var acls []kfake.ACL
+		for _, g := range u.Grants {
+			rt, okR := aclResources[g.Resource]
+			op, okO := aclOperations[g.Operation]
+			if !okR || !okO {
+				return nil, fmt.Errorf("stream: embedded broker: grant %+v: unknown resource or operation", g)
+			}
+			acls = append(acls, kfake.ACL{Resource: rt, Name: g.Name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: !g.Deny})
+		}
+		opts = append(opts, kfake.User(strings.ToUpper(u.Mechanism), u.User, u.Password, acls...))
+	}
+	if cfg.MinSessionTimeoutConfig > 0 {
+		opts = append(opts, kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": strconv.FormatInt(cfg.MinSessionTimeoutConfig.Milliseconds(), 10)}))
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, kfake.TLS(cfg.TLS))

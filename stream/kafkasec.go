@@ -207,10 +207,11 @@ const AuthCheckTimeout = 10 * time.Second
 // one metadata request, all within timeout. It returns a *KafkaAuthError
 // when a broker was reached but the TLS handshake or the SASL exchange
 // failed: a wrong password or certificate does not get better by retrying,
-// so start-up should stop. It returns nil once one broker answers, and also
-// when none can be reached (connection refused, time-outs): the consumer and
-// producers retry that in the background, so only a warning is logged.
-func (s *KafkaSecurity) CheckBrokers(ctx context.Context, brokers []string, clientID string, timeout time.Duration, log *slog.Logger) error {
+// so start-up should stop. It returns nil once one broker answers
+// (reachable), and also when none can be reached (connection refused,
+// time-outs; not reachable): the consumer and producers retry that in the
+// background, so only a warning is logged.
+func (s *KafkaSecurity) CheckBrokers(ctx context.Context, brokers []string, clientID string, timeout time.Duration, log *slog.Logger) (reachable bool, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -223,10 +224,10 @@ func (s *KafkaSecurity) CheckBrokers(ctx context.Context, brokers []string, clie
 	for _, addr := range brokers {
 		err := s.probe(ctx, addr, clientID)
 		if err == nil {
-			return nil
+			return true, nil
 		}
 		if _, fatal := errors.AsType[*KafkaAuthError](err); fatal {
-			return err
+			return true, err
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
@@ -238,7 +239,7 @@ func (s *KafkaSecurity) CheckBrokers(ctx context.Context, brokers []string, clie
 		hint = " (if the brokers require TLS or SASL, set kafka.tls / kafka.sasl)"
 	}
 	log.Warn("kafka: no broker answered at start-up; retrying in the background"+hint, "brokers", brokers, "err", errors.Join(errs...))
-	return nil
+	return false, nil
 }
 
 // probe dials addr, doing the TLS handshake itself so that its failures

@@ -201,7 +201,7 @@ func TestCheckBrokers(t *testing.T) {
 			if tc.warn {
 				timeout = time.Second // nothing to wait for
 			}
-			err := sec.CheckBrokers(context.Background(), tc.b.Addrs(), "test", timeout, slog.New(slog.NewTextHandler(&logs, nil)))
+			_, err := sec.CheckBrokers(context.Background(), tc.b.Addrs(), "test", timeout, slog.New(slog.NewTextHandler(&logs, nil)))
 			took := time.Since(start)
 			switch {
 			case tc.wantErr == "" && err != nil:
@@ -236,7 +236,7 @@ func TestCheckBrokers(t *testing.T) {
 		ln.Close()
 		var logs bytes.Buffer
 		start := time.Now()
-		if err := (*KafkaSecurity)(nil).CheckBrokers(context.Background(), []string{addr}, "test", 5*time.Second, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		if _, err := (*KafkaSecurity)(nil).CheckBrokers(context.Background(), []string{addr}, "test", 5*time.Second, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
 			t.Fatalf("unreachable broker is fatal: %v", err)
 		}
 		if time.Since(start) > 2*time.Second || !strings.Contains(logs.String(), "no broker answered") {

@@ -55,6 +55,11 @@ type PipelineConfig struct {
 
 	SnapshotEvery       time.Duration // checkpoint period with a state store
 	SnapshotEveryEvents int           // also checkpoint after this many events (0 = off)
+
+	// Health receives the brokers' errors on the consumer group and the
+	// fetches (nil: none); a permanent one before the group was ever
+	// joined makes Run return it.
+	Health *BrokerHealth
 }
 
 // Pipeline is the consumer-group loop: one reader goroutine per assigned
@@ -91,6 +96,11 @@ type Pipeline struct {
 	since     int           // events since the last checkpoint
 	kick      chan struct{} // asks for a checkpoint (snapshot.every_events)
 	ready     atomic.Bool
+
+	// aborted ends the final checkpoints' waits for deliveries that will
+	// never come (the brokers refuse the output): see Abort.
+	aborted context.Context
+	abort   context.CancelFunc
 }
 
 type pipelineMetrics struct {
@@ -148,12 +158,19 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = 10 * time.Second
 	}
+	aborted, abort := context.WithCancel(context.Background())
 	return &Pipeline{
 		cfg: cfg, proc: proc, pub: pub, log: log, met: newPipelineMetrics(reg), smet: newScaleMetrics(reg),
 		next: map[int]int64{}, owned: map[int]bool{}, committed: map[int]int64{}, saved: map[int]int64{},
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), aborted: aborted, abort: abort,
 	}
 }
+
+// Abort makes the stop of Run not wait for the publisher's deliveries (the
+// final checkpoints give up at once): for when the brokers refuse them.
+// What was not delivered is not committed, so it is processed again after
+// a restart: nothing is lost.
+func (p *Pipeline) Abort() { p.abort() }
 
 // UseStateStore makes checkpoints save proc's state to store before
 // committing; proc must be the pipeline's processor.
@@ -175,8 +192,10 @@ func (p *Pipeline) Resume(offsets map[int]int64) {
 func (p *Pipeline) Ready() bool { return p.ready.Load() }
 
 // Run consumes until ctx ends, then stops consuming, flushes the publisher,
-// commits what was processed and returns nil. It returns an error only if
-// the group cannot be set up at all.
+// commits what was processed and returns nil. It returns an error if the
+// group cannot be set up at all, or a *BrokerRefusal when the brokers
+// refuse the group before it was ever joined (an invalid session timeout,
+// a group the client may not use).
 func (p *Pipeline) Run(ctx context.Context) error {
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                p.cfg.Group,
@@ -188,25 +207,36 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		SessionTimeout:    p.cfg.SessionTimeout,
 		RebalanceTimeout:  p.cfg.SessionTimeout,
 		JoinGroupBackoff:  time.Second,
-		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { p.log.Warn(fmt.Sprintf(f, a...), "component", "group") }),
+		ErrorLogger:       dedupLogger(p.log, "consumer group", p.cfg.Health),
 	})
 	if err != nil {
 		return fmt.Errorf("stream: consumer group: %w", err)
 	}
 	var wg sync.WaitGroup
+	joined := false
 	stopFollowing := func() {}
 	if p.pstate != nil {
 		fctx, cancel := context.WithCancel(ctx)
 		stopFollowing = cancel
 		wg.Go(func() { p.followRemote(fctx) })
 	}
+	var joinErrs repeats // logged once while they repeat
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				break
 			}
-			p.log.Warn("join consumer group", "group", p.cfg.Group, "err", err)
+			if r := p.cfg.Health.Report("consumer group", err, nil); r != nil {
+				if !joined {
+					stopFollowing()
+					wg.Wait()
+					_ = group.Close()
+					return r
+				}
+			} else {
+				joinErrs.warn(p.log, err.Error(), "join consumer group", "group", p.cfg.Group, "err", err)
+			}
 			p.ready.Store(false)
 			select {
 			case <-ctx.Done():
@@ -214,6 +244,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		joined = true
+		p.cfg.Health.OK("consumer group")
 		p.startGeneration(gen)
 	}
 	stopFollowing()
@@ -277,9 +309,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 		MaxWait:       2 * time.Second, // kafka-go uses it as the fetch response deadline too: keep it generous
 		QueueCapacity: 4096,
 		Dialer:        p.cfg.dialer(),
-		ErrorLogger: kafka.LoggerFunc(func(f string, a ...any) {
-			p.log.Warn(fmt.Sprintf(f, a...), "component", "reader", "partition", partition)
-		}),
+		ErrorLogger:   dedupLogger(p.log.With("partition", partition), "reader", nil),
 	})
 	defer r.Close()
 	if err := r.SetOffset(offset); err != nil {
@@ -290,6 +320,10 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 	idle, running := p.met.latency.WithLabelValues("idle"), p.met.latency.WithLabelValues("running")
 	refitting, _ := p.proc.(interface{ Refitting() bool })
 	defer p.met.lag.DeleteLabelValues(strconv.Itoa(partition))
+	component := fmt.Sprintf("fetch %s/%d", p.cfg.Topic, partition)
+	input := &topicUse{key: "kafka.input_topic", topic: p.cfg.Topic, needs: "READ"}
+	fetched := false
+	var fetchErrs repeats // logged once while they repeat
 	for {
 		msg, err := r.FetchMessage(ctx)
 		if err != nil {
@@ -297,12 +331,19 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 				break
 			}
 			p.met.fetchErrs.Inc()
-			p.log.Warn("fetch", "partition", partition, "err", err)
+			fetched = false
+			if p.cfg.Health.Report(component, err, input) == nil {
+				fetchErrs.warn(p.log, err.Error(), "fetch", "partition", partition, "err", err)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(500 * time.Millisecond):
 			}
 			continue
+		}
+		if !fetched {
+			p.cfg.Health.OK(component)
+			fetched = true
 		}
 		start := time.Now()
 		p.mu.Lock()
@@ -326,7 +367,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 	}
 	// Revoked or shutting down: make what we processed durable and commit it
 	// before the partition can move to another member.
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cctx, cancel := context.WithTimeout(p.aborted, 30*time.Second)
 	defer cancel()
 	p.checkpoint(cctx, gen)
 	if p.pstate != nil {

@@ -19,12 +19,16 @@ import (
 // until every record published so far is acknowledged; the pipeline calls it
 // before committing offsets.
 type Publisher struct {
-	w       *kafka.Writer
-	in      chan kafka.Message
-	pending atomic.Int64
-	free    chan []byte
-	log     *slog.Logger
-	met     *pubMetrics
+	w           *kafka.Writer
+	in          chan kafka.Message
+	pending     atomic.Int64
+	free        chan []byte
+	log         *slog.Logger
+	met         *pubMetrics
+	health      *BrokerHealth
+	deliverErrs repeats // delivery errors, logged once while they repeat
+	retryLogs   repeats
+	keys        map[string]string
 
 	retryMu sync.Mutex
 	retry   []kafka.Message
@@ -45,6 +49,10 @@ type PublisherConfig struct {
 	// Transport carries the connections (TLS, SASL: see
 	// KafkaSecurity.Transport); nil = plaintext.
 	Transport *kafka.Transport
+	// Health receives the delivery errors per topic ("publish <topic>"),
+	// the permanent ones named by TopicKeys[topic] (nil: none).
+	Health    *BrokerHealth
+	TopicKeys map[string]string
 }
 
 type pubMetrics struct {
@@ -66,12 +74,14 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		errors = func(int) {}
 	}
 	p := &Publisher{
-		in:    make(chan kafka.Message, 4*cfg.BatchSize+1024),
-		free:  make(chan []byte, 8*cfg.BatchSize+1024),
-		log:   log,
-		met:   &pubMetrics{published: published, errors: errors},
-		stopc: make(chan struct{}),
-		donec: make(chan struct{}),
+		in:     make(chan kafka.Message, 4*cfg.BatchSize+1024),
+		free:   make(chan []byte, 8*cfg.BatchSize+1024),
+		log:    log,
+		met:    &pubMetrics{published: published, errors: errors},
+		health: cfg.Health,
+		keys:   cfg.TopicKeys,
+		stopc:  make(chan struct{}),
+		donec:  make(chan struct{}),
 	}
 	transport := cfg.Transport
 	if transport == nil {
@@ -87,7 +97,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		Async:        true,
 		Completion:   p.completion,
 		Transport:    transport,
-		ErrorLogger:  kafka.LoggerFunc(func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...), "component", "producer") }),
+		ErrorLogger:  dedupLogger(log, "producer", nil),
 	}
 	go p.loop(cfg.BatchSize)
 	return p
@@ -171,7 +181,9 @@ func (p *Publisher) loop(batchSize int) {
 			if len(batch) == 0 {
 				continue
 			}
-			p.log.Info("retrying undelivered records", "records", len(batch))
+			if ok, n := p.retryLogs.pass("retry"); ok { // once a minute while it goes on
+				p.log.Info("retrying undelivered records", "records", len(batch), "retries_since_last_logged", n)
+			}
 		}
 		if err := p.w.WriteMessages(context.Background(), batch...); err != nil {
 			// Rejected before reaching a partition queue (e.g. no metadata
@@ -188,9 +200,12 @@ func (p *Publisher) loop(batchSize int) {
 // completion runs on the writer's goroutines once a batch is acknowledged or
 // has failed every attempt.
 func (p *Publisher) completion(msgs []kafka.Message, err error) {
+	topic := msgs[0].Topic
 	if err != nil {
 		p.met.errors(len(msgs))
-		p.log.Warn("deliver records", "records", len(msgs), "topic", msgs[0].Topic, "err", err)
+		if p.health.Report("publish "+topic, err, &topicUse{key: p.keys[topic], topic: topic, needs: "WRITE"}) == nil {
+			p.deliverErrs.warn(p.log, topic+err.Error(), "deliver records", "records", len(msgs), "topic", topic, "err", err)
+		}
 		cp := make([]kafka.Message, len(msgs))
 		copy(cp, msgs)
 		for i := range cp { // the writer fills these in; a retry must not keep them
@@ -209,6 +224,7 @@ func (p *Publisher) completion(msgs []kafka.Message, err error) {
 			}
 		}
 	}
+	p.health.OK("publish " + topic)
 	p.met.published(len(msgs))
 	p.pending.Add(-int64(len(msgs)))
 }

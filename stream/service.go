@@ -34,6 +34,8 @@ type Service struct {
 	store    *StateStore
 	ln       net.Listener
 	srv      *http.Server
+	health   *BrokerHealth
+	sec      *KafkaSecurity
 }
 
 // Option tunes a Service.
@@ -131,9 +133,19 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if err != nil {
 		return nil, err
 	}
-	if err := sec.CheckBrokers(ctx, cfg.Kafka.Brokers, cfg.Kafka.ClientID, AuthCheckTimeout, log); err != nil {
+	reachable, err := sec.CheckBrokers(ctx, cfg.Kafka.Brokers, cfg.Kafka.ClientID, AuthCheckTimeout, log)
+	if err != nil {
 		return nil, err
 	}
+	// A topic or group the brokers will never let this client use stops
+	// start-up with the key to fix, rather than being retried forever.
+	if reachable {
+		if err := sec.CheckAccess(ctx, cfg.Kafka, cfg.Snapshot.ChangelogTopic, AuthCheckTimeout); err != nil {
+			return nil, err
+		}
+	}
+	health := NewBrokerHealth(reg, log)
+	health.principal = sec.principal()
 	models, err := BuildModels(cfg, types)
 	if err != nil {
 		return nil, err
@@ -165,6 +177,8 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		BatchBytes:   int64(max(1<<20, cfg.Kafka.MaxMessageBytes+64<<10)),
 		RequiredAcks: requiredAcks(cfg.Kafka.Producer.RequiredAcks),
 		Transport:    sec.Transport(cfg.Kafka.ClientID),
+		Health:       health,
+		TopicKeys:    map[string]string{cfg.Kafka.OutputTopic: "kafka.output_topic", cfg.Kafka.DLQTopic: "kafka.dlq_topic"},
 	}, log, func(n int) { published.Add(float64(n)) }, func(n int) { pubErrs.Add(float64(n)) })
 	reg.MustRegister(published, pubErrs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "streamer_publish_pending", Help: "Records published but not yet acknowledged."},
@@ -182,9 +196,10 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 
 		SnapshotEvery:       cfg.Snapshot.Every,
 		SnapshotEveryEvents: cfg.Snapshot.EveryEvents,
+		Health:              health,
 	}, engine, pub, reg, log)
 
-	s := &Service{cfg: cfg, reg: reg, log: log, engine: engine, pub: pub, pipeline: pipeline}
+	s := &Service{cfg: cfg, reg: reg, log: log, engine: engine, pub: pub, pipeline: pipeline, health: health, sec: sec}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
 		_ = pub.Close(context.Background())
@@ -222,8 +237,8 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if !pipeline.Ready() {
-			http.Error(w, "not ready: consumer group not joined", http.StatusServiceUnavailable)
+		if reason := s.NotReady(); reason != "" {
+			http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
@@ -278,8 +293,25 @@ func (s *Service) Addr() string { return s.ln.Addr().String() }
 // Registry is the registry holding the service's metrics.
 func (s *Service) Registry() *prometheus.Registry { return s.reg }
 
-// Ready reports whether the service has joined its consumer group.
-func (s *Service) Ready() bool { return s.pipeline.Ready() }
+// Ready reports whether the service has joined its consumer group and the
+// brokers refuse it nothing.
+func (s *Service) Ready() bool { return s.NotReady() == "" }
+
+// NotReady returns why the service is not ready ("" when it is): the
+// brokers' standing refusals (BrokerHealth), or the consumer group not
+// joined yet.
+func (s *Service) NotReady() string {
+	if r := s.health.Reason(); r != "" {
+		return r
+	}
+	if !s.pipeline.Ready() {
+		if r := s.health.Retrying(); r != "" {
+			return "consumer group not joined; retrying: " + r
+		}
+		return "consumer group not joined"
+	}
+	return ""
+}
 
 // Run serves until ctx ends, then shuts down cleanly: stop consuming, flush
 // the producer, commit what was processed, stop the HTTP server.
@@ -296,12 +328,42 @@ func (s *Service) Run(ctx context.Context) error {
 		"input", s.cfg.Kafka.InputTopic, "output", s.cfg.Kafka.OutputTopic, "dlq", s.cfg.Kafka.DLQTopic,
 		"http", s.Addr(), "models", len(s.cfg.Models))
 	s.engine.Start()
-	err := s.pipeline.Run(ctx)
+	// A refusal of the brokers during start-up stops the service with it.
+	pctx, stop := context.WithCancel(ctx)
+	var fatal *BrokerRefusal
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case r := <-s.health.Fatal():
+			fatal = r
+			s.pipeline.Abort() // what the brokers refuse will not be delivered
+			stop()
+		case <-pctx.Done():
+		}
+	}()
+	err := s.pipeline.Run(pctx)
+	stop()
+	<-watched
+	if r, ok := errors.AsType[*BrokerRefusal](err); ok && fatal == nil {
+		fatal = r
+	}
+	if fatal != nil {
+		r := *fatal // the standing one is shared with /readyz
+		s.sec.explainSessionTimeout(ctx, &r, s.cfg.Kafka)
+		s.log.Error("the brokers refuse this configuration: stopping", "key", r.Key, "err", &r)
+		err = &r
+	}
 	s.engine.Close()
 	s.log.Info("stopping: flushing producer")
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if perr := s.pub.Close(cctx); perr != nil && err == nil {
+	pctx, pcancel := context.WithCancel(cctx)
+	defer pcancel()
+	if fatal != nil {
+		pcancel() // refused: the records will not be delivered (nor their offsets committed)
+	}
+	if perr := s.pub.Close(pctx); perr != nil && err == nil {
 		err = perr
 	}
 	_ = s.srv.Shutdown(cctx)

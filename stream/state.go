@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/snapshot"
@@ -30,6 +31,7 @@ type Stateful interface {
 type StateStore struct {
 	file        *snapshot.FileStore
 	changelog   *snapshot.ChangelogStore
+	clTopic     string // the changelog's topic
 	fingerprint string
 	seq         uint64
 	log         *slog.Logger
@@ -93,24 +95,44 @@ func OpenStateStore(ctx context.Context, cfg config.Snapshot, brokers []string, 
 		s.file = fs
 	}
 	if cfg.ChangelogTopic != "" {
-		s.changelog = snapshot.NewChangelogStore(brokers, cfg.ChangelogTopic, clientID, opts...)
-		if err := retry(ctx, log, "create changelog topic", func() error { return s.changelog.EnsureTopic(ctx) }); err != nil {
+		s.changelog, s.clTopic = snapshot.NewChangelogStore(brokers, cfg.ChangelogTopic, clientID, opts...), cfg.ChangelogTopic
+		if err := retry(ctx, log, "create changelog topic", &topicUse{key: "snapshot.changelog_topic", topic: cfg.ChangelogTopic, needs: "CREATE"}, func() error { return s.changelog.EnsureTopic(ctx) }); err != nil {
+			if isRefusal(err) {
+				return nil, err // names its key
+			}
 			return nil, fmt.Errorf("snapshot.changelog_topic: %w", err)
 		}
 	}
 	return s, nil
 }
 
+// changelogUse is the changelog topic as the state store uses it.
+func changelogUse(topic string) *topicUse {
+	return &topicUse{key: "snapshot.changelog_topic", topic: topic, needs: "READ and WRITE"}
+}
+
 // retry runs fn with backoff until it succeeds or ctx ends (the broker may
-// not be up yet).
-func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) error {
+// not be up yet). An error the brokers will return whatever the retries (a
+// BrokerRefusal) ends it at once; use is the topic fn works on, whose key
+// the refusal names (a cluster-level refusal too: creating the topic is
+// what needs the cluster permission).
+func retry(ctx context.Context, log *slog.Logger, what string, use *topicUse, fn func() error) error {
 	wait := 100 * time.Millisecond
+	var errs repeats
 	for {
 		err := fn()
 		if err == nil {
 			return nil
 		}
-		log.Warn(what+": retrying", "err", err, "in", wait)
+		if r := refusal(err, use, "the client"); r != nil {
+			if r.Code == kafka.ClusterAuthorizationFailed && use != nil {
+				r.Key = use.key
+			}
+			return r
+		}
+		if ok, n := errs.pass(err.Error()); ok {
+			log.Warn(what+": retrying", "err", err, "in", wait, "repeated_since_last_logged", n)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
@@ -141,7 +163,7 @@ func (s *StateStore) Load(ctx context.Context) (*snapshot.Snapshot, error) {
 	}
 	if s.changelog != nil {
 		var snap *snapshot.Snapshot
-		err := retry(ctx, s.log, "read changelog", func() error {
+		err := retry(ctx, s.log, "read changelog", changelogUse(s.clTopic), func() error {
 			var err error
 			snap, err = s.changelog.LoadLatest(ctx)
 			if errors.Is(err, snapshot.ErrNoSnapshot) {

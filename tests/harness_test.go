@@ -146,8 +146,37 @@ func startStreamer(t *testing.T, b *stream.Broker, cfgYAML string) *proc {
 // startStreamerArgs is startStreamer with extra arguments to `streamer run`.
 func startStreamerArgs(t *testing.T, b *stream.Broker, cfgYAML string, extra ...string) *proc {
 	t.Helper()
+	p := spawnStreamer(t, strings.Join(b.Addrs(), ","), cfgYAML, extra...)
+	waitFor(t, 30*time.Second, "streamer ready", func() bool { return p.readyz(t) == http.StatusOK })
+	return p
+}
+
+// readyz returns the status of GET /readyz, 0 when it does not answer.
+func (p *proc) readyz(t *testing.T) int {
+	t.Helper()
+	code, _ := p.readyzBody()
+	return code
+}
+
+// readyzBody returns the status and body of GET /readyz (0 and "" when it
+// does not answer).
+func (p *proc) readyzBody() (int, string) {
+	resp, err := http.Get("http://" + p.http + "/readyz")
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// spawnStreamer writes cfgYAML (with %BROKERS% replaced by brokers and
+// %HTTP% by a free address) and starts `streamer run --config` on it
+// without waiting for anything.
+func spawnStreamer(t *testing.T, brokers, cfgYAML string, extra ...string) *proc {
+	t.Helper()
 	httpAddr := freeAddr(t)
-	cfgYAML = strings.ReplaceAll(cfgYAML, "%BROKERS%", strings.Join(b.Addrs(), ","))
+	cfgYAML = strings.ReplaceAll(cfgYAML, "%BROKERS%", brokers)
 	cfgYAML = strings.ReplaceAll(cfgYAML, "%HTTP%", httpAddr)
 	path := filepath.Join(t.TempDir(), "streamer.yaml")
 	if err := os.WriteFile(path, []byte(cfgYAML), 0o644); err != nil {
@@ -180,14 +209,6 @@ func startStreamerArgs(t *testing.T, b *stream.Broker, cfgYAML string, extra ...
 			t.Logf("streamer log:\n%s", p.logs.String())
 		}
 	})
-	waitFor(t, 30*time.Second, "streamer ready", func() bool {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
 	return p
 }
 
@@ -204,6 +225,18 @@ func (p *proc) stop(t *testing.T) error {
 		t.Fatal("streamer did not exit within 60s of SIGTERM")
 		return nil
 	}
+}
+
+// metrics returns the process's /metrics page.
+func (p *proc) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + p.http + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }
 
 // metric reads one sample from the process's /metrics.

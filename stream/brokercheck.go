@@ -1,0 +1,142 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	meta "github.com/segmentio/kafka-go/protocol/metadata"
+
+	"github.com/streamer/streamer/config"
+)
+
+// topicUse is a topic the service uses, the key that names it and the
+// access it needs ("READ", "WRITE", "READ and WRITE").
+type topicUse struct {
+	key, topic, needs string
+}
+
+// verb says what the access is for, as in "read", "write to".
+func (u *topicUse) verb() string {
+	switch u.needs {
+	case "READ":
+		return "read"
+	case "WRITE":
+		return "write to"
+	case "CREATE":
+		return "create"
+	}
+	return "use"
+}
+
+// CheckAccess asks the brokers, before the service consumes, whether they
+// let this client at its topics and its consumer group. A topic the client
+// may not even describe (TOPIC_AUTHORIZATION_FAILED) or a group it may not
+// use (GROUP_AUTHORIZATION_FAILED) is a *BrokerRefusal naming the key.
+// Brokers that do not answer are not an error here (CheckBrokers has
+// warned; the service retries), nor are topics that do not exist. It
+// creates nothing: the metadata it asks for does not create topics.
+func (s *KafkaSecurity) CheckAccess(ctx context.Context, k config.Kafka, changelog string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	uses := []topicUse{
+		{"kafka.input_topic", k.InputTopic, "READ"},
+		{"kafka.output_topic", k.OutputTopic, "WRITE"},
+		{"kafka.dlq_topic", k.DLQTopic, "WRITE"},
+	}
+	if changelog != "" {
+		uses = append(uses, topicUse{"snapshot.changelog_topic", changelog, "READ and WRITE"})
+	}
+	names := make([]string, len(uses))
+	for i, u := range uses {
+		names[i] = u.topic
+	}
+	tr := s.Transport(k.ClientID)
+	tr.MetadataTopics = names // explicit topics: per-topic errors, nothing created
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr, Timeout: timeout}
+	res, err := tr.RoundTrip(ctx, client.Addr, &meta.Request{TopicNames: names})
+	if err != nil {
+		return nil // unreachable: retried in the background
+	}
+	md, ok := res.(*meta.Response)
+	if !ok {
+		return nil
+	}
+	for _, t := range md.Topics {
+		for _, u := range uses {
+			if t.Name == u.topic && kafka.Error(t.ErrorCode) == kafka.TopicAuthorizationFailed {
+				return &BrokerRefusal{Key: u.key, Code: kafka.TopicAuthorizationFailed, Err: kafka.TopicAuthorizationFailed,
+					Msg: fmt.Sprintf("the brokers do not let %s describe topic %q: grant it DESCRIBE and %s on the topic", s.principal(), u.topic, u.needs)}
+			}
+		}
+	}
+	groups, err := client.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{k.Group}})
+	if err == nil && len(groups.Groups) == 1 {
+		err = groups.Groups[0].Error
+	}
+	if code, ok := brokerCode(err); ok && code == kafka.GroupAuthorizationFailed {
+		return &BrokerRefusal{Key: "kafka.group", Code: code, Err: err,
+			Msg: fmt.Sprintf("the brokers do not let %s use consumer group %q: grant it READ and DESCRIBE on the group, or use a group it may join", s.principal(), k.Group)}
+	}
+	return nil
+}
+
+// principal names the client as the brokers see it.
+func (s *KafkaSecurity) principal() string {
+	if s != nil && s.user != "" {
+		return strconv.Quote("User:" + s.user)
+	}
+	return "the client"
+}
+
+// explainSessionTimeout completes the refusal of kafka.session_timeout
+// with the range the brokers allow (group.min.session.timeout.ms,
+// group.max.session.timeout.ms), read with DescribeConfigs when the
+// brokers let the client.
+func (s *KafkaSecurity) explainSessionTimeout(ctx context.Context, r *BrokerRefusal, k config.Kafka) {
+	if r.Code != kafka.InvalidSessionTimeout {
+		return
+	}
+	r.Msg = fmt.Sprintf("%v is outside the brokers' allowed range", k.SessionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tr := s.Transport(k.ClientID)
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr, Timeout: 5 * time.Second}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{})
+	if err != nil || len(md.Brokers) == 0 {
+		r.Msg += " (group.min.session.timeout.ms … group.max.session.timeout.ms; the brokers' defaults are 6s … 30m)"
+		return
+	}
+	res, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{{
+		ResourceType: kafka.ResourceTypeBroker, ResourceName: strconv.Itoa(md.Brokers[0].ID),
+		ConfigNames: []string{"group.min.session.timeout.ms", "group.max.session.timeout.ms"}}}})
+	lo, hi := "?", "?"
+	if err == nil {
+		for _, rs := range res.Resources {
+			for _, c := range rs.ConfigEntries {
+				ms, perr := strconv.Atoi(c.ConfigValue)
+				if perr != nil {
+					continue
+				}
+				switch c.ConfigName {
+				case "group.min.session.timeout.ms":
+					lo = (time.Duration(ms) * time.Millisecond).String()
+				case "group.max.session.timeout.ms":
+					hi = (time.Duration(ms) * time.Millisecond).String()
+				}
+			}
+		}
+	}
+	r.Msg += fmt.Sprintf(" (group.min.session.timeout.ms %s, group.max.session.timeout.ms %s): set kafka.session_timeout within it", lo, hi)
+}
+
+// isRefusal reports whether err is a BrokerRefusal.
+func isRefusal(err error) bool {
+	_, ok := errors.AsType[*BrokerRefusal](err)
+	return ok
+}
