@@ -43,8 +43,8 @@
 //	kafka.client_id                 streamer          client id sent to the brokers; required
 //	kafka.start_offset              earliest          where a group with no committed offset starts: earliest | latest
 //	kafka.max_message_bytes         1048576           input values larger than this are dead-lettered (too_large); > 0
-//	kafka.commit_interval           1s                how often processed offsets are checkpointed (producer flushed,
-//	                                                  offsets committed) when snapshots are off; > 0
+//	kafka.commit_interval           1s                how often processed offsets are checkpointed (their scores
+//	                                                  acknowledged, offsets committed) when snapshots are off; > 0
 //	kafka.session_timeout           10s               consumer-group session timeout: how long the group waits for
 //	                                                  a member that stopped heartbeating (e.g. was killed); >= 1s
 //	kafka.producer.batch_size       1000              most messages per produce batch; > 0

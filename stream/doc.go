@@ -18,8 +18,9 @@
 //     generations; per generation, kafka-go's Generation runs one goroutine
 //     per assigned partition (consume: fetch, then Process in offset order)
 //     and one checkpoint loop (every snapshot.every and snapshot.every_events:
-//     pause the partitions, flush the publisher, capture the engine's
-//     state, make it durable, commit the offsets it includes). Processing
+//     pause the partitions to capture the engine's state and mark the
+//     publisher's stream, resume them, await the deliveries before the
+//     mark, make the state durable, commit the offsets it includes). Processing
 //     of all partitions is serialised by the pipeline's lock: the Engine is
 //     not safe for concurrent use;
 //   - with snapshot.scope partition, the follower of the changelog topic

@@ -154,11 +154,7 @@ func (p *Pipeline) checkpointPartitions(ctx context.Context, gen *kafka.Generati
 	p.ckptMu.Lock()
 	defer p.ckptMu.Unlock()
 	p.mu.Lock()
-	if err := p.pub.Flush(ctx); err != nil {
-		p.mu.Unlock()
-		p.log.Warn("checkpoint: flush", "err", err)
-		return
-	}
+	delivered := p.pub.Mark()
 	p.since = 0
 	offsets := maps.Clone(p.next)
 	captured := map[int][]snapshot.Model{}
@@ -174,6 +170,12 @@ func (p *Pipeline) checkpointPartitions(ctx context.Context, gen *kafka.Generati
 		captured[part] = models
 	}
 	p.mu.Unlock()
+	// The records of the events the offsets cover must be delivered before
+	// the offsets are committed; processing goes on meanwhile.
+	if err := p.pub.Await(ctx, delivered); err != nil {
+		p.log.Warn("checkpoint: deliveries not acknowledged; offsets not committed", "err", err)
+		return
+	}
 	if len(captured) > 0 {
 		if err := p.store.RefreshChangelog(ctx); err != nil {
 			p.log.Error("checkpoint: partition states not saved, offsets not committed", "err", err)

@@ -397,10 +397,11 @@ func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
 	}
 }
 
-// checkpoint pauses processing, waits until every record produced so far is
-// delivered, captures the state with the offsets it includes, resumes
-// processing, makes the snapshot durable and then commits the offsets of
-// the partitions this member owns.
+// checkpoint pauses processing to capture the state with the offsets it
+// includes and mark the publisher's stream there, resumes processing, waits
+// until every record published before the mark is delivered, makes the
+// snapshot durable and then commits the offsets of the partitions this
+// member owns.
 func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	if p.pstate != nil {
 		p.checkpointPartitions(ctx, gen)
@@ -409,11 +410,7 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	p.ckptMu.Lock()
 	defer p.ckptMu.Unlock()
 	p.mu.Lock()
-	if err := p.pub.Flush(ctx); err != nil {
-		p.mu.Unlock()
-		p.log.Warn("checkpoint: flush", "err", err)
-		return
-	}
+	delivered := p.pub.Mark()
 	p.since = 0
 	offsets := maps.Clone(p.next)
 	var models []snapshot.Model
@@ -433,6 +430,12 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 		}
 	}
 	p.mu.Unlock()
+	// The records of the events the offsets cover must be delivered before
+	// the offsets are committed; processing goes on meanwhile.
+	if err := p.pub.Await(ctx, delivered); err != nil {
+		p.log.Warn("checkpoint: deliveries not acknowledged; offsets not committed", "err", err)
+		return
+	}
 	if save {
 		if err := p.store.Save(ctx, p.cfg.Topic, offsets, models); err != nil {
 			p.log.Error("checkpoint: snapshot not durable; offsets not committed", "err", err)

@@ -16,12 +16,20 @@ import (
 // single goroutine hands to kafka-go's asynchronous Writer in batches. Records
 // that fail delivery after the writer's own retries are queued again with
 // backoff, so nothing is dropped while the broker is unavailable. Flush waits
-// until every record published so far is acknowledged; the pipeline calls it
-// before committing offsets.
+// until every record published so far is acknowledged. Mark and Await do
+// the same for the records published before a point, while publishing goes
+// on: the pipeline marks when it captures the offsets of a checkpoint and
+// awaits the mark before committing them, without pausing processing for
+// the deliveries in flight.
+//
+// Records are counted per epoch: each record carries its epoch (in
+// kafka.Message.WriterData, which kafka-go hands back to the completion
+// untouched) and Mark starts a new one.
 type Publisher struct {
 	w           *kafka.Writer
 	in          chan kafka.Message
 	pending     atomic.Int64
+	epoch       atomic.Pointer[epoch] // the records published now count here
 	free        chan []byte
 	log         *slog.Logger
 	met         *pubMetrics
@@ -83,6 +91,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		stopc:  make(chan struct{}),
 		donec:  make(chan struct{}),
 	}
+	p.epoch.Store(&epoch{})
 	transport := cfg.Transport
 	if transport == nil {
 		transport = &kafka.Transport{ClientID: cfg.ClientID}
@@ -115,10 +124,57 @@ func (p *Publisher) Buffer() []byte {
 }
 
 // Publish queues m for delivery. It blocks only when the queue is full
-// (explicit backpressure on the processing loop).
+// (explicit backpressure on the processing loop). m.WriterData is the
+// publisher's.
 func (p *Publisher) Publish(m kafka.Message) {
 	p.pending.Add(1)
+	e := p.epoch.Load()
+	e.pending.Add(1)
+	m.WriterData = e
 	p.in <- m
+}
+
+// epoch counts the records published between two marks that are not
+// acknowledged yet; prev is the epoch before it, nil once it and all before
+// it are acknowledged.
+type epoch struct {
+	pending atomic.Int64
+	prev    atomic.Pointer[epoch]
+}
+
+// Mark is a point in the publisher's stream of records: see Await.
+type Mark struct{ e *epoch }
+
+// Mark returns a mark after every record published so far (whose Publish
+// has returned) and starts a new epoch for the records published from now.
+func (p *Publisher) Mark() Mark {
+	next := &epoch{}
+	prev := p.epoch.Swap(next)
+	next.prev.Store(prev)
+	return Mark{prev}
+}
+
+// Await waits until every record published before m was made is
+// acknowledged by the brokers, or ctx ends. Records published since do not
+// hold it up.
+func (p *Publisher) Await(ctx context.Context, m Mark) error {
+	wait := 100 * time.Microsecond
+	for e := m.e; e != nil; {
+		if e.pending.Load() == 0 {
+			e = e.prev.Load()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stream: await deliveries (%d records pending): %w", p.pending.Load(), ctx.Err())
+		case <-time.After(wait):
+		}
+		if wait < 5*time.Millisecond {
+			wait *= 2
+		}
+	}
+	m.e.prev.Store(nil) // all acknowledged up to m: the epochs before are done with
+	return nil
 }
 
 // Pending is the number of records published but not yet acknowledged.
@@ -217,6 +273,9 @@ func (p *Publisher) completion(msgs []kafka.Message, err error) {
 		return
 	}
 	for i := range msgs {
+		if e, ok := msgs[i].WriterData.(*epoch); ok {
+			e.pending.Add(-1)
+		}
 		if b := msgs[i].Value; cap(b) <= maxPooledBuf && msgs[i].Headers == nil {
 			select {
 			case p.free <- b[:0]:

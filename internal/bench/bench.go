@@ -2,15 +2,29 @@
 // service's pipeline against a pass-through pipeline on an embedded
 // Kafka-protocol broker, and the same with several instances of one
 // consumer group (scale-out).
+//
+// Run measures in rounds. Every round runs each pipeline once over the
+// same preloaded input topic, in its own consumer group and into its own
+// output topic (created for the run and deleted after it, followed by a
+// garbage collection, so that no run inherits a larger broker heap than
+// another). The pipelines' order changes from round to round (Schedule),
+// warm-up rounds run first and are discarded, and the summary gives each
+// pipeline's median and interquartile range and the ratios of pipelines
+// taken within each round (Summarize): the fixed order of earlier versions
+// gave the later pipelines a warmer machine and the ratios its bias.
 package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,141 +40,266 @@ import (
 // Config configures Run and ScaleOut.
 type Config struct {
 	Events     int // events to push through each pipeline
-	Dim        int // features per event
+	Dim        int // features per event (of the built-in MAM; Models.Dim when Models is set)
 	Partitions int // input partitions
-	Rounds     int // each round runs the pipelines afresh (default 1)
+	Rounds     int // measured rounds; each runs every pipeline once (default 1)
+	Warmup     int // rounds run first and discarded (Run only)
 	// SnapshotEvery > 0 adds a "score+snapshot" pipeline that also snapshots
 	// the model to a temporary directory at this period.
 	SnapshotEvery time.Duration
-	Kernel        online.KernelSpec
-	Progress      func(string) // optional progress messages
+	Kernel        online.KernelSpec // the built-in MAM's kernel
+	Models        *Models           // what the score pipelines run; nil: BuiltinMAM(Dim, Kernel)
+	Progress      func(string)      // optional progress messages
 }
 
-// Result is one pipeline's measured throughput.
-type Result struct {
-	Mode      string // "passthrough", "score" or "score+snapshot"
-	Round     int
-	Snapshots int // snapshots taken (score+snapshot)
-	Events    int
-	Elapsed   time.Duration
+func (cfg *Config) complete() *Models {
+	if cfg.Models == nil {
+		cfg.Models = BuiltinMAM(cfg.Dim, cfg.Kernel)
+	}
+	cfg.Dim = cfg.Models.Dim
+	cfg.Partitions = max(1, cfg.Partitions)
+	cfg.Rounds = max(1, cfg.Rounds)
+	cfg.Warmup = max(0, cfg.Warmup)
+	if cfg.Progress == nil {
+		cfg.Progress = func(string) {}
+	}
+	return cfg.Models
 }
 
-// Rate is events per second.
-func (r Result) Rate() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
+// Report is what Run measured; its JSON form is `streamer bench --json`.
+type Report struct {
+	Setup   Setup   `json:"setup"`
+	Warmup  []Round `json:"warmup"` // discarded rounds (round 0)
+	Rounds  []Round `json:"rounds"` // measured rounds 1..n
+	Summary Summary `json:"summary"`
+}
+
+// Setup records what was measured.
+type Setup struct {
+	Events         int      `json:"events"`
+	Dim            int      `json:"dim"`
+	Partitions     int      `json:"partitions"`
+	Rounds         int      `json:"rounds"`
+	WarmupRounds   int      `json:"warmup_rounds"`
+	SnapshotEveryS float64  `json:"snapshot_every_s"` // 0: no score+snapshot pipeline
+	Models         string   `json:"models"`
+	Labels         string   `json:"labels"` // "±1" or "1..m"
+	Pipelines      []string `json:"pipelines"`
+	GOMAXPROCS     int      `json:"gomaxprocs"`
+}
+
+// Topics of the embedded broker: the preloaded input and the dead-letter
+// topic (which stays empty in a valid run); output topics are made per run.
+const (
+	inputTopic = "bench.in"
+	dlqTopic   = "bench.dlq"
+)
 
 // Run measures end-to-end throughput on an embedded broker. It preloads
-// cfg.Events labelled events into an input topic, then runs two pipelines
-// over them with the same consumer and producer settings, each in its own
-// consumer group: "passthrough" (consume → publish the same bytes) and
-// "score" (consume → decode → score → learn → publish a score record). Each
-// is timed from its first consumed event until the broker has acknowledged
-// its last published record.
-func Run(ctx context.Context, cfg Config) ([]Result, error) {
+// cfg.Events labelled events into an input topic, then runs cfg.Warmup
+// discarded rounds and cfg.Rounds measured ones. A round runs, in the
+// order Schedule gives it, "passthrough" (consume → publish the same
+// bytes), "score" (consume → decode → score → learn → publish a score
+// record per model) and, with cfg.SnapshotEvery, "score+snapshot" (score
+// and snapshot the models to a temporary directory at that period), all
+// with the same consumer and producer settings. Each run reads the whole
+// input topic in a fresh consumer group, publishes to a fresh output topic
+// and gets fresh models; it is timed from its first consumed event until
+// the broker has acknowledged its last published record.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	defer brokerHeapGC()()
+	models := cfg.complete()
 	say := cfg.Progress
-	if say == nil {
-		say = func(string) {}
+	pipelines := []string{PassThrough, Score}
+	if cfg.SnapshotEvery > 0 {
+		pipelines = append(pipelines, ScoreSnapshot)
 	}
-	b, err := stream.StartBroker(0,
-		stream.TopicSpec{Name: "bench.in", Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.passthrough", Partitions: cfg.Partitions},
-		stream.TopicSpec{Name: "bench.scores", Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.dlq", Partitions: 1})
+	rep := &Report{
+		Setup: Setup{Events: cfg.Events, Dim: cfg.Dim, Partitions: cfg.Partitions, Rounds: cfg.Rounds, WarmupRounds: cfg.Warmup,
+			SnapshotEveryS: cfg.SnapshotEvery.Seconds(), Models: models.Name, Labels: models.Labels(), Pipelines: pipelines,
+			GOMAXPROCS: runtime.GOMAXPROCS(0)},
+		Warmup: []Round{}, Rounds: []Round{},
+	}
+	b, err := stream.StartBroker(0, stream.TopicSpec{Name: inputTopic, Partitions: cfg.Partitions}, stream.TopicSpec{Name: dlqTopic, Partitions: 1})
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
 
-	say(fmt.Sprintf("preloading %d events (d=%d) into bench.in …", cfg.Events, cfg.Dim))
+	say(fmt.Sprintf("preloading %d events (d=%d, labels %s) into %s …", cfg.Events, cfg.Dim, models.Labels(), inputTopic))
 	t0 := time.Now()
-	if err := preload(ctx, b.Addrs(), "bench.in", cfg.Events, cfg.Dim); err != nil {
+	if err := preload(ctx, b.Addrs(), inputTopic, cfg.Events, cfg.Dim, models.Levels); err != nil {
 		return nil, err
 	}
 	say(fmt.Sprintf("preloaded in %s", time.Since(t0).Round(time.Millisecond)))
 
-	pass := stream.ProcessorFunc(func(msg *kafka.Message, out stream.Sink) {
-		out.Publish(kafka.Message{Topic: "bench.passthrough", Key: msg.Key, Value: msg.Value})
-	})
-	newEngine := func() (*stream.Engine, online.Model, error) {
-		model, err := online.NewMAM(cfg.Dim, online.MAMParams{Kernel: cfg.Kernel, Balance: true, Delta: online.DefaultDelta})
-		if err != nil {
-			return nil, nil, err
+	sched := Schedule(len(pipelines), cfg.Rounds)
+	for i := range cfg.Warmup + cfg.Rounds {
+		warm := i < cfg.Warmup
+		rd := Round{Round: i - cfg.Warmup + 1, Order: []string{}}
+		name, tag := fmt.Sprintf("round %d", rd.Round), fmt.Sprintf("r%d", rd.Round)
+		order := sched[0]
+		if warm {
+			rd.Round, name, tag = 0, "warm-up", fmt.Sprintf("w%d", i+1)
+		} else {
+			order = sched[i-cfg.Warmup]
 		}
-		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim},
-			[]stream.NamedModel{{Name: "bench", Model: model}}, nil)
-		return engine, model, err
-	}
-	var out []Result
-	for round := 1; round <= max(1, cfg.Rounds); round++ {
-		type run struct {
-			mode  string
-			proc  stream.Processor
-			model online.Model
-			store *stream.StateStore
+		for _, p := range order {
+			rd.Order = append(rd.Order, pipelines[p])
 		}
-		runs := []run{{mode: "passthrough", proc: pass}}
-		e, m, err := newEngine()
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, run{mode: "score", proc: e, model: m})
-		if cfg.SnapshotEvery > 0 {
-			dir, err := os.MkdirTemp("", "streamer-bench-state")
+		say(fmt.Sprintf("%s: order %s", name, strings.Join(rd.Order, ", ")))
+		for pos, mode := range rd.Order {
+			r, err := runOne(ctx, b, cfg, mode, tag)
+			r.Round, r.Position = rd.Round, pos
 			if err != nil {
-				return nil, err
+				return rep, err
 			}
-			defer os.RemoveAll(dir)
-			store, err := stream.OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: cfg.SnapshotEvery, Keep: 3}, nil, "", "bench", nil, nil)
-			if err != nil {
-				return nil, err
-			}
-			e, m, err := newEngine()
-			if err != nil {
-				return nil, err
-			}
-			runs = append(runs, run{mode: "score+snapshot", proc: e, model: m, store: store})
-		}
-		for _, rn := range runs {
-			say(fmt.Sprintf("round %d: running %s …", round, rn.mode))
-			r, err := benchOne(ctx, b.Addrs(), fmt.Sprintf("%s-%d", rn.mode, round), rn.proc, cfg.Events, rn.store, cfg.SnapshotEvery)
-			r.Mode, r.Round = rn.mode, round
-			if err != nil {
-				return out, err
-			}
-			if rn.model != nil && rn.model.Examples() != int64(cfg.Events) {
-				return out, fmt.Errorf("bench: %s: model learned %d events, want %d", rn.mode, rn.model.Examples(), cfg.Events)
-			}
-			msg := fmt.Sprintf("round %d: %s: %d events in %s (%.0f events/s)", round, r.Mode, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate())
-			if rn.store != nil {
-				_, n := rn.store.Written()
-				r.Snapshots = int(n)
+			msg := fmt.Sprintf("%s: %s: %d events in %s (%.0f events/s)", name, r.Mode, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate())
+			if mode == ScoreSnapshot {
 				msg += fmt.Sprintf(", %d snapshots", r.Snapshots)
 			}
 			say(msg)
-			out = append(out, r)
+			rd.Results = append(rd.Results, r)
+		}
+		rd.ratios()
+		var rs []string
+		for _, d := range Ratios {
+			if v, ok := rd.Ratios[d.Name]; ok {
+				rs = append(rs, fmt.Sprintf("%s %.2f", d.Name, v))
+			}
+		}
+		if warm {
+			say(fmt.Sprintf("%s (discarded): %s", name, strings.Join(rs, ", ")))
+			rep.Warmup = append(rep.Warmup, rd)
+		} else {
+			say(fmt.Sprintf("%s: %s", name, strings.Join(rs, ", ")))
+			rep.Rounds = append(rep.Rounds, rd)
 		}
 	}
-	return out, nil
+	rep.Summary = Summarize(rep.Rounds, SpreadWarning)
+	return rep, nil
 }
 
-func benchOne(ctx context.Context, brokers []string, mode string, proc stream.Processor, events int, store *stream.StateStore, every time.Duration) (Result, error) {
-	var acked atomic.Int64
+// BrokerGCPercent is the garbage collector's target percentage (GOGC) while
+// the bench runs, unless GOGC is set. The embedded broker lives in the
+// bench's process and holds every preloaded event (about 600 MB for the
+// default million), which every collection marks: with Go's default 100,
+// a pipeline pays several such collections per run, a cost the service
+// (whose broker is elsewhere, and whose heap is small) never pays, and
+// whether a collection falls inside a run or just after it swung a run's
+// events/s by a third. At 400 a run sees about one.
+const BrokerGCPercent = 400
+
+// brokerHeapGC sets BrokerGCPercent unless GOGC is set, and returns what
+// restores the previous setting.
+func brokerHeapGC() func() {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	prev := debug.SetGCPercent(BrokerGCPercent)
+	return func() { debug.SetGCPercent(prev) }
+}
+
+// runOne runs pipeline mode once on fresh models, a fresh consumer group
+// and a fresh output topic, which it deletes afterwards.
+func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string) (Result, error) {
+	res := Result{Mode: mode}
+	slug := tag + "." + strings.ReplaceAll(mode, "+", "-")
+	out := "bench.out." + slug
+	if err := b.CreateTopic(ctx, out, cfg.Partitions); err != nil {
+		return res, err
+	}
+	defer func() {
+		if err := deleteTopic(b.Addrs(), out); err != nil {
+			cfg.Progress(fmt.Sprintf("could not delete %s: %v", out, err))
+		}
+		runtime.GC() // the next run starts from the same heap
+	}()
+	var proc stream.Processor
+	var engine *stream.Engine
+	var models []stream.NamedModel
+	var store *stream.StateStore
+	if mode == PassThrough {
+		proc = stream.ProcessorFunc(func(msg *kafka.Message, sink stream.Sink) {
+			sink.Publish(kafka.Message{Topic: out, Key: msg.Key, Value: msg.Value})
+		})
+	} else {
+		var err error
+		if models, err = cfg.Models.New(); err != nil {
+			return res, err
+		}
+		engine, err = stream.NewEngine(stream.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim}, models, nil)
+		if err != nil {
+			return res, err
+		}
+		engine.Start() // background refits, as the service
+		defer engine.Close()
+		proc = engine
+		if mode == ScoreSnapshot {
+			dir, err := os.MkdirTemp("", "streamer-bench-state")
+			if err != nil {
+				return res, err
+			}
+			defer os.RemoveAll(dir)
+			store, err = stream.OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: cfg.SnapshotEvery, Keep: 3}, nil, "", "bench", nil, nil)
+			if err != nil {
+				return res, err
+			}
+			defer store.Close()
+		}
+	}
+	r, err := benchOne(ctx, b.Addrs(), "bench-"+slug, proc, cfg.Events, store, cfg.SnapshotEvery)
+	r.Mode = mode
+	if err != nil {
+		return r, err
+	}
+	if cfg.Models.builtin {
+		for _, nm := range models {
+			if n := nm.Model.Examples(); n != int64(cfg.Events) {
+				return r, fmt.Errorf("bench: %s: model learned %d events, want %d", mode, n, cfg.Events)
+			}
+		}
+	}
+	if store != nil {
+		_, n := store.Written()
+		r.Snapshots = int(n)
+	}
+	return r, nil
+}
+
+// benchOne runs proc over the input topic in consumer group group until
+// every event is processed and every record it published acknowledged.
+func benchOne(ctx context.Context, brokers []string, group string, proc stream.Processor, events int, store *stream.StateStore, every time.Duration) (Result, error) {
+	var processed, acked atomic.Int64
+	sink := &countingSink{}
 	done := make(chan struct{})
 	var once sync.Once
+	// Done when every event is processed (so sink.records is final) and
+	// every record acknowledged.
+	check := func() {
+		if processed.Load() >= int64(events) && acked.Load() >= sink.records.Load() {
+			once.Do(func() { close(done) })
+		}
+	}
 	pub := stream.NewPublisher(stream.PublisherConfig{
 		Brokers: brokers, ClientID: "streamer-bench", BatchSize: 1000, BatchTimeout: 5 * time.Millisecond,
 		BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
 	}, nil, func(n int) {
-		if acked.Add(int64(n)) >= int64(events) {
-			once.Do(func() { close(done) })
-		}
+		acked.Add(int64(n))
+		check()
 	}, nil)
+	sink.Sink = pub
 	var first atomic.Int64
-	timed := stream.ProcessorFunc(func(msg *kafka.Message, p stream.Sink) {
+	timed := stream.ProcessorFunc(func(msg *kafka.Message, _ stream.Sink) {
 		if first.Load() == 0 {
 			first.Store(time.Now().UnixNano())
 		}
-		proc.Process(msg, p)
+		proc.Process(msg, sink)
+		processed.Add(1)
+		check()
 	})
 	pl := stream.NewPipeline(stream.PipelineConfig{
-		Brokers: brokers, Group: "bench-" + mode, Topic: "bench.in", ClientID: "streamer-bench",
+		Brokers: brokers, Group: group, Topic: inputTopic, ClientID: "streamer-bench",
 		StartOffset: kafka.FirstOffset, CommitInterval: time.Second, SnapshotEvery: every,
 	}, timed, pub, nil, nil)
 	if store != nil {
@@ -170,18 +309,66 @@ func benchOne(ctx context.Context, brokers []string, mode string, proc stream.Pr
 	errc := make(chan error, 1)
 	go func() { errc <- pl.Run(rctx) }()
 	var err error
+	stopped := false
 	select {
 	case <-done:
+	case err = <-errc:
+		stopped = true
+		if err == nil {
+			err = errors.New("pipeline stopped early")
+		}
+		err = fmt.Errorf("bench: %s: %w", group, err)
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-time.After(10 * time.Minute):
-		err = fmt.Errorf("bench: %s: timed out with %d of %d records acknowledged", mode, acked.Load(), events)
+		err = fmt.Errorf("bench: %s: timed out with %d of %d events processed, %d of %d records acknowledged",
+			group, processed.Load(), events, acked.Load(), sink.records.Load())
 	}
 	end := time.Now()
 	cancel()
-	<-errc
+	if !stopped {
+		<-errc
+	}
 	_ = pub.Close(context.Background())
-	return Result{Mode: mode, Events: events, Elapsed: end.Sub(time.Unix(0, first.Load()))}, err
+	res := Result{Events: int(processed.Load()), Records: acked.Load(), Elapsed: end.Sub(time.Unix(0, first.Load()))}
+	if n := sink.dead.Load(); err == nil && n > 0 {
+		err = fmt.Errorf("bench: %s: %d of %d events were dead-lettered (%s): the figures would not be the service's", group, n, events, sink.reason())
+	}
+	return res, err
+}
+
+// countingSink counts the records a processor publishes, and those it
+// dead-letters with the first one's reason.
+type countingSink struct {
+	stream.Sink
+	records, dead atomic.Int64
+	mu            sync.Mutex
+	why           string
+}
+
+func (s *countingSink) Publish(m kafka.Message) {
+	s.records.Add(1)
+	if m.Topic == dlqTopic && s.dead.Add(1) == 1 {
+		var reason, detail string
+		for _, h := range m.Headers {
+			switch h.Key {
+			case stream.HeaderReason:
+				reason = string(h.Value)
+			case stream.HeaderDetail:
+				detail = string(h.Value)
+			}
+		}
+		s.mu.Lock()
+		s.why = fmt.Sprintf("the first: %s: %s", reason, detail)
+		s.mu.Unlock()
+	}
+	s.Sink.Publish(m)
+}
+
+func (s *countingSink) reason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.why
 }
 
 // stateful pairs a wrapping stream.Processor with the state of the wrapped one.
@@ -192,17 +379,32 @@ type stateful struct {
 
 func (s stateful) Capture() ([]snapshot.Model, error) { return s.st.Capture() }
 
+// deleteTopic deletes a run's output topic.
+func deleteTopic(brokers []string, topic string) error {
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	resp, err := client.DeleteTopics(context.Background(), &kafka.DeleteTopicsRequest{Topics: []string{topic}})
+	if err != nil {
+		return err
+	}
+	return resp.Errors[topic]
+}
+
 // preload writes n labelled events with dim features in large synchronous
-// batches. The label is the sign of a fixed random linear function.
-func preload(ctx context.Context, brokers []string, topic string, n, dim int) error {
+// batches. With levels = 0 the label is the sign of a fixed random linear
+// function of the features; with levels = m it is the level 1..m of that
+// function's value, in m equally likely bins.
+func preload(ctx context.Context, brokers []string, topic string, n, dim, levels int) error {
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.RoundRobin{},
 		BatchSize: 2000, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireOne}
 	defer w.Close()
 	rng := rand.New(rand.NewPCG(7, 11))
 	dir := make([]float64, dim)
+	var norm float64
 	for i := range dir {
 		dir[i] = rng.NormFloat64()
+		norm += dir[i] * dir[i]
 	}
+	norm = math.Sqrt(norm)
 	const batch = 20000
 	msgs := make([]kafka.Message, 0, batch)
 	for i := 0; i < n; i++ {
@@ -219,12 +421,16 @@ func preload(ctx context.Context, brokers []string, topic string, n, dim int) er
 			}
 			v = strconv.AppendFloat(v, x, 'f', 6, 64)
 		}
-		label := "1"
-		if dot < 0 {
-			label = "-1"
-		}
 		v = append(v, `],"label":`...)
-		v = append(v, label...)
+		switch {
+		case levels > 0:
+			u := 0.5 * math.Erfc(-dot/norm/math.Sqrt2) // dot/norm is standard normal
+			v = strconv.AppendInt(v, int64(min(levels, 1+int(u*float64(levels)))), 10)
+		case dot < 0:
+			v = append(v, "-1"...)
+		default:
+			v = append(v, '1')
+		}
 		v = append(v, '}')
 		msgs = append(msgs, kafka.Message{Value: v})
 		if len(msgs) == batch || i == n-1 {

@@ -10,7 +10,6 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
-	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/stream"
 )
 
@@ -44,18 +43,21 @@ func (r ScaleResult) StableRate() float64 { return float64(r.StableEvents) / r.S
 // running more processes gives on this machine, and the changelog's traffic
 // per event. The instances run in this process; they share its cores with
 // the embedded broker, as separate processes on one machine would.
+//
+// The instance counts run in the order given in every round (no
+// interleaving, no warm-up: cfg.Warmup is not used), each round on fresh
+// consumer groups and changelog topics.
 func ScaleOut(ctx context.Context, cfg Config, instances []int) ([]ScaleResult, error) {
+	defer brokerHeapGC()()
+	models := cfg.complete()
 	say := cfg.Progress
-	if say == nil {
-		say = func(string) {}
-	}
-	b, err := stream.StartBroker(0, stream.TopicSpec{Name: "bench.in", Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.scores", Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.dlq", Partitions: 1})
+	b, err := stream.StartBroker(0, stream.TopicSpec{Name: inputTopic, Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.scores", Partitions: cfg.Partitions}, stream.TopicSpec{Name: dlqTopic, Partitions: 1})
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
-	say(fmt.Sprintf("preloading %d events (d=%d) into bench.in (%d partitions) …", cfg.Events, cfg.Dim, cfg.Partitions))
-	if err := preload(ctx, b.Addrs(), "bench.in", cfg.Events, cfg.Dim); err != nil {
+	say(fmt.Sprintf("preloading %d events (d=%d, labels %s) into %s (%d partitions) …", cfg.Events, cfg.Dim, models.Labels(), inputTopic, cfg.Partitions))
+	if err := preload(ctx, b.Addrs(), inputTopic, cfg.Events, cfg.Dim, models.Levels); err != nil {
 		return nil, err
 	}
 	every := cfg.SnapshotEvery
@@ -80,36 +82,40 @@ func ScaleOut(ctx context.Context, cfg Config, instances []int) ([]ScaleResult, 
 
 func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, every time.Duration, tag string) (ScaleResult, error) {
 	res := ScaleResult{Instances: k, Events: cfg.Events}
-	ends, err := partitionEnds(ctx, brokers, "bench.in", cfg.Partitions)
+	ends, err := partitionEnds(ctx, brokers, inputTopic, cfg.Partitions)
 	if err != nil {
 		return res, err
 	}
 	next := make([]atomic.Int64, cfg.Partitions) // per partition: highest offset processed + 1
 	var processed, acked atomic.Int64
 	var first atomic.Int64
-	params := online.MAMParams{Kernel: cfg.Kernel, Balance: true, Delta: online.DefaultDelta}
-	newModel := func() (online.Model, error) { return online.NewMAM(cfg.Dim, params) }
+	perEvent := int64(1) // score records per event: one per model
 	type instance struct {
 		pl    *stream.Pipeline
 		pub   *stream.Publisher
 		store *stream.StateStore
 	}
 	var insts []instance
+	var engines []*stream.Engine
 	defer func() {
 		for _, in := range insts {
 			_ = in.store.Close()
 		}
+		for _, e := range engines {
+			e.Close()
+		}
 	}()
 	for range k {
-		model, err := newModel()
+		models, err := cfg.Models.New()
 		if err != nil {
 			return res, err
 		}
-		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: "bench.dlq", Dim: cfg.Dim, Partitioned: true},
-			[]stream.NamedModel{{Name: "bench", Model: model, New: newModel}}, nil)
+		perEvent = int64(len(models))
+		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Partitioned: true}, models, nil)
 		if err != nil {
 			return res, err
 		}
+		engines = append(engines, engine)
 		store, err := stream.OpenStateStore(ctx, config.Snapshot{ChangelogTopic: "bench.state-" + tag, Every: every, Keep: 1}, brokers, "streamer-bench", "bench", nil, nil)
 		if err != nil {
 			return res, err
@@ -120,11 +126,14 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 		}, nil, func(n int) { acked.Add(int64(n)) }, nil)
 		timed := &timedEngine{Engine: engine, first: &first, next: next, processed: &processed}
 		pl := stream.NewPipeline(stream.PipelineConfig{
-			Brokers: brokers, Group: "bench-scale-" + tag, Topic: "bench.in", ClientID: "streamer-bench",
+			Brokers: brokers, Group: "bench-scale-" + tag, Topic: inputTopic, ClientID: "streamer-bench",
 			StartOffset: kafka.FirstOffset, SnapshotEvery: every, SessionTimeout: 6 * time.Second,
 		}, timed, pub, nil, nil)
 		pl.UsePartitionedState(store, timed, time.Second)
 		insts = append(insts, instance{pl, pub, store})
+	}
+	for _, e := range engines {
+		e.Start() // background refits, as the service
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -156,11 +165,11 @@ wait:
 				stableAt, stableFrom = time.Now(), processed.Load()
 			}
 		}
-		done := acked.Load() >= int64(cfg.Events)
+		done := acked.Load() >= int64(cfg.Events)*perEvent
 		for p := range next {
 			done = done && next[p].Load() >= ends[p]
 		}
-		if done && processed.Load() <= acked.Load() {
+		if done && processed.Load()*perEvent <= acked.Load() {
 			break
 		}
 	}

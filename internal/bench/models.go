@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream"
+)
+
+// Models is what the score pipelines run: the built-in MAM (BuiltinMAM) or
+// the models of a configuration file (FromConfig).
+type Models struct {
+	Name string // for the report: "linear MAM", or the configured models
+	Dim  int    // input dimension of every model
+	// Levels > 0 makes the preloaded labels the levels 1..Levels (equally
+	// likely bins of a fixed random linear function) instead of ±1 (its
+	// sign): for configurations with an ordinal model.
+	Levels int
+	// New builds fresh, empty models; every run of a score pipeline gets
+	// its own.
+	New func() ([]stream.NamedModel, error)
+
+	builtin bool // the built-in MAM: check that it learned every event
+}
+
+// Labels describes the preloaded labels: "±1" or "1..m".
+func (m *Models) Labels() string {
+	if m.Levels > 0 {
+		return fmt.Sprintf("1..%d", m.Levels)
+	}
+	return "±1"
+}
+
+// BuiltinMAM is the bench's own model: a class-balanced MAM with kernel.
+func BuiltinMAM(dim int, kernel online.KernelSpec) *Models {
+	params := online.MAMParams{Kernel: kernel, Balance: true, Delta: online.DefaultDelta}
+	newModel := func() (online.Model, error) { return online.NewMAM(dim, params) }
+	return &Models{
+		Name:    kernel.Type + " MAM",
+		Dim:     dim,
+		builtin: true,
+		New: func() ([]stream.NamedModel, error) {
+			m, err := newModel()
+			if err != nil {
+				return nil, err
+			}
+			return []stream.NamedModel{{Name: "bench", Model: m, New: newModel}}, nil
+		},
+	}
+}
+
+// FromConfig benchmarks the models of a loaded configuration (the
+// service's, as stream.BuildModels builds them; the other sections of the
+// file are not used: the bench has its own broker, topics, producer
+// settings and snapshot directory). The events get labels every model
+// accepts: ±1 unless a model is ordinal (omam, or a ranking model with
+// levels), then the levels 1..m with m the fewest levels of the ordinal
+// models. A configuration whose models accept no common labels (a
+// classifier and an ordinal model) is refused.
+func FromConfig(cfg config.Config, types *online.Registry) (*Models, error) {
+	if len(cfg.Models) == 0 {
+		return nil, fmt.Errorf("bench: the configuration has no models")
+	}
+	// Key-scoped models evict to snapshot.dir/keys: never into the user's
+	// directory from a bench.
+	cfg.Snapshot.Dir = ""
+	m := &Models{Dim: cfg.Models[0].Features.Dim}
+	var names []string
+	for i, mc := range cfg.Models {
+		if mc.Features.Dim != m.Dim {
+			return nil, fmt.Errorf("bench: models[%d] (%s): features.dim %d, but models[0] has %d", i, mc.Name, mc.Features.Dim, m.Dim)
+		}
+		t, err := types.Type(mc.Type)
+		if err != nil {
+			return nil, fmt.Errorf("bench: models[%d] (%s): %w", i, mc.Name, err)
+		}
+		if tr := t.Traits(mc.Params); tr.Kind == online.Ordinal && tr.Levels > 0 && (m.Levels == 0 || tr.Levels < m.Levels) {
+			m.Levels = tr.Levels
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", mc.Name, mc.Type))
+	}
+	m.Name = strings.Join(names, ", ")
+	m.New = func() ([]stream.NamedModel, error) { return stream.BuildModels(cfg, types) }
+	models, err := m.New()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	labels := []float64{-1, 1}
+	if m.Levels > 0 {
+		labels = labels[:0]
+		for l := 1; l <= m.Levels; l++ {
+			labels = append(labels, float64(l))
+		}
+	}
+	for i, nm := range models {
+		for _, y := range labels {
+			if _, ok := nm.Model.Label(y); !ok {
+				kind := types.Lookup(cfg.Models[i].Type).Traits(cfg.Models[i].Params).Kind
+				why := ""
+				if m.Levels > 0 {
+					why = " (the levels of the configuration's ordinal models; a classifier and an ordinal model accept no common labels: benchmark them in separate configurations)"
+				}
+				return nil, fmt.Errorf("bench: model %s (%s, %s) does not accept label %v: the bench's events carry the labels %s%s",
+					nm.Name, cfg.Models[i].Type, kind, y, m.Labels(), why)
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,67 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// WriteText writes the report as Markdown tables: one row per measured
+// round, then per pipeline the median and spread of events/s, then the
+// within-round ratios, then any warnings.
+func (rep *Report) WriteText(w io.Writer) {
+	s := rep.Setup
+	snap := "no snapshots"
+	if s.SnapshotEveryS > 0 {
+		snap = "snapshots every " + time.Duration(s.SnapshotEveryS*float64(time.Second)).String()
+	}
+	fmt.Fprintf(w, "\nend-to-end throughput, %d events, d=%d, %s, labels %s, %d partitions, %s, GOMAXPROCS=%d\n",
+		s.Events, s.Dim, s.Models, s.Labels, s.Partitions, snap, s.GOMAXPROCS)
+	fmt.Fprintf(w, "%d rounds after %d discarded warm-up round(s); the pipelines' order rotates and reverses from round to round\n\n",
+		len(rep.Rounds), len(rep.Warmup))
+
+	var ratios []RatioDef
+	for _, d := range Ratios {
+		if slices.Contains(s.Pipelines, d.Num) && slices.Contains(s.Pipelines, d.Den) {
+			ratios = append(ratios, d)
+		}
+	}
+	fmt.Fprint(w, "| round | order |")
+	for _, p := range s.Pipelines {
+		fmt.Fprintf(w, " %s events/s |", p)
+	}
+	for _, d := range ratios {
+		fmt.Fprintf(w, " %s |", d.Name)
+	}
+	fmt.Fprintf(w, "\n|%s\n", strings.Repeat("---|", 2+len(s.Pipelines)+len(ratios)))
+	for _, rd := range rep.Rounds {
+		fmt.Fprintf(w, "| %d | %s |", rd.Round, strings.Join(rd.Order, " → "))
+		for _, p := range s.Pipelines {
+			if r, ok := rd.Result(p); ok {
+				fmt.Fprintf(w, " %.0f |", r.Rate())
+			} else {
+				fmt.Fprint(w, " — |")
+			}
+		}
+		for _, d := range ratios {
+			fmt.Fprintf(w, " %.2f |", rd.Ratios[d.Name])
+		}
+		fmt.Fprintln(w)
+	}
+
+	fmt.Fprintf(w, "\n| pipeline | median events/s | p25–p75 | spread (p75−p25)/median | min–max |\n|---|---|---|---|---|\n")
+	for _, p := range rep.Summary.Pipelines {
+		fmt.Fprintf(w, "| %s | %.0f | %.0f–%.0f | %.0f%% | %.0f–%.0f |\n", p.Pipeline, p.Median, p.P25, p.P75, 100*p.RelIQR, p.Min, p.Max)
+	}
+	if len(rep.Summary.Ratios) > 0 {
+		fmt.Fprintf(w, "\n| ratio, within each round | median | p25–p75 | min–max |\n|---|---|---|---|\n")
+		for _, r := range rep.Summary.Ratios {
+			fmt.Fprintf(w, "| %s | %.2f | %.2f–%.2f | %.2f–%.2f |\n", r.Ratio, r.Median, r.P25, r.P75, r.Min, r.Max)
+		}
+	}
+	for _, warn := range rep.Summary.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s\n", warn)
+	}
+}
