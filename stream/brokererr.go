@@ -243,9 +243,14 @@ func (h *BrokerHealth) Reason() string {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]string, 0, len(h.standing))
-	for c, r := range h.standing {
-		out = append(out, c+": "+r.Error())
+	return listed(h.standing, (*BrokerRefusal).Error)
+}
+
+// listed is "component: what; …" of m, sorted.
+func listed[V any](m map[string]V, what func(V) string) string {
+	out := make([]string, 0, len(m))
+	for c, v := range m {
+		out = append(out, c+": "+what(v))
 	}
 	slices.Sort(out)
 	return strings.Join(out, "; ")
@@ -269,12 +274,7 @@ func (h *BrokerHealth) Retrying() string {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]string, 0, len(h.retrying))
-	for c, msg := range h.retrying {
-		out = append(out, c+": "+msg)
-	}
-	slices.Sort(out)
-	return strings.Join(out, "; ")
+	return listed(h.retrying, func(msg string) string { return msg })
 }
 
 // repeats lets each message through once and then holds it back while it

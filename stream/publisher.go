@@ -158,23 +158,17 @@ func (p *Publisher) Mark() Mark {
 // acknowledged by the brokers, or ctx ends. Records published since do not
 // hold it up.
 func (p *Publisher) Await(ctx context.Context, m Mark) error {
-	wait := 100 * time.Microsecond
-	for e := m.e; e != nil; {
-		if e.pending.Load() == 0 {
+	e := m.e
+	err := p.poll(ctx, "await deliveries", func() bool {
+		for e != nil && e.pending.Load() == 0 {
 			e = e.prev.Load()
-			continue
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("stream: await deliveries (%d records pending): %w", p.pending.Load(), ctx.Err())
-		case <-time.After(wait):
-		}
-		if wait < 5*time.Millisecond {
-			wait *= 2
-		}
+		return e == nil
+	})
+	if err == nil {
+		m.e.prev.Store(nil) // all acknowledged up to m: the epochs before are done with
 	}
-	m.e.prev.Store(nil) // all acknowledged up to m: the epochs before are done with
-	return nil
+	return err
 }
 
 // Pending is the number of records published but not yet acknowledged.
@@ -183,16 +177,20 @@ func (p *Publisher) Pending() int64 { return p.pending.Load() }
 // Flush waits until every record published so far has been acknowledged by
 // the broker, or ctx ends.
 func (p *Publisher) Flush(ctx context.Context) error {
+	return p.poll(ctx, "flush producer", func() bool { return p.pending.Load() == 0 })
+}
+
+// poll waits, backing off from 100 µs to 5 ms, until done reports true or
+// ctx ends.
+func (p *Publisher) poll(ctx context.Context, what string, done func() bool) error {
 	wait := 100 * time.Microsecond
-	for p.pending.Load() > 0 {
+	for !done() {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("stream: flush producer (%d records pending): %w", p.pending.Load(), ctx.Err())
+			return fmt.Errorf("stream: %s (%d records pending): %w", what, p.pending.Load(), ctx.Err())
 		case <-time.After(wait):
 		}
-		if wait < 5*time.Millisecond {
-			wait *= 2
-		}
+		wait = min(2*wait, 5*time.Millisecond)
 	}
 	return nil
 }
