@@ -296,3 +296,12 @@ func TestRefusedChangelogCreate(t *testing.T) {
 	b := aclBroker(t, grants...)
 	expectRefusal(t, b, aliceConfig()+"snapshot: {changelog_topic: streamer.state}\n", "snapshot.changelog_topic:", `"streamer.state"`)
 }
+
+// TestRefusedRead: alice may describe the input topic but not read it,
+// which only the first fetch finds out: start-up stops naming
+// kafka.input_topic.
+func TestRefusedRead(t *testing.T) {
+	grants := append(allGrants("events"), stream.Grant{Resource: "topic", Name: "events", Operation: "describe"})
+	b := aclBroker(t, grants...)
+	expectRefusal(t, b, aliceConfig(), "kafka.input_topic:", `read topic "events"`)
+}
