@@ -261,41 +261,27 @@ func (d *decoder) str(v *yaml.Node, path string, p *string) {
 }
 
 func (d *decoder) integer(v *yaml.Node, path string, p *int) {
-	v, ok := d.scalar(v, path, "an integer")
-	if !ok {
-		return
-	}
-	var x int
-	if v.ShortTag() != "!!int" || v.Decode(&x) != nil {
-		d.errorf(path, v, "%q is not an integer", v.Value)
-		return
-	}
-	*p = x
-	d.set(path, v)
+	decodeScalar(d, v, path, "an integer", "an integer", p, "!!int")
 }
 
 func (d *decoder) uint64(v *yaml.Node, path string, p *uint64) {
-	v, ok := d.scalar(v, path, "an unsigned integer")
-	if !ok {
-		return
-	}
-	var x uint64
-	if v.ShortTag() != "!!int" || v.Decode(&x) != nil {
-		d.errorf(path, v, "%q is not an unsigned 64-bit integer", v.Value)
-		return
-	}
-	*p = x
-	d.set(path, v)
+	decodeScalar(d, v, path, "an unsigned integer", "an unsigned 64-bit integer", p, "!!int")
 }
 
 func (d *decoder) float(v *yaml.Node, path string, p *float64) {
-	v, ok := d.scalar(v, path, "a number")
+	decodeScalar(d, v, path, "a number", "a number", p, "!!int", "!!float")
+}
+
+// decodeScalar decodes the scalar v, which must carry one of tags and fit
+// a T, into *p: otherwise an error says v "is not <notA>".
+func decodeScalar[T any](d *decoder, v *yaml.Node, path, want, notA string, p *T, tags ...string) {
+	v, ok := d.scalar(v, path, want)
 	if !ok {
 		return
 	}
-	var x float64
-	if t := v.ShortTag(); (t != "!!int" && t != "!!float") || v.Decode(&x) != nil {
-		d.errorf(path, v, "%q is not a number", v.Value)
+	var x T
+	if !slices.Contains(tags, v.ShortTag()) || v.Decode(&x) != nil {
+		d.errorf(path, v, "%q is not %s", v.Value, notA)
 		return
 	}
 	*p = x

@@ -3,58 +3,18 @@ package online
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 
-	"github.com/streamer/streamer/online/codec"
-
-	"gopkg.in/yaml.v3"
+	"github.com/streamer/streamer/online/internal/legacytest"
 )
 
-// legacyEntry is one model of testdata/legacy/manifest.json (written by
-// testdata/legacy/gen.go.txt with the code before the model registry).
-type legacyEntry struct {
-	Name        string       `json:"name"`
-	File        string       `json:"file"`
-	Type        string       `json:"type"`
-	Dim         int          `json:"dim"`
-	YAML        string       `json:"yaml"`
-	Standardize bool         `json:"standardize"`
-	Examples    int64        `json:"examples"`
-	Inputs      [][]float64  `json:"inputs"`
-	Predictions []legacyPred `json:"predictions"`
-}
-
-// legacyPred is a recorded Prediction: the fields the generator recorded,
-// as the model returned them (Version as in Prediction, 0 for the online
-// models).
-type legacyPred struct {
-	Score          float64 `json:"score"`
-	Label          int     `json:"label"`
-	MistakeBound   float64 `json:"mistake_bound"`
-	HasBound       bool    `json:"has_bound"`
-	Probability    float64 `json:"probability"`
-	HasProbability bool    `json:"has_probability"`
-	N              int64   `json:"n"`
-	Version        int64   `json:"version"`
-}
-
-func toLegacyPred(p Prediction) legacyPred {
-	return legacyPred{Score: p.Score, Label: p.Label, MistakeBound: p.MistakeBound, HasBound: p.HasBound,
+// toLegacyPred is p as the manifest records predictions.
+func toLegacyPred(p Prediction) legacytest.Pred {
+	return legacytest.Pred{Score: p.Score, Label: p.Label, MistakeBound: p.MistakeBound, HasBound: p.HasBound,
 		Probability: p.Probability, HasProbability: p.HasProbability, N: p.N, Version: p.Version}
-}
-
-// same reports whether a and b are bit-identical.
-func (a legacyPred) same(b legacyPred) bool {
-	f := math.Float64bits
-	return f(a.Score) == f(b.Score) && a.Label == b.Label && f(a.MistakeBound) == f(b.MistakeBound) &&
-		a.HasBound == b.HasBound && f(a.Probability) == f(b.Probability) && a.HasProbability == b.HasProbability &&
-		a.N == b.N && a.Version == b.Version
 }
 
 // TestLegacyV1: the version-1 encodings written before the model registry
@@ -65,14 +25,7 @@ func (a legacyPred) same(b legacyPred) bool {
 // lsrrank, mlsrrank, krr, rfrank) are tested with their package.
 func TestLegacyV1(t *testing.T) {
 	dir := filepath.Join("testdata", "legacy")
-	mb, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var entries []legacyEntry
-	if err := json.Unmarshal(mb, &entries); err != nil {
-		t.Fatal(err)
-	}
+	entries := legacytest.Load(t, dir)
 	tested := map[string]int{}
 	for _, e := range entries {
 		switch e.Type {
@@ -131,10 +84,10 @@ func TestLegacyV1(t *testing.T) {
 			}
 			for i, x := range e.Inputs {
 				want := e.Predictions[i]
-				if got := toLegacyPred(m.Observe(x, 0, false)); !got.same(want) {
+				if got := toLegacyPred(m.Observe(x, 0, false)); !got.Same(want) {
 					t.Errorf("prediction %d: %+v, recorded %+v", i, got, want)
 				}
-				if got := toLegacyPred(m2.Observe(x, 0, false)); !got.same(want) {
+				if got := toLegacyPred(m2.Observe(x, 0, false)); !got.Same(want) {
 					t.Errorf("prediction %d after re-encoding: %+v, recorded %+v", i, got, want)
 				}
 			}
@@ -157,53 +110,14 @@ func TestLegacyV1(t *testing.T) {
 }
 
 // legacyConfigParams returns the parameters (a value of the type's
-// parameter struct) of the model configured by the entry's YAML mapping,
-// decoded as the configuration does: every key but name, type and
-// features over the type's defaults, then Complete.
-func legacyConfigParams(t *testing.T, e legacyEntry) any {
+// parameter struct) of the model configured by the entry, decoded as the
+// configuration does and completed.
+func legacyConfigParams(t *testing.T, e legacytest.Entry) any {
 	t.Helper()
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(e.YAML), &doc); err != nil || len(doc.Content) != 1 {
-		t.Fatalf("manifest yaml %q: %v", e.YAML, err)
-	}
-	typ := testTypes.Lookup(e.Type)
-	p := typ.NewParams()
-	given := map[string]bool{}
-	var decode func(v reflect.Value, n *yaml.Node, path string)
-	decode = func(v reflect.Value, n *yaml.Node, path string) {
-		if n.Kind != yaml.MappingNode {
-			t.Fatalf("manifest yaml: %s is not a mapping", path)
-		}
-		fields := codec.Fields(v)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			key, val := n.Content[i].Value, n.Content[i+1]
-			if path == "" && (key == "name" || key == "type" || key == "features") {
-				continue
-			}
-			full := strings.TrimPrefix(path+"."+key, ".")
-			given[full] = true
-			j := -1
-			for k, f := range fields {
-				if f.Key == key {
-					j = k
-				}
-			}
-			if j < 0 {
-				t.Fatalf("manifest yaml: %s is not a parameter of %s", full, e.Type)
-			}
-			f := fields[j].Value
-			if f.Kind() == reflect.Struct {
-				decode(f, val, full)
-				continue
-			}
-			if err := val.Decode(f.Addr().Interface()); err != nil {
-				t.Fatalf("manifest yaml: %s: %v", full, err)
-			}
-		}
-	}
-	decode(reflect.ValueOf(p).Elem(), doc.Content[0], "")
+	p := testTypes.Lookup(e.Type).NewParams()
+	given := e.DecodeParams(t, p)
 	if c, ok := p.(Completer); ok {
-		c.Complete(e.Dim, func(key string) bool { return given[key] })
+		c.Complete(e.Dim, given)
 	}
 	if err := p.Validate(e.Dim); err != nil {
 		t.Fatalf("manifest yaml: %v", err)

@@ -127,6 +127,9 @@ func Define[P any, PP interface {
 	if d.Name == "" || d.Defaults == nil || d.Traits == nil || d.New == nil || d.Restore == nil || d.Examples == nil {
 		panic(fmt.Sprintf("online: Define %q: Name, Defaults, Traits, New, Restore and Examples are required", d.Name))
 	}
+	if len(d.Name) > codec.MaxStr {
+		panic(fmt.Sprintf("online: Define %q: name longer than %d bytes", d.Name, codec.MaxStr))
+	}
 	if err := codec.CheckParams(pt); err != nil {
 		panic(fmt.Sprintf("online: Define %q: %v", d.Name, err))
 	}

@@ -57,8 +57,7 @@ type PipelineConfig struct {
 	SnapshotEveryEvents int           // also checkpoint after this many events (0 = off)
 
 	// Health receives the brokers' errors on the consumer group and the
-	// fetches (nil: none); a permanent one before the group was ever
-	// joined makes Run return it.
+	// fetches (nil: none).
 	Health *BrokerHealth
 }
 
@@ -193,9 +192,8 @@ func (p *Pipeline) Ready() bool { return p.ready.Load() }
 
 // Run consumes until ctx ends, then stops consuming, flushes the publisher,
 // commits what was processed and returns nil. It returns an error if the
-// group cannot be set up at all, or a *BrokerRefusal when the brokers
-// refuse the group before it was ever joined (an invalid session timeout,
-// a group the client may not use).
+// group cannot be set up at all; the brokers' errors in joining it are
+// retried and reported to Health.
 func (p *Pipeline) Run(ctx context.Context) error {
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                p.cfg.Group,
@@ -213,7 +211,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return fmt.Errorf("stream: consumer group: %w", err)
 	}
 	var wg sync.WaitGroup
-	joined := false
 	stopFollowing := func() {}
 	if p.pstate != nil {
 		fctx, cancel := context.WithCancel(ctx)
@@ -227,14 +224,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			if ctx.Err() != nil || errors.Is(err, kafka.ErrGroupClosed) {
 				break
 			}
-			if r := p.cfg.Health.Report("consumer group", err, nil); r != nil {
-				if !joined {
-					stopFollowing()
-					wg.Wait()
-					_ = group.Close()
-					return r
-				}
-			} else {
+			// A refusal stands on /readyz (and, at start-up, stops the
+			// service through Health.Fatal); either way, retry.
+			if p.cfg.Health.Report("consumer group", err, nil) == nil {
 				joinErrs.warn(p.log, err.Error(), "join consumer group", "group", p.cfg.Group, "err", err)
 			}
 			p.ready.Store(false)
@@ -244,7 +236,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		joined = true
 		p.cfg.Health.OK("consumer group")
 		p.startGeneration(gen)
 	}

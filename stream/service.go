@@ -345,9 +345,6 @@ func (s *Service) Run(ctx context.Context) error {
 	err := s.pipeline.Run(pctx)
 	stop()
 	<-watched
-	if r, ok := errors.AsType[*BrokerRefusal](err); ok && fatal == nil {
-		fatal = r
-	}
 	if fatal != nil {
 		r := *fatal // the standing one is shared with /readyz
 		s.sec.explainSessionTimeout(ctx, &r, s.cfg.Kafka)

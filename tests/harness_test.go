@@ -242,17 +242,12 @@ func (p *proc) metrics(t *testing.T) string {
 // metric reads one sample from the process's /metrics.
 func (p *proc) metric(t *testing.T, name string, labels string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.http + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	body := p.metrics(t)
 	want := name
 	if labels != "" {
 		want += "{" + labels + "}"
 	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(body, "\n") {
 		if strings.HasPrefix(line, want+" ") {
 			v, err := strconv.ParseFloat(strings.TrimPrefix(line, want+" "), 64)
 			if err != nil {

@@ -594,14 +594,8 @@ func startObserved(t *testing.T) *observed {
 // with their _bucket, _sum and _count series).
 func scrape(t *testing.T, p *proc) map[string]bool {
 	t.Helper()
-	resp, err := http.Get("http://" + p.http + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	names := map[string]bool{}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(p.metrics(t), "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}

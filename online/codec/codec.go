@@ -60,11 +60,14 @@ func AppendBool(dst []byte, v bool) []byte {
 	return append(dst, 0)
 }
 
-// AppendStr appends s as a str: a uint8 length and the bytes. It panics if
-// s is longer than 255 bytes (names and keys are short: a programmer
-// error).
+// MaxStr is the longest str: type names, parameter keys and kernel types,
+// which online.Define and CheckParams hold to it when a type is defined.
+const MaxStr = math.MaxUint8
+
+// AppendStr appends s as a str: a uint8 length and the bytes. s longer than
+// MaxStr is a programmer error (the definitions are checked): it panics.
 func AppendStr(dst []byte, s string) []byte {
-	if len(s) > math.MaxUint8 {
+	if len(s) > MaxStr {
 		panic("codec: AppendStr: string longer than 255 bytes")
 	}
 	return append(append(dst, uint8(len(s))), s...)

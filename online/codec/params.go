@@ -123,6 +123,9 @@ func CheckParams(t reflect.Type) error {
 			return fmt.Errorf("codec: parameters %v: key %q repeated", t, f.Key)
 		}
 		seen[f.Key] = true
+		if len(f.Key) > MaxStr {
+			return fmt.Errorf("codec: parameters %v: key %q longer than %d bytes", t, f.Key, MaxStr)
+		}
 		k := paramKind(f.Type.Type)
 		switch k {
 		case 0:

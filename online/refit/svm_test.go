@@ -1,43 +1,18 @@
 package refit
 
 import (
-	"encoding/csv"
 	"math"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/streamer/streamer/online/svm"
 )
 
-func readRipley(t *testing.T, path string) ([][]float64, []float64) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var X [][]float64
-	var y []float64
-	for _, r := range recs[1:] {
-		a, _ := strconv.ParseFloat(r[0], 64)
-		b, _ := strconv.ParseFloat(r[1], 64)
-		l, _ := strconv.ParseFloat(r[2], 64)
-		X, y = append(X, []float64{a, b}), append(y, l)
-	}
-	return X, y
-}
-
 // TestSVMOnRipley streams Ripley's training set into a windowed SVM that
 // refits once the window is full, then judges the test set: LIBSVM-level
 // error, a valid bound at every published ρ, probabilities, round trip.
 func TestSVMOnRipley(t *testing.T) {
-	Xtr, ytr := readRipley(t, "testdata/ripley_train.csv")
-	Xte, yte := readRipley(t, "testdata/ripley_test.csv")
+	Xtr, ytr := readRows(t, "testdata/ripley_train.csv")
+	Xte, yte := readRows(t, "testdata/ripley_test.csv")
 	tr := &SVM{Params: svm.Params{Kernel: svm.Kernel{Type: svm.RBF, Gamma: 0.5}, C: 1}, Delta: 0.05, ProbLevels: 10}
 	m, err := New(Config{Type: SVMName, Dim: 2, Window: 250, EveryEvents: 250}, tr)
 	if err != nil {

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -17,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamer/streamer/online/internal/legacytest"
+
 	"gonum.org/v1/gonum/mat"
-	"gopkg.in/yaml.v3"
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/rank"
@@ -555,76 +554,17 @@ func TestRestoreEachType(t *testing.T) {
 	}
 }
 
-// legacyEntry is one model of online/testdata/legacy/manifest.json.
-type legacyEntry struct {
-	Name        string      `json:"name"`
-	File        string      `json:"file"`
-	Type        string      `json:"type"`
-	Dim         int         `json:"dim"`
-	YAML        string      `json:"yaml"`
-	Standardize bool        `json:"standardize"`
-	Examples    int64       `json:"examples"`
-	Inputs      [][]float64 `json:"inputs"`
-	Predictions []struct {
-		Score          float64 `json:"score"`
-		Label          int     `json:"label"`
-		MistakeBound   float64 `json:"mistake_bound"`
-		HasBound       bool    `json:"has_bound"`
-		Probability    float64 `json:"probability"`
-		HasProbability bool    `json:"has_probability"`
-		N              int64   `json:"n"`
-		Version        int64   `json:"version"`
-	} `json:"predictions"`
-}
-
-// paramsFromYAML builds a type's parameters from a model's configuration
-// mapping as the configuration does: the keys other than name, type,
-// features, scope and max_keys decoded over the type's defaults (every key
-// must be a field), then Complete with the keys given.
-func paramsFromYAML(t *testing.T, typ *online.Type, doc string, dim int) online.Params {
+// paramsFromYAML builds the entry's type parameters as the configuration
+// does: decoded over the type's defaults, then completed and validated.
+func paramsFromYAML(t *testing.T, typ *online.Type, e legacytest.Entry) online.Params {
 	t.Helper()
-	var raw map[string]any
-	if err := yaml.Unmarshal([]byte(doc), &raw); err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"name", "type", "features", "scope", "max_keys"} {
-		delete(raw, k)
-	}
-	keys, err := yaml.Marshal(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := typ.NewParams()
-	dec := yaml.NewDecoder(bytes.NewReader(keys))
-	dec.KnownFields(true)
-	if err := dec.Decode(p); err != nil {
-		t.Fatalf("%s: %v", doc, err)
-	}
-	given := map[string]bool{}
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, e := range v {
-				key := k
-				if prefix != "" {
-					key = prefix + "." + k
-				}
-				given[key] = true
-				walk(key, e)
-			}
-		case []any:
-			for i, e := range v {
-				walk(fmt.Sprintf("%s[%d]", prefix, i), e)
-			}
-		}
-	}
-	walk("", raw)
+	given := e.DecodeParams(t, p)
 	if c, ok := p.(online.Completer); ok {
-		c.Complete(dim, func(key string) bool { return given[key] })
+		c.Complete(e.Dim, given)
 	}
-	if err := p.Validate(dim); err != nil {
-		t.Fatalf("%s: %v", doc, err)
+	if err := p.Validate(e.Dim); err != nil {
+		t.Fatalf("%s: %v", e.YAML, err)
 	}
 	return p
 }
@@ -638,14 +578,7 @@ func paramsFromYAML(t *testing.T, typ *online.Type, doc string, dim int) online.
 // their configuration: online.ErrNeedsConfig.
 func TestLegacyEncodings(t *testing.T) {
 	const dir = "../testdata/legacy/"
-	b, err := os.ReadFile(dir + "manifest.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var entries []legacyEntry
-	if err := json.Unmarshal(b, &entries); err != nil {
-		t.Fatal(err)
-	}
+	entries := legacytest.Load(t, dir)
 	reg := registry()
 	want := []string{"svm.bin", "svm_prob.bin", "lsrrank_exact.bin", "lsrrank_levels.bin", "lsrrank_features.bin", "mlsrrank.bin", "krr.bin"}
 	seen := 0
@@ -661,18 +594,15 @@ func TestLegacyEncodings(t *testing.T) {
 			}
 			// The configured type is the YAML's (the manifest's "type" is
 			// the encoded tag: "rfrank" for lsrrank_features).
-			var head struct{ Type string }
-			if err := yaml.Unmarshal([]byte(e.YAML), &head); err != nil {
-				t.Fatal(err)
-			}
-			typ := reg.Lookup(head.Type)
+			configured := e.ConfiguredType(t)
+			typ := reg.Lookup(configured)
 			if typ == nil {
-				t.Fatalf("type %q not registered", head.Type)
+				t.Fatalf("type %q not registered", configured)
 			}
 			if tag, err := online.PeekType(data); err != nil || tag != e.Type {
 				t.Fatalf("encoded type %q (%v), manifest %q", tag, err, e.Type)
 			}
-			p := paramsFromYAML(t, typ, e.YAML, e.Dim)
+			p := paramsFromYAML(t, typ, e)
 			if e.File == "lsrrank_features.bin" { // the mapping of the keys, checked once by hand
 				lp := p.(*LSRRankParams)
 				if lp.Solver != SolverFeatures || lp.Kernel != (RankKernel{Type: "rbf", Gamma: 0.1, Features: 32, Seed: 2}) || lp.Lambda != 0.001 || lp.Window.Events != 200 || lp.Refit.EveryEvents != 100 {
@@ -693,12 +623,10 @@ func TestLegacyEncodings(t *testing.T) {
 				t.Errorf("examples %d, manifest %d", m.Examples(), e.Examples)
 			}
 			for i, x := range e.Inputs {
-				got, w := m.Observe(x, 0, false), e.Predictions[i]
-				same := math.Float64bits(got.Score) == math.Float64bits(w.Score) && got.Label == w.Label &&
-					math.Float64bits(got.MistakeBound) == math.Float64bits(w.MistakeBound) && got.HasBound == w.HasBound &&
-					math.Float64bits(got.Probability) == math.Float64bits(w.Probability) && got.HasProbability == w.HasProbability &&
-					got.N == w.N && got.Version == w.Version
-				if !same {
+				pr, w := m.Observe(x, 0, false), e.Predictions[i]
+				got := legacytest.Pred{Score: pr.Score, Label: pr.Label, MistakeBound: pr.MistakeBound, HasBound: pr.HasBound,
+					Probability: pr.Probability, HasProbability: pr.HasProbability, N: pr.N, Version: pr.Version}
+				if !got.Same(w) {
 					t.Fatalf("input %d: prediction %+v, recorded %+v", i, got, w)
 				}
 			}
