@@ -102,8 +102,8 @@
 //	features.standardize false      keep running per-feature means and variances (Welford) and standardise
 //	                                inputs before the model (every model type)
 //	scope               global      global (one model) | key (one instance per event key, e.g. per user; created on
-//	                                first sight, least recently used evicted beyond max_keys — to snapshot.dir/keys
-//	                                when snapshots are on)
+//	                                first sight; max_keys in memory, every key in the key store,
+//	                                snapshot.dir/keystore)
 //	max_keys            10000       scope key: instances kept in memory; only with scope key
 //
 // Every other key of a models entry belongs to the model type: it is a

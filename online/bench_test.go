@@ -55,6 +55,63 @@ func BenchmarkMAMRBF256(b *testing.B) {
 	benchObserve(b, KernelSpec{Type: KernelRBF, Gamma: 0.1, Features: 256, Seed: 1}, 32)
 }
 
+// BenchmarkMAMRBF256Prepared splits BenchmarkMAMRBF256/balanced (the
+// default, balanced MAM) at the Preparer interface: "prepare" is Prepare
+// alone (the feature map, which partition workers run outside the model's
+// lock), "observe-prepared" is ObservePrepared alone with the preparations
+// of the 1024 events computed beforehand (the part that needs the lock; the
+// 4 MiB of preparations are mostly out of cache, as when other cores wrote
+// them), "both" is the two in sequence with one buffer. Targets: "both"
+// within 5% of BenchmarkMAMRBF256/balanced (Observe), "observe-prepared"
+// well under half of it; 0 allocs/op.
+func BenchmarkMAMRBF256Prepared(b *testing.B) {
+	const d = 32
+	k := KernelSpec{Type: KernelRBF, Gamma: 0.1, Features: 256, Seed: 1}
+	x, y := benchEvents(d)
+	warm := func() *MAM {
+		m := newMAM(b, k, d, true)
+		for i := range x { // warm state: both classes seen
+			m.Observe(x[i], y[i], true)
+		}
+		return m
+	}
+	b.Run("prepare", func(b *testing.B) {
+		m := warm()
+		buf := make([]float64, m.PreparedLen())
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			m.Prepare(buf, x[i&1023])
+			i++
+		}
+	})
+	b.Run("observe-prepared", func(b *testing.B) {
+		m := warm()
+		prep := make([][]float64, len(x))
+		for i := range prep {
+			prep[i] = make([]float64, m.PreparedLen())
+			m.Prepare(prep[i], x[i])
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			m.ObservePrepared(prep[i&1023], x[i&1023], y[i&1023], true)
+			i++
+		}
+	})
+	b.Run("both", func(b *testing.B) {
+		m := warm()
+		buf := make([]float64, m.PreparedLen())
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			m.Prepare(buf, x[i&1023])
+			m.ObservePrepared(buf, x[i&1023], y[i&1023], true)
+			i++
+		}
+	})
+}
+
 // BenchmarkRBFMap256 isolates the feature map (gemv + sincos) of
 // BenchmarkMAMRBF256.
 func BenchmarkRBFMap256(b *testing.B) {

@@ -112,6 +112,7 @@ type ExactMAM struct {
 	num    float64 // bound numerator; NaN when there is no bound
 }
 
+// Not a Preparer: its per-event cost is the kernel row over the stored examples (state).
 var (
 	_ Model   = (*ExactMAM)(nil)
 	_ Bounder = (*ExactMAM)(nil)

@@ -76,8 +76,7 @@ func (m *MAM) MergeAll(parts ...*MAM) error {
 func (m *MAM) ObserveTee(x []float64, y float64, labelled bool, t *MAM) Prediction {
 	p := m.Observe(x, y, labelled)
 	if labelled && p.HasBound { // mapped (finite input) and learned
-		copy(t.phi, m.phi)
-		t.learn(y, m.phiSq)
+		t.learn(m.phi, y, m.prep[len(m.phi)])
 	}
 	return p
 }

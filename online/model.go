@@ -50,6 +50,24 @@ type Model interface {
 	UnmarshalBinary([]byte) error
 }
 
+// Preparer is a Model whose per-event work splits in two: Prepare reads only
+// the model's immutable configuration (its feature map), so it may run
+// concurrently with anything, including Observe and other Prepare calls on
+// the same model, each with its own dst; ObservePrepared is Observe for an
+// x whose preparation is prep, and like Observe needs exclusive use of the
+// model.
+type Preparer interface {
+	Model
+	// PreparedLen is the length of the buffer Prepare fills.
+	PreparedLen() int
+	// Prepare writes what ObservePrepared needs about x into dst
+	// (len(dst) == PreparedLen(), len(x) == Dim(); it panics otherwise). It does not allocate.
+	Prepare(dst, x []float64)
+	// ObservePrepared is Observe(x, y, labelled) with prep written by
+	// Prepare(prep, x): the same Prediction and the same new state, bit for bit.
+	ObservePrepared(prep, x []float64, y float64, labelled bool) Prediction
+}
+
 // ErrFormat is wrapped by every error about malformed serialised state.
 var ErrFormat = errors.New("online: bad model encoding")
 

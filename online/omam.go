@@ -234,7 +234,8 @@ type OMAM struct {
 	dim   int
 	fm    *FeatureMap
 	m, p  int       // levels, dim φ
-	phi   []float64 // scratch: φ(x) of the current event
+	prep  []float64 // scratch: Observe's preparation of the current event, [φ(x); ok]
+	phi   []float64 // prep[:dim φ]: φ(x) of the current event (Observe)
 	phiO  []float64 // scratch: φ(x) of the event leaving the window
 	decay float64   // 2^(−1/HalfLife); 1 without decay
 
@@ -255,7 +256,10 @@ type OMAM struct {
 	omamThresholds // levels from scores, shared with ExactOMAM
 }
 
-var _ Model = (*OMAM)(nil)
+var (
+	_ Model    = (*OMAM)(nil)
+	_ Preparer = (*OMAM)(nil)
+)
 
 // NewOMAM builds an empty ordinal MAM for inputs of dimension dim (the
 // random-feature mode: p.Budget must be 0).
@@ -279,7 +283,8 @@ func NewOMAM(dim int, p OMAMParams) (*OMAM, error) {
 		o.decay = math.Exp2(-1 / p.Decay.HalfLife)
 	}
 	m, dp := o.m, o.p
-	o.phi, o.phiO = make([]float64, dp), make([]float64, dp)
+	o.prep, o.phiO = make([]float64, dp+1), make([]float64, dp)
+	o.phi = o.prep[:dp:dp]
 	o.cnt, o.cntC = make([]float64, m), make([]float64, m)
 	o.sum, o.sumC = make([]float64, m*dp), make([]float64, m*dp)
 	if w := p.Window.Events; w > 0 {
@@ -365,16 +370,12 @@ func omamIsLevel(y float64, m int) bool {
 	return y == math.Trunc(y) && y >= 1 && y <= float64(m)
 }
 
-// score maps x into o.phi and returns its score with the current state;
-// ok is false when x has a non-finite entry.
-func (o *OMAM) score(x []float64) (float64, bool) {
-	if _, ok := o.fm.Map(o.phi, x); !ok {
-		return 0, false
-	}
-	num := dot(o.w, o.phi)
+// score returns the score of φ = phi with the current state.
+func (o *OMAM) score(phi []float64) float64 {
+	num := dot(o.w, phi)
 	var s float64
 	if o.par.Normalize {
-		den := dot(o.tot, o.phi)
+		den := dot(o.tot, phi)
 		if o.total > 0 && math.Abs(den) >= 1e-12*o.total {
 			s = num / (o.total * den)
 		}
@@ -384,33 +385,80 @@ func (o *OMAM) score(x []float64) (float64, bool) {
 	if s == 0 || !isFinite(s) {
 		s = 0 // no −0 on the wire
 	}
-	return s, true
+	return s
 }
 
 // Observe scores x, then learns (x, y) if labelled. It panics if
 // len(x) != Dim() or if labelled and y is not a level 1..m (see Label).
-func (o *OMAM) Observe(x []float64, y float64, labelled bool) Prediction {
+// It is Prepare into the model's own scratch followed by ObservePrepared.
+func (o *OMAM) Observe(x []float64, y float64, labelled bool) (pr Prediction) {
+	o.Prepare(o.prep, x)
+	o.observePrepared(&pr, o.prep, x, y, labelled)
+	return pr
+}
+
+// PreparedLen returns dim φ + 1, the length of Prepare's buffer.
+func (o *OMAM) PreparedLen() int { return o.fm.Dim() + 1 }
+
+// Prepare writes [φ(x); ok] into dst, ok being 1 when x is finite and 0
+// otherwise (φ is then unspecified). It reads only the feature map, so it
+// may run concurrently with Prepare, Observe, ObservePrepared and the other
+// methods that change the learned state (but not with UnmarshalBinary,
+// which replaces the map); raw or normalised, window or decay, every
+// variant prepares the same way. It panics unless len(dst) ==
+// PreparedLen() and len(x) == Dim(); it does not allocate.
+func (o *OMAM) Prepare(dst, x []float64) {
+	p := o.fm.Dim()
+	if len(dst) != p+1 {
+		panic("online: OMAM.Prepare: len(dst) != PreparedLen()")
+	}
 	if len(x) != o.dim {
-		panic("online: OMAM.Observe: len(x) != Dim()")
+		panic("online: OMAM.Prepare: len(x) != Dim()")
+	}
+	_, ok := o.fm.Map(dst[:p], x)
+	dst[p] = 0
+	if ok {
+		dst[p] = 1
+	}
+}
+
+// ObservePrepared is Observe(x, y, labelled) with prep written by
+// Prepare(prep, x): it scores and learns φ(x) from prep without mapping x
+// again (the window still stores x itself, and maps the example leaving
+// it). It panics as Observe does, or if len(prep) != PreparedLen(); it
+// does not allocate or modify prep. It needs exclusive use of the model.
+func (o *OMAM) ObservePrepared(prep, x []float64, y float64, labelled bool) (pr Prediction) {
+	o.observePrepared(&pr, prep, x, y, labelled)
+	return pr
+}
+
+// observePrepared is ObservePrepared writing to *pr (see MAM.observePrepared).
+func (o *OMAM) observePrepared(pr *Prediction, prep, x []float64, y float64, labelled bool) {
+	np := o.p
+	if len(prep) != np+1 {
+		panic("online: OMAM.ObservePrepared: len(prep) != PreparedLen()")
+	}
+	if len(x) != o.dim {
+		panic("online: OMAM.ObservePrepared: len(x) != Dim()")
 	}
 	if labelled && !omamIsLevel(y, o.m) {
 		panic("online: OMAM.Observe: label must be a level 1..m (see Label)")
 	}
-	pr := Prediction{N: o.held}
-	s, ok := o.score(x)
-	if !ok {
-		return pr
+	*pr = Prediction{N: o.held}
+	if prep[np] == 0 {
+		return
 	}
+	phi := prep[:np:np]
+	s := o.score(phi)
 	pr.Score = s
 	pr.Label = o.predict(s)
 	if labelled {
-		o.learn(x, int(y)-1, s)
+		o.learn(phi, x, int(y)-1, s)
 	}
-	return pr
 }
 
-// learn adds φ(x) = o.phi at 0-based level l; s is x's score before.
-func (o *OMAM) learn(x []float64, l int, s float64) {
+// learn adds φ(x) = phi at 0-based level l; s is x's score before.
+func (o *OMAM) learn(phi, x []float64, l int, s float64) {
 	o.n++
 	// Window: the oldest example leaves when the window is full.
 	lo := -1
@@ -443,9 +491,9 @@ func (o *OMAM) learn(x []float64, l int, s float64) {
 	o.cnt[l], o.cntC[l] = twoSumAcc(o.cnt[l], o.cntC[l], 1)
 	o.derive()
 	if lo >= 0 {
-		omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, o.phi, l, o.phiO, lo)
+		omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, phi, l, o.phiO, lo)
 	} else {
-		omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, o.phi, l, nil, 0)
+		omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, phi, l, nil, 0)
 	}
 	o.normalise()
 	o.record(s, l, o.n)
@@ -1068,6 +1116,7 @@ type ExactOMAM struct {
 	lk   float64   // ln k
 }
 
+// Not a Preparer: its per-event cost is the kernel row over the stored examples (state).
 var _ Model = (*ExactOMAM)(nil)
 
 // NewExactOMAM builds an empty exact-kernel ordinal MAM for inputs of

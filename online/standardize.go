@@ -69,6 +69,7 @@ type Standardized struct {
 	z           []float64 // scratch: the standardised event
 }
 
+// Not a Preparer: what it passes on depends on statistics every event updates.
 var (
 	_ Model   = (*Standardized)(nil)
 	_ Bounder = (*Standardized)(nil)

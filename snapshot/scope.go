@@ -2,12 +2,15 @@ package snapshot
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/segmentio/kafka-go"
 )
 
 // scopeSep ends a scope in a record key: "<scope>/<model>@<gen>#<i>" and
@@ -141,4 +144,69 @@ func (t *Tail) NewestSeq(scope string) uint64 {
 		}
 	}
 	return newest
+}
+
+// Records calls fn with the key and value of every record read so far
+// whose key starts with prefix and whose value is a verified payload of
+// PutRecords (others are skipped), in key order.
+func (t *Tail) Records(prefix string, fn func(key string, value []byte)) {
+	t.mu.Lock()
+	var keys []string
+	for k := range t.recs {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	vals := make([][]byte, len(keys))
+	for i, k := range keys {
+		vals[i] = t.recs[k].value
+	}
+	t.mu.Unlock()
+	for i, k := range keys {
+		if v, ok := openRecord(vals[i]); ok {
+			fn(k, v)
+		}
+	}
+}
+
+// PutRecords writes records of the caller's own (beside the snapshots:
+// their keys must contain a '/' and must not end in a snapshot record's
+// name) and returns when all are acknowledged. Each value is framed with a
+// magic and a CRC that Tail.Records checks.
+func (c *ChangelogStore) PutRecords(ctx context.Context, keys []string, values [][]byte) error {
+	msgs := make([]kafka.Message, 0, min(len(keys), 1024))
+	size := 0
+	for i, k := range keys {
+		if !strings.Contains(k, scopeSep) {
+			return fmt.Errorf("snapshot: record key %q has no %q", k, scopeSep)
+		}
+		v := make([]byte, 0, len(values[i])+8)
+		v = append(v, recordMagic...)
+		v = binary.LittleEndian.AppendUint32(v, crc(values[i]))
+		v = append(v, values[i]...)
+		msgs = append(msgs, kafka.Message{Key: []byte(k), Value: v})
+		if size += len(v); size >= writeGroupBytes || len(msgs) == cap(msgs) {
+			if err := c.writer.WriteMessages(ctx, msgs...); err != nil {
+				return fmt.Errorf("snapshot: write records: %w", err)
+			}
+			msgs, size = msgs[:0], 0
+		}
+	}
+	if len(msgs) > 0 {
+		if err := c.writer.WriteMessages(ctx, msgs...); err != nil {
+			return fmt.Errorf("snapshot: write records: %w", err)
+		}
+	}
+	return nil
+}
+
+const recordMagic = "SREC"
+
+func openRecord(v []byte) ([]byte, bool) {
+	if len(v) < 8 || string(v[:4]) != recordMagic {
+		return nil, false
+	}
+	payload := v[8:]
+	return payload, binary.LittleEndian.Uint32(v[4:8]) == crc(payload)
 }

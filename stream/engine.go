@@ -3,12 +3,16 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
 	"github.com/streamer/streamer/snapshot"
@@ -37,14 +41,13 @@ type NamedModel struct {
 
 	// Factory, when set, makes the model key-scoped: one instance per
 	// event key, built by Factory, at most MaxKeys in memory (least
-	// recently used evicted first, to KeyDir when set). Model is then an
+	// recently used first out, to the key store). Model is then an
 	// instance that only answers Type, Dim and Label.
 	Factory func() (online.Model, error)
 	MaxKeys int
-	KeyDir  string
 
-	// New builds an empty instance like Model: with EngineConfig.Partitioned
-	// every input partition gets its own (see partitioned.go).
+	// New builds an empty instance like Model: every shard but the first
+	// gets its own (EngineConfig.Partitioned: one per input partition).
 	New func() (online.Model, error)
 }
 
@@ -58,35 +61,60 @@ type EngineConfig struct {
 	AccuracyWindow  int      // events in the prequential accuracy window
 
 	// Delayed labels: with JoinEvents > 0, unlabelled events with an id are
-	// kept (at most JoinEvents of them, each at most JoinTime when > 0) until
-	// a label-only event with their id arrives; the models learn then.
+	// kept (at most JoinEvents of them per shard, each at most JoinTime when
+	// > 0) until a label-only event with their id arrives; the models learn
+	// then.
 	JoinEvents int
 	JoinTime   time.Duration
 
-	// Partitioned keeps model state per input partition, for scale-out
-	// (see partitioned.go): every NamedModel needs New.
+	// Partitioned keeps model state per input partition, for scale-out:
+	// every shard is one partition's state (see merged.go for the models
+	// that score with the merge of all partitions); every NamedModel needs
+	// New.
 	Partitioned bool
+
+	// KeyStore holds the state of key-scoped models beyond what is in
+	// memory; nil: the engine opens an in-memory one when a model is
+	// key-scoped (lost at exit: for tests and services without snapshots).
+	KeyStore *keystore.DB
+	// KeyHold bounds the bytes of changed keys' states a key-scoped model
+	// holds, once evicted, until the next checkpoint writes them to the
+	// key store: beyond it the engine asks for a checkpoint early
+	// (CheckpointWanted). Default 32 MiB.
+	KeyHold int
 }
 
-// Engine is the scoring Processor: for each input event it decodes and
+// Engine is the scoring state machine: for each input event it decodes and
 // validates the event, and for every model scores it, publishes the score
 // with its certainty bound, and learns from the event when it is labelled.
 // An event that fails validation for any model goes to the dead-letter topic
 // and reaches no model.
+//
+// The Engine holds what its shards share: the models' definitions, metrics
+// and prequential quality. The state is in shards (NewShard): in instance
+// scope one shard for all the instance's partitions, in partition scope one
+// per partition. Shards are independent: each is used by one goroutine at a
+// time, and different shards in parallel. The per-event work that needs no
+// state — decoding, validation and the models' preparation (the feature
+// maps) — runs in a Worker, one per partition reader, outside any shard's
+// lock.
 type Engine struct {
-	cfg    EngineConfig
-	dec    *wire.Decoder
-	ev     wire.Event
-	models []*engineModel
-	labels []float64
-	preds  []online.Prediction
-	rec    wire.Score
-	idBuf  []byte
-	met    *engineMetrics
-	join   *joinBuffer // nil: delayed labels off
-	now    func() time.Time
+	cfg  EngineConfig
+	defs []*modelDef
+	met  *engineMetrics
+	keys *keystore.DB
+	own  bool // keys was opened here
+	now  func() time.Time
 
-	started bool // Start was called: partition instances start their refits
+	mu      sync.Mutex
+	shards  map[*Shard]struct{}
+	started bool // Start was called: new shards start their refits
+	built   int  // shards built
+	def     *Shard
+
+	joinWaiting atomic.Int64                   // impressions waiting in every shard's join buffer
+	wantCkpt    atomic.Bool                    // a key-scoped model holds more than KeyHold
+	refits      atomic.Pointer[[]*refit.Model] // every shard's models refitted in the background (read per event without a lock)
 }
 
 // NewEngine builds an engine over the given models. All models must take
@@ -98,22 +126,13 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	if cfg.AccuracyWindow <= 0 {
 		cfg.AccuracyWindow = 1000
 	}
-	dec, err := wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes)
-	if err != nil {
+	if cfg.KeyHold <= 0 {
+		cfg.KeyHold = 32 << 20
+	}
+	if _, err := wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes); err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}
-	e := &Engine{
-		cfg:    cfg,
-		dec:    dec,
-		labels: make([]float64, len(models)),
-		preds:  make([]online.Prediction, len(models)),
-		met:    newEngineMetrics(reg),
-		now:    time.Now,
-	}
-	if cfg.JoinEvents > 0 {
-		e.dec = e.dec.WithLabelOnly()
-		e.join = newJoinBuffer(cfg.JoinEvents, cfg.Dim, len(models), int64(cfg.JoinTime))
-	}
+	e := &Engine{cfg: cfg, met: newEngineMetrics(reg), now: time.Now, keys: cfg.KeyStore, shards: map[*Shard]struct{}{}}
 	for _, nm := range models {
 		if nm.Model.Dim() != cfg.Dim {
 			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), cfg.Dim)
@@ -121,54 +140,69 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		if cfg.Partitioned && nm.New == nil {
 			return nil, fmt.Errorf("stream: model %s: partitioned state needs NamedModel.New", nm.Name)
 		}
-		em, err := newEngineModel(nm, cfg.AccuracyWindow, e.met, cfg.Partitioned)
+		d, err := newModelDef(nm, cfg, e.met)
 		if err != nil {
 			return nil, fmt.Errorf("stream: model %s: %w", nm.Name, err)
 		}
-		e.models = append(e.models, em)
+		if nm.Factory != nil && e.keys == nil {
+			if e.keys, err = keystore.Open("", nil); err != nil {
+				return nil, fmt.Errorf("stream: %w", err)
+			}
+			e.own = true
+		}
+		e.defs = append(e.defs, d)
+	}
+	if reg != nil {
+		reg.MustRegister(&stateCollector{e: e})
 	}
 	return e, nil
 }
 
-// Models returns the engine's models (for snapshots and inspection). The
-// caller must not use them concurrently with Process.
+// Models returns the configured models' prototypes (for inspection): in
+// instance scope the first shard's instances. The caller must not use them
+// concurrently with processing.
 func (e *Engine) Models() []NamedModel {
-	out := make([]NamedModel, len(e.models))
-	for i, m := range e.models {
-		out[i] = NamedModel{Name: m.name, Model: m.m, Fingerprint: m.fingerprint}
+	out := make([]NamedModel, len(e.defs))
+	for i, d := range e.defs {
+		out[i] = NamedModel{Name: d.name, Model: d.proto, Fingerprint: d.fingerprint}
 	}
 	return out
 }
 
-// Start starts the background work of models that have some (refits).
+// Start starts the background work (refits) of the shards' models, and of
+// every shard made from now on.
 func (e *Engine) Start() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.started = true
-	for _, m := range e.models {
-		for _, inst := range m.background() {
-			if r := refitOf(inst); r != nil {
-				r.Start()
-			}
-		}
+	for s := range e.shards {
+		s.start()
 	}
 }
 
-// Close stops the models' background work; a refit in progress is
-// cancelled and the serving version stays.
+// Close stops the models' background work (a refit in progress is
+// cancelled and the serving version stays) and closes a key store the
+// engine opened.
 func (e *Engine) Close() {
-	for _, m := range e.models {
-		for _, inst := range m.background() {
-			if r := refitOf(inst); r != nil {
-				_ = r.Close()
-			}
-		}
+	e.mu.Lock()
+	shards := make([]*Shard, 0, len(e.shards))
+	for s := range e.shards {
+		shards = append(shards, s)
+	}
+	e.mu.Unlock()
+	for _, s := range shards {
+		s.stop()
+	}
+	if e.own {
+		_ = e.keys.Close()
 	}
 }
 
-// Refitting reports whether any model is refitting now.
+// Refitting reports whether any model is refitting now. It takes no lock.
 func (e *Engine) Refitting() bool {
-	for _, m := range e.models {
-		for _, inst := range m.background() {
-			if r := refitOf(inst); r != nil && r.Refitting() {
+	if l := e.refits.Load(); l != nil {
+		for _, r := range *l {
+			if r.Refitting() {
 				return true
 			}
 		}
@@ -176,157 +210,443 @@ func (e *Engine) Refitting() bool {
 	return false
 }
 
-// Capture implements Stateful: every model's serialised state.
-func (e *Engine) Capture() ([]snapshot.Model, error) {
-	if e.cfg.Partitioned {
-		return nil, errors.New("stream: partitioned state is captured per partition (CapturePartition)")
+// relist rebuilds the list Refitting reads after the shards changed; e.mu
+// must be held.
+func (e *Engine) relist() {
+	var l []*refit.Model
+	for s := range e.shards {
+		for _, m := range s.models {
+			if r := refitOf(m.m); r != nil {
+				l = append(l, r)
+			}
+		}
 	}
-	out := make([]snapshot.Model, len(e.models))
-	for i, m := range e.models {
-		var data []byte
+	e.refits.Store(&l)
+}
+
+// Process processes msg with the engine's default shard (instance scope;
+// created on first use): for tests and single-goroutine use. The pipeline
+// uses shards and workers directly.
+func (e *Engine) Process(msg *kafka.Message, out Sink) {
+	s := e.defaultShard()
+	s.Process(msg, out)
+}
+
+// Capture captures the default shard's state (see Shard.Capture).
+func (e *Engine) Capture() (*Checkpoint, error) { return e.defaultShard().Capture() }
+
+// Restore restores the default shard's state (see Shard.Restore).
+func (e *Engine) Restore(saved []snapshot.Model) (fresh, dropped []string, err error) {
+	e.mu.Lock()
+	s := e.def
+	e.mu.Unlock()
+	if s == nil {
+		if s, err = e.NewShard(""); err != nil {
+			return nil, nil, err
+		}
+		e.mu.Lock()
+		e.def = s
+		e.mu.Unlock()
+	}
+	return s.Restore(saved, nil)
+}
+
+func (e *Engine) defaultShard() *Shard {
+	e.mu.Lock()
+	s := e.def
+	e.mu.Unlock()
+	if s == nil {
 		var err error
-		if m.keyed != nil {
-			data, err = m.keyed.MarshalBinary()
-		} else {
-			data, err = m.m.MarshalBinary()
+		if s, err = e.NewShard(""); err == nil {
+			_, _, err = s.Restore(nil, nil)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("stream: capture model %s: %w", m.name, err)
+			panic("stream: default shard: " + err.Error())
 		}
-		out[i] = snapshot.Model{Name: m.name, Type: m.m.Type(), Fingerprint: m.fingerprint, Data: data}
+		e.mu.Lock()
+		e.def = s
+		e.mu.Unlock()
+	}
+	return s
+}
+
+// CheckpointWanted reports, once, that a key-scoped model holds more
+// changed keys than EngineConfig.KeyHold allows until the next checkpoint:
+// the pipeline then checkpoints early.
+func (e *Engine) CheckpointWanted() bool {
+	return e.wantCkpt.Load() && e.wantCkpt.CompareAndSwap(true, false)
+}
+
+// Worker is the scratch of one partition's reader: it decodes, validates
+// and prepares an event (Prepare) without touching any model's state, so
+// that the workers of a shard's partitions run in parallel and the shard's
+// lock covers only scoring and learning (Shard.Apply).
+type Worker struct {
+	e        *Engine
+	dec      *wire.Decoder
+	ev       wire.Event
+	err      error
+	prep     [][]float64 // per model: its preparation of ev.Features (nil: it does not prepare)
+	prepared bool        // prep holds ev.Features'
+}
+
+// NewWorker returns a worker for one partition reader.
+func (e *Engine) NewWorker() *Worker {
+	dec, _ := wire.NewDecoder(e.cfg.Dim, e.cfg.FeatureNames, e.cfg.MaxMessageBytes) // checked by NewEngine
+	if e.cfg.JoinEvents > 0 {
+		dec = dec.WithLabelOnly()
+	}
+	w := &Worker{e: e, dec: dec, prep: make([][]float64, len(e.defs))}
+	for i, d := range e.defs {
+		if d.prep != nil {
+			w.prep[i] = make([]float64, d.prep.PreparedLen())
+		}
+	}
+	return w
+}
+
+// Prepare decodes msg and prepares its features for every model that
+// prepares (online.Preparer): the part of the per-event work that reads no
+// state.
+func (w *Worker) Prepare(msg *kafka.Message) {
+	w.err = w.dec.Decode(msg.Value, &w.ev)
+	w.prepared = w.err == nil && w.ev.HasFeatures
+	if !w.prepared {
+		return
+	}
+	for i, d := range w.e.defs {
+		if d.prep != nil {
+			d.prep.Prepare(w.prep[i], w.ev.Features)
+		}
+	}
+}
+
+// Shard is one unit of state: every model's state for a set of input
+// partitions (all of an instance's in instance scope, one in partition
+// scope), with the scratch of its per-event path. A shard is not safe for
+// concurrent use: the pipeline holds the shard's lock around Apply and
+// Capture; different shards run in parallel.
+type Shard struct {
+	e      *Engine
+	scope  string // "" instance scope; the partition number in partition scope
+	part   int    // partition scope: the partition (-1 in instance scope)
+	models []*shardModel
+	labels []float64
+	preds  []online.Prediction
+	rec    wire.Score
+	idBuf  []byte
+	join   *joinBuffer // nil: delayed labels off
+	w      *Worker     // Process's
+	closed bool
+}
+
+// shardModel is one model's state in one shard.
+type shardModel struct {
+	def   *modelDef
+	m     online.Model    // the shard's instance (nil when key-scoped)
+	prep  online.Preparer // m, when the worker's preparation applies to it
+	keyed *keyedModels    // key-scoped: the shard's keys
+	own   *online.MAM     // mergeable: the partition's own statistics (m == own)
+
+	// For the scrape (stateCollector), set under the shard's lock.
+	examples, hot, stored atomic.Int64
+
+	hold int          // key-scoped: EngineConfig.KeyHold
+	want *atomic.Bool // the engine's wantCkpt
+}
+
+// NewShard returns an empty shard for scope: "" (instance scope: every
+// partition of the instance) or an input partition's number (partition
+// scope). Call Restore before processing, with the saved state or nil.
+func (e *Engine) NewShard(scope string) (*Shard, error) {
+	s := &Shard{e: e, scope: scope, part: -1,
+		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs))}
+	if scope != "" {
+		p, err := strconv.Atoi(scope)
+		if err != nil || p < 0 {
+			return nil, fmt.Errorf("stream: shard scope %q is not a partition", scope)
+		}
+		s.part = p
+	}
+	if e.cfg.JoinEvents > 0 {
+		s.join = newJoinBuffer(e.cfg.JoinEvents, e.cfg.Dim, len(e.defs), int64(e.cfg.JoinTime))
+	}
+	e.mu.Lock()
+	first := e.built == 0
+	e.built++
+	e.mu.Unlock()
+	models, err := e.buildModels(s, first)
+	if err != nil {
+		return nil, err
+	}
+	s.models = models
+	s.w = e.NewWorker()
+	return s, nil
+}
+
+// buildModels makes empty instances of every model for shard s.
+func (e *Engine) buildModels(s *Shard, first bool) ([]*shardModel, error) {
+	out := make([]*shardModel, len(e.defs))
+	for i, d := range e.defs {
+		sm := &shardModel{def: d, hold: e.cfg.KeyHold, want: &e.wantCkpt}
+		switch {
+		case d.keyFactory != nil:
+			k, err := newKeyedModels(d.keyFactory, d.maxKeys, e.keys.Table(s.scope, d.name))
+			if err != nil {
+				return nil, fmt.Errorf("stream: model %s: %w", d.name, err)
+			}
+			sm.keyed = k
+		case first && !e.cfg.Partitioned:
+			sm.m = d.proto // instance scope: the configured instance itself
+		default:
+			m, err := d.newInst()
+			if err != nil {
+				return nil, fmt.Errorf("stream: model %s: %w", d.name, err)
+			}
+			sm.m = m
+		}
+		if sm.m != nil {
+			if d.mergeable {
+				own, ok := sm.m.(*online.MAM)
+				if !ok {
+					return nil, fmt.Errorf("stream: model %s: partition instance is a %T, want *online.MAM", d.name, sm.m)
+				}
+				sm.own = own
+			} else if d.prep != nil {
+				sm.prep, _ = sm.m.(online.Preparer)
+			}
+			if r := refitOf(sm.m); r != nil {
+				r.OnRefit(d.onRefit)
+			}
+		}
+		out[i] = sm
 	}
 	return out, nil
 }
 
-// Restore replaces the state of every model that has a saved state with an
-// identical configuration. It returns the names of models that start empty
-// (new, or configured differently from the saved state) and of saved models
-// no longer configured. A saved state that does not decode is an error.
-func (e *Engine) Restore(saved []snapshot.Model) (fresh, dropped []string, err error) {
-	if e.cfg.Partitioned {
-		return nil, nil, errors.New("stream: partitioned state is restored per partition (RestorePartition)")
-	}
-	byName := map[string]snapshot.Model{}
-	for _, s := range saved {
-		byName[s.Name] = s
-	}
-	for _, m := range e.models {
-		s, ok := byName[m.name]
-		delete(byName, m.name)
-		if !ok || !m.accepts(s) {
-			fresh = append(fresh, m.name)
-			continue
+func (s *Shard) start() {
+	for _, m := range s.models {
+		if r := refitOf(m.m); r != nil {
+			r.Start()
 		}
-		// Restore into the configured model: it has the type and the
-		// configuration (equal fingerprints) that wrote the state.
-		var err error
-		if m.keyed != nil {
-			err = m.keyed.UnmarshalBinary(s.Data)
-			m.keyedBase = m.keyed.examples()
-		} else {
-			err = m.m.UnmarshalBinary(s.Data)
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.name, err)
-		}
-		m.refresh()
 	}
-	for name := range byName {
-		dropped = append(dropped, name)
-	}
-	return fresh, dropped, nil
 }
 
-// Process implements Processor.
-func (e *Engine) Process(msg *kafka.Message, pub Sink) {
-	if err := e.dec.Decode(msg.Value, &e.ev); err != nil {
+func (s *Shard) stop() {
+	for _, m := range s.models {
+		if r := refitOf(m.m); r != nil {
+			_ = r.Close()
+		}
+	}
+}
+
+// Close releases the shard (its partition was revoked, after its final
+// checkpoint): refits stop, and a mergeable model keeps the partition's
+// statistics as its remote state until a newer one arrives. The key store
+// keeps the shard's table (the partition may come back).
+func (s *Shard) Close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.stop()
+	if s.join != nil {
+		s.e.joinMoved(-s.join.pending())
+	}
+	for _, m := range s.models {
+		if m.own != nil {
+			m.def.merged.detach(s.part)
+		}
+		m.examples.Store(0)
+		m.hot.Store(0)
+		m.stored.Store(0)
+	}
+	s.e.mu.Lock()
+	delete(s.e.shards, s)
+	s.e.relist()
+	if s.e.def == s {
+		s.e.def = nil
+	}
+	s.e.mu.Unlock()
+}
+
+// publish updates the figures the scrape reads.
+func (m *shardModel) publish() {
+	switch {
+	case m.keyed != nil:
+		m.examples.Store(m.keyed.examples)
+		m.hot.Store(int64(m.keyed.len()))
+		m.stored.Store(m.keyed.stored)
+	case m.own != nil:
+		m.examples.Store(m.own.Examples())
+	default:
+		m.examples.Store(m.m.Examples())
+	}
+}
+
+// Process decodes msg and applies it (Worker.Prepare, then Apply) with the
+// shard's own worker.
+func (s *Shard) Process(msg *kafka.Message, out Sink) {
+	s.w.Prepare(msg)
+	s.Apply(s.w, msg, out)
+}
+
+// Apply scores, publishes and learns the event w prepared from msg: the
+// part of the per-event work that reads and changes the shard's state.
+func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
+	if err := w.err; err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) {
-			e.reject(msg, pub, we.Reason, we.Detail)
+			s.e.reject(msg, pub, we.Reason, we.Detail)
 		} else {
-			e.reject(msg, pub, wire.ReasonNotJSON, err.Error())
+			s.e.reject(msg, pub, wire.ReasonNotJSON, err.Error())
 		}
 		return
 	}
-	ev := &e.ev
+	ev := &w.ev
 	if ev.HasLabel {
-		for i, m := range e.models {
-			y, ok := m.m.Label(ev.Label)
+		for i, d := range s.e.defs {
+			y, ok := d.proto.Label(ev.Label)
 			if !ok {
-				e.reject(msg, pub, wire.ReasonBadLabel,
-					fmt.Sprintf("label %v is not in model %s's label set", ev.Label, m.name))
+				s.e.reject(msg, pub, wire.ReasonBadLabel,
+					fmt.Sprintf("label %v is not in model %s's label set", ev.Label, d.name))
 				return
 			}
-			e.labels[i] = y
+			s.labels[i] = y
 		}
 	}
-	now := e.now()
+	now := s.e.now()
 	if !ev.HasFeatures {
-		e.lateLabel(ev.ID, msg.Key, int(msg.Partition), now.UnixNano())
+		s.lateLabel(ev.ID, msg.Key, now.UnixNano())
 		return
 	}
 	id := ev.ID
 	if !ev.HasID {
 		// No id in the event: its position in the log is a unique id.
-		e.idBuf = append(e.idBuf[:0], msg.Topic...)
-		e.idBuf = append(e.idBuf, ':')
-		e.idBuf = strconv.AppendInt(e.idBuf, int64(msg.Partition), 10)
-		e.idBuf = append(e.idBuf, ':')
-		e.idBuf = strconv.AppendInt(e.idBuf, msg.Offset, 10)
-		id = e.idBuf
+		s.idBuf = append(s.idBuf[:0], msg.Topic...)
+		s.idBuf = append(s.idBuf, ':')
+		s.idBuf = strconv.AppendInt(s.idBuf, int64(msg.Partition), 10)
+		s.idBuf = append(s.idBuf, ':')
+		s.idBuf = strconv.AppendInt(s.idBuf, msg.Offset, 10)
+		id = s.idBuf
 	}
 	key := msg.Key
 	if len(key) == 0 {
 		key = ev.Key
 	}
-	for i, m := range e.models {
-		inst := m.instance(int(msg.Partition), msg.Key)
-		p := inst.Observe(ev.Features, e.labels[i], ev.HasLabel)
-		e.preds[i] = p
-		version := p.Version
-		if version == 0 {
-			version = inst.Version()
+	for i, m := range s.models {
+		var prep []float64
+		if w.prepared {
+			prep = w.prep[i]
 		}
-		r := &e.rec
+		p, version := m.observe(msg.Key, prep, ev.Features, s.labels[i], ev.HasLabel)
+		s.preds[i] = p
+		r := &s.rec
 		*r = wire.Score{
-			ID: id, Key: key, Model: m.name, Version: version,
+			ID: id, Key: key, Model: m.def.name, Version: version,
 			Score: p.Score, Prediction: p.Label, Probability: p.Probability, HasProbability: p.HasProbability,
 			HasBound: p.HasBound, MistakeBound: p.MistakeBound, Delta: p.Delta, N: p.N,
 			EventTS: ev.TS, ScoredAt: now,
 		}
-		pub.Publish(kafka.Message{Topic: e.cfg.OutputTopic, Key: msg.Key, Value: wire.AppendScore(pub.Buffer(), r)})
-		m.scored(p)
+		pub.Publish(kafka.Message{Topic: s.e.cfg.OutputTopic, Key: msg.Key, Value: wire.AppendScore(pub.Buffer(), r)})
+		m.def.scored(p)
 		if ev.HasLabel {
-			m.judge(p, e.labels[i])
+			m.def.judge(p, s.labels[i])
 		}
 	}
-	if !ev.HasLabel && ev.HasID && e.join != nil {
-		e.met.joinDropped.Add(float64(e.join.put(ev.ID, ev.Features, e.preds, now.UnixNano())))
-		e.met.joinPending.Set(float64(e.join.pending()))
+	if !ev.HasLabel && ev.HasID && s.join != nil {
+		before := s.join.pending()
+		s.e.met.joinDropped.Add(float64(s.join.put(ev.ID, ev.Features, s.preds, now.UnixNano())))
+		s.e.joinMoved(s.join.pending() - before)
 	}
+}
+
+// observe scores and learns one event with the instance for key: prep is
+// the worker's preparation of x for this model (nil: none). It returns the
+// prediction and the version to publish.
+func (m *shardModel) observe(key []byte, prep, x []float64, y float64, labelled bool) (online.Prediction, int64) {
+	var p online.Prediction
+	var inst online.Model
+	switch {
+	case m.keyed != nil:
+		ent, err := m.keyed.get(key)
+		if err != nil {
+			// An I/O error reading a cold key: score with a fresh
+			// instance rather than stall the partition; it is counted,
+			// and the key does not learn (its stored state stays).
+			m.def.met.keyErrors.Inc()
+			inst, _ = m.keyed.factory()
+			p = inst.Observe(x, y, false)
+			break
+		}
+		inst = ent.m
+		if pr, ok := inst.(online.Preparer); ok && prep != nil {
+			p = pr.ObservePrepared(prep, x, y, labelled)
+		} else {
+			p = inst.Observe(x, y, labelled)
+		}
+		if labelled {
+			m.keyed.learned(ent)
+		}
+		if m.keyed.held > m.hold {
+			m.want.Store(true)
+		}
+		m.hot.Store(int64(m.keyed.len()))
+		m.examples.Store(m.keyed.examples)
+	case m.own != nil:
+		inst = m.own
+		p = m.def.merged.observe(x, y, labelled, m.own)
+		if labelled {
+			m.examples.Store(m.own.Examples())
+		}
+	default:
+		inst = m.m
+		if m.prep != nil && prep != nil {
+			p = m.prep.ObservePrepared(prep, x, y, labelled)
+		} else {
+			p = inst.Observe(x, y, labelled)
+		}
+		if labelled {
+			m.examples.Store(inst.Examples())
+		}
+	}
+	version := p.Version
+	if version == 0 {
+		version = inst.Version()
+	}
+	return p, version
 }
 
 // lateLabel learns from the impression a label-only event labels, judging
 // the predictions published at impression time.
-func (e *Engine) lateLabel(id, key []byte, part int, now int64) {
-	if e.join == nil {
+func (s *Shard) lateLabel(id, key []byte, now int64) {
+	if s.join == nil {
 		return // the decoder only accepts label-only events with a join buffer
 	}
-	s, status, dropped := e.join.take(id, now)
-	e.met.joinDropped.Add(float64(dropped))
-	e.met.joinPending.Set(float64(e.join.pending()))
+	before := s.join.pending()
+	sl, status, dropped := s.join.take(id, now)
+	s.e.met.joinDropped.Add(float64(dropped))
+	s.e.joinMoved(s.join.pending() - before)
 	switch status {
 	case unknownID:
-		e.met.labelsUnknown.Inc()
+		s.e.met.labelsUnknown.Inc()
 		return
 	case tooLate:
-		e.met.labelsLate.Inc()
+		s.e.met.labelsLate.Inc()
 		return
 	}
-	e.met.labelsJoined.Inc()
-	for i, m := range e.models {
-		m.instance(part, key).Observe(s.x, e.labels[i], true)
-		m.judge(s.preds[i], e.labels[i])
+	s.e.met.labelsJoined.Inc()
+	for i, m := range s.models {
+		m.observe(key, nil, sl.x, s.labels[i], true)
+		m.def.judge(sl.preds[i], s.labels[i])
+	}
+}
+
+// joinMoved adds n impressions (n < 0: removes) to the count waiting in
+// every shard's join buffer.
+func (e *Engine) joinMoved(n int) {
+	if n != 0 {
+		e.met.joinPending.Set(float64(e.joinWaiting.Add(int64(n))))
 	}
 }
 
@@ -353,6 +673,272 @@ func (e *Engine) reject(msg *kafka.Message, pub Sink, reason wire.Reason, detail
 // refitOf returns the model refitted in the background that m is or wraps
 // (a standardised one is wrapped), nil if there is none.
 func refitOf(m online.Model) *refit.Model {
+	if m == nil {
+		return nil
+	}
 	r, _ := online.Unwrap[*refit.Model](m)
 	return r
+}
+
+// Checkpoint is a shard's state captured at a pause: the models' encoded
+// states for the shard's snapshot, and the key-scoped models' deltas,
+// written to the key store once the snapshot is durable (Durable, Settle).
+type Checkpoint struct {
+	Models  []snapshot.Model
+	deltas  []*keyDelta // per model; nil unless key-scoped
+	markers []keystore.Marker
+}
+
+// Capture serialises the shard's state. The caller holds the shard's lock,
+// so the state includes exactly the events before the offsets saved with
+// it.
+func (s *Shard) Capture() (*Checkpoint, error) {
+	c := &Checkpoint{Models: make([]snapshot.Model, len(s.models)), deltas: make([]*keyDelta, len(s.models))}
+	for i, m := range s.models {
+		var data []byte
+		var err error
+		if m.keyed != nil {
+			var d *keyDelta
+			if d, err = m.keyed.capture(); err == nil {
+				c.deltas[i] = d
+				if data, err = d.MarshalBinary(); err == nil {
+					// Hold the states once: alias them into the encoding.
+					var enc *keyDelta
+					if enc, err = decodeDelta(data); err == nil {
+						d.keys, d.states = enc.keys, enc.states
+						m.keyed.alias(d)
+					}
+				}
+			}
+		} else {
+			data, err = m.m.MarshalBinary()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stream: capture model %s: %w", m.def.name, err)
+		}
+		c.Models[i] = snapshot.Model{Name: m.def.name, Type: m.def.proto.Type(), Fingerprint: m.def.fingerprint, Data: data}
+	}
+	return c, nil
+}
+
+// Durable writes the key deltas of c, whose snapshot is now durable, to
+// the key store. It needs no lock; Settle, with the shard's lock, then
+// marks the written keys clean.
+func (s *Shard) Durable(c *Checkpoint) error {
+	c.markers = make([]keystore.Marker, len(s.models))
+	for i, m := range s.models {
+		if d := c.deltas[i]; d != nil {
+			mk, err := m.keyed.apply(d)
+			if err != nil {
+				c.deltas[i] = nil // not settled: the keys stay dirty and the next checkpoint writes them again
+				return fmt.Errorf("stream: model %s: write keys to the key store: %w", m.def.name, err)
+			}
+			c.markers[i] = mk
+		}
+	}
+	return nil
+}
+
+// Settle marks the keys Durable wrote clean (the caller holds the shard's
+// lock).
+func (s *Shard) Settle(c *Checkpoint) {
+	if c.markers == nil {
+		return
+	}
+	for i, m := range s.models {
+		if d := c.deltas[i]; d != nil {
+			m.keyed.settle(d, c.markers[i])
+			m.publish()
+		}
+	}
+}
+
+// KeySource returns the keys and states of a key-scoped model in a shard's
+// scope as kept outside the key store (the changelog's key records): a
+// shard rebuilds its table from them when the table does not belong to its
+// snapshot (a partition that moved between instances, a new disk).
+type KeySource func(model string) (keys, states [][]byte, err error)
+
+// Restore sets the shard's state from a snapshot of its scope (nil or
+// empty saved: every model starts empty) and starts the shard. Models
+// whose saved state is missing or was written by a different
+// configuration start empty (fresh); saved models no longer configured are
+// dropped. A saved state that does not decode is an error. src (may be
+// nil) rebuilds key-scoped models' tables that do not match the snapshot.
+func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped []string, err error) {
+	byName := map[string]snapshot.Model{}
+	for _, sv := range saved {
+		byName[sv.Name] = sv
+	}
+	// Decode every key-scoped delta before anything changes.
+	deltas := make([]*keyDelta, len(s.models))
+	for i, m := range s.models {
+		sv, ok := byName[m.def.name]
+		if !ok || !m.def.accepts(sv) || m.keyed == nil {
+			continue
+		}
+		d, err := decodeDelta(sv.Data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.def.name, err)
+		}
+		var sum int64
+		for j, b := range d.states {
+			inst, err := m.keyed.factory()
+			if err == nil {
+				err = inst.UnmarshalBinary(b)
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("stream: restore model %s: key %q: %w", m.def.name, d.keys[j], err)
+			}
+			sum += inst.Examples()
+		}
+		if d.examples < 0 { // the encoding of earlier versions: every key in memory
+			d.examples, d.known = sum, int64(len(d.keys))
+		}
+		deltas[i] = d
+	}
+	for i, m := range s.models {
+		sv, ok := byName[m.def.name]
+		delete(byName, m.def.name)
+		if !ok || !m.def.accepts(sv) {
+			fresh = append(fresh, m.def.name)
+			if m.keyed != nil {
+				if err := m.keyed.reset(); err != nil {
+					return nil, nil, fmt.Errorf("stream: model %s: %w", m.def.name, err)
+				}
+			}
+			continue
+		}
+		if m.keyed != nil {
+			var from func() ([][]byte, [][]byte, error)
+			if src != nil {
+				name := m.def.name
+				from = func() ([][]byte, [][]byte, error) { return src(name) }
+			}
+			err = m.keyed.restore(deltas[i], from)
+		} else {
+			// Restore into the configured model: it has the type and the
+			// configuration (equal fingerprints) that wrote the state.
+			err = m.m.UnmarshalBinary(sv.Data)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.def.name, err)
+		}
+	}
+	for name := range byName {
+		dropped = append(dropped, name)
+	}
+	e := s.e
+	e.mu.Lock()
+	if _, ok := e.shards[s]; !ok {
+		e.shards[s] = struct{}{}
+		e.relist()
+		if e.started {
+			s.start()
+		}
+	}
+	e.mu.Unlock()
+	for _, m := range s.models {
+		if m.own != nil {
+			m.def.merged.attach(s.part, m.own)
+		}
+		if m.m != nil {
+			m.def.met.version.Set(float64(m.m.Version()))
+		}
+		m.publish()
+	}
+	return fresh, dropped, nil
+}
+
+// SetRemote sets the statistics of partition part, owned by another
+// instance, from its latest snapshot (made durable at createdAt), and
+// merges them into the models that score with the merge of all
+// partitions. Partitions held here are left alone; the other models ignore
+// remote state.
+func (e *Engine) SetRemote(part int, saved []snapshot.Model, createdAt time.Time) error {
+	for _, d := range e.defs {
+		if d.merged == nil {
+			continue
+		}
+		i := slices.IndexFunc(saved, func(s snapshot.Model) bool { return s.Name == d.name })
+		if i < 0 || !d.accepts(saved[i]) {
+			continue
+		}
+		inst, err := d.newInst()
+		if err != nil {
+			return err
+		}
+		if err := inst.UnmarshalBinary(saved[i].Data); err != nil {
+			return fmt.Errorf("stream: model %s of partition %d: %w", d.name, part, err)
+		}
+		d.merged.setRemote(part, inst.(*online.MAM), createdAt)
+	}
+	return nil
+}
+
+// RemoteState reports how many partitions' remote statistics the merged
+// models hold, and when the oldest of them was made durable.
+func (e *Engine) RemoteState() (n int, oldest time.Time) {
+	seen := map[int]bool{}
+	for _, d := range e.defs {
+		if d.merged == nil {
+			continue
+		}
+		d.merged.mu.Lock()
+		for part, at := range d.merged.remoteAt {
+			seen[part] = true
+			if oldest.IsZero() || at.Before(oldest) {
+				oldest = at
+			}
+		}
+		d.merged.mu.Unlock()
+	}
+	return len(seen), oldest
+}
+
+// stateCollector exports the gauges that sum over the shards, read at
+// scrape time: every model's examples, and the key-scoped models' keys in
+// memory and in the store.
+type stateCollector struct{ e *Engine }
+
+var (
+	examplesDesc = prometheus.NewDesc("streamer_model_examples",
+		"Examples the model has learned (its n; n_eff under decay), over every shard; a key-scoped model's over every key, in memory or not.", []string{"model"}, nil)
+	keysDesc = prometheus.NewDesc("streamer_model_keys",
+		"Key-scoped models: instances in memory.", []string{"model"}, nil)
+	keysStoredDesc = prometheus.NewDesc("streamer_model_keys_stored",
+		"Key-scoped models: keys in the embedded key store (as of the last checkpoint).", []string{"model"}, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- examplesDesc
+	ch <- keysDesc
+	ch <- keysStoredDesc
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	e := c.e
+	e.mu.Lock()
+	shards := make([]*Shard, 0, len(e.shards))
+	for s := range e.shards {
+		shards = append(shards, s)
+	}
+	e.mu.Unlock()
+	for i, d := range e.defs {
+		var n, hot, stored int64
+		for _, s := range shards {
+			m := s.models[i]
+			n += m.examples.Load()
+			hot += m.hot.Load()
+			stored += m.stored.Load()
+		}
+		if d.merged != nil {
+			n = d.merged.examples()
+		}
+		ch <- prometheus.MustNewConstMetric(examplesDesc, prometheus.GaugeValue, float64(n), d.name)
+		if d.keyFactory != nil {
+			ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(hot), d.name)
+			ch <- prometheus.MustNewConstMetric(keysStoredDesc, prometheus.GaugeValue, float64(stored), d.name)
+		}
+	}
 }

@@ -94,7 +94,7 @@ func TestEngineScoresThenLearns(t *testing.T) {
 	if m := sink.msgs[3]; m.Topic != "dlq" || string(m.Value) != in[3] {
 		t.Fatalf("bad event: got topic %q value %q", m.Topic, m.Value)
 	}
-	if n := e.models[0].m.Examples(); n != 2 {
+	if n := e.defs[0].proto.Examples(); n != 2 {
 		t.Fatalf("model learned %d examples, want 2", n)
 	}
 }

@@ -36,7 +36,7 @@ func TestPartitionStateIsFenced(t *testing.T) {
 	if snap, err := a.LoadPartition(ctx, 1); err != nil || snap != nil {
 		t.Fatalf("empty changelog: %v, %v", snap, err)
 	}
-	if err := a.SavePartition(ctx, "events", 1, 10, models("a1")); err != nil {
+	if err := a.Save(ctx, "1", "events", map[int]int64{1: 10}, models("a1")); err != nil {
 		t.Fatal(err)
 	}
 	// The other instance takes partition 1 over and saves twice.
@@ -45,7 +45,7 @@ func TestPartitionStateIsFenced(t *testing.T) {
 		t.Fatalf("takeover load: %v, %v", snap, err)
 	}
 	for off := int64(20); off <= 30; off += 10 {
-		if err := other.SavePartition(ctx, "events", 1, off, models("b")); err != nil {
+		if err := other.Save(ctx, "1", "events", map[int]int64{1: off}, models("b")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -54,7 +54,7 @@ func TestPartitionStateIsFenced(t *testing.T) {
 	if err := a.RefreshChangelog(ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = a.SavePartition(ctx, "events", 1, 15, models("a2"))
+	err = a.Save(ctx, "1", "events", map[int]int64{1: 15}, models("a2"))
 	if !errors.Is(err, ErrPartitionTakenOver) {
 		t.Fatalf("stale save: %v, want ErrPartitionTakenOver", err)
 	}
@@ -64,7 +64,7 @@ func TestPartitionStateIsFenced(t *testing.T) {
 		t.Fatalf("after the stale save: %+v, %v", snap, err)
 	}
 	// Partition 0 is independent: a saves it freely.
-	if err := a.SavePartition(ctx, "events", 0, 5, models("a0")); err != nil {
+	if err := a.Save(ctx, "0", "events", map[int]int64{0: 5}, models("a0")); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,60 +1,75 @@
 package stream
 
 import (
-	"bytes"
+	"fmt"
 	"testing"
 
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/snapshot"
 )
 
-// FuzzKeyedRestore fuzzes the decoder of a key-scoped model's state
-// (DecodeKeyed and keyedModels.UnmarshalBinary): no input panics, a failed
-// decode leaves the instances unchanged, and what decodes re-encodes to
-// bytes that decode to the same encoding.
-func FuzzKeyedRestore(f *testing.F) {
+// keyedShard is an instance-scope shard over one key-scoped MAM with at
+// most max keys in memory, on an in-memory key store.
+func keyedShard(t testing.TB, max int, keys *keystore.DB) *Shard {
+	t.Helper()
 	factory := func() (online.Model, error) {
 		return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: "rbf", Gamma: 1, Features: 8, Seed: 1}, Balance: true, Delta: 0.05})
 	}
-	seed, err := newKeyedModels(factory, 3, "")
+	m, _ := factory()
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, KeyStore: keys},
+		[]NamedModel{{Name: "k", Model: m, Fingerprint: "k-fp", Factory: factory, MaxKeys: max, New: factory}}, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	s, err := e.NewShard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// FuzzKeyedRestore fuzzes the decoder of a key-scoped model's saved state
+// (a checkpoint's delta, or the encoding of earlier versions): no input
+// panics, and what restores captures again to a state that restores.
+func FuzzKeyedRestore(f *testing.F) {
+	seed := keyedShard(f, 3, nil)
+	if _, _, err := seed.Restore(nil, nil); err != nil {
 		f.Fatal(err)
 	}
+	sink := &memSink{}
 	for i, key := range []string{"alice", "bob", "carol", "alice", "dave"} {
-		m, err := seed.get([]byte(key))
-		if err != nil {
-			f.Fatal(err)
-		}
-		m.Observe([]float64{float64(i), 1}, float64(1-2*(i%2)), true)
+		seed.Process(&kafka.Message{Key: []byte(key), Value: fmt.Appendf(nil, `{"features":[%d,1],"label":%d}`, i, 1-2*(i%2))}, sink)
 	}
-	b, err := seed.MarshalBinary()
+	c, err := seed.Capture()
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(b)
+	f.Add(c.Models[0].Data)
 	f.Add([]byte("KEYD\x00\x00\x00\x00"))
 	f.Add([]byte("KEYD\x01\x00\x00\x00\x01\x00\x00\x00k\x00\x00\x00\x00"))
+	f.Add([]byte("KEY2\x01\x00\x00\x00\x00\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		k, err := newKeyedModels(factory, 3, "")
+		keys, err := keystore.Open("", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		before, _ := k.MarshalBinary()
-		if err := k.UnmarshalBinary(b); err != nil {
-			if after, _ := k.MarshalBinary(); !bytes.Equal(before, after) {
-				t.Fatalf("a failed decode changed the instances")
-			}
+		defer keys.Close()
+		s := keyedShard(t, 3, keys)
+		saved := []snapshot.Model{{Name: "k", Type: "mam", Fingerprint: "k-fp", Data: b}}
+		if _, _, err := s.Restore(saved, nil); err != nil {
 			return
 		}
-		b2, err := k.MarshalBinary()
+		c, err := s.Capture()
 		if err != nil {
 			t.Fatal(err)
 		}
-		k2, _ := newKeyedModels(factory, 3, "")
-		if err := k2.UnmarshalBinary(b2); err != nil {
-			t.Fatalf("re-encoding does not decode: %v", err)
-		}
-		if b3, _ := k2.MarshalBinary(); !bytes.Equal(b2, b3) {
-			t.Fatalf("re-encoding is not stable")
+		s2 := keyedShard(t, 3, keys) // the key store the first one wrote
+		if _, _, err := s2.Restore(c.Models, nil); err != nil {
+			t.Fatalf("a captured state does not restore: %v", err)
 		}
 	})
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,51 +20,51 @@ import (
 // models with a certainty bound, the live check of the bound against the
 // observed rate of confident mistakes.
 
-type engineModel struct {
+// modelDef is a configured model as the whole engine sees it: its
+// definition, its metrics and its prequential quality. Its state lives in
+// the shards (shardModel), one instance per shard (per key in a shard when
+// key-scoped).
+type modelDef struct {
 	name        string
 	fingerprint string
-	m           online.Model
-	keyed       *keyedModels  // scope: key; m is then the prototype
-	keyedBase   int64         // keyed: examples restored from the snapshot
-	keyedN      int64         // keyed: examples learned since
-	traits      online.Traits // what it publishes, how it is judged
-	quality     *online.Judge // prequential quality (online/judge.go)
-	bound       online.Bounder
-	met         modelMetrics
-	mistakes    int64 // judge.Mistakes() already counted
-	violations  int   // judge.Violations() already counted
-
-	// Partitioned state (scale-out, partitioned.go).
-	partitioned bool
+	proto       online.Model    // answers Type, Dim, Label; the instance of the first shard in instance scope
+	prep        online.Preparer // proto's preparation (nil: the model does not prepare)
 	newInst     func() (online.Model, error)
-	keyFactory  func() (online.Model, error) // key-scoped: one keyedModels per partition
+	keyFactory  func() (online.Model, error) // key-scoped: builds a key's instance
 	maxKeys     int
-	keyDir      string
+	mergeable   bool // partition scope: scores with the merge of every partition's statistics
+	merged      *mergedScorer
+	traits      online.Traits
 	onRefit     func(refit.Report)
-	parts       map[int]*partModel
-	global      *online.MAM         // mergeable: the merge of every partition's statistics; it scores
-	remote      map[int]*online.MAM // mergeable: partitions owned by other instances (changelog)
-	remoteAt    map[int]time.Time   // when each remote state was made durable
-	bg          []online.Model      // instances that may refit in the background
+	met         modelMetrics
+
+	// Prequential quality, shared by the shards: judged on the prediction
+	// published before the model learned from the event. Shards judge
+	// under judgeMu (a short critical section; everything else on the
+	// per-event path is the shard's own).
+	judgeMu    sync.Mutex
+	quality    *online.Judge
+	bound      online.Bounder
+	mistakes   int64 // judge.Mistakes() already counted
+	violations int   // judge.Violations() already counted
 }
 
 type modelMetrics struct {
 	scored, learned, mistakes prometheus.Counter
-	examples, accuracy        prometheus.Gauge
+	accuracy                  prometheus.Gauge
 	mae, zeroOne, tau, rmse   prometheus.Gauge
 	version                   prometheus.Gauge
 	bound                     prometheus.Observer
 	violations                prometheus.Counter
 	observed, limit           []prometheus.Gauge // per grid ρ
 	versionAccuracy           prometheus.Gauge
-	keys                      prometheus.Gauge
 	keyErrors                 prometheus.Counter
 }
 
 type engineMetrics struct {
 	scored, learned, mistakes, violations *prometheus.CounterVec
 	rejected                              *prometheus.CounterVec
-	examples, accuracy, version           *prometheus.GaugeVec
+	accuracy, version                     *prometheus.GaugeVec
 	mae, zeroOne, tau, rmse               *prometheus.GaugeVec
 	observed, limit                       *prometheus.GaugeVec
 	bound                                 *prometheus.HistogramVec
@@ -74,7 +74,6 @@ type engineMetrics struct {
 	joinPending                                          prometheus.Gauge
 
 	versionAccuracy                         *prometheus.GaugeVec
-	keys                                    *prometheus.GaugeVec
 	keyErrors                               *prometheus.CounterVec
 	refits                                  *prometheus.CounterVec
 	refitSeconds                            *prometheus.HistogramVec
@@ -101,7 +100,6 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		mistakes:   counter("streamer_model_mistakes_total", "Prequential mistakes of classifiers (the prediction published before learning differs from the label).", byModel...),
 		violations: counter("streamer_bound_violations_total", "Bound-validity checks (every 100 labelled events, per ρ of the grid) where the observed rate of y·f ≤ −ρ over the recent window exceeded bound(ρ). Zero on i.i.d. data; an alarm under drift.", byModel...),
 		rejected:   counter("streamer_events_rejected_total", "Events sent to the dead-letter topic, by reason.", "reason"),
-		examples:   gauge("streamer_model_examples", "Examples the model has learned (its n; n_eff under decay).", byModel...),
 		accuracy:   gauge("streamer_model_accuracy", "Classifiers: prequential accuracy over the sliding window of recent labelled events.", byModel...),
 		mae:        gauge("streamer_model_mae", "Ordinal models: prequential mean absolute level error over the recent window.", byModel...),
 		zeroOne:    gauge("streamer_model_zero_one", "Ordinal models: prequential zero-one level error over the recent window.", byModel...),
@@ -129,21 +127,20 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		refitSV:     gauge("streamer_refit_support_vectors", "Support vectors of the last refit (SVM).", byModel...),
 		refitObj:    gauge("streamer_refit_objective", "Solver objective of the last refit (SVM: dual objective, LIBSVM's sign).", byModel...),
 		refitAt:     gauge("streamer_refit_last_timestamp_seconds", "Unix time of the last accepted refit.", byModel...),
-		keys:        gauge("streamer_model_keys", "Key-scoped models: instances in memory.", byModel...),
-		keyErrors:   counter("streamer_model_key_errors_total", "Key-scoped models: evicted state that could not be reloaded (a fresh instance scored instead).", byModel...),
+		keyErrors:   counter("streamer_model_key_errors_total", "Key-scoped models: keys whose stored state could not be read (a fresh instance scored the event, which the key did not learn).", byModel...),
 	}
 	for _, r := range reasons {
 		m.rejectedBy[r] = m.rejected.WithLabelValues(string(r))
 	}
 	if reg != nil {
-		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.examples, m.accuracy,
+		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.accuracy,
 			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, m.joinDropped, m.joinPending,
-			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keys, m.keyErrors)
+			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keyErrors)
 	}
 	return m
 }
 
-func newEngineModel(nm NamedModel, window int, met *engineMetrics, partitioned bool) (*engineModel, error) {
+func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef, error) {
 	name := nm.Name
 	t := nm.Traits
 	if t.Kind == 0 { // a classifier, bounded if it can say so
@@ -153,165 +150,122 @@ func newEngineModel(nm NamedModel, window int, met *engineMetrics, partitioned b
 	if _, ok := nm.Model.(online.Bounder); t.Bound && !ok {
 		return nil, fmt.Errorf("its traits say it has a bound, but %T has no Bound method", nm.Model)
 	}
-	em := &engineModel{name: name, fingerprint: nm.Fingerprint, m: nm.Model, traits: t, newInst: nm.New}
-	if partitioned {
-		em.initPartitioned(nm)
-	} else {
-		em.bg = []online.Model{nm.Model}
-	}
-	if nm.Factory != nil && !partitioned {
-		k, err := newKeyedModels(nm.Factory, nm.MaxKeys, nm.KeyDir)
-		if err != nil {
-			return nil, err
+	d := &modelDef{name: name, fingerprint: nm.Fingerprint, proto: nm.Model, traits: t, newInst: nm.New,
+		keyFactory: nm.Factory, maxKeys: nm.MaxKeys}
+	if d.newInst == nil {
+		// Only the first shard gets an instance: nm.Model itself.
+		d.newInst = func() (online.Model, error) {
+			return nil, errors.New("more than one shard needs NamedModel.New")
 		}
-		em.keyed = k
 	}
-	em.met = modelMetrics{
-		scored:   met.scored.WithLabelValues(name),
-		learned:  met.learned.WithLabelValues(name),
-		examples: met.examples.WithLabelValues(name),
-		version:  met.version.WithLabelValues(name),
-		bound:    met.bound.WithLabelValues(name),
+	if nm.Factory != nil && d.maxKeys <= 0 {
+		d.maxKeys = 10_000
+	}
+	if p, ok := nm.Model.(online.Preparer); ok {
+		d.prep = p
+	}
+	if g, ok := nm.Model.(*online.MAM); ok && cfg.Partitioned && nm.Factory == nil && g.Mergeable() {
+		d.mergeable = true
+		d.merged = newMergedScorer(g)
+	}
+	d.met = modelMetrics{
+		scored:  met.scored.WithLabelValues(name),
+		learned: met.learned.WithLabelValues(name),
+		version: met.version.WithLabelValues(name),
+		bound:   met.bound.WithLabelValues(name),
 	}
 	if nm.Factory != nil {
-		em.met.keys = met.keys.WithLabelValues(name)
-		em.met.keyErrors = met.keyErrors.WithLabelValues(name)
+		d.met.keyErrors = met.keyErrors.WithLabelValues(name)
 	}
 	// The live bound check needs one bound for the whole stream: not for
 	// key-scoped models, nor for partitioned ones other than the merged
 	// global model.
 	jt := t
-	if t.Bound && (nm.Factory != nil || (partitioned && em.global == nil)) {
+	if t.Bound && (nm.Factory != nil || (cfg.Partitioned && !d.mergeable)) {
 		jt.Bound = false
 	}
-	em.quality = online.NewJudge(jt, window)
+	d.quality = online.NewJudge(jt, cfg.AccuracyWindow)
 	if jt.Bound {
-		em.bound = nm.Model.(online.Bounder)
+		if d.merged != nil {
+			d.bound = d.merged
+		} else {
+			d.bound = nm.Model.(online.Bounder)
+		}
 	}
 	switch t.Kind {
 	case online.Classifier:
-		em.met.accuracy = met.accuracy.WithLabelValues(name)
-		em.met.mistakes = met.mistakes.WithLabelValues(name)
-		em.met.versionAccuracy = met.versionAccuracy.WithLabelValues(name)
+		d.met.accuracy = met.accuracy.WithLabelValues(name)
+		d.met.mistakes = met.mistakes.WithLabelValues(name)
+		d.met.versionAccuracy = met.versionAccuracy.WithLabelValues(name)
 	case online.Ordinal:
-		em.met.mae = met.mae.WithLabelValues(name)
-		em.met.zeroOne = met.zeroOne.WithLabelValues(name)
-		em.met.tau = met.tau.WithLabelValues(name)
+		d.met.mae = met.mae.WithLabelValues(name)
+		d.met.zeroOne = met.zeroOne.WithLabelValues(name)
+		d.met.tau = met.tau.WithLabelValues(name)
 	case online.Ranking:
-		em.met.tau = met.tau.WithLabelValues(name)
+		d.met.tau = met.tau.WithLabelValues(name)
 	case online.Regression:
-		em.met.tau = met.tau.WithLabelValues(name)
-		em.met.rmse = met.rmse.WithLabelValues(name)
+		d.met.tau = met.tau.WithLabelValues(name)
+		d.met.rmse = met.rmse.WithLabelValues(name)
 	}
-	em.onRefit = func(rep refit.Report) { met.refitted(name, rep) }
-	if r, ok := online.Unwrap[*refit.Model](nm.Model); ok {
-		r.OnRefit(em.onRefit)
-	}
+	d.onRefit = func(rep refit.Report) { met.refitted(name, rep) }
 	if jt.Bound {
-		em.met.violations = met.violations.WithLabelValues(name)
-		for _, rho := range em.quality.BoundGrid() {
+		d.met.violations = met.violations.WithLabelValues(name)
+		for _, rho := range d.quality.BoundGrid() {
 			r := strconv.FormatFloat(rho, 'g', -1, 64)
-			em.met.observed = append(em.met.observed, met.observed.WithLabelValues(name, r))
-			em.met.limit = append(em.met.limit, met.limit.WithLabelValues(name, r))
+			d.met.observed = append(d.met.observed, met.observed.WithLabelValues(name, r))
+			d.met.limit = append(d.met.limit, met.limit.WithLabelValues(name, r))
 		}
 	}
-	em.refresh()
-	return em, nil
-}
-
-// instance is the model that scores and learns an event with this key
-// from this input partition.
-func (em *engineModel) instance(part int, key []byte) online.Model {
-	if em.partitioned {
-		return em.partInstance(part, key)
-	}
-	if em.keyed == nil {
-		return em.m
-	}
-	return em.keyedInstance(em.keyed, key)
-}
-
-// keyedInstance is k's instance for key.
-func (em *engineModel) keyedInstance(k *keyedModels, key []byte) online.Model {
-	m, err := k.get(key)
-	if err != nil {
-		// An I/O error reloading an evicted key: score with a fresh
-		// instance rather than stall the partition; it is counted.
-		em.met.keyErrors.Inc()
-		m, _ = k.factory()
-	}
-	em.met.keys.Set(float64(em.keyCount()))
-	return m
-}
-
-// examples is the model's n (summed over keys for key-scoped models).
-func (em *engineModel) examples() int64 {
-	switch {
-	case em.keyed != nil || em.keyFactory != nil:
-		return em.keyedBase + em.keyedN
-	case em.partitioned && em.global == nil:
-		var n int64
-		for _, p := range em.parts {
-			n += p.m.Examples()
-		}
-		return n
-	}
-	return em.m.Examples()
-}
-
-// refresh sets the gauges that follow the model's state.
-func (em *engineModel) refresh() {
-	em.met.examples.Set(float64(em.examples()))
-	em.met.version.Set(float64(em.m.Version()))
+	d.met.version.Set(float64(nm.Model.Version()))
+	return d, nil
 }
 
 // scored records a published prediction.
-func (em *engineModel) scored(p online.Prediction) {
-	em.met.scored.Inc()
+func (d *modelDef) scored(p online.Prediction) {
+	d.met.scored.Inc()
 	if p.HasBound {
-		em.met.bound.Observe(p.MistakeBound)
+		d.met.bound.Observe(p.MistakeBound)
 	}
 }
 
 // judge records a labelled event: p is the prediction published for it
 // before the model learned from it, y its label (as mapped by the model).
-// The judging is online.Judge's; this exports it.
-func (em *engineModel) judge(p online.Prediction, y float64) {
-	em.met.learned.Inc()
-	if em.keyed != nil || em.keyFactory != nil {
-		em.keyedN++
-	}
-	em.met.examples.Set(float64(em.examples()))
-	j := em.quality
-	checked := j.Add(p, y, em.bound)
-	switch em.traits.Kind {
+// The judging is online.Judge's; this exports it. Shards call it
+// concurrently.
+func (d *modelDef) judge(p online.Prediction, y float64) {
+	d.met.learned.Inc()
+	d.judgeMu.Lock()
+	defer d.judgeMu.Unlock()
+	j := d.quality
+	checked := j.Add(p, y, d.bound)
+	switch d.traits.Kind {
 	case online.Classifier:
-		if n := j.Mistakes(); n != em.mistakes {
-			em.met.mistakes.Add(float64(n - em.mistakes))
-			em.mistakes = n
+		if n := j.Mistakes(); n != d.mistakes {
+			d.met.mistakes.Add(float64(n - d.mistakes))
+			d.mistakes = n
 		}
-		em.met.accuracy.Set(j.Accuracy())
-		em.met.versionAccuracy.Set(j.VersionAccuracy())
+		d.met.accuracy.Set(j.Accuracy())
+		d.met.versionAccuracy.Set(j.VersionAccuracy())
 	case online.Ordinal:
-		em.met.mae.Set(j.MAE())
-		em.met.zeroOne.Set(j.ZeroOne())
+		d.met.mae.Set(j.MAE())
+		d.met.zeroOne.Set(j.ZeroOne())
 	}
 	if !checked {
 		return
 	}
-	if em.met.tau != nil {
-		em.met.tau.Set(j.KendallTau())
+	if d.met.tau != nil {
+		d.met.tau.Set(j.KendallTau())
 	}
-	if em.met.rmse != nil {
-		em.met.rmse.Set(j.RMSE())
+	if d.met.rmse != nil {
+		d.met.rmse.Set(j.RMSE())
 	}
-	if _, all := j.Violations(); em.bound != nil && p.HasBound {
-		for i := range em.met.observed {
-			em.met.observed[i].Set(j.BoundObserved(i))
-			em.met.limit[i].Set(j.BoundLimit(i))
+	if _, all := j.Violations(); d.bound != nil && p.HasBound {
+		for i := range d.met.observed {
+			d.met.observed[i].Set(j.BoundObserved(i))
+			d.met.limit[i].Set(j.BoundLimit(i))
 		}
-		em.met.violations.Add(float64(all - em.violations))
-		em.violations = all
+		d.met.violations.Add(float64(all - d.violations))
+		d.violations = all
 	}
 }
 
@@ -344,15 +298,16 @@ func (m *engineMetrics) refitted(model string, r refit.Report) {
 // version 1 whose own parameters and dimension are exactly those
 // configured now. (Such a state does not record feature names: a reordering
 // of features.names made together with the upgrade is not detected.)
-func (em *engineModel) accepts(s snapshot.Model) bool {
-	if s.Type != em.m.Type() {
+func (em *modelDef) accepts(s snapshot.Model) bool {
+	if s.Type != em.proto.Type() {
 		return false
 	}
 	if s.Fingerprint == em.fingerprint {
 		return true
 	}
-	if em.newInst == nil {
-		return false
+	build := em.newInst
+	if em.keyFactory != nil {
+		build = em.keyFactory
 	}
 	states := [][]byte{s.Data}
 	if IsKeyed(s.Data) {
@@ -362,7 +317,7 @@ func (em *engineModel) accepts(s snapshot.Model) bool {
 		}
 		states = st
 	}
-	want, err := em.m.MarshalBinary()
+	want, err := em.proto.MarshalBinary()
 	if err != nil {
 		return false
 	}
@@ -374,7 +329,7 @@ func (em *engineModel) accepts(s snapshot.Model) bool {
 		if !online.IsVersion1(b) {
 			return false
 		}
-		cand, err := em.newInst()
+		cand, err := build()
 		if err != nil || cand.UnmarshalBinary(b) != nil {
 			return false
 		}

@@ -3,42 +3,17 @@ package stream
 import (
 	"context"
 	"errors"
-	"maps"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/snapshot"
 )
 
-// PartitionedState is a Processor whose state is kept per input partition
-// (the Engine with EngineConfig.Partitioned), so that it can move with the
-// partitions between the instances of a consumer group.
-type PartitionedState interface {
-	Processor
-	RestorePartition(part int, saved []snapshot.Model) (fresh, dropped []string, err error)
-	CapturePartition(part int) ([]snapshot.Model, error)
-	DropPartition(part int)
-	SetRemote(part int, saved []snapshot.Model, createdAt time.Time) error
-	RemoteState() (n int, oldest time.Time)
-}
-
 type scaleMetrics struct {
 	remote, staleness prometheus.Gauge
 	restores, merges  prometheus.Counter
-}
-
-// UsePartitionedState makes the pipeline scale out (scale_out.enabled):
-// each input partition's state is restored from its scope of the changelog
-// when the partition is assigned, consumed from the offset that state
-// includes, checkpointed to its scope, and dropped when the partition is
-// revoked; every refresh the other partitions' latest state is read from
-// the changelog and handed to proc.SetRemote. store must have a changelog.
-func (p *Pipeline) UsePartitionedState(store *StateStore, proc PartitionedState, refresh time.Duration) {
-	p.store, p.pstate, p.refresh = store, proc, refresh
-	p.remoteSeq = map[int]uint64{}
 }
 
 // newScaleMetrics registers the scale-out metrics (always, so that
@@ -60,36 +35,37 @@ func newScaleMetrics(reg prometheus.Registerer) *scaleMetrics {
 	return m
 }
 
-// restorePartition loads partition part's state from the changelog into
-// the processor and returns the offset to consume from: the one the state
-// includes, or groupOffset when the partition has no state yet. It retries
-// until it succeeds or ctx ends (ok false).
-func (p *Pipeline) restorePartition(ctx context.Context, part int, groupOffset int64) (offset int64, ok bool) {
+// restorePartition makes partition part's shard from its state in the
+// changelog and returns it with the offset to consume from: the one the
+// state includes, or groupOffset when the partition has no state yet. It
+// retries until it succeeds or ctx ends (ok false).
+func (p *Pipeline) restorePartition(ctx context.Context, part int, groupOffset int64) (sh *pshard, offset int64, ok bool) {
 	wait := 200 * time.Millisecond
 	for {
-		offset, err := p.tryRestore(ctx, part, groupOffset)
+		sh, offset, err := p.tryRestore(ctx, part, groupOffset)
 		if err == nil {
-			return offset, true
+			return sh, offset, true
 		}
 		if ctx.Err() != nil {
-			return 0, false
+			return nil, 0, false
 		}
 		p.log.Error("restore partition state; retrying", "partition", part, "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
-			return 0, false
+			return nil, 0, false
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
 }
 
-func (p *Pipeline) tryRestore(ctx context.Context, part int, groupOffset int64) (int64, error) {
+func (p *Pipeline) tryRestore(ctx context.Context, part int, groupOffset int64) (*pshard, int64, error) {
 	lctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	scope := strconv.Itoa(part)
 	snap, err := p.store.LoadPartition(lctx, part)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
 	offset := groupOffset
 	var saved []snapshot.Model
@@ -101,22 +77,28 @@ func (p *Pipeline) tryRestore(ctx context.Context, part int, groupOffset int64) 
 			}
 		}
 		if !found {
-			return 0, errors.New("the partition's snapshot has no offset for it (a changelog topic shared with another input topic?)")
+			return nil, 0, errors.New("the partition's snapshot has no offset for it (a changelog topic shared with another input topic?)")
 		}
 		saved = snap.Models
 	} else if groupOffset >= 0 {
 		p.log.Warn("partition has a committed offset but no state in the changelog: its models start empty there", "partition", part, "offset", groupOffset)
 	}
+	st, err := p.engine.NewShard(scope)
+	if err != nil {
+		return nil, 0, err
+	}
 	p.ckptMu.Lock()
 	defer p.ckptMu.Unlock()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fresh, dropped, err := p.pstate.RestorePartition(part, saved)
+	fresh, dropped, err := st.Restore(saved, p.keySource(scope))
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	p.next[part] = offset
-	p.saved[part] = offset
+	sh := newPShard(scope, st)
+	sh.next[part] = offset
+	sh.saved[part] = offset
+	p.mu.Lock()
+	p.shards[scope] = sh
+	p.mu.Unlock()
 	p.smet.restores.Inc()
 	if snap != nil {
 		p.log.Info("restored partition state", "partition", part, "seq", snap.Seq, "created", snap.CreatedAt,
@@ -124,98 +106,42 @@ func (p *Pipeline) tryRestore(ctx context.Context, part int, groupOffset int64) 
 	} else {
 		p.log.Info("partition has no state yet: models start empty", "partition", part, "offset", offset)
 	}
-	return offset, nil
+	return sh, offset, nil
 }
 
-// releasePartition forgets a revoked partition's state after its final
-// checkpoint; its statistics stay merged as remote state until a newer
-// version arrives from the changelog.
+// releasePartition forgets a revoked partition's shard after its final
+// checkpoint; the statistics of its mergeable models stay merged as remote
+// state until a newer version arrives from the changelog.
 func (p *Pipeline) releasePartition(part int) {
 	p.ckptMu.Lock()
 	defer p.ckptMu.Unlock()
+	scope := strconv.Itoa(part)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	delete(p.owned, part)
-	if _, held := p.next[part]; !held {
-		return
-	}
-	p.pstate.DropPartition(part)
-	delete(p.next, part)
-	delete(p.saved, part)
+	sh := p.shards[scope]
+	delete(p.shards, scope)
 	delete(p.committed, part)
 	delete(p.remoteSeq, part) // merge the durable version at the next refresh
+	p.mu.Unlock()
+	if sh != nil {
+		sh.mu.Lock()
+		sh.st.Close()
+		sh.mu.Unlock()
+	}
 }
 
-// checkpointPartitions is checkpoint for partitioned state: every held
-// partition that advanced since its last snapshot is captured (all at one
-// pause), saved to its scope of the changelog, and then its offset is
-// committed.
-func (p *Pipeline) checkpointPartitions(ctx context.Context, gen *kafka.Generation) {
-	p.ckptMu.Lock()
-	defer p.ckptMu.Unlock()
-	p.mu.Lock()
-	delivered := p.pub.Mark()
-	p.since = 0
-	offsets := maps.Clone(p.next)
-	captured := map[int][]snapshot.Model{}
-	for part, off := range offsets {
-		if off == p.saved[part] {
-			continue
-		}
-		models, err := p.pstate.CapturePartition(part)
-		if err != nil {
-			p.log.Error("checkpoint: capture state", "partition", part, "err", err)
-			continue
-		}
-		captured[part] = models
+// keySource is where a shard of scope rebuilds its key store's tables
+// when they do not match its snapshot: the changelog's key records (nil
+// without a changelog).
+func (p *Pipeline) keySource(scope string) KeySource {
+	if p.store == nil || p.store.changelog == nil {
+		return nil
 	}
-	p.mu.Unlock()
-	// The records of the events the offsets cover must be delivered before
-	// the offsets are committed; processing goes on meanwhile.
-	if err := p.pub.Await(ctx, delivered); err != nil {
-		p.log.Warn("checkpoint: deliveries not acknowledged; offsets not committed", "err", err)
-		return
+	return func(model string) ([][]byte, [][]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return p.store.LoadKeys(ctx, scope, model)
 	}
-	if len(captured) > 0 {
-		if err := p.store.RefreshChangelog(ctx); err != nil {
-			p.log.Error("checkpoint: partition states not saved, offsets not committed", "err", err)
-			return
-		}
-	}
-	for part, models := range captured {
-		if err := p.store.SavePartition(ctx, p.cfg.Topic, part, offsets[part], models); err != nil {
-			if errors.Is(err, ErrPartitionTakenOver) {
-				// This member was cut off from the group (its session
-				// expired) and the partition has a new owner: the state
-				// here is stale; the group will revoke the partition.
-				p.log.Warn("checkpoint: partition was taken over by another instance; not saving or committing its stale state", "partition", part, "err", err)
-				continue
-			}
-			p.log.Error("checkpoint: partition state not durable; its offset is not committed", "partition", part, "err", err)
-			continue
-		}
-		p.saved[part] = offsets[part]
-	}
-	p.mu.Lock()
-	commit := map[int]int64{}
-	for part, off := range offsets {
-		if p.owned[part] && p.saved[part] == off && p.committed[part] != off {
-			commit[part] = off
-		}
-	}
-	p.mu.Unlock()
-	if len(commit) == 0 {
-		return
-	}
-	if err := gen.CommitOffsets(map[string]map[int]int64{p.cfg.Topic: commit}); err != nil {
-		p.met.commitErrs.Inc()
-		p.log.Warn("commit offsets", "offsets", commit, "err", err)
-		return
-	}
-	p.met.commits.Inc()
-	p.mu.Lock()
-	maps.Copy(p.committed, commit)
-	p.mu.Unlock()
 }
 
 // followRemote reads the changelog every refresh and merges the newest
@@ -245,7 +171,7 @@ func (p *Pipeline) followRemote(ctx context.Context) {
 				continue
 			}
 			p.mu.Lock()
-			_, held := p.next[part]
+			_, held := p.shards[scope]
 			seen := p.remoteSeq[part]
 			p.mu.Unlock()
 			if held {
@@ -256,8 +182,8 @@ func (p *Pipeline) followRemote(ctx context.Context) {
 				continue
 			}
 			p.mu.Lock()
-			if _, held := p.next[part]; !held {
-				if err := p.pstate.SetRemote(part, snap.Models, snap.CreatedAt); err != nil {
+			if _, held := p.shards[scope]; !held {
+				if err := p.engine.SetRemote(part, snap.Models, snap.CreatedAt); err != nil {
 					p.log.Warn("scale-out: merge state of partition", "partition", part, "seq", snap.Seq, "err", err)
 				} else {
 					p.remoteSeq[part] = snap.Seq
@@ -266,9 +192,7 @@ func (p *Pipeline) followRemote(ctx context.Context) {
 			}
 			p.mu.Unlock()
 		}
-		p.mu.Lock()
-		n, oldest := p.pstate.RemoteState()
-		p.mu.Unlock()
+		n, oldest := p.engine.RemoteState()
 		p.smet.remote.Set(float64(n))
 		if n > 0 {
 			p.smet.staleness.Set(time.Since(oldest).Seconds())

@@ -2,11 +2,14 @@ package stream
 
 import (
 	"bytes"
+	"errors"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
@@ -17,7 +20,10 @@ import (
 // partitionedEngine builds an engine with partitioned state over three
 // models: a mergeable MAM, a windowed MAM (per partition) and a key-scoped
 // MAM.
-func partitionedEngine(t testing.TB) *Engine {
+func partitionedEngine(t testing.TB) *Engine { return partitionedEngineReg(t, nil) }
+
+// partitionedEngineReg is partitionedEngine registering its metrics on reg.
+func partitionedEngineReg(t testing.TB, reg prometheus.Registerer) *Engine {
 	t.Helper()
 	params := map[string]online.MAMParams{
 		"global":   {Kernel: online.KernelSpec{Type: "rbf", Gamma: 1, Features: 64, Seed: 5}, Balance: true, Delta: 0.05},
@@ -38,10 +44,11 @@ func partitionedEngine(t testing.TB) *Engine {
 		}
 		models = append(models, nm)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, Partitioned: true}, models, nil)
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, Partitioned: true}, models, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(e.Close)
 	return e
 }
 
@@ -69,11 +76,109 @@ func partEvents(n, parts int) []partEvent {
 	return out
 }
 
-func model(t *testing.T, e *Engine, name string) *engineModel {
+// node is an engine with partition-scope shards, as a pipeline runs it.
+type node struct {
+	*Engine
+	shards map[int]*Shard
+}
+
+func newNode(e *Engine) *node { return &node{Engine: e, shards: map[int]*Shard{}} }
+
+func (n *node) RestorePartition(p int, saved []snapshot.Model) (fresh, dropped []string, err error) {
+	return n.restoreFrom(p, saved, nil)
+}
+
+// restoreFrom restores partition p with the keys of key-scoped models
+// stored by from (nil: none), as the changelog's key records would bring
+// them.
+func (n *node) restoreFrom(p int, saved []snapshot.Model, from *node) (fresh, dropped []string, err error) {
+	s, err := n.NewShard(strconv.Itoa(p))
+	if err != nil {
+		return nil, nil, err
+	}
+	var src KeySource
+	if from != nil {
+		src = func(model string) (keys, states [][]byte, err error) {
+			err = from.keys.Table(strconv.Itoa(p), model).Scan(func(k, v []byte) error {
+				keys, states = append(keys, bytes.Clone(k)), append(states, bytes.Clone(v))
+				return nil
+			})
+			return keys, states, err
+		}
+	}
+	if fresh, dropped, err = s.Restore(saved, src); err != nil {
+		return nil, nil, err
+	}
+	n.shards[p] = s
+	return fresh, dropped, nil
+}
+
+func (n *node) CapturePartition(p int) ([]snapshot.Model, error) {
+	s := n.shards[p]
+	if s == nil {
+		return nil, errors.New("partition not held")
+	}
+	c, err := s.Capture()
+	if err != nil {
+		return nil, err
+	}
+	return c.Models, nil
+}
+
+func (n *node) DropPartition(p int) {
+	n.shards[p].Close()
+	delete(n.shards, p)
+}
+
+func (n *node) Process(msg *kafka.Message, out Sink) { n.shards[msg.Partition].Process(msg, out) }
+
+// instance is partition p's instance of model name (nil if not held).
+func (n *node) instance(name string, p int) online.Model {
+	s := n.shards[p]
+	if s == nil {
+		return nil
+	}
+	for _, m := range s.models {
+		if m.def.name == name {
+			return m.m
+		}
+	}
+	return nil
+}
+
+// keyStates is every key's state of key-scoped model name in partition
+// p: the key store's, overlaid with the changes since (a capture's delta).
+func (n *node) keyStates(t *testing.T, p int, name string) map[string]string {
 	t.Helper()
-	for _, m := range e.models {
-		if m.name == name {
-			return m
+	s := n.shards[p]
+	out := map[string]string{}
+	for i, m := range s.models {
+		if m.def.name != name {
+			continue
+		}
+		if err := m.keyed.table.Scan(func(k, v []byte) error {
+			out[string(k)] = string(v)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.Capture()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := c.deltas[i]
+		for j := range d.keys {
+			out[string(d.keys[j])] = string(d.states[j])
+		}
+	}
+	return out
+}
+
+func model(t *testing.T, e *node, name string) *modelDef {
+	t.Helper()
+	for _, d := range e.defs {
+		if d.name == name {
+			return d
 		}
 	}
 	t.Fatalf("no model %s", name)
@@ -87,7 +192,7 @@ func model(t *testing.T, e *Engine, name string) *engineModel {
 func TestPartitionedStateMovesAndMerges(t *testing.T) {
 	const parts = 4
 	events := partEvents(4000, parts)
-	a, b, single := partitionedEngine(t), partitionedEngine(t), partitionedEngine(t)
+	a, b, single := newNode(partitionedEngine(t)), newNode(partitionedEngine(t)), newNode(partitionedEngine(t))
 	sink := &memSink{}
 	for p := range parts {
 		owner := a
@@ -101,7 +206,7 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	holder := map[int]*Engine{0: a, 1: a, 2: b, 3: b}
+	holder := map[int]*node{0: a, 1: a, 2: b, 3: b}
 	for i, ev := range events {
 		if i == len(events)/2 {
 			// Partition 1 moves from a to b at a checkpoint.
@@ -113,7 +218,7 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 			if _, err := a.CapturePartition(1); err == nil {
 				t.Fatal("captured a dropped partition")
 			}
-			fresh, dropped, err := b.RestorePartition(1, saved)
+			fresh, dropped, err := b.restoreFrom(1, saved, a)
 			if err != nil || len(fresh) != 0 || len(dropped) != 0 {
 				t.Fatalf("restore: fresh %v dropped %v err %v", fresh, dropped, err)
 			}
@@ -125,7 +230,7 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 		single.Process(&msg, sink)
 	}
 	// Each engine merges the partitions it does not hold.
-	exchange := func(from, to *Engine, ps ...int) {
+	exchange := func(from, to *node, ps ...int) {
 		for _, p := range ps {
 			saved, err := from.CapturePartition(p)
 			if err != nil {
@@ -141,9 +246,9 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 	if n, _ := a.RemoteState(); n != 3 {
 		t.Fatalf("a merges %d remote partitions, want 3", n)
 	}
-	want := model(t, single, "global").global
-	for name, e := range map[string]*Engine{"a": a, "b": b} {
-		got := model(t, e, "global").global
+	want := model(t, single, "global").merged.g
+	for name, e := range map[string]*node{"a": a, "b": b} {
+		got := model(t, e, "global").merged.g
 		if got.Examples() != int64(len(events)) {
 			t.Fatalf("%s: global model has %d examples, want %d", name, got.Examples(), len(events))
 		}
@@ -160,6 +265,12 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 		}
 		ref, _ := single.CapturePartition(p)
 		for i := range got {
+			if got[i].Name == "per_key" {
+				if g, r := e.keyStates(t, p, "per_key"), single.keyStates(t, p, "per_key"); !maps.Equal(g, r) || len(g) == 0 {
+					t.Errorf("partition %d: per-key states differ from the single engine's (%d keys, want %d)", p, len(g), len(r))
+				}
+				continue
+			}
 			if !bytes.Equal(got[i].Data, ref[i].Data) {
 				t.Errorf("partition %d, model %s: state differs from the single engine's", p, got[i].Name)
 			}
@@ -169,7 +280,7 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 	// fresh; an undecodable state is an error and changes nothing.
 	saved, _ := single.CapturePartition(0)
 	saved[1].Fingerprint = "other"
-	c := partitionedEngine(t)
+	c := newNode(partitionedEngine(t))
 	if fresh, _, err := c.RestorePartition(0, saved); err != nil || len(fresh) != 1 || fresh[0] != "windowed" {
 		t.Fatalf("fresh %v, err %v; want windowed fresh", fresh, err)
 	}
@@ -184,7 +295,7 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 
 // Scoring in partitioned mode allocates nothing per event.
 func TestPartitionedProcessAllocs(t *testing.T) {
-	e := partitionedEngine(t)
+	e := newNode(partitionedEngine(t))
 	events := partEvents(200, 2)
 	for p := range 2 {
 		if _, _, err := e.RestorePartition(p, nil); err != nil {
@@ -212,7 +323,7 @@ func TestPartitionedProcessAllocs(t *testing.T) {
 // its partition's statistics and the global merge (target: zero
 // allocations, within 2× of the unpartitioned engine).
 func BenchmarkPartitionedProcess(b *testing.B) {
-	e := partitionedEngine(b)
+	e := newNode(partitionedEngine(b))
 	events := partEvents(1000, 4)
 	for p := range 4 {
 		if _, _, err := e.RestorePartition(p, nil); err != nil {
@@ -237,7 +348,7 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 	p.Kernel.Gamma = 0.5
 	p.Window.Events, p.Refit.EveryEvents, p.Refit.Guard = 200, 100, 0
 	build := func() (online.Model, error) { return refit.SVMType().New(2, &p) }
-	newEngine := func() *Engine {
+	newEngine := func() *node {
 		m, err := build()
 		if err != nil {
 			t.Fatal(err)
@@ -249,7 +360,7 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 		}
 		e.Start()
 		t.Cleanup(e.Close)
-		return e
+		return newNode(e)
 	}
 	a, b := newEngine(), newEngine()
 	for p := range 2 {
@@ -258,7 +369,6 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 		}
 	}
 	sink := &memSink{}
-	em := model(t, a, "svm")
 	// Refits run in the background and one that falls due while another
 	// runs waits for the next event: feed events in chunks until both
 	// partitions serve a second version (however slow the machine).
@@ -272,16 +382,16 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 			msg := ev.msg
 			a.Process(&msg, sink)
 		}
-		if em.parts[0] != nil && em.parts[1] != nil && em.parts[0].m.Version() >= 2 && em.parts[1].m.Version() >= 2 {
+		if a.instance("svm", 0).Version() >= 2 && a.instance("svm", 1).Version() >= 2 {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if em.parts[0].m == em.parts[1].m {
+	if a.instance("svm", 0) == a.instance("svm", 1) {
 		t.Fatal("partitions share one heavy model")
 	}
 	x := []float64{0.3, -0.7}
-	before := em.parts[0].m.Observe(x, 0, false)
+	before := a.instance("svm", 0).Observe(x, 0, false)
 	saved, err := a.CapturePartition(0)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +400,7 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 	if _, _, err := b.RestorePartition(0, saved); err != nil {
 		t.Fatal(err)
 	}
-	moved := model(t, b, "svm").parts[0].m
+	moved := b.instance("svm", 0)
 	after := moved.Observe(x, 0, false)
 	if after.Score != before.Score || after.Version != before.Version {
 		t.Fatalf("moved model scores %v (version %d), before the move %v (version %d)", after.Score, after.Version, before.Score, before.Version)

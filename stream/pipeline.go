@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +30,11 @@ type Sink interface {
 
 var _ Sink = (*Publisher)(nil)
 
-// Processor handles input messages. The pipeline calls Process for one
-// message at a time (never concurrently), in offset order per partition, and
-// the processor sends what the message produces to out.
+// Processor handles input messages statelessly (no snapshots): the
+// pipeline calls Process for one message at a time (never concurrently), in
+// offset order per partition, and the processor sends what the message
+// produces to out. The Engine, whose state is in shards, is given with
+// UseEngine instead.
 type Processor interface {
 	Process(msg *kafka.Message, out Sink)
 }
@@ -56,50 +60,82 @@ type PipelineConfig struct {
 	SnapshotEvery       time.Duration // checkpoint period with a state store
 	SnapshotEveryEvents int           // also checkpoint after this many events (0 = off)
 
+	// OnProcessed, when set, is called with each event after it is
+	// processed (on the partition's goroutine, outside every lock): for
+	// benchmarks.
+	OnProcessed func(msg *kafka.Message)
+	// Sink, when set, receives the records instead of the publisher and
+	// must forward every one of them to it (a counting wrapper, for
+	// benchmarks): checkpoints wait for the publisher's deliveries.
+	Sink Sink
+
 	// Health receives the brokers' errors on the consumer group and the
 	// fetches (nil: none).
 	Health *BrokerHealth
 }
 
-// Pipeline is the consumer-group loop: one reader goroutine per assigned
-// partition feeds the Processor in offset order; a checkpoint goroutine
-// periodically pauses processing, flushes the publisher, captures the
-// processor's state with the offsets it includes, makes that snapshot
-// durable, and only then commits those offsets. Without a state store the
-// checkpoint flushes and commits. Either way an offset is committed only
-// after every record produced from the events before it is delivered, so a
-// crash replays, and never skips, events (at-least-once publishing); with a
-// state store a restart also resumes each partition exactly where the
-// restored state ends, so no event is learned twice.
+// Pipeline is the consumer-group loop. One reader goroutine per assigned
+// partition decodes and prepares its events (Worker.Prepare) and applies
+// them to the partition's shard in offset order, holding only that shard's
+// lock; a checkpoint goroutine periodically runs the one checkpoint path
+// over every shard: pause it to capture its state with the offsets it
+// includes and mark the publisher's stream there, wait until every record
+// published before the mark is delivered, make each shard's snapshot
+// durable (then write its key deltas to the key store), and only then
+// commit those offsets. Without a state store the checkpoint flushes and
+// commits. Either way an offset is committed only after every record
+// produced from the events before it is delivered, so a crash replays, and
+// never skips, events (at-least-once publishing); with a state store a
+// restart also resumes each partition exactly where the restored state
+// ends, so no event is learned twice.
+//
+// In instance scope (UseEngine with partitioned false) one shard holds
+// every partition of the instance; in partition scope every partition is a
+// shard of its own, restored from its scope of the changelog when assigned
+// and released when revoked (partition.go).
 type Pipeline struct {
-	cfg      PipelineConfig
-	proc     Processor
-	pub      *Publisher
-	log      *slog.Logger
-	met      *pipelineMetrics
-	store    *StateStore
-	stateful Stateful
+	cfg    PipelineConfig
+	proc   Processor // stateless processing (nil with an engine)
+	engine *Engine
+	pub    *Publisher
+	log    *slog.Logger
+	met    *pipelineMetrics
+	store  *StateStore
 
-	// Partitioned state (scale-out): see partition.go.
-	pstate    PartitionedState
-	refresh   time.Duration
-	remoteSeq map[int]uint64 // per partition held elsewhere: seq of the state merged (guarded by mu)
-	smet      *scaleMetrics
+	// Partition scope (scale-out): see partition.go.
+	partitioned bool
+	refresh     time.Duration
+	remoteSeq   map[int]uint64 // per partition held elsewhere: seq of the state merged (guarded by mu)
+	smet        *scaleMetrics
 
-	ckptMu    sync.Mutex    // serialises checkpoints
-	mu        sync.Mutex    // serialises Process and state capture
-	next      map[int]int64 // per partition: next offset to process; the state includes everything before it
-	owned     map[int]bool  // partitions of the current generation
-	committed map[int]int64 // per partition: last committed offset
-	saved     map[int]int64 // offsets of the last durable snapshot (guarded by ckptMu)
-	since     int           // events since the last checkpoint
-	kick      chan struct{} // asks for a checkpoint (snapshot.every_events)
+	ckptMu    sync.Mutex         // serialises checkpoints
+	committed map[int]int64      // per partition: last committed offset (guarded by ckptMu)
+	mu        sync.Mutex         // guards shards, owned, remoteSeq; never held on the per-event path
+	shards    map[string]*pshard // by scope
+	owned     map[int]bool       // partitions of the current generation
+	since     atomic.Int64       // events since the last checkpoint
+	kick      chan struct{}      // asks for a checkpoint (snapshot.every_events)
 	ready     atomic.Bool
 
 	// aborted ends the final checkpoints' waits for deliveries that will
 	// never come (the brokers refuse the output): see Abort.
 	aborted context.Context
 	abort   context.CancelFunc
+}
+
+// pshard is a shard as the pipeline runs it: the engine's state (nil for a
+// stateless Processor), the lock its partitions' goroutines take per event,
+// and its offsets.
+type pshard struct {
+	scope string
+	mu    sync.Mutex    // held while an event is applied and while the state is captured
+	st    *Shard        // nil: stateless
+	next  map[int]int64 // per partition: next offset to process; the state includes everything before it (guarded by mu)
+	saved map[int]int64 // offsets of the last durable snapshot (guarded by the pipeline's ckptMu)
+}
+
+func newPShard(scope string, st *Shard) *pshard {
+	return &pshard{scope: scope, st: st, next: map[int]int64{}, saved: map[int]int64{}}
 }
 
 type pipelineMetrics struct {
@@ -140,7 +176,8 @@ func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
 	return m
 }
 
-// NewPipeline builds a pipeline; Run starts it.
+// NewPipeline builds a pipeline that processes events with proc, a
+// stateless Processor (nil when UseEngine follows); Run starts it.
 func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometheus.Registerer, log *slog.Logger) *Pipeline {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -158,11 +195,87 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 		cfg.SessionTimeout = 10 * time.Second
 	}
 	aborted, abort := context.WithCancel(context.Background())
-	return &Pipeline{
+	p := &Pipeline{
 		cfg: cfg, proc: proc, pub: pub, log: log, met: newPipelineMetrics(reg), smet: newScaleMetrics(reg),
-		next: map[int]int64{}, owned: map[int]bool{}, committed: map[int]int64{}, saved: map[int]int64{},
+		committed: map[int]int64{}, shards: map[string]*pshard{}, owned: map[int]bool{},
 		kick: make(chan struct{}, 1), aborted: aborted, abort: abort,
 	}
+	if proc != nil {
+		p.shards[""] = newPShard("", nil)
+	}
+	return p
+}
+
+// UseEngine makes the pipeline process events with engine's shards. With
+// partitioned false (instance scope) one shard holds every partition and,
+// with a store, checkpoints save it as one snapshot (call Restore before
+// Run). With partitioned true (partition scope, scale-out) every input
+// partition is a shard whose state is restored from its scope of the
+// changelog when the partition is assigned, consumed from the offset that
+// state includes, checkpointed to its scope and released when the
+// partition is revoked; every refresh the other partitions' latest state is
+// read from the changelog and merged (Engine.SetRemote). Partition scope
+// needs a store with a changelog.
+func (p *Pipeline) UseEngine(engine *Engine, store *StateStore, partitioned bool, refresh time.Duration) error {
+	p.engine, p.store, p.partitioned, p.refresh, p.proc = engine, store, partitioned, refresh, nil
+	p.remoteSeq = map[int]uint64{}
+	clear(p.shards)
+	if partitioned {
+		if store == nil || store.changelog == nil {
+			return errors.New("stream: partition scope needs a state store with a changelog")
+		}
+		return nil
+	}
+	st, err := engine.NewShard("")
+	if err != nil {
+		return err
+	}
+	p.shards[""] = newPShard("", st)
+	return nil
+}
+
+// Restore loads the newest valid snapshot of the store, if any, into the
+// instance-scope shard (empty models when there is none) and makes each
+// partition resume at its offsets, whatever the group has committed.
+func (p *Pipeline) Restore(ctx context.Context) error {
+	sh := p.shards[""]
+	if sh == nil || sh.st == nil {
+		return errors.New("stream: Restore needs UseEngine in instance scope")
+	}
+	var snap *snapshot.Snapshot
+	if p.store != nil {
+		var err error
+		if snap, err = p.store.Load(ctx); err != nil {
+			return err
+		}
+	}
+	if snap == nil {
+		if _, _, err := sh.st.Restore(nil, p.keySource("")); err != nil {
+			return err
+		}
+		if p.store != nil {
+			p.log.Info("no snapshot found: starting with empty models")
+		}
+		return nil
+	}
+	fresh, dropped, err := sh.st.Restore(snap.Models, p.keySource(""))
+	if err != nil {
+		return err
+	}
+	offsets := map[int]int64{}
+	for _, o := range snap.Offsets {
+		if o.Topic == p.cfg.Topic {
+			offsets[int(o.Partition)] = o.Offset
+		}
+	}
+	maps.Copy(sh.next, offsets)
+	maps.Copy(sh.saved, offsets)
+	p.log.Info("restored snapshot", "seq", snap.Seq, "created", snap.CreatedAt, "offsets", offsets,
+		"models", len(snap.Models)-len(dropped), "fresh_models", fresh, "dropped_models", dropped)
+	if len(fresh) > 0 {
+		p.log.Warn("models start empty: new, or configured differently from the snapshot", "models", fresh)
+	}
+	return nil
 }
 
 // Abort makes the stop of Run not wait for the publisher's deliveries (the
@@ -170,21 +283,6 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 // What was not delivered is not committed, so it is processed again after
 // a restart: nothing is lost.
 func (p *Pipeline) Abort() { p.abort() }
-
-// UseStateStore makes checkpoints save proc's state to store before
-// committing; proc must be the pipeline's processor.
-func (p *Pipeline) UseStateStore(store *StateStore, proc Stateful) {
-	p.store, p.stateful = store, proc
-}
-
-// Resume sets the offsets the processor's (restored) state includes: each
-// partition is consumed from there, whatever the group has committed.
-func (p *Pipeline) Resume(offsets map[int]int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	maps.Copy(p.next, offsets)
-	maps.Copy(p.saved, offsets)
-}
 
 // Ready reports whether the pipeline has joined its group and owns its
 // partitions.
@@ -195,6 +293,9 @@ func (p *Pipeline) Ready() bool { return p.ready.Load() }
 // group cannot be set up at all; the brokers' errors in joining it are
 // retried and reported to Health.
 func (p *Pipeline) Run(ctx context.Context) error {
+	if p.proc == nil && p.engine == nil {
+		return errors.New("stream: pipeline has neither a processor nor an engine")
+	}
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                p.cfg.Group,
 		Brokers:           p.cfg.Brokers,
@@ -212,7 +313,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	stopFollowing := func() {}
-	if p.pstate != nil {
+	if p.partitioned {
 		fctx, cancel := context.WithCancel(ctx)
 		stopFollowing = cancel
 		wg.Go(func() { p.followRemote(fctx) })
@@ -262,19 +363,20 @@ func (p *Pipeline) startGeneration(gen *kafka.Generation) {
 	for _, a := range assigned {
 		p.owned[a.ID] = true
 	}
+	sh := p.shards[""]
 	p.mu.Unlock()
 	for _, a := range assigned {
 		part, off := a.ID, a.Offset
-		if p.pstate != nil {
+		if p.partitioned {
 			gen.Start(func(ctx context.Context) {
-				if off, ok := p.restorePartition(ctx, part, off); ok {
-					p.consume(ctx, gen, part, off)
+				if sh, off, ok := p.restorePartition(ctx, part, off); ok {
+					p.consume(ctx, gen, sh, part, off)
 				}
 			})
 			continue
 		}
-		p.mu.Lock()
-		if mine, ok := p.next[part]; ok {
+		sh.mu.Lock()
+		if mine, ok := sh.next[part]; ok {
 			// The state already includes the events before mine (restored
 			// from a snapshot, or learned while we owned the partition
 			// before): resume exactly there, whatever the group committed.
@@ -283,14 +385,17 @@ func (p *Pipeline) startGeneration(gen *kafka.Generation) {
 			}
 			off = mine
 		}
-		p.mu.Unlock()
-		gen.Start(func(ctx context.Context) { p.consume(ctx, gen, part, off) })
+		sh.mu.Unlock()
+		gen.Start(func(ctx context.Context) { p.consume(ctx, gen, sh, part, off) })
 	}
 	gen.Start(func(ctx context.Context) { p.checkpointLoop(ctx, gen) })
 	p.ready.Store(true)
 }
 
-func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition int, offset int64) {
+// consume reads partition from offset and applies its events to shard sh
+// in offset order until ctx ends (revoked, or shutting down), then
+// checkpoints.
+func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshard, partition int, offset int64) {
 	r := kafka.NewReader(kafka.ReaderConfig{
 		Brokers:       p.cfg.Brokers,
 		Topic:         p.cfg.Topic,
@@ -307,9 +412,16 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 		p.log.Error("seek", "partition", partition, "offset", offset, "err", err)
 		return
 	}
+	var w *Worker
+	if sh.st != nil {
+		w = p.engine.NewWorker()
+	}
+	var out Sink = p.pub
+	if p.cfg.Sink != nil {
+		out = p.cfg.Sink
+	}
 	lag := p.met.lag.WithLabelValues(strconv.Itoa(partition))
 	idle, running := p.met.latency.WithLabelValues("idle"), p.met.latency.WithLabelValues("running")
-	refitting, _ := p.proc.(interface{ Refitting() bool })
 	defer p.met.lag.DeleteLabelValues(strconv.Itoa(partition))
 	component := fmt.Sprintf("fetch %s/%d", p.cfg.Topic, partition)
 	input := &topicUse{key: "kafka.input_topic", topic: p.cfg.Topic, needs: "READ"}
@@ -337,31 +449,40 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, partition
 			fetched = true
 		}
 		start := time.Now()
-		p.mu.Lock()
-		p.proc.Process(&msg, p.pub)
-		p.next[partition] = msg.Offset + 1
-		p.since++
-		if n := p.cfg.SnapshotEveryEvents; n > 0 && p.since >= n {
+		if w != nil {
+			w.Prepare(&msg) // no lock: reads no state
+		}
+		sh.mu.Lock()
+		if w != nil {
+			sh.st.Apply(w, &msg, out)
+		} else {
+			p.proc.Process(&msg, out)
+		}
+		sh.next[partition] = msg.Offset + 1
+		sh.mu.Unlock()
+		if n := p.cfg.SnapshotEveryEvents; (n > 0 && p.since.Add(1) >= int64(n)) || (p.engine != nil && p.store != nil && p.engine.CheckpointWanted()) {
 			select {
 			case p.kick <- struct{}{}:
 			default:
 			}
 		}
-		p.mu.Unlock()
-		if refitting != nil && refitting.Refitting() {
+		if p.engine != nil && p.engine.Refitting() {
 			running.Observe(time.Since(start).Seconds())
 		} else {
 			idle.Observe(time.Since(start).Seconds())
 		}
 		p.met.consumed.Inc()
 		lag.Set(float64(msg.HighWaterMark - msg.Offset - 1))
+		if p.cfg.OnProcessed != nil {
+			p.cfg.OnProcessed(&msg)
+		}
 	}
 	// Revoked or shutting down: make what we processed durable and commit it
 	// before the partition can move to another member.
 	cctx, cancel := context.WithTimeout(p.aborted, 30*time.Second)
 	defer cancel()
 	p.checkpoint(cctx, gen)
-	if p.pstate != nil {
+	if p.partitioned {
 		p.releasePartition(partition)
 		return
 	}
@@ -388,51 +509,74 @@ func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
 	}
 }
 
-// checkpoint pauses processing to capture the state with the offsets it
-// includes and mark the publisher's stream there, resumes processing, waits
-// until every record published before the mark is delivered, makes the
-// snapshot durable and then commits the offsets of the partitions this
-// member owns.
+// shardCapture is one shard's part of a checkpoint.
+type shardCapture struct {
+	sh      *pshard
+	offsets map[int]int64
+	cp      *Checkpoint // nil: nothing to save
+}
+
+// checkpoint is the one checkpoint path, for every shard of either scope:
+// pause each shard in turn to capture its state with the offsets it
+// includes; mark the publisher's stream after the last capture (every
+// record of the captured events was published under the shard's lock
+// before it); resume processing and wait until every record before the mark
+// is delivered; make each captured shard's snapshot durable and write its
+// key deltas to the key store; then commit the offsets of the partitions
+// this member owns whose state is durable (all of them without a store).
 func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
-	if p.pstate != nil {
-		p.checkpointPartitions(ctx, gen)
-		return
-	}
 	p.ckptMu.Lock()
 	defer p.ckptMu.Unlock()
+	p.since.Store(0)
 	p.mu.Lock()
-	delivered := p.pub.Mark()
-	p.since = 0
-	offsets := maps.Clone(p.next)
-	var models []snapshot.Model
-	save := p.store != nil && !maps.Equal(offsets, p.saved)
-	if save {
-		var err error
-		if models, err = p.stateful.Capture(); err != nil {
-			p.mu.Unlock()
-			p.log.Error("checkpoint: capture state", "err", err)
+	shards := slices.Collect(maps.Values(p.shards))
+	p.mu.Unlock()
+	slices.SortFunc(shards, func(a, b *pshard) int { return strings.Compare(a.scope, b.scope) })
+	caps := make([]shardCapture, 0, len(shards))
+	captured := false
+	for _, sh := range shards {
+		sh.mu.Lock()
+		c := shardCapture{sh: sh, offsets: maps.Clone(sh.next)}
+		if p.store != nil && sh.st != nil && !maps.Equal(c.offsets, sh.saved) {
+			cp, err := sh.st.Capture()
+			if err != nil {
+				sh.mu.Unlock()
+				p.log.Error("checkpoint: capture state", "shard", sh.scope, "err", err)
+				continue
+			}
+			c.cp, captured = cp, true
+		}
+		sh.mu.Unlock()
+		caps = append(caps, c)
+	}
+	// The records of the events the offsets cover must be delivered before
+	// the offsets are committed; processing goes on meanwhile.
+	if err := p.pub.Await(ctx, p.pub.Mark()); err != nil {
+		p.log.Warn("checkpoint: deliveries not acknowledged; offsets not committed", "err", err)
+		return
+	}
+	if captured && p.partitioned {
+		// The fence of partition snapshots judges the changelog as last read.
+		if err := p.store.RefreshChangelog(ctx); err != nil {
+			p.log.Error("checkpoint: partition states not saved, offsets not committed", "err", err)
 			return
 		}
 	}
 	commit := map[int]int64{}
-	for part, off := range offsets {
-		if p.owned[part] && p.committed[part] != off {
-			commit[part] = off
+	for _, c := range caps {
+		if c.cp != nil && !p.save(ctx, c) {
+			continue
 		}
-	}
-	p.mu.Unlock()
-	// The records of the events the offsets cover must be delivered before
-	// the offsets are committed; processing goes on meanwhile.
-	if err := p.pub.Await(ctx, delivered); err != nil {
-		p.log.Warn("checkpoint: deliveries not acknowledged; offsets not committed", "err", err)
-		return
-	}
-	if save {
-		if err := p.store.Save(ctx, p.cfg.Topic, offsets, models); err != nil {
-			p.log.Error("checkpoint: snapshot not durable; offsets not committed", "err", err)
-			return
+		if p.store != nil && !maps.Equal(c.offsets, c.sh.saved) {
+			continue
 		}
-		p.saved = offsets
+		p.mu.Lock()
+		for part, off := range c.offsets {
+			if p.owned[part] && p.committed[part] != off {
+				commit[part] = off
+			}
+		}
+		p.mu.Unlock()
 	}
 	if len(commit) == 0 {
 		return
@@ -443,7 +587,39 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 		return
 	}
 	p.met.commits.Inc()
-	p.mu.Lock()
 	maps.Copy(p.committed, commit)
-	p.mu.Unlock()
+}
+
+// save makes a captured shard durable: its snapshot, then its key deltas in
+// the key store and, with a changelog, the changelog's key records. It
+// reports whether the snapshot is durable.
+func (p *Pipeline) save(ctx context.Context, c shardCapture) bool {
+	sh := c.sh
+	if err := p.store.Save(ctx, sh.scope, p.cfg.Topic, c.offsets, c.cp.Models); err != nil {
+		if errors.Is(err, ErrPartitionTakenOver) {
+			// This member was cut off from the group (its session
+			// expired) and the partition has a new owner: the state here
+			// is stale; the group will revoke the partition.
+			p.log.Warn("checkpoint: partition was taken over by another instance; not saving or committing its stale state", "shard", sh.scope, "err", err)
+			return false
+		}
+		p.log.Error("checkpoint: snapshot not durable; offsets not committed", "shard", sh.scope, "err", err)
+		return false
+	}
+	sh.saved = c.offsets
+	// The snapshot holds the key deltas: if what follows fails, the
+	// keys stay dirty and the next checkpoint writes them again, and a
+	// restart redoes them from the snapshot.
+	if err := p.store.PutKeys(ctx, sh.scope, c.cp); err != nil {
+		p.log.Error("checkpoint: key records not written to the changelog (the next checkpoint writes them again)", "shard", sh.scope, "err", err)
+		return true
+	}
+	if err := sh.st.Durable(c.cp); err != nil {
+		p.log.Error("checkpoint: keys not written to the key store (the next checkpoint writes them again)", "shard", sh.scope, "err", err)
+		return true
+	}
+	sh.mu.Lock()
+	sh.st.Settle(c.cp)
+	sh.mu.Unlock()
+	return true
 }

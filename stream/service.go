@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
 )
 
@@ -36,6 +39,7 @@ type Service struct {
 	srv      *http.Server
 	health   *BrokerHealth
 	sec      *KafkaSecurity
+	keys     *keyStore
 }
 
 // Option tunes a Service.
@@ -71,9 +75,6 @@ func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) 
 		if mc.KeyScoped() {
 			nm.Factory = build // heavy instances are not started: key-scoped refits run inline
 			nm.MaxKeys = mc.MaxKeys
-			if cfg.Snapshot.Dir != "" {
-				nm.KeyDir = filepath.Join(cfg.Snapshot.Dir, "keys", mc.Name)
-			}
 		}
 		out = append(out, nm)
 	}
@@ -150,6 +151,10 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if err != nil {
 		return nil, err
 	}
+	keys, err := openKeyStore(cfg, models, log)
+	if err != nil {
+		return nil, err
+	}
 	m0 := cfg.Models[0]
 	engine, err := NewEngine(EngineConfig{
 		OutputTopic:     cfg.Kafka.OutputTopic,
@@ -161,8 +166,10 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
 		JoinTime:        cfg.Labels.JoinWindow.Time,
 		Partitioned:     cfg.Snapshot.Partitioned(),
+		KeyStore:        keys.db,
 	}, models, reg)
 	if err != nil {
+		keys.close()
 		return nil, err
 	}
 	published := prometheus.NewCounter(prometheus.CounterOpts{
@@ -199,10 +206,12 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		Health:              health,
 	}, engine, pub, reg, log)
 
-	s := &Service{cfg: cfg, reg: reg, log: log, engine: engine, pub: pub, pipeline: pipeline, health: health, sec: sec}
+	s := &Service{cfg: cfg, reg: reg, log: log, engine: engine, pub: pub, pipeline: pipeline, health: health, sec: sec, keys: keys}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
 		_ = pub.Close(context.Background())
+		engine.Close()
+		keys.close()
 		return nil, fmt.Errorf("http.listen: %w", err)
 	}
 	s.store, err = OpenStateStore(ctx, cfg.Snapshot, cfg.Kafka.Brokers, cfg.Kafka.ClientID, cfg.Fingerprint(), reg, log,
@@ -210,24 +219,21 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if err == nil && s.store != nil && o.snapshotWriteHook != nil {
 		s.store.setWriteHook(o.snapshotWriteHook)
 	}
+	if err == nil {
+		err = pipeline.UseEngine(engine, s.store, cfg.Snapshot.Partitioned(), cfg.Snapshot.RemoteRefresh)
+	}
 	if err == nil && !cfg.Snapshot.Partitioned() {
-		err = s.restore(ctx)
+		err = pipeline.Restore(ctx)
 	}
 	if err != nil {
 		_ = pub.Close(context.Background())
 		_ = ln.Close()
 		_ = s.store.Close()
+		engine.Close()
+		keys.close()
 		return nil, err
 	}
-	switch {
-	case cfg.Snapshot.Partitioned():
-		pipeline.UsePartitionedState(s.store, engine, cfg.Snapshot.RemoteRefresh)
-		if cfg.Snapshot.Dir != "" {
-			log.Info("snapshot.scope is partition: model state lives in the changelog; snapshot.dir only keeps evicted key-scoped models")
-		}
-	case s.store != nil:
-		pipeline.UseStateStore(s.store, engine)
-	default:
+	if s.store == nil {
 		log.Warn("snapshots are off (no snapshot.dir or snapshot.changelog_topic): model state is lost on restart")
 	}
 	s.ln = ln
@@ -255,36 +261,55 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	return s, nil
 }
 
-// restore loads the newest valid snapshot, if any, into the engine and
-// makes the pipeline resume at its offsets.
-func (s *Service) restore(ctx context.Context) error {
-	if s.store == nil {
-		return nil
+// keyStore is the embedded store of key-scoped models (nil db without
+// any): in snapshot.dir/keystore when there is a snapshot.dir, else in a
+// temporary directory removed at stop (the state is then in the changelog,
+// or nowhere without snapshots).
+type keyStore struct {
+	db  *keystore.DB
+	tmp string
+}
+
+func openKeyStore(cfg config.Config, models []NamedModel, log *slog.Logger) (*keyStore, error) {
+	if !slices.ContainsFunc(models, func(m NamedModel) bool { return m.Factory != nil }) {
+		return &keyStore{}, nil
 	}
-	snap, err := s.store.Load(ctx)
-	if err != nil || snap == nil {
-		if snap == nil && err == nil {
-			s.log.Info("no snapshot found: starting with empty models")
+	dir, tmp := "", ""
+	if cfg.Snapshot.Dir != "" {
+		dir = filepath.Join(cfg.Snapshot.Dir, "keystore")
+		if old := filepath.Join(cfg.Snapshot.Dir, "keys"); dirExists(old) {
+			log.Warn("snapshot.dir/keys holds the evicted key-scoped models of an earlier version, which this version does not read: their keys start empty (the keys in memory at the last snapshot are restored); remove the directory once the service runs", "dir", old)
 		}
-		return err
+	} else {
+		var err error
+		if tmp, err = os.MkdirTemp("", "streamer-keystore-"); err != nil {
+			return nil, fmt.Errorf("key store: %w", err)
+		}
+		dir = tmp
 	}
-	fresh, dropped, err := s.engine.Restore(snap.Models)
+	db, err := keystore.Open(dir, log)
 	if err != nil {
-		return err
-	}
-	offsets := map[int]int64{}
-	for _, o := range snap.Offsets {
-		if o.Topic == s.cfg.Kafka.InputTopic {
-			offsets[int(o.Partition)] = o.Offset
+		if tmp != "" {
+			_ = os.RemoveAll(tmp)
 		}
+		return nil, fmt.Errorf("snapshot.dir: key store: %w", err)
 	}
-	s.pipeline.Resume(offsets)
-	s.log.Info("restored snapshot", "seq", snap.Seq, "created", snap.CreatedAt, "offsets", offsets,
-		"models", len(snap.Models)-len(dropped), "fresh_models", fresh, "dropped_models", dropped)
-	if len(fresh) > 0 {
-		s.log.Warn("models start empty: new, or configured differently from the snapshot", "models", fresh)
+	return &keyStore{db: db, tmp: tmp}, nil
+}
+
+func (k *keyStore) close() {
+	if k == nil || k.db == nil {
+		return
 	}
-	return nil
+	_ = k.db.Close()
+	if k.tmp != "" {
+		_ = os.RemoveAll(k.tmp)
+	}
+}
+
+func dirExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // Addr is the address the HTTP endpoints are served on.
@@ -366,6 +391,7 @@ func (s *Service) Run(ctx context.Context) error {
 	_ = s.srv.Shutdown(cctx)
 	wg.Wait()
 	_ = s.store.Close()
+	s.keys.close()
 	s.log.Info("stopped")
 	return err
 }

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,15 +17,6 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/snapshot"
 )
-
-// Stateful is a Processor whose state can be captured for a snapshot.
-type Stateful interface {
-	Processor
-	// Capture serialises the processor's state. The pipeline calls it with
-	// processing paused, so the state includes exactly the events before the
-	// offsets saved with it.
-	Capture() ([]snapshot.Model, error)
-}
 
 // StateStore makes snapshots durable in a directory of files, a compacted
 // changelog topic, or both, and loads the newest valid one back.
@@ -184,9 +176,17 @@ func (s *StateStore) Load(ctx context.Context) (*snapshot.Snapshot, error) {
 	return best, nil
 }
 
-// Save makes a snapshot of models at offsets durable in every configured
-// store.
-func (s *StateStore) Save(ctx context.Context, topic string, offsets map[int]int64, models []snapshot.Model) error {
+// Save makes a snapshot of models at offsets durable: for scope "" (a
+// whole instance's state) in every configured store, for a partition's
+// scope in that scope of the changelog (savePartition).
+func (s *StateStore) Save(ctx context.Context, scope, topic string, offsets map[int]int64, models []snapshot.Model) error {
+	if scope != "" {
+		part, err := strconv.Atoi(scope)
+		if err != nil {
+			return fmt.Errorf("stream: scope %q is not a partition", scope)
+		}
+		return s.savePartition(ctx, topic, part, offsets[part], models)
+	}
 	start := time.Now()
 	snap := &snapshot.Snapshot{
 		Seq:         s.seq + 1,
@@ -196,10 +196,6 @@ func (s *StateStore) Save(ctx context.Context, topic string, offsets map[int]int
 	}
 	for part, off := range offsets {
 		snap.Offsets = append(snap.Offsets, snapshot.Offset{Topic: topic, Partition: int32(part), Offset: off})
-	}
-	var size int
-	for _, m := range models {
-		size += len(m.Data)
 	}
 	if s.file != nil {
 		if _, err := s.file.Save(snap); err != nil {
@@ -214,14 +210,91 @@ func (s *StateStore) Save(ctx context.Context, topic string, offsets map[int]int
 		}
 	}
 	s.seq = snap.Seq
+	s.saved1(start, models, true)
+	return nil
+}
+
+// saved1 counts one durable snapshot of models begun at start.
+func (s *StateStore) saved1(start time.Time, models []snapshot.Model, whole bool) {
+	var size int
+	for _, m := range models {
+		size += len(m.Data)
+	}
 	s.met.saves.Inc()
 	s.met.saveSeconds.Observe(time.Since(start).Seconds())
 	s.met.lastSave.Set(float64(start.Unix()))
-	s.met.bytes.Set(float64(size))
+	if whole {
+		s.met.bytes.Set(float64(size))
+	}
 	s.met.savedBytes.Add(float64(size))
 	s.written.Add(int64(size))
 	s.saved.Add(1)
+}
+
+// PutKeys writes the key-scoped models' deltas of a durable checkpoint of
+// scope to the changelog as key records, one per (model, key), so that
+// compaction keeps each key's newest state: the keys travel with their
+// partition to whichever instance restores it. Without a changelog it does
+// nothing.
+func (s *StateStore) PutKeys(ctx context.Context, scope string, c *Checkpoint) error {
+	if s == nil || s.changelog == nil {
+		return nil
+	}
+	var keys []string
+	var values [][]byte
+	for i, d := range c.deltas {
+		if d == nil {
+			continue
+		}
+		for j, k := range d.keys {
+			keys = append(keys, keyRecord(scope, c.Models[i].Name, k))
+			values = append(values, d.states[j])
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := s.changelog.PutRecords(ctx, keys, values); err != nil {
+		s.met.saveErrors.Inc()
+		return err
+	}
 	return nil
+}
+
+// keyRecord is the changelog key of a key-scoped model's state:
+// "k/<scope>/<model>/<key in hex>". Its last component never names a
+// snapshot record, so the snapshot readers pass over it.
+func keyRecord(scope, model string, key []byte) string {
+	return keyRecordPrefix(scope, model) + hex.EncodeToString(key)
+}
+
+func keyRecordPrefix(scope, model string) string { return "k/" + scope + "/" + model + "/" }
+
+// LoadKeys returns the key records of a key-scoped model in scope, as the
+// changelog holds them now.
+func (s *StateStore) LoadKeys(ctx context.Context, scope, model string) (keys, states [][]byte, err error) {
+	tail := s.Tail()
+	if tail == nil {
+		return nil, nil, errors.New("no changelog")
+	}
+	if _, err := tail.Poll(ctx); err != nil {
+		return nil, nil, fmt.Errorf("read changelog: %w", err)
+	}
+	prefix := keyRecordPrefix(scope, model)
+	var bad error
+	tail.Records(prefix, func(k string, v []byte) {
+		key, err := hex.DecodeString(k[len(prefix):])
+		if err != nil {
+			bad = fmt.Errorf("changelog record %q: not a key record", k)
+			return
+		}
+		keys = append(keys, key)
+		states = append(states, v)
+	})
+	if bad != nil {
+		return nil, nil, bad
+	}
+	return keys, states, nil
 }
 
 // Written returns the bytes of model state made durable and the number of
@@ -309,7 +382,7 @@ func (s *StateStore) LoadPartition(ctx context.Context, part int) (*snapshot.Sna
 
 // RefreshChangelog reads what was written to the changelog since the last
 // read (one incremental read for all partitions): call it before a round
-// of SavePartition calls, whose fence judges the changelog as last read.
+// of partition saves, whose fence judges the changelog as last read.
 func (s *StateStore) RefreshChangelog(ctx context.Context) error {
 	if _, err := s.Tail().Poll(ctx); err != nil {
 		s.met.saveErrors.Inc()
@@ -318,13 +391,13 @@ func (s *StateStore) RefreshChangelog(ctx context.Context) error {
 	return nil
 }
 
-// SavePartition makes partition part's state at offset durable in its
+// savePartition makes partition part's state at offset durable in its
 // scope of the changelog. It is fenced: if the changelog, as last read
 // (RefreshChangelog, LoadPartition), holds a state of the partition saved
 // by another writer since this store's last save or load of it — the
 // partition was assigned elsewhere while this instance was cut off from
 // the group — this state is stale and is not saved (ErrPartitionTakenOver).
-func (s *StateStore) SavePartition(ctx context.Context, topic string, part int, offset int64, models []snapshot.Model) error {
+func (s *StateStore) savePartition(ctx context.Context, topic string, part int, offset int64, models []snapshot.Model) error {
 	ps, err := s.partition(part)
 	if err != nil {
 		return err
@@ -346,20 +419,11 @@ func (s *StateStore) SavePartition(ctx context.Context, topic string, part int, 
 		return fmt.Errorf("save state of partition %d to changelog: %w", part, err)
 	}
 	ps.seq = snap.Seq
-	var size int
-	for _, m := range models {
-		size += len(m.Data)
-	}
-	s.met.saves.Inc()
-	s.met.saveSeconds.Observe(time.Since(start).Seconds())
-	s.met.lastSave.Set(float64(start.Unix()))
-	s.met.savedBytes.Add(float64(size))
-	s.written.Add(int64(size))
-	s.saved.Add(1)
+	s.saved1(start, models, false)
 	return nil
 }
 
-// ErrPartitionTakenOver is returned by SavePartition when another instance
+// ErrPartitionTakenOver is returned by Save of a partition's scope when another instance
 // saved the partition's state after this one last did.
 var ErrPartitionTakenOver = errors.New("partition was taken over by another instance")
 

@@ -186,12 +186,24 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		return mod, nil
 	}
 	if stream.IsKeyed(m.Data) {
+		// The checkpoint's changed keys are in the snapshot (each is
+		// decoded); the others are in the key store.
 		keys, states, err := stream.DecodeKeyed(m.Data)
 		if err != nil {
 			st.err = err
 			return st
 		}
-		st.keys, st.n = len(keys), 0
+		examples, known, err := stream.KeyedSummary(m.Data)
+		if err != nil {
+			st.err = err
+			return st
+		}
+		st.keys, st.n = int(known), examples
+		legacy := examples < 0
+		if legacy {
+			st.keys, st.n = len(keys), 0
+		}
+		st.note = fmt.Sprintf("%d keys changed in this checkpoint", len(keys))
 		for i, b := range states {
 			mod, err := restore(b)
 			switch {
@@ -200,7 +212,7 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 			case err != nil:
 				st.err = fmt.Errorf("key %q: %w", keys[i], err)
 				return st
-			case st.n >= 0:
+			case legacy && st.n >= 0:
 				st.n += mod.Examples()
 			}
 		}

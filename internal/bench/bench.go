@@ -33,7 +33,6 @@ import (
 
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream"
 )
 
@@ -234,7 +233,6 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 		}
 		engine.Start() // background refits, as the service
 		defer engine.Close()
-		proc = engine
 		if mode == ScoreSnapshot {
 			dir, err := os.MkdirTemp("", "streamer-bench-state")
 			if err != nil {
@@ -248,7 +246,7 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 			defer store.Close()
 		}
 	}
-	r, err := benchOne(ctx, b.Addrs(), "bench-"+slug, proc, cfg.Events, store, cfg.SnapshotEvery)
+	r, err := benchOne(ctx, b.Addrs(), "bench-"+slug, proc, engine, cfg.Events, store, cfg.SnapshotEvery)
 	r.Mode = mode
 	if err != nil {
 		return r, err
@@ -269,7 +267,7 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 
 // benchOne runs proc over the input topic in consumer group group until
 // every event is processed and every record it published acknowledged.
-func benchOne(ctx context.Context, brokers []string, group string, proc stream.Processor, events int, store *stream.StateStore, every time.Duration) (Result, error) {
+func benchOne(ctx context.Context, brokers []string, group string, proc stream.Processor, engine *stream.Engine, events int, store *stream.StateStore, every time.Duration) (Result, error) {
 	var processed, acked atomic.Int64
 	sink := &countingSink{}
 	done := make(chan struct{})
@@ -290,20 +288,22 @@ func benchOne(ctx context.Context, brokers []string, group string, proc stream.P
 	}, nil)
 	sink.Sink = pub
 	var first atomic.Int64
-	timed := stream.ProcessorFunc(func(msg *kafka.Message, _ stream.Sink) {
-		if first.Load() == 0 {
-			first.Store(time.Now().UnixNano())
-		}
-		proc.Process(msg, sink)
-		processed.Add(1)
-		check()
-	})
 	pl := stream.NewPipeline(stream.PipelineConfig{
 		Brokers: brokers, Group: group, Topic: inputTopic, ClientID: "streamer-bench",
-		StartOffset: kafka.FirstOffset, CommitInterval: time.Second, SnapshotEvery: every,
-	}, timed, pub, nil, nil)
-	if store != nil {
-		pl.UseStateStore(store, stateful{timed, proc.(stream.Stateful)})
+		StartOffset: kafka.FirstOffset, CommitInterval: time.Second, SnapshotEvery: every, Sink: sink,
+		OnProcessed: func(*kafka.Message) {
+			first.CompareAndSwap(0, time.Now().UnixNano())
+			processed.Add(1)
+			check()
+		},
+	}, proc, pub, nil, nil)
+	if engine != nil {
+		if err := pl.UseEngine(engine, store, false, 0); err != nil {
+			return Result{}, err
+		}
+		if err := pl.Restore(ctx); err != nil {
+			return Result{}, err
+		}
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
@@ -370,14 +370,6 @@ func (s *countingSink) reason() string {
 	defer s.mu.Unlock()
 	return s.why
 }
-
-// stateful pairs a wrapping stream.Processor with the state of the wrapped one.
-type stateful struct {
-	stream.Processor
-	st stream.Stateful
-}
-
-func (s stateful) Capture() ([]snapshot.Model, error) { return s.st.Capture() }
 
 // deleteTopic deletes a run's output topic.
 func deleteTopic(brokers []string, topic string) error {

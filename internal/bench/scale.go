@@ -124,12 +124,18 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 			Brokers: brokers, ClientID: "streamer-bench", BatchSize: 1000, BatchTimeout: 5 * time.Millisecond,
 			BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
 		}, nil, func(n int) { acked.Add(int64(n)) }, nil)
-		timed := &timedEngine{Engine: engine, first: &first, next: next, processed: &processed}
 		pl := stream.NewPipeline(stream.PipelineConfig{
 			Brokers: brokers, Group: "bench-scale-" + tag, Topic: inputTopic, ClientID: "streamer-bench",
 			StartOffset: kafka.FirstOffset, SnapshotEvery: every, SessionTimeout: 6 * time.Second,
-		}, timed, pub, nil, nil)
-		pl.UsePartitionedState(store, timed, time.Second)
+			OnProcessed: func(msg *kafka.Message) {
+				first.CompareAndSwap(0, time.Now().UnixNano())
+				next[msg.Partition].Store(msg.Offset + 1)
+				processed.Add(1)
+			},
+		}, nil, pub, nil, nil)
+		if err := pl.UseEngine(engine, store, true, time.Second); err != nil {
+			return res, err
+		}
 		insts = append(insts, instance{pl, pub, store})
 	}
 	for _, e := range engines {
@@ -189,26 +195,6 @@ wait:
 	return res, err
 }
 
-// timedEngine records the first event's time and each partition's progress.
-type timedEngine struct {
-	*stream.Engine
-	first     *atomic.Int64
-	next      []atomic.Int64
-	processed *atomic.Int64
-}
-
-func (t *timedEngine) Process(msg *kafka.Message, out stream.Sink) {
-	if t.first.Load() == 0 {
-		t.first.CompareAndSwap(0, time.Now().UnixNano())
-	}
-	t.Engine.Process(msg, out)
-	t.processed.Add(1)
-	if n := &t.next[msg.Partition]; n.Load() < msg.Offset+1 {
-		n.Store(msg.Offset + 1)
-	}
-}
-
-// partitionEnds returns the end offset of each partition of topic.
 func partitionEnds(ctx context.Context, brokers []string, topic string, partitions int) ([]int64, error) {
 	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
 	req := map[string][]kafka.OffsetRequest{}

@@ -1,0 +1,686 @@
+// Package keystore is the embedded store of per-key model states: the keys
+// that are not hot enough for the in-memory LRU live here, possibly millions
+// of them. It is a Pebble database split into tables, one per model and scope.
+//
+// A checkpoint writes only the keys that changed since the previous one,
+// together with a marker naming the checkpoint (seq), in one synced batch: the
+// table reflects either the previous checkpoint or the new one, never a mix.
+// A restore opens the database and reads the marker; nothing proportional to
+// the number of stored keys is read. Close flushes the memtable so that the
+// next Open has no write-ahead log to replay either.
+//
+// # Undo
+//
+// The same batch records how to take the table back: the marker it replaces
+// and, of every key it writes or deletes, the state it replaces or that the
+// key was absent. Undo writes those back, with the old marker, in one synced
+// batch, and removes the record: the table returns exactly to the previous
+// checkpoint, for a service whose newest snapshot turned out corrupt and that
+// restores the one before. Only one step is kept: each Apply replaces the
+// record, Undo and Clear remove it. The record holds the replaced states,
+// about as many bytes as the batch's own, so Apply writes about twice as much.
+//
+// # Key layout
+//
+// A table's id is uvarint(len(scope)) scope uvarint(len(model)) model; the
+// encoding is prefix-free, so no table's id is a prefix of another's and keys
+// of different tables never collide. Pebble keys are
+//
+//	0x01 id        the table's marker
+//	0x02 id key    an entity key's state
+//	0x03 id        the table's undo record
+//
+// Markers sort together, so listing tables reads markers only, and a table's
+// states are one contiguous range that Scan iterates and Clear deletes. A
+// marker's value is a version byte (1), the seq and the key count as u64
+// little-endian, then the caller's metadata.
+//
+// An undo record's value is a version byte (1), the replaced marker, then one
+// entry per key in key order until the end: uvarint(len(key)) key and the
+// replaced state. The marker and each state are 0 (absent) or 1 followed by
+// uvarint(len(value)) value, the marker's value encoded as above.
+package keystore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+const (
+	nsMarker = 0x01 // namespace byte of markers
+	nsData   = 0x02 // namespace byte of states
+	nsUndo   = 0x03 // namespace byte of undo records
+
+	markerVersion = 1
+	markerHeader  = 1 + 8 + 8 // version, seq, keys
+
+	undoVersion = 1
+	undoAbsent  = 0 // an undo record's marker or state that was not stored
+	undoPresent = 1 // followed by uvarint(len(value)) value
+
+	// cacheSize and memTableSize bound Pebble's memory: the hot keys are in the
+	// caller's LRU, so this store sees mostly cold reads and checkpoint writes
+	// of a few MB; Pebble keeps up to two memtables before it stalls writes.
+	cacheSize    = 32 << 20
+	memTableSize = 16 << 20
+
+	// bloomBitsPerKey sizes the filters that let Get and Apply's existence
+	// checks skip files without the key (about 1% false positives).
+	bloomBitsPerKey = 10
+
+	memDir = "keystore" // directory of an in-memory store in its vfs.MemFS
+)
+
+// DB is an embedded key-value store (Pebble) of per-key model states, split
+// into tables. It is safe for concurrent use.
+type DB struct {
+	p   *pebble.DB
+	mem bool // in memory: nothing to flush at Close
+
+	mu     sync.Mutex
+	tables map[string]*Table // by id, so that writers of one table share its lock
+	closed bool
+}
+
+// Open opens or creates the store in dir. dir == "" keeps it in memory
+// (Pebble's vfs.NewMem): for services without snapshot.dir and for tests; it
+// is lost at exit. log may be nil (discard); Pebble's messages go to it at
+// Debug (informational) and Warn (errors).
+func Open(dir string, log *slog.Logger) (*DB, error) {
+	if dir == "" {
+		return open(vfs.NewMem(), memDir, log)
+	}
+	return open(nil, dir, log)
+}
+
+// open opens the store in dir of fs; a nil fs is Pebble's default, the
+// operating system's file system with disk-health checks.
+func open(fs vfs.FS, dir string, log *slog.Logger) (*DB, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := &pebble.Options{
+		FS:                 fs,
+		CacheSize:          cacheSize,
+		MemTableSize:       memTableSize,
+		FormatMajorVersion: pebble.FormatNewest,
+		Logger:             pebbleLogger{log},
+	}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+	}
+	p, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("keystore: open %s: %w", dir, err)
+	}
+	_, isMem := fs.(*vfs.MemFS)
+	return &DB{p: p, mem: isMem, tables: make(map[string]*Table)}, nil
+}
+
+// Close flushes the memtable, so that the next Open replays no log, and
+// closes the store. It is idempotent; the DB and its tables must not be used
+// after it.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	var ferr error
+	if !db.mem {
+		if err := db.p.Flush(); err != nil {
+			ferr = fmt.Errorf("keystore: flush: %w", err)
+		}
+	}
+	if err := db.p.Close(); err != nil {
+		return errors.Join(ferr, fmt.Errorf("keystore: close: %w", err))
+	}
+	return ferr
+}
+
+// Table is one model's states in one scope (e.g. scope "" or "3" for input
+// partition 3, model "recs"). It is safe for concurrent use; Apply, Undo and
+// Clear of one table are serialized (they maintain the key count and the undo
+// record), everything else runs in parallel.
+type Table struct {
+	db           *DB
+	scope, model string
+	marker       []byte // Pebble key of the marker
+	undo         []byte // Pebble key of the undo record
+	lo, hi       []byte // Pebble keys of states are in [lo, hi); lo is their prefix
+
+	mu sync.Mutex // serializes Apply, Undo and Clear
+}
+
+// Table returns the table of model in scope. Keys of different tables never
+// collide. Every call for the same (scope, model) returns the same *Table.
+func (db *DB) Table(scope, model string) *Table {
+	id := tableID(scope, model)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if t, ok := db.tables[string(id)]; ok {
+		return t
+	}
+	lo := append([]byte{nsData}, id...)
+	t := &Table{
+		db:     db,
+		scope:  scope,
+		model:  model,
+		marker: append([]byte{nsMarker}, id...),
+		undo:   append([]byte{nsUndo}, id...),
+		lo:     lo,
+		hi:     prefixEnd(lo),
+	}
+	db.tables[string(id)] = t
+	return t
+}
+
+// tableID encodes (scope, model), length-prefixed so that no id is a prefix
+// of another.
+func tableID(scope, model string) []byte {
+	b := make([]byte, 0, 2*binary.MaxVarintLen64+len(scope)+len(model))
+	b = binary.AppendUvarint(b, uint64(len(scope)))
+	b = append(b, scope...)
+	b = binary.AppendUvarint(b, uint64(len(model)))
+	return append(b, model...)
+}
+
+// parseTableID decodes tableID's encoding; ok is false unless id is exactly one.
+func parseTableID(id []byte) (scope, model string, ok bool) {
+	field := func() (string, bool) {
+		n, w := binary.Uvarint(id)
+		if w <= 0 || n > uint64(len(id)-w) {
+			return "", false
+		}
+		s := string(id[w : w+int(n)])
+		id = id[w+int(n):]
+		return s, true
+	}
+	if scope, ok = field(); !ok {
+		return "", "", false
+	}
+	if model, ok = field(); !ok || len(id) != 0 {
+		return "", "", false
+	}
+	return scope, model, true
+}
+
+// prefixEnd returns the smallest key greater than every key with prefix p.
+// p must not be all 0xff (ours start with a namespace byte).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	panic("keystore: prefix of 0xff bytes only")
+}
+
+// keyBufs holds scratch buffers for the Pebble keys of Get: Pebble keeps the
+// key in a pooled iterator, so a stack buffer would escape.
+var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// Get appends key's stored state to dst. found is false (and val == dst) when
+// the key is not stored. It allocates nothing beyond growing dst.
+//
+// It reads through a prefix seek of a new iterator rather than pebble.DB.Get:
+// both consult the bloom filters and cost the same, but DB.Get allocates for
+// every sstable it looks into (Pebble v2.1.7, sstable format v4 and later),
+// while iterators come from Pebble's pools.
+func (t *Table) Get(key, dst []byte) (val []byte, found bool, err error) {
+	bp := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(bp)
+	k := append(append((*bp)[:0], t.lo...), key...)
+	*bp = k
+	it, err := t.db.p.NewIter(nil)
+	if err != nil {
+		return dst, false, fmt.Errorf("keystore: get: %w", err)
+	}
+	if it.SeekPrefixGE(k) && bytes.Equal(it.Key(), k) {
+		v, verr := it.ValueAndErr()
+		if verr == nil {
+			val, found = append(dst, v...), true
+		}
+	}
+	if err := it.Close(); err != nil { // includes ValueAndErr's error
+		return dst, false, fmt.Errorf("keystore: get: %w", err)
+	}
+	if !found {
+		return dst, false, nil
+	}
+	return val, true, nil
+}
+
+// Marker is what the table reflects: the checkpoint seq its last Apply wrote,
+// the number of keys stored, and opaque metadata of the caller (e.g. the
+// model's total example count).
+type Marker struct {
+	Seq  uint64
+	Keys int64
+	Meta []byte
+}
+
+// Marker returns the table's marker (the zero Marker when nothing was
+// applied). It is one point read, whatever the number of keys stored.
+func (t *Table) Marker() (Marker, error) {
+	m, _, err := t.readMarker()
+	return m, err
+}
+
+// readMarker returns the table's marker and its stored value (a copy; nil
+// when there is no marker, and then m is the zero Marker).
+func (t *Table) readMarker() (m Marker, raw []byte, err error) {
+	v, closer, err := t.db.p.Get(t.marker)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Marker{}, nil, nil
+	}
+	if err != nil {
+		return Marker{}, nil, fmt.Errorf("keystore: read marker of %s: %w", t.name(), err)
+	}
+	raw = bytes.Clone(v) // v is valid until closer.Close
+	if err := closer.Close(); err != nil {
+		return Marker{}, nil, fmt.Errorf("keystore: read marker of %s: %w", t.name(), err)
+	}
+	if m, err = decodeMarker(raw); err != nil {
+		return Marker{}, nil, fmt.Errorf("keystore: read marker of %s: %w", t.name(), err)
+	}
+	return m, raw, nil
+}
+
+// name names the table in messages: scope/model, quoted.
+func (t *Table) name() string { return fmt.Sprintf("%q/%q", t.scope, t.model) }
+
+// encodeMarker encodes m as a marker's value (see the package documentation).
+func encodeMarker(m Marker) []byte {
+	b := make([]byte, markerHeader, markerHeader+len(m.Meta))
+	b[0] = markerVersion
+	binary.LittleEndian.PutUint64(b[1:], m.Seq)
+	binary.LittleEndian.PutUint64(b[9:], uint64(m.Keys))
+	return append(b, m.Meta...)
+}
+
+// decodeMarker decodes encodeMarker's encoding; Meta is a copy (nil if empty).
+func decodeMarker(v []byte) (Marker, error) {
+	if len(v) < markerHeader || v[0] != markerVersion {
+		return Marker{}, fmt.Errorf("corrupt marker (%d bytes, version %d)", len(v), firstByte(v))
+	}
+	m := Marker{
+		Seq:  binary.LittleEndian.Uint64(v[1:]),
+		Keys: int64(binary.LittleEndian.Uint64(v[9:])),
+	}
+	if len(v) > markerHeader {
+		m.Meta = bytes.Clone(v[markerHeader:])
+	}
+	return m, nil
+}
+
+// firstByte returns v[0], or -1 for an empty v, for messages.
+func firstByte(v []byte) int {
+	if len(v) == 0 {
+		return -1
+	}
+	return int(v[0])
+}
+
+// Apply writes states[i] under keys[i] (a nil state deletes the key) and the
+// marker with seq and meta, in one Pebble batch committed with pebble.Sync:
+// after it returns, all of it is durable; after a crash during it, none or
+// all of it is there. It maintains Marker.Keys (keys that were not stored
+// before and are now, minus deleted ones that were stored) and returns the
+// new marker. Of duplicate keys within one call the last wins.
+//
+// Counting needs to know which keys are stored, so Apply reads each distinct
+// key once, in key order through one iterator; deletes of keys not stored are
+// not written. The same read gives the states that the batch replaces: the
+// batch also replaces the table's undo record with them and the old marker
+// (see Undo), so it writes about twice the bytes of the states.
+func (t *Table) Apply(seq uint64, meta []byte, keys, states [][]byte) (Marker, error) {
+	if len(keys) != len(states) {
+		return Marker{}, fmt.Errorf("keystore: apply to %s: %d keys but %d states", t.name(), len(keys), len(states))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+
+	old, oldRaw, err := t.readMarker()
+	if err != nil {
+		return Marker{}, err
+	}
+
+	// Distinct keys in key order, the last of duplicates winning: a stable
+	// sort keeps duplicates in call order.
+	order := make([]int32, len(keys))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return bytes.Compare(keys[a], keys[b]) })
+	w := 0
+	for i, j := range order {
+		if i+1 < len(order) && bytes.Equal(keys[j], keys[order[i+1]]) {
+			continue
+		}
+		order[w] = j
+		w++
+	}
+	order = order[:w]
+
+	// The undo record's size is a guess: replaced states about as large as
+	// the new ones.
+	size, undoSize := 0, 2+binary.MaxVarintLen64+len(oldRaw)
+	for _, j := range order {
+		size += len(t.lo) + len(keys[j]) + len(states[j]) + 16
+		undoSize += len(keys[j]) + len(states[j]) + 2*binary.MaxVarintLen32 + 1
+	}
+	undo := make([]byte, 0, undoSize)
+	undo = append(undo, undoVersion)
+	undo = appendUndoValue(undo, oldRaw, oldRaw != nil)
+
+	b := t.db.p.NewBatchWithSize(size + len(t.marker) + markerHeader + len(meta) + len(t.undo) + undoSize + 32)
+	defer b.Close()
+	keysN, undo, err := t.write(b, keys, states, order, old.Keys, undo)
+	if err != nil {
+		return Marker{}, fmt.Errorf("keystore: apply to %s: %w", t.name(), err)
+	}
+	m := Marker{Seq: seq, Keys: keysN, Meta: bytes.Clone(meta)}
+	if err := b.Set(t.marker, encodeMarker(m), nil); err != nil {
+		return Marker{}, fmt.Errorf("keystore: apply to %s: %w", t.name(), err)
+	}
+	if err := b.Set(t.undo, undo, nil); err != nil {
+		return Marker{}, fmt.Errorf("keystore: apply to %s: %w", t.name(), err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return Marker{}, fmt.Errorf("keystore: apply to %s: commit: %w", t.name(), err)
+	}
+	return m, nil
+}
+
+// write adds keys[j], states[j] for j in order (distinct keys in key order)
+// to b and returns the key count n updated for them, and undo with an entry
+// appended for each key written: the state it replaces, or absent. It skips
+// deletes of keys that are not stored.
+func (t *Table) write(b *pebble.Batch, keys, states [][]byte, order []int32, n int64, undo []byte) (_ int64, _ []byte, err error) {
+	it, err := t.db.p.NewIter(&pebble.IterOptions{LowerBound: t.lo, UpperBound: t.hi})
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("read stored keys: %w", cerr)
+		}
+	}()
+	var k []byte
+	for _, j := range order {
+		k = append(append(k[:0], t.lo...), keys[j]...)
+		// Seeks in increasing order let Pebble move forward from the
+		// previous position instead of seeking from scratch.
+		stored := it.SeekGE(k) && bytes.Equal(it.Key(), k)
+		if states[j] == nil && !stored {
+			continue
+		}
+		var prev []byte
+		if stored {
+			if prev, err = it.ValueAndErr(); err != nil {
+				return 0, nil, fmt.Errorf("read stored state: %w", err)
+			}
+		}
+		undo = binary.AppendUvarint(undo, uint64(len(keys[j])))
+		undo = append(undo, keys[j]...)
+		undo = appendUndoValue(undo, prev, stored)
+		if states[j] == nil {
+			n--
+			if err := b.Delete(k, nil); err != nil {
+				return 0, nil, err
+			}
+			continue
+		}
+		if !stored {
+			n++
+		}
+		op := b.SetDeferred(len(k), len(states[j]))
+		copy(op.Key, k)
+		copy(op.Value, states[j])
+		if err := op.Finish(); err != nil {
+			return 0, nil, err
+		}
+	}
+	return n, undo, nil
+}
+
+// appendUndoValue appends a marker or state of an undo record to dst: absent,
+// or present and v.
+func appendUndoValue(dst, v []byte, present bool) []byte {
+	if !present {
+		return append(dst, undoAbsent)
+	}
+	dst = append(dst, undoPresent)
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	return append(dst, v...)
+}
+
+// undoValue decodes appendUndoValue's encoding at the start of rec and
+// returns the rest of rec; v aliases rec.
+func undoValue(rec []byte) (v []byte, present bool, rest []byte, ok bool) {
+	if len(rec) == 0 {
+		return nil, false, nil, false
+	}
+	switch rec[0] {
+	case undoAbsent:
+		return nil, false, rec[1:], true
+	case undoPresent:
+		v, rest, ok = undoBytes(rec[1:])
+		return v, true, rest, ok
+	}
+	return nil, false, nil, false
+}
+
+// undoBytes decodes uvarint(len(v)) v at the start of rec and returns the rest
+// of rec; v aliases rec.
+func undoBytes(rec []byte) (v, rest []byte, ok bool) {
+	n, w := binary.Uvarint(rec)
+	if w <= 0 || n > uint64(len(rec)-w) {
+		return nil, nil, false
+	}
+	return rec[w : w+int(n)], rec[w+int(n):], true
+}
+
+// ErrNoUndo is Undo's error when the table has no undo record.
+var ErrNoUndo = errors.New("keystore: nothing to undo")
+
+// Undo takes the table back one checkpoint: it restores the states and the
+// marker that the last Apply replaced, in one synced batch, and returns the
+// restored marker. It fails (ErrNoUndo) when there is nothing to undo: no
+// Apply since the table was created or cleared, or the last Apply was
+// already undone. Only one step is kept.
+//
+// The batch also deletes the undo record. When the last Apply was the
+// table's first, the table returns to having no marker (the zero Marker, and
+// Tables omits it). Its cost is proportional to the last Apply's keys.
+func (t *Table) Undo() (Marker, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec, closer, err := t.db.p.Get(t.undo)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Marker{}, ErrNoUndo
+	}
+	if err != nil {
+		return Marker{}, fmt.Errorf("keystore: undo %s: read undo record: %w", t.name(), err)
+	}
+	b := t.db.p.NewBatchWithSize(len(rec) + len(rec)/4 + len(t.marker) + len(t.undo) + 32)
+	defer b.Close()
+	m, err := t.undoBatch(b, rec) // copies rec's bytes into b
+	if cerr := closer.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("read undo record: %w", cerr)
+	}
+	if err != nil {
+		return Marker{}, fmt.Errorf("keystore: undo %s: %w", t.name(), err)
+	}
+	if err := b.Delete(t.undo, nil); err != nil {
+		return Marker{}, fmt.Errorf("keystore: undo %s: %w", t.name(), err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return Marker{}, fmt.Errorf("keystore: undo %s: commit: %w", t.name(), err)
+	}
+	return m, nil
+}
+
+// undoBatch adds to b the writes that restore what the undo record rec
+// holds and returns the restored marker. It checks all of rec: on an error b
+// must not be committed.
+func (t *Table) undoBatch(b *pebble.Batch, rec []byte) (Marker, error) {
+	corrupt := func(what string) error {
+		return fmt.Errorf("corrupt undo record (%d bytes, version %d): %s", len(rec), firstByte(rec), what)
+	}
+	if len(rec) == 0 || rec[0] != undoVersion {
+		return Marker{}, corrupt("version")
+	}
+	raw, present, rest, ok := undoValue(rec[1:])
+	if !ok {
+		return Marker{}, corrupt("marker")
+	}
+	var m Marker
+	if present {
+		var err error
+		if m, err = decodeMarker(raw); err != nil {
+			return Marker{}, corrupt(err.Error())
+		}
+		if err := b.Set(t.marker, raw, nil); err != nil {
+			return Marker{}, err
+		}
+	} else if err := b.Delete(t.marker, nil); err != nil {
+		return Marker{}, err
+	}
+	for len(rest) > 0 {
+		var key, state []byte
+		if key, rest, ok = undoBytes(rest); !ok {
+			return Marker{}, corrupt("key")
+		}
+		if state, present, rest, ok = undoValue(rest); !ok {
+			return Marker{}, corrupt("state")
+		}
+		var op *pebble.DeferredBatchOp
+		if present {
+			op = b.SetDeferred(len(t.lo)+len(key), len(state))
+			copy(op.Value, state)
+		} else {
+			op = b.DeleteDeferred(len(t.lo) + len(key))
+		}
+		copy(op.Key[copy(op.Key, t.lo):], key)
+		if err := op.Finish(); err != nil {
+			return Marker{}, err
+		}
+	}
+	return m, nil
+}
+
+// Scan calls fn for every stored key of the table in key order (not the
+// marker), on a consistent snapshot; it stops at fn's first error and returns
+// it. fn's slices are only valid during the call.
+func (t *Table) Scan(fn func(key, state []byte) error) error {
+	it, err := t.db.p.NewIter(&pebble.IterOptions{LowerBound: t.lo, UpperBound: t.hi})
+	if err != nil {
+		return fmt.Errorf("keystore: scan %s: %w", t.name(), err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("keystore: scan %s: %w", t.name(), err)
+		}
+		if err := fn(it.Key()[len(t.lo):], v); err != nil {
+			it.Close()
+			return err
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("keystore: scan %s: %w", t.name(), err)
+	}
+	return nil
+}
+
+// Clear deletes every key, the marker and the undo record of the table in one
+// synced batch (a range deletion, so its cost does not depend on the number
+// of keys): for a partition that moved to another instance.
+func (t *Table) Clear() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.db.p.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(t.lo, t.hi, nil); err != nil {
+		return fmt.Errorf("keystore: clear %s: %w", t.name(), err)
+	}
+	if err := b.Delete(t.marker, nil); err != nil {
+		return fmt.Errorf("keystore: clear %s: %w", t.name(), err)
+	}
+	if err := b.Delete(t.undo, nil); err != nil {
+		return fmt.Errorf("keystore: clear %s: %w", t.name(), err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("keystore: clear %s: commit: %w", t.name(), err)
+	}
+	return nil
+}
+
+// Tables lists (scope, model) of every table that has a marker, sorted, for
+// inspection and for clearing scopes no longer owned. It reads markers only.
+func (db *DB) Tables() ([][2]string, error) {
+	it, err := db.p.NewIter(&pebble.IterOptions{LowerBound: []byte{nsMarker}, UpperBound: []byte{nsMarker + 1}})
+	if err != nil {
+		return nil, fmt.Errorf("keystore: list tables: %w", err)
+	}
+	var out [][2]string
+	for ok := it.First(); ok; ok = it.Next() {
+		scope, model, ok := parseTableID(it.Key()[1:])
+		if !ok {
+			it.Close()
+			return nil, fmt.Errorf("keystore: list tables: corrupt marker key %q", it.Key())
+		}
+		out = append(out, [2]string{scope, model})
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("keystore: list tables: %w", err)
+	}
+	slices.SortFunc(out, func(a, b [2]string) int {
+		if c := strings.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	return out, nil
+}
+
+// pebbleLogger routes Pebble's messages to log: informational ones at Debug,
+// so that a healthy store is silent, errors at Warn. Fatalf panics, as
+// Pebble's contract requires (it does not expect Fatalf to return).
+type pebbleLogger struct{ log *slog.Logger }
+
+// Infof logs at Debug, formatting only if Debug is enabled.
+func (l pebbleLogger) Infof(format string, args ...any) {
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+	}
+}
+
+// Errorf logs at Warn.
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Warn("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf logs at Error and panics.
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	l.log.Error(msg)
+	panic(msg)
+}

@@ -1,0 +1,119 @@
+package stream
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/streamer/streamer/online"
+)
+
+// mergedScorer is a mergeable model (mam without window or decay) in
+// partition scope: a scorer composed over the statistics of every input
+// partition. Each shard keeps its partition's own statistics; the scorer
+// holds their exact merge together with the latest statistics of the
+// partitions other instances own (read from the changelog, at most
+// snapshot.every + scale_out.refresh old). Every labelled event is learned
+// twice, into its partition's statistics and into the merge, so the merge
+// follows this instance's partitions without delay.
+//
+// The merge is shared by the instance's shards: it has its own lock, held
+// only while an event is scored and learned into it.
+type mergedScorer struct {
+	mu       sync.Mutex
+	g        *online.MAM
+	own      map[int]*online.MAM // this instance's partitions: the shards' statistics
+	remote   map[int]*online.MAM // partitions owned by other instances
+	remoteAt map[int]time.Time   // when each remote state was made durable
+}
+
+func newMergedScorer(g *online.MAM) *mergedScorer {
+	return &mergedScorer{g: g, own: map[int]*online.MAM{}, remote: map[int]*online.MAM{}, remoteAt: map[int]time.Time{}}
+}
+
+// Bound is the merge's certainty bound (for the live bound check).
+func (s *mergedScorer) Bound(rho float64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.g.Bound(rho)
+}
+
+func (s *mergedScorer) examples() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.g.Examples()
+}
+
+// attach makes own partition part's statistics, replacing its remote state.
+func (s *mergedScorer) attach(part int, own *online.MAM) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.own[part] = own
+	delete(s.remote, part)
+	delete(s.remoteAt, part)
+	s.rebuild()
+}
+
+// detach forgets partition part as this instance's; its statistics (just
+// made durable) stay merged as its remote state until a newer one arrives.
+func (s *mergedScorer) detach(part int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	own := s.own[part]
+	if own == nil {
+		return
+	}
+	delete(s.own, part)
+	s.remote[part] = own
+	s.remoteAt[part] = time.Now()
+	s.rebuild()
+}
+
+// setRemote sets partition part's statistics from another instance's
+// snapshot; a partition held here is left alone.
+func (s *mergedScorer) setRemote(part int, m *online.MAM, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own[part] != nil {
+		return
+	}
+	s.remote[part] = m
+	s.remoteAt[part] = at
+	s.rebuild()
+}
+
+// rebuild sets the merge to the sum of every partition's statistics, own
+// and remote, in partition order. s.mu must be held.
+func (s *mergedScorer) rebuild() {
+	ids := make([]int, 0, len(s.own)+len(s.remote))
+	for id := range s.own {
+		ids = append(ids, id)
+	}
+	for id := range s.remote {
+		if s.own[id] == nil {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	list := make([]*online.MAM, len(ids))
+	for i, id := range ids {
+		if m := s.own[id]; m != nil {
+			list[i] = m
+		} else {
+			list[i] = s.remote[id]
+		}
+	}
+	if err := s.g.MergeAll(list...); err != nil {
+		// Same spec by construction (fingerprints are checked on restore).
+		panic(fmt.Sprintf("stream: merge partition statistics: %v", err))
+	}
+}
+
+// observe scores x with the merge, then learns (x, y) into it and into
+// own, a partition's statistics.
+func (s *mergedScorer) observe(x []float64, y float64, labelled bool, own *online.MAM) online.Prediction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.g.ObserveTee(x, y, labelled, own)
+}
