@@ -81,6 +81,17 @@ func (m *MAM) ObserveTee(x []float64, y float64, labelled bool, t *MAM) Predicti
 	return p
 }
 
+// ObserveTeePrepared is ObserveTee for an x whose preparation is prep
+// (Prepare(prep, x), see Preparer): the same Prediction and states.
+func (m *MAM) ObserveTeePrepared(prep, x []float64, y float64, labelled bool, t *MAM) Prediction {
+	p := m.ObservePrepared(prep, x, y, labelled)
+	if labelled && p.HasBound { // mapped (finite input) and learned
+		np := len(m.phi)
+		t.learn(prep[:np], y, prep[np])
+	}
+	return p
+}
+
 func (m *MAM) mergeSums(o *MAM) {
 	m.n += o.n
 	m.nPos += o.nPos

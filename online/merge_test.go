@@ -120,18 +120,28 @@ func TestMAMObserveTee(t *testing.T) {
 		g, _ := NewMAM(2, spec)
 		tee, _ := NewMAM(2, spec)
 		direct, _ := NewMAM(2, spec)
+		gp, _ := NewMAM(2, spec) // the same through ObserveTeePrepared
+		teep, _ := NewMAM(2, spec)
+		prep := make([]float64, gp.PreparedLen())
 		for i := range x {
 			labelled := i%3 != 0
 			if i == 17 {
 				x[i] = []float64{math.NaN(), 1} // neither scored nor learned
 			}
-			g.ObserveTee(x[i], y[i], labelled, tee)
+			p := g.ObserveTee(x[i], y[i], labelled, tee)
 			direct.Observe(x[i], y[i], labelled)
+			gp.Prepare(prep, x[i])
+			if pp := gp.ObserveTeePrepared(prep, x[i], y[i], labelled, teep); pp != p {
+				t.Fatalf("balance=%v, event %d: prepared %+v, want %+v", balance, i, pp, p)
+			}
 		}
 		a, _ := tee.MarshalBinary()
 		b, _ := direct.MarshalBinary()
 		if string(a) != string(b) {
 			t.Fatalf("balance=%v: tee'd state differs from Observe's", balance)
+		}
+		if c, _ := teep.MarshalBinary(); string(c) != string(b) {
+			t.Fatalf("balance=%v: prepared tee'd state differs from Observe's", balance)
 		}
 		if n := g.Examples(); n != direct.Examples() {
 			t.Fatalf("balance=%v: %d examples, want %d", balance, n, direct.Examples())

@@ -595,7 +595,7 @@ func (m *shardModel) observe(key []byte, prep, x []float64, y float64, labelled 
 		m.examples.Store(m.keyed.examples)
 	case m.own != nil:
 		inst = m.own
-		p = m.def.merged.observe(x, y, labelled, m.own)
+		p = m.def.merged.observe(prep, x, y, labelled, m.own)
 		if labelled {
 			m.examples.Store(m.own.Examples())
 		}

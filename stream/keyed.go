@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"container/list"
+	"errors"
 	"fmt"
 
 	"github.com/streamer/streamer/internal/keystore"
@@ -240,7 +241,9 @@ func (k *keyedModels) reset() error {
 // restore brings the table to the state of a snapshot holding delta d (a
 // restarted shard): the table either has d applied already, or is one
 // checkpoint behind (the crash came between the snapshot and the table's
-// write), and then d is applied now. A table at any other checkpoint does
+// write), and then d is applied now, or one ahead (the newest snapshot was
+// found corrupt and the one before restored), and then the table's last
+// checkpoint is undone. A table at any other checkpoint does
 // not belong to the snapshot (the partition moved between instances, or the
 // disk is new): it is rebuilt from src, the keys as kept elsewhere (the
 // changelog), with d on top; without src that is an error. The instances
@@ -249,6 +252,15 @@ func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error
 	mk, err := k.table.Marker()
 	if err != nil {
 		return fmt.Errorf("keyed models: %w", err)
+	}
+	if mk.Seq == d.ckpt+1 && d.ckpt > 0 {
+		// The newest snapshot was lost (a corrupt file skipped at start-up)
+		// after its keys were written: take them back.
+		if undone, err := k.table.Undo(); err == nil {
+			mk = undone
+		} else if !errors.Is(err, keystore.ErrNoUndo) {
+			return fmt.Errorf("keyed models: undo checkpoint %d: %w", mk.Seq, err)
+		}
 	}
 	switch {
 	case mk.Seq == d.ckpt && d.ckpt > 0:

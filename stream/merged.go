@@ -111,9 +111,12 @@ func (s *mergedScorer) rebuild() {
 }
 
 // observe scores x with the merge, then learns (x, y) into it and into
-// own, a partition's statistics.
-func (s *mergedScorer) observe(x []float64, y float64, labelled bool, own *online.MAM) online.Prediction {
+// own, a partition's statistics; prep is x's preparation (nil: none).
+func (s *mergedScorer) observe(prep, x []float64, y float64, labelled bool, own *online.MAM) online.Prediction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if prep != nil {
+		return s.g.ObserveTeePrepared(prep, x, y, labelled, own)
+	}
 	return s.g.ObserveTee(x, y, labelled, own)
 }

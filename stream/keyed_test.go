@@ -1,0 +1,121 @@
+package stream
+
+import (
+	"fmt"
+	"maps"
+	"testing"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/internal/keystore"
+	"github.com/streamer/streamer/snapshot"
+)
+
+// keyedEvents are labelled events over keys user-0 … user-(keys-1).
+func keyedEvents(n, keys int) []kafka.Message {
+	out := make([]kafka.Message, n)
+	for i := range out {
+		out[i] = kafka.Message{Topic: "events", Offset: int64(i), Key: fmt.Appendf(nil, "user-%d", (i*7)%keys),
+			Value: fmt.Appendf(nil, `{"features":[%d,%d],"label":%d}`, i%5, (i*3)%7, 1-2*(i%2))}
+	}
+	return out
+}
+
+// checkpointShard captures s and makes the capture "durable" (the caller
+// keeps the returned snapshot models), then writes its keys to the store.
+func checkpointShard(t *testing.T, s *Shard) []snapshot.Model {
+	t.Helper()
+	c, err := s.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Durable(c); err != nil {
+		t.Fatal(err)
+	}
+	s.Settle(c)
+	return c.Models
+}
+
+// storedStates is every key's state as a restart from saved sees it.
+func storedStates(t *testing.T, keys *keystore.DB, saved []snapshot.Model) map[string]string {
+	t.Helper()
+	s := keyedShard(t, 3, keys)
+	if _, _, err := s.Restore(saved, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := &node{Engine: s.e, shards: map[int]*Shard{0: s}}
+	return n.keyStates(t, 0, "k")
+}
+
+// A restart from any durable checkpoint gives every key exactly the state
+// it had at that checkpoint: after a crash before the key store was
+// written (the checkpoint is redone), and after the newest snapshot was
+// lost with the store already written (its keys are undone).
+func TestKeyedRestartsAtItsCheckpoint(t *testing.T) {
+	events := keyedEvents(600, 10)
+	keys, err := keystore.Open("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	s := keyedShard(t, 3, keys)
+	if _, _, err := s.Restore(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	feed := func(s *Shard, msgs []kafka.Message) {
+		for i := range msgs {
+			s.Process(&msgs[i], sink)
+		}
+	}
+	// The reference: each checkpoint's states in a key store of its own.
+	want := func(upto int) map[string]string {
+		ref, err := keystore.Open("", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ref.Close()
+		r := keyedShard(t, 3, ref)
+		if _, _, err := r.Restore(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		feed(r, events[:upto])
+		n := &node{Engine: r.e, shards: map[int]*Shard{0: r}}
+		return n.keyStates(t, 0, "k")
+	}
+	feed(s, events[:200])
+	first := checkpointShard(t, s)
+	feed(s, events[200:400])
+	second := checkpointShard(t, s)
+	if got, w := storedStates(t, keys, second), want(400); !maps.Equal(got, w) || len(w) != 10 {
+		t.Fatalf("restart from the newest checkpoint: %d keys differ from the reference's", diff(got, w))
+	}
+	// The newest snapshot is lost: the one before restores, the key
+	// store's last checkpoint is undone.
+	if got, w := storedStates(t, keys, first), want(200); !maps.Equal(got, w) {
+		t.Fatalf("restart from the checkpoint before: %d keys differ from the reference's", diff(got, w))
+	}
+	// A crash between a snapshot and its key store write: redone.
+	s2 := keyedShard(t, 3, keys)
+	if _, _, err := s2.Restore(first, nil); err != nil {
+		t.Fatal(err)
+	}
+	feed(s2, events[200:600])
+	c, err := s2.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, w := storedStates(t, keys, c.Models), want(600); !maps.Equal(got, w) {
+		t.Fatalf("restart after a crash before the key store write: %d keys differ from the reference's", diff(got, w))
+	}
+}
+
+func diff(a, b map[string]string) int {
+	n := 0
+	for k, v := range b {
+		if a[k] != v {
+			n++
+		}
+	}
+	return n + max(0, len(a)-len(b))
+}
