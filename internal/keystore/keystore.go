@@ -17,8 +17,10 @@
 // batch, and removes the record: the table returns exactly to the previous
 // checkpoint, for a service whose newest snapshot turned out corrupt and that
 // restores the one before. Only one step is kept: each Apply replaces the
-// record, Undo and Clear remove it. The record holds the replaced states,
-// about as many bytes as the batch's own, so Apply writes about twice as much.
+// record, Undo and Clear remove it. The record holds the states that the
+// batch overwrites or deletes (a new key costs only its name), so Apply writes
+// up to twice as much: 1.5 times for a checkpoint of half new keys. Apply
+// reads the replaced states in the existence check it does anyway.
 //
 // # Key layout
 //
@@ -26,14 +28,18 @@
 // encoding is prefix-free, so no table's id is a prefix of another's and keys
 // of different tables never collide. Pebble keys are
 //
+//	0x00 id        the table's undo record
 //	0x01 id        the table's marker
 //	0x02 id key    an entity key's state
-//	0x03 id        the table's undo record
 //
 // Markers sort together, so listing tables reads markers only, and a table's
-// states are one contiguous range that Scan iterates and Clear deletes. A
-// marker's value is a version byte (1), the seq and the key count as u64
-// little-endian, then the caller's metadata.
+// states are one contiguous range that Scan iterates and Clear deletes. Undo
+// records sort before all of them: a record can be as large as a
+// checkpoint's states, and a seek past a table's last key (as Apply's
+// existence check of a new key does) loads the block of the next key in the
+// store, so that next key must not be a record. A marker's value is a version
+// byte (1), the seq and the key count as u64 little-endian, then the caller's
+// metadata.
 //
 // An undo record's value is a version byte (1), the replaced marker, then one
 // entry per key in key order until the end: uvarint(len(key)) key and the
@@ -58,9 +64,9 @@ import (
 )
 
 const (
+	nsUndo   = 0x00 // namespace byte of undo records (see the package documentation)
 	nsMarker = 0x01 // namespace byte of markers
 	nsData   = 0x02 // namespace byte of states
-	nsUndo   = 0x03 // namespace byte of undo records
 
 	markerVersion = 1
 	markerHeader  = 1 + 8 + 8 // version, seq, keys
@@ -347,7 +353,8 @@ func firstByte(v []byte) int {
 // key once, in key order through one iterator; deletes of keys not stored are
 // not written. The same read gives the states that the batch replaces: the
 // batch also replaces the table's undo record with them and the old marker
-// (see Undo), so it writes about twice the bytes of the states.
+// (see Undo), so it writes up to twice the bytes of the states (1.5 times
+// when half of the keys are new).
 func (t *Table) Apply(seq uint64, meta []byte, keys, states [][]byte) (Marker, error) {
 	if len(keys) != len(states) {
 		return Marker{}, fmt.Errorf("keystore: apply to %s: %d keys but %d states", t.name(), len(keys), len(states))
@@ -377,20 +384,27 @@ func (t *Table) Apply(seq uint64, meta []byte, keys, states [][]byte) (Marker, e
 	}
 	order = order[:w]
 
-	// The undo record's size is a guess: replaced states about as large as
-	// the new ones.
-	size, undoSize := 0, 2+binary.MaxVarintLen64+len(oldRaw)
+	// Which keys are stored, and the undo record: the states replaced, read
+	// in the same pass, guessed about as large as the new ones.
+	undoSize := 2 + binary.MaxVarintLen64 + len(oldRaw)
 	for _, j := range order {
-		size += len(t.lo) + len(keys[j]) + len(states[j]) + 16
 		undoSize += len(keys[j]) + len(states[j]) + 2*binary.MaxVarintLen32 + 1
 	}
 	undo := make([]byte, 0, undoSize)
 	undo = append(undo, undoVersion)
 	undo = appendUndoValue(undo, oldRaw, oldRaw != nil)
+	stored, undo, err := t.readStored(keys, states, order, undo)
+	if err != nil {
+		return Marker{}, fmt.Errorf("keystore: apply to %s: %w", t.name(), err)
+	}
 
-	b := t.db.p.NewBatchWithSize(size + len(t.marker) + markerHeader + len(meta) + len(t.undo) + undoSize + 32)
+	size := len(t.marker) + markerHeader + len(meta) + len(t.undo) + len(undo) + 32
+	for _, j := range order {
+		size += len(t.lo) + len(keys[j]) + len(states[j]) + 16
+	}
+	b := t.db.p.NewBatchWithSize(size)
 	defer b.Close()
-	keysN, undo, err := t.write(b, keys, states, order, old.Keys, undo)
+	keysN, err := t.write(b, keys, states, order, stored, old.Keys)
 	if err != nil {
 		return Marker{}, fmt.Errorf("keystore: apply to %s: %w", t.name(), err)
 	}
@@ -407,56 +421,69 @@ func (t *Table) Apply(seq uint64, meta []byte, keys, states [][]byte) (Marker, e
 	return m, nil
 }
 
-// write adds keys[j], states[j] for j in order (distinct keys in key order)
-// to b and returns the key count n updated for them, and undo with an entry
-// appended for each key written: the state it replaces, or absent. It skips
-// deletes of keys that are not stored.
-func (t *Table) write(b *pebble.Batch, keys, states [][]byte, order []int32, n int64, undo []byte) (_ int64, _ []byte, err error) {
+// readStored reports for keys[j], j in order (distinct keys in key order),
+// whether it is stored (stored[i] for order[i]), reading through one
+// iterator, and appends to undo an entry for each key that the batch writes
+// (not a delete of a key that is not stored): the state stored, or absent.
+func (t *Table) readStored(keys, states [][]byte, order []int32, undo []byte) (stored []bool, _ []byte, err error) {
 	it, err := t.db.p.NewIter(&pebble.IterOptions{LowerBound: t.lo, UpperBound: t.hi})
 	if err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		if cerr := it.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("read stored keys: %w", cerr)
 		}
 	}()
+	stored = make([]bool, len(order))
 	var k []byte
-	for _, j := range order {
+	for i, j := range order {
 		k = append(append(k[:0], t.lo...), keys[j]...)
 		// Seeks in increasing order let Pebble move forward from the
 		// previous position instead of seeking from scratch.
-		stored := it.SeekGE(k) && bytes.Equal(it.Key(), k)
-		if states[j] == nil && !stored {
+		stored[i] = it.SeekGE(k) && bytes.Equal(it.Key(), k)
+		if states[j] == nil && !stored[i] {
 			continue
 		}
 		var prev []byte
-		if stored {
+		if stored[i] {
 			if prev, err = it.ValueAndErr(); err != nil {
-				return 0, nil, fmt.Errorf("read stored state: %w", err)
+				return nil, nil, fmt.Errorf("read stored state: %w", err)
 			}
 		}
 		undo = binary.AppendUvarint(undo, uint64(len(keys[j])))
 		undo = append(undo, keys[j]...)
-		undo = appendUndoValue(undo, prev, stored)
-		if states[j] == nil {
+		undo = appendUndoValue(undo, prev, stored[i])
+	}
+	return stored, undo, nil
+}
+
+// write adds keys[j], states[j] for j in order to b, stored[i] telling
+// whether order[i] is stored, and returns the key count n updated for them.
+// It skips deletes of keys that are not stored.
+func (t *Table) write(b *pebble.Batch, keys, states [][]byte, order []int32, stored []bool, n int64) (int64, error) {
+	var k []byte
+	for i, j := range order {
+		k = append(append(k[:0], t.lo...), keys[j]...)
+		switch {
+		case states[j] != nil:
+			if !stored[i] {
+				n++
+			}
+			op := b.SetDeferred(len(k), len(states[j]))
+			copy(op.Key, k)
+			copy(op.Value, states[j])
+			if err := op.Finish(); err != nil {
+				return 0, err
+			}
+		case stored[i]:
 			n--
 			if err := b.Delete(k, nil); err != nil {
-				return 0, nil, err
+				return 0, err
 			}
-			continue
-		}
-		if !stored {
-			n++
-		}
-		op := b.SetDeferred(len(k), len(states[j]))
-		copy(op.Key, k)
-		copy(op.Value, states[j])
-		if err := op.Finish(); err != nil {
-			return 0, nil, err
 		}
 	}
-	return n, undo, nil
+	return n, nil
 }
 
 // appendUndoValue appends a marker or state of an undo record to dst: absent,

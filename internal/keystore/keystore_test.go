@@ -705,6 +705,24 @@ func TestUndo(t *testing.T) {
 	}
 	checkNoUndo(t, tb)
 	checkState(t, tb, tableState{Marker{}, map[string]string{}})
+
+	// A corrupt record (here, cut short) fails the Undo and changes nothing.
+	mustApply(t, tb, 1, nil, bs("a"), bs("A"))
+	mustApply(t, tb, 2, nil, bs("a", "b"), bs("AA", "B"))
+	after2 := stateOf(t, tb)
+	rec, closer, err := db.p.Get(tb.undo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec = bytes.Clone(rec[:len(rec)-1])
+	closer.Close()
+	if err := db.p.Set(tb.undo, rec, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Undo(); err == nil || errors.Is(err, ErrNoUndo) {
+		t.Fatalf("Undo of a corrupt record: %v", err)
+	}
+	checkState(t, tb, after2)
 }
 
 // TestUndoModel checks random Apply and Undo calls against a model: after
@@ -960,6 +978,52 @@ func restore(t *testing.T, dir string, wantKeys int64) (int64, time.Duration) {
 	return read, elapsed
 }
 
+// TestApplySkipsUndoRecord checks that Apply's existence checks of new keys
+// past the table's last key do not read the undo record, which in the store's
+// order would be the next key if it sorted after the states: with a 3 MB
+// record in an sstable, Apply of 1 000 new keys reads some KB.
+func TestApplySkipsUndoRecord(t *testing.T) {
+	fs := &countingFS{FS: vfs.Default}
+	db, err := open(fs, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tb := db.Table("0", "recs")
+	rng := rand.New(rand.NewPCG(8, 9))
+	const n = 20_000
+	keys := make([][]byte, n)
+	states := make([][]byte, n)
+	for seq := uint64(1); seq <= 2; seq++ { // the second overwrites every key
+		for i := range keys {
+			keys[i] = fmt.Appendf(nil, "user-%08d", i)
+			states[i] = make([]byte, 150)
+			for j := range states[i] {
+				states[i][j] = byte(rng.Uint32()) // incompressible
+			}
+		}
+		mustApply(t, tb, seq, nil, keys, states)
+	}
+	if err := db.p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	keys, states = keys[:1000], states[:1000]
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user-%08d", n+i)
+	}
+	before := fs.read.Load()
+	mustApply(t, tb, 3, nil, keys, states)
+	read := fs.read.Load() - before
+	t.Logf("Apply of 1000 new keys read %d bytes", read)
+	if read > 256<<10 {
+		t.Fatalf("Apply of 1000 new keys past the last one read %d bytes: the undo record?", read)
+	}
+	mustUndo(t, tb)
+	if m := mustMarker(t, tb); m.Seq != 2 || m.Keys != n {
+		t.Fatalf("Marker after Undo = %+v", m)
+	}
+}
+
 // TestRestoreCost checks that Open + Marker reads a bounded number of bytes,
 // not the stored keys: on a store of 200 000 keys (about 26 MB) it reads
 // some tens of KB (a 10-key store: a few KB), and takes about as long.
@@ -1201,7 +1265,10 @@ func BenchmarkGet(b *testing.B) {
 // states (about half of them new, the rest overwrites) applied in one synced
 // batch to a store on disk holding 100 000 keys and growing. Target: under
 // 100 ms/op; measured 40–70 ms/op (2.2 MB, about 1 400 allocs per op), most
-// of it reading the blocks that tell which keys are already stored.
+// of it reading the blocks that tell which keys are already stored. The undo
+// record (the 5 000 overwritten states) adds about 15% (45–50 ms/op against
+// 42–45 at -benchtime 60x on a busy machine), 1.5 times the bytes written
+// (WAL-B/op: 2.62 MB against 1.73 MB) and 5.8 MB allocated per op.
 func BenchmarkApply10k(b *testing.B) {
 	db, err := Open(b.TempDir(), nil)
 	if err != nil {
