@@ -3,6 +3,8 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -77,6 +79,11 @@ type EngineConfig struct {
 	// memory; nil: the engine opens an in-memory one when a model is
 	// key-scoped (lost at exit: for tests and services without snapshots).
 	KeyStore *keystore.DB
+	// LegacyKeyDir is where an earlier version wrote the evicted instances
+	// of key-scoped models (snapshot.dir/keys): keys the key store does not
+	// have are read from there once, and move to the key store at the next
+	// checkpoint. "" when there is none.
+	LegacyKeyDir string
 	// KeyHold bounds the bytes of changed keys' states a key-scoped model
 	// holds, once evicted, until the next checkpoint writes them to the
 	// key store: beyond it the engine asks for a checkpoint early
@@ -394,6 +401,15 @@ func (e *Engine) buildModels(s *Shard, first bool) ([]*shardModel, error) {
 			k, err := newKeyedModels(d.keyFactory, d.maxKeys, e.keys.Table(s.scope, d.name))
 			if err != nil {
 				return nil, fmt.Errorf("stream: model %s: %w", d.name, err)
+			}
+			if dir := e.cfg.LegacyKeyDir; dir != "" {
+				dir = filepath.Join(dir, d.name)
+				if s.scope != "" {
+					dir = filepath.Join(dir, "p"+s.scope)
+				}
+				if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+					k.legacy = dir
+				}
 			}
 			sm.keyed = k
 		case first && !e.cfg.Partitioned:

@@ -3,8 +3,12 @@ package stream
 import (
 	"bytes"
 	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
@@ -45,7 +49,13 @@ type keyedModels struct {
 	stored   int64  // keys in the table (its marker)
 	buf      []byte // scratch of cold reads
 
-	reloaded, created int64
+	// legacy is the directory where an earlier version wrote evicted keys
+	// (snapshot.dir/keys/<model>, a file per key named by its hash): a key
+	// the table does not have is looked for there, and migrates to the
+	// table at the next checkpoint. "" when there is none.
+	legacy string
+
+	reloaded, created, migrated int64
 }
 
 type keyedEntry struct {
@@ -109,12 +119,26 @@ func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 			return nil, fmt.Errorf("keyed models: reload %q: %w", key, err)
 		}
 		k.buf = b[:0]
-		if found {
+		switch {
+		case found:
 			if err := m.UnmarshalBinary(b); err != nil {
 				return nil, fmt.Errorf("keyed models: reload %q: %w", key, err)
 			}
 			k.reloaded++
-		} else {
+		case k.legacy != "":
+			ok, err := k.migrate(key, m)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				// Dirty: the next checkpoint writes it to the table.
+				k.gen++
+				ent.changed = k.gen
+				k.examples += m.Examples()
+			}
+			k.known++
+			k.created++
+		default:
 			k.known++
 			k.created++
 		}
@@ -126,6 +150,24 @@ func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 		}
 	}
 	return ent, nil
+}
+
+// migrate reads key's state from the directory of an earlier version into
+// m, reporting whether there was one.
+func (k *keyedModels) migrate(key []byte, m online.Model) (bool, error) {
+	h := sha256.Sum256(key)
+	b, err := os.ReadFile(filepath.Join(k.legacy, hex.EncodeToString(h[:16])+".model"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("keyed models: migrate %q: %w", key, err)
+	}
+	if err := m.UnmarshalBinary(b); err != nil {
+		return false, fmt.Errorf("keyed models: migrate %q: %w", key, err)
+	}
+	k.migrated++
+	return true, nil
 }
 
 // learned records that ent's model learned an example.

@@ -1,8 +1,13 @@
 package stream
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
@@ -118,4 +123,59 @@ func diff(a, b map[string]string) int {
 		}
 	}
 	return n + max(0, len(a)-len(b))
+}
+
+// A key evicted by an earlier version (a file per key under
+// snapshot.dir/keys/<model>, named by the key's hash) is read from there on
+// its next event, with all its examples, and moves to the key store at the
+// next checkpoint.
+func TestKeyedMigratesEvictedFiles(t *testing.T) {
+	dir := t.TempDir()
+	old := keyedShard(t, 3, nil)
+	if _, _, err := old.Restore(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	events := keyedEvents(50, 1) // all user-0
+	for i := range events {
+		old.Process(&events[i], sink)
+	}
+	ent, err := old.models[0].keyed.get([]byte("user-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, _ := ent.m.MarshalBinary()
+	h := sha256.Sum256([]byte("user-0"))
+	if err := os.MkdirAll(filepath.Join(dir, "k"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "k", hex.EncodeToString(h[:16])+".model"), state, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	s := keyedShard(t, 3, nil)
+	s.e.cfg.LegacyKeyDir = dir
+	s = func() *Shard { // rebuilt with the legacy directory set
+		n, err := s.e.NewShard("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}()
+	if _, _, err := s.Restore(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := &memSink{keep: true}
+	probe := kafka.Message{Key: []byte("user-0"), Value: []byte(`{"id":"p","features":[1,1]}`)}
+	s.Process(&probe, out)
+	if !bytes.Contains(out.msgs[0].Value, []byte(`"n":50`)) {
+		t.Fatalf("migrated key scored with %s, want n 50", out.msgs[0].Value)
+	}
+	c, err := s.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.deltas[0]; len(d.keys) != 1 || string(d.keys[0]) != "user-0" || d.examples != 50 {
+		t.Fatalf("checkpoint after the migration: keys %q, examples %d; want user-0 and 50", d.keys, d.examples)
+	}
 }

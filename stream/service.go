@@ -155,6 +155,10 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if err != nil {
 		return nil, err
 	}
+	legacyKeys := ""
+	if cfg.Snapshot.Dir != "" && dirExists(filepath.Join(cfg.Snapshot.Dir, "keys")) {
+		legacyKeys = filepath.Join(cfg.Snapshot.Dir, "keys")
+	}
 	m0 := cfg.Models[0]
 	engine, err := NewEngine(EngineConfig{
 		OutputTopic:     cfg.Kafka.OutputTopic,
@@ -167,6 +171,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		JoinTime:        cfg.Labels.JoinWindow.Time,
 		Partitioned:     cfg.Snapshot.Partitioned(),
 		KeyStore:        keys.db,
+		LegacyKeyDir:    legacyKeys,
 	}, models, reg)
 	if err != nil {
 		keys.close()
@@ -278,7 +283,7 @@ func openKeyStore(cfg config.Config, models []NamedModel, log *slog.Logger) (*ke
 	if cfg.Snapshot.Dir != "" {
 		dir = filepath.Join(cfg.Snapshot.Dir, "keystore")
 		if old := filepath.Join(cfg.Snapshot.Dir, "keys"); dirExists(old) {
-			log.Warn("snapshot.dir/keys holds the evicted key-scoped models of an earlier version, which this version does not read: their keys start empty (the keys in memory at the last snapshot are restored); remove the directory once the service runs", "dir", old)
+			log.Warn("snapshot.dir/keys holds the evicted key-scoped models of an earlier version: each such key is read from there on its next event and moves to the key store (snapshot.dir/keystore) at the next checkpoint", "dir", old)
 		}
 	} else {
 		var err error
