@@ -304,8 +304,10 @@ func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error
 			return fmt.Errorf("keyed models: undo checkpoint %d: %w", mk.Seq, err)
 		}
 	}
+	redone := true
 	switch {
 	case mk.Seq == d.ckpt && d.ckpt > 0:
+		redone = false
 	case mk.Seq+1 == d.ckpt || d.ckpt == 0:
 		if mk, err = k.table.Apply(max(d.ckpt, mk.Seq+1), metaOf(d.examples), d.keys, d.states); err != nil {
 			return fmt.Errorf("keyed models: redo checkpoint %d: %w", d.ckpt, err)
@@ -330,6 +332,15 @@ func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error
 	k.index, k.lru, k.pending, k.held = map[string]*list.Element{}, list.New(), map[string]pendingState{}, 0
 	k.adoptMarker(mk)
 	k.examples, k.known = d.examples, max(d.known, mk.Keys)
+	if redone {
+		// The crash may have come before the checkpoint's keys reached
+		// the changelog too: they go with the next checkpoint again.
+		for i, key := range d.keys {
+			k.gen++
+			k.pending[string(key)] = pendingState{state: d.states[i], gen: k.gen}
+			k.held += len(d.states[i])
+		}
+	}
 	return nil
 }
 

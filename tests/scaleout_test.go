@@ -172,27 +172,21 @@ func TestScaleOut(t *testing.T) {
 		}
 	}
 
-	// Per-key models end in their key's partition with the key's count.
+	// Per-key models: each key's newest key record in the changelog (the
+	// snapshots carry only the keys changed at their checkpoint) is in the
+	// scope of its events' partition, with the key's count.
 	counts := map[string]int64{}
 	for i := range n {
 		counts["u"+strconv.Itoa(i%101)]++
 	}
-	bal := &kafka.Murmur2Balancer{}
-	parts := []int{0, 1, 2, 3, 4, 5}
-	keys := 0
-	for part, snap := range scaled {
-		for key, m := range keyedStates(t, modelData(t, snap, "per_user")) {
-			keys++
-			if owner := bal.Balance(kafka.Message{Key: []byte(key)}, parts...); owner != part {
-				t.Errorf("key %s is in partition %d's state, its events are in partition %d", key, part, owner)
-			}
-			if m.Examples() != counts[key] {
-				t.Errorf("key %s: %d examples, want %d", key, m.Examples(), counts[key])
-			}
+	perKey := keysInPartitions(t, keyRecordStates(t, b, "state.scaled", "per_user", scalePartitions), scalePartitions)
+	for key, m := range perKey {
+		if m.Examples() != counts[key] {
+			t.Errorf("key %s: %d examples, want %d", key, m.Examples(), counts[key])
 		}
 	}
-	if keys != len(counts) {
-		t.Errorf("%d keys in the partitions' states, want %d", keys, len(counts))
+	if len(perKey) != len(counts) {
+		t.Errorf("%d keys in the changelog's key records, want %d", len(perKey), len(counts))
 	}
 }
 
@@ -306,22 +300,4 @@ func mergedMAM(t *testing.T, states map[int]*snapshot.Snapshot) *online.MAM {
 		t.Fatal(err)
 	}
 	return merged
-}
-
-// keyedStates decodes a key-scoped model's state (stream.DecodeKeyed).
-func keyedStates(t *testing.T, b []byte) map[string]online.Model {
-	t.Helper()
-	keys, states, err := stream.DecodeKeyed(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]online.Model{}
-	for i, key := range keys {
-		m, err := testTypes.Restore(states[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[key] = m
-	}
-	return out
 }
