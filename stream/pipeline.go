@@ -412,10 +412,6 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 		p.log.Error("seek", "partition", partition, "offset", offset, "err", err)
 		return
 	}
-	var w *Worker
-	if sh.st != nil {
-		w = p.engine.NewWorker()
-	}
 	var out Sink = p.pub
 	if p.cfg.Sink != nil {
 		out = p.cfg.Sink
@@ -427,11 +423,18 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	input := &topicUse{key: "kafka.input_topic", topic: p.cfg.Topic, needs: "READ"}
 	fetched := false
 	var fetchErrs repeats // logged once while they repeat
-	for {
-		msg, err := r.FetchMessage(ctx)
-		if err != nil {
+	fetch := func() (kafka.Message, bool) {
+		for {
+			msg, err := r.FetchMessage(ctx)
+			if err == nil {
+				if !fetched {
+					p.cfg.Health.OK(component)
+					fetched = true
+				}
+				return msg, true
+			}
 			if ctx.Err() != nil {
-				break
+				return msg, false
 			}
 			p.met.fetchErrs.Inc()
 			fetched = false
@@ -440,26 +443,13 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 			}
 			select {
 			case <-ctx.Done():
+				return msg, false
 			case <-time.After(500 * time.Millisecond):
 			}
-			continue
 		}
-		if !fetched {
-			p.cfg.Health.OK(component)
-			fetched = true
-		}
-		start := time.Now()
-		if w != nil {
-			w.Prepare(&msg) // no lock: reads no state
-		}
-		sh.mu.Lock()
-		if w != nil {
-			sh.st.Apply(w, &msg, out)
-		} else {
-			p.proc.Process(&msg, out)
-		}
-		sh.next[partition] = msg.Offset + 1
-		sh.mu.Unlock()
+	}
+	// done accounts for a processed event that took busy of processing.
+	done := func(msg *kafka.Message, busy time.Duration) {
 		if n := p.cfg.SnapshotEveryEvents; (n > 0 && p.since.Add(1) >= int64(n)) || (p.engine != nil && p.store != nil && p.engine.CheckpointWanted()) {
 			select {
 			case p.kick <- struct{}{}:
@@ -467,15 +457,31 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 			}
 		}
 		if p.engine != nil && p.engine.Refitting() {
-			running.Observe(time.Since(start).Seconds())
+			running.Observe(busy.Seconds())
 		} else {
-			idle.Observe(time.Since(start).Seconds())
+			idle.Observe(busy.Seconds())
 		}
 		p.met.consumed.Inc()
 		lag.Set(float64(msg.HighWaterMark - msg.Offset - 1))
 		if p.cfg.OnProcessed != nil {
-			p.cfg.OnProcessed(&msg)
+			p.cfg.OnProcessed(msg)
 		}
+	}
+	if sh.st == nil {
+		for {
+			msg, ok := fetch()
+			if !ok {
+				break
+			}
+			start := time.Now()
+			sh.mu.Lock()
+			p.proc.Process(&msg, out)
+			sh.next[partition] = msg.Offset + 1
+			sh.mu.Unlock()
+			done(&msg, time.Since(start))
+		}
+	} else {
+		p.apply(sh, partition, out, fetch, done)
 	}
 	// Revoked or shutting down: make what we processed durable and commit it
 	// before the partition can move to another member.
@@ -489,6 +495,75 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	p.mu.Lock()
 	delete(p.owned, partition)
 	p.mu.Unlock()
+}
+
+// slot is one fetched event, decoded and prepared by its own worker,
+// waiting to be applied.
+type slot struct {
+	msg  kafka.Message
+	w    *Worker
+	busy time.Duration // preparing and applying it
+}
+
+// slotsPerPartition bounds the events of a partition prepared ahead of
+// their application.
+const slotsPerPartition = 32
+
+// apply runs a partition's events through engine shard sh in two stages:
+// this goroutine fetches, decodes and prepares each event (no lock), and
+// an applier goroutine applies them in order under the shard's lock, as
+// many as are ready in one hold. A shard's partitions then prepare in
+// parallel while the lock is held only for scoring and learning, and
+// taken once per batch rather than per event: with one lock per event
+// the partitions' goroutines queued on it and handed it over one event at
+// a time.
+func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
+	free := make(chan *slot, slotsPerPartition)
+	ready := make(chan *slot, slotsPerPartition)
+	for range slotsPerPartition {
+		free <- &slot{w: p.engine.NewWorker()}
+	}
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		batch := make([]*slot, 0, slotsPerPartition)
+		for s := range ready {
+			sh.mu.Lock()
+			for more := true; more; {
+				start := time.Now()
+				sh.st.Apply(s.w, &s.msg, out)
+				sh.next[partition] = s.msg.Offset + 1
+				s.busy += time.Since(start)
+				batch = append(batch, s)
+				select {
+				case s, more = <-ready:
+				default:
+					more = false
+				}
+			}
+			sh.mu.Unlock()
+			for _, s := range batch {
+				done(&s.msg, s.busy)
+				free <- s
+			}
+			clear(batch)
+			batch = batch[:0]
+		}
+	}()
+	for {
+		msg, ok := fetch()
+		if !ok {
+			break
+		}
+		s := <-free
+		s.msg = msg
+		start := time.Now()
+		s.w.Prepare(&s.msg) // no lock: reads no state
+		s.busy = time.Since(start)
+		ready <- s
+	}
+	close(ready)
+	<-applied
 }
 
 func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"runtime"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var cfg bench.Config
-	var kernel, configPath string
+	var kernel, configPath, cpuProfile string
 	var asJSON bool
 	var instances []int
 	cmd := &cobra.Command{
@@ -117,6 +118,17 @@ interleaving; --json does not apply.`,
 			}
 			stderr := cmd.ErrOrStderr()
 			cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			if len(instances) > 0 {
 				if asJSON {
 					return fmt.Errorf("--json does not apply to --instances")
@@ -148,6 +160,7 @@ interleaving; --json does not apply.`,
 	cmd.Flags().IntVar(&cfg.Partitions, "partitions", 3, "input topic partitions")
 	cmd.Flags().StringVar(&kernel, "kernel", "linear", "built-in MAM kernel: linear | rbf (D=256, gamma=1/dim)")
 	cmd.Flags().StringVarP(&configPath, "config", "c", "", "benchmark the models of this config file (YAML) instead of the built-in MAM")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench (broker included) to this file (go tool pprof)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON to stdout (schema above), the tables to stderr")
 	cmd.Flags().IntSliceVar(&instances, "instances", nil, "scale-out: instance counts to measure, e.g. 1,2,3 (partitioned state; --partitions 6 suits up to 6)")
 	return cmd
