@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
