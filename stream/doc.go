@@ -15,15 +15,20 @@
 //
 //   - the HTTP server (/metrics, /healthz, /readyz, optional pprof);
 //   - the Pipeline's consumer-group loop (Run's own goroutine), which joins
-//     generations; per generation, kafka-go's Generation runs one goroutine
-//     per assigned partition (consume: fetch, then Process in offset order)
-//     and one checkpoint loop (every snapshot.every and snapshot.every_events:
-//     pause the partitions to capture the engine's state and mark the
-//     publisher's stream, resume them, await the deliveries before the
-//     mark, make the state durable, commit the offsets it includes). Processing
-//     of all partitions is serialised by the pipeline's lock: the Engine is
-//     not safe for concurrent use;
-//   - with snapshot.scope partition, the follower of the changelog topic
+//     generations; per generation, kafka-go's Generation runs per assigned
+//     partition a reader goroutine (fetch, decode and prepare each event with
+//     its own Worker, no lock) feeding an applier goroutine (apply the
+//     prepared events in offset order to the partition's shard, as many as
+//     are ready per hold of the shard's lock), and one checkpoint loop
+//     (every snapshot.every and snapshot.every_events, or early when the
+//     key-scoped models hold too many changed keys): one loop over the
+//     shards — pause each to capture its state and offsets, mark the
+//     publisher's stream, await the deliveries before the mark, make each
+//     shard's snapshot durable, write its changed keys to the key store,
+//     commit the offsets. A shard (the unit of state: in instance scope all
+//     the instance's partitions, in partition scope one) is used by one
+//     goroutine at a time under its lock; different shards run in parallel;
+////   - with snapshot.scope partition, the follower of the changelog topic
 //     (followRemote), which merges other instances' partition statistics
 //     every snapshot.remote_refresh;
 //   - the Publisher's batching loop (NewPublisher starts it, Close stops it
@@ -34,7 +39,7 @@
 //     Engine.Close; online/refit).
 //
 // Shutdown (context cancelled): the consumer loop stops fetching, each
-// partition goroutine finishes the message in hand, the last checkpoint is
+// partition's applier finishes the events in hand, the last checkpoint is
 // taken and committed, the refits are cancelled, the publisher delivers
 // what is queued, and the HTTP server shuts down.
 package stream

@@ -84,7 +84,7 @@ type node struct {
 
 func newNode(e *Engine) *node { return &node{Engine: e, shards: map[int]*Shard{}} }
 
-func (n *node) RestorePartition(p int, saved []snapshot.Model) (fresh, dropped []string, err error) {
+func (n *node) restorePart(p int, saved []snapshot.Model) (fresh, dropped []string, err error) {
 	return n.restoreFrom(p, saved, nil)
 }
 
@@ -113,7 +113,7 @@ func (n *node) restoreFrom(p int, saved []snapshot.Model, from *node) (fresh, dr
 	return fresh, dropped, nil
 }
 
-func (n *node) CapturePartition(p int) ([]snapshot.Model, error) {
+func (n *node) capturePart(p int) ([]snapshot.Model, error) {
 	s := n.shards[p]
 	if s == nil {
 		return nil, errors.New("partition not held")
@@ -125,7 +125,7 @@ func (n *node) CapturePartition(p int) ([]snapshot.Model, error) {
 	return c.Models, nil
 }
 
-func (n *node) DropPartition(p int) {
+func (n *node) dropPart(p int) {
 	n.shards[p].Close()
 	delete(n.shards, p)
 }
@@ -199,10 +199,10 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 		if p >= 2 {
 			owner = b
 		}
-		if _, _, err := owner.RestorePartition(p, nil); err != nil {
+		if _, _, err := owner.restorePart(p, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := single.RestorePartition(p, nil); err != nil {
+		if _, _, err := single.restorePart(p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,12 +210,12 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 	for i, ev := range events {
 		if i == len(events)/2 {
 			// Partition 1 moves from a to b at a checkpoint.
-			saved, err := a.CapturePartition(1)
+			saved, err := a.capturePart(1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			a.DropPartition(1)
-			if _, err := a.CapturePartition(1); err == nil {
+			a.dropPart(1)
+			if _, err := a.capturePart(1); err == nil {
 				t.Fatal("captured a dropped partition")
 			}
 			fresh, dropped, err := b.restoreFrom(1, saved, a)
@@ -232,7 +232,7 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 	// Each engine merges the partitions it does not hold.
 	exchange := func(from, to *node, ps ...int) {
 		for _, p := range ps {
-			saved, err := from.CapturePartition(p)
+			saved, err := from.capturePart(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,11 +259,11 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 	// Per-partition and per-key state: byte-identical to the single
 	// engine's (same events in the same order, restored exactly).
 	for p, e := range holder {
-		got, err := e.CapturePartition(p)
+		got, err := e.capturePart(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref, _ := single.CapturePartition(p)
+		ref, _ := single.capturePart(p)
 		for i := range got {
 			if got[i].Name == "per_key" {
 				if g, r := e.keyStates(t, p, "per_key"), single.keyStates(t, p, "per_key"); !maps.Equal(g, r) || len(g) == 0 {
@@ -278,17 +278,17 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 	}
 	// A partition restored with a state of another configuration starts
 	// fresh; an undecodable state is an error and changes nothing.
-	saved, _ := single.CapturePartition(0)
+	saved, _ := single.capturePart(0)
 	saved[1].Fingerprint = "other"
 	c := newNode(partitionedEngine(t))
-	if fresh, _, err := c.RestorePartition(0, saved); err != nil || len(fresh) != 1 || fresh[0] != "windowed" {
+	if fresh, _, err := c.restorePart(0, saved); err != nil || len(fresh) != 1 || fresh[0] != "windowed" {
 		t.Fatalf("fresh %v, err %v; want windowed fresh", fresh, err)
 	}
 	bad := []snapshot.Model{{Name: "global", Type: "mam", Fingerprint: "global-fp", Data: []byte("garbage")}}
-	if _, _, err := c.RestorePartition(2, bad); err == nil {
+	if _, _, err := c.restorePart(2, bad); err == nil {
 		t.Fatal("restored garbage")
 	}
-	if _, err := c.CapturePartition(2); err == nil {
+	if _, err := c.capturePart(2); err == nil {
 		t.Fatal("a failed restore left partition state behind")
 	}
 }
@@ -298,7 +298,7 @@ func TestPartitionedProcessAllocs(t *testing.T) {
 	e := newNode(partitionedEngine(t))
 	events := partEvents(200, 2)
 	for p := range 2 {
-		if _, _, err := e.RestorePartition(p, nil); err != nil {
+		if _, _, err := e.restorePart(p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -326,7 +326,7 @@ func BenchmarkPartitionedProcess(b *testing.B) {
 	e := newNode(partitionedEngine(b))
 	events := partEvents(1000, 4)
 	for p := range 4 {
-		if _, _, err := e.RestorePartition(p, nil); err != nil {
+		if _, _, err := e.restorePart(p, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -364,7 +364,7 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 	}
 	a, b := newEngine(), newEngine()
 	for p := range 2 {
-		if _, _, err := a.RestorePartition(p, nil); err != nil {
+		if _, _, err := a.restorePart(p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -392,12 +392,12 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 	}
 	x := []float64{0.3, -0.7}
 	before := a.instance("svm", 0).Observe(x, 0, false)
-	saved, err := a.CapturePartition(0)
+	saved, err := a.capturePart(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.DropPartition(0)
-	if _, _, err := b.RestorePartition(0, saved); err != nil {
+	a.dropPart(0)
+	if _, _, err := b.restorePart(0, saved); err != nil {
 		t.Fatal(err)
 	}
 	moved := b.instance("svm", 0)

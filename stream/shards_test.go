@@ -27,7 +27,7 @@ func TestShardsInParallel(t *testing.T) {
 		e := partitionedEngineReg(t, reg)
 		n := newNode(e)
 		for p := range parts {
-			if _, _, err := n.RestorePartition(p, nil); err != nil {
+			if _, _, err := n.restorePart(p, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -96,11 +96,11 @@ func TestShardsInParallel(t *testing.T) {
 	}
 	serial, parallel := run(false), run(true)
 	for p := range parts {
-		got, err := parallel.CapturePartition(p)
+		got, err := parallel.capturePart(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := serial.CapturePartition(p)
+		want, _ := serial.capturePart(p)
 		for i := range got {
 			if got[i].Name == "per_key" {
 				if g, w := parallel.keyStates(t, p, "per_key"), serial.keyStates(t, p, "per_key"); !maps.Equal(g, w) || len(g) == 0 {
