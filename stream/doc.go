@@ -28,17 +28,15 @@
 //     commit the offsets. A shard (the unit of state: in instance scope all
 //     the instance's partitions, in partition scope one) is used by one
 //     goroutine at a time under its lock; different shards run in parallel;
-//
-// //   - with snapshot.scope partition, the follower of the changelog topic
-//
-//	  (followRemote), which merges other instances' partition statistics
-//	  every snapshot.remote_refresh;
-//	- the Publisher's batching loop (NewPublisher starts it, Close stops it
-//	  after delivering what was queued): it sends batches asynchronously
-//	  and re-queues failed ones, never dropping a record;
-//	- per refitted model (or per partition's instance of one), its refit
-//	  goroutine and, with refit.every, its ticker (Engine.Start and
-//	  Engine.Close; online/refit).
+//   - with snapshot.scope partition, the follower of the changelog topic
+//     (followRemote), which merges other instances' partition statistics
+//     every snapshot.remote_refresh;
+//   - the Publisher's batching loop (NewPublisher starts it, Close stops it
+//     after delivering what was queued): it sends batches asynchronously
+//     and re-queues failed ones, never dropping a record;
+//   - per refitted model (or per partition's instance of one), its refit
+//     goroutine and, with refit.every, its ticker (Engine.Start and
+//     Engine.Close; online/refit).
 //
 // Shutdown (context cancelled): the consumer loop stops fetching, each
 // partition's applier finishes the events in hand, the last checkpoint is
