@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/segmentio/kafka-go"
-
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream"
@@ -194,7 +192,7 @@ func TestScaleOut(t *testing.T) {
 // the whole partition and all together n events.
 func waitState(t *testing.T, b *stream.Broker, changelog string, n int, timeout time.Duration) {
 	t.Helper()
-	ends := partitionEnds(t, b, "events")
+	ends := topicEnds(t, b, "events", scalePartitions)
 	var sum int64
 	for _, e := range ends {
 		sum += e
@@ -214,26 +212,6 @@ func waitState(t *testing.T, b *stream.Broker, changelog string, n int, timeout 
 		}
 		return true
 	})
-}
-
-func partitionEnds(t *testing.T, b *stream.Broker, topic string) map[int]int64 {
-	t.Helper()
-	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...)}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req := map[string][]kafka.OffsetRequest{}
-	for p := range scalePartitions {
-		req[topic] = append(req[topic], kafka.LastOffsetOf(p))
-	}
-	resp, err := client.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: req})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int]int64{}
-	for _, po := range resp.Topics[topic] {
-		out[po.Partition] = po.LastOffset
-	}
-	return out
 }
 
 func partitionStates(t *testing.T, b *stream.Broker, changelog string) map[int]*snapshot.Snapshot {
