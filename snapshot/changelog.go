@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -357,9 +358,27 @@ type record struct {
 
 // readFrom reads partition 0 from offset from (or its first offset, if
 // later) to its end offset into recs, which then holds the latest value per
-// key, as compaction would leave it; tombstones remove keys. It returns the
-// end offset read to.
+// key, as compaction would leave it; tombstones remove keys. The caller's
+// own records (RecordsPrefix) are not kept: ScanRecords reads them. It
+// returns the end offset read to.
 func (c *ChangelogStore) readFrom(ctx context.Context, recs map[string]record, from int64) (end int64, n int, err error) {
+	return c.scan(ctx, from, func(off int64, key, value []byte) {
+		n++
+		if bytes.HasPrefix(key, []byte(RecordsPrefix)) {
+			return
+		}
+		if len(value) == 0 {
+			delete(recs, string(key))
+		} else {
+			recs[string(key)] = record{offset: off, value: value}
+		}
+	})
+}
+
+// scan reads partition 0 from offset from (or its first offset, if later)
+// to its end offset, calling fn with every record in log order, and returns
+// the end offset read to and the records read.
+func (c *ChangelogStore) scan(ctx context.Context, from int64, fn func(offset int64, key, value []byte)) (end int64, n int, err error) {
 	conn, err := c.dialLeader(ctx)
 	if err != nil {
 		return 0, 0, err
@@ -398,11 +417,7 @@ func (c *ChangelogStore) readFrom(ctx context.Context, recs map[string]record, f
 				continue
 			}
 			n++
-			if len(msg.Value) == 0 {
-				delete(recs, string(msg.Key))
-			} else {
-				recs[string(msg.Key)] = record{offset: msg.Offset, value: msg.Value}
-			}
+			fn(msg.Offset, msg.Key, msg.Value)
 		}
 		if err := batch.Close(); err != nil {
 			return 0, 0, fmt.Errorf("snapshot: read %s at offset %d: %w", c.topic, off, err)

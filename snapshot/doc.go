@@ -121,4 +121,19 @@
 //
 // Restore holds the latest records of both generations in memory, about
 // twice the snapshot size.
+//
+// # The caller's own records
+//
+// Beside the snapshots the topic may hold records of the caller's own
+// (PutRecords), keyed under RecordsPrefix ("k/...": the service keeps one
+// per key-scoped model and entity key there, so that compaction keeps each
+// key's newest state). Their value is
+//
+//	[4]  magic "SREC"
+//	u32  CRC of the payload
+//	...  payload
+//
+// The snapshot readers and Tail pass over them (they cost no memory however
+// many there are); ScanRecords reads the topic and returns those under a
+// prefix, verified, in log order.
 package snapshot

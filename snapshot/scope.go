@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -146,40 +147,41 @@ func (t *Tail) NewestSeq(scope string) uint64 {
 	return newest
 }
 
-// Records calls fn with the key and value of every record read so far
-// whose key starts with prefix and whose value is a verified payload of
-// PutRecords (others are skipped), in key order.
-func (t *Tail) Records(prefix string, fn func(key string, value []byte)) {
-	t.mu.Lock()
-	var keys []string
-	for k := range t.recs {
-		if strings.HasPrefix(k, prefix) {
-			keys = append(keys, k)
+// RecordsPrefix starts the keys of the caller's own records (PutRecords):
+// the snapshot readers and Tail pass over them, so that they cost no
+// memory however many there are; ScanRecords reads them.
+const RecordsPrefix = "k/"
+
+// ScanRecords reads the whole topic and calls fn with the key and value of
+// every record whose key starts with prefix (which must start with
+// RecordsPrefix) and whose value is a verified payload of PutRecords (others
+// are skipped), in log order: a key's last call is its newest value, as
+// compaction keeps it.
+func (c *ChangelogStore) ScanRecords(ctx context.Context, prefix string, fn func(key string, value []byte)) error {
+	if !strings.HasPrefix(prefix, RecordsPrefix) {
+		return fmt.Errorf("snapshot: record prefix %q does not start with %q", prefix, RecordsPrefix)
+	}
+	_, _, err := c.scan(ctx, 0, func(_ int64, key, value []byte) {
+		if !bytes.HasPrefix(key, []byte(prefix)) {
+			return
 		}
-	}
-	slices.Sort(keys)
-	vals := make([][]byte, len(keys))
-	for i, k := range keys {
-		vals[i] = t.recs[k].value
-	}
-	t.mu.Unlock()
-	for i, k := range keys {
-		if v, ok := openRecord(vals[i]); ok {
-			fn(k, v)
+		if v, ok := openRecord(value); ok {
+			fn(string(key), v)
 		}
-	}
+	})
+	return err
 }
 
-// PutRecords writes records of the caller's own (beside the snapshots:
-// their keys must contain a '/' and must not end in a snapshot record's
-// name) and returns when all are acknowledged. Each value is framed with a
-// magic and a CRC that Tail.Records checks.
+// PutRecords writes records of the caller's own beside the snapshots (their
+// keys must start with RecordsPrefix) and returns when all are
+// acknowledged. Each value is framed with a magic and a CRC that
+// ScanRecords checks.
 func (c *ChangelogStore) PutRecords(ctx context.Context, keys []string, values [][]byte) error {
 	msgs := make([]kafka.Message, 0, min(len(keys), 1024))
 	size := 0
 	for i, k := range keys {
-		if !strings.Contains(k, scopeSep) {
-			return fmt.Errorf("snapshot: record key %q has no %q", k, scopeSep)
+		if !strings.HasPrefix(k, RecordsPrefix) {
+			return fmt.Errorf("snapshot: record key %q does not start with %q", k, RecordsPrefix)
 		}
 		v := make([]byte, 0, len(values[i])+8)
 		v = append(v, recordMagic...)

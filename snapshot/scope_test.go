@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/segmentio/kafka-go"
 )
 
 func scopedSnap(seq uint64, part int32, payload []byte) *Snapshot {
@@ -137,5 +139,53 @@ func TestScopedStoresShareATopic(t *testing.T) {
 		if err != nil || s.Seq != want {
 			t.Fatalf("after compaction, scope %q: %v, %v", scope, s, err)
 		}
+	}
+}
+
+// The caller's own records (PutRecords) live beside the snapshots without
+// disturbing them: the snapshot readers and Tail keep none of them, and
+// ScanRecords returns every version of those under a prefix in log order,
+// verified.
+func TestRecordsBesideSnapshots(t *testing.T) {
+	c := newCluster(t)
+	root := newChangelog(t, c)
+	ctx := testCtx(t)
+	p0, _ := root.Scope("0")
+	if err := p0.Save(ctx, scopedSnap(1, 0, randomBytes(1, 500))); err != nil {
+		t.Fatal(err)
+	}
+	if err := root.PutRecords(ctx, []string{"0/x"}, [][]byte{{1}}); err == nil {
+		t.Fatal("a record key outside RecordsPrefix was accepted")
+	}
+	keys := []string{"k/0/m/aa", "k/0/m/bb", "k/1/m/aa", "k/0/m/aa"}
+	values := [][]byte{[]byte("a1"), []byte("b1"), []byte("other scope"), []byte("a2")}
+	if err := root.PutRecords(ctx, keys, values); err != nil {
+		t.Fatal(err)
+	}
+	// A record whose frame does not verify is skipped.
+	if err := root.writer.WriteMessages(ctx, kafka.Message{Key: []byte("k/0/m/cc"), Value: []byte("SREC\x00\x00\x00\x00bad")}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := root.ScanRecords(ctx, "k/0/m/", func(k string, v []byte) { got = append(got, k+"="+string(v)) }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"k/0/m/aa=a1", "k/0/m/bb=b1", "k/0/m/aa=a2"}; !slices.Equal(got, want) {
+		t.Fatalf("scan: %v, want %v", got, want)
+	}
+	if err := root.ScanRecords(ctx, "0/", func(string, []byte) {}); err == nil {
+		t.Fatal("a scan outside RecordsPrefix was accepted")
+	}
+	tail := root.Tail()
+	if _, err := tail.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for k := range tail.recs {
+		if bytes.HasPrefix([]byte(k), []byte(RecordsPrefix)) {
+			t.Fatalf("the tail keeps record %q", k)
+		}
+	}
+	if snap, err := tail.Latest("0"); err != nil || snap.Seq != 1 {
+		t.Fatalf("partition 0's snapshot beside the records: %v, %v", snap, err)
 	}
 }

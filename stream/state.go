@@ -268,31 +268,30 @@ func keyRecord(scope, model string, key []byte) string {
 	return keyRecordPrefix(scope, model) + hex.EncodeToString(key)
 }
 
-func keyRecordPrefix(scope, model string) string { return "k/" + scope + "/" + model + "/" }
+func keyRecordPrefix(scope, model string) string {
+	return snapshot.RecordsPrefix + scope + "/" + model + "/"
+}
 
 // LoadKeys returns the key records of a key-scoped model in scope, as the
-// changelog holds them now.
+// changelog holds them now. It reads the whole changelog (the instance
+// does not keep key records in memory), keeping only this scope's and
+// model's, the newest per key.
 func (s *StateStore) LoadKeys(ctx context.Context, scope, model string) (keys, states [][]byte, err error) {
-	tail := s.Tail()
-	if tail == nil {
+	if s == nil || s.changelog == nil {
 		return nil, nil, errors.New("no changelog")
 	}
-	if _, err := tail.Poll(ctx); err != nil {
+	prefix := keyRecordPrefix(scope, model)
+	latest := map[string][]byte{}
+	if err := s.changelog.ScanRecords(ctx, prefix, func(k string, v []byte) { latest[k] = v }); err != nil {
 		return nil, nil, fmt.Errorf("read changelog: %w", err)
 	}
-	prefix := keyRecordPrefix(scope, model)
-	var bad error
-	tail.Records(prefix, func(k string, v []byte) {
+	for k, v := range latest {
 		key, err := hex.DecodeString(k[len(prefix):])
 		if err != nil {
-			bad = fmt.Errorf("changelog record %q: not a key record", k)
-			return
+			return nil, nil, fmt.Errorf("changelog record %q: not a key record", k)
 		}
 		keys = append(keys, key)
 		states = append(states, v)
-	})
-	if bad != nil {
-		return nil, nil, bad
 	}
 	return keys, states, nil
 }

@@ -156,17 +156,14 @@ func keyRecordStates(t *testing.T, b *stream.Broker, changelog, model string, pa
 	t.Helper()
 	cl := snapshot.NewChangelogStore(b.Addrs(), changelog, "keyed-test")
 	defer cl.Close()
-	tail := cl.Tail()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := tail.Poll(ctx); err != nil {
-		t.Fatalf("read changelog %s: %v", changelog, err)
-	}
 	out := map[int]map[string]online.Model{}
 	for part := range parts {
 		prefix := "k/" + strconv.Itoa(part) + "/" + model + "/"
 		states := map[string]online.Model{}
-		tail.Records(prefix, func(k string, v []byte) {
+		// In log order: a key's last record is its newest state.
+		err := cl.ScanRecords(ctx, prefix, func(k string, v []byte) {
 			key, err := hex.DecodeString(strings.TrimPrefix(k, prefix))
 			if err != nil {
 				t.Errorf("changelog record %q: key not in hex: %v", k, err)
@@ -179,6 +176,9 @@ func keyRecordStates(t *testing.T, b *stream.Broker, changelog, model string, pa
 			}
 			states[string(key)] = m
 		})
+		if err != nil {
+			t.Fatalf("read changelog %s: %v", changelog, err)
+		}
 		out[part] = states
 	}
 	return out
