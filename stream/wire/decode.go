@@ -158,7 +158,9 @@ func (s *scanner) document() *Error {
 		return s.syntax("empty input")
 	}
 	if c := s.src[s.pos]; c != '{' {
-		return s.syntax("top-level value is " + kindOf(c) + ", want object")
+		// Say what was found, not what its first byte suggests ("nope"
+		// is not null).
+		return s.syntax("want a JSON object, found " + quoteShort(s.src[s.pos:]))
 	}
 	s.pos++
 	var sem *Error // first semantic error; the rest is only checked for syntax

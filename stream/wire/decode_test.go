@@ -27,10 +27,11 @@ func TestDecodeRejects(t *testing.T) {
 
 		{"empty", dense, ``, ReasonNotJSON, "empty input"},
 		{"blank", dense, " \n\t", ReasonNotJSON, "empty input"},
-		{"plain text", dense, `hello`, ReasonNotJSON, "top-level"},
-		{"top-level array", dense, `[1,2]`, ReasonNotJSON, "array, want object"},
-		{"top-level string", dense, `"features"`, ReasonNotJSON, "string"},
-		{"top-level null", dense, `null`, ReasonNotJSON, "null"},
+		{"plain text", dense, `hello`, ReasonNotJSON, `want a JSON object, found "hello"`},
+		{"not null", dense, `nope`, ReasonNotJSON, `found "nope"`}, // not "null" for its first byte
+		{"top-level array", dense, `[1,2]`, ReasonNotJSON, `found "[1,2]"`},
+		{"top-level string", dense, `"features"`, ReasonNotJSON, `found "\"features\""`},
+		{"top-level null", dense, `null`, ReasonNotJSON, `found "null"`},
 		{"truncated", dense, `{"id":"e-1","features":[1,2,`, ReasonNotJSON, ""},
 		{"truncated in string", dense, `{"id":"e-`, ReasonNotJSON, "unterminated string"},
 		{"truncated after key", dense, `{"id"`, ReasonNotJSON, "':'"},
