@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -32,10 +33,11 @@ import (
 var ripleyCSV []byte
 
 type demoOptions struct {
-	duration time.Duration
-	rate     int
-	listen   string
-	noise    float64
+	duration     time.Duration
+	rate         int
+	listen       string
+	brokerListen string
+	noise        float64
 }
 
 func newDemoCmd() *cobra.Command {
@@ -62,8 +64,26 @@ recent scores with their mistake bounds, and where /metrics is served.`,
 	cmd.Flags().DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	cmd.Flags().IntVar(&o.rate, "rate", 5000, "events per second to produce")
 	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9464", "address for /metrics, /healthz, /readyz (falls back to a free port)")
+	cmd.Flags().StringVar(&o.brokerListen, "broker-listen", "127.0.0.1:9092", "address of the embedded broker, for kcat or your own producer (127.0.0.1 only; falls back to a free port)")
 	cmd.Flags().Float64Var(&o.noise, "noise", 0.02, "standard deviation of the noise added to the cycled features")
 	return cmd
+}
+
+// brokerPort is the port of --broker-listen: the embedded broker listens
+// on 127.0.0.1 only.
+func brokerPort(addr string) (int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, fmt.Errorf("--broker-listen %q: %w", addr, err)
+	}
+	if host != "" && host != "127.0.0.1" && host != "localhost" {
+		return 0, fmt.Errorf("--broker-listen %q: the embedded broker listens on 127.0.0.1 only", addr)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return 0, fmt.Errorf("--broker-listen %q: bad port", addr)
+	}
+	return port, nil
 }
 
 type point struct {
@@ -97,10 +117,15 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo data: %w", err)
 	}
-	broker, err := stream.StartBroker(0,
-		stream.TopicSpec{Name: "events", Partitions: 3},
-		stream.TopicSpec{Name: "scores", Partitions: 3},
-		stream.TopicSpec{Name: "events.dlq", Partitions: 1})
+	port, err := brokerPort(o.brokerListen)
+	if err != nil {
+		return err
+	}
+	topics := []stream.TopicSpec{{Name: "events", Partitions: 3}, {Name: "scores", Partitions: 3}, {Name: "events.dlq", Partitions: 1}}
+	broker, err := stream.StartBroker(port, topics...)
+	if err != nil && port != 0 {
+		broker, err = stream.StartBroker(0, topics...) // the port is taken: any free one (shown on screen)
+	}
 	if err != nil {
 		return err
 	}
@@ -155,7 +180,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		consumed := gauge(svc.Registry(), "streamer_events_consumed_total", nil)
 		rate := (consumed - lastConsumed) / now.Sub(lastT).Seconds()
 		lastConsumed, lastT = consumed, now
-		frame := renderFrame(svc, view, rate, consumed, now.Sub(start))
+		frame := renderFrame(svc, view, brokers, rate, consumed, now.Sub(start))
 		if tty {
 			fmt.Fprint(out, "\033[H\033[2J", frame)
 		} else {
@@ -170,10 +195,11 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	return nil
 }
 
-func renderFrame(svc *stream.Service, view *scoreView, rate, consumed float64, up time.Duration) string {
+func renderFrame(svc *stream.Service, view *scoreView, brokers string, rate, consumed float64, up time.Duration) string {
 	var b strings.Builder
 	reg := svc.Registry()
 	fmt.Fprintf(&b, "streamer demo — embedded Kafka-protocol broker, Ripley's data (up %s)\n", up.Round(time.Second))
+	fmt.Fprintf(&b, "broker: %s   try: kcat -b %s -C -t scores -o end\n", brokers, brokers)
 	fmt.Fprintf(&b, "metrics: http://%s/metrics   health: /healthz  /readyz (ready=%v)\n\n", svc.Addr(), svc.Ready())
 	fmt.Fprintf(&b, "events consumed %.0f   %.0f events/s   dead-lettered %.0f   published %.0f\n\n",
 		consumed, rate, gauge(reg, "streamer_events_rejected_total", nil),
