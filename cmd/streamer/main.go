@@ -35,8 +35,10 @@ func newRoot() *cobra.Command {
 		Short:         "Online kernel learning on Kafka streams, with certainty bounds",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
-	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd(), newEvalCmd())
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd(), newEvalCmd(), newVersionCmd())
 	return root
 }
 
