@@ -40,6 +40,7 @@ type Kafka struct {
 	ClientID        string        `yaml:"client_id"`
 	StartOffset     string        `yaml:"start_offset"`
 	MaxMessageBytes int           `yaml:"max_message_bytes"`
+	MaxFeatureAbs   float64       `yaml:"max_feature_abs"` // features beyond ±this are dead-lettered (out_of_range)
 	CommitInterval  time.Duration `yaml:"commit_interval"`
 	SessionTimeout  time.Duration `yaml:"session_timeout"`
 	Producer        Producer      `yaml:"producer"`
@@ -276,6 +277,11 @@ const (
 	ScopeKey    = "key"
 )
 
+// DefaultMaxFeatureAbs is the default kafka.max_feature_abs: far beyond
+// any sane feature, far below where the models' arithmetic overflows
+// (squared norms overflow near 1e154).
+const DefaultMaxFeatureAbs = 1e15
+
 // DefaultMaxKeys is the default max_keys of a key-scoped model.
 const DefaultMaxKeys = 10000
 
@@ -299,6 +305,7 @@ func Default() Config {
 			ClientID:        "streamer",
 			StartOffset:     StartEarliest,
 			MaxMessageBytes: 1 << 20,
+			MaxFeatureAbs:   DefaultMaxFeatureAbs,
 			CommitInterval:  time.Second,
 			SessionTimeout:  10 * time.Second,
 			Producer: Producer{

@@ -41,6 +41,7 @@ func TestGoodRoundTrip(t *testing.T) {
 			ClientID:        "scorer-1",
 			StartOffset:     "latest",
 			MaxMessageBytes: 65536,
+			MaxFeatureAbs:   DefaultMaxFeatureAbs,
 			CommitInterval:  250 * time.Millisecond,
 			SessionTimeout:  10 * time.Second,
 			Producer:        Producer{BatchSize: 500, BatchTimeout: 10 * time.Millisecond, RequiredAcks: "one"},
@@ -239,6 +240,10 @@ func TestEnvErrors(t *testing.T) {
 		{"STREAMER_KAFKA_GROUP=", `config: kafka.group: required (from STREAMER_KAFKA_GROUP)`},
 		{"STREAMER_KAFKA_GRUOP=x", `config: unknown environment variable STREAMER_KAFKA_GRUOP`},
 		{"STREAMER_MODELS=x", `config: unknown environment variable STREAMER_MODELS`},
+		{"STREAMER_KAFKA_MAX_FEATURE_ABS=big", `config: kafka.max_feature_abs: "big" is not a number (from STREAMER_KAFKA_MAX_FEATURE_ABS)`},
+		{"STREAMER_KAFKA_MAX_FEATURE_ABS=0", `config: kafka.max_feature_abs: must be > 0 and ≤ 1e100`},
+		{"STREAMER_KAFKA_MAX_FEATURE_ABS=1e200", `config: kafka.max_feature_abs: must be > 0 and ≤ 1e100`},
+		{"STREAMER_KAFKA_MAX_FEATURE_ABS=NaN", `config: kafka.max_feature_abs: must be > 0 and ≤ 1e100`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.env, func(t *testing.T) {
@@ -262,7 +267,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 40 {
+	if len(vars) != len(leaves) || len(vars) != 41 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

@@ -32,6 +32,7 @@ var leaves = []leaf{
 	{"kafka.client_id", func(c *Config) any { return &c.Kafka.ClientID }},
 	{"kafka.start_offset", func(c *Config) any { return &c.Kafka.StartOffset }},
 	{"kafka.max_message_bytes", func(c *Config) any { return &c.Kafka.MaxMessageBytes }},
+	{"kafka.max_feature_abs", func(c *Config) any { return &c.Kafka.MaxFeatureAbs }},
 	{"kafka.commit_interval", func(c *Config) any { return &c.Kafka.CommitInterval }},
 	{"kafka.session_timeout", func(c *Config) any { return &c.Kafka.SessionTimeout }},
 	{"kafka.producer.batch_size", func(c *Config) any { return &c.Kafka.Producer.BatchSize }},
@@ -232,6 +233,8 @@ func (d *decoder) leaf(p any, v *yaml.Node, path string) {
 		d.boolean(v, path, p)
 	case *int:
 		d.integer(v, path, p)
+	case *float64:
+		d.float(v, path, p)
 	case *time.Duration:
 		d.duration(v, path, p)
 	case *[]string:

@@ -43,6 +43,7 @@
 //	kafka.client_id                 streamer          client id sent to the brokers; required
 //	kafka.start_offset              earliest          where a group with no committed offset starts: earliest | latest
 //	kafka.max_message_bytes         1048576           input values larger than this are dead-lettered (too_large); > 0
+//	kafka.max_feature_abs           1e15              events with a feature beyond ±this are dead-lettered (out_of_range); 0 < x ≤ 1e100
 //	kafka.commit_interval           1s                how often processed offsets are checkpointed (their scores
 //	                                                  acknowledged, offsets committed) when snapshots are off; > 0
 //	kafka.session_timeout           10s               consumer-group session timeout: how long the group waits for
@@ -141,6 +142,7 @@
 //	STREAMER_KAFKA_CLIENT_ID
 //	STREAMER_KAFKA_START_OFFSET
 //	STREAMER_KAFKA_MAX_MESSAGE_BYTES
+//	STREAMER_KAFKA_MAX_FEATURE_ABS
 //	STREAMER_KAFKA_COMMIT_INTERVAL
 //	STREAMER_KAFKA_SESSION_TIMEOUT
 //	STREAMER_KAFKA_PRODUCER_BATCH_SIZE

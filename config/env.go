@@ -84,6 +84,12 @@ func setFromEnv(p any, val string) error {
 			return fmt.Errorf("%q is not an integer", val)
 		}
 		*p = x
+	case *float64:
+		x, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a number", val)
+		}
+		*p = x
 	case *time.Duration:
 		x, err := parseDuration(val)
 		if err != nil {

@@ -104,6 +104,9 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	}
 	v.oneOf("kafka.start_offset", k.StartOffset, StartEarliest, StartLatest)
 	v.positive("kafka.max_message_bytes", int64(k.MaxMessageBytes))
+	if !(k.MaxFeatureAbs > 0 && k.MaxFeatureAbs <= 1e100) { // NaN fails too
+		v.errorf("kafka.max_feature_abs", "must be > 0 and ≤ 1e100 (larger values overflow the models' arithmetic), got %v", k.MaxFeatureAbs)
+	}
 	if k.CommitInterval <= 0 {
 		v.errorf("kafka.commit_interval", "must be > 0, got %v", k.CommitInterval)
 	}

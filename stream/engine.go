@@ -60,6 +60,7 @@ type EngineConfig struct {
 	Dim             int      // input dimension shared by all models
 	FeatureNames    []string // optional: names for object-form features
 	MaxMessageBytes int      // larger input values are dead-lettered (0 = no limit)
+	MaxFeatureAbs   float64  // events with a feature beyond ±this are dead-lettered as out_of_range (0 = no bound)
 	AccuracyWindow  int      // events in the prequential accuracy window
 
 	// Delayed labels: with JoinEvents > 0, unlabelled events with an id are
@@ -300,6 +301,7 @@ type Worker struct {
 // NewWorker returns a worker for one partition reader.
 func (e *Engine) NewWorker() *Worker {
 	dec, _ := wire.NewDecoder(e.cfg.Dim, e.cfg.FeatureNames, e.cfg.MaxMessageBytes) // checked by NewEngine
+	dec = dec.WithMaxAbs(e.cfg.MaxFeatureAbs)
 	if e.cfg.JoinEvents > 0 {
 		dec = dec.WithLabelOnly()
 	}

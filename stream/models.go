@@ -82,7 +82,7 @@ type engineMetrics struct {
 
 var reasons = []wire.Reason{
 	wire.ReasonTooLarge, wire.ReasonNotJSON, wire.ReasonWrongType, wire.ReasonMissingFeatures,
-	wire.ReasonWrongDimension, wire.ReasonNonFinite, wire.ReasonBadLabel,
+	wire.ReasonWrongDimension, wire.ReasonNonFinite, wire.ReasonOutOfRange, wire.ReasonBadLabel,
 }
 
 func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {

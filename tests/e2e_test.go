@@ -186,6 +186,10 @@ models:
     type: mam
     kernel: {type: linear}
     features: {dim: 2, names: [xs, ys]}
+  - name: mam_rbf
+    type: mam
+    kernel: {type: rbf, gamma: 1, features: 64}
+    features: {dim: 2, names: [xs, ys]}
 `
 
 // TestDeadLetter mixes every kind of bad input into a valid stream: each must
@@ -209,6 +213,10 @@ func TestDeadLetter(t *testing.T) {
 		{`{"id":"l1","features":[0.1,0.2],"label":2}`, "bad_label"},
 		{`{"id":"l2","features":[0.1,0.2],"label":0.5}`, "bad_label"},
 		{`{"id":"big","features":[0.1,0.2],"label":1,"pad":"` + strings.Repeat("x", 4096) + `"}`, "too_large"},
+		// Finite, but it would overflow the rbf projection: no model may
+		// see it (and count it learned without learning it).
+		{`{"id":"h1","features":[1.797e308,0.2],"label":1}`, "out_of_range"},
+		{`{"id":"h2","features":{"xs":0.1,"ys":-1e16},"label":-1}`, "out_of_range"},
 	}
 	var msgs []kafka.Message
 	validLabelled := 0
@@ -255,8 +263,13 @@ func TestDeadLetter(t *testing.T) {
 	waitFor(t, 30*time.Second, "all events processed", func() bool {
 		return p.metric(t, "streamer_events_consumed_total", "") == float64(len(msgs))
 	})
-	if n := p.metric(t, "streamer_model_examples", `model="mam"`); n != float64(validLabelled) {
-		t.Fatalf("model learned %v examples, want %d valid labelled", n, validLabelled)
+	for _, model := range []string{"mam", "mam_rbf"} {
+		if n := p.metric(t, "streamer_model_examples", `model="`+model+`"`); n != float64(validLabelled) {
+			t.Fatalf("%s learned %v examples, want %d valid labelled", model, n, validLabelled)
+		}
+		if n := p.metric(t, "streamer_events_learned_total", `model="`+model+`"`); n != float64(validLabelled) {
+			t.Fatalf("%s: streamer_events_learned_total %v, want %d valid labelled (as its examples)", model, n, validLabelled)
+		}
 	}
 	want := map[string]int{}
 	for _, c := range bad {

@@ -58,8 +58,20 @@ type Decoder struct {
 	names    []string
 	index    map[string]int // nil: dense arrays only
 	maxBytes int
+	maxAbs   float64 // features beyond ±maxAbs are out_of_range (0: no bound)
 
 	labelOnly bool // accept label-only events (delayed labels)
+}
+
+// WithMaxAbs returns a copy of d that rejects, as out_of_range, an event
+// with a feature whose magnitude exceeds max (max ≤ 0: no bound). Finite
+// but huge values (1.797e308) pass the non-finite check yet overflow the
+// models' arithmetic (a feature map's projection, a squared norm): this
+// keeps them from any model.
+func (d *Decoder) WithMaxAbs(max float64) *Decoder {
+	c := *d
+	c.maxAbs = max
+	return &c
 }
 
 // WithLabelOnly returns a copy of d that also accepts label-only events —
@@ -339,6 +351,9 @@ func (s *scanner) denseFeatures() *Error {
 			if st != numOK {
 				return s.featureError(st, "features["+strconv.Itoa(n)+"]")
 			}
+			if m := s.d.maxAbs; m > 0 && (v > m || v < -m) {
+				return outOfRange("features["+strconv.Itoa(n)+"]", v, m)
+			}
 			if n < len(f) {
 				f[n] = v
 			}
@@ -396,6 +411,9 @@ func (s *scanner) namedFeatures() *Error {
 			if st != numOK {
 				return s.featureError(st, "features."+d.names[i])
 			}
+			if m := d.maxAbs; m > 0 && (v > m || v < -m) {
+				return outOfRange("features."+d.names[i], v, m)
+			}
 			ev.Features[i] = v // a repeated name: the last one wins, as in encoding/json
 			ev.seen[i] = true
 			done, e := s.separator('}')
@@ -423,6 +441,10 @@ func (s *scanner) namedFeatures() *Error {
 		return &Error{Reason: ReasonMissingFeatures, Detail: fmt.Sprintf("features: missing %q and %d more", d.names[first], missing-1)}
 	}
 	return nil
+}
+
+func outOfRange(where string, v, max float64) *Error {
+	return &Error{Reason: ReasonOutOfRange, Detail: fmt.Sprintf("%s: %g is beyond ±%g", where, v, max)}
 }
 
 func (s *scanner) featureError(st numStatus, where string) *Error {

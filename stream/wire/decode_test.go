@@ -16,6 +16,7 @@ func TestDecodeRejects(t *testing.T) {
 	dense := mustDecoder(t, 3, nil, 0)
 	named := mustDecoder(t, 3, testNames, 0)
 	small := mustDecoder(t, 3, nil, 64)
+	bounded, boundedNamed := dense.WithMaxAbs(1e6), named.WithMaxAbs(1e6)
 	for _, tc := range []struct {
 		name   string
 		d      *Decoder
@@ -24,6 +25,10 @@ func TestDecodeRejects(t *testing.T) {
 		detail string // substring of Detail, if set
 	}{
 		{"oversize", small, `{"features":[1,2,3],"id":"` + strings.Repeat("x", 64) + `"}`, ReasonTooLarge, "limit 64"},
+
+		{"huge finite feature", bounded, `{"features":[1,1.797e308,3]}`, ReasonOutOfRange, "features[1]: 1.797e+308 is beyond ±1e+06"},
+		{"huge negative feature", bounded, `{"features":[1,2,-2e6]}`, ReasonOutOfRange, "features[2]"},
+		{"huge named feature", boundedNamed, `{"features":{"age":1,"clicks":-5e300,"score":3}}`, ReasonOutOfRange, "features.clicks"},
 
 		{"empty", dense, ``, ReasonNotJSON, "empty input"},
 		{"blank", dense, " \n\t", ReasonNotJSON, "empty input"},

@@ -11,7 +11,7 @@ import (
 type Reason string
 
 // The rejection reasons. Every error returned by [Decoder.Decode] carries
-// exactly one of the first six; [ReasonBadLabel] is assigned by callers when a
+// exactly one of the first seven; [ReasonBadLabel] is assigned by callers when a
 // model refuses a label that is well-formed JSON.
 const (
 	ReasonTooLarge        Reason = "too_large"        // value over the configured max size
@@ -20,6 +20,7 @@ const (
 	ReasonMissingFeatures Reason = "missing_features" // no features field, features null, or a configured name absent
 	ReasonWrongDimension  Reason = "wrong_dimension"  // array length != dim, or a feature name that is not configured
 	ReasonNonFinite       Reason = "non_finite"       // NaN/±Inf (e.g. 1e999 overflows) in features or label
+	ReasonOutOfRange      Reason = "out_of_range"     // a finite feature beyond the configured bound (Decoder.WithMaxAbs)
 	ReasonBadLabel        Reason = "bad_label"        // the model rejects the label (set by callers)
 )
 
@@ -30,6 +31,7 @@ var allReasons = []Reason{
 	ReasonMissingFeatures,
 	ReasonWrongDimension,
 	ReasonNonFinite,
+	ReasonOutOfRange,
 	ReasonBadLabel,
 }
 
