@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -284,6 +285,19 @@ func checkCompose(t *testing.T) {
 	}
 }
 
+// mebibytes reads a quantity like "920MiB" (GOMEMLIMIT) or "1Gi"
+// (Kubernetes); 0 when it is neither.
+func mebibytes(q string) float64 {
+	for suffix, mul := range map[string]float64{"GiB": 1024, "MiB": 1, "Gi": 1024, "Mi": 1} {
+		if n, ok := strings.CutSuffix(q, suffix); ok {
+			if v, err := strconv.ParseFloat(n, 64); err == nil {
+				return v * mul
+			}
+		}
+	}
+	return 0
+}
+
 func checkK8s(t *testing.T) {
 	dir := filepath.Join(deployDir, "k8s")
 	kust := readYAML(t, filepath.Join(dir, "kustomization.yaml"))
@@ -317,6 +331,29 @@ func checkK8s(t *testing.T) {
 
 	pod := dig(dep, "spec", "template", "spec")
 	c := dig(pod, "containers", 0)
+	// The update strategy: the manifest, its own comment and deploy/README.md
+	// say the same (state per partition moves through rebalances, so pods
+	// are replaced one at a time, never fewer than the replicas).
+	strategy := str(dig(dep, "spec", "strategy", "type"))
+	if strategy != "RollingUpdate" || str(dig(dep, "spec", "strategy", "rollingUpdate", "maxUnavailable")) != "0" {
+		t.Errorf("k8s: strategy %s %v, want RollingUpdate with maxUnavailable 0", strategy, dig(dep, "spec", "strategy"))
+	}
+	manifest, _ := os.ReadFile(filepath.Join(dir, "deployment.yaml"))
+	readme, _ := os.ReadFile(filepath.Join(deployDir, "README.md"))
+	if !strings.Contains(string(manifest), "# Strategy "+strategy) || !strings.Contains(string(readme), "`strategy: "+strategy+"`") {
+		t.Errorf("k8s: the manifest's comment or deploy/README.md does not say strategy %s", strategy)
+	}
+	// GOMEMLIMIT leaves headroom below the memory limit (85–95% of it).
+	var memLimit string
+	for _, e := range dig(c, "env").([]any) {
+		if str(dig(e, "name")) == "GOMEMLIMIT" {
+			memLimit = str(dig(e, "value"))
+		}
+	}
+	limit := str(dig(c, "resources", "limits", "memory"))
+	if g, l := mebibytes(memLimit), mebibytes(limit); g <= 0 || l <= 0 || g < 0.85*l || g > 0.95*l {
+		t.Errorf("k8s: GOMEMLIMIT %q against a memory limit of %q: want 85–95%% of it", memLimit, limit)
+	}
 	if p := str(dig(c, "livenessProbe", "httpGet", "path")); p != "/healthz" {
 		t.Errorf("k8s: liveness probe %q, want /healthz", p)
 	}
