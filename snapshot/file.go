@@ -199,6 +199,34 @@ func (s *FileStore) Save(snap *Snapshot) (path string, err error) {
 	return path, nil
 }
 
+// NewestSeq returns the highest sequence number among the snapshot files,
+// valid or not (0 when there is none): new snapshots are numbered past it,
+// so that a save is never refused for a corrupt file's number.
+func (s *FileStore) NewestSeq() (uint64, error) {
+	seqs, err := s.seqs()
+	if err != nil || len(seqs) == 0 {
+		return 0, err
+	}
+	return seqs[0], nil
+}
+
+// Quarantine moves a snapshot file that does not verify aside, renaming it
+// to path + ".corrupt" (kept for inspection; no longer listed or loaded),
+// and returns the new name.
+func (s *FileStore) Quarantine(path string) (string, error) {
+	if filepath.Dir(path) != filepath.Clean(s.dir) {
+		return "", fmt.Errorf("snapshot: quarantine %s: not in %s", path, s.dir)
+	}
+	to := path + ".corrupt"
+	if err := s.fs.Rename(path, to); err != nil {
+		return "", fmt.Errorf("snapshot: quarantine: %w", err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return "", fmt.Errorf("snapshot: quarantine: %w", err)
+	}
+	return to, nil
+}
+
 // seqs returns the sequence numbers of the snapshot files, newest first.
 func (s *FileStore) seqs() ([]uint64, error) {
 	ents, err := s.fs.ReadDir(s.dir)

@@ -139,11 +139,23 @@ func retry(ctx context.Context, log *slog.Logger, what string, use *topicUse, fn
 // there is none.
 func (s *StateStore) Load(ctx context.Context) (*snapshot.Snapshot, error) {
 	var best *snapshot.Snapshot
+	var newest uint64 // the highest seq of any file, valid or not: new snapshots are numbered past it
 	if s.file != nil {
+		var err error
+		if newest, err = s.file.NewestSeq(); err != nil {
+			return nil, fmt.Errorf("load snapshot: %w", err)
+		}
 		snap, skipped, err := s.file.LoadLatest()
 		for _, sk := range skipped {
 			s.met.skipped.Inc()
-			s.log.Error("corrupt snapshot skipped; falling back to an older one", "path", sk.Path, "err", sk.Err)
+			// Moved aside: kept for inspection, never loaded or counted
+			// again.
+			moved, qerr := s.file.Quarantine(sk.Path)
+			if qerr != nil {
+				moved = sk.Path
+				s.log.Error("corrupt snapshot could not be moved aside", "path", sk.Path, "err", qerr)
+			}
+			s.log.Error("corrupt snapshot skipped and moved aside; falling back to an older one", "path", moved, "err", sk.Err)
 		}
 		switch {
 		case err == nil:
@@ -173,6 +185,7 @@ func (s *StateStore) Load(ctx context.Context) (*snapshot.Snapshot, error) {
 	if best != nil {
 		s.seq = best.Seq
 	}
+	s.seq = max(s.seq, newest)
 	return best, nil
 }
 
