@@ -40,7 +40,7 @@ func newScaleMetrics(reg prometheus.Registerer) *scaleMetrics {
 // state includes, or groupOffset when the partition has no state yet. It
 // retries until it succeeds or ctx ends (ok false).
 func (p *Pipeline) restorePartition(ctx context.Context, part int, groupOffset int64) (sh *pshard, offset int64, ok bool) {
-	wait := 200 * time.Millisecond
+	wait := newBackoff(200*time.Millisecond, 5*time.Second)
 	for {
 		sh, offset, err := p.tryRestore(ctx, part, groupOffset)
 		if err == nil {
@@ -49,13 +49,13 @@ func (p *Pipeline) restorePartition(ctx context.Context, part int, groupOffset i
 		if ctx.Err() != nil {
 			return nil, 0, false
 		}
-		p.log.Error("restore partition state; retrying", "partition", part, "err", err, "in", wait)
+		d := wait.next()
+		p.log.Error("restore partition state; retrying", "partition", part, "err", err, "in", d.String())
 		select {
 		case <-ctx.Done():
 			return nil, 0, false
-		case <-time.After(wait):
+		case <-time.After(d):
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 

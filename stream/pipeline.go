@@ -319,6 +319,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		wg.Go(func() { p.followRemote(fctx) })
 	}
 	var joinErrs repeats // logged once while they repeat
+	wait := newBackoff(500*time.Millisecond, 30*time.Second)
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
@@ -333,10 +334,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.ready.Store(false)
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Second):
+			case <-time.After(wait.next()):
 			}
 			continue
 		}
+		wait.reset()
 		p.cfg.Health.OK("consumer group")
 		p.startGeneration(gen)
 	}
@@ -423,6 +425,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	input := &topicUse{key: "kafka.input_topic", topic: p.cfg.Topic, needs: "READ"}
 	fetched := false
 	var fetchErrs repeats // logged once while they repeat
+	wait := newBackoff(250*time.Millisecond, 10*time.Second)
 	fetch := func() (kafka.Message, bool) {
 		for {
 			msg, err := r.FetchMessage(ctx)
@@ -430,6 +433,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 				if !fetched {
 					p.cfg.Health.OK(component)
 					fetched = true
+					wait.reset()
 				}
 				return msg, true
 			}
@@ -444,7 +448,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 			select {
 			case <-ctx.Done():
 				return msg, false
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(wait.next()):
 			}
 		}
 	}

@@ -109,7 +109,7 @@ func changelogUse(topic string) *topicUse {
 // the refusal names (a cluster-level refusal too: creating the topic is
 // what needs the cluster permission).
 func retry(ctx context.Context, log *slog.Logger, what string, use *topicUse, fn func() error) error {
-	wait := 100 * time.Millisecond
+	wait := newBackoff(100*time.Millisecond, 5*time.Second)
 	var errs repeats
 	for {
 		err := fn()
@@ -122,15 +122,15 @@ func retry(ctx context.Context, log *slog.Logger, what string, use *topicUse, fn
 			}
 			return r
 		}
+		d := wait.next()
 		if ok, n := errs.pass(err.Error()); ok {
-			log.Warn(what+": retrying", "err", err, "in", wait, "repeated_since_last_logged", n)
+			log.Warn(what+": retrying", "err", err, "in", d.String(), "repeated_since_last_logged", n)
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
-		case <-time.After(wait):
+		case <-time.After(d):
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 
