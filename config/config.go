@@ -20,6 +20,11 @@ import (
 // [Load] or [Parse]; a Config built or changed in code is checked with
 // [Config.Validate].
 type Config struct {
+	// ShutdownTimeout bounds a stop (SIGTERM): past it the service gives
+	// up flushing and checkpointing, says what was not delivered and exits
+	// non-zero. Keep it below the orchestrator's grace period.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
 	Kafka    Kafka    `yaml:"kafka"`
 	HTTP     HTTP     `yaml:"http"`
 	Log      Log      `yaml:"log"`
@@ -296,6 +301,7 @@ const EnvConfig = "STREAMER_CONFIG"
 // it does not validate until at least one model is added.
 func Default() Config {
 	return Config{
+		ShutdownTimeout: 25 * time.Second,
 		Kafka: Kafka{
 			Brokers:         []string{"localhost:9092"},
 			Group:           "streamer",

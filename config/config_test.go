@@ -32,6 +32,7 @@ func TestGoodRoundTrip(t *testing.T) {
 	}
 	names := []string{"age", "price", "score"}
 	want := Config{
+		ShutdownTimeout: 25 * time.Second,
 		Kafka: Kafka{
 			Brokers:         []string{"kafka-0.kafka:9092", "kafka-1.kafka:9093", "[::1]:9094"},
 			Group:           "scoring",
@@ -267,7 +268,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 41 {
+	if len(vars) != len(leaves) || len(vars) != 42 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

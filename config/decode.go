@@ -24,6 +24,7 @@ type leaf struct {
 }
 
 var leaves = []leaf{
+	{"shutdown_timeout", func(c *Config) any { return &c.ShutdownTimeout }},
 	{"kafka.brokers", func(c *Config) any { return &c.Kafka.Brokers }},
 	{"kafka.group", func(c *Config) any { return &c.Kafka.Group }},
 	{"kafka.input_topic", func(c *Config) any { return &c.Kafka.InputTopic }},

@@ -34,6 +34,7 @@
 // Each key with its default and meaning. configs/streamer.yaml in the
 // repository is the same reference as a commented file.
 //
+//	shutdown_timeout                25s               how long a stop may take (final checkpoint, deliveries); past it exit 1; ≥ 1s
 //	kafka.brokers                   [localhost:9092]  bootstrap brokers; non-empty list of host:port (port required)
 //	kafka.group                     streamer          consumer group id; required
 //	kafka.input_topic               events            topic of the input events
@@ -134,6 +135,7 @@
 // dotted path upper-cased with dots turned into underscores ([EnvName],
 // [EnvVars]):
 //
+//	STREAMER_SHUTDOWN_TIMEOUT
 //	STREAMER_KAFKA_BROKERS                 comma-separated list: host1:9092,host2:9092
 //	STREAMER_KAFKA_GROUP
 //	STREAMER_KAFKA_INPUT_TOPIC

@@ -195,13 +195,25 @@ func (p *Publisher) poll(ctx context.Context, what string, done func() bool) err
 	return nil
 }
 
-// Close flushes what is queued (bounded by ctx) and stops the publisher.
+// Close flushes what is queued and stops the publisher, both bounded by
+// ctx: the writer's own close waits for its retries of undeliverable
+// batches, so when ctx ends first Close returns without it (the process is
+// stopping; what was not delivered is not committed either).
 func (p *Publisher) Close(ctx context.Context) error {
 	err := p.Flush(ctx)
 	p.once.Do(func() { close(p.stopc) })
 	<-p.donec
-	if cerr := p.w.Close(); err == nil {
-		err = cerr
+	closed := make(chan error, 1)
+	go func() { closed <- p.w.Close() }()
+	select {
+	case cerr := <-closed:
+		if err == nil {
+			err = cerr
+		}
+	case <-ctx.Done():
+		if err == nil {
+			err = fmt.Errorf("stream: close producer: %w", ctx.Err())
+		}
 	}
 	return err
 }

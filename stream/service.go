@@ -359,6 +359,23 @@ func (s *Service) Run(ctx context.Context) error {
 		"input", s.cfg.Kafka.InputTopic, "output", s.cfg.Kafka.OutputTopic, "dlq", s.cfg.Kafka.DLQTopic,
 		"http", s.Addr(), "models", len(s.cfg.Models))
 	s.engine.Start()
+	// Once ctx ends, the stop may take cfg.ShutdownTimeout: past it, the
+	// final checkpoints and the producer give up (late closes).
+	finished, late := make(chan struct{}), make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-finished:
+			return
+		}
+		select {
+		case <-time.After(s.cfg.ShutdownTimeout):
+			close(late)
+			s.pipeline.Abort()
+		case <-finished:
+		}
+	}()
 	// A refusal of the brokers during start-up stops the service with it.
 	pctx, stop := context.WithCancel(ctx)
 	var fatal *BrokerRefusal
@@ -384,8 +401,15 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.engine.Close()
 	s.log.Info("stopping: flushing producer")
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		select {
+		case <-late:
+			cancel()
+		case <-finished:
+		}
+	}()
 	pctx, pcancel := context.WithCancel(cctx)
 	defer pcancel()
 	if fatal != nil {
@@ -393,6 +417,15 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	if perr := s.pub.Close(pctx); perr != nil && err == nil {
 		err = perr
+	}
+	select {
+	case <-late:
+		if fatal == nil {
+			pending := s.pub.Pending()
+			err = fmt.Errorf("stream: the stop took longer than shutdown_timeout (%v): gave up with %d records not delivered; the offsets of their events are not committed, so they are processed again after the restart", s.cfg.ShutdownTimeout, pending)
+			s.log.Error("stop timed out", "shutdown_timeout", s.cfg.ShutdownTimeout.String(), "undelivered_records", pending)
+		}
+	default:
 	}
 	_ = s.srv.Shutdown(cctx)
 	wg.Wait()

@@ -89,6 +89,14 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 			if err != nil {
 				return err
 			}
+			// The service bounds its own stop by shutdown_timeout; should
+			// anything still hang, the process ends a little later anyway.
+			go func() {
+				<-ctx.Done()
+				time.Sleep(cfg.ShutdownTimeout + 5*time.Second)
+				log.Error("stop did not finish after shutdown_timeout: exiting", "shutdown_timeout", cfg.ShutdownTimeout.String())
+				os.Exit(1)
+			}()
 			return svc.Run(ctx)
 		},
 	}
