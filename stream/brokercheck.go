@@ -68,9 +68,21 @@ func (s *KafkaSecurity) CheckAccess(ctx context.Context, k config.Kafka, changel
 	}
 	for _, t := range md.Topics {
 		for _, u := range uses {
-			if t.Name == u.topic && kafka.Error(t.ErrorCode) == kafka.TopicAuthorizationFailed {
+			if t.Name != u.topic {
+				continue
+			}
+			switch kafka.Error(t.ErrorCode) {
+			case kafka.TopicAuthorizationFailed:
 				return &BrokerRefusal{Key: u.key, Code: kafka.TopicAuthorizationFailed, Err: kafka.TopicAuthorizationFailed,
 					Msg: fmt.Sprintf("the brokers do not let %s describe topic %q: grant it DESCRIBE and %s on the topic", s.principal(), u.topic, u.needs)}
+			case kafka.UnknownTopicOrPartition:
+				// The changelog topic is created by the service itself; the
+				// others it only uses: a typo here would otherwise stall
+				// everything silently (publishing retried forever).
+				if u.key != "snapshot.changelog_topic" {
+					return &BrokerRefusal{Key: u.key, Code: kafka.UnknownTopicOrPartition, Err: kafka.UnknownTopicOrPartition,
+						Msg: fmt.Sprintf("topic %q does not exist: create it, or correct the name", u.topic)}
+				}
 			}
 		}
 	}
