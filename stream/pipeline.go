@@ -319,7 +319,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		wg.Go(func() { p.followRemote(fctx) })
 	}
 	var joinErrs repeats // logged once while they repeat
-	wait := newBackoff(500*time.Millisecond, 30*time.Second)
+	wait := newBackoff(250*time.Millisecond, 5*time.Second)
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
@@ -425,7 +425,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	input := &topicUse{key: "kafka.input_topic", topic: p.cfg.Topic, needs: "READ"}
 	fetched := false
 	var fetchErrs repeats // logged once while they repeat
-	wait := newBackoff(250*time.Millisecond, 10*time.Second)
+	wait := newBackoff(250*time.Millisecond, 5*time.Second)
 	fetch := func() (kafka.Message, bool) {
 		for {
 			msg, err := r.FetchMessage(ctx)
