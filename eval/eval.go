@@ -42,6 +42,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/streamer/streamer/config"
@@ -61,7 +63,16 @@ type Options struct {
 	// when Terminal, otherwise a line at every 10%.
 	Progress io.Writer
 	Terminal bool
+	// MaxSkipped is the fraction of a file's rows that may be skipped
+	// (malformed, wrong dimension, …) before Run fails with the counts and
+	// the first reason: a file whose rows are mostly unusable would
+	// otherwise give a report about the few that were. 0 means the default,
+	// DefaultMaxSkipped; 1 accepts any.
+	MaxSkipped float64
 }
+
+// DefaultMaxSkipped is Options.MaxSkipped's default: 10% of the rows.
+const DefaultMaxSkipped = 0.1
 
 // CheckEvery is the number of judged events between prequential checks
 // (online.JudgeCheckEvery).
@@ -195,6 +206,9 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 		if err != nil {
 			return nil, err
 		}
+		if err := info.usable(opt.MaxSkipped); err != nil {
+			return nil, err
+		}
 		rep.Data[sec.name] = info
 		if learn {
 			// Heavy models refit once more at the end of the data, so that
@@ -293,6 +307,29 @@ func runFile(ctx context.Context, path, format string, dim int, names []string, 
 	}
 	info.Seconds = time.Since(start).Seconds()
 	return info, nil
+}
+
+// usable checks that a file gave rows to judge and that no more than the
+// fraction max of its rows (0: DefaultMaxSkipped) was skipped.
+func (d *DataInfo) usable(max float64) error {
+	if max <= 0 {
+		max = DefaultMaxSkipped
+	}
+	var skipped int64
+	reasons := make([]string, 0, len(d.Skipped))
+	for r, n := range d.Skipped {
+		skipped += n
+		reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+	}
+	slices.Sort(reasons)
+	switch {
+	case d.Rows == 0:
+		return fmt.Errorf("eval: %s: no rows", d.Path)
+	case skipped == d.Rows || float64(skipped) > max*float64(d.Rows):
+		return fmt.Errorf("eval: %s: %d of %d rows skipped (%s), more than %g%% (--max-skipped); the first: %s",
+			d.Path, skipped, d.Rows, strings.Join(reasons, ", "), 100*max, d.FirstSkipped)
+	}
+	return nil
 }
 
 // outcome is what one model made of one row.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -326,7 +327,7 @@ func TestSkippedAndRejected(t *testing.T) {
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rep, js, _ := runEval(t, "ripley.yaml", Options{Data: path})
+	rep, js, _ := runEval(t, "ripley.yaml", Options{Data: path, MaxSkipped: 0.2})
 	p := section(t, js, "mam_rbf", "prequential")
 	if p["n"].(float64) != 3 || p["rejected"].(float64) != 1 {
 		t.Errorf("n %v rejected %v, want 3 and 1", p["n"], p["rejected"])
@@ -445,4 +446,45 @@ func TestRipleySVM(t *testing.T) {
 		t.Errorf("svm with probability has no log_loss: %v", h)
 	}
 	t.Logf("svm holdout: %v", h)
+}
+
+// TestTooManySkipped: a file whose rows are mostly unusable (here every
+// LIBSVM row has an index beyond the dimension) fails with the counts and
+// the first reason instead of a report about nothing; within the allowed
+// fraction it runs.
+func TestTooManySkipped(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.libsvm")
+	if err := os.WriteFile(bad, []byte("1 1:0.5 7:1\n-1 3:0.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load("testdata/ripley.yaml", nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(context.Background(), cfg, testTypes, Options{Data: bad})
+	if err == nil || !strings.Contains(err.Error(), "2 of 2 rows skipped") || !strings.Contains(err.Error(), "the first: line 1") {
+		t.Fatalf("all rows skipped: %v; want the counts and the first reason", err)
+	}
+	empty := filepath.Join(dir, "empty.csv")
+	if err := os.WriteFile(empty, []byte("xs,ys,label\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), cfg, testTypes, Options{Data: empty}); err == nil || !strings.Contains(err.Error(), "no rows") {
+		t.Fatalf("no rows: %v", err)
+	}
+	// One bad row in 20: within the default 10%.
+	var src strings.Builder
+	src.WriteString("xs,ys,label\n")
+	for i := range 19 {
+		fmt.Fprintf(&src, "%g,%g,%d\n", float64(i%5)/5, float64(i%3)/3, 2*(i%2)-1)
+	}
+	src.WriteString("0.1,oops,1\n")
+	few := filepath.Join(dir, "few.csv")
+	if err := os.WriteFile(few, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), cfg, testTypes, Options{Data: few}); err != nil {
+		t.Fatalf("1 bad row in 20: %v", err)
+	}
 }

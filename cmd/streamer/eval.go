@@ -73,5 +73,6 @@ are scored only), libsvm ("label idx:val ...", 1-based indices, missing = 0).`,
 	f.StringVar(&opt.Format, "format", "", "csv, jsonl or libsvm (default: from the extension)")
 	f.StringVarP(&out, "out", "o", "", "output directory for report.json and report.html")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	f.Float64Var(&opt.MaxSkipped, "max-skipped", eval.DefaultMaxSkipped, "fail when more than this fraction of a file's rows is skipped (malformed, wrong dimension); 1 accepts any")
 	return cmd
 }
