@@ -719,14 +719,8 @@ func (s *Shard) Capture() (*Checkpoint, error) {
 			var d *keyDelta
 			if d, err = m.keyed.capture(); err == nil {
 				c.deltas[i] = d
-				if data, err = d.MarshalBinary(); err == nil {
-					// Hold the states once: alias them into the encoding.
-					var enc *keyDelta
-					if enc, err = decodeDelta(data); err == nil {
-						d.keys, d.states = enc.keys, enc.states
-						m.keyed.alias(d)
-					}
-				}
+				data = d.encode() // d's states now alias the encoding
+				m.keyed.alias(d)
 			}
 		} else {
 			data, err = m.m.MarshalBinary()

@@ -55,7 +55,7 @@ type keyedModels struct {
 	// table at the next checkpoint. "" when there is none.
 	legacy string
 
-	reloaded, created, migrated int64
+	reloaded int64 // keys read back from pending or the table
 }
 
 type keyedEntry struct {
@@ -125,22 +125,20 @@ func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 				return nil, fmt.Errorf("keyed models: reload %q: %w", key, err)
 			}
 			k.reloaded++
-		case k.legacy != "":
-			ok, err := k.migrate(key, m)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				// Dirty: the next checkpoint writes it to the table.
-				k.gen++
-				ent.changed = k.gen
-				k.examples += m.Examples()
-			}
-			k.known++
-			k.created++
 		default:
+			if k.legacy != "" {
+				ok, err := k.migrate(key, m)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					// Dirty: the next checkpoint writes it to the table.
+					k.gen++
+					ent.changed = k.gen
+					k.examples += m.Examples()
+				}
+			}
 			k.known++
-			k.created++
 		}
 	}
 	k.index[ent.key] = k.lru.PushFront(ent)
@@ -166,7 +164,6 @@ func (k *keyedModels) migrate(key []byte, m online.Model) (bool, error) {
 	if err := m.UnmarshalBinary(b); err != nil {
 		return false, fmt.Errorf("keyed models: migrate %q: %w", key, err)
 	}
-	k.migrated++
 	return true, nil
 }
 
@@ -358,12 +355,15 @@ const (
 // maxKeyedInstances bounds the count of a decoded keyed state.
 const maxKeyedInstances = 1 << 26
 
-func (d *keyDelta) MarshalBinary() ([]byte, error) {
-	n := 40
+// encode returns d's encoding and makes d's keys and states slices of it,
+// so that a checkpoint holds every state once (the encoding goes into the
+// snapshot, the slices into the key store).
+func (d *keyDelta) encode() []byte {
+	n := len(keyedMagic) + 28
 	for i := range d.keys {
 		n += 8 + len(d.keys[i]) + len(d.states[i])
 	}
-	dst := make([]byte, 0, n)
+	dst := make([]byte, 0, n) // exact: the appends below never move it
 	dst = append(dst, keyedMagic...)
 	dst = codec.AppendU64(dst, d.ckpt)
 	dst = codec.AppendI64(dst, d.examples)
@@ -371,9 +371,11 @@ func (d *keyDelta) MarshalBinary() ([]byte, error) {
 	dst = codec.AppendU32(dst, uint32(len(d.keys)))
 	for i := range d.keys {
 		dst = codec.AppendBytes(dst, d.keys[i])
+		d.keys[i] = dst[len(dst)-len(d.keys[i]):]
 		dst = codec.AppendBytes(dst, d.states[i])
+		d.states[i] = dst[len(dst)-len(d.states[i]):]
 	}
-	return dst, nil
+	return dst
 }
 
 // IsKeyed reports whether b is the encoded state of a key-scoped model

@@ -137,10 +137,19 @@ func (p *Pipeline) keySource(scope string) KeySource {
 	if p.store == nil || p.store.changelog == nil {
 		return nil
 	}
+	// One read of the changelog serves every key-scoped model of the shard.
+	var byModel map[string]keyRecords
 	return func(model string) ([][]byte, [][]byte, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		return p.store.LoadKeys(ctx, scope, model)
+		if byModel == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var err error
+			if byModel, err = p.store.LoadKeys(ctx, scope); err != nil {
+				return nil, nil, err
+			}
+		}
+		r := byModel[model]
+		return r.keys, r.states, nil
 	}
 }
 

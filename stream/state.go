@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,32 +282,43 @@ func keyRecord(scope, model string, key []byte) string {
 	return keyRecordPrefix(scope, model) + hex.EncodeToString(key)
 }
 
+// keyRecordPrefix is the prefix of a model's key records in scope, or of
+// every model's with model "".
 func keyRecordPrefix(scope, model string) string {
+	if model == "" {
+		return snapshot.RecordsPrefix + scope + "/"
+	}
 	return snapshot.RecordsPrefix + scope + "/" + model + "/"
 }
 
-// LoadKeys returns the key records of a key-scoped model in scope, as the
-// changelog holds them now. It reads the whole changelog (the instance
-// does not keep key records in memory), keeping only this scope's and
-// model's, the newest per key.
-func (s *StateStore) LoadKeys(ctx context.Context, scope, model string) (keys, states [][]byte, err error) {
+// keyRecords are one model's keys and states as the changelog holds them.
+type keyRecords struct{ keys, states [][]byte }
+
+// LoadKeys returns the key records of every key-scoped model in scope, by
+// model, as the changelog holds them now: it reads the whole changelog once
+// (the instance does not keep key records in memory), keeping only this
+// scope's, the newest per key.
+func (s *StateStore) LoadKeys(ctx context.Context, scope string) (map[string]keyRecords, error) {
 	if s == nil || s.changelog == nil {
-		return nil, nil, errors.New("no changelog")
+		return nil, errors.New("no changelog")
 	}
-	prefix := keyRecordPrefix(scope, model)
+	prefix := keyRecordPrefix(scope, "")
 	latest := map[string][]byte{}
 	if err := s.changelog.ScanRecords(ctx, prefix, func(k string, v []byte) { latest[k] = v }); err != nil {
-		return nil, nil, fmt.Errorf("read changelog: %w", err)
+		return nil, fmt.Errorf("read changelog: %w", err)
 	}
+	out := map[string]keyRecords{}
 	for k, v := range latest {
-		key, err := hex.DecodeString(k[len(prefix):])
-		if err != nil {
-			return nil, nil, fmt.Errorf("changelog record %q: not a key record", k)
+		model, hexKey, ok := strings.Cut(k[len(prefix):], "/")
+		key, err := hex.DecodeString(hexKey)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("changelog record %q: not a key record", k)
 		}
-		keys = append(keys, key)
-		states = append(states, v)
+		r := out[model]
+		r.keys, r.states = append(r.keys, key), append(r.states, v)
+		out[model] = r
 	}
-	return keys, states, nil
+	return out, nil
 }
 
 // Written returns the bytes of model state made durable and the number of
