@@ -78,6 +78,13 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
+	shard, err := e.NewShard("") // instance scope, as the service runs it
+	if err == nil {
+		_, _, err = shard.Restore(nil, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.Open(data)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +100,7 @@ models:
 	var r Row
 	for i := 0; rd.Next(&r) == nil; i++ {
 		ev, _ := json.Marshal(map[string]any{"id": strconv.Itoa(i), "features": r.X, "label": r.Label})
-		e.Process(&kafka.Message{Topic: "events", Value: ev, Offset: int64(i)}, &out)
+		shard.Process(&kafka.Message{Topic: "events", Value: ev, Offset: int64(i)}, &out)
 		n++
 		for _, m := range out.reset() {
 			var s struct {

@@ -118,7 +118,6 @@ type Engine struct {
 	shards  map[*Shard]struct{}
 	started bool // Start was called: new shards start their refits
 	built   int  // shards built
-	def     *Shard
 
 	joinWaiting atomic.Int64                   // impressions waiting in every shard's join buffer
 	wantCkpt    atomic.Bool                    // a key-scoped model holds more than KeyHold
@@ -230,52 +229,6 @@ func (e *Engine) relist() {
 		}
 	}
 	e.refits.Store(&l)
-}
-
-// Process processes msg with the engine's default shard (instance scope;
-// created on first use): for tests and single-goroutine use. The pipeline
-// uses shards and workers directly.
-func (e *Engine) Process(msg *kafka.Message, out Sink) {
-	s := e.defaultShard()
-	s.Process(msg, out)
-}
-
-// Capture captures the default shard's state (see Shard.Capture).
-func (e *Engine) Capture() (*Checkpoint, error) { return e.defaultShard().Capture() }
-
-// Restore restores the default shard's state (see Shard.Restore).
-func (e *Engine) Restore(saved []snapshot.Model) (fresh, dropped []string, err error) {
-	e.mu.Lock()
-	s := e.def
-	e.mu.Unlock()
-	if s == nil {
-		if s, err = e.NewShard(""); err != nil {
-			return nil, nil, err
-		}
-		e.mu.Lock()
-		e.def = s
-		e.mu.Unlock()
-	}
-	return s.Restore(saved, nil)
-}
-
-func (e *Engine) defaultShard() *Shard {
-	e.mu.Lock()
-	s := e.def
-	e.mu.Unlock()
-	if s == nil {
-		var err error
-		if s, err = e.NewShard(""); err == nil {
-			_, _, err = s.Restore(nil, nil)
-		}
-		if err != nil {
-			panic("stream: default shard: " + err.Error())
-		}
-		e.mu.Lock()
-		e.def = s
-		e.mu.Unlock()
-	}
-	return s
 }
 
 // CheckpointWanted reports, once, that a key-scoped model holds more
@@ -482,9 +435,6 @@ func (s *Shard) Close() {
 	s.e.mu.Lock()
 	delete(s.e.shards, s)
 	s.e.relist()
-	if s.e.def == s {
-		s.e.def = nil
-	}
 	s.e.mu.Unlock()
 }
 

@@ -50,6 +50,20 @@ func newTestEngine(t testing.TB, dim int, kernel online.KernelSpec) *Engine {
 	return e
 }
 
+// instanceShard is e's instance-scope shard with empty models, as a
+// pipeline without a snapshot starts it.
+func instanceShard(t testing.TB, e *Engine) *Shard {
+	t.Helper()
+	s, err := e.NewShard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Restore(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func event32(i int) []byte {
 	b := []byte(`{"id":"e-` + strconv.Itoa(i) + `","key":"user-42","ts":"2026-11-22T04:00:00Z","features":[`)
 	for j := range 32 {
@@ -63,6 +77,7 @@ func event32(i int) []byte {
 
 func TestEngineScoresThenLearns(t *testing.T) {
 	e := newTestEngine(t, 2, online.KernelSpec{Type: "linear"})
+	s := instanceShard(t, e)
 	sink := &memSink{keep: true}
 	in := []string{
 		`{"id":"a","features":[1,0],"label":1}`,
@@ -71,7 +86,7 @@ func TestEngineScoresThenLearns(t *testing.T) {
 		`{"id":"d","features":[0.9]}`,
 	}
 	for i, v := range in {
-		e.Process(&kafka.Message{Topic: "events", Offset: int64(i), Key: []byte("k"), Value: []byte(v)}, sink)
+		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Key: []byte("k"), Value: []byte(v)}, sink)
 	}
 	if len(sink.msgs) != 4 {
 		t.Fatalf("got %d records, want 4", len(sink.msgs))
@@ -105,7 +120,7 @@ func TestEngineScoresThenLearns(t *testing.T) {
 func BenchmarkEngineProcess(b *testing.B) {
 	for _, kernel := range []online.KernelSpec{{Type: "linear"}, {Type: "rbf", Gamma: 1.0 / 32, Features: 256, Seed: 1}} {
 		b.Run(kernel.Type, func(b *testing.B) {
-			e := newTestEngine(b, 32, kernel)
+			s := instanceShard(b, newTestEngine(b, 32, kernel))
 			sink := &memSink{}
 			msgs := make([]kafka.Message, 64)
 			for i := range msgs {
@@ -114,7 +129,7 @@ func BenchmarkEngineProcess(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				e.Process(&msgs[i&63], sink)
+				s.Process(&msgs[i&63], sink)
 				i++
 			}
 		})

@@ -69,7 +69,11 @@ func TestLegacyStateMigrates(t *testing.T) {
 			eng, cfg := legacyEngine(t, e.YAML)
 			typ := cfg.Models[0].Type
 			saved := []snapshot.Model{{Name: "m", Type: typ, Fingerprint: "fingerprint of the old scheme", Data: data}}
-			fresh, _, err := eng.Restore(saved)
+			shard, err := eng.NewShard("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, _, err := shard.Restore(saved, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +102,11 @@ func TestLegacyStateMigrates(t *testing.T) {
 				}
 			}
 			eng2, _ := legacyEngine(t, other)
-			fresh, _, err = eng2.Restore(saved)
+			shard2, err := eng2.NewShard("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fresh, _, err = shard2.Restore(saved, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

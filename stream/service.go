@@ -210,7 +210,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		SnapshotEvery:       cfg.Snapshot.Every,
 		SnapshotEveryEvents: cfg.Snapshot.EveryEvents,
 		Health:              health,
-	}, engine, pub, reg, log)
+	}, nil, pub, reg, log) // the engine, by UseEngine below
 
 	s := &Service{cfg: cfg, reg: reg, log: log, engine: engine, pub: pub, pipeline: pipeline, health: health, sec: sec, keys: keys}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
