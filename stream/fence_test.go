@@ -22,7 +22,7 @@ func TestPartitionStateIsFenced(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	open := func() *StateStore {
-		s, err := OpenStateStore(ctx, config.Snapshot{ChangelogTopic: "state", Every: time.Second, Keep: 1}, b.Addrs(), "fence-test", "fp", nil, nil)
+		s, err := OpenStateStore(ctx, config.Snapshot{ChangelogTopic: "state", Every: time.Second, Keep: 1}, b.Addrs(), "fence-test", "fp", nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -52,7 +52,7 @@ func TestManyKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		store, err := OpenStateStore(context.Background(), config.Snapshot{Dir: dir, Every: time.Second, Keep: 2}, nil, "", "fp", nil, nil)
+		store, err := OpenStateStore(context.Background(), config.Snapshot{Dir: dir, Every: time.Second, Keep: 2}, nil, "", "fp", nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

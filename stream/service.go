@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +40,11 @@ type Service struct {
 	health   *BrokerHealth
 	sec      *KafkaSecurity
 	keys     *keyStore
+	served   chan struct{} // closed when the HTTP server has stopped
+
+	// phase is what start-up is doing ("" once started): until then
+	// /readyz is 503 with it.
+	phase atomic.Pointer[string]
 }
 
 // Option tunes a Service.
@@ -128,6 +133,21 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	// HTTP first: /healthz, /readyz (503 with the phase and its last
+	// error) and /metrics answer from the first second, whatever the
+	// start-up below waits for.
+	health := NewBrokerHealth(reg, log)
+	s := &Service{cfg: cfg, reg: reg, log: log, health: health}
+	s.phase.Store(ptr("checking the brokers"))
+	if err := s.serveHTTP(); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.stopHTTP(context.Background())
+		}
+	}()
 	// TLS and SASL for every Kafka connection; a wrong password or
 	// certificate stops start-up here instead of being retried forever.
 	sec, err := NewKafkaSecurity(cfg.Kafka)
@@ -145,7 +165,6 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 			return nil, err
 		}
 	}
-	health := NewBrokerHealth(reg, log)
 	health.principal = sec.principal()
 	models, err := BuildModels(cfg, types)
 	if err != nil {
@@ -212,15 +231,11 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		Health:              health,
 	}, nil, pub, reg, log) // the engine, by UseEngine below
 
-	s := &Service{cfg: cfg, reg: reg, log: log, engine: engine, pub: pub, pipeline: pipeline, health: health, sec: sec, keys: keys}
-	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
-	if err != nil {
-		_ = pub.Close(context.Background())
-		engine.Close()
-		keys.close()
-		return nil, fmt.Errorf("http.listen: %w", err)
+	s.engine, s.pub, s.pipeline, s.sec, s.keys = engine, pub, pipeline, sec, keys
+	if cfg.Snapshot.Enabled() {
+		s.phase.Store(ptr("opening the state store"))
 	}
-	s.store, err = OpenStateStore(ctx, cfg.Snapshot, cfg.Kafka.Brokers, cfg.Kafka.ClientID, cfg.Fingerprint(), reg, log,
+	s.store, err = OpenStateStore(ctx, cfg.Snapshot, cfg.Kafka.Brokers, cfg.Kafka.ClientID, cfg.Fingerprint(), reg, log, health,
 		sec.ChangelogOption(cfg.Kafka.ClientID))
 	if err == nil && s.store != nil && o.snapshotWriteHook != nil {
 		s.store.setWriteHook(o.snapshotWriteHook)
@@ -229,11 +244,11 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		err = pipeline.UseEngine(engine, s.store, cfg.Snapshot.Partitioned(), cfg.Snapshot.RemoteRefresh)
 	}
 	if err == nil && !cfg.Snapshot.Partitioned() {
+		s.phase.Store(ptr("restoring the models' state"))
 		err = pipeline.Restore(ctx)
 	}
 	if err != nil {
 		_ = pub.Close(context.Background())
-		_ = ln.Close()
 		_ = s.store.Close()
 		engine.Close()
 		keys.close()
@@ -242,9 +257,24 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if s.store == nil {
 		log.Warn("snapshots are off (no snapshot.dir or snapshot.changelog_topic): model state is lost on restart")
 	}
+	s.phase.Store(ptr("")) // started: readiness is the pipeline's from now
+	ok = true
+	return s, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// serveHTTP opens http.listen and serves /metrics, /healthz and /readyz
+// (and /debug/pprof/ when configured) until stopHTTP.
+func (s *Service) serveHTTP() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http.listen: %w", err)
+	}
 	s.ln = ln
+	cfg := s.cfg
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -264,7 +294,23 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, cfg.HTTP.ReadTimeout),
 		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout}
-	return s, nil
+	s.served = make(chan struct{})
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", "err", err)
+		}
+	}()
+	return nil
+}
+
+// stopHTTP stops the HTTP server, waiting for the requests in flight
+// until ctx ends.
+func (s *Service) stopHTTP(ctx context.Context) {
+	if err := s.srv.Shutdown(ctx); err != nil {
+		_ = s.srv.Close()
+	}
+	<-s.served
 }
 
 // keyStore is the embedded store of key-scoped models (nil db without
@@ -332,6 +378,15 @@ func (s *Service) Ready() bool { return s.NotReady() == "" }
 // brokers' standing refusals (BrokerHealth), or the consumer group not
 // joined yet.
 func (s *Service) NotReady() string {
+	if p := *s.phase.Load(); p != "" {
+		if r := s.health.Reason(); r != "" {
+			return "starting: " + p + ": " + r
+		}
+		if r := s.health.Retrying(); r != "" {
+			return "starting: " + p + "; retrying: " + r
+		}
+		return "starting: " + p
+	}
 	if r := s.health.Reason(); r != "" {
 		return r
 	}
@@ -347,14 +402,6 @@ func (s *Service) NotReady() string {
 // Run serves until ctx ends, then shuts down cleanly: stop consuming, flush
 // the producer, commit what was processed, stop the HTTP server.
 func (s *Service) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server", "err", err)
-		}
-	}()
 	s.log.Info("streamer running", "brokers", s.cfg.Kafka.Brokers, "group", s.cfg.Kafka.Group,
 		"input", s.cfg.Kafka.InputTopic, "output", s.cfg.Kafka.OutputTopic, "dlq", s.cfg.Kafka.DLQTopic,
 		"http", s.Addr(), "models", len(s.cfg.Models))
@@ -427,8 +474,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	default:
 	}
-	_ = s.srv.Shutdown(cctx)
-	wg.Wait()
+	s.stopHTTP(cctx)
 	_ = s.store.Close()
 	s.keys.close()
 	s.log.Info("stopped")

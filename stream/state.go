@@ -29,6 +29,7 @@ type StateStore struct {
 	seq         uint64
 	log         *slog.Logger
 	met         *stateMetrics
+	health      *BrokerHealth // the changelog's retries, for /readyz (nil: none)
 
 	partsMu sync.Mutex
 	parts   map[int]*partStore // partitioned state: per input partition
@@ -72,14 +73,14 @@ func newStateMetrics(reg prometheus.Registerer) *stateMetrics {
 // OpenStateStore opens the stores cfg names. It returns nil, nil when
 // snapshots are off.
 func OpenStateStore(ctx context.Context, cfg config.Snapshot, brokers []string, clientID, fingerprint string,
-	reg prometheus.Registerer, log *slog.Logger, opts ...snapshot.ChangelogOption) (*StateStore, error) {
+	reg prometheus.Registerer, log *slog.Logger, health *BrokerHealth, opts ...snapshot.ChangelogOption) (*StateStore, error) {
 	if !cfg.Enabled() {
 		return nil, nil
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &StateStore{fingerprint: fingerprint, log: log, met: newStateMetrics(reg)}
+	s := &StateStore{fingerprint: fingerprint, log: log, met: newStateMetrics(reg), health: health}
 	if cfg.Dir != "" {
 		fs, err := snapshot.OpenFileStore(cfg.Dir, cfg.Keep)
 		if err != nil {
@@ -89,7 +90,7 @@ func OpenStateStore(ctx context.Context, cfg config.Snapshot, brokers []string, 
 	}
 	if cfg.ChangelogTopic != "" {
 		s.changelog, s.clTopic = snapshot.NewChangelogStore(brokers, cfg.ChangelogTopic, clientID, opts...), cfg.ChangelogTopic
-		if err := retry(ctx, log, "create changelog topic", &topicUse{key: "snapshot.changelog_topic", topic: cfg.ChangelogTopic, needs: "CREATE"}, func() error { return s.changelog.EnsureTopic(ctx) }); err != nil {
+		if err := retry(ctx, log, health, "create changelog topic", &topicUse{key: "snapshot.changelog_topic", topic: cfg.ChangelogTopic, needs: "CREATE"}, func() error { return s.changelog.EnsureTopic(ctx) }); err != nil {
 			if isRefusal(err) {
 				return nil, err // names its key
 			}
@@ -109,12 +110,16 @@ func changelogUse(topic string) *topicUse {
 // BrokerRefusal) ends it at once; use is the topic fn works on, whose key
 // the refusal names (a cluster-level refusal too: creating the topic is
 // what needs the cluster permission).
-func retry(ctx context.Context, log *slog.Logger, what string, use *topicUse, fn func() error) error {
+//
+// Each failure is reported to h (nil: none) under what, so that /readyz
+// says what is retried; success clears it.
+func retry(ctx context.Context, log *slog.Logger, h *BrokerHealth, what string, use *topicUse, fn func() error) error {
 	wait := newBackoff(100*time.Millisecond, 5*time.Second)
 	var errs repeats
 	for {
 		err := fn()
 		if err == nil {
+			h.OK(what)
 			return nil
 		}
 		if r := refusal(err, use, "the client"); r != nil {
@@ -123,6 +128,7 @@ func retry(ctx context.Context, log *slog.Logger, what string, use *topicUse, fn
 			}
 			return r
 		}
+		h.retry(what, err.Error())
 		d := wait.next()
 		if ok, n := errs.pass(err.Error()); ok {
 			log.Warn(what+": retrying", "err", err, "in", d.String(), "repeated_since_last_logged", n)
@@ -168,7 +174,7 @@ func (s *StateStore) Load(ctx context.Context) (*snapshot.Snapshot, error) {
 	}
 	if s.changelog != nil {
 		var snap *snapshot.Snapshot
-		err := retry(ctx, s.log, "read changelog", changelogUse(s.clTopic), func() error {
+		err := retry(ctx, s.log, s.health, "read changelog", changelogUse(s.clTopic), func() error {
 			var err error
 			snap, err = s.changelog.LoadLatest(ctx)
 			if errors.Is(err, snapshot.ErrNoSnapshot) {

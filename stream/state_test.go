@@ -20,7 +20,7 @@ func TestCorruptSnapshotsMovedAside(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	open := func() *StateStore {
-		s, err := OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: time.Second, Keep: 5}, nil, "", "fp", nil, nil)
+		s, err := OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: time.Second, Keep: 5}, nil, "", "fp", nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,6 +87,10 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 			}
 			svc, err := stream.NewService(ctx, cfg, types, nil, log, opts...)
 			if err != nil {
+				if ctx.Err() != nil { // SIGTERM while starting: nothing processed, nothing to flush
+					log.Info("stopped during start-up", "was", err)
+					return nil
+				}
 				return err
 			}
 			// The service bounds its own stop by shutdown_timeout; should

@@ -239,7 +239,7 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 				return res, err
 			}
 			defer os.RemoveAll(dir)
-			store, err = stream.OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: cfg.SnapshotEvery, Keep: 3}, nil, "", "bench", nil, nil)
+			store, err = stream.OpenStateStore(ctx, config.Snapshot{Dir: dir, Every: cfg.SnapshotEvery, Keep: 3}, nil, "", "bench", nil, nil, nil)
 			if err != nil {
 				return res, err
 			}

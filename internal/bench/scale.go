@@ -116,7 +116,7 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 			return res, err
 		}
 		engines = append(engines, engine)
-		store, err := stream.OpenStateStore(ctx, config.Snapshot{ChangelogTopic: "bench.state-" + tag, Every: every, Keep: 1}, brokers, "streamer-bench", "bench", nil, nil)
+		store, err := stream.OpenStateStore(ctx, config.Snapshot{ChangelogTopic: "bench.state-" + tag, Every: every, Keep: 1}, brokers, "streamer-bench", "bench", nil, nil, nil)
 		if err != nil {
 			return res, err
 		}
