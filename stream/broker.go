@@ -171,17 +171,36 @@ func (b *Broker) Close() {
 	b.c.Close()
 }
 
-// CreateTopic creates a topic with the given number of partitions.
-func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) error {
+// CreateTopic creates a topic with the given number of partitions and
+// topic configs (e.g. "max.message.bytes": "4194304").
+func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int, configs ...kafka.ConfigEntry) error {
 	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second, Transport: b.transport}
 	resp, err := client.CreateTopics(ctx, &kafka.CreateTopicsRequest{
-		Topics: []kafka.TopicConfig{{Topic: name, NumPartitions: partitions, ReplicationFactor: 1}},
+		Topics: []kafka.TopicConfig{{Topic: name, NumPartitions: partitions, ReplicationFactor: 1, ConfigEntries: configs}},
 	})
 	if err != nil {
 		return fmt.Errorf("stream: create topic %s: %w", name, err)
 	}
 	if err := resp.Errors[name]; err != nil {
 		return fmt.Errorf("stream: create topic %s: %w", name, err)
+	}
+	return nil
+}
+
+// SetTopicConfig sets a config of topic (as kafka-configs --alter does).
+func (b *Broker) SetTopicConfig(ctx context.Context, topic, name, value string) error {
+	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second, Transport: b.transport}
+	resp, err := client.IncrementalAlterConfigs(ctx, &kafka.IncrementalAlterConfigsRequest{
+		Resources: []kafka.IncrementalAlterConfigsRequestResource{{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: topic,
+			Configs: []kafka.IncrementalAlterConfigsRequestConfig{{Name: name, Value: value, ConfigOperation: kafka.ConfigOperationSet}},
+		}},
+	})
+	if err == nil && len(resp.Resources) > 0 {
+		err = resp.Resources[0].Error
+	}
+	if err != nil {
+		return fmt.Errorf("stream: set %s=%s on topic %s: %w", name, value, topic, err)
 	}
 	return nil
 }

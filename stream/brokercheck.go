@@ -152,3 +152,42 @@ func isRefusal(err error) bool {
 	_, ok := errors.AsType[*BrokerRefusal](err)
 	return ok
 }
+
+// DefaultMaxMessageBytes is Kafka's default max.message.bytes (and
+// message.max.bytes): what a topic takes when the brokers cannot be asked.
+const DefaultMaxMessageBytes = 1048588
+
+// TopicLimits asks the brokers for each topic's max.message.bytes, the
+// largest record batch it accepts. A topic whose limit is not known (the
+// brokers do not answer, or do not say) gets DefaultMaxMessageBytes.
+func (s *KafkaSecurity) TopicLimits(ctx context.Context, k config.Kafka, topics []string, timeout time.Duration) map[string]int {
+	out := make(map[string]int, len(topics))
+	for _, t := range topics {
+		out[t] = DefaultMaxMessageBytes
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tr := s.Transport(k.ClientID)
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr, Timeout: timeout}
+	req := &kafka.DescribeConfigsRequest{}
+	for _, t := range topics {
+		req.Resources = append(req.Resources, kafka.DescribeConfigRequestResource{
+			ResourceType: kafka.ResourceTypeTopic, ResourceName: t, ConfigNames: []string{"max.message.bytes"}})
+	}
+	res, err := client.DescribeConfigs(ctx, req)
+	if err != nil {
+		return out
+	}
+	for _, r := range res.Resources {
+		if r.Error != nil {
+			continue
+		}
+		for _, e := range r.ConfigEntries {
+			if n, err := strconv.Atoi(e.ConfigValue); e.ConfigName == "max.message.bytes" && err == nil && n > 0 {
+				out[r.ResourceName] = n
+			}
+		}
+	}
+	return out
+}

@@ -38,9 +38,12 @@ var permanentErrors = map[kafka.Error]struct{ key, fix string }{ // also in READ
 	kafka.UnsupportedVersion:         {"kafka.brokers", "the brokers do not speak a protocol version this client needs: upgrade them (deploy/ runs Kafka 3.9)"},
 	kafka.UnsupportedSASLMechanism:   {"kafka.sasl.mechanism", "use a mechanism the brokers enable (sasl.enabled.mechanisms)"},
 	kafka.SASLAuthenticationFailed:   {"kafka.sasl.username", "check the username and the password"},
-	kafka.MessageSizeTooLarge:        {"kafka.max_message_bytes", "lower kafka.max_message_bytes to at most the output and dead-letter topics' max.message.bytes (dead letters carry the input value), or raise theirs"},
-	kafka.RecordListTooLarge:         {"kafka.producer.batch_size", "lower it, or raise the topics' max.message.bytes"},
-	kafka.InvalidTopic:               {"kafka.output_topic", "use a valid topic name"},
+	// Scores and dead letters the brokers refuse for their size are not
+	// refusals: the publisher sends them again one by one, and gives up on
+	// (and counts) one refused alone. A snapshot record is.
+	kafka.MessageSizeTooLarge: {"snapshot.changelog_topic", "raise the changelog topic's max.message.bytes above the largest snapshot record (streamer_snapshot_model_bytes)"},
+	kafka.RecordListTooLarge:  {"snapshot.changelog_topic", "raise the changelog topic's max.message.bytes above the largest snapshot record (streamer_snapshot_model_bytes)"},
+	kafka.InvalidTopic:        {"kafka.output_topic", "use a valid topic name"},
 }
 
 // BrokerRefusal is a permanent error of the brokers for this
@@ -129,7 +132,8 @@ func refusal(err error, use *topicUse, principal string) *BrokerRefusal {
 	case kafka.InvalidTopic:
 		r.Key = cmp.Or(use.key, r.Key)
 		r.Msg = fmt.Sprintf("%q is not a valid topic name", use.topic)
-	case kafka.MessageSizeTooLarge:
+	case kafka.MessageSizeTooLarge, kafka.RecordListTooLarge:
+		r.Key = cmp.Or(use.key, r.Key)
 		r.Msg = fmt.Sprintf("a record is larger than topic %q accepts (its max.message.bytes): %s", use.topic, p.fix)
 	}
 	return r
@@ -155,6 +159,7 @@ type BrokerHealth struct {
 	standing map[string]*BrokerRefusal // by component
 	worked   map[string]bool           // components that have worked once
 	retrying map[string]string         // last retriable error by component
+	failing  map[string]time.Time      // since when, by component with a success signal (failed, OK)
 }
 
 // StartupWindow is how long after start a refusal on a component that has
@@ -168,14 +173,14 @@ func NewBrokerHealth(reg prometheus.Registerer, log *slog.Logger) *BrokerHealth 
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &BrokerHealth{log: log, started: time.Now(), window: StartupWindow, fatal: make(chan *BrokerRefusal, 1),
-		standing: map[string]*BrokerRefusal{}, worked: map[string]bool{}, retrying: map[string]string{},
+		standing: map[string]*BrokerRefusal{}, worked: map[string]bool{}, retrying: map[string]string{}, failing: map[string]time.Time{},
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamer_broker_refusals_total",
 			Help: "Permanent errors of the brokers for this configuration (they do not go away by retrying; /readyz says which), by error."}, []string{"error"})}
 	for code := range permanentErrors { // at 0, so that increase() sees the first one
 		h.refusals.WithLabelValues(codeName(code))
 	}
 	if reg != nil {
-		reg.MustRegister(h.refusals)
+		reg.MustRegister(h.refusals, failingCollector{h})
 	}
 	return h
 }
@@ -192,7 +197,7 @@ func (h *BrokerHealth) Report(component string, err error, use *topicUse) *Broke
 	}
 	r := refusal(err, use, principal)
 	if r == nil {
-		h.retry(component, err.Error())
+		h.failed(component, err.Error())
 	}
 	if r == nil || h == nil {
 		return r
@@ -225,6 +230,7 @@ func (h *BrokerHealth) OK(component string) {
 	prev := h.standing[component]
 	delete(h.standing, component)
 	delete(h.retrying, component)
+	delete(h.failing, component)
 	h.worked[component] = true
 	h.mu.Unlock()
 	if prev != nil {
@@ -341,4 +347,71 @@ func dedupLogger(log *slog.Logger, component string, h *BrokerHealth) kafka.Logg
 		h.retry(component, msg)
 		r.warn(log, msg, msg, "component", component)
 	}
+}
+
+// failed records that component, which reports its successes with OK,
+// failed with msg: it is retrying, and failing since its first failure
+// after the last success (see Stalled).
+func (h *BrokerHealth) failed(component, msg string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.retrying[component] = msg
+	if _, ok := h.failing[component]; !ok {
+		h.failing[component] = time.Now()
+	}
+	h.mu.Unlock()
+}
+
+// Stalled returns, for /readyz, the components that have been failing for
+// at least after, with how long and their last error ("" when none): the
+// brokers unreachable, publishing failing, a changelog not readable.
+func (h *BrokerHealth) Stalled(after time.Duration) string {
+	if h == nil {
+		return ""
+	}
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for c, since := range h.failing {
+		if d := now.Sub(since); d >= after {
+			out = append(out, fmt.Sprintf("%s: failing for %s: %s", c, d.Round(time.Second), h.retrying[c]))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
+// failingCollector exports how long each failing component has been
+// failing (streamer_broker_failing_seconds{component}); a component that
+// works again drops out.
+type failingCollector struct{ h *BrokerHealth }
+
+var failingDesc = prometheus.NewDesc("streamer_broker_failing_seconds",
+	"How long a component has been failing against the brokers without a success (the brokers unreachable, publishing to a topic, reading the changelog); absent when it works. Past kafka.unready_after, /readyz is 503.",
+	[]string{"component"}, nil)
+
+func (c failingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- failingDesc }
+
+func (c failingCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	for comp, since := range c.h.failing {
+		ch <- prometheus.MustNewConstMetric(failingDesc, prometheus.GaugeValue, now.Sub(since).Seconds(), comp)
+	}
+}
+
+// Forget drops what component reported: it is gone (a revoked
+// partition's fetcher), neither failing nor retrying any more.
+func (h *BrokerHealth) Forget(component string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	delete(h.retrying, component)
+	delete(h.failing, component)
+	h.mu.Unlock()
 }

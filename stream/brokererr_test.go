@@ -30,7 +30,7 @@ func TestRefusalClassifies(t *testing.T) {
 		{fmt.Errorf("join: %w", kafka.GroupAuthorizationFailed), nil, "kafka.group", "READ and DESCRIBE on the consumer group"},
 		{kafka.WriteErrors{nil, kafka.TopicAuthorizationFailed}, output, "kafka.output_topic", `write to topic "scores": grant it WRITE`},
 		{kafka.TopicAuthorizationFailed, &topicUse{topic: "x", needs: "READ"}, "kafka.input_topic", `read topic "x"`},
-		{kafka.MessageSizeTooLarge, output, "kafka.max_message_bytes", `larger than topic "scores" accepts`},
+		{kafka.MessageSizeTooLarge, changelogUse("state"), "snapshot.changelog_topic", `larger than topic "state" accepts`},
 		{kafka.ClusterAuthorizationFailed, nil, "kafka.sasl.username", "cluster operation"},
 		{kafka.InvalidReplicationFactor, nil, "snapshot.changelog_topic", "create the changelog topic yourself"},
 		{kafka.UnsupportedVersion, nil, "kafka.brokers", "upgrade them"},

@@ -29,6 +29,10 @@ const (
 	HeaderTopic     = "streamer.topic"     // source topic
 	HeaderPartition = "streamer.partition" // source partition (decimal)
 	HeaderOffset    = "streamer.offset"    // source offset (decimal)
+	// HeaderOriginalBytes is on a dead letter whose value was cut to fit
+	// the dead-letter topic's max.message.bytes: the value's length as
+	// received (decimal). The value kept is its first bytes.
+	HeaderOriginalBytes = "streamer.original_bytes"
 )
 
 // NamedModel is a configured model instance.

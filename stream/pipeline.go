@@ -422,6 +422,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	idle, running := p.met.latency.WithLabelValues("idle"), p.met.latency.WithLabelValues("running")
 	defer p.met.lag.DeleteLabelValues(strconv.Itoa(partition))
 	component := fmt.Sprintf("fetch %s/%d", p.cfg.Topic, partition)
+	defer p.cfg.Health.Forget(component)
 	input := &topicUse{key: "kafka.input_topic", topic: p.cfg.Topic, needs: "READ"}
 	fetched := false
 	var fetchErrs repeats // logged once while they repeat

@@ -2,12 +2,15 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -36,10 +39,22 @@ type Publisher struct {
 	health      *BrokerHealth
 	deliverErrs repeats // delivery errors, logged once while they repeat
 	retryLogs   repeats
+	queueErrs   repeats
+	truncated   prometheus.Counter
 	keys        map[string]string
 
-	retryMu sync.Mutex
-	retry   []kafka.Message
+	// solo sends, one record per request, the records of a batch the
+	// brokers refused as too large: one record cannot hold others back.
+	solo       *kafka.Writer
+	truncTopic string // records to this topic (dead letters) are cut to fit
+	maxRecord  int    // the largest record the writer sends (its BatchBytes)
+	undeliv    undeliverable
+
+	retryMu   sync.Mutex
+	retry     []kafka.Message
+	retryAt   time.Time // the retry queue waits until then (backoff)
+	retryWait *backoff
+	backedOff atomic.Bool // retryWait has grown: reset it at the next delivery
 
 	stopc chan struct{}
 	donec chan struct{}
@@ -61,6 +76,14 @@ type PublisherConfig struct {
 	// the permanent ones named by TopicKeys[topic] (nil: none).
 	Health    *BrokerHealth
 	TopicKeys map[string]string
+	// Truncate names the topic (the dead-letter topic) whose records are
+	// cut to fit BatchBytes rather than sent whole: a dead letter carries
+	// the input value, which may be larger than the topic accepts.
+	Truncate string
+	// Undeliverable counts, by topic, the records the brokers refused
+	// even alone (nil: not counted); Truncated counts the records cut.
+	Undeliverable *prometheus.CounterVec
+	Truncated     prometheus.Counter
 }
 
 type pubMetrics struct {
@@ -82,14 +105,19 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		errors = func(int) {}
 	}
 	p := &Publisher{
-		in:     make(chan kafka.Message, 4*cfg.BatchSize+1024),
-		free:   make(chan []byte, 8*cfg.BatchSize+1024),
-		log:    log,
-		met:    &pubMetrics{published: published, errors: errors},
-		health: cfg.Health,
-		keys:   cfg.TopicKeys,
-		stopc:  make(chan struct{}),
-		donec:  make(chan struct{}),
+		truncTopic: cfg.Truncate,
+		maxRecord:  int(cfg.BatchBytes),
+		retryWait:  newBackoff(100*time.Millisecond, 5*time.Second),
+		undeliv:    undeliverable{counter: cfg.Undeliverable, topics: map[string]int64{}},
+		truncated:  cfg.Truncated,
+		in:         make(chan kafka.Message, 4*cfg.BatchSize+1024),
+		free:       make(chan []byte, 8*cfg.BatchSize+1024),
+		log:        log,
+		met:        &pubMetrics{published: published, errors: errors},
+		health:     cfg.Health,
+		keys:       cfg.TopicKeys,
+		stopc:      make(chan struct{}),
+		donec:      make(chan struct{}),
 	}
 	p.epoch.Store(&epoch{})
 	transport := cfg.Transport
@@ -107,6 +135,20 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		Completion:   p.completion,
 		Transport:    transport,
 		ErrorLogger:  dedupLogger(log, "producer", nil),
+	}
+	if p.maxRecord <= 0 {
+		p.maxRecord = 1 << 20 // kafka-go's default BatchBytes
+	}
+	p.solo = &kafka.Writer{
+		Addr:         p.w.Addr,
+		Balancer:     p.w.Balancer,
+		BatchSize:    1,
+		BatchBytes:   cfg.BatchBytes,
+		RequiredAcks: cfg.RequiredAcks,
+		Async:        true,
+		Completion:   p.completion,
+		Transport:    transport,
+		ErrorLogger:  p.w.ErrorLogger,
 	}
 	go p.loop(cfg.BatchSize)
 	return p
@@ -127,6 +169,11 @@ func (p *Publisher) Buffer() []byte {
 // (explicit backpressure on the processing loop). m.WriterData is the
 // publisher's.
 func (p *Publisher) Publish(m kafka.Message) {
+	if m.Topic == p.truncTopic && p.truncTopic != "" {
+		if n := recordBytes(&m); n > p.maxRecord {
+			m = p.cut(m, n)
+		}
+	}
 	p.pending.Add(1)
 	e := p.epoch.Load()
 	e.pending.Add(1)
@@ -204,7 +251,7 @@ func (p *Publisher) Close(ctx context.Context) error {
 	p.once.Do(func() { close(p.stopc) })
 	<-p.donec
 	closed := make(chan error, 1)
-	go func() { closed <- p.w.Close() }()
+	go func() { closed <- errors.Join(p.w.Close(), p.solo.Close()) }()
 	select {
 	case cerr := <-closed:
 		if err == nil {
@@ -221,7 +268,7 @@ func (p *Publisher) Close(ctx context.Context) error {
 func (p *Publisher) loop(batchSize int) {
 	defer close(p.donec)
 	batch := make([]kafka.Message, 0, batchSize)
-	retryTick := time.NewTicker(200 * time.Millisecond)
+	retryTick := time.NewTicker(50 * time.Millisecond)
 	defer retryTick.Stop()
 	for {
 		batch = batch[:0]
@@ -241,6 +288,10 @@ func (p *Publisher) loop(batchSize int) {
 			}
 		case <-retryTick.C:
 			p.retryMu.Lock()
+			if time.Now().Before(p.retryAt) {
+				p.retryMu.Unlock()
+				continue
+			}
 			batch = append(batch, p.retry...)
 			p.retry = p.retry[:0]
 			p.retryMu.Unlock()
@@ -251,22 +302,150 @@ func (p *Publisher) loop(batchSize int) {
 				p.log.Info("retrying undelivered records", "records", len(batch), "retries_since_last_logged", n)
 			}
 		}
-		if err := p.w.WriteMessages(context.Background(), batch...); err != nil {
-			// Rejected before reaching a partition queue (e.g. no metadata
-			// yet): keep the records and try again later.
-			p.met.errors(len(batch))
-			p.log.Warn("queue records for delivery", "records", len(batch), "err", err)
-			p.retryMu.Lock()
-			p.retry = append(p.retry, batch...)
-			p.retryMu.Unlock()
-		}
+		p.write(batch)
 	}
+}
+
+// write hands batch to the writer. A record larger than the writer takes
+// (kafka-go refuses the whole call for it) is undeliverable; the others
+// go on. Other refusals (e.g. no metadata yet, the brokers away) keep the
+// records for a retry after a backoff.
+func (p *Publisher) write(batch []kafka.Message) {
+	for len(batch) > 0 {
+		err := p.w.WriteMessages(context.Background(), batch...)
+		if err == nil {
+			return
+		}
+		if tl, ok := errors.AsType[kafka.MessageTooLargeError](err); ok {
+			p.give(tl.Message, err)
+			batch = tl.Remaining
+			continue
+		}
+		p.met.errors(len(batch))
+		if ok, n := p.queueErrs.pass(err.Error()); ok {
+			p.log.Warn("queue records for delivery: retrying", "records", len(batch), "err", err, "repeated_since_last_logged", n)
+		}
+		p.requeue(batch)
+		return
+	}
+}
+
+// requeue keeps msgs for the retry loop, which takes them after a backoff
+// that grows while deliveries fail.
+func (p *Publisher) requeue(msgs []kafka.Message) {
+	p.retryMu.Lock()
+	p.retry = append(p.retry, msgs...)
+	p.retryAt = time.Now().Add(p.retryWait.next())
+	p.backedOff.Store(true)
+	p.retryMu.Unlock()
+}
+
+// tooLarge reports whether err is the brokers refusing a record batch for
+// its size (the topic's max.message.bytes).
+func tooLarge(err error) bool {
+	code, ok := brokerCode(err)
+	return ok && (code == kafka.MessageSizeTooLarge || code == kafka.RecordListTooLarge)
+}
+
+// recordBytes is an upper bound of the bytes m takes in a record batch,
+// as kafka-go counts it against BatchBytes.
+func recordBytes(m *kafka.Message) int {
+	n := 32 + len(m.Key) + len(m.Value)
+	for i := range m.Headers {
+		n += 10 + len(m.Headers[i].Key) + len(m.Headers[i].Value)
+	}
+	return n
+}
+
+// cut returns m with its value cut so that the record fits maxRecord,
+// and a header with the value's original length.
+func (p *Publisher) cut(m kafka.Message, n int) kafka.Message {
+	orig := len(m.Value)
+	hs := make([]kafka.Header, len(m.Headers), len(m.Headers)+1)
+	copy(hs, m.Headers)
+	m.Headers = append(hs, kafka.Header{Key: HeaderOriginalBytes, Value: strconv.AppendInt(nil, int64(orig), 10)})
+	keep := max(0, orig-(recordBytes(&m)-p.maxRecord))
+	m.Value = m.Value[:keep:keep]
+	if p.truncated != nil {
+		p.truncated.Inc()
+	}
+	return m
+}
+
+// give gives up on m: the brokers refuse it even alone (err). It is
+// counted, logged once per topic, and stops readiness (Undeliverable);
+// its delivery is no longer awaited, so checkpoints go on.
+func (p *Publisher) give(m kafka.Message, err error) {
+	if p.undeliv.add(m.Topic) {
+		p.log.Error("a record cannot be delivered: the brokers refuse it even alone; it is dropped and counted (streamer_records_undeliverable_total), /readyz is 503 until a restart",
+			"topic", m.Topic, "bytes", recordBytes(&m), "err", err)
+	}
+	p.settle(m)
+}
+
+// settle accounts for m as done with: its epoch's and the total pending
+// counts.
+func (p *Publisher) settle(m kafka.Message) {
+	if e, ok := m.WriterData.(*epoch); ok {
+		e.pending.Add(-1)
+	}
+	p.pending.Add(-1)
+}
+
+// Undeliverable says, for /readyz, how many records the brokers refused
+// even alone, by topic ("" when none).
+func (p *Publisher) Undeliverable() string { return p.undeliv.reason() }
+
+// undeliverable counts the records given up, by topic.
+type undeliverable struct {
+	counter *prometheus.CounterVec
+	mu      sync.Mutex
+	topics  map[string]int64
+}
+
+// add counts one on topic; it reports whether it is the topic's first.
+func (u *undeliverable) add(topic string) bool {
+	if u.counter != nil {
+		u.counter.WithLabelValues(topic).Inc()
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.topics[topic]++
+	return u.topics[topic] == 1
+}
+
+func (u *undeliverable) reason() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return listed(u.topics, func(n int64) string {
+		return fmt.Sprintf("%d records could not be delivered (the brokers refuse them even alone: larger than the topic's max.message.bytes?); dropped, see the log", n)
+	})
 }
 
 // completion runs on the writer's goroutines once a batch is acknowledged or
 // has failed every attempt.
 func (p *Publisher) completion(msgs []kafka.Message, err error) {
 	topic := msgs[0].Topic
+	if err != nil && tooLarge(err) {
+		// Refused for its size: alone, the record is undeliverable; in a
+		// batch, each record is sent again by itself.
+		if len(msgs) == 1 {
+			p.give(msgs[0], err)
+			return
+		}
+		for i := range msgs {
+			m := msgs[i]
+			m.Partition, m.Offset = 0, 0
+			if werr := p.solo.WriteMessages(context.Background(), m); werr != nil {
+				if _, ok := errors.AsType[kafka.MessageTooLargeError](werr); ok {
+					p.give(m, werr)
+				} else {
+					p.requeue([]kafka.Message{m})
+				}
+			}
+		}
+		return
+	}
 	if err != nil {
 		p.met.errors(len(msgs))
 		if p.health.Report("publish "+topic, err, &topicUse{key: p.keys[topic], topic: topic, needs: "WRITE"}) == nil {
@@ -277,10 +456,14 @@ func (p *Publisher) completion(msgs []kafka.Message, err error) {
 		for i := range cp { // the writer fills these in; a retry must not keep them
 			cp[i].Partition, cp[i].Offset = 0, 0
 		}
-		p.retryMu.Lock()
-		p.retry = append(p.retry, cp...)
-		p.retryMu.Unlock()
+		p.requeue(cp)
 		return
+	}
+	if p.backedOff.Load() {
+		p.retryMu.Lock()
+		p.retryWait.reset()
+		p.backedOff.Store(false)
+		p.retryMu.Unlock()
 	}
 	for i := range msgs {
 		if e, ok := msgs[i].WriterData.(*epoch); ok {

@@ -120,3 +120,45 @@ func BenchmarkPublish(b *testing.B) {
 	close(p.in)
 	<-done
 }
+
+// TestPublisherRetryBacksOff: records that failed are retried after a
+// wait that grows with each failure, with jitter, up to 5 s, and starts
+// over after a delivery.
+func TestPublisherRetryBacksOff(t *testing.T) {
+	p := NewPublisher(PublisherConfig{Brokers: []string{"127.0.0.1:1"}, BatchSize: 10, BatchTimeout: time.Millisecond}, nil, nil, nil)
+	defer p.Close(canceled())
+	var waits []time.Duration
+	for range 8 {
+		p.requeue(nil)
+		p.retryMu.Lock()
+		waits = append(waits, time.Until(p.retryAt))
+		p.retryMu.Unlock()
+	}
+	for i, w := range waits {
+		ceiling := min(100*time.Millisecond<<i, 5*time.Second)
+		if w > ceiling || w < ceiling/2-10*time.Millisecond {
+			t.Fatalf("wait %d = %v, want in [%v, %v]", i, w, ceiling/2, ceiling)
+		}
+	}
+}
+
+// TestPublisherCutsDeadLetters: a record to the truncated topic larger
+// than the batch limit is cut to fit, its original length in a header;
+// other topics' records are left alone.
+func TestPublisherCutsDeadLetters(t *testing.T) {
+	p := &Publisher{truncTopic: "dlq", maxRecord: 1000}
+	m := kafka.Message{Topic: "dlq", Key: []byte("k"), Value: make([]byte, 5000), Headers: []kafka.Header{{Key: HeaderReason, Value: []byte("too_large")}}}
+	c := p.cut(m, recordBytes(&m))
+	if n := recordBytes(&c); n > 1000 || n < 900 {
+		t.Fatalf("cut record takes %d bytes, want just under 1000", n)
+	}
+	if len(m.Headers) != 1 || len(c.Headers) != 2 || string(c.Headers[1].Value) != "5000" || c.Headers[1].Key != HeaderOriginalBytes {
+		t.Fatalf("headers %v (the original's %v): want %s: 5000 added to a copy", c.Headers, m.Headers, HeaderOriginalBytes)
+	}
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}

@@ -86,6 +86,10 @@ func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) 
 	return out, nil
 }
 
+// batchOverhead is what a record batch takes beyond kafka-go's count of
+// its records (the batch header, 61 bytes, and a margin).
+const batchOverhead = 256
+
 // defaultJoinEvents bounds the join buffer when only a time is configured.
 const defaultJoinEvents = 100_000
 
@@ -166,6 +170,14 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		}
 	}
 	health.principal = sec.principal()
+	// Records are batched to what the output and dead-letter topics take
+	// (their max.message.bytes); a dead letter larger than that is cut.
+	limits := map[string]int{cfg.Kafka.OutputTopic: DefaultMaxMessageBytes, cfg.Kafka.DLQTopic: DefaultMaxMessageBytes}
+	if reachable {
+		limits = sec.TopicLimits(ctx, cfg.Kafka, []string{cfg.Kafka.OutputTopic, cfg.Kafka.DLQTopic}, AuthCheckTimeout)
+	}
+	batchBytes := max(4<<10, min(limits[cfg.Kafka.OutputTopic], limits[cfg.Kafka.DLQTopic])-batchOverhead)
+	log.Debug("producer batches", "batch_bytes", batchBytes, "max_message_bytes", limits)
 	models, err := BuildModels(cfg, types)
 	if err != nil {
 		return nil, err
@@ -201,18 +213,25 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		Name: "streamer_records_published_total", Help: "Score and dead-letter records acknowledged by the broker."})
 	pubErrs := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "streamer_publish_errors_total", Help: "Records whose delivery failed and was queued for retry."})
+	undeliverable := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "streamer_records_undeliverable_total", Help: "Records the brokers refused even alone (larger than the topic's max.message.bytes), dropped; /readyz is 503 once there is one."}, []string{"topic"})
+	truncated := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "streamer_dead_letters_truncated_total", Help: "Dead letters whose value was cut to fit the dead-letter topic's max.message.bytes (header streamer.original_bytes)."})
 	pub := NewPublisher(PublisherConfig{
-		Brokers:      cfg.Kafka.Brokers,
-		ClientID:     cfg.Kafka.ClientID,
-		BatchSize:    cfg.Kafka.Producer.BatchSize,
-		BatchTimeout: cfg.Kafka.Producer.BatchTimeout,
-		BatchBytes:   int64(max(1<<20, cfg.Kafka.MaxMessageBytes+64<<10)),
-		RequiredAcks: requiredAcks(cfg.Kafka.Producer.RequiredAcks),
-		Transport:    sec.Transport(cfg.Kafka.ClientID),
-		Health:       health,
-		TopicKeys:    map[string]string{cfg.Kafka.OutputTopic: "kafka.output_topic", cfg.Kafka.DLQTopic: "kafka.dlq_topic"},
+		Brokers:       cfg.Kafka.Brokers,
+		ClientID:      cfg.Kafka.ClientID,
+		BatchSize:     cfg.Kafka.Producer.BatchSize,
+		BatchTimeout:  cfg.Kafka.Producer.BatchTimeout,
+		BatchBytes:    int64(batchBytes),
+		RequiredAcks:  requiredAcks(cfg.Kafka.Producer.RequiredAcks),
+		Transport:     sec.Transport(cfg.Kafka.ClientID),
+		Health:        health,
+		TopicKeys:     map[string]string{cfg.Kafka.OutputTopic: "kafka.output_topic", cfg.Kafka.DLQTopic: "kafka.dlq_topic"},
+		Truncate:      cfg.Kafka.DLQTopic,
+		Undeliverable: undeliverable,
+		Truncated:     truncated,
 	}, log, func(n int) { published.Add(float64(n)) }, func(n int) { pubErrs.Add(float64(n)) })
-	reg.MustRegister(published, pubErrs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(published, pubErrs, undeliverable, truncated, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "streamer_publish_pending", Help: "Records published but not yet acknowledged."},
 		func() float64 { return float64(pub.Pending()) }))
 	pipeline := NewPipeline(PipelineConfig{
@@ -390,6 +409,12 @@ func (s *Service) NotReady() string {
 	if r := s.health.Reason(); r != "" {
 		return r
 	}
+	if r := s.pub.Undeliverable(); r != "" {
+		return r
+	}
+	if r := s.health.Stalled(s.cfg.Kafka.UnreadyAfter); r != "" {
+		return r
+	}
 	if !s.pipeline.Ready() {
 		if r := s.health.Retrying(); r != "" {
 			return "consumer group not joined; retrying: " + r
@@ -406,6 +431,10 @@ func (s *Service) Run(ctx context.Context) error {
 		"input", s.cfg.Kafka.InputTopic, "output", s.cfg.Kafka.OutputTopic, "dlq", s.cfg.Kafka.DLQTopic,
 		"http", s.Addr(), "models", len(s.cfg.Models))
 	s.engine.Start()
+	probeCtx, stopProbe := context.WithCancel(context.Background())
+	probed := make(chan struct{})
+	go func() { defer close(probed); s.probeBrokers(probeCtx) }()
+	defer func() { stopProbe(); <-probed }()
 	// Once ctx ends, the stop may take cfg.ShutdownTimeout: past it, the
 	// final checkpoints and the producer give up (late closes).
 	finished, late := make(chan struct{}), make(chan struct{})
@@ -479,4 +508,37 @@ func (s *Service) Run(ctx context.Context) error {
 	s.keys.close()
 	s.log.Info("stopped")
 	return err
+}
+
+// probeBrokers asks the brokers for their API versions every few seconds
+// until ctx ends, reporting to the health as component "brokers": so
+// that /readyz turns 503 when they have been unreachable for longer than
+// kafka.unready_after whatever the service is doing meanwhile (waiting
+// for deliveries in a checkpoint, joining, idle).
+func (s *Service) probeBrokers(ctx context.Context) {
+	every := min(2*time.Second, s.cfg.Kafka.UnreadyAfter/4)
+	tr := s.sec.Transport(s.cfg.Kafka.ClientID)
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(s.cfg.Kafka.Brokers...), Transport: tr}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, max(every, 3*time.Second))
+		_, err := client.ApiVersions(pctx, &kafka.ApiVersionsRequest{})
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.health.failed("brokers", "unreachable: "+err.Error())
+			tr.CloseIdleConnections() // dial afresh next time
+		default:
+			s.health.OK("brokers")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -128,7 +128,7 @@ func retry(ctx context.Context, log *slog.Logger, h *BrokerHealth, what string, 
 			}
 			return r
 		}
-		h.retry(what, err.Error())
+		h.failed(what, err.Error())
 		d := wait.next()
 		if ok, n := errs.pass(err.Error()); ok {
 			log.Warn(what+": retrying", "err", err, "in", d.String(), "repeated_since_last_logged", n)
