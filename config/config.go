@@ -47,10 +47,13 @@ type Kafka struct {
 	MaxMessageBytes int           `yaml:"max_message_bytes"`
 	MaxFeatureAbs   float64       `yaml:"max_feature_abs"` // features beyond ±this are dead-lettered (out_of_range)
 	CommitInterval  time.Duration `yaml:"commit_interval"`
-	SessionTimeout  time.Duration `yaml:"session_timeout"`
-	Producer        Producer      `yaml:"producer"`
-	TLS             TLS           `yaml:"tls"`
-	SASL            SASL          `yaml:"sasl"`
+	// UnreadyAfter is how long the brokers may be unreachable, or
+	// publishing may keep failing, before /readyz turns 503.
+	UnreadyAfter   time.Duration `yaml:"unready_after"`
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	Producer       Producer      `yaml:"producer"`
+	TLS            TLS           `yaml:"tls"`
+	SASL           SASL          `yaml:"sasl"`
 }
 
 // TLS is the kafka.tls section: TLS on every broker connection. Paths
@@ -313,6 +316,7 @@ func Default() Config {
 			MaxMessageBytes: 1 << 20,
 			MaxFeatureAbs:   DefaultMaxFeatureAbs,
 			CommitInterval:  time.Second,
+			UnreadyAfter:    15 * time.Second,
 			SessionTimeout:  10 * time.Second,
 			Producer: Producer{
 				BatchSize:    1000,

@@ -44,6 +44,7 @@ func TestGoodRoundTrip(t *testing.T) {
 			MaxMessageBytes: 65536,
 			MaxFeatureAbs:   DefaultMaxFeatureAbs,
 			CommitInterval:  250 * time.Millisecond,
+			UnreadyAfter:    15 * time.Second,
 			SessionTimeout:  10 * time.Second,
 			Producer:        Producer{BatchSize: 500, BatchTimeout: 10 * time.Millisecond, RequiredAcks: "one"},
 			TLS:             TLS{Enabled: true, ServerName: "kafka.internal"},
@@ -268,7 +269,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 42 {
+	if len(vars) != len(leaves) || len(vars) != 43 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

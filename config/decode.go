@@ -35,6 +35,7 @@ var leaves = []leaf{
 	{"kafka.max_message_bytes", func(c *Config) any { return &c.Kafka.MaxMessageBytes }},
 	{"kafka.max_feature_abs", func(c *Config) any { return &c.Kafka.MaxFeatureAbs }},
 	{"kafka.commit_interval", func(c *Config) any { return &c.Kafka.CommitInterval }},
+	{"kafka.unready_after", func(c *Config) any { return &c.Kafka.UnreadyAfter }},
 	{"kafka.session_timeout", func(c *Config) any { return &c.Kafka.SessionTimeout }},
 	{"kafka.producer.batch_size", func(c *Config) any { return &c.Kafka.Producer.BatchSize }},
 	{"kafka.producer.batch_timeout", func(c *Config) any { return &c.Kafka.Producer.BatchTimeout }},

@@ -45,6 +45,8 @@
 //	kafka.start_offset              earliest          where a group with no committed offset starts: earliest | latest
 //	kafka.max_message_bytes         1048576           input values larger than this are dead-lettered (too_large); > 0
 //	kafka.max_feature_abs           1e15              events with a feature beyond ±this are dead-lettered (out_of_range); 0 < x ≤ 1e100
+//	kafka.unready_after             15s               how long the brokers may be unreachable, or publishing may
+//	                                                  keep failing, before /readyz turns 503 (≥ 1s)
 //	kafka.commit_interval           1s                how often processed offsets are checkpointed (their scores
 //	                                                  acknowledged, offsets committed) when snapshots are off; > 0
 //	kafka.session_timeout           10s               consumer-group session timeout: how long the group waits for
@@ -146,6 +148,7 @@
 //	STREAMER_KAFKA_MAX_MESSAGE_BYTES
 //	STREAMER_KAFKA_MAX_FEATURE_ABS
 //	STREAMER_KAFKA_COMMIT_INTERVAL
+//	STREAMER_KAFKA_UNREADY_AFTER
 //	STREAMER_KAFKA_SESSION_TIMEOUT
 //	STREAMER_KAFKA_PRODUCER_BATCH_SIZE
 //	STREAMER_KAFKA_PRODUCER_BATCH_TIMEOUT

@@ -113,6 +113,9 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	if k.CommitInterval <= 0 {
 		v.errorf("kafka.commit_interval", "must be > 0, got %v", k.CommitInterval)
 	}
+	if k.UnreadyAfter < time.Second {
+		v.errorf("kafka.unready_after", "must be ≥ 1s, got %v", k.UnreadyAfter)
+	}
 	if k.SessionTimeout < time.Second {
 		v.errorf("kafka.session_timeout", "must be >= 1s, got %v", k.SessionTimeout)
 	}
