@@ -187,6 +187,19 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int, c
 	return nil
 }
 
+// DeleteTopic deletes a topic.
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second, Transport: b.transport}
+	resp, err := client.DeleteTopics(ctx, &kafka.DeleteTopicsRequest{Topics: []string{name}})
+	if err == nil {
+		err = resp.Errors[name]
+	}
+	if err != nil {
+		return fmt.Errorf("stream: delete topic %s: %w", name, err)
+	}
+	return nil
+}
+
 // SetTopicConfig sets a config of topic (as kafka-configs --alter does).
 func (b *Broker) SetTopicConfig(ctx context.Context, topic, name, value string) error {
 	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second, Transport: b.transport}
