@@ -2,13 +2,23 @@
 // reports their quality: prequential (every row is scored, then learned)
 // over a data file and, optionally, holdout (rows scored only, by the models
 // as learned from the data file) over a test file. `streamer eval` is its
-// command.
+// command; docs/eval.md documents the report.
 //
 // Measures, per section, as they apply to a model's kind (online.Traits):
 //
-//	classifiers:
-//	  error               fraction of rows whose prediction ≠ label ("no decision", 0, is an error)
+//	classifiers (binary, labels −1/+1):
+//	  error               fraction of rows whose prediction ≠ label ("no decision", 0, is an
+//	                      error, as the service's accuracy counts it)
+//	  error_ci            its 95% Wilson score interval
+//	  abstentions         rows predicted 0, "no decision"; abstention_rate = abstentions / n
+//	  decided_error       mistakes over decided rows: (wrong − abstentions) / (n − abstentions)
+//	  decided_error_ci    its 95% Wilson score interval
+//	  roc_auc             area under the ROC curve of the score (Mann–Whitney, mid-ranks for
+//	                      ties); null when the section has one class only
+//	  confusion           tp, fp, tn, fn, and abstentions by true class
 //	  log_loss            with Prediction.HasProbability; p clipped to [1e-15, 1 − 1e-15]
+//	  reliability         with Prediction.HasProbability: 10 bins of the probability, the
+//	                      observed fraction of +1 per bin
 //	  mean_mistake_bound  mean published bound, with Prediction.HasBound
 //	  bound_violations    grid ρ (0, 0.1, …, 0.9) at which the observed fraction of y·f ≤ −ρ
 //	                      exceeds bound(ρ): holdout, over the section against the final
@@ -17,7 +27,9 @@
 //	                      model's bound then, summed), as the service exports it
 //	ordinal:
 //	  kendall_tau         Kendall's τ-b of score against true level
-//	  mae, zero_one       of the predicted level
+//	  mae, zero_one       of the predicted level (level 0, "no decision", counts as wrong)
+//	  zero_one_ci         95% Wilson score interval of zero_one
+//	  abstentions         rows predicted level 0; abstention_rate = abstentions / n
 //	ranking, regression:
 //	  kendall_tau         Kendall's τ-b of score against the target
 //	  rmse                regression: root mean squared error of the score
@@ -30,8 +42,17 @@
 // skipped and counted by reason in the report's data section.
 //
 // Files are streamed (256 rows at a time), but the score and label of every
-// judged row are kept per model and section for Kendall's τ and the
-// histograms: 16 bytes a row.
+// judged row are kept per model and section for Kendall's τ, the ROC AUC
+// and the histograms: 16 bytes a row. With Options.Shuffle the data file's
+// rows are read whole first (their features in memory), then run in an
+// order drawn from Options.Seed.
+//
+// Without Shuffle, the order of the data file's labels is checked: when
+// there are at least SortedMinRows labelled rows and the number of label
+// changes between consecutive labelled rows is below SortedFraction (10%)
+// of the number expected in a random order of the same labels, the report
+// carries a warning (a file sorted or grouped by label: the prequential
+// measures then say more about the order than about the model).
 package eval
 
 import (
@@ -41,6 +62,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -69,6 +91,11 @@ type Options struct {
 	// otherwise give a report about the few that were. 0 means the default,
 	// DefaultMaxSkipped; 1 accepts any.
 	MaxSkipped float64
+	// Shuffle runs the data file's rows in a random order drawn from Seed
+	// (the same seed, the same order) instead of the file's. The holdout
+	// file is read in its order (its rows are scored only).
+	Shuffle bool
+	Seed    int64
 }
 
 // DefaultMaxSkipped is Options.MaxSkipped's default: 10% of the rows.
@@ -90,6 +117,8 @@ type Report struct {
 	Models map[string]*ModelReport `json:"models"`
 	Config ConfigInfo              `json:"config"`
 	Data   map[string]*DataInfo    `json:"data"` // by section
+	// Warnings about the input (e.g. labels that look sorted).
+	Warnings []string `json:"warnings,omitempty"`
 
 	order []string // model names in config order
 }
@@ -109,6 +138,15 @@ type DataInfo struct {
 	Skipped      map[string]int64 `json:"skipped,omitempty"` // by reason
 	FirstSkipped string           `json:"first_skipped,omitempty"`
 	Seconds      float64          `json:"seconds"`
+	// Shuffled: the rows ran in the order drawn from Seed, not the file's.
+	Shuffled bool   `json:"shuffled"`
+	Seed     *int64 `json:"seed,omitempty"`
+	// Label order of the prequential section, as run (see the package
+	// documentation): changes between consecutive labelled rows, the number
+	// expected in a random order, and whether the labels look sorted.
+	LabelChanges         *int64   `json:"label_changes,omitempty"`
+	ExpectedLabelChanges *float64 `json:"expected_label_changes,omitempty"`
+	LabelsLookSorted     bool     `json:"labels_look_sorted,omitempty"`
 }
 
 // ModelReport holds one model's measures per section.
@@ -121,22 +159,32 @@ type ModelReport struct {
 	plots   plotData
 }
 
-// Measures of one model over one section; measures that do not apply are
-// nil (omitted from JSON).
+// Measures of one model over one section (see the package documentation);
+// measures that do not apply are nil (omitted from JSON). ROCAUC applies to
+// every classifier: when it is undefined (one class) it is null in JSON.
 type Measures struct {
 	N          int64   `json:"n"`
 	EventsPerS float64 `json:"events_per_s"`
 	Rejected   int64   `json:"rejected"`
 
-	Error            *float64 `json:"error,omitempty"`
-	LogLoss          *float64 `json:"log_loss,omitempty"`
-	MeanMistakeBound *float64 `json:"mean_mistake_bound,omitempty"`
-	BoundViolations  *int     `json:"bound_violations,omitempty"`
+	Error            *float64         `json:"error,omitempty"`
+	ErrorCI          *Interval        `json:"error_ci,omitempty"`
+	Abstentions      *int64           `json:"abstentions,omitempty"`
+	AbstentionRate   *float64         `json:"abstention_rate,omitempty"`
+	DecidedError     *float64         `json:"decided_error,omitempty"`
+	DecidedErrorCI   *Interval        `json:"decided_error_ci,omitempty"`
+	ROCAUC           *OptFloat        `json:"roc_auc,omitempty"`
+	Confusion        *Confusion       `json:"confusion,omitempty"`
+	LogLoss          *float64         `json:"log_loss,omitempty"`
+	Reliability      []ReliabilityBin `json:"reliability,omitempty"`
+	MeanMistakeBound *float64         `json:"mean_mistake_bound,omitempty"`
+	BoundViolations  *int             `json:"bound_violations,omitempty"`
 
-	KendallTau *float64 `json:"kendall_tau,omitempty"`
-	MAE        *float64 `json:"mae,omitempty"`
-	ZeroOne    *float64 `json:"zero_one,omitempty"`
-	RMSE       *float64 `json:"rmse,omitempty"`
+	KendallTau *float64  `json:"kendall_tau,omitempty"`
+	MAE        *float64  `json:"mae,omitempty"`
+	ZeroOne    *float64  `json:"zero_one,omitempty"`
+	ZeroOneCI  *Interval `json:"zero_one_ci,omitempty"`
+	RMSE       *float64  `json:"rmse,omitempty"`
 }
 
 // ModelNames returns the model names in configuration order.
@@ -189,10 +237,16 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 		rep.Config.Types[nm.Name] = nm.Model.Type()
 		rep.Models[nm.Name] = &ModelReport{typ: nm.Model.Type(), ordinal: st.ordinal}
 	}
-	prog := newProgress(opt.Progress, opt.Terminal, fileSize(opt.Data)+fileSize(opt.Test))
+	sizes := []int64{fileSize(opt.Data)}
+	if opt.Test != "" {
+		sizes = append(sizes, fileSize(opt.Test))
+	}
+	prog := newProgress(opt.Progress, opt.Terminal, sizes...)
 	defer prog.done()
 
 	m0 := cfg.Models[0].Features
+	fr := &fileRunner{format: opt.Format, dim: m0.Dim, names: m0.Names, maxBytes: cfg.Kafka.MaxMessageBytes,
+		states: states, prog: prog}
 	sections := []struct{ name, path string }{{sectionPrequential, opt.Data}}
 	if opt.Test != "" {
 		sections = append(sections, struct{ name, path string }{sectionHoldout, opt.Test})
@@ -202,7 +256,7 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 		for _, st := range states {
 			st.begin(learn)
 		}
-		info, err := runFile(ctx, sec.path, opt.Format, m0.Dim, m0.Names, cfg.Kafka.MaxMessageBytes, states, prog)
+		info, err := fr.run(ctx, sec.name, sec.path, learn && opt.Shuffle, opt.Seed)
 		if err != nil {
 			return nil, err
 		}
@@ -210,6 +264,11 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 			return nil, err
 		}
 		rep.Data[sec.name] = info
+		if learn && info.LabelsLookSorted && !opt.Shuffle {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf(
+				"%s: the labels look sorted (label changes between consecutive rows: %d; in a random order about %.0f): the prequential measures follow the file's order; use --shuffle",
+				info.Path, *info.LabelChanges, *info.ExpectedLabelChanges))
+		}
 		if learn {
 			// Heavy models refit once more at the end of the data, so that
 			// the holdout judges a model trained on the last window.
@@ -233,25 +292,37 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 			}
 		}
 	}
+	prog.finish()
 	for i, st := range states {
 		rep.Models[rep.order[i]].plots = st.plotData()
 	}
 	return rep, nil
 }
 
+// fileSize returns the size of a regular file, 0 when unknown (a pipe).
 func fileSize(path string) int64 {
-	if path == "" {
-		return 0
-	}
 	st, err := os.Stat(path)
-	if err != nil {
+	if err != nil || !st.Mode().IsRegular() {
 		return 0
 	}
 	return st.Size()
 }
 
-// runFile streams one file through every model, batchRows rows at a time.
-func runFile(ctx context.Context, path, format string, dim int, names []string, maxBytes int, states []*modelState, prog *progress) (*DataInfo, error) {
+// fileRunner streams files through every model.
+type fileRunner struct {
+	format   string // "" = from each file's extension
+	dim      int
+	names    []string
+	maxBytes int
+	states   []*modelState
+	prog     *progress
+}
+
+// run runs one file through every model, batchRows rows at a time: in the
+// file's order, or shuffled (read whole, then run in the order drawn from
+// seed). The prequential section's label order is checked.
+func (fr *fileRunner) run(ctx context.Context, section, path string, shuffle bool, seed int64) (*DataInfo, error) {
+	format := fr.format
 	if format == "" {
 		var err error
 		if format, err = FormatFromPath(path); err != nil {
@@ -263,24 +334,28 @@ func runFile(ctx context.Context, path, format string, dim int, names []string, 
 		return nil, fmt.Errorf("eval: %w", err)
 	}
 	defer f.Close()
-	cr := &countingReader{r: f, prog: prog}
-	rd, err := NewReader(format, cr, dim, names, maxBytes)
+	size := fileSize(path)
+	fr.prog.file(section, size)
+	rd, err := NewReader(format, f, fr.dim, fr.names, fr.maxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("eval: %s: %w", path, err)
 	}
-	info := &DataInfo{Path: path, Format: format}
+	info := &DataInfo{Path: path, Format: format, Shuffled: shuffle}
+	if shuffle {
+		info.Seed = &seed
+	}
+	var order *labelOrder
+	if section == sectionPrequential {
+		order = &labelOrder{}
+	}
 	start := time.Now()
-	batch := make([]Row, batchRows)
-	for done := false; !done; {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		n := 0
-		for n < len(batch) {
-			err := rd.Next(&batch[n])
+	// next reads the next usable row into r, counting the others; false at
+	// the end.
+	next := func(r *Row) (bool, error) {
+		for {
+			err := rd.Next(r)
 			if err == io.EOF {
-				done = true
-				break
+				return false, nil
 			}
 			info.Rows++
 			var re *RowError
@@ -293,20 +368,119 @@ func runFile(ctx context.Context, path, format string, dim int, names []string, 
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("eval: %s: %w", path, err)
+				return false, fmt.Errorf("eval: %s: %w", path, err)
 			}
-			if !batch[n].HasLabel {
+			if !r.HasLabel {
 				info.Unlabelled++
 			}
-			n++
+			return true, nil
 		}
-		for _, st := range states {
-			st.run(batch[:n])
-		}
-		prog.rows(n)
 	}
+	feed := func(batch []Row) {
+		if order != nil {
+			for i := range batch {
+				if batch[i].HasLabel {
+					order.add(batch[i].Label)
+				}
+			}
+		}
+		for _, st := range fr.states {
+			st.run(batch)
+		}
+	}
+	if shuffle {
+		rows, err := readShuffled(ctx, next, fr.dim, seed)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < len(rows); i += batchRows {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			end := min(i+batchRows, len(rows))
+			feed(rows[i:end])
+			fr.prog.at(int64(float64(size)*float64(end)/float64(len(rows))), end-i)
+		}
+	} else {
+		off, _ := rd.(offsetter)
+		batch := make([]Row, batchRows)
+		for done := false; !done; {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			n := 0
+			for n < len(batch) {
+				ok, err := next(&batch[n])
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					done = true
+					break
+				}
+				n++
+			}
+			feed(batch[:n])
+			var pos int64
+			if off != nil {
+				pos = off.offset()
+			}
+			fr.prog.at(pos, n)
+		}
+	}
+	fr.prog.endFile()
 	info.Seconds = time.Since(start).Seconds()
+	if order != nil && !order.overflow {
+		c, e := order.changes, order.expected()
+		info.LabelChanges, info.ExpectedLabelChanges = &c, &e
+		info.LabelsLookSorted = order.looksSorted()
+	}
 	return info, nil
+}
+
+// readShuffled reads every usable row with next and returns them in the
+// order drawn from seed: math/rand/v2's Fisher–Yates shuffle driven by a
+// PCG generator seeded with (seed, shuffleStream), so that a seed gives the
+// same order on every run and platform.
+func readShuffled(ctx context.Context, next func(*Row) (bool, error), dim int, seed int64) ([]Row, error) {
+	var (
+		xs     []float64
+		labels []float64
+		has    []bool
+		r      Row
+	)
+	for i := 0; ; i++ {
+		if i%batchRows == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		ok, err := next(&r)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		xs = append(xs, r.X...)
+		labels = append(labels, r.Label)
+		has = append(has, r.HasLabel)
+	}
+	rows := make([]Row, len(labels))
+	for i := range rows {
+		rows[i] = Row{X: xs[i*dim : (i+1)*dim : (i+1)*dim], Label: labels[i], HasLabel: has[i]}
+	}
+	shuffleRows(rows, seed)
+	return rows, nil
+}
+
+// shuffleStream is the PCG stream of the shuffle (any fixed constant).
+const shuffleStream = 0x5eed_5eed_5eed_5eed
+
+// shuffleRows puts rows in the random order drawn from seed.
+func shuffleRows(rows []Row, seed int64) {
+	rng := rand.New(rand.NewPCG(uint64(seed), shuffleStream))
+	rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
 }
 
 // usable checks that a file gave rows to judge and that no more than the
@@ -367,6 +541,9 @@ type sectionStats struct {
 	n, rejected, calls   int64
 	elapsed              time.Duration
 	wrong                int64
+	abstain              int64 // predicted 0 (classifier) or level 0 (ordinal)
+	conf                 Confusion
+	rel                  reliability
 	logLoss              float64
 	nProb                int64
 	boundSum             float64
@@ -475,6 +652,9 @@ func (st *modelState) account(o *outcome) {
 		s.judge.Add(*p, o.y, st.bounder)
 	}
 	if st.ordinal {
+		if !st.ranking && p.Label == 0 {
+			s.abstain++
+		}
 		s.pred = append(s.pred, p.Label)
 		if s.judge != nil && s.curve.due(s.n) {
 			s.curve.add(float64(s.n), s.judge.KendallTau())
@@ -488,6 +668,10 @@ func (st *modelState) account(o *outcome) {
 	if wrong {
 		s.wrong++
 	}
+	if p.Label == 0 {
+		s.abstain++
+	}
+	s.conf.add(p.Label, o.y)
 	if s.judge != nil && s.curve.due(s.n) {
 		s.curve.add(float64(s.n), 1-s.judge.Accuracy())
 		s.cumCurve.add(float64(s.n), float64(s.wrong)/float64(s.n))
@@ -499,6 +683,7 @@ func (st *modelState) account(o *outcome) {
 		}
 		s.logLoss -= math.Log(q)
 		s.nProb++
+		s.rel.add(p.Probability, o.y)
 	}
 	if p.HasBound {
 		s.boundSum += p.MistakeBound
@@ -528,6 +713,14 @@ func (st *modelState) finish() *Measures {
 			if !st.ranking {
 				m.MAE = num(online.MeanAbsError(s.pred, truth))
 				m.ZeroOne = num(online.ZeroOneError(s.pred, truth))
+				var wrong int64
+				for i, y := range truth {
+					if s.pred[i] != y {
+						wrong++
+					}
+				}
+				m.ZeroOneCI = wilson95(wrong, s.n)
+				m.Abstentions, m.AbstentionRate = abstentions(s.abstain, s.n)
 			}
 			if st.traits.Kind == online.Regression {
 				var se float64
@@ -541,7 +734,18 @@ func (st *modelState) finish() *Measures {
 	}
 	if s.n > 0 {
 		m.Error = num(float64(s.wrong) / float64(s.n))
+		m.ErrorCI = wilson95(s.wrong, s.n)
 	}
+	m.Abstentions, m.AbstentionRate = abstentions(s.abstain, s.n)
+	if decided := s.n - s.abstain; decided > 0 {
+		mistakes := s.wrong - s.abstain
+		m.DecidedError = num(float64(mistakes) / float64(decided))
+		m.DecidedErrorCI = wilson95(mistakes, decided)
+	}
+	m.ROCAUC = optFloat(ROCAUC(s.scores, s.truth))
+	conf := s.conf
+	m.Confusion = &conf
+	m.Reliability = s.rel.bins()
 	if s.nProb > 0 {
 		m.LogLoss = num(s.logLoss / float64(s.nProb))
 	}
@@ -562,6 +766,15 @@ func (st *modelState) finish() *Measures {
 		s.finalBound, _ = s.fine.Check(st.bounder.Bound, nil)
 	}
 	return m
+}
+
+// abstentions returns the count and, for n > 0, the rate.
+func abstentions(k, n int64) (*int64, *float64) {
+	var rate *float64
+	if n > 0 {
+		rate = num(float64(k) / float64(n))
+	}
+	return &k, rate
 }
 
 // num returns a pointer to v, nil for NaN or ±Inf (not representable in
@@ -604,16 +817,4 @@ func (s *series) add(x, y float64) {
 		s.x, s.y = s.x[:k], s.y[:k]
 		s.step *= 2
 	}
-}
-
-// countingReader reports bytes read to the progress display.
-type countingReader struct {
-	r    io.Reader
-	prog *progress
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.prog.bytes(int64(n))
-	return n, err
 }

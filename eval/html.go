@@ -52,9 +52,45 @@ func fmtPtr(v *float64, prec int) string {
 	return strconv.FormatFloat(*v, 'f', prec, 64)
 }
 
+// fmtCI formats an interval as [lo, hi].
+func fmtCI(iv *Interval, prec int) string {
+	if iv == nil {
+		return ""
+	}
+	return "[" + strconv.FormatFloat(iv.Lo, 'f', prec, 64) + ", " + strconv.FormatFloat(iv.Hi, 'f', prec, 64) + "]"
+}
+
+// fmtAbstentions formats abstentions as "count (rate%)".
+func fmtAbstentions(m *Measures) string {
+	if m.Abstentions == nil {
+		return ""
+	}
+	s := strconv.FormatInt(*m.Abstentions, 10)
+	if m.AbstentionRate != nil {
+		s += " (" + strconv.FormatFloat(100**m.AbstentionRate, 'f', 1, 64) + "%)"
+	}
+	return s
+}
+
+// fmtAUC formats the ROC AUC; "n/a" when undefined (one class).
+func fmtAUC(m *Measures) string {
+	switch {
+	case m.ROCAUC == nil:
+		return ""
+	case !m.ROCAUC.Valid:
+		return "n/a"
+	}
+	return strconv.FormatFloat(m.ROCAUC.Value, 'f', 4, 64)
+}
+
 var columns = []column{
 	{"n", func(m *Measures) string { return strconv.FormatInt(m.N, 10) }},
 	{"error", func(m *Measures) string { return fmtPtr(m.Error, 4) }},
+	{"error 95% CI", func(m *Measures) string { return fmtCI(m.ErrorCI, 4) }},
+	{"abstentions", fmtAbstentions},
+	{"decided_error", func(m *Measures) string { return fmtPtr(m.DecidedError, 4) }},
+	{"decided 95% CI", func(m *Measures) string { return fmtCI(m.DecidedErrorCI, 4) }},
+	{"roc_auc", fmtAUC},
 	{"log_loss", func(m *Measures) string { return fmtPtr(m.LogLoss, 4) }},
 	{"mean_mistake_bound", func(m *Measures) string { return fmtPtr(m.MeanMistakeBound, 4) }},
 	{"bound_violations", func(m *Measures) string {
@@ -66,6 +102,8 @@ var columns = []column{
 	{"kendall_tau", func(m *Measures) string { return fmtPtr(m.KendallTau, 4) }},
 	{"mae", func(m *Measures) string { return fmtPtr(m.MAE, 4) }},
 	{"zero_one", func(m *Measures) string { return fmtPtr(m.ZeroOne, 4) }},
+	{"zero_one 95% CI", func(m *Measures) string { return fmtCI(m.ZeroOneCI, 4) }},
+	{"rmse", func(m *Measures) string { return fmtPtr(m.RMSE, 4) }},
 	{"events_per_s", func(m *Measures) string { return strconv.FormatFloat(m.EventsPerS, 'f', 0, 64) }},
 	{"rejected", func(m *Measures) string { return strconv.FormatInt(m.Rejected, 10) }},
 }
@@ -75,17 +113,24 @@ type htmlRow struct {
 	Cells                []string
 }
 
+type htmlConfusion struct {
+	Section string
+	*Confusion
+}
+
 type htmlModel struct {
 	Name, Type string
+	Confusion  []htmlConfusion
 	Plots      []template.HTML
 }
 
 type htmlPage struct {
-	Config  string
-	Data    []*DataInfo
-	Columns []string
-	Rows    []htmlRow
-	Models  []htmlModel
+	Config   string
+	Data     []*DataInfo
+	Warnings []string
+	Columns  []string
+	Rows     []htmlRow
+	Models   []htmlModel
 }
 
 var page = template.Must(template.New("report").Parse(`<!DOCTYPE html>
@@ -102,29 +147,46 @@ td.l { text-align: left; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; }
 .plots svg { width: 31em; height: auto; }
 h2 { margin-top: 1.5em; border-bottom: 1px solid #ccc; }
+.warn { color: #8a4b00; background: #fff4e0; padding: 0.4em 0.6em; }
+.confusion { display: flex; flex-wrap: wrap; gap: 1.5em; }
+caption { text-align: left; font-weight: bold; padding-bottom: 0.2em; }
 </style>
 </head>
 <body>
 <h1>streamer eval</h1>
-<p>{{if .Config}}Configuration <code>{{.Config}}</code>. {{end}}{{range .Data}}<code>{{.Path}}</code> ({{.Format}}, {{.Rows}} rows{{if .Unlabelled}}, {{.Unlabelled}} unlabelled{{end}}{{range $r, $n := .Skipped}}, {{$n}} skipped: {{$r}}{{end}}). {{end}}
-Prequential: every row is scored, then learned. Holdout: rows scored only, by the models learned from the data file.</p>
+<p>{{if .Config}}Configuration <code>{{.Config}}</code>. {{end}}{{range .Data}}<code>{{.Path}}</code> ({{.Format}}, {{.Rows}} rows{{if .Unlabelled}}, {{.Unlabelled}} unlabelled{{end}}{{range $r, $n := .Skipped}}, {{$n}} skipped: {{$r}}{{end}}{{if .Shuffled}}, shuffled with seed {{.Seed}}{{end}}). {{end}}
+Prequential: every row is scored, then learned. Holdout: rows scored only, by the models learned from the data file.
+Error counts "no decision" (prediction 0) as a mistake, as the service does; decided_error is the error over the rows with a decision, and abstentions are the others.
+Intervals are 95% Wilson score intervals.</p>
+{{range .Warnings}}<p class="warn">Warning: {{.}}</p>
+{{end}}
 <table>
 <tr><th>model</th><th>type</th><th>section</th>{{range .Columns}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr><td class="l">{{.Model}}</td><td class="l">{{.Type}}</td><td class="l">{{.Section}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table>
 {{range .Models}}<h2>{{.Name}} <small>({{.Type}})</small></h2>
-<div class="plots">
+{{if .Confusion}}<div class="confusion">
+{{range .Confusion}}<table>
+<caption>confusion, {{.Section}}</caption>
+<tr><th>label \ predicted</th><th>+1</th><th>−1</th><th>no decision</th></tr>
+<tr><th>+1</th><td>{{.TP}}</td><td>{{.FN}}</td><td>{{.AbstainPositive}}</td></tr>
+<tr><th>−1</th><td>{{.FP}}</td><td>{{.TN}}</td><td>{{.AbstainNegative}}</td></tr>
+</table>
+{{end}}</div>
+{{end}}<div class="plots">
 {{range .Plots}}<div>{{.}}</div>
 {{end}}</div>
 {{end}}</body>
 </html>
 `))
 
-// WriteHTML writes a self-contained HTML page: a summary table, then per
-// model the plots (inline SVG) of quality over the stream, bound against
-// observed violation rate, and score histograms per class or level.
+// WriteHTML writes a self-contained HTML page: the warnings, a summary
+// table, then per model the confusion matrices (classifiers) and the plots
+// (inline SVG) of quality over the stream, bound against observed violation
+// rate, score histograms per class or level, and the reliability curve
+// (models with a probability).
 func (r *Report) WriteHTML(w io.Writer) error {
-	pg := htmlPage{Config: r.Config.Path}
+	pg := htmlPage{Config: r.Config.Path, Warnings: r.Warnings}
 	for _, sec := range []string{sectionPrequential, sectionHoldout} {
 		if d := r.Data[sec]; d != nil {
 			pg.Data = append(pg.Data, d)
@@ -168,7 +230,15 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			pg.Rows = append(pg.Rows, row)
 		}
 		hm := htmlModel{Name: name, Type: mr.typ}
-		for _, mk := range []func(string, plotData) (*plot.Plot, error){qualityPlot, boundPlot, histPlot} {
+		for _, sec := range []struct {
+			name string
+			ms   *Measures
+		}{{sectionPrequential, mr.Prequential}, {sectionHoldout, mr.Holdout}} {
+			if sec.ms != nil && sec.ms.Confusion != nil {
+				hm.Confusion = append(hm.Confusion, htmlConfusion{sec.name, sec.ms.Confusion})
+			}
+		}
+		for _, mk := range []func(string, plotData) (*plot.Plot, error){qualityPlot, boundPlot, histPlot, reliabilityPlot} {
 			p, err := mk(name, mr.plots)
 			if err != nil {
 				return err

@@ -32,6 +32,8 @@ type plotData struct {
 	// Scores and true labels for the histograms, from histFrom.
 	scores, truth []float64
 	histFrom      string
+	// Reliability curve (models with a probability), from histFrom.
+	reliability []ReliabilityBin
 }
 
 func (st *modelState) plotData() plotData {
@@ -48,6 +50,7 @@ func (st *modelState) plotData() plotData {
 		return d
 	}
 	d.scores, d.truth, d.histFrom = src.scores, src.truth, from
+	d.reliability = src.rel.bins()
 	if src.fine != nil && src.fine.Count() > 0 {
 		d.rho, d.bound, d.boundFrom = src.fineGrid, src.finalBound, from
 		d.observed = make([]float64, len(d.rho))
@@ -250,6 +253,74 @@ func histPlot(name string, d plotData) (*plot.Plot, error) {
 	p.Y.Min = 0
 	headroom(p, len(keys))
 	return p, nil
+}
+
+// reliabilityPlot draws the reliability curve: per bin of the published
+// probability of class +1, the observed fraction of +1 (with its 95% Wilson
+// interval) against the bin's mean probability, and the diagonal of a
+// calibrated model; nil when the model publishes no probability.
+func reliabilityPlot(name string, d plotData) (*plot.Plot, error) {
+	var pts plotter.XYs
+	var errs plotter.YErrors
+	var n int64
+	for _, b := range d.reliability {
+		if b.N == 0 || b.MeanProbability == nil || b.Observed == nil || b.ObservedCI == nil {
+			continue
+		}
+		n += b.N
+		pts = append(pts, plotter.XY{X: *b.MeanProbability, Y: *b.Observed})
+		errs = append(errs, struct{ Low, High float64 }{*b.Observed - b.ObservedCI.Lo, b.ObservedCI.Hi - *b.Observed})
+	}
+	if len(pts) == 0 {
+		return nil, nil
+	}
+	p := newPlot(name+": reliability ("+d.histFrom+")", "predicted probability of +1", "observed fraction of +1")
+	diag, err := line([]float64{0, 1}, []float64{0, 1}, colGrey, true)
+	if err != nil {
+		return nil, err
+	}
+	obs, err := line(xsOf(pts), ysOf(pts), colBlue, false)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := plotter.NewScatter(pts)
+	if err != nil {
+		return nil, err
+	}
+	sc.Color = colBlue
+	sc.Shape = draw.CircleGlyph{}
+	eb, err := plotter.NewYErrorBars(struct {
+		plotter.XYs
+		plotter.YErrors
+	}{pts, errs})
+	if err != nil {
+		return nil, err
+	}
+	eb.Color = colBlue
+	p.Add(diag, obs, sc, eb)
+	p.Legend.Add("calibrated", diag)
+	p.Legend.Add(fmt.Sprintf("observed, 95%% CI (%d rows)", n), obs)
+	p.X.Min, p.X.Max = 0, 1
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Legend.Top = false // bottom right: where a useful model has no bin
+	p.Legend.YOffs = vg.Points(6)
+	return p, nil
+}
+
+func xsOf(pts plotter.XYs) []float64 {
+	out := make([]float64, len(pts))
+	for i, p := range pts {
+		out[i] = p.X
+	}
+	return out
+}
+
+func ysOf(pts plotter.XYs) []float64 {
+	out := make([]float64, len(pts))
+	for i, p := range pts {
+		out[i] = p.Y
+	}
+	return out
 }
 
 // headroom raises the top of the y axis to leave room for a legend of

@@ -70,6 +70,10 @@ type Reader interface {
 	Next(r *Row) error
 }
 
+// offsetter is implemented by the readers: offset is the number of bytes
+// of the input consumed by the rows returned so far (read-ahead excluded).
+type offsetter interface{ offset() int64 }
+
 // NewReader returns a reader of the given format over src for rows of dim
 // features. names (the configured feature names, or nil) let a JSON Lines
 // event send its features as an object and let a CSV header put the columns
@@ -167,6 +171,8 @@ func newCSVReader(src io.Reader, dim int, names []string) (*csvReader, error) {
 	return c, nil
 }
 
+func (c *csvReader) offset() int64 { return c.r.InputOffset() }
+
 func (c *csvReader) Next(r *Row) error {
 	rec, err := c.r.Read()
 	if err != nil {
@@ -204,6 +210,7 @@ func (c *csvReader) Next(r *Row) error {
 type lines struct {
 	r    *bufio.Reader
 	line int
+	off  int64 // bytes consumed
 	buf  []byte
 }
 
@@ -228,6 +235,7 @@ func (l *lines) next() ([]byte, error) {
 		if len(l.buf) == 0 && err == io.EOF {
 			return nil, io.EOF
 		}
+		l.off += int64(len(l.buf))
 		l.line++
 		if s := bytes.TrimSpace(l.buf); len(s) > 0 {
 			return s, nil
@@ -244,6 +252,8 @@ type jsonlReader struct {
 	dec   *wire.Decoder
 	ev    wire.Event
 }
+
+func (j *jsonlReader) offset() int64 { return j.lines.off }
 
 func (j *jsonlReader) Next(r *Row) error {
 	b, err := j.lines.next()
@@ -269,6 +279,8 @@ type libsvmReader struct {
 	lines *lines
 	dim   int
 }
+
+func (l *libsvmReader) offset() int64 { return l.lines.off }
 
 func (l *libsvmReader) Next(r *Row) error {
 	var b []byte

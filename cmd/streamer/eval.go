@@ -25,8 +25,20 @@ func newEvalCmd() *cobra.Command {
 prequentially (every row is scored, then learned) and, with --test, over a
 holdout file (rows scored only, by the models learned from --data). It writes
 DIR/report.json (measures per model and section) and DIR/report.html (a
-self-contained page: summary table, quality over the stream, bound against
-observed violation rate, score histograms).
+self-contained page: summary table, confusion matrices, quality over the
+stream, bound against observed violation rate, score histograms, reliability
+curves), then prints a summary table and the two paths.
+
+The table shows per model and section the rows judged, the error over the
+rows with a decision and its 95% Wilson score interval, the abstentions
+(prediction 0, "no decision"), the ROC AUC and, as they apply, log loss,
+Kendall's tau-b, zero-one and mean absolute level error, RMSE.
+
+The prequential measures depend on the order of --data. --shuffle runs its
+rows in a random order drawn from --seed (the file is then read whole into
+memory). Without --shuffle, eval warns on stderr when the labels look sorted:
+at least 100 labelled rows and fewer label changes between consecutive rows
+than 10% of the number expected in a random order.
 
 Formats, from the extension or --format: csv (header row, numeric features,
 label last), jsonl (wire-format events, one per line; events without a label
@@ -58,7 +70,13 @@ are scored only), libsvm ("label idx:val ...", 1-based indices, missing = 0).`,
 			if err != nil {
 				return err
 			}
+			for _, w := range rep.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+			}
 			if err := rep.WriteDir(out); err != nil {
+				return err
+			}
+			if err := rep.WriteSummary(cmd.OutOrStdout()); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), filepath.Join(out, eval.ReportJSON))
@@ -73,6 +91,8 @@ are scored only), libsvm ("label idx:val ...", 1-based indices, missing = 0).`,
 	f.StringVar(&opt.Format, "format", "", "csv, jsonl or libsvm (default: from the extension)")
 	f.StringVarP(&out, "out", "o", "", "output directory for report.json and report.html")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress on stderr")
+	f.BoolVar(&opt.Shuffle, "shuffle", false, "run the rows of --data in a random order drawn from --seed (for files sorted by label)")
+	f.Int64Var(&opt.Seed, "seed", 1, "seed of --shuffle's order: the same seed, the same order")
 	f.Float64Var(&opt.MaxSkipped, "max-skipped", eval.DefaultMaxSkipped, "fail when more than this fraction of a file's rows is skipped (malformed, wrong dimension); 1 accepts any")
 	return cmd
 }

@@ -1,0 +1,117 @@
+package eval
+
+import (
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// summaryColumn is one column of the terminal summary.
+type summaryColumn struct {
+	name string
+	get  func(*Measures) string
+}
+
+// summaryColumns are the terminal summary's measures; a column no model
+// has is left out. The error shown is decided_error, beside the
+// abstentions: the two together are what error (in the report) merges.
+var summaryColumns = []summaryColumn{
+	{"rows", func(m *Measures) string { return strconv.FormatInt(m.N, 10) }},
+	{"error", func(m *Measures) string { return fmtPtr(m.DecidedError, 4) }},
+	{"95% CI", func(m *Measures) string { return fmtCI(m.DecidedErrorCI, 4) }},
+	{"abstain", fmtAbstentions},
+	{"auc", fmtAUC},
+	{"log_loss", func(m *Measures) string { return fmtPtr(m.LogLoss, 4) }},
+	{"tau_b", func(m *Measures) string { return fmtPtr(m.KendallTau, 4) }},
+	{"zero_one", func(m *Measures) string { return fmtPtr(m.ZeroOne, 4) }},
+	{"mae", func(m *Measures) string { return fmtPtr(m.MAE, 4) }},
+	{"rmse", func(m *Measures) string { return fmtPtr(m.RMSE, 4) }},
+}
+
+// WriteSummary writes a compact table for a terminal: a row per model and
+// section (prequential, holdout) with the rows judged, the error over the
+// rows with a decision and its 95% Wilson interval, the abstentions ("no
+// decision"), the ROC AUC ("n/a" with one class), the log loss for models
+// with a probability, and for ordinal, ranking and regression models
+// Kendall's τ-b, the zero-one and mean absolute level errors and the RMSE,
+// as they apply. Columns no model has are left out; "-" marks a measure
+// that does not apply to a row's model.
+func (r *Report) WriteSummary(w io.Writer) error {
+	type row struct {
+		model, typ, section string
+		ms                  *Measures
+	}
+	var rows []row
+	for _, name := range r.order {
+		mr := r.Models[name]
+		for _, sec := range []struct {
+			name string
+			ms   *Measures
+		}{{sectionPrequential, mr.Prequential}, {sectionHoldout, mr.Holdout}} {
+			if sec.ms != nil {
+				rows = append(rows, row{name, mr.typ, sec.name, sec.ms})
+			}
+		}
+	}
+	var cols []summaryColumn
+	for _, c := range summaryColumns {
+		for _, rw := range rows {
+			if c.get(rw.ms) != "" {
+				cols = append(cols, c)
+				break
+			}
+		}
+	}
+	table := [][]string{{"model", "type", "section"}}
+	for _, c := range cols {
+		table[0] = append(table[0], c.name)
+	}
+	for _, rw := range rows {
+		cells := []string{rw.model, rw.typ, rw.section}
+		for _, c := range cols {
+			v := c.get(rw.ms)
+			if v == "" {
+				v = "-"
+			}
+			cells = append(cells, v)
+		}
+		table = append(table, cells)
+	}
+	return writeTable(w, table, 3)
+}
+
+// writeTable writes cells aligned in columns two spaces apart: the first
+// left columns (text) to the left, the others (numbers) to the right.
+func writeTable(w io.Writer, table [][]string, left int) error {
+	var width []int
+	for _, cells := range table {
+		for j, c := range cells {
+			if j >= len(width) {
+				width = append(width, 0)
+			}
+			width[j] = max(width[j], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, cells := range table {
+		for j, c := range cells {
+			pad := strings.Repeat(" ", width[j]-utf8.RuneCountInString(c))
+			if j > 0 {
+				b.WriteString("  ")
+			}
+			if j < left {
+				b.WriteString(c)
+				if j < len(cells)-1 {
+					b.WriteString(pad)
+				}
+			} else {
+				b.WriteString(pad)
+				b.WriteString(c)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
