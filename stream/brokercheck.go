@@ -191,3 +191,47 @@ func (s *KafkaSecurity) TopicLimits(ctx context.Context, k config.Kafka, topics 
 	}
 	return out
 }
+
+// CommittedOffsets returns the offsets the consumer group k.Group has
+// committed on k.InputTopic, by partition (empty: none).
+func (s *KafkaSecurity) CommittedOffsets(ctx context.Context, k config.Kafka, timeout time.Duration) (map[int]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tr := s.Transport(k.ClientID)
+	tr.MetadataTopics = []string{k.InputTopic} // nothing created
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr, Timeout: timeout}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{k.InputTopic}})
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", k.InputTopic, err)
+	}
+	var parts []int
+	for _, t := range md.Topics {
+		if t.Name != k.InputTopic {
+			continue
+		}
+		if t.Error != nil {
+			return nil, fmt.Errorf("metadata of %s: %w", k.InputTopic, t.Error)
+		}
+		for _, p := range t.Partitions {
+			parts = append(parts, p.ID)
+		}
+	}
+	res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: k.Group, Topics: map[string][]int{k.InputTopic: parts}})
+	if err == nil {
+		err = res.Error
+	}
+	if errors.Is(err, kafka.GroupIdNotFound) {
+		return map[int]int64{}, nil // a group that never committed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of group %s: %w", k.Group, err)
+	}
+	out := map[int]int64{}
+	for _, p := range res.Topics[k.InputTopic] {
+		if p.Error == nil && p.CommittedOffset >= 0 {
+			out[p.Partition] = p.CommittedOffset
+		}
+	}
+	return out, nil
+}

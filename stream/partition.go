@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -49,6 +50,19 @@ func (p *Pipeline) restorePartition(ctx context.Context, part int, groupOffset i
 		if ctx.Err() != nil {
 			return nil, 0, false
 		}
+		if lost, ok := errors.AsType[*partitionStateLost](err); ok {
+			// Not consumed while owned: starting it empty would forget what
+			// was learned without a word.
+			p.log.Error("partition held", "partition", part, "err", lost)
+			p.mu.Lock()
+			p.held["partition "+strconv.Itoa(part)] = lost.Error()
+			p.mu.Unlock()
+			<-ctx.Done()
+			p.mu.Lock()
+			delete(p.held, "partition "+strconv.Itoa(part))
+			p.mu.Unlock()
+			return nil, 0, false
+		}
 		d := wait.next()
 		p.log.Error("restore partition state; retrying", "partition", part, "err", err, "in", d.String())
 		select {
@@ -81,7 +95,10 @@ func (p *Pipeline) tryRestore(ctx context.Context, part int, groupOffset int64) 
 		}
 		saved = snap.Models
 	} else if groupOffset >= 0 {
-		p.log.Warn("partition has a committed offset but no state in the changelog: its models start empty there", "partition", part, "offset", groupOffset)
+		if !p.cfg.AllowEmptyState {
+			return nil, 0, &partitionStateLost{part: part, offset: groupOffset, topic: p.store.clTopic}
+		}
+		p.log.Warn("partition has a committed offset but no state in the changelog; --allow-empty-state: its models start empty there", "partition", part, "offset", groupOffset)
 	}
 	st, err := p.engine.NewShard(scope)
 	if err != nil {
@@ -107,6 +124,26 @@ func (p *Pipeline) tryRestore(ctx context.Context, part int, groupOffset int64) 
 		p.log.Info("partition has no state yet: models start empty", "partition", part, "offset", offset)
 	}
 	return sh, offset, nil
+}
+
+// partitionStateLost is a partition with a committed offset but no state
+// in the changelog.
+type partitionStateLost struct {
+	part   int
+	offset int64
+	topic  string
+}
+
+func (e *partitionStateLost) Error() string {
+	return fmt.Sprintf("partition %d has a committed offset (%d) but no state in snapshot.changelog_topic %s: it is not consumed, since its models would start empty and what they learned would be lost; "+
+		"restore the changelog, or accept the loss with --allow-empty-state, or reset the group's offsets", e.part, e.offset, e.topic)
+}
+
+// Held says which partitions are held for lost state ("" when none).
+func (p *Pipeline) Held() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return listed(p.held, func(s string) string { return s }) // nil map (instance scope): ""
 }
 
 // releasePartition forgets a revoked partition's shard after its final

@@ -72,6 +72,10 @@ type PipelineConfig struct {
 	// Health receives the brokers' errors on the consumer group and the
 	// fetches (nil: none).
 	Health *BrokerHealth
+	// AllowEmptyState lets a partition (scope partition) start with empty
+	// models when it has no state in the changelog but a committed offset;
+	// without it the partition is held, not consumed, and /readyz says so.
+	AllowEmptyState bool
 }
 
 // Pipeline is the consumer-group loop. One reader goroutine per assigned
@@ -102,10 +106,13 @@ type Pipeline struct {
 	met    *pipelineMetrics
 	store  *StateStore
 
+	startedEmpty bool // Restore found no state although snapshots are on
+
 	// Partition scope (scale-out): see partition.go.
 	partitioned bool
 	refresh     time.Duration
-	remoteSeq   map[int]uint64 // per partition held elsewhere: seq of the state merged (guarded by mu)
+	remoteSeq   map[int]uint64    // per partition held elsewhere: seq of the state merged (guarded by mu)
+	held        map[string]string // "partition N": why it is held, not consumed (guarded by mu)
 	smet        *scaleMetrics
 
 	ckptMu    sync.Mutex         // serialises checkpoints
@@ -219,6 +226,7 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 func (p *Pipeline) UseEngine(engine *Engine, store *StateStore, partitioned bool, refresh time.Duration) error {
 	p.engine, p.store, p.partitioned, p.refresh, p.proc = engine, store, partitioned, refresh, nil
 	p.remoteSeq = map[int]uint64{}
+	p.held = map[string]string{}
 	clear(p.shards)
 	if partitioned {
 		if store == nil || store.changelog == nil {
@@ -254,6 +262,7 @@ func (p *Pipeline) Restore(ctx context.Context) error {
 			return err
 		}
 		if p.store != nil {
+			p.startedEmpty = true
 			p.log.Info("no snapshot found: starting with empty models")
 		}
 		return nil
@@ -283,6 +292,10 @@ func (p *Pipeline) Restore(ctx context.Context) error {
 // What was not delivered is not committed, so it is processed again after
 // a restart: nothing is lost.
 func (p *Pipeline) Abort() { p.abort() }
+
+// StartedEmpty reports whether Restore found no valid state to restore
+// although snapshots are on.
+func (p *Pipeline) StartedEmpty() bool { return p.startedEmpty }
 
 // Ready reports whether the pipeline has joined its group and owns its
 // partitions.

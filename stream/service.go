@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +54,7 @@ type Option func(*options)
 
 type options struct {
 	snapshotWriteHook func()
+	allowEmptyState   bool
 }
 
 // WithSnapshotWriteHook calls fn inside every snapshot file write, after the
@@ -59,6 +62,41 @@ type options struct {
 // exists for fault-injection tests (killing the process mid-write).
 func WithSnapshotWriteHook(fn func()) Option {
 	return func(o *options) { o.snapshotWriteHook = fn }
+}
+
+// WithAllowEmptyState lets the service start with empty models when no
+// valid state is found although the consumer group has committed offsets
+// (the learned state is then lost); without it, start-up stops with a
+// *StateLostError.
+func WithAllowEmptyState() Option {
+	return func(o *options) { o.allowEmptyState = true }
+}
+
+// StateLostError stops start-up: snapshots are on, no valid state was
+// found, and the consumer group has committed offsets, so starting would
+// silently forget what the models learned from the events before them.
+type StateLostError struct {
+	Group, Topic string
+	Committed    map[int]int64 // by partition
+	Where        string        // where state was looked for
+	Corrupt      int           // corrupt snapshot files moved aside
+}
+
+func (e *StateLostError) Error() string {
+	corrupt := ""
+	if e.Corrupt > 0 {
+		corrupt = fmt.Sprintf(" (%d corrupt snapshot files moved aside as *.corrupt)", e.Corrupt)
+	}
+	parts := slices.Sorted(maps.Keys(e.Committed))
+	offs := make([]string, len(parts))
+	for i, p := range parts {
+		offs[i] = fmt.Sprintf("%d@%d", p, e.Committed[p])
+	}
+	return fmt.Sprintf("snapshot: no valid state in %s%s, but consumer group %q has committed offsets on %q (partition@offset: %s): "+
+		"starting would lose what the models learned from the events before them. Restore a snapshot there; or accept the loss: "+
+		"run with --allow-empty-state (the models start empty at the committed offsets), or reset the group's offsets "+
+		"(kafka-consumer-groups.sh --group %s --topic %s --reset-offsets --to-earliest --execute) to learn again from what the topic retains",
+		e.Where, corrupt, e.Group, e.Topic, strings.Join(offs, " "), e.Group, e.Topic)
 }
 
 // BuildModels constructs the configured models from the model types of
@@ -248,6 +286,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		SnapshotEvery:       cfg.Snapshot.Every,
 		SnapshotEveryEvents: cfg.Snapshot.EveryEvents,
 		Health:              health,
+		AllowEmptyState:     o.allowEmptyState,
 	}, nil, pub, reg, log) // the engine, by UseEngine below
 
 	s.engine, s.pub, s.pipeline, s.sec, s.keys = engine, pub, pipeline, sec, keys
@@ -266,6 +305,22 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		s.phase.Store(ptr("restoring the models' state"))
 		err = pipeline.Restore(ctx)
 	}
+	if err == nil && pipeline.StartedEmpty() && o.allowEmptyState {
+		log.Warn("no valid state found; --allow-empty-state: the models start empty, at the consumer group's committed offsets if it has any")
+	}
+	if err == nil && pipeline.StartedEmpty() && !o.allowEmptyState {
+		s.phase.Store(ptr("no valid state found: checking the consumer group's committed offsets"))
+		var committed map[int]int64
+		err = retry(ctx, log, health, "fetch committed offsets", &topicUse{key: "kafka.group", topic: cfg.Kafka.InputTopic, needs: "READ"}, func() error {
+			var err error
+			committed, err = sec.CommittedOffsets(ctx, cfg.Kafka, AuthCheckTimeout)
+			return err
+		})
+		if err == nil && len(committed) > 0 {
+			err = &StateLostError{Group: cfg.Kafka.Group, Topic: cfg.Kafka.InputTopic, Committed: committed,
+				Where: stateWhere(cfg.Snapshot), Corrupt: s.store.corrupt}
+		}
+	}
 	if err != nil {
 		_ = pub.Close(context.Background())
 		_ = s.store.Close()
@@ -282,6 +337,18 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// stateWhere says where the state of cfg is kept, for messages.
+func stateWhere(cfg config.Snapshot) string {
+	var where []string
+	if cfg.Dir != "" {
+		where = append(where, "snapshot.dir "+cfg.Dir)
+	}
+	if cfg.ChangelogTopic != "" {
+		where = append(where, "snapshot.changelog_topic "+cfg.ChangelogTopic)
+	}
+	return strings.Join(where, " and ")
+}
 
 // serveHTTP opens http.listen and serves /metrics, /healthz and /readyz
 // (and /debug/pprof/ when configured) until stopHTTP.
@@ -407,6 +474,9 @@ func (s *Service) NotReady() string {
 		return "starting: " + p
 	}
 	if r := s.health.Reason(); r != "" {
+		return r
+	}
+	if r := s.pipeline.Held(); r != "" {
 		return r
 	}
 	if r := s.pub.Undeliverable(); r != "" {

@@ -35,6 +35,8 @@ type StateStore struct {
 	parts   map[int]*partStore // partitioned state: per input partition
 	tail    *snapshot.Tail     // partitioned state: the changelog, followed
 
+	corrupt int // corrupt snapshot files moved aside by Load
+
 	written atomic.Int64 // model bytes made durable, in all snapshots
 	saved   atomic.Int64 // snapshots made durable
 }
@@ -155,6 +157,7 @@ func (s *StateStore) Load(ctx context.Context) (*snapshot.Snapshot, error) {
 		snap, skipped, err := s.file.LoadLatest()
 		for _, sk := range skipped {
 			s.met.skipped.Inc()
+			s.corrupt++
 			// Moved aside: kept for inspection, never loaded or counted
 			// again.
 			moved, qerr := s.file.Quarantine(sk.Path)

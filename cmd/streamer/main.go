@@ -55,6 +55,7 @@ func newLogger(c config.Log) *slog.Logger {
 func newRunCmd() *cobra.Command {
 	var path string
 	var faultPause time.Duration
+	var allowEmpty bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the service against a Kafka cluster",
@@ -79,6 +80,9 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			var opts []stream.Option
+			if allowEmpty {
+				opts = append(opts, stream.WithAllowEmptyState())
+			}
 			if faultPause > 0 {
 				opts = append(opts, stream.WithSnapshotWriteHook(func() {
 					log.Warn("fault: pausing snapshot write", "for", faultPause)
@@ -105,6 +109,7 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "", "config file (YAML); default $STREAMER_CONFIG")
+	cmd.Flags().BoolVar(&allowEmpty, "allow-empty-state", false, "start with empty models when no valid snapshot is found although the consumer group has committed offsets (the learned state is lost); without it start-up stops")
 	// Fault injection for the crash tests: pause inside every snapshot write.
 	cmd.Flags().DurationVar(&faultPause, "fault-snapshot-pause", 0, "testing only: pause inside each snapshot file write")
 	_ = cmd.Flags().MarkHidden("fault-snapshot-pause")
