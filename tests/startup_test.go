@@ -72,6 +72,12 @@ models:
 				}
 				time.Sleep(700 * time.Millisecond)
 			}
+			// The same warnings repeat while the brokers are away: they
+			// are logged once, then held back (about once a minute).
+			if n := strings.Count(p.logs.String(), "\n"); n > 15 {
+				t.Errorf("%d log lines in %v with the brokers down, want the repeats held back:\n%s", n, time.Since(start).Round(time.Second), p.logs.String())
+			}
+			t.Logf("%d log lines in %v", strings.Count(p.logs.String(), "\n"), time.Since(start).Round(time.Second))
 			if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}

@@ -45,11 +45,20 @@ func newRoot() *cobra.Command {
 func newLogger(c config.Log) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsStrings}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// durationsAsStrings logs a time.Duration as "1.5s", never as a number
+// of nanoseconds (which the JSON handler would print).
+func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 func newRunCmd() *cobra.Command {
