@@ -177,17 +177,17 @@ func TestDedupLogger(t *testing.T) {
 	}
 }
 
-// TestReadmeListsRefusals: the README's table of refusals lists every
+// TestReadmeListsRefusals: the table of refusals in docs/operations.md lists every
 // permanent error under its protocol name, with the key it names.
 func TestReadmeListsRefusals(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(readme)
 	start, end := strings.Index(s, "<!-- refusals -->"), strings.Index(s, "<!-- /refusals -->")
 	if start < 0 || end < start {
-		t.Fatal("README.md has no <!-- refusals --> table")
+		t.Fatal("docs/operations.md has no <!-- refusals --> table")
 	}
 	rows := strings.Split(s[start:end], "\n")
 	for code, p := range permanentErrors {
@@ -198,12 +198,12 @@ func TestReadmeListsRefusals(t *testing.T) {
 			if len(cells) > 3 && strings.Contains(cells[1], name) {
 				found = true
 				if !strings.Contains(cells[2], "`"+p.key+"`") && !strings.Contains(cells[2], "the topic's") {
-					t.Errorf("README row of %s does not name %s: %s", name, p.key, row)
+					t.Errorf("docs/operations.md: the row of %s does not name %s: %s", name, p.key, row)
 				}
 			}
 		}
 		if !found {
-			t.Errorf("README.md's refusals table lacks %s", name)
+			t.Errorf("docs/operations.md: the refusals table lacks %s", name)
 		}
 	}
 }
