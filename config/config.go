@@ -246,8 +246,21 @@ type Model struct {
 
 // Spec returns what the model registry builds the model from.
 func (m Model) Spec() online.Spec {
-	return online.Spec{Type: m.Type, Dim: m.Features.Dim, Standardize: m.Features.Standardize, Params: m.Params}
+	return online.Spec{Type: m.Type, Dim: m.InputDim(), Standardize: m.Features.Standardize, Params: m.Params}
 }
+
+// Members returns the names of the models whose predictions this one
+// aggregates (online.Aggregator: adaboost's members), nil for others.
+func (m Model) Members() []string {
+	if a, ok := m.Params.(online.Aggregator); ok {
+		return a.MemberNames()
+	}
+	return nil
+}
+
+// InputDim is the length of the model's input: the features, after the
+// members' predictions for an aggregator.
+func (m Model) InputDim() int { return len(m.Members()) + m.Features.Dim }
 
 // KeyScoped reports whether the model has one instance per event key.
 func (m Model) KeyScoped() bool { return m.Scope == ScopeKey }
@@ -257,6 +270,7 @@ func (m Model) KeyScoped() bool { return m.Scope == ScopeKey }
 type Features struct {
 	Dim         int      `yaml:"dim"`
 	Names       []string `yaml:"names"`
+	Shape       []int    `yaml:"shape"` // [rows, cols]: events may send a rows × cols matrix (dim = rows·cols)
 	Standardize bool     `yaml:"standardize"` // running per-feature standardisation (Welford), for every model type
 }
 

@@ -346,6 +346,23 @@ func (d *decoder) floats(v *yaml.Node, path string, p *[]float64) {
 	d.set(path, v)
 }
 
+func (d *decoder) ints(v *yaml.Node, path string, p *[]int) {
+	v = resolve(v)
+	if isNull(v) {
+		return
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(path, v, "must be a list, got %s", kindName(v))
+		return
+	}
+	out := make([]int, len(v.Content))
+	for i, item := range v.Content {
+		d.integer(item, fmt.Sprintf("%s[%d]", path, i), &out[i])
+	}
+	*p = out
+	d.set(path, v)
+}
+
 func (d *decoder) strings(v *yaml.Node, path string, p *[]string) {
 	v = resolve(v)
 	if isNull(v) {
@@ -446,10 +463,18 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 		}
 		d.value(fields[i].Value, e.k, e.v, p, "model type "+m.Type)
 	}
-	if c, ok := params.(online.Completer); ok {
-		c.Complete(m.Features.Dim, func(key string) bool { return d.has(join(path, key)) })
+	if f := &m.Features; len(f.Shape) == 2 && f.Shape[0] > 0 && f.Shape[1] > 0 {
+		if f.Dim == 0 { // features.shape gives the dimension
+			f.Dim = f.Shape[0] * f.Shape[1]
+		}
+		if s, ok := params.(online.Shaped); ok {
+			s.SetShape(f.Shape[0], f.Shape[1])
+		}
 	}
 	m.Params = params
+	if c, ok := params.(online.Completer); ok {
+		c.Complete(m.InputDim(), func(key string) bool { return d.has(join(path, key)) })
+	}
 	return m
 }
 
@@ -551,6 +576,8 @@ func (d *decoder) features(n *yaml.Node, path string, f *Features) {
 			d.integer(v, p, &f.Dim)
 		case "names":
 			d.strings(v, p, &f.Names)
+		case "shape":
+			d.ints(v, p, &f.Shape)
 		case "standardize":
 			d.boolean(v, p, &f.Standardize)
 		default:

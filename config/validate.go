@@ -197,9 +197,52 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 			if !slices.Equal(f.Names, f0.Names) {
 				v.errorf(p+".features.names", "%s differs from models[0].features.names %s; all models must currently share the same features", list(f.Names), list(f0.Names))
 			}
+			if !slices.Equal(f.Shape, f0.Shape) {
+				v.errorf(p+".features.shape", "%v differs from models[0].features.shape %v; all models must currently share the same features", f.Shape, f0.Shape)
+			}
 		}
 	}
+	v.members(c.Models, reg)
 	return v.errs
+}
+
+// members checks the members of every aggregating model (adaboost): other
+// classifiers of the config, listed before it (the engine scores the
+// models in order, so that their predictions for an event are known when
+// the aggregate scores it), global like it.
+func (v *validator) members(models []Model, reg *online.Registry) {
+	index := map[string]int{}
+	for i, m := range models {
+		index[m.Name] = i
+	}
+	for i, m := range models {
+		p := fmt.Sprintf("models[%d]", i)
+		for k, name := range m.Members() {
+			kp := fmt.Sprintf("%s.members[%d]", p, k)
+			j, ok := index[name]
+			switch {
+			case !ok:
+				v.errorf(kp, "%q is not the name of a model of this config", name)
+				continue
+			case j == i:
+				v.errorf(kp, "%q is the model itself", name)
+				continue
+			case j > i:
+				v.errorf(kp, "%q is models[%d]: members must be listed before the model that aggregates them (models are scored in order)", name, j)
+				continue
+			}
+			mm := models[j]
+			if mm.KeyScoped() {
+				v.errorf(kp, "%q has scope key; members must be global models", name)
+			}
+			if t := reg.Lookup(mm.Type); t != nil && mm.Params != nil && t.Traits(mm.Params).Kind != online.Classifier {
+				v.errorf(kp, "%q is a %s model (type %s); members must be classifiers", name, t.Traits(mm.Params).Kind, mm.Type)
+			}
+		}
+		if len(m.Members()) > 0 && m.KeyScoped() {
+			v.errorf(p+".scope", "key does not apply to a model with members; it aggregates global models")
+		}
+	}
 }
 
 func list(s []string) string {
@@ -276,7 +319,20 @@ func (v *validator) model(p string, m Model, reg *online.Registry) {
 		v.errorf(p, "parameters %T for model type %s, want *%v", m.Params, m.Type, t.ParamsType())
 		return
 	}
-	v.params(p, m.Params.Validate(f.Dim))
+	if len(f.Shape) > 0 {
+		switch {
+		case len(f.Shape) != 2 || f.Shape[0] < 1 || f.Shape[1] < 1:
+			v.errorf(fp+".shape", "must be [rows, cols], two integers > 0, got %v", f.Shape)
+		case f.Shape[0]*f.Shape[1] != f.Dim:
+			v.errorf(fp+".shape", "%v has %d entries but %s.dim is %d (leave dim out: the shape gives it)", f.Shape, f.Shape[0]*f.Shape[1], fp, f.Dim)
+		case f.Names != nil:
+			v.errorf(fp+".shape", "does not go with %s.names: a matrix's entries are sent as nested arrays, not by name", fp)
+		}
+	}
+	if len(m.Members()) > 0 && f.Standardize {
+		v.errorf(fp+".standardize", "does not apply to model type %s: its members' predictions are not features to rescale, and decision stumps do not depend on the features' scale", m.Type)
+	}
+	v.params(p, m.Params.Validate(m.InputDim()))
 }
 
 // params records the errors of a model type's Validate, each on the key it

@@ -232,6 +232,16 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 	states := make([]*modelState, len(models))
 	for i, nm := range models {
 		st := newModelState(nm.Model, nm.Traits, cfg.Metrics.AccuracyWindow)
+		for _, name := range cfg.Models[i].Members() { // an aggregator: scored after its members (listed before it)
+			j := slices.IndexFunc(cfg.Models[:i], func(o config.Model) bool { return o.Name == name })
+			if j < 0 {
+				return nil, fmt.Errorf("eval: models[%d] (%s): member %q is not a model before it", i, nm.Name, name)
+			}
+			st.members = append(st.members, states[j])
+		}
+		if len(st.members) > 0 {
+			st.in = make([]float64, nm.Model.Dim())
+		}
 		states[i] = st
 		rep.order = append(rep.order, nm.Name)
 		rep.Config.Types[nm.Name] = nm.Model.Type()
@@ -533,6 +543,24 @@ type modelState struct {
 	sec       *sectionStats
 	preqStats *sectionStats // kept for the plots
 	holdStats *sectionStats
+
+	// An aggregator's members (run on each batch before it) and its input
+	// buffer: their predictions for a row, then the row's features.
+	members []*modelState
+	in      []float64
+}
+
+// input returns what the model observes for row i of the batch: its
+// features, or for an aggregator the members' predictions for it first.
+func (st *modelState) input(i int, x []float64) []float64 {
+	if st.in == nil {
+		return x
+	}
+	for k, m := range st.members {
+		st.in[k] = float64(m.out[i].p.Label)
+	}
+	copy(st.in[len(st.members):], x)
+	return st.in
 }
 
 // sectionStats accumulates one section's measures.
@@ -610,7 +638,7 @@ func (st *modelState) run(rows []Row) {
 		for ; i < len(rows); i++ {
 			r, o := &rows[i], &st.out[i]
 			if !r.HasLabel {
-				o.kind, o.p = outcomeScored, st.m.Observe(r.X, 0, false)
+				o.kind, o.p = outcomeScored, st.m.Observe(st.input(i, r.X), 0, false)
 				continue
 			}
 			y, ok := st.m.Label(r.Label)
@@ -618,7 +646,7 @@ func (st *modelState) run(rows []Row) {
 				o.kind = outcomeRejected
 				continue
 			}
-			o.kind, o.y, o.p = outcomeJudged, y, st.m.Observe(r.X, y, st.learn)
+			o.kind, o.y, o.p = outcomeJudged, y, st.m.Observe(st.input(i, r.X), y, st.learn)
 			if s.sinceCheck++; s.sinceCheck == CheckEvery {
 				s.sinceCheck = 0
 				i++

@@ -74,6 +74,23 @@ type Completer interface {
 	Complete(dim int, given func(key string) bool)
 }
 
+// Shaped is implemented by parameters of a model type whose input is a
+// matrix (lowrank): when features.shape is configured, the configuration
+// calls SetShape before Complete, and the parameters take the shape unless
+// their own keys set it.
+type Shaped interface {
+	SetShape(rows, cols int)
+}
+
+// Aggregator is implemented by parameters of a model type that aggregates
+// other models of the configuration (adaboost): MemberNames are their
+// names. Such a model's input is the members' predictions for the event
+// (their sign: −1, 0 or +1, in MemberNames' order) followed by the
+// event's features, so its dimension is len(MemberNames()) + features.dim.
+type Aggregator interface {
+	MemberNames() []string
+}
+
 // Type is a registered model type: its name, parameters and defaults,
 // traits, construction and restore. Make one with Define.
 type Type struct {

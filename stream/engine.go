@@ -55,6 +55,12 @@ type NamedModel struct {
 	// New builds an empty instance like Model: every shard but the first
 	// gets its own (EngineConfig.Partitioned: one per input partition).
 	New func() (online.Model, error)
+
+	// Members are the indexes, in the engine's list, of the models whose
+	// predictions this one aggregates (online.Aggregator), each before it
+	// in the list. Its input is their predictions' signs, then the event's
+	// features: dimension len(Members) + EngineConfig.Dim.
+	Members []int
 }
 
 // EngineConfig configures an Engine.
@@ -63,6 +69,7 @@ type EngineConfig struct {
 	DLQTopic        string
 	Dim             int      // input dimension shared by all models
 	FeatureNames    []string // optional: names for object-form features
+	Rows            int      // > 0: features may also come as a matrix of Rows rows (features.shape)
 	MaxMessageBytes int      // larger input values are dead-lettered (0 = no limit)
 	MaxFeatureAbs   float64  // events with a feature beyond ±this are dead-lettered as out_of_range (0 = no bound)
 	AccuracyWindow  int      // events in the prequential accuracy window
@@ -143,10 +150,21 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	if _, err := wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes); err != nil {
 		return nil, fmt.Errorf("stream: %w", err)
 	}
+	if cfg.Rows < 0 || (cfg.Rows > 0 && cfg.Dim%cfg.Rows != 0) {
+		return nil, fmt.Errorf("stream: %d rows do not divide dimension %d", cfg.Rows, cfg.Dim)
+	}
 	e := &Engine{cfg: cfg, met: newEngineMetrics(reg), now: time.Now, keys: cfg.KeyStore, shards: map[*Shard]struct{}{}}
-	for _, nm := range models {
-		if nm.Model.Dim() != cfg.Dim {
-			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), cfg.Dim)
+	for i, nm := range models {
+		if want := len(nm.Members) + cfg.Dim; nm.Model.Dim() != want {
+			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), want)
+		}
+		for _, j := range nm.Members {
+			if j < 0 || j >= i {
+				return nil, fmt.Errorf("stream: model %s: member %d is not a model before it", nm.Name, j)
+			}
+			if models[j].Factory != nil || nm.Factory != nil {
+				return nil, fmt.Errorf("stream: model %s: members and the model aggregating them must be global", nm.Name)
+			}
 		}
 		if cfg.Partitioned && nm.New == nil {
 			return nil, fmt.Errorf("stream: model %s: partitioned state needs NamedModel.New", nm.Name)
@@ -259,6 +277,9 @@ type Worker struct {
 func (e *Engine) NewWorker() *Worker {
 	dec, _ := wire.NewDecoder(e.cfg.Dim, e.cfg.FeatureNames, e.cfg.MaxMessageBytes) // checked by NewEngine
 	dec = dec.WithMaxAbs(e.cfg.MaxFeatureAbs)
+	if e.cfg.Rows > 0 {
+		dec = dec.WithShape(e.cfg.Rows)
+	}
 	if e.cfg.JoinEvents > 0 {
 		dec = dec.WithLabelOnly()
 	}
@@ -309,6 +330,7 @@ type Shard struct {
 // shardModel is one model's state in one shard.
 type shardModel struct {
 	def   *modelDef
+	in    []float64 // an aggregator's input: the members' predictions, then the features
 	m     online.Model    // the shard's instance (nil when key-scoped)
 	prep  online.Preparer // m, when the worker's preparation applies to it
 	keyed *keyedModels    // key-scoped: the shard's keys
@@ -319,6 +341,21 @@ type shardModel struct {
 
 	hold int          // key-scoped: EngineConfig.KeyHold
 	want *atomic.Bool // the engine's wantCkpt
+}
+
+// input returns what the model observes for an event with features x,
+// when preds are the shard's models' predictions for it so far: x, or for
+// an aggregator its members' predicted classes followed by x.
+func (m *shardModel) input(x []float64, preds []online.Prediction) []float64 {
+	if m.in == nil {
+		return x
+	}
+	ms := m.def.members
+	for k, j := range ms {
+		m.in[k] = float64(preds[j].Label)
+	}
+	copy(m.in[len(ms):], x)
+	return m.in
 }
 
 // NewShard returns an empty shard for scope: "" (instance scope: every
@@ -355,6 +392,9 @@ func (e *Engine) buildModels(s *Shard, first bool) ([]*shardModel, error) {
 	out := make([]*shardModel, len(e.defs))
 	for i, d := range e.defs {
 		sm := &shardModel{def: d, hold: e.cfg.KeyHold, want: &e.wantCkpt}
+		if len(d.members) > 0 {
+			sm.in = make([]float64, len(d.members)+e.cfg.Dim)
+		}
 		switch {
 		case d.keyFactory != nil:
 			k, err := newKeyedModels(d.keyFactory, d.maxKeys, e.keys.Table(s.scope, d.name))
@@ -511,7 +551,7 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 		if w.prepared {
 			prep = w.prep[i]
 		}
-		p, version := m.observe(msg.Key, prep, ev.Features, s.labels[i], ev.HasLabel)
+		p, version := m.observe(msg.Key, prep, m.input(ev.Features, s.preds), s.labels[i], ev.HasLabel)
 		s.preds[i] = p
 		r := &s.rec
 		*r = wire.Score{
@@ -609,7 +649,7 @@ func (s *Shard) lateLabel(id, key []byte, now int64) {
 	}
 	s.e.met.labelsJoined.Inc()
 	for i, m := range s.models {
-		m.observe(key, nil, sl.x, s.labels[i], true)
+		m.observe(key, nil, m.input(sl.x, sl.preds), s.labels[i], true)
 		m.def.judge(sl.preds[i], s.labels[i])
 	}
 }

@@ -37,6 +37,7 @@ type modelDef struct {
 	traits      online.Traits
 	onRefit     func(refit.Report)
 	met         modelMetrics
+	members     []int // the models whose predictions this one aggregates (NamedModel.Members)
 
 	// Prequential quality, shared by the shards: judged on the prediction
 	// published before the model learned from the event. Shards judge
@@ -151,7 +152,7 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 		return nil, fmt.Errorf("its traits say it has a bound, but %T has no Bound method", nm.Model)
 	}
 	d := &modelDef{name: name, fingerprint: nm.Fingerprint, proto: nm.Model, traits: t, newInst: nm.New,
-		keyFactory: nm.Factory, maxKeys: nm.MaxKeys}
+		keyFactory: nm.Factory, maxKeys: nm.MaxKeys, members: nm.Members}
 	if d.newInst == nil {
 		// Only the first shard gets an instance: nm.Model itself.
 		d.newInst = func() (online.Model, error) {
@@ -161,7 +162,7 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 	if nm.Factory != nil && d.maxKeys <= 0 {
 		d.maxKeys = 10_000
 	}
-	if p, ok := nm.Model.(online.Preparer); ok {
+	if p, ok := nm.Model.(online.Preparer); ok && len(nm.Members) == 0 { // an aggregator's input is not the event's features alone
 		d.prep = p
 	}
 	if g, ok := nm.Model.(*online.MAM); ok && cfg.Partitioned && nm.Factory == nil && g.Mergeable() {

@@ -115,6 +115,13 @@ func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) 
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
 		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), Traits: t.Traits(mc.Params), New: build}
+		for _, name := range mc.Members() {
+			j := slices.IndexFunc(cfg.Models[:i], func(o config.Model) bool { return o.Name == name })
+			if j < 0 {
+				return nil, fmt.Errorf("models[%d] (%s): member %q is not a model before it", i, mc.Name, name)
+			}
+			nm.Members = append(nm.Members, j)
+		}
 		if mc.KeyScoped() {
 			nm.Factory = build // heavy instances are not started: key-scoped refits run inline
 			nm.MaxKeys = mc.MaxKeys
@@ -234,6 +241,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		DLQTopic:        cfg.Kafka.DLQTopic,
 		Dim:             m0.Features.Dim,
 		FeatureNames:    m0.Features.Names,
+		Rows:            rows(m0.Features),
 		MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
 		MaxFeatureAbs:   cfg.Kafka.MaxFeatureAbs,
 		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
@@ -337,6 +345,15 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// rows is the number of rows of a matrix input (features.shape), 0 for a
+// vector.
+func rows(f config.Features) int {
+	if len(f.Shape) == 2 {
+		return f.Shape[0]
+	}
+	return 0
+}
 
 // stateWhere says where the state of cfg is kept, for messages.
 func stateWhere(cfg config.Snapshot) string {

@@ -59,6 +59,7 @@ type Decoder struct {
 	index    map[string]int // nil: dense arrays only
 	maxBytes int
 	maxAbs   float64 // features beyond ±maxAbs are out_of_range (0: no bound)
+	rows     int     // > 0: features may also be a rows × dim/rows matrix (nested arrays)
 
 	labelOnly bool // accept label-only events (delayed labels)
 }
@@ -71,6 +72,21 @@ type Decoder struct {
 func (d *Decoder) WithMaxAbs(max float64) *Decoder {
 	c := *d
 	c.maxAbs = max
+	return &c
+}
+
+// WithShape returns a copy of d that also accepts the features as a matrix
+// of rows arrays of dim/rows numbers each (row-major: row i is features
+// i·cols … (i+1)·cols−1), besides the flat array of dim numbers. A matrix
+// of another shape is wrong_dimension, with both shapes in the detail.
+// rows must divide the dimension (it panics otherwise: a programmer
+// error, the configuration checks it).
+func (d *Decoder) WithShape(rows int) *Decoder {
+	if rows < 1 || d.dim%rows != 0 {
+		panic(fmt.Sprintf("wire: WithShape(%d) for dimension %d", rows, d.dim))
+	}
+	c := *d
+	c.rows = rows
 	return &c
 }
 
@@ -342,6 +358,9 @@ func (s *scanner) denseFeatures() *Error {
 	f := s.ev.Features
 	n := 0
 	s.skipWS()
+	if s.d.rows > 0 && s.pos < len(s.src) && s.src[s.pos] == '[' {
+		return s.matrixFeatures()
+	}
 	if s.pos < len(s.src) && s.src[s.pos] == ']' {
 		s.pos++
 	} else {
@@ -369,6 +388,73 @@ func (s *scanner) denseFeatures() *Error {
 	}
 	if n != len(f) {
 		return &Error{Reason: ReasonWrongDimension, Detail: fmt.Sprintf("got %d features, want %d", n, len(f))}
+	}
+	return nil
+}
+
+// matrixFeatures parses the features as nested arrays, the outer '[' read:
+// rows arrays of cols numbers, row-major into ev.Features.
+func (s *scanner) matrixFeatures() *Error {
+	f := s.ev.Features
+	rows, cols := s.d.rows, len(f)/s.d.rows
+	n, r := 0, 0            // numbers and rows read
+	badRow, badLen := -1, 0 // the first row of another length
+	for {
+		s.skipWS()
+		if s.pos >= len(s.src) {
+			return s.syntax("unterminated array")
+		}
+		if s.src[s.pos] != '[' {
+			return &Error{Reason: ReasonWrongType, Detail: "features[" + strconv.Itoa(r) + "]: got " + kindOf(s.src[s.pos]) + ", want an array (a row of the matrix)"}
+		}
+		s.pos++
+		c := 0
+		s.skipWS()
+		if s.pos < len(s.src) && s.src[s.pos] == ']' {
+			s.pos++
+		} else {
+			for {
+				s.skipWS()
+				v, st := s.number()
+				where := "features[" + strconv.Itoa(r) + "][" + strconv.Itoa(c) + "]"
+				if st != numOK {
+					return s.featureError(st, where)
+				}
+				if m := s.d.maxAbs; m > 0 && (v > m || v < -m) {
+					return outOfRange(where, v, m)
+				}
+				if r < rows && c < cols {
+					f[r*cols+c] = v
+				}
+				c++
+				n++
+				done, e := s.separator(']')
+				if e != nil {
+					return e
+				}
+				if done {
+					break
+				}
+			}
+		}
+		if c != cols && badRow < 0 {
+			badRow, badLen = r, c
+		}
+		r++
+		done, e := s.separator(']')
+		if e != nil {
+			return e
+		}
+		if done {
+			break
+		}
+	}
+	if r != rows || badRow >= 0 {
+		detail := fmt.Sprintf("got a matrix of %d rows, want %d×%d", r, rows, cols)
+		if r == rows {
+			detail = fmt.Sprintf("row %d has %d numbers, want %d×%d", badRow, badLen, rows, cols)
+		}
+		return &Error{Reason: ReasonWrongDimension, Detail: detail}
 	}
 	return nil
 }

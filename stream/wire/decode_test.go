@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -513,5 +514,44 @@ func TestLabelOnly(t *testing.T) {
 	}
 	if err := late.Decode([]byte(`{"id":"b","features":[1,2],"label":0}`), &ev); err != nil || !ev.HasFeatures {
 		t.Fatalf("full event: %v %+v", err, ev)
+	}
+}
+
+// TestDecodeMatrix: with a shape, features may be nested arrays (row-major
+// into the flat vector) or the flat array; any other shape is
+// wrong_dimension naming both shapes; without a shape a nested array is a
+// wrong type.
+func TestDecodeMatrix(t *testing.T) {
+	base, err := NewDecoder(6, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := base.WithShape(2).WithMaxAbs(100)
+	var ev Event
+	for _, src := range []string{`{"features":[[1,2,3],[4,5,6]]}`, `{"features":[1,2,3,4,5,6]}`, `{"features":[ [1, 2,3] , [4,5,6] ]}`} {
+		if err := d.Decode([]byte(src), &ev); err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		if !slices.Equal(ev.Features, []float64{1, 2, 3, 4, 5, 6}) {
+			t.Fatalf("%s: features %v, want 1..6 row-major", src, ev.Features)
+		}
+	}
+	for _, c := range []struct{ src, reason, detail string }{
+		{`{"features":[[1,2],[3,4],[5,6]]}`, "wrong_dimension", "got a matrix of 3 rows, want 2×3"},
+		{`{"features":[[1,2,3],[4,5]]}`, "wrong_dimension", "row 1 has 2 numbers, want 2×3"},
+		{`{"features":[[1,2,3]]}`, "wrong_dimension", "got a matrix of 1 rows, want 2×3"},
+		{`{"features":[[1,2,3],4]}`, "wrong_type", "features[1]: got number, want an array (a row of the matrix)"},
+		{`{"features":[[1,2,3],[4,5,"x"]]}`, "wrong_type", "features[1][2]: not a number"},
+		{`{"features":[[1,2,3],[4,5,1e300]]}`, "out_of_range", "features[1][2]"},
+		{`{"features":[[1,2,3],[4,5,6]}`, "not_json", ""},
+	} {
+		err := d.Decode([]byte(c.src), &ev)
+		var we *Error
+		if !errors.As(err, &we) || string(we.Reason) != c.reason || !strings.Contains(we.Detail, c.detail) {
+			t.Errorf("%s: %v, want %s with %q", c.src, err, c.reason, c.detail)
+		}
+	}
+	if err := base.Decode([]byte(`{"features":[[1,2,3],[4,5,6]]}`), &ev); err == nil {
+		t.Error("a nested array without a shape was accepted")
 	}
 }
