@@ -270,7 +270,7 @@ func (m Model) KeyScoped() bool { return m.Scope == ScopeKey }
 type Features struct {
 	Dim         int      `yaml:"dim"`
 	Names       []string `yaml:"names"`
-	Shape       []int    `yaml:"shape"` // [rows, cols]: events may send a rows × cols matrix (dim = rows·cols)
+	Shape       []int    `yaml:"shape"`       // [rows, cols]: events may send a rows × cols matrix (dim = rows·cols)
 	Standardize bool     `yaml:"standardize"` // running per-feature standardisation (Welford), for every model type
 }
 

@@ -330,7 +330,7 @@ type Shard struct {
 // shardModel is one model's state in one shard.
 type shardModel struct {
 	def   *modelDef
-	in    []float64 // an aggregator's input: the members' predictions, then the features
+	in    []float64       // an aggregator's input: the members' predictions, then the features
 	m     online.Model    // the shard's instance (nil when key-scoped)
 	prep  online.Preparer // m, when the worker's preparation applies to it
 	keyed *keyedModels    // key-scoped: the shard's keys
