@@ -53,9 +53,10 @@ func bigProduce(t *testing.T, b *stream.Broker, topic string, batchBytes int64, 
 // readAll reads topic from the beginning until n records are read.
 func readAll(t *testing.T, b *stream.Broker, topic string, n int) []kafka.Message {
 	t.Helper()
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Addrs(), Topic: topic, Partition: 0, MaxBytes: 16 << 20, MaxWait: 100 * time.Millisecond})
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Addrs(), Topic: topic, Partition: 0, MaxBytes: 4 << 20, MaxWait: 100 * time.Millisecond,
+		ReadBatchTimeout: time.Minute}) // megabyte records decode slowly under -race
 	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out []kafka.Message
 	for len(out) < n {
