@@ -116,6 +116,17 @@ func TestMinimal(t *testing.T) {
 	}
 }
 
+// TestShape: features.shape gives the dimension, rows·cols.
+func TestShape(t *testing.T) {
+	got, err := Parse([]byte("models:\n  - {name: m, type: mam, features: {shape: [4, 5]}}\n"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := got.Models[0].Features; f.Dim != 20 || !slices.Equal(f.Shape, []int{4, 5}) || got.Models[0].InputDim() != 20 {
+		t.Fatalf("features %+v, input dim %d; want dim 20, shape [4 5]", f, got.Models[0].InputDim())
+	}
+}
+
 func TestBad(t *testing.T) {
 	// want is a fragment of the message; every case names the key at fault.
 	cases := []struct{ file, want string }{
@@ -154,6 +165,10 @@ func TestBad(t *testing.T) {
 		{"syntax", `config: yaml:`},
 		{"partition_scope_without_changelog", `config: snapshot.scope: "partition" needs snapshot.changelog_topic: the partitions' state moves between instances through it (line 2)`},
 		{"unknown_snapshot_scope", `config: snapshot.scope: unknown "cluster" (one of instance, partition) (line 3)`},
+		{"bad_shape", `config: models[0].features.shape: must be [rows, cols], two integers > 0, got [2 0]`},
+		{"shape_ne_dim", `config: models[0].features.shape: [2 3] has 6 entries but models[0].features.dim is 5`},
+		{"shape_with_names", `config: models[0].features.shape: does not go with models[0].features.names`},
+		{"mismatched_shape", `config: models[1].features.shape: [] differs from models[0].features.shape [2 3]`},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

@@ -100,9 +100,11 @@
 //	                                "model" field of output records
 //	type                (required)  a registered model type: mam | omam | logistic | lda | svm | lsrrank |
 //	                                mlsrrank | krr in the service
-//	features.dim        (required)  input dimension; > 0
+//	features.dim        (required)  input dimension; > 0 (with features.shape: rows·cols unless given)
 //	features.names      (none)      optional feature names; when set, events may send features as an object
 //	                                {"name": value}; exactly dim names, non-empty and unique
+//	features.shape      (none)      [rows, cols]: events may send the features as rows arrays of cols numbers
+//	                                (row-major; dim defaults to rows·cols)
 //	features.standardize false      keep running per-feature means and variances (Welford) and standardise
 //	                                inputs before the model (every model type)
 //	scope               global      global (one model) | key (one instance per event key, e.g. per user; created on

@@ -282,8 +282,18 @@ func (v *validator) model(p string, m Model, reg *online.Registry) {
 
 	fp := p + ".features"
 	f := m.Features
+	if len(f.Shape) > 0 {
+		switch {
+		case len(f.Shape) != 2 || f.Shape[0] < 1 || f.Shape[1] < 1:
+			v.errorf(fp+".shape", "must be [rows, cols], two integers > 0, got %v", f.Shape)
+		case f.Shape[0]*f.Shape[1] != f.Dim:
+			v.errorf(fp+".shape", "%v has %d entries but %s.dim is %d (leave dim out: the shape gives it)", f.Shape, f.Shape[0]*f.Shape[1], fp, f.Dim)
+		case f.Names != nil:
+			v.errorf(fp+".shape", "does not go with %s.names: a matrix's entries are sent as nested arrays, not by name", fp)
+		}
+	}
 	dimOK := f.Dim > 0
-	if f.Dim <= 0 {
+	if f.Dim <= 0 && len(f.Shape) == 0 {
 		if f.Dim == 0 {
 			v.errorf(fp+".dim", "required, the input dimension (> 0)")
 		} else {
@@ -318,16 +328,6 @@ func (v *validator) model(p string, m Model, reg *online.Registry) {
 	if reflect.TypeOf(m.Params) != reflect.PointerTo(t.ParamsType()) {
 		v.errorf(p, "parameters %T for model type %s, want *%v", m.Params, m.Type, t.ParamsType())
 		return
-	}
-	if len(f.Shape) > 0 {
-		switch {
-		case len(f.Shape) != 2 || f.Shape[0] < 1 || f.Shape[1] < 1:
-			v.errorf(fp+".shape", "must be [rows, cols], two integers > 0, got %v", f.Shape)
-		case f.Shape[0]*f.Shape[1] != f.Dim:
-			v.errorf(fp+".shape", "%v has %d entries but %s.dim is %d (leave dim out: the shape gives it)", f.Shape, f.Shape[0]*f.Shape[1], fp, f.Dim)
-		case f.Names != nil:
-			v.errorf(fp+".shape", "does not go with %s.names: a matrix's entries are sent as nested arrays, not by name", fp)
-		}
 	}
 	if len(m.Members()) > 0 && f.Standardize {
 		v.errorf(fp+".standardize", "does not apply to model type %s: its members' predictions are not features to rescale, and decision stumps do not depend on the features' scale", m.Type)
