@@ -131,9 +131,12 @@ func TestOversizedDeadLetters(t *testing.T) {
 			p.metric(t, "streamer_records_published_total", "") == float64(scored+big) &&
 			p.metric(t, "streamer_publish_pending", "") == 0
 	})
-	snaps := p.metric(t, "streamer_snapshots_total", "")
+	// A checkpoint is taken only when there is something new: more events
+	// show that snapshots and commits go on past the oversized ones.
+	snaps, commits := p.metric(t, "streamer_snapshots_total", ""), p.metric(t, "streamer_offset_commits_total", "")
+	bigProduce(t, b, "big", 16<<20, validEvents(valid+after, 100))
 	waitFor(t, 30*time.Second, "snapshots and commits going on", func() bool {
-		return p.metric(t, "streamer_snapshots_total", "") > snaps && p.metric(t, "streamer_offset_commits_total", "") > 0
+		return p.metric(t, "streamer_snapshots_total", "") > snaps && p.metric(t, "streamer_offset_commits_total", "") > commits
 	})
 	dl := readAll(t, b, "events.dlq", big)
 	for _, m := range dl {
@@ -196,6 +199,7 @@ func TestRefusedBatchIsSplit(t *testing.T) {
 	})
 	snaps := p.metric(t, "streamer_snapshots_total", "")
 	commits := p.metric(t, "streamer_offset_commits_total", "")
+	bigProduce(t, b, "events", 500_000, validEvents(3000, 100)) // something new to checkpoint
 	waitFor(t, 30*time.Second, "snapshots and commits going on", func() bool {
 		return p.metric(t, "streamer_snapshots_total", "") > snaps && p.metric(t, "streamer_offset_commits_total", "") > commits
 	})
