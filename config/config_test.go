@@ -116,6 +116,21 @@ func TestMinimal(t *testing.T) {
 	}
 }
 
+// TestMembers: an aggregator's input is its members' predictions, then
+// the features.
+func TestMembers(t *testing.T) {
+	got, err := Parse([]byte("models:\n  - {name: a, type: mam, features: {dim: 3}}\n  - {name: b, type: logistic, features: {dim: 3}}\n  - {name: boost, type: adaboost, features: {dim: 3}, members: [a, b], stumps: true}\n"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got.Models[2]; !slices.Equal(m.Members(), []string{"a", "b"}) || m.InputDim() != 5 || m.Spec().Dim != 5 {
+		t.Fatalf("members %v, input dim %d, spec dim %d; want [a b], 5, 5", m.Members(), m.InputDim(), m.Spec().Dim)
+	}
+	if _, err := testTypes.New(got.Models[2].Spec()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestShape: features.shape gives the dimension, rows·cols.
 func TestShape(t *testing.T) {
 	got, err := Parse([]byte("models:\n  - {name: m, type: mam, features: {shape: [4, 5]}}\n"), nil, testTypes)
@@ -151,7 +166,7 @@ func TestBad(t *testing.T) {
 		{"too_many_rff", `config: models[0].kernel.features: must be in [1, 65536], got 100000 (line 4)`},
 		{"duplicate_names", `config: models[1].name: "m" is already the name of models[0]`},
 		{"bad_name_chars", `config: models[0].name: "My.Model" must be 1 to 64 characters from [a-z0-9_-]`},
-		{"unknown_model_type", `config: models[0].type: "rbm" is not a supported model type (supported: mam, omam, logistic, lda, svm, lsrrank, mlsrrank, krr)`},
+		{"unknown_model_type", `config: models[0].type: "rbm" is not a supported model type (supported: mam, omam, logistic, lda, svm, lsrrank, mlsrrank, krr, adaboost)`},
 		{"unknown_kernel_type", `config: models[0].kernel.type: unknown kernel "poly" (want "linear", "rbf", "laplacian", or "polynomial" with budget > 0) (line 2)`},
 		{"names_len_ne_dim", `config: models[0].features.names: has 2 names but models[0].features.dim is 3`},
 		{"duplicate_feature_names", `config: models[0].features.names[1]: "xs" repeats models[0].features.names[0]`},
@@ -169,6 +184,11 @@ func TestBad(t *testing.T) {
 		{"shape_ne_dim", `config: models[0].features.shape: [2 3] has 6 entries but models[0].features.dim is 5`},
 		{"shape_with_names", `config: models[0].features.shape: does not go with models[0].features.names`},
 		{"mismatched_shape", `config: models[1].features.shape: [] differs from models[0].features.shape [2 3]`},
+		{"member_unknown", `config: models[0].members[0]: "nope" is not the name of a model of this config`},
+		{"member_after", `config: models[0].members[0]: "m" is models[1]: members must be listed before the model that aggregates them`},
+		{"member_not_classifier", `config: models[1].members[0]: "r" is a regression model (type krr); members must be classifiers`},
+		{"member_key_scoped", `config: models[1].members[0]: "m" has scope key; members must be global models`},
+		{"aggregator_standardized", `config: models[1].features.standardize: does not apply to model type adaboost`},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

@@ -153,6 +153,9 @@ type DataInfo struct {
 type ModelReport struct {
 	Prequential *Measures `json:"prequential"`
 	Holdout     *Measures `json:"holdout,omitempty"`
+	// Fit describes the fitted model at the end, for the types that say
+	// more than their measures (adaboost's weights).
+	Fit *FitInfo `json:"fit,omitempty"`
 
 	typ     string
 	ordinal bool
@@ -305,8 +308,41 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 	prog.finish()
 	for i, st := range states {
 		rep.Models[rep.order[i]].plots = st.plotData()
+		rep.Models[rep.order[i]].Fit = fitInfo(models[i].Model)
 	}
 	return rep, nil
+}
+
+// FitInfo describes a fitted model beyond its measures.
+type FitInfo struct {
+	Version int64 `json:"version"`
+	// Weights are an adaboost's β per dictionary member (every member
+	// model, then each stump picked), summed over the rounds that picked it.
+	Weights []FitWeight `json:"weights,omitempty"`
+}
+
+// FitWeight is one dictionary member's weight in an adaboost model.
+type FitWeight struct {
+	Name   string  `json:"name"`
+	Beta   float64 `json:"beta"`
+	Rounds int     `json:"rounds"`
+}
+
+// fitInfo returns what m's fitted state says beyond its measures (nil for
+// the types that say nothing more).
+func fitInfo(m online.Model) *FitInfo {
+	r, ok := online.Unwrap[*refit.Model](m)
+	if !ok {
+		return nil
+	}
+	if f, ok := r.AdaBoostFit(); ok {
+		info := &FitInfo{Version: r.Version()}
+		for _, w := range f.Weights() {
+			info.Weights = append(info.Weights, FitWeight{Name: w.Name, Beta: w.Beta, Rounds: w.Rounds})
+		}
+		return info
+	}
+	return nil
 }
 
 // fileSize returns the size of a regular file, 0 when unknown (a pipe).

@@ -1,7 +1,11 @@
 package eval
 
 import (
+	"cmp"
+	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -78,7 +82,35 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		}
 		table = append(table, cells)
 	}
-	return writeTable(w, table, 3)
+	if err := writeTable(w, table, 3); err != nil {
+		return err
+	}
+	return r.writeFits(w)
+}
+
+// writeFits writes, under the table, what each fitted model says beyond
+// its measures: an adaboost's weights (the largest |β| first, at most 8).
+func (r *Report) writeFits(w io.Writer) error {
+	for _, name := range r.order {
+		f := r.Models[name].Fit
+		if f == nil || len(f.Weights) == 0 {
+			continue
+		}
+		ws := slices.Clone(f.Weights)
+		slices.SortStableFunc(ws, func(a, b FitWeight) int { return cmp.Compare(math.Abs(b.Beta), math.Abs(a.Beta)) })
+		var parts []string
+		for i, x := range ws {
+			if i == 8 {
+				parts = append(parts, fmt.Sprintf("… %d more", len(ws)-8))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s %.3f", x.Name, x.Beta))
+		}
+		if _, err := fmt.Fprintf(w, "%s weights (β): %s\n", name, strings.Join(parts, ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeTable writes cells aligned in columns two spaces apart: the first

@@ -19,5 +19,6 @@ func newModelTypes() *online.Registry {
 		refit.LSRRankType(),
 		refit.MLSRRankType(),
 		refit.KRRType(),
+		refit.AdaBoostType(),
 	)
 }
