@@ -8,4 +8,4 @@ import (
 // testTypes is the registry the tests parse with: every model type the
 // service registers (cmd/streamer's newModelTypes).
 var testTypes = online.MustRegistry(online.MAMType(), online.OMAMType(), online.LogisticType(), online.LDAType(),
-	refit.SVMType(), refit.LSRRankType(), refit.MLSRRankType(), refit.KRRType(), refit.AdaBoostType())
+	refit.SVMType(), refit.LSRRankType(), refit.MLSRRankType(), refit.KRRType(), refit.LowRankType(), refit.AdaBoostType())

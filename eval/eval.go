@@ -319,6 +319,15 @@ type FitInfo struct {
 	// Weights are an adaboost's β per dictionary member (every member
 	// model, then each stump picked), summed over the rounds that picked it.
 	Weights []FitWeight `json:"weights,omitempty"`
+	// A lowrank model's shape, rank, the alternating iterations of its
+	// last fit and whether they converged (the objective settled within
+	// tol), and its final objective ½‖UVᵀ‖²_F + C Σ hinge.
+	Rows       int      `json:"rows,omitempty"`
+	Cols       int      `json:"cols,omitempty"`
+	Rank       int      `json:"rank,omitempty"`
+	Iterations int      `json:"iterations,omitempty"`
+	Converged  *bool    `json:"converged,omitempty"`
+	Objective  *float64 `json:"objective,omitempty"`
 }
 
 // FitWeight is one dictionary member's weight in an adaboost model.
@@ -334,6 +343,10 @@ func fitInfo(m online.Model) *FitInfo {
 	r, ok := online.Unwrap[*refit.Model](m)
 	if !ok {
 		return nil
+	}
+	if s, ok := refit.LowRankState(m); ok {
+		return &FitInfo{Version: r.Version(), Rows: s.Rows, Cols: s.Cols, Rank: s.Rank, Iterations: s.Iterations,
+			Converged: &s.Converged, Objective: &s.Objective}
 	}
 	if f, ok := r.AdaBoostFit(); ok {
 		info := &FitInfo{Version: r.Version()}

@@ -93,6 +93,16 @@ func (r *Report) WriteSummary(w io.Writer) error {
 func (r *Report) writeFits(w io.Writer) error {
 	for _, name := range r.order {
 		f := r.Models[name].Fit
+		if f != nil && f.Rank > 0 {
+			conv := "converged"
+			if f.Converged != nil && !*f.Converged {
+				conv = "stopped at max_iterations"
+			}
+			if _, err := fmt.Fprintf(w, "%s: %d×%d rank %d, %d iterations (%s), objective %.6g\n", name, f.Rows, f.Cols, f.Rank, f.Iterations, conv, *f.Objective); err != nil {
+				return err
+			}
+			continue
+		}
 		if f == nil || len(f.Weights) == 0 {
 			continue
 		}

@@ -19,6 +19,7 @@ func newModelTypes() *online.Registry {
 		refit.LSRRankType(),
 		refit.MLSRRankType(),
 		refit.KRRType(),
+		refit.LowRankType(),
 		refit.AdaBoostType(),
 	)
 }

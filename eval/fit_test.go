@@ -1,0 +1,72 @@
+package eval
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/streamer/streamer/config"
+)
+
+// TestLowRankReport: eval reads 4×4 matrices flattened row-major from CSV
+// and reports the lowrank model's shape, rank, iterations and objective,
+// in report.json's fit and under the terminal table.
+func TestLowRankReport(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var b strings.Builder
+	for j := range 16 {
+		fmt.Fprintf(&b, "x%d,", j)
+	}
+	b.WriteString("label\n")
+	u, v := []float64{1, -1, 0.5, 0}, []float64{0.5, 1, -1, 1}
+	for range 600 {
+		s := 0.0
+		for r := range 4 {
+			for c := range 4 {
+				x := rng.NormFloat64()
+				s += u[r] * v[c] * x
+				fmt.Fprintf(&b, "%.4f,", x)
+			}
+		}
+		y := 1
+		if s < 0 {
+			y = -1
+		}
+		fmt.Fprintf(&b, "%d\n", y)
+	}
+	path := filepath.Join(t.TempDir(), "matrix.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(`
+models:
+  - {name: lr, type: lowrank, features: {shape: [4, 4]}, rank: 1, window: {events: 300}, refit: {every_events: 150, guard: 0}}
+`), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), cfg, testTypes, Options{Data: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Models["lr"].Fit
+	if f == nil || f.Rows != 4 || f.Cols != 4 || f.Rank != 1 || f.Iterations < 1 || f.Objective == nil || !(*f.Objective > 0) {
+		t.Fatalf("fit %+v, want 4×4 rank 1 with its iterations and objective", f)
+	}
+	if e := *rep.Models["lr"].Prequential.DecidedError; e > 0.1 { // no decision before the first refit, at 150 events
+		t.Errorf("prequential error over the decided rows %.3f on a rank-1 signal, want ≤ 0.1", e)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteSummary(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "lr: 4×4 rank 1, ") {
+		t.Errorf("summary does not report the fit:\n%s", out.String())
+	}
+	t.Logf("\n%s", out.String())
+}
