@@ -98,7 +98,7 @@
 //
 //	name                (required)  unique, 1 to 64 characters from [a-z0-9_-]; a metric label and the
 //	                                "model" field of output records
-X
+//	type                (required)  a registered model type: mam | omam | logistic | lda | svm | lsrrank |
 //	                                mlsrrank | krr | lowrank | adaboost in the service
 //	features.dim        (required)  input dimension; > 0 (with features.shape: rows·cols unless given)
 //	features.names      (none)      optional feature names; when set, events may send features as an object
