@@ -130,15 +130,7 @@ type AdaBoost struct {
 var _ Trainer = (*AdaBoost)(nil)
 
 // Label maps −1/0 to −1 and 1 to +1.
-func (t *AdaBoost) Label(v float64) (float64, bool) {
-	switch v {
-	case 1:
-		return 1, true
-	case -1, 0:
-		return -1, true
-	}
-	return 0, false
-}
+func (t *AdaBoost) Label(v float64) (float64, bool) { return binaryLabel(v) }
 
 // Fit boosts on d.
 func (t *AdaBoost) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error) {

@@ -234,37 +234,17 @@ type LowRank struct {
 var _ Trainer = (*LowRank)(nil)
 
 // Label maps −1/0 to −1 and 1 to +1.
-func (t *LowRank) Label(v float64) (float64, bool) {
-	switch v {
-	case 1:
-		return 1, true
-	case -1, 0:
-		return -1, true
-	}
-	return 0, false
-}
+func (t *LowRank) Label(v float64) (float64, bool) { return binaryLabel(v) }
 
 // Fit trains on d. Stats: Objective is the final primal objective
 // ½‖UVᵀ‖²_F + C Σ hinge (≥ 0; svm's is its dual objective), Iterations the
 // alternating iterations, SupportVectors those of the last block step.
 func (t *LowRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error) {
-	n := d.N()
-	if n == 0 {
-		return nil, Stats{}, errors.New("refit: lowrank: empty window")
+	X, err := binaryRows(d, "lowrank")
+	if err != nil {
+		return nil, Stats{}, err
 	}
-	X := make([][]float64, n)
-	pos, neg := 0, 0
-	for i := range n {
-		X[i] = d.Row(i)
-		if d.Y[i] > 0 {
-			pos++
-		} else {
-			neg++
-		}
-	}
-	if pos == 0 || neg == 0 {
-		return nil, Stats{}, fmt.Errorf("refit: lowrank: window has %d positive and %d negative examples; need both classes", pos, neg)
-	}
+	n := len(X)
 	m, err := lowrank.Train(ctx, X, d.Y, t.Params)
 	if err != nil {
 		return nil, Stats{}, err

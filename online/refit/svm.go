@@ -206,35 +206,15 @@ type SVM struct {
 var _ Trainer = (*SVM)(nil)
 
 // Label maps −1/0 to −1 and 1 to +1.
-func (t *SVM) Label(v float64) (float64, bool) {
-	switch v {
-	case 1:
-		return 1, true
-	case -1, 0:
-		return -1, true
-	}
-	return 0, false
-}
+func (t *SVM) Label(v float64) (float64, bool) { return binaryLabel(v) }
 
 // Fit trains on d.
 func (t *SVM) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error) {
-	n := d.N()
-	if n == 0 {
-		return nil, Stats{}, errors.New("refit: svm: empty window")
+	X, err := binaryRows(d, "svm")
+	if err != nil {
+		return nil, Stats{}, err
 	}
-	X := make([][]float64, n)
-	pos, neg := 0, 0
-	for i := range n {
-		X[i] = d.Row(i)
-		if d.Y[i] > 0 {
-			pos++
-		} else {
-			neg++
-		}
-	}
-	if pos == 0 || neg == 0 {
-		return nil, Stats{}, fmt.Errorf("refit: svm: window has %d positive and %d negative examples; need both classes", pos, neg)
-	}
+	n := len(X)
 	m, err := svm.Train(ctx, X, d.Y, t.Params, nil)
 	if err != nil {
 		return nil, Stats{}, err
@@ -388,4 +368,36 @@ func (m *Model) Bound(rho float64) float64 {
 		}
 	}
 	return 1
+}
+
+// binaryLabel maps a wire label to a classifier's: −1/0 to −1, 1 to +1.
+func binaryLabel(v float64) (float64, bool) {
+	switch v {
+	case 1:
+		return 1, true
+	case -1, 0:
+		return -1, true
+	}
+	return 0, false
+}
+
+// binaryRows returns the rows of a classifier's window d, or an error
+// naming the model type when it is empty or lacks a class.
+func binaryRows(d *Data, typ string) ([][]float64, error) {
+	n := d.N()
+	if n == 0 {
+		return nil, fmt.Errorf("refit: %s: empty window", typ)
+	}
+	X := make([][]float64, n)
+	pos := 0
+	for i := range n {
+		X[i] = d.Row(i)
+		if d.Y[i] > 0 {
+			pos++
+		}
+	}
+	if pos == 0 || pos == n {
+		return nil, fmt.Errorf("refit: %s: window has %d positive and %d negative examples; need both classes", typ, pos, n-pos)
+	}
+	return X, nil
 }

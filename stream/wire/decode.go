@@ -366,12 +366,9 @@ func (s *scanner) denseFeatures() *Error {
 	} else {
 		for {
 			s.skipWS()
-			v, st := s.number()
-			if st != numOK {
-				return s.featureError(st, "features["+strconv.Itoa(n)+"]")
-			}
-			if m := s.d.maxAbs; m > 0 && (v > m || v < -m) {
-				return outOfRange("features["+strconv.Itoa(n)+"]", v, m)
+			v, e := s.feature(-1, n)
+			if e != nil {
+				return e
 			}
 			if n < len(f) {
 				f[n] = v
@@ -390,6 +387,23 @@ func (s *scanner) denseFeatures() *Error {
 		return &Error{Reason: ReasonWrongDimension, Detail: fmt.Sprintf("got %d features, want %d", n, len(f))}
 	}
 	return nil
+}
+
+// feature parses the number of features[i] (row < 0) or features[row][i]
+// and checks it against the bound.
+func (s *scanner) feature(row, i int) (float64, *Error) {
+	v, st := s.number()
+	if st == numOK && !(s.d.maxAbs > 0 && (v > s.d.maxAbs || v < -s.d.maxAbs)) {
+		return v, nil
+	}
+	where := "features[" + strconv.Itoa(i) + "]" // built only for an error
+	if row >= 0 {
+		where = "features[" + strconv.Itoa(row) + "][" + strconv.Itoa(i) + "]"
+	}
+	if st != numOK {
+		return 0, s.featureError(st, where)
+	}
+	return 0, outOfRange(where, v, s.d.maxAbs)
 }
 
 // matrixFeatures parses the features as nested arrays, the outer '[' read:
@@ -415,13 +429,9 @@ func (s *scanner) matrixFeatures() *Error {
 		} else {
 			for {
 				s.skipWS()
-				v, st := s.number()
-				where := "features[" + strconv.Itoa(r) + "][" + strconv.Itoa(c) + "]"
-				if st != numOK {
-					return s.featureError(st, where)
-				}
-				if m := s.d.maxAbs; m > 0 && (v > m || v < -m) {
-					return outOfRange(where, v, m)
+				v, e := s.feature(r, c)
+				if e != nil {
+					return e
 				}
 				if r < rows && c < cols {
 					f[r*cols+c] = v
