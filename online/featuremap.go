@@ -237,18 +237,29 @@ func (m *FeatureMap) Map(dst, x []float64) (sqNorm float64, ok bool) {
 	if m.omega == nil {
 		sqNorm = mapLinear(dst, x)
 	} else {
-		// z = Ω x into the second half of dst (gonum's assembly kernel
-		// is about 3× faster than a Go loop here).
-		blas64.Gemv(blas.NoTrans, 1,
-			blas64.General{Rows: m.out / 2, Cols: m.in, Stride: m.in, Data: m.omega},
-			blas64.Vector{N: m.in, Inc: 1, Data: x}, 0,
-			blas64.Vector{N: m.out / 2, Inc: 1, Data: dst[m.out/2:]})
+		m.project(dst[m.out/2:], x)
 		sqNorm = sincosRFF(dst, m.scale)
 	}
 	if math.IsNaN(sqNorm) {
 		return 0, false
 	}
 	return sqNorm, true
+}
+
+// project writes the random projection z = Ω x (z_k = ω_k·x, D values)
+// into z. It panics unless len(x) == InputDim() and len(z) == Dim()/2 for
+// a random-feature map. It does not allocate; it reads only the map, so it
+// may run concurrently.
+func (m *FeatureMap) project(z, x []float64) {
+	d := m.out / 2
+	if m.omega == nil || len(x) != m.in || len(z) != d {
+		panic("online: FeatureMap.project: wrong slice length or not a random-feature map")
+	}
+	// gonum's assembly kernel is about 3× faster than a Go loop here.
+	blas64.Gemv(blas.NoTrans, 1,
+		blas64.General{Rows: d, Cols: m.in, Stride: m.in, Data: m.omega},
+		blas64.Vector{N: m.in, Inc: 1, Data: x}, 0,
+		blas64.Vector{N: d, Inc: 1, Data: z})
 }
 
 // mapLinear sets dst = x/‖x‖ (0 when x = 0) and returns ‖dst‖², NaN when x
