@@ -93,6 +93,7 @@ type decoder struct {
 	reg  *online.Registry
 	errs []error
 	src  map[string]source // dotted path -> where it was set
+	auto map[string]bool   // dotted paths of number keys that also take "auto" (online.AutoKeys)
 }
 
 func newDecoder(reg *online.Registry) *decoder {
@@ -445,6 +446,12 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 		return m // the validator reports the unknown type
 	}
 	params := t.NewParams()
+	d.auto = map[string]bool{}
+	if a, ok := params.(online.AutoKeys); ok {
+		for _, k := range a.AutoKeys() {
+			d.auto[join(path, k)] = true
+		}
+	}
 	fields := codec.Fields(reflect.ValueOf(params))
 	for _, e := range own {
 		key := e.k.Value
@@ -518,6 +525,11 @@ func (d *decoder) value(f reflect.Value, k, v *yaml.Node, path, owner string) {
 	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
 		d.strings(v, path, f.Addr().Interface().(*[]string))
 	case f.Kind() == reflect.Float64:
+		if r := resolve(v); d.auto[path] && r.Kind == yaml.ScalarNode && r.Value == "auto" {
+			f.SetFloat(0) // the model chooses
+			d.set(path, v)
+			return
+		}
 		d.float(v, path, f.Addr().Interface().(*float64))
 	case f.Kind() == reflect.Int:
 		d.integer(v, path, f.Addr().Interface().(*int))

@@ -82,6 +82,13 @@ type Shaped interface {
 	SetShape(rows, cols int)
 }
 
+// AutoKeys is implemented by parameters with number keys that also take
+// the value auto, which the configuration decodes as 0: the model chooses
+// (kernel.gamma: auto). AutoKeys returns them, dotted.
+type AutoKeys interface {
+	AutoKeys() []string
+}
+
 // Aggregator is implemented by parameters of a model type that aggregates
 // other models of the configuration (adaboost): MemberNames are their
 // names. Such a model's input is the members' predictions for the event
