@@ -8,5 +8,5 @@ import (
 // testTypes holds every model type, as cmd/streamer registers them.
 var testTypes = online.MustRegistry(
 	online.MAMType(), online.OMAMType(), online.LogisticType(), online.LDAType(),
-	refit.SVMType(), refit.LSRRankType(), refit.MLSRRankType(), refit.KRRType(),
+	refit.SVMType(), refit.LSRRankType(), refit.MLSRRankType(), refit.KRRType(), refit.LowRankType(), refit.AdaBoostType(),
 )
