@@ -89,7 +89,7 @@ func TestGoodRoundTrip(t *testing.T) {
 		}
 	}
 	// The default mam kernel is the documented one.
-	if k := online.DefaultMAMParams().Kernel; k != (online.KernelSpec{Type: "rbf", Gamma: 10, Features: 1024, Seed: 1}) {
+	if k := online.DefaultMAMParams().Kernel; k != (online.KernelSpec{Type: "rbf", Gamma: 0, Features: 1024, Seed: 1}) { // gamma 0: auto
 		t.Errorf("default mam kernel %+v", k)
 	}
 	if err := got.Validate(testTypes); err != nil {
@@ -514,7 +514,7 @@ func TestFingerprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Parse([]byte("models: [{name: m, type: mam, kernel: {type: rbf, gamma: 10.0, features: 1024, seed: 1}, balance: true, delta: 0.05, budget: 0, window: {events: 0}, decay: {half_life: 0}, scope: global, features: {dim: 2, standardize: false}}]"), nil, testTypes)
+	b, err := Parse([]byte("models: [{name: m, type: mam, kernel: {type: rbf, gamma: auto, features: 1024, seed: 1}, bandwidths: 0, balance: true, delta: 0.05, budget: 0, window: {events: 0}, decay: {half_life: 0}, scope: global, features: {dim: 2, standardize: false}}]"), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,12 +609,24 @@ func TestFingerprint(t *testing.T) {
 	}
 	// Golden value: the canonical encoding must not drift silently, or
 	// saved state would be refused after an upgrade.
+	// The default mam (gamma auto since the bandwidths were learned) has
+	// its own; the former default, gamma 10 now written out, keeps the one
+	// it had, so that its saved state restores after the upgrade.
 	const (
-		goldenList  = "6506985fd777a8ec839267151db64a52a65efc96103188b230f8b52b26e9bb60"
-		goldenModel = "2e37439d1ef60d61ba67e146135165da0f3b9694e8be1c6e6c646068648a42bf"
+		goldenList   = "f330cfebb49f2b36bd687c4ba585daf9c683dd51c2a90500c44a1ddf7699781e"
+		goldenModel  = "b61260965e54c378f4945440baa0d48f2789be9bea59d33f1d4498ef570eaa76"
+		gamma10List  = "6506985fd777a8ec839267151db64a52a65efc96103188b230f8b52b26e9bb60"
+		gamma10Model = "2e37439d1ef60d61ba67e146135165da0f3b9694e8be1c6e6c646068648a42bf"
 	)
 	if a.Fingerprint() != goldenList || a.Models[0].Fingerprint() != goldenModel {
 		t.Errorf("fingerprints changed: %s %s; if on purpose, bump the version in the domain string", a.Fingerprint(), a.Models[0].Fingerprint())
+	}
+	g10, err := Parse([]byte("models: [{name: m, type: mam, kernel: {type: rbf, gamma: 10}, features: {dim: 2}}]"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g10.Fingerprint() != gamma10List || g10.Models[0].Fingerprint() != gamma10Model {
+		t.Errorf("gamma 10's fingerprints changed: %s %s; its saved state would no longer restore", g10.Fingerprint(), g10.Models[0].Fingerprint())
 	}
 }
 

@@ -78,7 +78,7 @@ func TestModelFamilyBad(t *testing.T) {
 		{`{name: s, type: svm, kernel: {type: sigmoid, degree: 3}, features: {dim: 2}}`, "models[0].kernel.degree: only for kernel type polynomial; remove it (kernel.type is sigmoid) (line 2)"},
 		{`{name: d, type: lda, C: 1, features: {dim: 2}}`, "models[0].C: does not apply to model type lda (it takes: name, type, features, scope, max_keys, window, decay) (line 2)"},
 		// A key of no model type is a typo: an unknown key.
-		{"{name: m, type: mam, kernell: {type: linear}, features: {dim: 2}}", `config: unknown key "models[0].kernell" (line 2) (model type mam takes: name, type, features, scope, max_keys, kernel, balance, delta, budget, window, decay)`},
+		{"{name: m, type: mam, kernell: {type: linear}, features: {dim: 2}}", `config: unknown key "models[0].kernell" (line 2) (model type mam takes: name, type, features, scope, max_keys, kernel, balance, delta, budget, window, decay, bandwidths)`},
 		{"{name: m, type: svm, C_pox: 2, features: {dim: 2}}", `config: unknown key "models[0].C_pox" (line 2) (model type svm takes: name, type, features, scope, max_keys, kernel, C, C_pos, C_neg, delta, window, refit, probability)`},
 	} {
 		_, err := Parse([]byte("models:\n  - "+tc.yaml+"\n"), nil, testTypes)

@@ -328,6 +328,19 @@ type FitInfo struct {
 	Iterations int      `json:"iterations,omitempty"`
 	Converged  *bool    `json:"converged,omitempty"`
 	Objective  *float64 `json:"objective,omitempty"`
+	// A mam with kernel.gamma auto: each candidate bandwidth (increasing
+	// gamma) with its prequential error over the recent window and its
+	// weight in the scoring mixture, and the gamma of the one with the
+	// fewest recent mistakes.
+	Bandwidths  []FitBandwidth `json:"bandwidths,omitempty"`
+	ChosenGamma *float64       `json:"chosen_gamma,omitempty"`
+}
+
+// FitBandwidth is one candidate bandwidth of a gamma-auto mam.
+type FitBandwidth struct {
+	Gamma  float64  `json:"gamma"`
+	Error  *float64 `json:"error"` // null before any judged prediction
+	Weight float64  `json:"weight"`
 }
 
 // FitWeight is one dictionary member's weight in an adaboost model.
@@ -340,6 +353,24 @@ type FitWeight struct {
 // fitInfo returns what m's fitted state says beyond its measures (nil for
 // the types that say nothing more).
 func fitInfo(m online.Model) *FitInfo {
+	if mm, ok := online.Unwrap[*online.MAM](m); ok {
+		c, cands := mm.Bandwidths()
+		if c < 0 {
+			return nil
+		}
+		info := &FitInfo{Version: mm.Version()}
+		for _, b := range cands {
+			fb := FitBandwidth{Gamma: b.Gamma, Weight: b.Weight}
+			if !math.IsNaN(b.Error) {
+				fb.Error = &b.Error
+			}
+			info.Bandwidths = append(info.Bandwidths, fb)
+		}
+		if c < len(cands) {
+			info.ChosenGamma = &cands[c].Gamma
+		}
+		return info
+	}
 	r, ok := online.Unwrap[*refit.Model](m)
 	if !ok {
 		return nil

@@ -70,3 +70,39 @@ models:
 	}
 	t.Logf("\n%s", out.String())
 }
+
+// TestGammaAutoReport: a mam with the default gamma (auto) reports its
+// bandwidths: each candidate's gamma, prequential error and weight, and
+// the gamma leaned on, in the report and under the terminal table.
+func TestGammaAutoReport(t *testing.T) {
+	cfg, err := config.Parse([]byte("models:\n  - {name: m, type: mam, features: {dim: 2}}\n"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), cfg, testTypes, Options{Data: writeShuffledRipley(t), Test: "testdata/ripley_test.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Models["m"].Fit
+	if f == nil || len(f.Bandwidths) != 6 || f.ChosenGamma == nil {
+		t.Fatalf("fit %+v, want 6 bandwidths and the chosen gamma", f)
+	}
+	sum := 0.0
+	for i, b := range f.Bandwidths {
+		if b.Error == nil || !(b.Gamma > 0) || (i > 0 && !(b.Gamma > f.Bandwidths[i-1].Gamma)) {
+			t.Fatalf("bandwidth %d: %+v, want increasing gammas with an error", i, b)
+		}
+		sum += b.Weight
+	}
+	if !(sum > 0) {
+		t.Fatalf("mixture weights sum to %v", sum)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteSummary(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "m gamma auto: ") {
+		t.Errorf("summary does not report the bandwidths:\n%s", out.String())
+	}
+	t.Logf("\n%s", out.String())
+}

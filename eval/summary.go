@@ -93,6 +93,20 @@ func (r *Report) WriteSummary(w io.Writer) error {
 func (r *Report) writeFits(w io.Writer) error {
 	for _, name := range r.order {
 		f := r.Models[name].Fit
+		if f != nil && len(f.Bandwidths) > 0 {
+			var parts []string
+			for _, b := range f.Bandwidths {
+				e := "n/a"
+				if b.Error != nil {
+					e = fmt.Sprintf("%.3f", *b.Error)
+				}
+				parts = append(parts, fmt.Sprintf("%.4g (error %s, weight %.2f)", b.Gamma, e, b.Weight))
+			}
+			if _, err := fmt.Fprintf(w, "%s gamma auto: %s\n", name, strings.Join(parts, ", ")); err != nil {
+				return err
+			}
+			continue
+		}
 		if f != nil && f.Rank > 0 {
 			conv := "converged"
 			if f.Converged != nil && !*f.Converged {

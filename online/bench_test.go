@@ -112,7 +112,7 @@ func BenchmarkMAMRBF256Prepared(b *testing.B) {
 	})
 }
 
-// BenchmarkRBFMap256 isolates the feature map (gemv + sincos) of
+// BenchmarkRBFMap256 isolates the feature map (projection + sincos) of
 // BenchmarkMAMRBF256.
 func BenchmarkRBFMap256(b *testing.B) {
 	fm := rbfMap(b, 0.1, 256, 32, 1)
@@ -122,6 +122,20 @@ func BenchmarkRBFMap256(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		fm.Map(dst, x[i&1023])
+		i++
+	}
+}
+
+// BenchmarkRBFProject256 isolates the projection z = Ω x of
+// BenchmarkRBFMap256 (the 64 KiB of Ω stream from L2 on every event).
+func BenchmarkRBFProject256(b *testing.B) {
+	fm := rbfMap(b, 0.1, 256, 32, 1)
+	x, _ := benchEvents(32)
+	z := make([]float64, 256)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		fm.project(z, x[i&1023])
 		i++
 	}
 }

@@ -24,6 +24,9 @@ import (
 //	                   by its compensation (tr Ω then holds Σ w_i²‖φ(x_i)‖²,
 //	                   the vectors the weighted sums)
 //
+// Gamma auto (kernel.gamma 0) has its own state after the envelope: see
+// mam_auto.go.
+//
 // Derived values (w, b, normaliser, M̂, R̂) and the random frequencies are
 // not stored: they are rebuilt from the parameters (seed) and the sums with
 // the same code as after an update, so a restored model is bit-identical.
@@ -32,6 +35,9 @@ import (
 // (encoding.BinaryAppender).
 func (m *MAM) AppendBinary(dst []byte) ([]byte, error) {
 	dst = AppendHeader(dst, MAMName, &m.p, m.dim)
+	if m.auto != nil {
+		return m.auto.appendState(m, dst), nil
+	}
 	dst = codec.AppendI64(dst, m.n)
 	dst = codec.AppendI64(dst, m.nPos)
 	dst = codec.AppendI64(dst, m.nNeg)
@@ -58,6 +64,9 @@ func (m *MAM) AppendBinary(dst []byte) ([]byte, error) {
 
 // MarshalBinary encodes the complete state of m (see the format above).
 func (m *MAM) MarshalBinary() ([]byte, error) {
+	if m.auto != nil {
+		return m.AppendBinary(make([]byte, 0, 200+autoStateSize(m.p, m.dim, m.auto.total)))
+	}
 	size := 200 + 8*m.fm.Dim()*len(m.vectors()) + m.forgetSize(m.n)
 	return m.AppendBinary(make([]byte, 0, size))
 }
@@ -95,6 +104,9 @@ func (m *MAM) UnmarshalBinary(b []byte) error {
 	checkParams(r, &p, d)
 	if r.Err() == nil && p.Budget != 0 {
 		r.Failf("budget %d: the exact kernel mode (ExactMAM)", p.Budget)
+	}
+	if r.Err() == nil && p.autoGamma() {
+		return m.unmarshalAuto(r, d, p) // mam_auto.go
 	}
 	n, nPos, nNeg := r.I64(), r.I64(), r.I64()
 	tr, trC := r.F64(), r.F64()

@@ -60,6 +60,9 @@ func mamStateClose(ma, mb *MAM, rtol float64) error {
 	if !ma.sameParams(mb) {
 		return fmt.Errorf("online: parameters differ: %+v (dim %d) vs %+v (dim %d)", ma.p, ma.dim, mb.p, mb.dim)
 	}
+	if ma.auto != nil {
+		return autoStateClose(ma, mb, rtol) // mam_auto.go
+	}
 	if ma.n != mb.n || ma.nPos != mb.nPos || ma.nNeg != mb.nNeg {
 		return fmt.Errorf("online: counts differ: n %d/%d, n₊ %d/%d, n₋ %d/%d", ma.n, mb.n, ma.nPos, mb.nPos, ma.nNeg, mb.nNeg)
 	}

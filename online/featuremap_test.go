@@ -209,7 +209,7 @@ func TestSpecValidate(t *testing.T) {
 		{"dim huge", func(s *Spec, _ *MAMParams) { s.Dim = maxDim + 1 }, "dim"},
 		{"kernel missing", func(_ *Spec, p *MAMParams) { p.Kernel.Type = "" }, "kernel.type"},
 		{"kernel unknown", func(_ *Spec, p *MAMParams) { p.Kernel.Type = "poly" }, "kernel.type"},
-		{"gamma 0", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = 0 }, "kernel.gamma"},
+		{"gamma 0 (auto)", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = 0 }, ""},
 		{"gamma negative", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = -1 }, "kernel.gamma"},
 		{"gamma NaN", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = math.NaN() }, "kernel.gamma"},
 		{"gamma Inf", func(_ *Spec, p *MAMParams) { p.Kernel.Gamma = math.Inf(1) }, "kernel.gamma"},

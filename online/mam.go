@@ -105,6 +105,11 @@ type MAM struct {
 	neff   float64   // n (n_eff = W²/Q under decay)
 	pn     int64     // Prediction.N: n, or n_eff rounded under decay
 	num    float64   // boundNumerator(1, margin, rad, neff, lnTerm)
+
+	// Gamma auto (kernel.gamma 0, mam_auto.go): the statistics live in one
+	// MAM per bandwidth, and m keeps only p, dim, fm (the unit-gamma
+	// reference map), prep and the window's ring; nil for a fixed gamma.
+	auto *mamAuto
 }
 
 var (
@@ -119,7 +124,13 @@ const MAMName = "mam"
 // map, the form, the bound's δ, and optionally the exact kernel mode or a
 // way of forgetting.
 type MAMParams struct {
-	Kernel  KernelSpec `yaml:"kernel"`  // default rbf, gamma 10, 1024 frequencies, seed 1
+	// Kernel defaults to rbf, gamma auto (0), 1024 frequencies, seed 1.
+	// Gamma 0 with rbf or laplacian random features is "auto" (mam_auto.go):
+	// Bandwidths kernel widths learned at once on a grid fixed from the
+	// spread of the first inputs, scoring with a mixture weighted by their
+	// recent prequential errors. The exact kernel mode (Budget > 0) has no
+	// auto: its default gamma stays DefaultGamma (10).
+	Kernel  KernelSpec `yaml:"kernel"`
 	Balance bool       `yaml:"balance"` // class-balanced direction μ₊ − μ₋ with offset (default true)
 	Delta   float64    `yaml:"delta"`   // δ of the certainty bound, in (0, 1) (default 0.05)
 	// Budget > 0 selects the exact kernel mode: the last Budget labelled
@@ -128,20 +139,35 @@ type MAMParams struct {
 	Budget int    `yaml:"budget"`
 	Window Window `yaml:"window"` // exact sliding window (random features only)
 	Decay  Decay  `yaml:"decay"`  // exponential forgetting (random features only)
+	// Bandwidths is the number B of kernel widths of gamma auto, in
+	// [2, 16]; 0 = DefaultBandwidths (6). Only with gamma auto.
+	Bandwidths int `yaml:"bandwidths"`
 }
 
 // DefaultDelta is the default δ of the certainty bound.
 const DefaultDelta = 0.05
 
-// DefaultMAMParams returns the defaults of type "mam".
+// DefaultMAMParams returns the defaults of type "mam": rbf random
+// features with gamma auto.
 func DefaultMAMParams() MAMParams {
-	return MAMParams{Kernel: DefaultKernel(), Balance: true, Delta: DefaultDelta}
+	k := DefaultKernel()
+	k.Gamma = 0 // auto
+	return MAMParams{Kernel: k, Balance: true, Delta: DefaultDelta}
 }
 
 // Complete applies the kernel type's defaults (see KernelSpec) to the keys
-// not given; the exact kernel mode has no random features or seed.
+// not given; the exact kernel mode has no random features or seed. The
+// random-feature rbf and laplacian kernels default to gamma auto (0); the
+// exact kernel mode keeps DefaultGamma. Bandwidths not given is cleared
+// unless gamma is auto (where 0 means DefaultBandwidths).
 func (p *MAMParams) Complete(_ int, given func(string) bool) {
 	p.Kernel.complete(given, p.Budget > 0)
+	if !given("kernel.gamma") && p.Budget == 0 && (p.Kernel.Type == KernelRBF || p.Kernel.Type == KernelLaplacian) {
+		p.Kernel.Gamma = 0
+	}
+	if !given("bandwidths") && !p.autoGamma() {
+		p.Bandwidths = 0
+	}
 }
 
 // Validate checks the parameters for inputs of dimension dim.
@@ -154,11 +180,12 @@ func (p *MAMParams) Validate(dim int) error {
 	case p.Budget > 0:
 		c.add1(validateExactKernel(p.Kernel, dim))
 		c.budget(p.Budget, dim)
+		c.bandwidthsUnused(p.Bandwidths)
 		if p.Window.Events != 0 || p.Decay.HalfLife != 0 {
 			c.add("budget", "the exact kernel mode already keeps a sliding window of budget examples: remove window and decay")
 		}
 	default:
-		c.add1(validateKernel(p.Kernel, dim))
+		c.validateAuto(p, dim)
 		c.forgetting(p.Window, p.Decay, dim)
 	}
 	return c.err()
@@ -191,7 +218,7 @@ func MAMType() *Type {
 			decay.Kernel.Type, decay.Decay.HalfLife = KernelLaplacian, 15
 			exact := MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Balance: true, Delta: DefaultDelta, Budget: 25}
 			poly := MAMParams{Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 1}, Delta: DefaultDelta, Budget: 25}
-			return []MAMParams{rff, plain, linear, window, decay, exact, poly}
+			return append([]MAMParams{rff, plain, linear, window, decay, exact, poly}, autoExamples()...)
 		},
 		Restore:    restoreMAM,
 		LegacyTags: []string{legacyTagExactMAM},
@@ -246,6 +273,9 @@ func NewMAM(dim int, p MAMParams) (*MAM, error) {
 	}
 	if err := p.Validate(dim); err != nil {
 		return nil, err
+	}
+	if p.autoGamma() {
+		return newAutoMAM(dim, p)
 	}
 	fm, err := NewFeatureMap(p.Kernel, dim)
 	if err != nil {
@@ -322,7 +352,8 @@ func (m *MAM) Dim() int { return m.dim }
 // Params returns the model's parameters.
 func (m *MAM) Params() MAMParams { return m.p }
 
-// FeatureMap returns the model's feature map.
+// FeatureMap returns the model's feature map; under gamma auto the
+// reference map (gamma 1) whose projection every bandwidth scales.
 func (m *MAM) FeatureMap() *FeatureMap { return m.fm }
 
 // Label maps −1 and 0 (false) to −1 and +1 (true) to +1.
@@ -332,6 +363,9 @@ func (m *MAM) Label(v float64) (float64, bool) { return binaryLabel(v) }
 // with a window every example that has passed through it (n, the window's
 // size, is Prediction.N).
 func (m *MAM) Examples() int64 {
+	if m.auto != nil {
+		return m.auto.total
+	}
 	if m.ring != nil {
 		return m.total
 	}
@@ -340,15 +374,18 @@ func (m *MAM) Examples() int64 {
 
 // ClassCounts returns n₊ and n₋: the window's under a window, every
 // example learned under decay.
-func (m *MAM) ClassCounts() (pos, neg int64) { return m.nPos, m.nNeg }
+func (m *MAM) ClassCounts() (pos, neg int64) { s := m.cur(); return s.nPos, s.nNeg }
 
 // EffectiveN returns the n of the bound's deviation term: n (the window's
 // size under a window), n_eff = (Σ w_i)²/Σ w_i² under decay.
-func (m *MAM) EffectiveN() float64 { return m.neff }
+func (m *MAM) EffectiveN() float64 { return m.cur().neff }
 
 // Weights returns W = Σ w_i, Q = Σ w_i² and W± under decay; without decay
 // every weight is 1 and they are n, n, n₊, n₋.
 func (m *MAM) Weights() (sum, sumSq, pos, neg float64) {
+	if m.auto != nil {
+		return m.cur().Weights()
+	}
 	if m.decay {
 		return m.wt + m.wtC, m.wq + m.wqC, m.wPos + m.wPosC, m.wNeg + m.wNegC
 	}
@@ -360,17 +397,36 @@ func (m *MAM) Weights() (sum, sumSq, pos, neg float64) {
 func (m *MAM) Version() int64 { return 1 }
 
 // AverageMargin returns M̂ (M̂_w for the balanced model), 0 when empty.
-func (m *MAM) AverageMargin() float64 { return m.margin }
+// Under gamma auto it is the mixture's, Σ α_b M̂_b (mam_auto.go).
+func (m *MAM) AverageMargin() float64 {
+	if m.auto != nil {
+		return m.auto.margin
+	}
+	return m.margin
+}
 
 // Rademacher returns R̂ = (2/n)·sqrt(tr Ω) (tr Ω̃ for the balanced model),
 // 0 when empty; under decay R̂ = (2/W)·sqrt(Σ w_i² K(x_i, x_i)).
-func (m *MAM) Rademacher() float64 { return m.rad }
+// Under gamma auto it is the mixture's, Σ α_b R̂_b.
+func (m *MAM) Rademacher() float64 {
+	if m.auto != nil {
+		return m.auto.rad
+	}
+	return m.rad
+}
 
 // Bound returns the certainty bound at margin rho with the model's δ and
 // B = 1: MistakeBound(1, AverageMargin(), Rademacher(), EffectiveN(), δ,
 // rho). With a window it is the bound of the window's examples; under
 // decay that of the weighted sample (n_eff in place of n).
-func (m *MAM) Bound(rho float64) float64 { return boundAt(m.num, 1, rho) }
+// Under gamma auto it is the mixture's bound, with δ/B per bandwidth
+// (mam_auto.go).
+func (m *MAM) Bound(rho float64) float64 {
+	if m.auto != nil {
+		return boundAt(m.auto.num, 1, rho)
+	}
+	return boundAt(m.num, 1, rho)
+}
 
 // Observe scores x, then learns (x, y) if labelled. Inputs with a NaN or
 // infinite entry are neither scored nor learned: the Prediction then has
@@ -383,8 +439,14 @@ func (m *MAM) Observe(x []float64, y float64, labelled bool) (p Prediction) {
 	return p
 }
 
-// PreparedLen returns dim φ + 2, the length of Prepare's buffer.
-func (m *MAM) PreparedLen() int { return m.fm.Dim() + 2 }
+// PreparedLen returns dim φ + 2, the length of Prepare's buffer (under
+// gamma auto D + 1: the projection and the ok flag).
+func (m *MAM) PreparedLen() int {
+	if m.auto != nil {
+		return m.fm.Dim()/2 + 1
+	}
+	return m.fm.Dim() + 2
+}
 
 // Prepare writes [φ(x); ‖φ(x)‖²; ok] into dst, ok being 1 when x is
 // finite and 0 otherwise (φ is then unspecified). It reads only the feature
@@ -395,6 +457,10 @@ func (m *MAM) PreparedLen() int { return m.fm.Dim() + 2 }
 // unless len(dst) == PreparedLen() and len(x) == Dim(); it does not
 // allocate.
 func (m *MAM) Prepare(dst, x []float64) {
+	if m.auto != nil {
+		m.auto.prepare(m, dst, x)
+		return
+	}
 	p := m.fm.Dim()
 	if len(dst) != p+2 {
 		panic("online: MAM.Prepare: len(dst) != PreparedLen()")
@@ -428,6 +494,10 @@ func (m *MAM) ObservePrepared(prep, x []float64, y float64, labelled bool) (p Pr
 // over 8-byte stores, which defeats store-to-load forwarding and cost the
 // linear MAM's Observe about 10% (amd64).
 func (m *MAM) observePrepared(p *Prediction, prep, x []float64, y float64, labelled bool) {
+	if m.auto != nil {
+		m.auto.observe(m, p, prep, x, y, labelled)
+		return
+	}
 	np := len(m.phi)
 	if len(prep) != np+2 {
 		panic("online: MAM.ObservePrepared: len(prep) != PreparedLen()")
@@ -443,7 +513,7 @@ func (m *MAM) observePrepared(p *Prediction, prep, x []float64, y float64, label
 		return
 	}
 	phi, sq := prep[:np:np], prep[np]
-	f := (dot(m.w, phi) + m.b) * m.k
+	f := (dotFast(m.w, phi) + m.b) * m.k
 	if f == 0 {
 		f = 0 // no −0 on the wire
 	}
@@ -516,7 +586,7 @@ func (m *MAM) derive(x []float64, y float64, scale bool) {
 		if scale {
 			ss = plainPassDecay(m.w, m.s, m.sC, x, y, m.lam)
 		} else {
-			ss = plainPass(m.w, m.s, m.sC, x, y)
+			ss = plainPassFast(m.w, m.s, m.sC, x, y)
 		}
 		m.b, m.k = 0, 0
 		if ss > 0 {
@@ -544,7 +614,7 @@ func (m *MAM) derive(x []float64, y float64, scale bool) {
 		if scale {
 			ww, ws, tt, oo = balancedPassDecay(m.w, t, tc, o, oc, x, it, io, y, m.lam)
 		} else {
-			ww, ws, tt, oo = balancedPass(m.w, t, tc, o, oc, x, it, io, y)
+			ww, ws, tt, oo = balancedPassFast(m.w, t, tc, o, oc, x, it, io, y)
 		}
 		sumY := wp - wn
 		switch {
@@ -568,54 +638,59 @@ func (m *MAM) derive(x []float64, y float64, scale bool) {
 }
 
 // slide makes room for the labelled example (x, y) in the window: when the
-// window is full, the oldest example is mapped again and subtracted from
-// the counts, tr Ω and the sums (a class, or the window, left empty gets
-// exact zeros); then (x, y) takes its slot. learn adds the new example.
+// window is full, the oldest example is mapped again and subtracted
+// (unlearn); then (x, y) takes its slot. learn adds the new example.
 func (m *MAM) slide(x []float64, y float64) {
 	d, size := m.dim, int64(m.p.Window.Events)
 	slot := int(m.total % size)
 	xs := m.ring[slot*d : (slot+1)*d]
 	if m.n == size {
-		yo := float64(m.ringY[slot])
 		sq, _ := m.fm.Map(m.phiOld, xs) // stored inputs are finite
-		m.n--
-		m.tr, m.trC = twoSumAcc(m.tr, m.trC, -sq)
-		if m.n == 0 {
-			m.tr, m.trC = 0, 0
-		}
-		switch {
-		case !m.p.Balance:
-			addScaled(m.s, m.sC, m.phiOld, -yo)
-			if m.n == 0 {
-				clear(m.s)
-				clear(m.sC)
-			}
-		case yo > 0:
-			if m.nPos--; m.nPos == 0 {
-				clear(m.pos)
-				clear(m.posC)
-			} else {
-				addScaled(m.pos, m.posC, m.phiOld, -1)
-			}
-		default:
-			if m.nNeg--; m.nNeg == 0 {
-				clear(m.neg)
-				clear(m.negC)
-			} else {
-				addScaled(m.neg, m.negC, m.phiOld, -1)
-			}
-		}
-		if !m.p.Balance {
-			if yo > 0 {
-				m.nPos--
-			} else {
-				m.nNeg--
-			}
-		}
+		m.unlearn(m.phiOld, float64(m.ringY[slot]), sq)
 	}
 	copy(xs, x)
 	m.ringY[slot] = int8(y)
 	m.total++
+}
+
+// unlearn subtracts the example (φ = phi, label yo, ‖φ‖² = sq) leaving the
+// window from the counts, tr Ω and the sums (a class, or the window, left
+// empty gets exact zeros).
+func (m *MAM) unlearn(phi []float64, yo, sq float64) {
+	m.n--
+	m.tr, m.trC = twoSumAcc(m.tr, m.trC, -sq)
+	if m.n == 0 {
+		m.tr, m.trC = 0, 0
+	}
+	switch {
+	case !m.p.Balance:
+		addScaled(m.s, m.sC, phi, -yo)
+		if m.n == 0 {
+			clear(m.s)
+			clear(m.sC)
+		}
+	case yo > 0:
+		if m.nPos--; m.nPos == 0 {
+			clear(m.pos)
+			clear(m.posC)
+		} else {
+			addScaled(m.pos, m.posC, phi, -1)
+		}
+	default:
+		if m.nNeg--; m.nNeg == 0 {
+			clear(m.neg)
+			clear(m.negC)
+		} else {
+			addScaled(m.neg, m.negC, phi, -1)
+		}
+	}
+	if !m.p.Balance {
+		if yo > 0 {
+			m.nPos--
+		} else {
+			m.nNeg--
+		}
+	}
 }
 
 // learnDecay adds φ = phi with label y and ‖φ‖² = sq under exponential

@@ -9,13 +9,19 @@ import (
 // sum over its examples, so that models trained on disjoint parts of a
 // stream merge exactly into the model trained on all of it (docs/math.md §3:
 // the sums s, S±, tr Ω and the counts are additive). Windowed and decaying
-// models are not: their state depends on the order of all examples.
+// models are not: their state depends on the order of all examples. Nor
+// is gamma auto: each partition would fix its own grid from its own first
+// inputs, and the bandwidths' error records are not sums.
 func (m *MAM) Mergeable() bool {
-	return m.p.Window.Events == 0 && m.p.Decay.HalfLife == 0
+	return m.p.Window.Events == 0 && m.p.Decay.HalfLife == 0 && m.auto == nil
 }
 
 // Reset empties the model: no examples, the same parameters and feature map.
 func (m *MAM) Reset() {
+	if m.auto != nil {
+		m.auto.reset()
+		return
+	}
 	m.n, m.nPos, m.nNeg = 0, 0, 0
 	m.tr, m.trC = 0, 0
 	for _, v := range m.vectors() {
@@ -35,7 +41,7 @@ func (m *MAM) Reset() {
 // the same order is bit-for-bit reproducible.
 func (m *MAM) Merge(o *MAM) error {
 	if !m.Mergeable() || !o.Mergeable() {
-		return fmt.Errorf("online: merge: windowed or decaying models do not merge")
+		return fmt.Errorf("online: merge: windowed, decaying or gamma-auto models do not merge")
 	}
 	if !m.sameParams(o) {
 		return fmt.Errorf("online: merge: models have different parameters")
@@ -50,7 +56,7 @@ func (m *MAM) Merge(o *MAM) error {
 func (m *MAM) MergeAll(parts ...*MAM) error {
 	for _, o := range parts {
 		if !m.Mergeable() || !o.Mergeable() {
-			return fmt.Errorf("online: merge: windowed or decaying models do not merge")
+			return fmt.Errorf("online: merge: windowed, decaying or gamma-auto models do not merge")
 		}
 		if !m.sameParams(o) {
 			return fmt.Errorf("online: merge: models have different parameters")

@@ -341,6 +341,27 @@ type shardModel struct {
 
 	hold int          // key-scoped: EngineConfig.KeyHold
 	want *atomic.Bool // the engine's wantCkpt
+
+	// A gamma-auto MAM's bandwidths as of its last snapshot (every 1024
+	// labelled events), for the scrape; labelled counts them.
+	labelled int64
+	bw       atomic.Pointer[bandwidths]
+}
+
+// bandwidths is a gamma-auto MAM's candidates and the one it leans on.
+type bandwidths struct {
+	chosen int
+	cands  []online.BandwidthInfo
+}
+
+// snapshotBandwidths keeps, for the scrape, the bandwidths of inst if it
+// is (or wraps) a MAM with gamma auto.
+func (m *shardModel) snapshotBandwidths(inst online.Model) {
+	if mm, ok := online.Unwrap[*online.MAM](inst); ok {
+		if c, cands := mm.Bandwidths(); c >= 0 {
+			m.bw.Store(&bandwidths{chosen: c, cands: cands})
+		}
+	}
 }
 
 // input returns what the model observes for an event with features x,
@@ -620,6 +641,9 @@ func (m *shardModel) observe(key []byte, prep, x []float64, y float64, labelled 
 		}
 		if labelled {
 			m.examples.Store(inst.Examples())
+			if m.labelled++; m.labelled&1023 == 1 {
+				m.snapshotBandwidths(inst)
+			}
 		}
 	}
 	version := p.Version
@@ -914,12 +938,24 @@ var (
 		"Key-scoped models: instances in memory.", []string{"model"}, nil)
 	keysStoredDesc = prometheus.NewDesc("streamer_model_keys_stored",
 		"Key-scoped models: keys in the embedded key store (as of the last checkpoint).", []string{"model"}, nil)
+	bwGammaDesc = prometheus.NewDesc("streamer_model_bandwidth_gamma",
+		"mam with kernel.gamma auto: each candidate bandwidth's gamma (bandwidth = its index, in increasing gamma).", []string{"model", "bandwidth"}, nil)
+	bwErrorDesc = prometheus.NewDesc("streamer_model_bandwidth_error",
+		"mam with kernel.gamma auto: each candidate bandwidth's prequential error over the recent window.", []string{"model", "bandwidth"}, nil)
+	bwWeightDesc = prometheus.NewDesc("streamer_model_bandwidth_weight",
+		"mam with kernel.gamma auto: each candidate bandwidth's weight in the scoring mixture.", []string{"model", "bandwidth"}, nil)
+	bwChosenDesc = prometheus.NewDesc("streamer_model_bandwidth_chosen",
+		"mam with kernel.gamma auto: the gamma of the bandwidth with the fewest recent mistakes.", []string{"model"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- examplesDesc
 	ch <- keysDesc
 	ch <- keysStoredDesc
+	ch <- bwGammaDesc
+	ch <- bwErrorDesc
+	ch <- bwWeightDesc
+	ch <- bwChosenDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -945,6 +981,26 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if d.keyFactory != nil {
 			ch <- prometheus.MustNewConstMetric(keysDesc, prometheus.GaugeValue, float64(hot), d.name)
 			ch <- prometheus.MustNewConstMetric(keysStoredDesc, prometheus.GaugeValue, float64(stored), d.name)
+		}
+		// A gamma-auto model's bandwidths: the shard with the most
+		// examples speaks for it (in instance scope, the only one).
+		var bw *bandwidths
+		var most int64 = -1
+		for _, s := range shards {
+			if b := s.models[i].bw.Load(); b != nil && s.models[i].examples.Load() > most {
+				bw, most = b, s.models[i].examples.Load()
+			}
+		}
+		if bw != nil {
+			for b, c := range bw.cands {
+				l := strconv.Itoa(b)
+				ch <- prometheus.MustNewConstMetric(bwGammaDesc, prometheus.GaugeValue, c.Gamma, d.name, l)
+				ch <- prometheus.MustNewConstMetric(bwErrorDesc, prometheus.GaugeValue, c.Error, d.name, l)
+				ch <- prometheus.MustNewConstMetric(bwWeightDesc, prometheus.GaugeValue, c.Weight, d.name, l)
+			}
+			if bw.chosen >= 0 && bw.chosen < len(bw.cands) {
+				ch <- prometheus.MustNewConstMetric(bwChosenDesc, prometheus.GaugeValue, bw.cands[bw.chosen].Gamma, d.name)
+			}
 		}
 	}
 }

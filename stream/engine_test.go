@@ -2,9 +2,12 @@ package stream
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
@@ -156,5 +159,32 @@ func TestNewEngineBadConfig(t *testing.T) {
 	}
 	if _, err := NewEngine(EngineConfig{Dim: 2}, nil, nil); err == nil {
 		t.Error("no models: no error")
+	}
+}
+
+// TestBandwidthMetrics: a mam with gamma auto exports its bandwidths'
+// gammas, errors and weights and the gamma it leans on.
+func TestBandwidthMetrics(t *testing.T) {
+	m, err := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelRBF, Features: 64, Seed: 1}, Balance: true, Delta: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MaxMessageBytes: 1 << 16},
+		[]NamedModel{{Name: "auto", Model: m}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := instanceShard(t, e)
+	sink := &memSink{}
+	for i := range 1100 {
+		y := 1 - 2*(i%2)
+		msg := kafka.Message{Value: fmt.Appendf(nil, `{"id":"e%d","features":[%g,%g],"label":%d}`, i, float64(y)+float64(i%7)/10, float64(i%5)/5, y)}
+		s.Process(&msg, sink)
+	}
+	for name, want := range map[string]int{"streamer_model_bandwidth_gamma": 6, "streamer_model_bandwidth_error": 6, "streamer_model_bandwidth_weight": 6, "streamer_model_bandwidth_chosen": 1} {
+		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
+			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
+		}
 	}
 }

@@ -1,0 +1,423 @@
+package vmath
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// bothKernels runs f with the assembly kernels (where the machine has
+// them) and with the portable ones.
+func bothKernels(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	saved := useAsm
+	defer func() { useAsm = saved }()
+	if saved {
+		t.Run("asm", f)
+	}
+	useAsm = false
+	t.Run("go", f)
+}
+
+// withKernels calls f with the assembly kernels, if any, and then with the
+// portable ones, restoring the switch.
+func withKernels(asm bool, f func()) {
+	saved := useAsm
+	defer func() { useAsm = saved }()
+	useAsm = saved && asm
+	f()
+}
+
+func same(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
+
+// refMulVec is MulVec's definition, row by row on the row-major matrix.
+func refMulVec(a []float64, rows, cols int, x []float64) []float64 {
+	z := make([]float64, rows)
+	for i := range rows {
+		row := a[i*cols : (i+1)*cols]
+		var e, o float64
+		j := 0
+		for ; j+1 < cols; j += 2 {
+			e += float64(row[j] * x[j])
+			o += float64(row[j+1] * x[j+1])
+		}
+		switch {
+		case j == cols:
+			z[i] = e + o
+		case i == rows-1 && rows%2 == 1:
+			z[i] = (e + float64(row[j]*x[j])) + o
+		default:
+			z[i] = (e + o) + float64(row[j]*x[j])
+		}
+	}
+	return z
+}
+
+func randMatrix(r *rand.Rand, rows, cols int) (a, x []float64) {
+	a = make([]float64, rows*cols)
+	for i := range a {
+		a[i] = r.NormFloat64() * math.Exp(3*r.NormFloat64())
+	}
+	x = make([]float64, cols)
+	for i := range x {
+		x[i] = r.NormFloat64() * math.Exp(3*r.NormFloat64())
+	}
+	return a, x
+}
+
+// mulVecShapes are the shapes the tests cover: every panel split and both
+// parities of rows and columns.
+var mulVecShapes = func() (s [][2]int) {
+	for _, rows := range []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 19, 20, 21, 31, 32, 35, 36, 37, 64, 255, 256, 257} {
+		for _, cols := range []int{1, 2, 3, 4, 5, 6, 7, 8, 31, 32, 33} {
+			s = append(s, [2]int{rows, cols})
+		}
+	}
+	return s
+}()
+
+func TestMulVec(t *testing.T) {
+	bothKernels(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(1, 2))
+		for _, sh := range mulVecShapes {
+			rows, cols := sh[0], sh[1]
+			a, x := randMatrix(r, rows, cols)
+			m := Pack(a, rows, cols)
+			if m.Rows() != rows || m.Cols() != cols {
+				t.Fatalf("%d×%d: Pack gives %d×%d", rows, cols, m.Rows(), m.Cols())
+			}
+			z := make([]float64, rows)
+			m.MulVec(z, x)
+			want := refMulVec(a, rows, cols, x)
+			for i := range z {
+				if !same(z[i], want[i]) {
+					t.Fatalf("%d×%d: z[%d] = %v, want %v", rows, cols, i, z[i], want[i])
+				}
+			}
+		}
+	})
+}
+
+// TestMulVecSpecial: zeros give +0, non-finite entries propagate as in the
+// definition.
+func TestMulVecSpecial(t *testing.T) {
+	bothKernels(t, func(t *testing.T) {
+		for _, sh := range [][2]int{{16, 3}, {4, 2}, {3, 5}, {21, 4}} {
+			rows, cols := sh[0], sh[1]
+			for _, v := range []float64{0, math.Copysign(0, -1), math.Inf(1), math.NaN(), math.MaxFloat64} {
+				a := make([]float64, rows*cols)
+				x := make([]float64, cols)
+				for i := range a {
+					a[i] = -1
+					if i%3 == 0 {
+						a[i] = v
+					}
+				}
+				for i := range x {
+					x[i] = math.Copysign(0, -1)
+					if i%2 == 1 {
+						x[i] = v
+					}
+				}
+				m := Pack(a, rows, cols)
+				z := make([]float64, rows)
+				m.MulVec(z, x)
+				want := refMulVec(a, rows, cols, x)
+				for i := range z {
+					if !same(z[i], want[i]) && !(math.IsNaN(z[i]) && math.IsNaN(want[i])) {
+						t.Fatalf("%d×%d, %v: z[%d] = %v, want %v", rows, cols, v, i, z[i], want[i])
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestMulVecPanics(t *testing.T) {
+	m := Pack(make([]float64, 6), 2, 3)
+	for _, tc := range []struct{ z, x int }{{2, 2}, {1, 3}, {3, 3}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("len(z) %d, len(x) %d: no panic", tc.z, tc.x)
+				}
+			}()
+			m.MulVec(make([]float64, tc.z), make([]float64, tc.x))
+		}()
+	}
+	var empty Matrix
+	empty.MulVec(nil, nil)
+	zc := Pack(nil, 3, 0)
+	z := []float64{1, 2, 3}
+	zc.MulVec(z, nil)
+	if z[0] != 0 || z[1] != 0 || z[2] != 0 {
+		t.Errorf("0 columns: z = %v, want 0", z)
+	}
+}
+
+// sincosArgs returns random and edge arguments: the ranges of the map's
+// products, multiples of π/4, of the table step and of 2π up to the fast
+// path's limit, the limit itself and its neighbours, zeros, subnormals and
+// the extremes.
+func sincosArgs() []float64 {
+	r := rand.New(rand.NewPCG(8, 9))
+	var args []float64
+	for _, lim := range []float64{1e-300, 1e-8, 1e-2, 1, math.Pi, 10, 100, 1e3, 1e5, SincosFastLimit, 1e9, 1e300} {
+		for range 20000 {
+			args = append(args, (2*r.Float64()-1)*lim)
+		}
+	}
+	// Near multiples of π/4 and of the table step 2π/SincosN, where the
+	// reduction rounds either way.
+	for k := -2000; k <= 2000; k++ {
+		for _, e := range []float64{0, 1e-12, -1e-12, 1e-6} {
+			args = append(args, float64(k)*math.Pi/4+e, float64(k)*math.Pi/SincosN+e,
+				float64(k)*math.Pi/SincosN*1000+e)
+		}
+	}
+	// Multiples of 2π up to the limit, and their neighbours.
+	for k := 1.0; k*2*math.Pi < SincosFastLimit; k *= 1.5 {
+		v := math.Round(k) * 2 * math.Pi
+		args = append(args, v, -v, math.Nextafter(v, 0), math.Nextafter(v, math.Inf(1)))
+	}
+	lim := float64(SincosFastLimit)
+	args = append(args, 0, math.Copysign(0, -1), math.Pi, -math.Pi, math.Pi/2, -math.Pi/2,
+		lim, -lim, math.Nextafter(lim, 0), -math.Nextafter(lim, 0),
+		math.Nextafter(lim, math.Inf(1)), 2*lim, math.MaxFloat64, -math.MaxFloat64,
+		math.SmallestNonzeroFloat64, -math.SmallestNonzeroFloat64, 0x1p-1022, 0x1p-1030)
+	return args
+}
+
+// TestSincosAccuracy: against math.Sincos, |Δ| ≤ 5e-16 on random and edge
+// arguments and cos² + sin² = 1 to 1e-15, for Sincos and SincosRFF.
+func TestSincosAccuracy(t *testing.T) {
+	args := sincosArgs()
+	bothKernels(t, func(t *testing.T) {
+		p := make([]float64, 2*len(args))
+		copy(p[len(args):], args)
+		sq := SincosRFF(p, 1)
+		if math.Abs(sq-float64(len(args))) > 1e-12*float64(len(args)) {
+			t.Errorf("Σ cos² + sin² = %v, want %d", sq, len(args))
+		}
+		var worst, worstArg float64
+		for k, x := range args {
+			s, c := math.Sincos(x)
+			gc, gs := p[k], p[len(args)+k]
+			if ss, cc := Sincos(x); !same(ss, gs) || !same(cc, gc) {
+				t.Fatalf("x = %v: SincosRFF gives (%v, %v), Sincos (%v, %v)", x, gs, gc, ss, cc)
+			}
+			if math.IsNaN(gc) || math.IsNaN(gs) {
+				t.Fatalf("x = %v: NaN", x)
+			}
+			if d := max(math.Abs(gc-c), math.Abs(gs-s)); d > worst {
+				worst, worstArg = d, x
+			}
+			if d := math.Abs(gc*gc + gs*gs - 1); d > 1e-15 {
+				t.Fatalf("x = %v: cos² + sin² − 1 = %v", x, d)
+			}
+			if x == 0 && (gs != 0 || gc != 1) {
+				t.Errorf("sincos(%v) = (%v, %v)", x, gs, gc)
+			}
+		}
+		if worst > 5e-16 {
+			t.Errorf("max |SincosRFF − math.Sincos| = %v at %v > 5e-16", worst, worstArg)
+		}
+		t.Logf("%d arguments: max |SincosRFF − math.Sincos| = %.3g (at %v)", len(args), worst, worstArg)
+	})
+}
+
+// TestSincosNonFinite: NaN and ±Inf give NaN features and a NaN sum, in
+// every lane of a block and in the tail.
+func TestSincosNonFinite(t *testing.T) {
+	bothKernels(t, func(t *testing.T) {
+		for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			for _, d := range []int{1, 3, 4, 5, 8, 11} {
+				for at := range d {
+					p := make([]float64, 2*d)
+					for k := range d {
+						p[d+k] = float64(k) + 0.5
+					}
+					p[d+at] = bad
+					if sq := SincosRFF(p, 1); !math.IsNaN(sq) {
+						t.Errorf("D = %d, %v at %d: Σ² = %v, want NaN", d, bad, at, sq)
+					}
+					for k := range d {
+						if k != at && (math.IsNaN(p[k]) || math.IsNaN(p[d+k])) {
+							t.Errorf("D = %d, %v at %d: feature %d is NaN", d, bad, at, k)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// refSincosRFF is SincosRFF's definition element by element.
+func refSincosRFF(p []float64, a float64) float64 {
+	d := len(p) / 2
+	var acc [8]float64
+	for k := range d {
+		s, c := Sincos(p[d+k])
+		s *= a
+		c *= a
+		p[k], p[d+k] = c, s
+		acc[k%4] += float64(c * c)
+		acc[4+k%4] += float64(s * s)
+	}
+	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+// TestSincosRFFBits: the kernels equal the definition bit for bit, with
+// slow arguments (beyond the limit) at every position of a block, and
+// every length.
+func TestSincosRFFBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	bothKernels(t, func(t *testing.T) {
+		for d := 0; d <= 41; d++ {
+			for _, slow := range []int{-1, 0, 1, 2, 3, d / 2, d - 1} {
+				z := make([]float64, d)
+				for k := range z {
+					z[k] = 30 * r.NormFloat64()
+				}
+				if slow >= 0 && slow < d {
+					z[slow] = 1e6 * (1 + r.Float64())
+				}
+				a := 1 / math.Sqrt(float64(d)+1)
+				p, q := make([]float64, 2*d), make([]float64, 2*d)
+				copy(p[d:], z)
+				copy(q[d:], z)
+				got, want := SincosRFF(p, a), refSincosRFF(q, a)
+				if !same(got, want) {
+					t.Fatalf("D = %d, slow %d: Σ² = %v, want %v", d, slow, got, want)
+				}
+				for i := range p {
+					if !same(p[i], q[i]) {
+						t.Fatalf("D = %d, slow %d: p[%d] = %v, want %v", d, slow, i, p[i], q[i])
+					}
+				}
+			}
+		}
+	})
+}
+
+func randVec(r *rand.Rand, n int, scale float64) []float64 {
+	v := make([]float64, n)
+	for i := range v {
+		v[i] = scale * r.NormFloat64()
+	}
+	return v
+}
+
+func clone(v []float64) []float64 { return append([]float64(nil), v...) }
+
+// TestPassesAsmGo: the assembly passes equal the portable ones bit for bit
+// (the portable ones are checked against online/mam.go's in package
+// online).
+func TestPassesAsmGo(t *testing.T) {
+	if !useAsm {
+		t.Skip("no assembly kernels")
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, n := range []int{0, 1, 3, 4, 5, 8, 13, 64, 511, 512, 513} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			a, b := randVec(r, n, 1), randVec(r, n, 1)
+			var d1, d2 float64
+			withKernels(true, func() { d1 = Dot(a, b) })
+			withKernels(false, func() { d2 = Dot(a, b) })
+			if !same(d1, d2) {
+				t.Errorf("Dot: asm %v, go %v", d1, d2)
+			}
+
+			for _, y := range []float64{1, -1} {
+				s, c, x := randVec(r, n, 100), randVec(r, n, 1e-14), randVec(r, n, 0.1)
+				w1, w2 := make([]float64, n), make([]float64, n)
+				s1, c1, s2, c2 := clone(s), clone(c), clone(s), clone(c)
+				var a1, a2 float64
+				withKernels(true, func() { a1 = PlainPass(w1, s1, c1, x, y) })
+				withKernels(false, func() { a2 = PlainPass(w2, s2, c2, x, y) })
+				if !same(a1, a2) {
+					t.Errorf("PlainPass y %v: ‖w‖² asm %v, go %v", y, a1, a2)
+				}
+				eqVec(t, "PlainPass w", w1, w2)
+				eqVec(t, "PlainPass s", s1, s2)
+				eqVec(t, "PlainPass c", c1, c2)
+			}
+
+			for _, sgn := range []float64{1, -1} {
+				tt, tc, o, oc := randVec(r, n, 100), randVec(r, n, 1e-14), randVec(r, n, 80), randVec(r, n, 1e-14)
+				x := randVec(r, n, 0.1)
+				w1, w2 := make([]float64, n), make([]float64, n)
+				t1, tc1, t2, tc2 := clone(tt), clone(tc), clone(tt), clone(tc)
+				var r1, r2 [4]float64
+				withKernels(true, func() { r1[0], r1[1], r1[2], r1[3] = BalancedPass(w1, t1, tc1, o, oc, x, 1.0/300, 1.0/700, sgn) })
+				withKernels(false, func() { r2[0], r2[1], r2[2], r2[3] = BalancedPass(w2, t2, tc2, o, oc, x, 1.0/300, 1.0/700, sgn) })
+				for i := range r1 {
+					if !same(r1[i], r2[i]) {
+						t.Errorf("BalancedPass sgn %v: sum %d asm %v, go %v", sgn, i, r1[i], r2[i])
+					}
+				}
+				eqVec(t, "BalancedPass w", w1, w2)
+				eqVec(t, "BalancedPass t", t1, t2)
+				eqVec(t, "BalancedPass tc", tc1, tc2)
+			}
+		})
+	}
+}
+
+func eqVec(t *testing.T, what string, a, b []float64) {
+	t.Helper()
+	for i := range a {
+		if !same(a[i], b[i]) {
+			t.Fatalf("%s[%d]: asm %v, go %v", what, i, a[i], b[i])
+		}
+	}
+}
+
+func BenchmarkMulVec256x32(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	a, x := randMatrix(r, 256, 32)
+	m := Pack(a, 256, 32)
+	z := make([]float64, 256)
+	for b.Loop() {
+		m.MulVec(z, x)
+	}
+}
+
+func BenchmarkSincosRFF256(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	z := randVec(r, 256, 20)
+	p := make([]float64, 512)
+	for b.Loop() {
+		copy(p[256:], z)
+		SincosRFF(p, 1)
+	}
+}
+
+func BenchmarkBalancedPass512(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	tt, tc, o, oc, x := randVec(r, 512, 100), randVec(r, 512, 1e-14), randVec(r, 512, 80), randVec(r, 512, 1e-14), randVec(r, 512, 0.01)
+	w := make([]float64, 512)
+	for b.Loop() {
+		BalancedPass(w, tt, tc, o, oc, x, 1.0/300, 1.0/700, 1)
+	}
+}
+
+func BenchmarkPlainPass512(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	s, c, x := randVec(r, 512, 100), randVec(r, 512, 1e-14), randVec(r, 512, 0.01)
+	w := make([]float64, 512)
+	for b.Loop() {
+		PlainPass(w, s, c, x, 1)
+	}
+}
+
+func BenchmarkDot512(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	x, y := randVec(r, 512, 1), randVec(r, 512, 1)
+	var s float64
+	for b.Loop() {
+		s += Dot(x, y)
+	}
+	_ = s
+}
