@@ -133,26 +133,20 @@ func waitLearned(t *testing.T, p *proc, n int, timeout time.Duration) {
 // each event exactly once; and the final state equals that of an
 // uninterrupted run over the same stream.
 func TestCrashRecovery(t *testing.T) {
-	const n = 200_000
+	const n, kills = 200_000, 5
 	useFastBinary(t)
 	b := crashBroker(t)
-	produceStream(t, b, n)
 
-	// The reference: one uninterrupted run.
-	refDir := t.TempDir()
-	ref := startStreamer(t, b, crashYAML("ref", "scores.ref", refDir, `""`))
-	waitLearned(t, ref, n, 120*time.Second)
-	if err := ref.stop(t); err != nil {
-		t.Fatalf("reference run exit: %v", err)
-	}
-	_, want := finalState(t, refDir)
-
-	// The crashing run.
+	// The crashing run. The stream arrives in one chunk per kill, so that
+	// every run has events to process and snapshot whatever the machine's
+	// speed (a fast run could otherwise finish the stream before a kill
+	// that waits for a snapshot write).
 	dir := t.TempDir()
 	cfg := crashYAML("crashy", "scores", dir, `""`)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var corrupted string
-	for kill := 1; kill <= 5; kill++ {
+	for kill := 1; kill <= kills; kill++ {
+		produceStreamFrom(t, b, (kill-1)*n/kills, n/kills)
 		var p *proc
 		switch kill {
 		case 3:
@@ -198,6 +192,15 @@ func TestCrashRecovery(t *testing.T) {
 	if corrupted == "" {
 		t.Fatal("no snapshot was corrupted")
 	}
+
+	// The reference: one uninterrupted run over the same stream.
+	refDir := t.TempDir()
+	ref := startStreamer(t, b, crashYAML("ref", "scores.ref", refDir, `""`))
+	waitLearned(t, ref, n, 120*time.Second)
+	if err := ref.stop(t); err != nil {
+		t.Fatalf("reference run exit: %v", err)
+	}
+	_, want := finalState(t, refDir)
 
 	// Every event id has at least one published score per model.
 	seen := map[string]map[string]bool{"mam_rbf": {}, "mam_linear": {}}
