@@ -44,8 +44,8 @@ func TestFormatSVMFit(t *testing.T) {
 	poly2 := *poly
 	poly2.B = -0.5
 	for name, f := range map[string]*svmFit{
-		"format_svmfit_v1.bin": {m: rbf, avgClip: 0.75, w: 1.625, tr: 42, n: 5, delta: 0.05},
-		"format_svmfit_prob_v1.bin": {m: poly, avgClip: -0.25, w: 3.5, tr: 7.125, n: 6, delta: 0.01,
+		"format_svmfit_v1.bin": {m: rbf, marginStats: marginStats{avgClip: 0.75, w: 1.625, tr: 42, n: 5, delta: 0.05}},
+		"format_svmfit_prob_v1.bin": {m: poly, marginStats: marginStats{avgClip: -0.25, w: 3.5, tr: 7.125, n: 6, delta: 0.01},
 			prob: &svm.ProbModel{H: 3, Models: []*svm.Model{poly, &poly2}}},
 	} {
 		t.Run(name, func(t *testing.T) {

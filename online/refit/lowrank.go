@@ -249,7 +249,7 @@ func (t *LowRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, er
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	f := &lowRankFit{m: m, delta: t.Delta, n: n, w: m.Norm()}
+	f := &lowRankFit{m: m, marginStats: marginStats{delta: t.Delta, n: n, w: m.Norm()}}
 	var clip float64
 	for i, x := range X {
 		clip += svm.Clip(d.Y[i] * m.Decision(x))
@@ -268,13 +268,9 @@ func (t *LowRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, er
 }
 
 type lowRankFit struct {
-	m       *lowrank.Model
-	prob    *lowrank.ProbModel
-	avgClip float64 // (1/n) Σ g(yᵢ f(Xᵢ)) over the training window
-	w       float64 // ‖U Vᵀ‖_F
-	tr      float64 // Σ ‖Xᵢ‖²_F over the training window
-	n       int
-	delta   float64
+	m           *lowrank.Model
+	prob        *lowrank.ProbModel
+	marginStats // w = ‖U Vᵀ‖_F, tr = Σ ‖Xᵢ‖²_F over the training window
 }
 
 func (f *lowRankFit) Predict(x []float64) online.Prediction {
@@ -286,16 +282,11 @@ func (f *lowRankFit) Predict(x []float64) online.Prediction {
 	case s < 0:
 		p.Label = -1
 	}
-	p.MistakeBound = svm.ClippedMarginBound(f.avgClip, f.w, f.tr, float64(f.n), f.delta, math.Min(math.Abs(s), 1))
+	p.MistakeBound = f.Bound(math.Abs(s))
 	if f.prob != nil {
 		p.Probability, p.HasProbability = f.prob.Prob(x), true
 	}
 	return p
-}
-
-// Bound is the certainty bound at ρ for this fit.
-func (f *lowRankFit) Bound(rho float64) float64 {
-	return svm.ClippedMarginBound(f.avgClip, f.w, f.tr, float64(f.n), f.delta, math.Min(rho, 1))
 }
 
 // inputDim is the dimension of the inputs the fit scores.
@@ -354,47 +345,24 @@ const (
 
 // MarshalBinary encodes the fit.
 func (f *lowRankFit) MarshalBinary() ([]byte, error) {
-	dst := append(make([]byte, 0, 256), lowRankFitMagic...)
-	dst = codec.AppendU16(dst, lowRankFitVersion)
-	dst = codec.AppendU32(dst, uint32(f.n))
-	for _, v := range []float64{f.delta, f.avgClip, f.w, f.tr} {
-		dst = codec.AppendF64(dst, v)
-	}
-	dst, err := codec.AppendFrame(dst, f.m.AppendBinary)
-	if err != nil {
-		return nil, err
-	}
-	if f.prob == nil {
-		return codec.AppendU32(dst, 0), nil
-	}
-	dst = codec.AppendU32(dst, uint32(f.prob.H))
-	for _, m := range f.prob.Models {
-		if dst, err = codec.AppendFrame(dst, m.AppendBinary); err != nil {
-			return nil, err
+	var h int
+	var probs []appendFunc
+	if f.prob != nil {
+		h = f.prob.H
+		for _, m := range f.prob.Models {
+			probs = append(probs, m.AppendBinary)
 		}
 	}
-	return dst, nil
+	return appendMarginFit(lowRankFitMagic, lowRankFitVersion, &f.marginStats, f.m.AppendBinary, h, probs)
 }
 
 // Unmarshal restores a fit written by MarshalBinary. Errors wrap
 // ErrFormat (and, for a model that does not decode, lowrank.ErrFormat).
 func (t *LowRank) Unmarshal(b []byte) (Fitted, error) {
 	r := codec.NewReader(b, ErrFormat)
-	if magic := r.Take(len(lowRankFitMagic)); r.Err() == nil && string(magic) != lowRankFitMagic {
-		r.Failf("refit: lowrank: bad magic %q", magic)
-	}
-	if v := r.U16(); r.Err() == nil && v != lowRankFitVersion {
-		r.Failf("refit: lowrank: format version %d (this build reads %d)", v, lowRankFitVersion)
-	}
-	f := &lowRankFit{n: int(r.U32())}
-	for _, p := range []*float64{&f.delta, &f.avgClip, &f.w, &f.tr} {
-		*p = r.F64()
-	}
+	f := &lowRankFit{marginStats: readMarginHead(r, "lowrank", lowRankFitMagic, lowRankFitVersion)}
 	f.m = readLowRankModel(r, nil)
-	if h := int(r.U32()); h != 0 && r.Err() == nil {
-		if h < 2 || h > maxProbLevels {
-			r.Failf("refit: lowrank: probability levels %d (2..%d)", h, maxProbLevels)
-		}
+	if h := readProbLevels(r, "lowrank"); h != 0 {
 		f.prob = &lowrank.ProbModel{H: h}
 		for range h - 1 {
 			if r.Err() != nil {

@@ -219,7 +219,7 @@ func (t *SVM) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error)
 	if err != nil {
 		return nil, Stats{}, err
 	}
-	f := &svmFit{m: m, delta: t.Delta, n: n, noBound: t.NoBound}
+	f := &svmFit{m: m, marginStats: marginStats{delta: t.Delta, n: n}, noBound: t.NoBound}
 	var clip float64
 	for i := range n {
 		clip += svm.Clip(d.Y[i] * m.Decision(X[i]))
@@ -236,14 +236,10 @@ func (t *SVM) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error)
 }
 
 type svmFit struct {
-	m       *svm.Model
-	prob    *svm.ProbModel
-	avgClip float64 // (1/n) Σ g(yᵢ f(xᵢ)) over the training window
-	w       float64 // ‖w‖ = sqrt(αᵀQα)
-	tr      float64 // tr Ω of the window
-	n       int
-	delta   float64
-	noBound bool // not encoded: the type's configuration decides
+	m           *svm.Model
+	prob        *svm.ProbModel
+	marginStats      // w = ‖w‖ = sqrt(αᵀQα), tr = Σ K(xᵢ, xᵢ)
+	noBound     bool // not encoded: the type's configuration decides
 }
 
 func (f *svmFit) Predict(x []float64) online.Prediction {
@@ -257,17 +253,12 @@ func (f *svmFit) Predict(x []float64) online.Prediction {
 	}
 	if !f.noBound {
 		p.HasBound, p.Delta = true, f.delta
-		p.MistakeBound = svm.ClippedMarginBound(f.avgClip, f.w, f.tr, float64(f.n), f.delta, math.Min(math.Abs(s), 1))
+		p.MistakeBound = f.Bound(math.Abs(s))
 	}
 	if f.prob != nil {
 		p.Probability, p.HasProbability = f.prob.Prob(x), true
 	}
 	return p
-}
-
-// Bound is the certainty bound at ρ for this fit.
-func (f *svmFit) Bound(rho float64) float64 {
-	return svm.ClippedMarginBound(f.avgClip, f.w, f.tr, float64(f.n), f.delta, math.Min(rho, 1))
 }
 
 // Encoding of a fitted SVM (package online/codec's conventions; pinned by
@@ -282,47 +273,24 @@ const (
 
 // MarshalBinary encodes the fit.
 func (f *svmFit) MarshalBinary() ([]byte, error) {
-	dst := append(make([]byte, 0, 512), svmFitMagic...)
-	dst = codec.AppendU16(dst, svmFitVersion)
-	dst = codec.AppendU32(dst, uint32(f.n))
-	for _, v := range []float64{f.delta, f.avgClip, f.w, f.tr} {
-		dst = codec.AppendF64(dst, v)
-	}
-	dst, err := codec.AppendFrame(dst, f.m.AppendBinary)
-	if err != nil {
-		return nil, err
-	}
-	if f.prob == nil {
-		return codec.AppendU32(dst, 0), nil
-	}
-	dst = codec.AppendU32(dst, uint32(f.prob.H))
-	for _, m := range f.prob.Models {
-		if dst, err = codec.AppendFrame(dst, m.AppendBinary); err != nil {
-			return nil, err
+	var h int
+	var probs []appendFunc
+	if f.prob != nil {
+		h = f.prob.H
+		for _, m := range f.prob.Models {
+			probs = append(probs, m.AppendBinary)
 		}
 	}
-	return dst, nil
+	return appendMarginFit(svmFitMagic, svmFitVersion, &f.marginStats, f.m.AppendBinary, h, probs)
 }
 
 // Unmarshal restores a fit written by MarshalBinary. Errors wrap
 // ErrFormat (and, for a model that does not decode, svm.ErrFormat).
 func (t *SVM) Unmarshal(b []byte) (Fitted, error) {
 	r := codec.NewReader(b, ErrFormat)
-	if magic := r.Take(len(svmFitMagic)); r.Err() == nil && string(magic) != svmFitMagic {
-		r.Failf("refit: svm: bad magic %q", magic)
-	}
-	if v := r.U16(); r.Err() == nil && v != svmFitVersion {
-		r.Failf("refit: svm: format version %d (this build reads %d)", v, svmFitVersion)
-	}
-	f := &svmFit{n: int(r.U32()), noBound: t.NoBound}
-	for _, p := range []*float64{&f.delta, &f.avgClip, &f.w, &f.tr} {
-		*p = r.F64()
-	}
+	f := &svmFit{marginStats: readMarginHead(r, "svm", svmFitMagic, svmFitVersion), noBound: t.NoBound}
 	f.m = readSVMModel(r, -1)
-	if h := int(r.U32()); h != 0 && r.Err() == nil {
-		if h < 2 || h > maxProbLevels {
-			r.Failf("refit: svm: probability levels %d (2..%d)", h, maxProbLevels)
-		}
+	if h := readProbLevels(r, "svm"); h != 0 {
 		f.prob = &svm.ProbModel{H: h}
 		for range h - 1 {
 			if r.Err() != nil {
