@@ -342,9 +342,10 @@ type shardModel struct {
 	hold int          // key-scoped: EngineConfig.KeyHold
 	want *atomic.Bool // the engine's wantCkpt
 
-	// A gamma-auto MAM's bandwidths as of its last snapshot (every 1024
-	// labelled events), for the scrape; labelled counts them.
-	labelled int64
+	// A gamma-auto MAM's bandwidths for the scrape: each scrape asks
+	// (bwWanted) and the next labelled event takes a snapshot (bw), which
+	// the following scrape exports; the per-event path allocates only then.
+	bwWanted atomic.Bool
 	bw       atomic.Pointer[bandwidths]
 }
 
@@ -641,7 +642,8 @@ func (m *shardModel) observe(key []byte, prep, x []float64, y float64, labelled 
 		}
 		if labelled {
 			m.examples.Store(inst.Examples())
-			if m.labelled++; m.labelled&1023 == 1 {
+			if m.bwWanted.Load() { // a scrape asked: at most one snapshot per scrape
+				m.bwWanted.Store(false)
 				m.snapshotBandwidths(inst)
 			}
 		}
@@ -987,8 +989,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		var bw *bandwidths
 		var most int64 = -1
 		for _, s := range shards {
-			if b := s.models[i].bw.Load(); b != nil && s.models[i].examples.Load() > most {
-				bw, most = b, s.models[i].examples.Load()
+			sm := s.models[i]
+			if sm.keyed == nil && sm.own == nil {
+				sm.bwWanted.Store(true)
+			}
+			if b := sm.bw.Load(); b != nil && sm.examples.Load() > most {
+				bw, most = b, sm.examples.Load()
 			}
 		}
 		if bw != nil {

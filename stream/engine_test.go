@@ -177,11 +177,18 @@ func TestBandwidthMetrics(t *testing.T) {
 	}
 	s := instanceShard(t, e)
 	sink := &memSink{}
-	for i := range 1100 {
-		y := 1 - 2*(i%2)
-		msg := kafka.Message{Value: fmt.Appendf(nil, `{"id":"e%d","features":[%g,%g],"label":%d}`, i, float64(y)+float64(i%7)/10, float64(i%5)/5, y)}
-		s.Process(&msg, sink)
+	feed := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			y := 1 - 2*(i%2)
+			msg := kafka.Message{Value: fmt.Appendf(nil, `{"id":"e%d","features":[%g,%g],"label":%d}`, i, float64(y)+float64(i%7)/10, float64(i%5)/5, y)}
+			s.Process(&msg, sink)
+		}
 	}
+	feed(0, 1000)
+	if n, err := testutil.GatherAndCount(reg, "streamer_model_bandwidth_gamma"); err != nil || n != 0 {
+		t.Fatalf("bandwidths exported before a scrape asked for them: %d series (%v)", n, err)
+	}
+	feed(1000, 1) // the scrape's request is served by the next labelled event
 	for name, want := range map[string]int{"streamer_model_bandwidth_gamma": 6, "streamer_model_bandwidth_error": 6, "streamer_model_bandwidth_weight": 6, "streamer_model_bandwidth_chosen": 1} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
 			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
