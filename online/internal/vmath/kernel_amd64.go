@@ -135,3 +135,16 @@ var sincosK = func() (k [12][4]uint64) {
 	}
 	return k
 }()
+
+//go:noescape
+func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[8]float64)
+
+func doubleBlocks(dc, ds, sc, ss []float64, k float64, acc *[8]float64) {
+	if !useAsm {
+		doubleBlocksGo(dc, ds, sc, ss, k, acc)
+		return
+	}
+	n := len(dc)
+	_, _, _ = ds[n-1], sc[n-1], ss[n-1]
+	double4(n, &dc[0], &ds[0], &sc[0], &ss[0], k, acc)
+}

@@ -429,3 +429,48 @@ blloop:
 	VMOVUPD Y12, 0(R11)
 	VZEROUPPER
 	RET
+
+// func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[8]float64)
+//
+// DoubleAngleRFF on n features (a multiple of 4): C = sc[i], S = ss[i],
+// dc[i] = ((C − S)·(C + S))·k, ds[i] = ((C·S)·2)·k, acc[0:4] += dc², acc[4:8]
+// += ds² lane by lane (products rounded: no FMA).
+TEXT ·double4(SB), NOSPLIT, $0-56
+	MOVQ         n+0(FP), CX
+	MOVQ         dc+8(FP), DI
+	MOVQ         ds+16(FP), DX
+	MOVQ         sc+24(FP), SI
+	MOVQ         ss+32(FP), R8
+	VBROADCASTSD k+40(FP), Y15
+	MOVQ         acc+48(FP), R9
+	VMOVUPD      0(R9), Y13
+	VMOVUPD      32(R9), Y14
+	SHRQ         $2, CX
+
+dbloop:
+	VMOVUPD 0(SI), Y0
+	VMOVUPD 0(R8), Y1
+	VSUBPD  Y1, Y0, Y2
+	VADDPD  Y1, Y0, Y3
+	VMULPD  Y3, Y2, Y2
+	VMULPD  Y15, Y2, Y2
+	VMULPD  Y1, Y0, Y4
+	VADDPD  Y4, Y4, Y4
+	VMULPD  Y15, Y4, Y4
+	VMOVUPD Y2, 0(DI)
+	VMOVUPD Y4, 0(DX)
+	VMULPD  Y2, Y2, Y2
+	VADDPD  Y2, Y13, Y13
+	VMULPD  Y4, Y4, Y4
+	VADDPD  Y4, Y14, Y14
+	ADDQ    $32, SI
+	ADDQ    $32, R8
+	ADDQ    $32, DI
+	ADDQ    $32, DX
+	DECQ    CX
+	JNE     dbloop
+
+	VMOVUPD Y13, 0(R9)
+	VMOVUPD Y14, 32(R9)
+	VZEROUPPER
+	RET

@@ -27,3 +27,7 @@ func plainBlocks(w, s, c, x []float64, y float64, acc *[2]float64) {
 func balancedBlocks(w, t, tc, o, oc, x []float64, it, io, sgn float64, acc *[4]float64) {
 	balancedBlocksGo(w, t, tc, o, oc, x, it, io, sgn, acc)
 }
+
+func doubleBlocks(dc, ds, sc, ss []float64, k float64, acc *[8]float64) {
+	doubleBlocksGo(dc, ds, sc, ss, k, acc)
+}
