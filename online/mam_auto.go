@@ -251,7 +251,7 @@ func newAutoMAM(dim int, p MAMParams) (*MAM, error) {
 	a := &mamAuto{
 		d: dim, nd: nd, amp: fm.scale, laplace: k.Type == KernelLaplacian,
 		c: make([]float64, nb), gamma: make([]float64, nb), mult: make([]float64, nb), dbl: make([]bool, nb),
-		inv: 1 / fm.scale,
+		inv:   1 / fm.scale,
 		banks: make([]*MAM, nb),
 		win:   selectWindow(p),
 		nerr:  make([]int, nb), cum: make([]int64, nb), pi: make([]float64, nb), alpha: make([]float64, nb),
