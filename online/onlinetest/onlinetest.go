@@ -20,6 +20,9 @@
 //     afterwards; truncated at every byte (sampled for encodings over 64
 //     KiB), it is refused by Restore and by UnmarshalBinary with an error
 //     wrapping online.ErrFormat, and the receiver is left unchanged;
+//   - online.Peek (a ranking request's score) predicts what an unlabelled
+//     Observe would, bit for bit, and leaves the state as it was (the
+//     encoding unchanged);
 //   - Observe allocates nothing (a refitted model when it scores; its
 //     labelled events copy the window for each refit), and panics on an
 //     input of the wrong dimension.
@@ -176,9 +179,38 @@ func (c *checker) run(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.checkRoundTrip(t, m, b)
+	c.checkPeek(t, m)
 	c.checkTruncation(t, b)
 	c.checkAllocs(t, m)
 	c.checkWrongDim(t, m)
+}
+
+// checkPeek peeks at fresh inputs with m: each prediction is that of an
+// unlabelled Observe on a copy restored from m's encoding, and after all
+// of them m's encoding has not changed.
+func (c *checker) checkPeek(t *testing.T, m online.Model) {
+	t.Helper()
+	b, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range stream(7, 8, c.traits) {
+		p := online.Peek(m, e.x)
+		twin, err := c.reg.Restore(b) // fresh: an unlabelled Observe may change its state
+		if err != nil {
+			t.Fatalf("Restore: %v", err)
+		}
+		if q := twin.Observe(e.x, 0, false); !samePrediction(p, q) {
+			t.Fatalf("input %d: Peek %+v, unlabelled Observe %+v", i, p, q)
+		}
+	}
+	after, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(after, b) {
+		t.Fatalf("Peek changed the model's state (%d bytes before, %d after)", len(b), len(after))
+	}
 }
 
 func (c *checker) checkLabels(t *testing.T, m online.Model) {
