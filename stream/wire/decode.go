@@ -33,14 +33,41 @@ type Event struct {
 	// labels; Features is then all zeros.
 	HasFeatures bool
 
-	buf  []byte // backing store for ID, Key, TS and escaped object keys
-	seen []bool // named features seen so far
+	// A ranking request (a "candidates" array, accepted by a Decoder
+	// WithRequests): IsRequest is true, Features is unused, and the
+	// candidates are Cands, candidate i's features CandidateFeatures(i).
+	// K is the number of items to rank (the request's "k", at most
+	// len(Cands); len(Cands) when absent).
+	IsRequest bool
+	Cands     []Candidate
+	K         int
+	// Item is a label-only event's "item" (a label for one item of a
+	// ranking request); nil when absent. Only read WithRequests.
+	Item []byte
+
+	buf   []byte    // backing store for ID, Key, TS, items and escaped object keys
+	seen  []bool    // named features seen so far
+	candX []float64 // the candidates' features, dim each
+}
+
+// Candidate is one item of a ranking request.
+type Candidate struct {
+	Item []byte // unescaped "item"; aliases memory owned by the Event
+}
+
+// CandidateFeatures returns the features of candidate i of a request (a
+// slice of memory owned by the Event, valid until the next Decode).
+func (ev *Event) CandidateFeatures(i int) []float64 {
+	d := len(ev.Features)
+	return ev.candX[i*d : (i+1)*d : (i+1)*d]
 }
 
 func (ev *Event) reset(dim int) {
 	ev.ID, ev.HasID, ev.Key, ev.TS = nil, false, nil, nil
 	ev.Label, ev.HasLabel = 0, false
 	ev.HasFeatures = true
+	ev.IsRequest, ev.Cands, ev.K, ev.Item = false, ev.Cands[:0], 0, nil
+	ev.candX = ev.candX[:0]
 	ev.buf = ev.buf[:0]
 	if cap(ev.Features) < dim {
 		ev.Features = make([]float64, dim)
@@ -62,6 +89,23 @@ type Decoder struct {
 	rows     int     // > 0: features may also be a rows × dim/rows matrix (nested arrays)
 
 	labelOnly bool // accept label-only events (delayed labels)
+	maxCands  int  // > 0: ranking requests with at most maxCands candidates
+}
+
+// WithRequests returns a copy of d that also accepts ranking requests —
+// {"id": …, "key": …, "candidates": [{"item": …, "features": …}, …], "k": …}
+// with at most max candidates, each with features in any form d accepts —
+// reporting them with Event.IsRequest, and the "item" of label-only events
+// (a label for one item of a request). A malformed request is bad_request
+// (or the reason of a candidate's features, the detail naming the
+// candidate). max must be ≥ 1.
+func (d *Decoder) WithRequests(max int) *Decoder {
+	if max < 1 {
+		panic(fmt.Sprintf("wire: WithRequests(%d)", max))
+	}
+	c := *d
+	c.maxCands = max
+	return &c
 }
 
 // WithMaxAbs returns a copy of d that rejects, as out_of_range, an event
@@ -178,6 +222,9 @@ const (
 	fieldTS
 	fieldFeatures
 	fieldLabel
+	fieldCandidates
+	fieldK
+	fieldItem
 )
 
 func (s *scanner) document() *Error {
@@ -219,6 +266,12 @@ func (s *scanner) document() *Error {
 				f = fieldFeatures
 			case "label":
 				f = fieldLabel
+			case "candidates":
+				f = s.requestField(fieldCandidates)
+			case "k":
+				f = s.requestField(fieldK)
+			case "item":
+				f = s.requestField(fieldItem)
 			}
 			s.ev.buf = s.ev.buf[:mark] // drop an unescaped key
 			if e := s.colon(); e != nil {
@@ -259,6 +312,12 @@ func (s *scanner) document() *Error {
 	if sem != nil {
 		return sem
 	}
+	if s.ev.IsRequest {
+		return s.request(haveFeatures)
+	}
+	if s.ev.K != 0 {
+		return &Error{Reason: ReasonBadRequest, Detail: "k without candidates"}
+	}
 	if !haveFeatures {
 		if s.d.labelOnly && s.ev.HasID && s.ev.HasLabel {
 			s.ev.HasFeatures = false
@@ -290,22 +349,35 @@ func (s *scanner) member(f field) *Error {
 		return e
 	case fieldLabel:
 		return s.label()
+	case fieldCandidates:
+		return s.candidates()
+	case fieldK:
+		return s.k()
+	case fieldItem:
+		v, _, e := s.stringValue("item")
+		ev.Item = v
+		return e
 	case fieldFeatures:
-		switch c := s.src[s.pos]; c {
-		case '[':
-			return s.denseFeatures()
-		case '{':
-			return s.namedFeatures()
-		case 'n':
-			if e := s.literal("null"); e != nil {
-				return e
-			}
-			return &Error{Reason: ReasonMissingFeatures, Detail: "features is null"}
-		default:
-			return &Error{Reason: ReasonWrongType, Detail: "features: got " + kindOf(c) + ", want array or object"}
-		}
+		return s.features()
 	}
 	panic("unreachable")
+}
+
+// features parses a "features" value into ev.Features.
+func (s *scanner) features() *Error {
+	switch c := s.src[s.pos]; c {
+	case '[':
+		return s.denseFeatures()
+	case '{':
+		return s.namedFeatures()
+	case 'n':
+		if e := s.literal("null"); e != nil {
+			return e
+		}
+		return &Error{Reason: ReasonMissingFeatures, Detail: "features is null"}
+	default:
+		return &Error{Reason: ReasonWrongType, Detail: "features: got " + kindOf(c) + ", want array or object"}
+	}
 }
 
 // stringValue parses a string or null into ev.buf and returns the unescaped

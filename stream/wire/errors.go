@@ -11,7 +11,7 @@ import (
 type Reason string
 
 // The rejection reasons. Every error returned by [Decoder.Decode] carries
-// exactly one of the first seven; [ReasonBadLabel] is assigned by callers when a
+// exactly one of them but [ReasonBadLabel], which is assigned by callers when a
 // model refuses a label that is well-formed JSON.
 const (
 	ReasonTooLarge        Reason = "too_large"        // value over the configured max size
@@ -22,6 +22,7 @@ const (
 	ReasonNonFinite       Reason = "non_finite"       // NaN/±Inf (e.g. 1e999 overflows) in features or label
 	ReasonOutOfRange      Reason = "out_of_range"     // a finite feature beyond the configured bound (Decoder.WithMaxAbs)
 	ReasonBadLabel        Reason = "bad_label"        // the model rejects the label (set by callers)
+	ReasonBadRequest      Reason = "bad_request"      // a malformed ranking request (Decoder.WithRequests)
 )
 
 var allReasons = []Reason{
@@ -33,6 +34,7 @@ var allReasons = []Reason{
 	ReasonNonFinite,
 	ReasonOutOfRange,
 	ReasonBadLabel,
+	ReasonBadRequest,
 }
 
 // Reasons returns every Reason, in a fixed order, for example to initialise a

@@ -1,0 +1,252 @@
+package wire
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"time"
+	"unsafe"
+)
+
+// requestField returns f when the Decoder accepts ranking requests, and
+// fieldUnknown (the member is skipped) otherwise.
+func (s *scanner) requestField(f field) field {
+	if s.d.maxCands > 0 {
+		return f
+	}
+	return fieldUnknown
+}
+
+// candidates parses the "candidates" array of a ranking request.
+func (s *scanner) candidates() *Error {
+	ev := s.ev
+	ev.IsRequest = true
+	ev.Cands, ev.candX = ev.Cands[:0], ev.candX[:0]
+	if c := s.src[s.pos]; c != '[' {
+		return &Error{Reason: ReasonWrongType, Detail: "candidates: got " + kindOf(c) + ", want array"}
+	}
+	s.pos++
+	s.skipWS()
+	if s.pos < len(s.src) && s.src[s.pos] == ']' {
+		s.pos++
+		return &Error{Reason: ReasonBadRequest, Detail: "candidates: empty"}
+	}
+	for {
+		s.skipWS()
+		if s.pos >= len(s.src) {
+			return s.syntax("unterminated array")
+		}
+		i := len(ev.Cands)
+		if i == s.d.maxCands {
+			return &Error{Reason: ReasonBadRequest, Detail: fmt.Sprintf("candidates: more than %d", s.d.maxCands)}
+		}
+		if e := s.candidate(i); e != nil {
+			return e
+		}
+		done, e := s.separator(']')
+		if e != nil {
+			return e
+		}
+		if done {
+			break
+		}
+	}
+	// Items name the request's rows for the labels that come back: two
+	// alike could not be told apart.
+	for i := 1; i < len(ev.Cands); i++ {
+		for j := range i {
+			if bytes.Equal(ev.Cands[i].Item, ev.Cands[j].Item) {
+				return &Error{Reason: ReasonBadRequest, Detail: fmt.Sprintf("candidates[%d]: item %s repeats candidates[%d]", i, quoteShort(ev.Cands[i].Item), j)}
+			}
+		}
+	}
+	return nil
+}
+
+// candidate parses candidate i, an object with an "item" and "features".
+func (s *scanner) candidate(i int) *Error {
+	ev := s.ev
+	if c := s.src[s.pos]; c != '{' {
+		return &Error{Reason: ReasonWrongType, Detail: "candidates[" + strconv.Itoa(i) + "]: got " + kindOf(c) + ", want object"}
+	}
+	s.pos++
+	dim := s.d.dim
+	off := len(ev.candX)
+	if cap(ev.candX)-off < dim {
+		grown := make([]float64, off, 2*cap(ev.candX)+dim)
+		copy(grown, ev.candX)
+		ev.candX = grown
+	}
+	ev.candX = ev.candX[:off+dim]
+	clear(ev.candX[off:])
+	top := ev.Features
+	ev.Features = ev.candX[off : off+dim : off+dim]
+	defer func() { ev.Features = top }()
+	var item []byte
+	haveItem, haveFeatures := false, false
+	s.skipWS()
+	if s.pos < len(s.src) && s.src[s.pos] == '}' {
+		s.pos++
+	} else {
+		for {
+			s.skipWS()
+			if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+				return s.syntax("want object key")
+			}
+			mark := len(ev.buf)
+			key, e := s.key()
+			if e != nil {
+				return e
+			}
+			name := string(key) // the compiler does not allocate for a switch
+			ev.buf = ev.buf[:mark]
+			if e := s.colon(); e != nil {
+				return e
+			}
+			if s.pos >= len(s.src) {
+				return s.syntax("want value")
+			}
+			switch name {
+			case "item":
+				item, haveItem, e = s.stringValue("item")
+			case "features":
+				haveFeatures = true
+				e = s.features()
+			default:
+				e = s.skipValue(0)
+			}
+			if e != nil {
+				if e.Reason != ReasonNotJSON {
+					e = &Error{Reason: e.Reason, Detail: "candidates[" + strconv.Itoa(i) + "]." + e.Detail}
+				}
+				return e
+			}
+			done, e := s.separator('}')
+			if e != nil {
+				return e
+			}
+			if done {
+				break
+			}
+		}
+	}
+	switch {
+	case !haveItem:
+		return &Error{Reason: ReasonBadRequest, Detail: "candidates[" + strconv.Itoa(i) + "]: no item"}
+	case !haveFeatures:
+		return &Error{Reason: ReasonMissingFeatures, Detail: "candidates[" + strconv.Itoa(i) + "]: no features"}
+	}
+	ev.Cands = append(ev.Cands, Candidate{Item: item})
+	return nil
+}
+
+// k parses a request's "k": an integer ≥ 1.
+func (s *scanner) k() *Error {
+	c := s.src[s.pos]
+	if c == 'n' {
+		return s.literal("null")
+	}
+	v, st := s.number()
+	switch st {
+	case numOK:
+		if v < 1 || v != float64(int64(v)) || v > 1<<31 {
+			return &Error{Reason: ReasonBadRequest, Detail: fmt.Sprintf("k: %g is not a whole number ≥ 1", v)}
+		}
+		s.ev.K = int(v)
+		return nil
+	case numNonFinite:
+		return &Error{Reason: ReasonNonFinite, Detail: "k: not finite"}
+	case numWrongType:
+		return &Error{Reason: ReasonWrongType, Detail: "k: got " + kindOf(c) + ", want number"}
+	}
+	return s.syntax("invalid number")
+}
+
+// request checks a decoded ranking request as a whole.
+func (s *scanner) request(haveFeatures bool) *Error {
+	ev := s.ev
+	switch {
+	case haveFeatures:
+		return &Error{Reason: ReasonBadRequest, Detail: "a ranking request carries features in its candidates, not in features"}
+	case ev.HasLabel:
+		return &Error{Reason: ReasonBadRequest, Detail: "a ranking request has no label (label its items later, by id and item)"}
+	case ev.Item != nil:
+		return &Error{Reason: ReasonBadRequest, Detail: "a ranking request has no item (its candidates do)"}
+	}
+	if ev.K == 0 || ev.K > len(ev.Cands) {
+		ev.K = len(ev.Cands)
+	}
+	return nil
+}
+
+// Ranking is the response to a ranking request: its candidates in the
+// order chosen, the first K of them.
+type Ranking struct {
+	ID, Key  []byte // the request's id and key
+	Model    string
+	Version  int64
+	Ranked   []Ranked
+	ScoredAt time.Time
+}
+
+// Ranked is one item of a Ranking.
+type Ranked struct {
+	Item         []byte
+	Score        float64
+	Prediction   int
+	HasBound     bool
+	MistakeBound float64 // written only when HasBound
+	Delta        float64 // written only when HasBound
+	N            int64
+	// Propensity is the probability with which the exploration policy
+	// would have put this item at this position (1 for greedy's order).
+	Propensity float64
+}
+
+// AppendRanking appends the JSON encoding of r to dst:
+//
+//	{"id":"r-1","key":"user-42","model":"clicks","version":3,"ranked":[
+//	 {"item":"a","score":0.42,"prediction":1,"certainty":{"mistake_bound":0.31,"delta":0.05,"n":1200},"propensity":0.95},…],
+//	 "scored_at":"…"}
+//
+// Floats and strings are written as AppendScore writes them. It does not
+// allocate when dst has enough capacity.
+func AppendRanking(dst []byte, r *Ranking) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, r.ID)
+	dst = append(dst, `,"key":`...)
+	dst = appendString(dst, r.Key)
+	dst = append(dst, `,"model":`...)
+	dst = appendString(dst, unsafe.Slice(unsafe.StringData(r.Model), len(r.Model)))
+	dst = append(dst, `,"version":`...)
+	dst = strconv.AppendInt(dst, r.Version, 10)
+	dst = append(dst, `,"ranked":[`...)
+	for i := range r.Ranked {
+		it := &r.Ranked[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"item":`...)
+		dst = appendString(dst, it.Item)
+		dst = append(dst, `,"score":`...)
+		dst = appendFloat(dst, it.Score)
+		dst = append(dst, `,"prediction":`...)
+		dst = strconv.AppendInt(dst, int64(it.Prediction), 10)
+		if it.HasBound {
+			dst = append(dst, `,"certainty":{"mistake_bound":`...)
+			dst = appendFloat(dst, it.MistakeBound)
+			dst = append(dst, `,"delta":`...)
+			dst = appendFloat(dst, it.Delta)
+		} else {
+			dst = append(dst, `,"certainty":{"mistake_bound":null,"delta":null`...)
+		}
+		dst = append(dst, `,"n":`...)
+		dst = strconv.AppendInt(dst, it.N, 10)
+		dst = append(dst, `},"propensity":`...)
+		dst = appendFloat(dst, it.Propensity)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"scored_at":"`...)
+	dst = r.ScoredAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	return append(dst, `"}`...)
+}
