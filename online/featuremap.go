@@ -37,6 +37,12 @@ type KernelSpec struct {
 	// ≥ 1, Coef0 ≥ 0 (exact kernel mode only); both 0 for other kernels.
 	Degree int     `yaml:"degree"`
 	Coef0  float64 `yaml:"coef0"`
+	// Orthogonal draws the frequencies of the "rbf" and "laplacian" maps
+	// in blocks of orthogonal directions with independent chi-distributed
+	// norms (orthogonal random features, orthogonal.go) instead of
+	// independently; false (the default) for the others and in the exact
+	// kernel mode. False leaves the encoding of the parameters unchanged.
+	Orthogonal bool `yaml:"orthogonal"`
 }
 
 // Kernel defaults (the "kernel" key of mam and omam).
@@ -94,6 +100,7 @@ func (k *KernelSpec) complete(given func(string) bool, exact bool) {
 			k.Coef0 = DefaultCoef0
 		}
 	})
+	set("orthogonal", func() { k.Orthogonal = false })
 }
 
 // Limits on sizes, so that a corrupt spec or snapshot cannot ask for an
@@ -102,6 +109,9 @@ const (
 	maxDim      = 1 << 20
 	maxFeatures = 1 << 16 // random frequencies D of a feature map
 	maxOmega    = 1 << 24 // Features·Dim, the size of the frequency matrix (128 MiB)
+	// maxOrthoWork bounds Features·Dim·min(Features, Dim), the work of
+	// the orthogonal construction's Gram–Schmidt (about 2 s on one core).
+	maxOrthoWork = 1 << 31
 )
 
 // pcgStream is the second PCG seed word used to draw the RBF frequencies;
@@ -124,6 +134,10 @@ const pcgStream = 0x6f6e6c696e652d31 // "online-1"
 //     per row, from the same PCG generator; u = 0 is redrawn), so that
 //     E<φ(x), φ(x')> = exp(−Gamma‖x − x'‖₂).
 //
+// With Orthogonal the rbf and laplacian frequencies have the same law row
+// by row but are drawn in blocks of orthogonal directions (orthogonal.go,
+// which fixes the draw order).
+//
 // A FeatureMap is immutable after construction and safe for concurrent use.
 type FeatureMap struct {
 	spec   KernelSpec
@@ -143,19 +157,22 @@ func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
 	switch k.Type {
 	case KernelLinear:
 		m.out = dim
-	case KernelRBF:
+	case KernelRBF, KernelLaplacian:
 		m.out = 2 * k.Features
 		m.scale = math.Sqrt(1 / float64(k.Features))
 		m.omega = make([]float64, k.Features*dim)
+	}
+	switch {
+	case m.omega == nil:
+	case k.Orthogonal:
+		orthogonalOmega(m.omega, k, dim)
+	case k.Type == KernelRBF:
 		r := rand.New(rand.NewPCG(k.Seed, pcgStream))
 		sd := math.Sqrt(2 * k.Gamma)
 		for i := range m.omega {
 			m.omega[i] = sd * r.NormFloat64()
 		}
-	case KernelLaplacian:
-		m.out = 2 * k.Features
-		m.scale = math.Sqrt(1 / float64(k.Features))
-		m.omega = make([]float64, k.Features*dim)
+	default: // laplacian
 		r := rand.New(rand.NewPCG(k.Seed, pcgStream))
 		for row := range k.Features {
 			z := m.omega[row*dim : (row+1)*dim]
@@ -201,6 +218,9 @@ func validateKernel(k KernelSpec, dim int) error {
 		if k.Seed != 0 {
 			return specErrorf("kernel.seed", "not used by the linear kernel: must be 0, got %d", k.Seed)
 		}
+		if k.Orthogonal {
+			return specErrorf("kernel.orthogonal", "not used by the linear kernel: must be false")
+		}
 	case KernelRBF, KernelLaplacian:
 		if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {
 			return specErrorf("kernel.gamma", "must be > 0 and finite, got %v", k.Gamma)
@@ -210,6 +230,9 @@ func validateKernel(k KernelSpec, dim int) error {
 		}
 		if k.Features*dim > maxOmega {
 			return specErrorf("kernel.features", "features×dim must be ≤ %d, got %d×%d", maxOmega, k.Features, dim)
+		}
+		if k.Orthogonal && k.Features*dim*min(k.Features, dim) > maxOrthoWork {
+			return specErrorf("kernel.orthogonal", "features×dim×min(features, dim) must be ≤ %d (the cost of orthogonalising the frequencies), got %d×%d×%d", maxOrthoWork, k.Features, dim, min(k.Features, dim))
 		}
 	case KernelPolynomial:
 		return specErrorf("kernel.type", "%q has no random-feature map: it needs budget > 0 (exact kernel mode)", k.Type)

@@ -53,9 +53,9 @@ type Kernel struct {
 }
 
 // NewKernel returns the exact kernel of k for inputs of dimension dim. k
-// must be valid for the exact kernel mode: Features and Seed must be 0
-// (there is no random-feature map), Gamma > 0 exactly for rbf and
-// laplacian, Degree ≥ 1 and Coef0 ≥ 0 exactly for polynomial.
+// must be valid for the exact kernel mode: Features and Seed must be 0 and
+// Orthogonal false (there is no random-feature map), Gamma > 0 exactly for
+// rbf and laplacian, Degree ≥ 1 and Coef0 ≥ 0 exactly for polynomial.
 func NewKernel(k KernelSpec, dim int) (Kernel, error) {
 	if err := validateExactKernel(k, dim); err != nil {
 		return Kernel{}, err
@@ -83,6 +83,9 @@ func validateExactKernel(k KernelSpec, dim int) error {
 	}
 	if k.Seed != 0 {
 		return specErrorf("kernel.seed", "not used in the exact kernel mode (budget > 0): remove it (got %d)", k.Seed)
+	}
+	if k.Orthogonal {
+		return specErrorf("kernel.orthogonal", "not used in the exact kernel mode (budget > 0): remove it")
 	}
 	switch k.Type {
 	case KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial:
