@@ -25,14 +25,64 @@ type Config struct {
 	// non-zero. Keep it below the orchestrator's grace period.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
-	Kafka    Kafka    `yaml:"kafka"`
-	HTTP     HTTP     `yaml:"http"`
-	Log      Log      `yaml:"log"`
-	Metrics  Metrics  `yaml:"metrics"`
-	Labels   Labels   `yaml:"labels"`
-	Snapshot Snapshot `yaml:"snapshot"`
-	Models   []Model  `yaml:"models"`
+	Kafka       Kafka       `yaml:"kafka"`
+	HTTP        HTTP        `yaml:"http"`
+	Log         Log         `yaml:"log"`
+	Metrics     Metrics     `yaml:"metrics"`
+	Labels      Labels      `yaml:"labels"`
+	Snapshot    Snapshot    `yaml:"snapshot"`
+	Rank        Rank        `yaml:"rank"`
+	Calibration Calibration `yaml:"calibration"`
+	Models      []Model     `yaml:"models"`
 }
+
+// Calibration is the calibration section: the calibrated certainty every
+// model's scores carry, fitted on a window of the model's own prequential
+// (score, label) pairs.
+type Calibration struct {
+	Window int     `yaml:"window"` // pairs per model; 0 = off
+	Every  int     `yaml:"every"`  // labelled pairs between refits of the table
+	Delta  float64 `yaml:"delta"`  // conformal intervals' level is 1 − delta
+}
+
+// Rank is the rank section: ranking requests, which ask the model Model
+// to order a set of candidates for a key (an event with "candidates" on
+// the input topic, or POST /v1/rank). Model "" = requests off (an event
+// with candidates is then an event without features).
+type Rank struct {
+	Model         string `yaml:"model"`          // the name of the model that ranks
+	MaxCandidates int    `yaml:"max_candidates"` // a request with more is bad_request
+	// ResponseTopic receives one response record per request read from
+	// Kafka; "" = kafka.output_topic.
+	ResponseTopic string `yaml:"response_topic"`
+	// Partitioner is how the producers of the input topic map a key to a
+	// partition, so that POST /v1/rank can tell whether this instance owns
+	// the key's partition: murmur2 (the Java client's default, kafka-go's
+	// Murmur2Balancer), fnv1a (kafka-go's Hash) or crc32 (librdkafka's
+	// consistent, kafka-go's CRC32Balancer).
+	Partitioner string  `yaml:"partitioner"`
+	Explore     Explore `yaml:"explore"`
+}
+
+// Explore is rank.explore: the policy that orders the top k.
+type Explore struct {
+	Policy  string  `yaml:"policy"`  // greedy | epsilon
+	Epsilon float64 `yaml:"epsilon"` // epsilon: the probability of a random pick at each position
+	Seed    int     `yaml:"seed"`    // the policy's random draws (per shard, seeded with this and the shard)
+}
+
+// Enabled reports whether ranking requests are served.
+func (r Rank) Enabled() bool { return r.Model != "" }
+
+// Partitioners and exploration policies.
+const (
+	PartitionerMurmur2 = "murmur2"
+	PartitionerFNV1a   = "fnv1a"
+	PartitionerCRC32   = "crc32"
+
+	ExploreGreedy  = "greedy"
+	ExploreEpsilon = "epsilon"
+)
 
 // Kafka is the kafka section: where events come from and where scores and
 // rejected events go.
@@ -338,10 +388,13 @@ func Default() Config {
 				RequiredAcks: AcksAll,
 			},
 		},
-		HTTP:     HTTP{Listen: "127.0.0.1:9464", ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute},
-		Log:      Log{Level: LevelInfo, Format: FormatText},
-		Metrics:  Metrics{AccuracyWindow: 1000},
-		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
+		HTTP:        HTTP{Listen: "127.0.0.1:9464", ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute},
+		Log:         Log{Level: LevelInfo, Format: FormatText},
+		Metrics:     Metrics{AccuracyWindow: 1000},
+		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
+		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
+		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
+			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Seed: 1}},
 	}
 }
 

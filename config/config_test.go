@@ -50,10 +50,12 @@ func TestGoodRoundTrip(t *testing.T) {
 			TLS:             TLS{Enabled: true, ServerName: "kafka.internal"},
 			SASL:            SASL{Mechanism: "scram-sha-512", Username: "scorer", Password: "pa55: word"},
 		},
-		HTTP:     HTTP{Listen: "127.0.0.1:9100", ReadTimeout: 5 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 30 * time.Second, PProf: true},
-		Log:      Log{Level: "debug", Format: "json"},
-		Metrics:  Metrics{AccuracyWindow: 5000},
-		Snapshot: Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
+		HTTP:        HTTP{Listen: "127.0.0.1:9100", ReadTimeout: 5 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 30 * time.Second, PProf: true},
+		Log:         Log{Level: "debug", Format: "json"},
+		Metrics:     Metrics{AccuracyWindow: 5000},
+		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
+		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
+		Rank:        Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Seed: 1}},
 		Models: []Model{
 			{
 				Name:     "mam_rbf",
@@ -146,7 +148,7 @@ func TestBad(t *testing.T) {
 	// want is a fragment of the message; every case names the key at fault.
 	cases := []struct{ file, want string }{
 		{"unknown_top_level", `config: unknown key "logging" (line 3)`},
-		{"unknown_nested_in_list", `config: unknown key "models[0].kernel.gama" (line 6) (models[0].kernel takes: type, gamma, features, seed, degree, coef0)`},
+		{"unknown_nested_in_list", `config: unknown key "models[0].kernel.gama" (line 6) (models[0].kernel takes: type, gamma, features, seed, degree, coef0, orthogonal)`},
 		{"unknown_producer_key", `config: unknown key "kafka.producer.batch_bytes" (line 3)`},
 		{"missing_brokers", `config: kafka.brokers: at least one broker (host:port) is required (line 2)`},
 		{"portless_broker", `config: kafka.brokers[1]: "kafka-1" is not host:port (line 2)`},
@@ -188,6 +190,9 @@ func TestBad(t *testing.T) {
 		{"member_after", `config: models[0].members[0]: "m" is models[1]: members must be listed before the model that aggregates them`},
 		{"member_not_classifier", `config: models[1].members[0]: "r" is a regression model (type krr); members must be classifiers`},
 		{"member_key_scoped", `config: models[1].members[0]: "m" has scope key; members must be global models`},
+		{"rank_unknown_model", `config: rank.model: "nope" is not the name of a model of this config ([m]) (line 2)`},
+		{"rank_bad_policy", `config: rank.explore.policy: "softmax" is not one of greedy, epsilon (line 3)`},
+		{"rank_aggregator", `config: rank.model: "boost" aggregates other models' predictions (type adaboost)`},
 		{"aggregator_standardized", `config: models[1].features.standardize: does not apply to model type adaboost`},
 	}
 	covered := map[string]bool{}
@@ -304,7 +309,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 43 {
+	if len(vars) != len(leaves) || len(vars) != 53 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

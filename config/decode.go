@@ -67,11 +67,21 @@ var leaves = []leaf{
 	{"snapshot.changelog_topic", func(c *Config) any { return &c.Snapshot.ChangelogTopic }},
 	{"snapshot.scope", func(c *Config) any { return &c.Snapshot.Scope }},
 	{"snapshot.remote_refresh", func(c *Config) any { return &c.Snapshot.RemoteRefresh }},
+	{"rank.model", func(c *Config) any { return &c.Rank.Model }},
+	{"rank.max_candidates", func(c *Config) any { return &c.Rank.MaxCandidates }},
+	{"rank.response_topic", func(c *Config) any { return &c.Rank.ResponseTopic }},
+	{"rank.partitioner", func(c *Config) any { return &c.Rank.Partitioner }},
+	{"rank.explore.policy", func(c *Config) any { return &c.Rank.Explore.Policy }},
+	{"rank.explore.epsilon", func(c *Config) any { return &c.Rank.Explore.Epsilon }},
+	{"rank.explore.seed", func(c *Config) any { return &c.Rank.Explore.Seed }},
+	{"calibration.window", func(c *Config) any { return &c.Calibration.Window }},
+	{"calibration.every", func(c *Config) any { return &c.Calibration.Every }},
+	{"calibration.delta", func(c *Config) any { return &c.Calibration.Delta }},
 }
 
 // sections are the mappings outside models that hold leaves.
 var sections = map[string]bool{
-	"kafka": true, "kafka.producer": true, "kafka.tls": true, "kafka.sasl": true, "http": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true,
+	"kafka": true, "kafka.producer": true, "kafka.tls": true, "kafka.sasl": true, "http": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true, "rank": true, "rank.explore": true, "calibration": true,
 }
 
 var leafByPath = func() map[string]leaf {

@@ -12,7 +12,7 @@
 // stops start-up with an [*Error] that names the key by its full dotted path
 // with list indices, and its line or environment variable:
 //
-//	config: unknown key "models[0].kernel.gama" (line 12) (models[0].kernel takes: type, gamma, features, seed, degree, coef0)
+//	config: unknown key "models[0].kernel.gama" (line 12) (models[0].kernel takes: type, gamma, features, seed, degree, coef0, orthogonal)
 //	config: models[0].balance: does not apply to model type svm (it takes: name, type, features, scope, max_keys, kernel, C, …) (line 14)
 //	config: models[0].kernel.gamma: must be > 0 and finite, got -1 (line 13)
 //	config: kafka.commit_interval: "5 seconds" is not a duration (write e.g. 1s, 250ms, 1m30s) (line 9)
@@ -92,6 +92,20 @@
 //	                                                  in one group (scale-out; needs changelog_topic)
 //	snapshot.remote_refresh         1s                scope partition: how often the other instances'
 //	                                                  partition statistics are read from the changelog; > 0
+//	rank.model                      ""                the model that ranks the candidates of ranking requests
+//	                                                  ("" = requests off); not an aggregating model
+//	rank.max_candidates             1000              a request with more candidates is bad_request; [1, 100000]
+//	rank.response_topic             ""                topic of the responses to requests read from Kafka
+//	                                                  ("" = kafka.output_topic)
+//	rank.partitioner                murmur2           how the input's producers map a key to a partition, for
+//	                                                  POST /v1/rank's ownership check: murmur2 | fnv1a | crc32
+//	rank.explore.policy             greedy            greedy | epsilon: how the top k are ordered
+//	rank.explore.epsilon            0.05              epsilon: the probability of a uniform pick at each position
+//	rank.explore.seed               1                 the policy's random draws (per shard)
+//	calibration.window              2000              each model's window of prequential (score, label) pairs its
+//	                                                  calibrated certainty is fitted on (0 = off); [0, 1000000]
+//	calibration.every               100               labelled pairs between refits of the calibration table; > 0
+//	calibration.delta               0.1               conformal intervals (non-classifiers) have level 1 − delta; (0, 1)
 //	models                          (none)            list of models; at least one is required
 //
 // Keys every entry models[i] has, whatever its type:
@@ -182,6 +196,16 @@
 //	STREAMER_SNAPSHOT_CHANGELOG_TOPIC
 //	STREAMER_SNAPSHOT_SCOPE
 //	STREAMER_SNAPSHOT_REMOTE_REFRESH
+//	STREAMER_RANK_MODEL
+//	STREAMER_RANK_MAX_CANDIDATES
+//	STREAMER_RANK_RESPONSE_TOPIC
+//	STREAMER_RANK_PARTITIONER
+//	STREAMER_RANK_EXPLORE_POLICY
+//	STREAMER_RANK_EXPLORE_EPSILON
+//	STREAMER_RANK_EXPLORE_SEED
+//	STREAMER_CALIBRATION_WINDOW
+//	STREAMER_CALIBRATION_EVERY
+//	STREAMER_CALIBRATION_DELTA
 //
 // A variable whose value does not parse or validate is an error naming the
 // variable. A STREAMER_* variable that matches no key is an error too (typo

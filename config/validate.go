@@ -203,7 +203,55 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 		}
 	}
 	v.members(c.Models, reg)
+	v.rank(c, reg)
+	if cw := c.Calibration.Window; cw < 0 || cw > 1_000_000 {
+		v.errorf("calibration.window", "must be in [0, 1000000] (0 = off), got %d", cw)
+	}
+	v.positive("calibration.every", int64(c.Calibration.Every))
+	if d := c.Calibration.Delta; !(d > 0 && d < 1) {
+		v.errorf("calibration.delta", "must be in (0, 1), got %v", d)
+	}
 	return v.errs
+}
+
+// rank checks the rank section.
+func (v *validator) rank(c *Config, reg *online.Registry) {
+	r := c.Rank
+	if r.MaxCandidates < 1 || r.MaxCandidates > 100000 {
+		v.errorf("rank.max_candidates", "must be in [1, 100000], got %d", r.MaxCandidates)
+	}
+	v.oneOf("rank.partitioner", r.Partitioner, PartitionerMurmur2, PartitionerFNV1a, PartitionerCRC32)
+	v.oneOf("rank.explore.policy", r.Explore.Policy, ExploreGreedy, ExploreEpsilon)
+	if !(r.Explore.Epsilon >= 0 && r.Explore.Epsilon <= 1) {
+		v.errorf("rank.explore.epsilon", "must be in [0, 1], got %v", r.Explore.Epsilon)
+	}
+	if t := r.ResponseTopic; t != "" {
+		if len(t) > 249 || t == "." || t == ".." || !topicRE.MatchString(t) {
+			v.errorf("rank.response_topic", "%q is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", t)
+		}
+		for _, o := range []struct{ path, name string }{{"kafka.input_topic", c.Kafka.InputTopic}, {"kafka.dlq_topic", c.Kafka.DLQTopic}, {"snapshot.changelog_topic", c.Snapshot.ChangelogTopic}} {
+			if t == o.name {
+				v.errorf("rank.response_topic", "%q is also %s", t, o.path)
+			}
+		}
+	}
+	if r.Model == "" {
+		return
+	}
+	for _, m := range c.Models {
+		if m.Name != r.Model {
+			continue
+		}
+		if len(m.Members()) > 0 {
+			v.errorf("rank.model", "%q aggregates other models' predictions (type %s); rank with a model that scores the features alone", r.Model, m.Type)
+		}
+		return
+	}
+	names := make([]string, len(c.Models))
+	for i, m := range c.Models {
+		names[i] = m.Name
+	}
+	v.errorf("rank.model", "%q is not the name of a model of this config (%s)", r.Model, list(names))
 }
 
 // members checks the members of every aggregating model (adaboost): other

@@ -39,13 +39,16 @@ func (u *topicUse) verb() string {
 // Brokers that do not answer are not an error here (CheckBrokers has
 // warned; the service retries), nor are topics that do not exist. It
 // creates nothing: the metadata it asks for does not create topics.
-func (s *KafkaSecurity) CheckAccess(ctx context.Context, k config.Kafka, changelog string, timeout time.Duration) error {
+func (s *KafkaSecurity) CheckAccess(ctx context.Context, k config.Kafka, changelog, responses string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	uses := []topicUse{
 		{"kafka.input_topic", k.InputTopic, "READ"},
 		{"kafka.output_topic", k.OutputTopic, "WRITE"},
 		{"kafka.dlq_topic", k.DLQTopic, "WRITE"},
+	}
+	if responses != "" {
+		uses = append(uses, topicUse{"rank.response_topic", responses, "WRITE"})
 	}
 	if changelog != "" {
 		uses = append(uses, topicUse{"snapshot.changelog_topic", changelog, "READ and WRITE"})
@@ -190,6 +193,29 @@ func (s *KafkaSecurity) TopicLimits(ctx context.Context, k config.Kafka, topics 
 		}
 	}
 	return out
+}
+
+// Partitions returns the number of partitions of k.InputTopic.
+func (s *KafkaSecurity) Partitions(ctx context.Context, k config.Kafka, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tr := s.Transport(k.ClientID)
+	tr.MetadataTopics = []string{k.InputTopic} // nothing created
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr, Timeout: timeout}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{k.InputTopic}})
+	if err != nil {
+		return 0, fmt.Errorf("metadata of %s: %w", k.InputTopic, err)
+	}
+	for _, t := range md.Topics {
+		if t.Name == k.InputTopic {
+			if t.Error != nil {
+				return 0, fmt.Errorf("metadata of %s: %w", k.InputTopic, t.Error)
+			}
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("metadata of %s: topic not in the answer", k.InputTopic)
 }
 
 // CommittedOffsets returns the offsets the consumer group k.Group has

@@ -101,6 +101,11 @@ type EngineConfig struct {
 	// key store: beyond it the engine asks for a checkpoint early
 	// (CheckpointWanted). Default 32 MiB.
 	KeyHold int
+
+	// Rank: ranking requests (rank.go); Rank.Model "" = off.
+	Rank RankConfig
+	// Calibration: calibrated certainty (calibration.go); Window 0 = off.
+	Calibration CalibrationConfig
 }
 
 // Engine is the scoring state machine: for each input event it decodes and
@@ -130,6 +135,9 @@ type Engine struct {
 	started bool // Start was called: new shards start their refits
 	built   int  // shards built
 
+	rankIdx int       // the rank model's index in defs (-1: requests off)
+	ope     *opeStats // off-policy estimates from the labels of requests' first items
+
 	joinWaiting atomic.Int64                   // impressions waiting in every shard's join buffer
 	wantCkpt    atomic.Bool                    // a key-scoped model holds more than KeyHold
 	refits      atomic.Pointer[[]*refit.Model] // every shard's models refitted in the background (read per event without a lock)
@@ -144,6 +152,14 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	if cfg.AccuracyWindow <= 0 {
 		cfg.AccuracyWindow = 1000
 	}
+	if c := &cfg.Calibration; c.Window > 0 {
+		if c.Every <= 0 {
+			c.Every = 100
+		}
+		if !(c.Delta > 0 && c.Delta < 1) {
+			c.Delta = 0.1
+		}
+	}
 	if cfg.KeyHold <= 0 {
 		cfg.KeyHold = 32 << 20
 	}
@@ -153,7 +169,12 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	if cfg.Rows < 0 || (cfg.Rows > 0 && cfg.Dim%cfg.Rows != 0) {
 		return nil, fmt.Errorf("stream: %d rows do not divide dimension %d", cfg.Rows, cfg.Dim)
 	}
-	e := &Engine{cfg: cfg, met: newEngineMetrics(reg), now: time.Now, keys: cfg.KeyStore, shards: map[*Shard]struct{}{}}
+	rankIdx, err := checkRank(&cfg, models)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, met: newEngineMetrics(reg), now: time.Now, keys: cfg.KeyStore, shards: map[*Shard]struct{}{},
+		rankIdx: rankIdx, ope: &opeStats{}}
 	for i, nm := range models {
 		if want := len(nm.Members) + cfg.Dim; nm.Model.Dim() != want {
 			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), want)
@@ -183,6 +204,9 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	}
 	if reg != nil {
 		reg.MustRegister(&stateCollector{e: e})
+		if rankIdx >= 0 {
+			reg.MustRegister(newOPECollector(e.ope))
+		}
 	}
 	return e, nil
 }
@@ -283,6 +307,9 @@ func (e *Engine) NewWorker() *Worker {
 	if e.cfg.JoinEvents > 0 {
 		dec = dec.WithLabelOnly()
 	}
+	if e.rankIdx >= 0 {
+		dec = dec.WithRequests(e.cfg.Rank.MaxCandidates)
+	}
 	w := &Worker{e: e, dec: dec, prep: make([][]float64, len(e.defs))}
 	for i, d := range e.defs {
 		if d.prep != nil {
@@ -297,7 +324,7 @@ func (e *Engine) NewWorker() *Worker {
 // state.
 func (w *Worker) Prepare(msg *kafka.Message) {
 	w.err = w.dec.Decode(msg.Value, &w.ev)
-	w.prepared = w.err == nil && w.ev.HasFeatures
+	w.prepared = w.err == nil && w.ev.HasFeatures && !w.ev.IsRequest
 	if !w.prepared {
 		return
 	}
@@ -322,8 +349,9 @@ type Shard struct {
 	preds  []online.Prediction
 	rec    wire.Score
 	idBuf  []byte
-	join   *joinBuffer // nil: delayed labels off
-	w      *Worker     // Process's
+	join   *joinBuffer  // nil: delayed labels off
+	rk     *rankScratch // ranking requests' scratch (nil until the first)
+	w      *Worker      // Process's
 	closed bool
 }
 
@@ -551,7 +579,12 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 	}
 	now := s.e.now()
 	if !ev.HasFeatures {
-		s.lateLabel(ev.ID, msg.Key, now.UnixNano())
+		id := ev.ID
+		if ev.Item != nil {
+			s.idBuf = itemID(s.idBuf[:0], ev.ID, ev.Item)
+			id = s.idBuf
+		}
+		s.lateLabel(id, msg.Key, now.UnixNano())
 		return
 	}
 	id := ev.ID
@@ -563,6 +596,10 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 		s.idBuf = append(s.idBuf, ':')
 		s.idBuf = strconv.AppendInt(s.idBuf, msg.Offset, 10)
 		id = s.idBuf
+	}
+	if ev.IsRequest {
+		s.request(ev, msg, id, pub, now)
+		return
 	}
 	key := msg.Key
 	if len(key) == 0 {
@@ -581,6 +618,9 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 			Score: p.Score, Prediction: p.Label, Probability: p.Probability, HasProbability: p.HasProbability,
 			HasBound: p.HasBound, MistakeBound: p.MistakeBound, Delta: p.Delta, N: p.N,
 			EventTS: ev.TS, ScoredAt: now,
+		}
+		if c := m.def.cal; c != nil {
+			c.certainty(&p, r)
 		}
 		pub.Publish(kafka.Message{Topic: s.e.cfg.OutputTopic, Key: msg.Key, Value: wire.AppendScore(pub.Buffer(), r)})
 		m.def.scored(p)
@@ -677,6 +717,9 @@ func (s *Shard) lateLabel(id, key []byte, now int64) {
 	for i, m := range s.models {
 		m.observe(key, nil, m.input(sl.x, sl.preds), s.labels[i], true)
 		m.def.judge(sl.preds[i], s.labels[i])
+	}
+	if sl.ope.first {
+		s.e.ope.add(sl.ope, s.labels[s.e.rankIdx])
 	}
 }
 

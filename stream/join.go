@@ -34,6 +34,16 @@ type joinSlot struct {
 	x     []float64
 	at    int64
 	preds []online.Prediction
+	ope   opeMark // an item a ranking request put first: what off-policy estimates need
+}
+
+// opeMark is what the off-policy estimates need of the item a ranking
+// request put first: the probability with which the exploration policy put
+// it there, and whether the greedy order would have.
+type opeMark struct {
+	first  bool
+	prop   float64
+	greedy bool
 }
 
 // joinStatus is what became of a label.
@@ -82,6 +92,7 @@ func (j *joinBuffer) put(id []byte, x []float64, preds []online.Prediction, now 
 	s.id = append(s.id[:0], id...)
 	copy(s.x, x)
 	copy(s.preds, preds)
+	s.ope = opeMark{}
 	s.at = now
 	j.size++
 	j.index[s.hash] = int32(i) // a repeated id: the newest impression wins
@@ -90,6 +101,11 @@ func (j *joinBuffer) put(id []byte, x []float64, preds []online.Prediction, now 
 
 // take finds and removes the impression with this id. The returned slot is
 // valid until the next put.
+// mark sets the off-policy mark of the impression put last.
+func (j *joinBuffer) mark(o opeMark) {
+	j.slots[(j.head+j.size-1)%len(j.slots)].ope = o
+}
+
 func (j *joinBuffer) take(id []byte, now int64) (*joinSlot, joinStatus, int) {
 	dropped := j.expire(now)
 	h := j.hash(id)

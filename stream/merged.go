@@ -110,6 +110,13 @@ func (s *mergedScorer) rebuild() {
 	}
 }
 
+// peek scores x with the merge, changing nothing.
+func (s *mergedScorer) peek(x []float64) online.Prediction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return online.Peek(s.g, x)
+}
+
 // observe scores x with the merge, then learns (x, y) into it and into
 // own, a partition's statistics; prep is x's preparation (nil: none).
 func (s *mergedScorer) observe(prep, x []float64, y float64, labelled bool, own *online.MAM) online.Prediction {

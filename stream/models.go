@@ -44,6 +44,7 @@ type modelDef struct {
 	// under judgeMu (a short critical section; everything else on the
 	// per-event path is the shard's own).
 	judgeMu    sync.Mutex
+	cal        *calibration // nil: calibration off
 	quality    *online.Judge
 	bound      online.Bounder
 	mistakes   int64 // judge.Mistakes() already counted
@@ -74,6 +75,11 @@ type engineMetrics struct {
 	labelsJoined, labelsUnknown, labelsLate, joinDropped prometheus.Counter
 	joinPending                                          prometheus.Gauge
 
+	rankRequests, rankCandidates prometheus.Counter
+
+	calObserved, calLower, calUpper, calCount *prometheus.GaugeVec
+	calWidth, calCoverage, calPairs           *prometheus.GaugeVec
+
 	versionAccuracy                         *prometheus.GaugeVec
 	keyErrors                               *prometheus.CounterVec
 	refits                                  *prometheus.CounterVec
@@ -84,6 +90,7 @@ type engineMetrics struct {
 var reasons = []wire.Reason{
 	wire.ReasonTooLarge, wire.ReasonNotJSON, wire.ReasonWrongType, wire.ReasonMissingFeatures,
 	wire.ReasonWrongDimension, wire.ReasonNonFinite, wire.ReasonOutOfRange, wire.ReasonBadLabel,
+	wire.ReasonBadRequest,
 }
 
 func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
@@ -128,6 +135,17 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		refitSV:     gauge("streamer_refit_support_vectors", "Support vectors of the last refit (SVM).", byModel...),
 		refitObj:    gauge("streamer_refit_objective", "Solver objective of the last refit (SVM: dual objective, LIBSVM's sign).", byModel...),
 		refitAt:     gauge("streamer_refit_last_timestamp_seconds", "Unix time of the last accepted refit.", byModel...),
+		rankRequests: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamer_rank_requests_total",
+			Help: "Ranking requests answered (from Kafka and POST /v1/rank)."}),
+		rankCandidates: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamer_rank_candidates_total",
+			Help: "Candidates scored for ranking requests."}),
+		calObserved: gauge("streamer_calibration_observed", "Classifiers: observed rate of the positive class among recent judged events, per decile of their calibrated probability.", "model", "decile"),
+		calLower:    gauge("streamer_calibration_lower", "Classifiers: mean Venn-Abers lower probability of recent judged events, per decile of their calibrated probability.", "model", "decile"),
+		calUpper:    gauge("streamer_calibration_upper", "Classifiers: mean Venn-Abers upper probability of recent judged events, per decile of their calibrated probability.", "model", "decile"),
+		calCount:    gauge("streamer_calibration_events", "Classifiers: recent judged events per decile of their calibrated probability.", "model", "decile"),
+		calWidth:    gauge("streamer_calibration_width", "Mean width of the calibrated certainty of recent judged events: upper - lower of the probability (classifiers) or of the conformal interval (other kinds).", "model"),
+		calCoverage: gauge("streamer_calibration_coverage", "Ranking, ordinal and regression models: fraction of recent labels inside the conformal interval published for them (target: its level).", "model"),
+		calPairs:    gauge("streamer_calibration_pairs", "Prequential (score, label) pairs in the calibration window.", "model"),
 		keyErrors:   counter("streamer_model_key_errors_total", "Key-scoped models: keys whose stored state could not be read (a fresh instance scored the event, which the key did not learn).", byModel...),
 	}
 	for _, r := range reasons {
@@ -136,7 +154,8 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	if reg != nil {
 		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.accuracy,
 			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, m.joinDropped, m.joinPending,
-			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keyErrors)
+			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keyErrors,
+			m.rankRequests, m.rankCandidates, m.calObserved, m.calLower, m.calUpper, m.calCount, m.calWidth, m.calCoverage, m.calPairs)
 	}
 	return m
 }
@@ -177,6 +196,9 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 	}
 	if nm.Factory != nil {
 		d.met.keyErrors = met.keyErrors.WithLabelValues(name)
+	}
+	if c := cfg.Calibration; c.Window > 0 {
+		d.cal = newCalibration(name, t.Kind, c, met)
 	}
 	// The live bound check needs one bound for the whole stream: not for
 	// key-scoped models, nor for partitioned ones other than the merged
@@ -238,6 +260,9 @@ func (d *modelDef) judge(p online.Prediction, y float64) {
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
 	j := d.quality
+	if d.cal != nil {
+		d.cal.add(p, y)
+	}
 	checked := j.Add(p, y, d.bound)
 	switch d.traits.Kind {
 	case online.Classifier:

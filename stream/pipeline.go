@@ -123,6 +123,7 @@ type Pipeline struct {
 	since     atomic.Int64       // events since the last checkpoint
 	kick      chan struct{}      // asks for a checkpoint (snapshot.every_events)
 	ready     atomic.Bool
+	rank      *rankHTTP // POST /v1/rank (nil: off)
 
 	// aborted ends the final checkpoints' waits for deliveries that will
 	// never come (the brokers refuse the output): see Abort.

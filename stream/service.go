@@ -47,6 +47,8 @@ type Service struct {
 	// phase is what start-up is doing ("" once started): until then
 	// /readyz is 503 with it.
 	phase atomic.Pointer[string]
+	// ranker answers POST /v1/rank once start-up is done.
+	ranker atomic.Pointer[Pipeline]
 }
 
 // Option tunes a Service.
@@ -210,18 +212,29 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	// A topic or group the brokers will never let this client use stops
 	// start-up with the key to fix, rather than being retried forever.
 	if reachable {
-		if err := sec.CheckAccess(ctx, cfg.Kafka, cfg.Snapshot.ChangelogTopic, AuthCheckTimeout); err != nil {
+		if err := sec.CheckAccess(ctx, cfg.Kafka, cfg.Snapshot.ChangelogTopic, responseTopic(cfg), AuthCheckTimeout); err != nil {
 			return nil, err
 		}
 	}
 	health.principal = sec.principal()
 	// Records are batched to what the output and dead-letter topics take
 	// (their max.message.bytes); a dead letter larger than that is cut.
-	limits := map[string]int{cfg.Kafka.OutputTopic: DefaultMaxMessageBytes, cfg.Kafka.DLQTopic: DefaultMaxMessageBytes}
-	if reachable {
-		limits = sec.TopicLimits(ctx, cfg.Kafka, []string{cfg.Kafka.OutputTopic, cfg.Kafka.DLQTopic}, AuthCheckTimeout)
+	outTopics := []string{cfg.Kafka.OutputTopic, cfg.Kafka.DLQTopic}
+	if t := responseTopic(cfg); t != "" {
+		outTopics = append(outTopics, t)
 	}
-	batchBytes := max(4<<10, min(limits[cfg.Kafka.OutputTopic], limits[cfg.Kafka.DLQTopic])-batchOverhead)
+	limits := map[string]int{}
+	for _, t := range outTopics {
+		limits[t] = DefaultMaxMessageBytes
+	}
+	if reachable {
+		limits = sec.TopicLimits(ctx, cfg.Kafka, outTopics, AuthCheckTimeout)
+	}
+	smallest := limits[cfg.Kafka.OutputTopic]
+	for _, t := range outTopics {
+		smallest = min(smallest, limits[t])
+	}
+	batchBytes := max(4<<10, smallest-batchOverhead)
 	log.Debug("producer batches", "batch_bytes", batchBytes, "max_message_bytes", limits)
 	models, err := BuildModels(cfg, types)
 	if err != nil {
@@ -250,6 +263,9 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		Partitioned:     cfg.Snapshot.Partitioned(),
 		KeyStore:        keys.db,
 		LegacyKeyDir:    legacyKeys,
+		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
+		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
+			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Seed: uint64(cfg.Rank.Explore.Seed)},
 	}, models, reg)
 	if err != nil {
 		keys.close()
@@ -272,7 +288,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		RequiredAcks:  requiredAcks(cfg.Kafka.Producer.RequiredAcks),
 		Transport:     sec.Transport(cfg.Kafka.ClientID),
 		Health:        health,
-		TopicKeys:     map[string]string{cfg.Kafka.OutputTopic: "kafka.output_topic", cfg.Kafka.DLQTopic: "kafka.dlq_topic"},
+		TopicKeys:     topicKeys(cfg),
 		Truncate:      cfg.Kafka.DLQTopic,
 		Undeliverable: undeliverable,
 		Truncated:     truncated,
@@ -309,6 +325,10 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if err == nil {
 		err = pipeline.UseEngine(engine, s.store, cfg.Snapshot.Partitioned(), cfg.Snapshot.RemoteRefresh)
 	}
+	if err == nil {
+		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes,
+			Partitions: func(ctx context.Context) (int, error) { return sec.Partitions(ctx, cfg.Kafka, AuthCheckTimeout) }})
+	}
 	if err == nil && !cfg.Snapshot.Partitioned() {
 		s.phase.Store(ptr("restoring the models' state"))
 		err = pipeline.Restore(ctx)
@@ -339,6 +359,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if s.store == nil {
 		log.Warn("snapshots are off (no snapshot.dir or snapshot.changelog_topic): model state is lost on restart")
 	}
+	s.ranker.Store(pipeline)
 	s.phase.Store(ptr("")) // started: readiness is the pipeline's from now
 	ok = true
 	return s, nil
@@ -387,6 +408,14 @@ func (s *Service) serveHTTP() error {
 			return
 		}
 		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("POST /v1/rank", func(w http.ResponseWriter, r *http.Request) {
+		p := s.ranker.Load()
+		if p == nil {
+			http.Error(w, "not ready: "+s.NotReady(), http.StatusServiceUnavailable)
+			return
+		}
+		p.ServeRank(w, r)
 	})
 	if cfg.HTTP.PProf { // off by default: /debug/pprof/ is then a 404
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -628,4 +657,22 @@ func (s *Service) probeBrokers(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// responseTopic is where the responses to ranking requests read from Kafka
+// go when it is not the output topic ("" otherwise).
+func responseTopic(cfg config.Config) string {
+	if t := cfg.Rank.ResponseTopic; cfg.Rank.Enabled() && t != "" && t != cfg.Kafka.OutputTopic {
+		return t
+	}
+	return ""
+}
+
+// topicKeys names the topics the service writes by their config keys.
+func topicKeys(cfg config.Config) map[string]string {
+	m := map[string]string{cfg.Kafka.OutputTopic: "kafka.output_topic", cfg.Kafka.DLQTopic: "kafka.dlq_topic"}
+	if t := responseTopic(cfg); t != "" {
+		m[t] = "rank.response_topic"
+	}
+	return m
 }

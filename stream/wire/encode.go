@@ -23,8 +23,19 @@ type Score struct {
 	MistakeBound   float64 // written only when HasBound
 	Delta          float64 // written only when HasBound
 	N              int64
-	EventTS        []byte    // "event_ts" is omitted when empty
-	ScoredAt       time.Time // written in UTC as RFC 3339 with nanoseconds
+	// Calibrated probability of class +1 with its Venn–Abers interval,
+	// written as certainty.probability {p, lower, upper, n} only when
+	// HasCal (classifiers, once their calibration table is fitted).
+	HasCal                   bool
+	CalP, CalLower, CalUpper float64
+	CalN                     int64
+	// Conformal interval of the score at level IntLevel, written as
+	// certainty.interval {lower, upper, level} only when HasInterval
+	// (ranking, ordinal and regression models).
+	HasInterval                  bool
+	IntLower, IntUpper, IntLevel float64
+	EventTS                      []byte    // "event_ts" is omitted when empty
+	ScoredAt                     time.Time // written in UTC as RFC 3339 with nanoseconds
 }
 
 // AppendScore appends the JSON encoding of s to dst and returns the extended
@@ -33,7 +44,8 @@ type Score struct {
 // The fields are written in the order of the wire contract:
 //
 //	{"id":"e-1","key":"user-42","model":"clicks","version":17,"score":0.42,"prediction":1,
-//	 "certainty":{"mistake_bound":0.31,"delta":0.05,"n":120000},"event_ts":"…","scored_at":"…"}
+//	 "certainty":{"mistake_bound":0.31,"delta":0.05,"n":120000,
+//	              "probability":{"p":0.83,"lower":0.81,"upper":0.85,"n":2000}},"event_ts":"…","scored_at":"…"}
 //
 // Without a bound, mistake_bound and delta are null. A non-finite float is
 // written as null so that the output is always valid JSON. Strings are
@@ -65,6 +77,26 @@ func AppendScore(dst []byte, s *Score) []byte {
 	}
 	dst = append(dst, `,"n":`...)
 	dst = strconv.AppendInt(dst, s.N, 10)
+	if s.HasCal {
+		dst = append(dst, `,"probability":{"p":`...)
+		dst = appendFloat(dst, s.CalP)
+		dst = append(dst, `,"lower":`...)
+		dst = appendFloat(dst, s.CalLower)
+		dst = append(dst, `,"upper":`...)
+		dst = appendFloat(dst, s.CalUpper)
+		dst = append(dst, `,"n":`...)
+		dst = strconv.AppendInt(dst, s.CalN, 10)
+		dst = append(dst, '}')
+	}
+	if s.HasInterval {
+		dst = append(dst, `,"interval":{"lower":`...)
+		dst = appendFloat(dst, s.IntLower)
+		dst = append(dst, `,"upper":`...)
+		dst = appendFloat(dst, s.IntUpper)
+		dst = append(dst, `,"level":`...)
+		dst = appendFloat(dst, s.IntLevel)
+		dst = append(dst, '}')
+	}
 	dst = append(dst, '}')
 	if len(s.EventTS) > 0 {
 		dst = append(dst, `,"event_ts":`...)

@@ -1,0 +1,197 @@
+package calibrate
+
+import (
+	"math"
+	"slices"
+)
+
+// VennAbers is an inductive Venn–Abers predictor fitted on a set of
+// calibration pairs (see the package documentation). It is immutable once
+// returned by FitVennAbers, so a table may serve lookups on any number of
+// goroutines while the next one is fitted.
+type VennAbers struct {
+	// scores are the k distinct finite calibration scores, ascending.
+	scores []float64
+	// f0[j], j = 0..k, is p0(s) for the j-th run of test scores: s with
+	// exactly j calibration scores ≤ s, i.e. s ∈ [scores[j−1], scores[j]).
+	f0 []float64
+	// f1[j], j = 0..k, is p1(s) for s with exactly j calibration scores
+	// < s, i.e. s ∈ (scores[j−1], scores[j]].
+	f1 []float64
+	n  int // calibration pairs fitted on (ties counted)
+	np int // positive ones among them
+}
+
+// FitVennAbers fits the IVAP table on pairs (Score the classifier's score,
+// Y 1 for a positive label, 0 for a negative one; any Y > 0 counts as
+// positive). Pairs with a non-finite score are skipped. pairs is not
+// modified. It costs O(n log n) time (the sort; the rest is two linear
+// stack passes) and O(n) memory.
+func FitVennAbers(pairs []Pair) *VennAbers {
+	ps := make([]Pair, 0, len(pairs))
+	for _, p := range pairs {
+		if math.IsNaN(p.Score) || math.IsInf(p.Score, 0) {
+			continue
+		}
+		y := 0.0
+		if p.Y > 0 {
+			y = 1
+		}
+		ps = append(ps, Pair{Score: p.Score, Y: y})
+	}
+	slices.SortFunc(ps, func(a, b Pair) int {
+		switch {
+		case a.Score < b.Score:
+			return -1
+		case a.Score > b.Score:
+			return 1
+		}
+		return 0
+	})
+	// Distinct scores s'_1 < … < s'_k with multiplicities w_i and positive
+	// counts y_i; the cumulative sum diagram P_i = (Σ_{j≤i} w_j, Σ_{j≤i} y_j),
+	// P_0 = (0, 0). Counts are integers held exactly in float64.
+	v := &VennAbers{n: len(ps), scores: make([]float64, 0, len(ps))}
+	w, y := make([]float64, 0, len(ps)), make([]float64, 0, len(ps)) // per distinct score
+	for i := 0; i < len(ps); {
+		j := i
+		var pos float64
+		for j < len(ps) && ps[j].Score == ps[i].Score {
+			pos += ps[j].Y
+			j++
+		}
+		v.scores = append(v.scores, ps[i].Score)
+		w = append(w, float64(j-i))
+		y = append(y, pos)
+		v.np += int(pos)
+		i = j
+	}
+	k := len(v.scores)
+	cw, cy := make([]float64, k+1), make([]float64, k+1)
+	for i := range k {
+		cw[i+1], cy[i+1] = cw[i]+w[i], cy[i]+y[i]
+	}
+	v.f1 = make([]float64, k+1)
+	upperF1(v.f1, cw, cy)
+
+	// p0 by symmetry: the isotonic fit of (s, y) is 1 − (the isotonic fit
+	// of (−s, 1 − y)) at −s, so p0 on the data is 1 − p1 on the mirrored
+	// data (scores reversed, labels flipped), whose j-th run is our
+	// (k−j)-th.
+	for i := range k {
+		r := k - 1 - i
+		cw[i+1], cy[i+1] = cw[i]+w[r], cy[i]+(w[r]-y[r])
+	}
+	g := make([]float64, k+1)
+	upperF1(g, cw, cy)
+	v.f0 = make([]float64, k+1)
+	for j := range v.f0 {
+		v.f0[j] = 1 - g[k-j]
+	}
+	return v
+}
+
+// point is a point of a cumulative sum diagram.
+type point struct{ x, y float64 }
+
+// cross is (b − a) × (c − b): > 0 when a, b, c make a left (counter-
+// clockwise) turn. On diagrams of integer counts below 2^25 it is exact.
+func cross(a, b, c point) float64 {
+	return (b.x-a.x)*(c.y-b.y) - (b.y-a.y)*(c.x-b.x)
+}
+
+// upperF1 writes f1[j], j = 0..k, the upper Venn–Abers probability p1 of a
+// test score in the j-th run (exactly j distinct calibration scores below
+// it), from the cumulative sum diagram cw, cy (len k+1, cw[0] = cy[0] = 0)
+// of the k distinct calibration scores. It is Algorithms 1 and 2 of Vovk,
+// Petej and Fedorova (2015):
+//
+// With the test example (s, 1) inserted after the j-th calibration score,
+// the diagram of the augmented set, shifted by (−1, −1), has the points
+// L_0, …, L_j, P_j, …, P_k with L_i = P_i − (1, 1) (L_0 = P_{−1} = (−1, −1)),
+// and p1 is the slope of its greatest convex minorant (GCM) over the test
+// example's segment [L_j, P_j]. Algorithm 1 builds the GCM of the j = 0
+// diagram P_{−1}, P_0, …, P_k by a Graham scan (a stack); Algorithm 2 walks
+// j = 0..k, reading the slope of the GCM's first segment at the top of the
+// reversed stack, then moving to the next diagram, which differs from the
+// last in one point (P_j becomes L_{j+1} = L_j + P_{j+1} − P_j), and
+// restoring the convexity at the stack's top. Each point is pushed and
+// popped at most once per pass: O(k).
+func upperF1(f1, cw, cy []float64) {
+	k := len(cw) - 1
+	p := make([]point, k+2) // p[i+1] = P_i, i = −1..k
+	p[0] = point{-1, -1}
+	for i := 0; i <= k; i++ {
+		p[i+1] = point{cw[i], cy[i]}
+	}
+	// Algorithm 1: the GCM of P_{−1}, …, P_k, left to right.
+	st := make([]point, 0, k+2)
+	st = append(st, p[0], p[1])
+	for i := 2; i < len(p); i++ {
+		for len(st) > 1 && cross(st[len(st)-2], st[len(st)-1], p[i]) <= 0 {
+			st = st[:len(st)-1]
+		}
+		st = append(st, p[i])
+	}
+	// Algorithm 2: reverse, so the top is the leftmost point.
+	slices.Reverse(st)
+	slope := func() float64 {
+		a, b := st[len(st)-1], st[len(st)-2]
+		return (b.y - a.y) / (b.x - a.x)
+	}
+	for i := 1; i <= k; i++ {
+		f1[i-1] = slope()
+		// P_{i−1} := P_{i−2} + P_i − P_{i−1} (p is offset by one).
+		q := point{p[i-1].x + p[i+1].x - p[i].x, p[i-1].y + p[i+1].y - p[i].y}
+		p[i] = q
+		top, next := st[len(st)-1], st[len(st)-2]
+		if cross(top, next, q) >= 0 { // q on or above the line top→next
+			continue
+		}
+		st = st[:len(st)-1]
+		for len(st) > 1 && cross(q, st[len(st)-1], st[len(st)-2]) <= 0 {
+			st = st[:len(st)-1]
+		}
+		st = append(st, q)
+	}
+	f1[k] = slope()
+}
+
+// Probability returns the IVAP prediction for a test score: lower = p0(s),
+// upper = p1(s) (0 ≤ lower ≤ upper ≤ 1) and the merged probability
+// p = p1/(1 − p0 + p1) of the positive class. With no calibration pairs it
+// returns (0.5, 0, 1); a NaN score also gets (0.5, 0, 1). A score below or
+// above all calibration scores is handled like any other (the fit is a step
+// function of s). O(log n), no allocation.
+func (v *VennAbers) Probability(score float64) (p, lower, upper float64) {
+	if score != score {
+		return 0.5, 0, 1
+	}
+	// j = the number of calibration scores < score.
+	s := v.scores
+	lo, hi := 0, len(s)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s[m] < score {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	j0 := lo
+	if lo < len(s) && s[lo] == score {
+		j0++
+	}
+	lower, upper = v.f0[j0], v.f1[lo]
+	return upper / (1 - lower + upper), lower, upper
+}
+
+// N returns the number of calibration pairs the table was fitted on
+// (pairs with a non-finite score excluded; ties counted).
+func (v *VennAbers) N() int { return v.n }
+
+// Positives returns how many of them were positive.
+func (v *VennAbers) Positives() int { return v.np }
+
+// Distinct returns the number of distinct calibration scores.
+func (v *VennAbers) Distinct() int { return len(v.scores) }

@@ -1,0 +1,132 @@
+package calibrate_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/streamer/streamer/online/calibrate"
+)
+
+// TestWindowRing: the ring keeps the last Size pairs oldest first, ignores
+// non-finite input, counts what it accepted, and CopyTo reuses dst.
+func TestWindowRing(t *testing.T) {
+	w := calibrate.NewWindow(4)
+	if w.Len() != 0 || w.Added() != 0 || w.Size() != 4 || len(w.CopyTo(nil)) != 0 {
+		t.Fatal("new window not empty")
+	}
+	w.Add(math.NaN(), true)
+	w.Add(math.Inf(1), true)
+	w.AddResidual(math.Inf(-1), 1)
+	w.AddResidual(1, math.NaN())
+	if w.Len() != 0 || w.Added() != 0 {
+		t.Fatalf("non-finite input stored: len %d added %d", w.Len(), w.Added())
+	}
+	var buf []calibrate.Pair
+	for i := range 10 {
+		w.Add(float64(i), i%2 == 0)
+		buf = w.CopyTo(buf)
+		n := min(i+1, 4)
+		if w.Len() != n || w.Added() != int64(i+1) || len(buf) != n {
+			t.Fatalf("after %d adds: len %d added %d copy %d", i+1, w.Len(), w.Added(), len(buf))
+		}
+		for j, p := range buf {
+			s := i - n + 1 + j
+			y := 0.0
+			if s%2 == 0 {
+				y = 1
+			}
+			if p.Score != float64(s) || p.Y != y {
+				t.Fatalf("after %d adds: copy[%d] = %+v, want {%d %v}", i+1, j, p, s, y)
+			}
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { buf = w.CopyTo(buf) }); a != 0 {
+		t.Errorf("CopyTo into a large enough dst: %v allocs", a)
+	}
+	r := calibrate.NewWindow(2)
+	r.AddResidual(1.5, 4)
+	if got := r.CopyTo(nil); len(got) != 1 || got[0] != (calibrate.Pair{Score: 1.5, Y: 4}) {
+		t.Errorf("AddResidual stored %+v", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("NewWindow(0) did not panic")
+		}
+	}()
+	calibrate.NewWindow(0)
+}
+
+// TestNoAllocations: Add, AddResidual, Probability and Interval do not
+// allocate.
+func TestNoAllocations(t *testing.T) {
+	w := calibrate.NewWindow(100)
+	v := calibrate.FitVennAbers(randomPairs(2000, 1))
+	c := calibrate.FitConformalResiduals([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	var sink float64
+	for name, f := range map[string]func(){
+		"Add":         func() { w.Add(0.3, true) },
+		"AddResidual": func() { w.AddResidual(0.3, 1) },
+		"Probability": func() { p, _, _ := v.Probability(0.1); sink += p },
+		"Interval":    func() { lo, _, _ := c.Interval(1, 0.9); sink += lo },
+	} {
+		if a := testing.AllocsPerRun(1000, f); a != 0 {
+			t.Errorf("%s: %v allocs per call", name, a)
+		}
+	}
+	_ = sink
+}
+
+// TestConcurrentLookups: tables are immutable, so lookups on the serving
+// table may run on many goroutines while the next one is fitted from a
+// window snapshot (run with -race).
+func TestConcurrentLookups(t *testing.T) {
+	w := calibrate.NewWindow(500)
+	for _, p := range randomPairs(500, 2) {
+		w.Add(p.Score, p.Y > 0)
+	}
+	serving := calibrate.FitVennAbers(w.CopyTo(nil))
+	want := make([][3]float64, 100)
+	for i := range want {
+		want[i][0], want[i][1], want[i][2] = serving.Probability(float64(i)/50 - 1)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				for i := range want {
+					p, lo, hi := serving.Probability(float64(i)/50 - 1)
+					if [3]float64{p, lo, hi} != want[i] {
+						panic("a table changed under its readers")
+					}
+				}
+			}
+		})
+	}
+	var buf []calibrate.Pair
+	for i := range 20 {
+		for _, p := range randomPairs(50, uint64(10+i)) {
+			w.Add(p.Score, p.Y > 0)
+		}
+		buf = w.CopyTo(buf)
+		_ = calibrate.FitVennAbers(buf)
+	}
+	wg.Wait()
+}
+
+// randomPairs returns n classifier pairs: scores N(0, 1) rounded to 1e-3
+// (some ties), labels with P(y = 1) = logistic(2s).
+func randomPairs(n int, seed uint64) []calibrate.Pair {
+	r := rand.New(rand.NewPCG(seed, 7))
+	ps := make([]calibrate.Pair, n)
+	for i := range ps {
+		s := math.Round(r.NormFloat64()*1000) / 1000
+		y := 0.0
+		if r.Float64() < 1/(1+math.Exp(-2*s)) {
+			y = 1
+		}
+		ps[i] = calibrate.Pair{Score: s, Y: y}
+	}
+	return ps
+}

@@ -1,0 +1,123 @@
+package stream
+
+import (
+	"bufio"
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/online"
+)
+
+// TestCalibratedCertainty: a mam streamed over Ripley's 1 000 test rows
+// publishes certainty.probability once its calibration window (after the
+// warm-up) has been fitted in the background: lower ≤ p ≤ upper, n the pairs fitted, and over
+// the second half the mean p is within 0.06 of the observed rate of the
+// positive class, while the interval narrows as the window fills; the live
+// check's gauges are set.
+func TestCalibratedCertainty(t *testing.T) {
+	f, err := os.Open("../online/testdata/ripley_test.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows [][]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if r := strings.Split(sc.Text(), ","); len(r) == 3 {
+			if _, err := strconv.ParseFloat(r[0], 64); err == nil {
+				rows = append(rows, r)
+			}
+		}
+	}
+	// The file is sorted by class: stream it in a fixed random order.
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
+	m, err := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: "rbf", Gamma: 10, Features: 256, Seed: 1}, Balance: true, Delta: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2,
+		Calibration: CalibrationConfig{Window: 400, Every: 50}}, []NamedModel{{Name: "mam", Model: m}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := instanceShard(t, e)
+	sink := &memSink{keep: true}
+	type rec struct {
+		Certainty struct {
+			Probability *struct {
+				P, Lower, Upper float64
+				N               int64
+			}
+		}
+	}
+	var sumP, pos, n, widthEarly, widthLate float64
+	var nEarly, nLate int
+	for i, r := range rows {
+		y := r[2]
+		if y == "0" {
+			y = "-1"
+		}
+		v := []byte(`{"features":[` + r[0] + `,` + r[1] + `],"label":` + y + `}`)
+		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: v}, sink)
+		var got rec
+		if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &got); err != nil {
+			t.Fatal(err)
+		}
+		pr := got.Certainty.Probability
+		if i < calWarmup+50 && pr != nil {
+			t.Fatalf("event %d: a probability before the first fit", i)
+		}
+		if pr == nil {
+			if i > calWarmup+150 {
+				t.Fatalf("event %d: no probability yet", i)
+			}
+			time.Sleep(time.Millisecond) // let the first background fit land
+			continue
+		}
+		if !(pr.Lower <= pr.P && pr.P <= pr.Upper) || pr.N < 50 || pr.N > 400 {
+			t.Fatalf("event %d: probability %+v", i, *pr)
+		}
+		if i >= calWarmup+50 && i < calWarmup+150 {
+			widthEarly += pr.Upper - pr.Lower
+			nEarly++
+		}
+		if i >= len(rows)/2 {
+			sumP += pr.P
+			if y == "1" {
+				pos++
+			}
+			n++
+			widthLate += pr.Upper - pr.Lower
+			nLate++
+		}
+	}
+	if d := sumP/n - pos/n; d > 0.06 || d < -0.06 {
+		t.Errorf("mean p %.3f, observed positive rate %.3f", sumP/n, pos/n)
+	}
+	we, wl := widthEarly/float64(nEarly), widthLate/float64(nLate)
+	if !(wl < we) || wl > 0.1 {
+		t.Errorf("mean width %.3f while the window fills, %.3f once full (want narrower, ≤ 0.1)", we, wl)
+	}
+	t.Logf("mean p %.3f, observed %.3f; width %.3f → %.3f", sumP/n, pos/n, we, wl)
+	if got := testutil.ToFloat64(e.met.calPairs.WithLabelValues("mam")); got != 400 { // 1 000 − 200 warm-up ≥ 400
+		t.Errorf("streamer_calibration_pairs %v, want 400", got)
+	}
+	var counted float64
+	for d := range 10 {
+		counted += testutil.ToFloat64(e.met.calCount.WithLabelValues("mam", strconv.Itoa(d)))
+	}
+	if counted < 300 || counted > 400 {
+		t.Errorf("live check over %v events, want the recent ones with a probability (≤ 400)", counted)
+	}
+}

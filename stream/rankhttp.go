@@ -1,0 +1,209 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/stream/wire"
+)
+
+// POST /v1/rank: a ranking request over HTTP, answered from the live state
+// of the shard that owns the request's key, under the shard's lock (as one
+// more event of its stream: a consistent read that does not stop the
+// stream). The body is the request event; the response the ranking record.
+
+// RankHTTPConfig configures POST /v1/rank (Pipeline.ServeRank).
+type RankHTTPConfig struct {
+	// Partitioner maps a key to its input partition as the producers do:
+	// "murmur2", "fnv1a" or "crc32".
+	Partitioner string
+	// Partitions returns the number of partitions of the input topic (from
+	// the brokers' metadata; cached for a minute).
+	Partitions func(ctx context.Context) (int, error)
+	MaxBytes   int // the largest body
+}
+
+// rankHTTP is the pipeline's state for POST /v1/rank.
+type rankHTTP struct {
+	cfg      RankHTTPConfig
+	balancer kafka.Balancer
+	dec      *wire.Decoder
+	pool     sync.Pool // *wire.Event
+
+	mu      sync.Mutex
+	parts   []int // 0..n−1 for the balancer
+	partsAt time.Time
+	keyed   bool // a model is key-scoped: its keys live where their partition is consumed
+}
+
+// EnableRankHTTP makes ServeRank answer requests; without it (or without
+// ranking requests configured) ServeRank answers 404.
+func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
+	e := p.engine
+	if e == nil || e.rankIdx < 0 {
+		return nil
+	}
+	r := &rankHTTP{cfg: cfg}
+	switch cfg.Partitioner {
+	case "murmur2", "":
+		r.balancer = kafka.Murmur2Balancer{Consistent: true}
+	case "fnv1a":
+		r.balancer = &kafka.Hash{}
+	case "crc32":
+		r.balancer = kafka.CRC32Balancer{Consistent: true}
+	default:
+		return fmt.Errorf("stream: partitioner %q", cfg.Partitioner)
+	}
+	dec, err := wire.NewDecoder(e.cfg.Dim, e.cfg.FeatureNames, cfg.MaxBytes)
+	if err != nil {
+		return err
+	}
+	dec = dec.WithMaxAbs(e.cfg.MaxFeatureAbs).WithRequests(e.cfg.Rank.MaxCandidates)
+	if e.cfg.Rows > 0 {
+		dec = dec.WithShape(e.cfg.Rows)
+	}
+	r.dec = dec
+	r.pool.New = func() any { return new(wire.Event) }
+	for _, d := range e.defs {
+		if d.keyFactory != nil {
+			r.keyed = true
+		}
+	}
+	p.rank = r
+	return nil
+}
+
+// rankError is an HTTP error answer.
+type rankError struct {
+	status int
+	msg    string
+}
+
+func (e *rankError) Error() string { return e.msg }
+
+// ServeRank is the handler of POST /v1/rank.
+func (p *Pipeline) ServeRank(w http.ResponseWriter, req *http.Request) {
+	r := p.rank
+	if r == nil {
+		http.Error(w, "ranking requests are off: set rank.model", http.StatusNotFound)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, int64(r.cfg.MaxBytes)+1))
+	if err != nil {
+		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(body) > r.cfg.MaxBytes {
+		http.Error(w, fmt.Sprintf("too_large: the request is over %d bytes (kafka.max_message_bytes)", r.cfg.MaxBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	out, err := p.Rank(req.Context(), body, nil)
+	if err != nil {
+		var re *rankError
+		if !errors.As(err, &re) {
+			re = &rankError{http.StatusInternalServerError, err.Error()}
+		}
+		http.Error(w, re.msg, re.status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(out, '\n'))
+}
+
+// Rank answers the ranking request body: the response record appended to
+// dst, or a *rankError saying why not.
+func (p *Pipeline) Rank(ctx context.Context, body, dst []byte) ([]byte, error) {
+	r := p.rank
+	ev := r.pool.Get().(*wire.Event)
+	defer r.pool.Put(ev)
+	if err := r.dec.Decode(body, ev); err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) {
+			return nil, &rankError{http.StatusBadRequest, string(we.Reason) + ": " + we.Detail}
+		}
+		return nil, &rankError{http.StatusBadRequest, err.Error()}
+	}
+	if !ev.IsRequest {
+		return nil, &rankError{http.StatusBadRequest, "bad_request: not a ranking request (no candidates)"}
+	}
+	if !p.Ready() {
+		return nil, &rankError{http.StatusServiceUnavailable, "not ready: the consumer group is not joined"}
+	}
+	sh, err := p.rankShard(ctx, ev.Key)
+	if err != nil {
+		return nil, err
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.st.rankRequest(ev, ev.ID, ev.Key, p.engine.now())
+	return wire.AppendRanking(dst, &sh.st.rk.resp), nil
+}
+
+// rankShard returns the shard that owns key: in partition scope the key's
+// partition's, in instance scope the instance's (when a model is
+// key-scoped, only if the instance consumes the key's partition, where the
+// key's state lives).
+func (p *Pipeline) rankShard(ctx context.Context, key []byte) (*pshard, error) {
+	r := p.rank
+	if !p.partitioned && !r.keyed {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.shards[""], nil
+	}
+	part, err := r.partition(ctx, key)
+	if err != nil {
+		return nil, &rankError{http.StatusServiceUnavailable, "the input topic's partitions: " + err.Error()}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sh := p.shards[""]
+	if p.partitioned {
+		sh = p.shards[strconv.Itoa(part)]
+	}
+	if sh == nil || !p.owned[part] {
+		owned := make([]int, 0, len(p.owned))
+		for o := range p.owned {
+			owned = append(owned, o)
+		}
+		slices.Sort(owned)
+		list := make([]string, len(owned))
+		for i, o := range owned {
+			list[i] = strconv.Itoa(o)
+		}
+		return nil, &rankError{http.StatusMisdirectedRequest, fmt.Sprintf(
+			"key %q is in partition %d of the input topic (rank.partitioner %s), which another instance owns: this one owns [%s]; ask that instance",
+			key, part, r.cfg.Partitioner, strings.Join(list, ", "))}
+	}
+	return sh, nil
+}
+
+// partition returns key's partition of the input topic.
+func (r *rankHTTP) partition(ctx context.Context, key []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.parts) == 0 || time.Since(r.partsAt) > time.Minute {
+		n, err := r.cfg.Partitions(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if n < 1 {
+			return 0, errors.New("no partitions")
+		}
+		r.parts = r.parts[:0]
+		for i := range n {
+			r.parts = append(r.parts, i)
+		}
+		r.partsAt = time.Now()
+	}
+	return r.balancer.Balance(kafka.Message{Key: key}, r.parts...), nil
+}
