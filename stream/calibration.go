@@ -99,11 +99,21 @@ func (c *calibration) certainty(p *online.Prediction, r *wire.Score) {
 		return
 	}
 	if t := c.cf.Load(); t != nil {
-		lo, hi, ok := t.Interval(p.Score, c.level)
+		lo, hi, ok := t.Interval(c.point(p), c.level)
 		if ok {
 			r.IntLower, r.IntUpper, r.IntLevel, r.HasInterval = lo, hi, c.level, true
 		}
 	}
+}
+
+// point is the prediction a conformal interval is centred on: an ordinal
+// model's predicted level (its score is on another scale), the score of
+// the others.
+func (c *calibration) point(p *online.Prediction) float64 {
+	if c.kind == online.Ordinal {
+		return float64(p.Label)
+	}
+	return p.Score
 }
 
 // add records the judged pair (p published, label y); the model's judgeMu
@@ -125,9 +135,9 @@ func (c *calibration) add(p online.Prediction, y float64) {
 		c.win.Add(p.Score, y > 0)
 	} else {
 		if t := c.cf.Load(); t != nil {
-			j.lo, j.hi, j.ok = t.Interval(p.Score, c.level)
+			j.lo, j.hi, j.ok = t.Interval(c.point(&p), c.level)
 		}
-		c.win.AddResidual(p.Score, y)
+		c.win.AddResidual(c.point(&p), y)
 	}
 	c.recent[c.next] = j
 	c.next = (c.next + 1) % len(c.recent)
