@@ -719,7 +719,7 @@ func (s *Shard) lateLabel(id, key []byte, now int64) {
 		m.def.judge(sl.preds[i], s.labels[i])
 	}
 	if sl.ope.first {
-		s.e.ope.add(sl.ope, s.labels[s.e.rankIdx])
+		s.e.ope.add(sl.ope, s.e.reward(s.labels[s.e.rankIdx]))
 	}
 }
 

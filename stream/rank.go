@@ -149,6 +149,17 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	e.joinMoved(s.join.pending() - before)
 }
 
+// reward is the off-policy reward of label y (as the rank model maps it).
+func (e *Engine) reward(y float64) float64 {
+	if e.defs[e.rankIdx].traits.Kind != online.Classifier {
+		return y
+	}
+	if y > 0 {
+		return 1
+	}
+	return 0
+}
+
 // itemID appends the join id of item of request id: id, a 0 byte, item.
 func itemID(dst, id, item []byte) []byte {
 	dst = append(dst, id...)
@@ -211,7 +222,8 @@ func (s *Shard) request(ev *wire.Event, msg *kafka.Message, id []byte, pub Sink,
 
 // opeStats accumulates the off-policy estimates of the greedy policy from
 // the labels of the items requests put first: per labelled request, the
-// logged reward r (1 for a positive label), the importance weight
+// logged reward r (a classifier's: 1 for the positive class, else 0;
+// another kind's: the label itself, e.g. a rating), the importance weight
 // w = [greedy would have put the same item first]/propensity, and r·w.
 type opeStats struct {
 	mu                  sync.Mutex
@@ -219,13 +231,8 @@ type opeStats struct {
 	rw2, greedyN, match float64
 }
 
-// add records the label y (a positive class: a reward of 1) of the first
-// item of a request, marked o.
-func (o *opeStats) add(mark opeMark, y float64) {
-	r := 0.0
-	if y > 0 {
-		r = 1
-	}
+// add records the reward r of the first item of a request, marked mark.
+func (o *opeStats) add(mark opeMark, r float64) {
 	w := 0.0
 	if mark.greedy && mark.prop > 0 {
 		w = 1 / mark.prop
@@ -253,7 +260,7 @@ func newOPECollector(s *opeStats) *opeCollector {
 		n: prometheus.NewDesc("streamer_ope_labels_total",
 			"Labels of the items ranking requests put first: the samples of the off-policy estimates.", nil, nil),
 		value: prometheus.NewDesc("streamer_ope_value",
-			"Estimated reward (positive-label rate) of the first item: policy logged is the rate observed under the exploration policy; greedy is the greedy order's, by inverse propensity scoring (estimator ips) or its self-normalised form (snips).",
+			"Estimated mean reward of the first item (a classifier's positive-label rate; another kind's mean label): policy logged is the mean observed under the exploration policy; greedy is the greedy order's, by inverse propensity scoring (estimator ips) or its self-normalised form (snips).",
 			[]string{"policy", "estimator"}, nil),
 		ci: prometheus.NewDesc("streamer_ope_ci95",
 			"Half-width of the normal 95% confidence interval of the greedy policy's IPS estimate.", nil, nil),

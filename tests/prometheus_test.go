@@ -104,7 +104,7 @@ scrape_configs:
 		{`streamer_events_consumed_total{job="streamer"}`, float64(o.consumed)},
 		{`streamer_model_examples{job="streamer", model="mam"}`, float64(o.labelled)},
 		{`sum(streamer_events_rejected_total{job="streamer"})`, float64(o.invalid)},
-		{`streamer_events_scored_total{job="streamer", model="mam"}`, float64(o.consumed - o.invalid)},
+		{`streamer_events_scored_total{job="streamer", model="mam"}`, float64(o.consumed - o.invalid - o.unscored)},
 	}
 	waitFor(t, 15*time.Second, "prometheus to scrape the streamer", func() bool {
 		select {

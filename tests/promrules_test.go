@@ -577,6 +577,10 @@ log:
 snapshot:
   dir: %STATE%
   every: 500ms
+labels:
+  join_window: {events: 1000, time: 1m}
+rank:
+  model: mam
 models:
   - name: mam
     type: mam
@@ -595,6 +599,7 @@ models:
 type observed struct {
 	p                           *proc
 	consumed, labelled, invalid int
+	unscored                    int // the ranking request and its label: consumed, not scored
 }
 
 // startObserved starts the streamer with observedConfig and feeds it
@@ -617,8 +622,12 @@ func startObserved(t *testing.T) *observed {
 	for i, v := range []string{`{"id":`, `[1,2]`, `{"features":[1,2,3],"label":1}`} {
 		msgs = append(msgs, kafka.Message{Key: fmt.Appendf(nil, "bad%d", i), Value: []byte(v)})
 	}
+	// A ranking request and a label for the item it put first: the
+	// off-policy metrics.
+	msgs = append(msgs, kafka.Message{Key: []byte("k0"), Value: []byte(`{"id":"r-1","candidates":[{"item":"a","features":[0.5,0.5]},{"item":"b","features":[-0.5,0.1]}]}`)},
+		kafka.Message{Key: []byte("k0"), Value: []byte(`{"id":"r-1","item":"a","label":1}`)})
 	produce(t, b, "events", msgs)
-	o := &observed{p: p, consumed: len(msgs), labelled: len(train), invalid: 3}
+	o := &observed{p: p, consumed: len(msgs), labelled: len(train) + 1, invalid: 3, unscored: 2}
 	waitFor(t, 30*time.Second, "all events consumed and a refit accepted", func() bool {
 		return p.metric(t, "streamer_events_consumed_total", "") == float64(o.consumed) &&
 			p.metric(t, "streamer_model_examples", `model="mam"`) == float64(o.labelled) &&
@@ -657,7 +666,8 @@ func TestDashboardMetricsLive(t *testing.T) {
 	o := startObserved(t)
 	live := scrape(t, o.p)
 	live["up"] = true // made by Prometheus
-	ordinal := map[string]bool{"streamer_model_kendall_tau": true, "streamer_model_mae": true, "streamer_model_zero_one": true}
+	ordinal := map[string]bool{"streamer_model_kendall_tau": true, "streamer_model_mae": true, "streamer_model_zero_one": true,
+		"streamer_calibration_coverage": true} // coverage: ranking, ordinal and regression models
 	_, exprs, vars := readDashboard(t)
 	for _, e := range append(append(exprs, vars...), alertExprs(t)...) {
 		for _, n := range metricRef.FindAllString(e, -1) {
