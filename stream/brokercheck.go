@@ -199,23 +199,41 @@ func (s *KafkaSecurity) TopicLimits(ctx context.Context, k config.Kafka, topics 
 func (s *KafkaSecurity) Partitions(ctx context.Context, k config.Kafka, timeout time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	client, parts, err := s.inputPartitions(ctx, k, timeout)
+	if err != nil {
+		return 0, err
+	}
+	client.Transport.(*kafka.Transport).CloseIdleConnections()
+	return len(parts), nil
+}
+
+// inputPartitions returns a client for k's brokers (close its transport's
+// idle connections when done) and the partitions of k.InputTopic.
+func (s *KafkaSecurity) inputPartitions(ctx context.Context, k config.Kafka, timeout time.Duration) (*kafka.Client, []int, error) {
 	tr := s.Transport(k.ClientID)
 	tr.MetadataTopics = []string{k.InputTopic} // nothing created
-	defer tr.CloseIdleConnections()
 	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr, Timeout: timeout}
 	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{k.InputTopic}})
 	if err != nil {
-		return 0, fmt.Errorf("metadata of %s: %w", k.InputTopic, err)
+		tr.CloseIdleConnections()
+		return nil, nil, fmt.Errorf("metadata of %s: %w", k.InputTopic, err)
 	}
 	for _, t := range md.Topics {
-		if t.Name == k.InputTopic {
-			if t.Error != nil {
-				return 0, fmt.Errorf("metadata of %s: %w", k.InputTopic, t.Error)
-			}
-			return len(t.Partitions), nil
+		if t.Name != k.InputTopic {
+			continue
 		}
+		if t.Error != nil {
+			tr.CloseIdleConnections()
+			return nil, nil, fmt.Errorf("metadata of %s: %w", k.InputTopic, t.Error)
+		}
+		parts := make([]int, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			parts = append(parts, p.ID)
+		}
+		return client, parts, nil
 	}
-	return 0, fmt.Errorf("metadata of %s: topic not in the answer", k.InputTopic)
+	tr.CloseIdleConnections()
+	return nil, nil, fmt.Errorf("metadata of %s: topic not in the answer", k.InputTopic)
 }
 
 // CommittedOffsets returns the offsets the consumer group k.Group has
@@ -223,26 +241,11 @@ func (s *KafkaSecurity) Partitions(ctx context.Context, k config.Kafka, timeout 
 func (s *KafkaSecurity) CommittedOffsets(ctx context.Context, k config.Kafka, timeout time.Duration) (map[int]int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tr := s.Transport(k.ClientID)
-	tr.MetadataTopics = []string{k.InputTopic} // nothing created
-	defer tr.CloseIdleConnections()
-	client := &kafka.Client{Addr: kafka.TCP(k.Brokers...), Transport: tr, Timeout: timeout}
-	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{k.InputTopic}})
+	client, parts, err := s.inputPartitions(ctx, k, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", k.InputTopic, err)
+		return nil, err
 	}
-	var parts []int
-	for _, t := range md.Topics {
-		if t.Name != k.InputTopic {
-			continue
-		}
-		if t.Error != nil {
-			return nil, fmt.Errorf("metadata of %s: %w", k.InputTopic, t.Error)
-		}
-		for _, p := range t.Partitions {
-			parts = append(parts, p.ID)
-		}
-	}
+	defer client.Transport.(*kafka.Transport).CloseIdleConnections()
 	res, err := client.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: k.Group, Topics: map[string][]int{k.InputTopic: parts}})
 	if err == nil {
 		err = res.Error

@@ -57,6 +57,28 @@ type rankResponse struct {
 	}
 }
 
+// prefEvents is n labelled events of users u = i mod len(prefs): random
+// features, labelled by the sign of their inner product with the user's
+// preference; ids prefix-i.
+func prefEvents(rng *rand.Rand, prefs [][]float64, n int, prefix string) []kafka.Message {
+	out := make([]kafka.Message, 0, n)
+	for i := range n {
+		u := i % len(prefs)
+		x := make([]float64, len(prefs[u]))
+		var dot float64
+		for j := range x {
+			x[j] = rng.NormFloat64()
+			dot += x[j] * prefs[u][j]
+		}
+		y := -1
+		if dot > 0 {
+			y = 1
+		}
+		out = append(out, kafka.Message{Key: []byte(fmt.Sprintf("u%d", u)), Value: eventJSON(fmt.Sprintf("%s-%d", prefix, i), x, &y)})
+	}
+	return out
+}
+
 // rankRequestJSON is a request for key with candidates c0… whose
 // features are xs.
 func rankRequestJSON(id, key string, xs [][]float64, k int) []byte {
@@ -93,27 +115,13 @@ func TestRankRequests(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	const users, perUser, dim = 5, 200, 4
 	prefs := make([][]float64, users)
-	var evs []kafka.Message
 	for u := range users {
 		prefs[u] = make([]float64, dim)
 		for j := range prefs[u] {
 			prefs[u][j] = rng.NormFloat64()
 		}
 	}
-	for i := range users * perUser {
-		u := i % users
-		x := make([]float64, dim)
-		var dot float64
-		for j := range x {
-			x[j] = rng.NormFloat64()
-			dot += x[j] * prefs[u][j]
-		}
-		y := -1
-		if dot > 0 {
-			y = 1
-		}
-		evs = append(evs, kafka.Message{Key: []byte(fmt.Sprintf("u%d", u)), Value: eventJSON(fmt.Sprintf("e-%d", i), x, &y)})
-	}
+	evs := prefEvents(rng, prefs, users*perUser, "e")
 	produce(t, b, "events", evs)
 	waitFor(t, 30*time.Second, "events learned", func() bool {
 		return p.metric(t, "streamer_events_learned_total", `model="prefs"`) == users*perUser
@@ -230,21 +238,7 @@ func TestRankRequests(t *testing.T) {
 	// Requests while the users' models learn and snapshots are written
 	// every 100 ms: every one answered (the binary is built with -race in
 	// CI's race step, where a data race fails the exit below).
-	var more []kafka.Message
-	for i := range 4000 {
-		u := i % users
-		x := make([]float64, dim)
-		var dot float64
-		for j := range x {
-			x[j] = rng.NormFloat64()
-			dot += x[j] * prefs[u][j]
-		}
-		y := -1
-		if dot > 0 {
-			y = 1
-		}
-		more = append(more, kafka.Message{Key: []byte(fmt.Sprintf("u%d", u)), Value: eventJSON(fmt.Sprintf("m-%d", i), x, &y)})
-	}
+	more := prefEvents(rng, prefs, 4000, "m")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
