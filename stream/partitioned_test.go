@@ -391,10 +391,20 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 		t.Fatal("partitions share one heavy model")
 	}
 	x := []float64{0.3, -0.7}
-	before := a.instance("svm", 0).Observe(x, 0, false)
-	saved, err := a.capturePart(0)
-	if err != nil {
-		t.Fatal(err)
+	// A background refit may land while the state is captured: capture
+	// again until the version serving before and after the capture is the
+	// same, so that the capture holds it.
+	var before online.Prediction
+	var saved []snapshot.Model
+	for {
+		before = a.instance("svm", 0).Observe(x, 0, false)
+		var err error
+		if saved, err = a.capturePart(0); err != nil {
+			t.Fatal(err)
+		}
+		if a.instance("svm", 0).Observe(x, 0, false).Version == before.Version {
+			break
+		}
 	}
 	a.dropPart(0)
 	if _, _, err := b.restorePart(0, saved); err != nil {
