@@ -322,7 +322,31 @@ type Features struct {
 	Names       []string `yaml:"names"`
 	Shape       []int    `yaml:"shape"`       // [rows, cols]: events may send a rows × cols matrix (dim = rows·cols)
 	Standardize bool     `yaml:"standardize"` // running per-feature standardisation (Welford), for every model type
+
+	// Hash turns on hashed categorical features: features is then an
+	// object of numbers, strings (categories), arrays of strings (bags)
+	// and namespaces (nested objects), each (namespace, name, value)
+	// hashed to one of 2^bits indices with a sign; dim is 2^bits.
+	Hash *Hash `yaml:"hash"`
+	// Namespaces names the namespaces events may use (hashing; optional
+	// unless Interactions is set).
+	Namespaces []string `yaml:"namespaces"`
+	// Interactions lists pairs of namespaces whose features are crossed
+	// (hashing).
+	Interactions [][]string `yaml:"interactions"`
+	// MaxFeatures bounds an event's hashed features (interactions
+	// included); beyond it the event is dead-lettered too_many_features.
+	MaxFeatures int `yaml:"max_features"`
 }
+
+// Hash is models[i].features.hash.
+type Hash struct {
+	Bits int `yaml:"bits"` // the hashed space has 2^bits indices, 1..30
+	Seed int `yaml:"seed"` // ≥ 0
+}
+
+// DefaultMaxFeatures is features.max_features under hashing.
+const DefaultMaxFeatures = 4096
 
 // Accepted values of the enumerated keys.
 const (
@@ -468,6 +492,17 @@ func (m Model) Fingerprint() string {
 		b = codec.AppendBytes(b, []byte(n))
 	}
 	b = codec.AppendBool(b, m.Features.Standardize)
+	if h := m.Features.Hash; h != nil { // absent before hashing existed: old fingerprints unchanged
+		b = append(b, "hash\x00"...)
+		b = codec.AppendU32(b, uint32(h.Bits))
+		b = codec.AppendU64(b, uint64(h.Seed))
+		b = codec.AppendU32(b, uint32(len(m.Features.Interactions)))
+		for _, pair := range m.Features.Interactions {
+			for _, ns := range pair {
+				b = codec.AppendBytes(b, []byte(ns))
+			}
+		}
+	}
 	scope := m.Scope
 	if scope == ScopeGlobal {
 		scope = ""

@@ -480,6 +480,14 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 		}
 		d.value(fields[i].Value, e.k, e.v, p, "model type "+m.Type)
 	}
+	if f := &m.Features; f.Hash != nil && f.Hash.Bits >= 1 && f.Hash.Bits <= 30 {
+		if f.Dim == 0 { // features.hash gives the dimension
+			f.Dim = 1 << f.Hash.Bits
+		}
+		if f.MaxFeatures == 0 {
+			f.MaxFeatures = DefaultMaxFeatures
+		}
+	}
 	if f := &m.Features; len(f.Shape) == 2 && f.Shape[0] > 0 && f.Shape[1] > 0 {
 		if f.Dim == 0 { // features.shape gives the dimension
 			f.Dim = f.Shape[0] * f.Shape[1]
@@ -602,6 +610,38 @@ func (d *decoder) features(n *yaml.Node, path string, f *Features) {
 			d.ints(v, p, &f.Shape)
 		case "standardize":
 			d.boolean(v, p, &f.Standardize)
+		case "hash":
+			f.Hash = &Hash{}
+			d.set(p, v)
+			d.mapping(v, p, func(key string, k, v *yaml.Node) {
+				hp := join(p, key)
+				switch key {
+				case "bits":
+					d.integer(v, hp, &f.Hash.Bits)
+				case "seed":
+					d.integer(v, hp, &f.Hash.Seed)
+				default:
+					d.unknown(hp, k)
+				}
+			})
+		case "namespaces":
+			d.strings(v, p, &f.Namespaces)
+		case "interactions":
+			v = resolve(v)
+			if isNull(v) {
+				return
+			}
+			if v.Kind != yaml.SequenceNode {
+				d.errorf(p, v, "must be a list of [namespace, namespace] pairs, got %s", kindName(v))
+				return
+			}
+			f.Interactions = make([][]string, len(v.Content))
+			for i, item := range v.Content {
+				d.strings(item, fmt.Sprintf("%s[%d]", p, i), &f.Interactions[i])
+			}
+			d.set(p, v)
+		case "max_features":
+			d.integer(v, p, &f.MaxFeatures)
 		default:
 			d.unknown(p, k)
 		}

@@ -121,6 +121,10 @@
 //	                                (row-major; dim defaults to rows·cols)
 //	features.standardize false      keep running per-feature means and variances (Welford) and standardise
 //	                                inputs before the model (every model type)
+//	features.hash       (off)      {bits: B, seed: S}: hashed categorical features; dim is 2^B (B in [1, 30])
+//	features.namespaces (none)     hashing: the namespaces events may use (needed by interactions)
+//	features.interactions (none)   hashing: [[a, b], …] pairs of namespaces whose features are crossed
+//	features.max_features 4096     hashing: an event with more hashed features is dead-lettered too_many_features
 //	scope               global      global (one model) | key (one instance per event key, e.g. per user; created on
 //	                                first sight; max_keys in memory, every key in the key store,
 //	                                snapshot.dir/keystore)

@@ -197,6 +197,10 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 			if !slices.Equal(f.Names, f0.Names) {
 				v.errorf(p+".features.names", "%s differs from models[0].features.names %s; all models must currently share the same features", list(f.Names), list(f0.Names))
 			}
+			if (f.Hash == nil) != (f0.Hash == nil) || (f.Hash != nil && (*f.Hash != *f0.Hash || f.MaxFeatures != f0.MaxFeatures ||
+				!slices.EqualFunc(f.Interactions, f0.Interactions, slices.Equal[[]string]))) {
+				v.errorf(p+".features.hash", "differs from models[0]'s hashing (hash, interactions, max_features); all models must currently share the same features")
+			}
 			if !slices.Equal(f.Shape, f0.Shape) {
 				v.errorf(p+".features.shape", "%v differs from models[0].features.shape %v; all models must currently share the same features", f.Shape, f0.Shape)
 			}
@@ -340,6 +344,7 @@ func (v *validator) model(p string, m Model, reg *online.Registry) {
 			v.errorf(fp+".shape", "does not go with %s.names: a matrix's entries are sent as nested arrays, not by name", fp)
 		}
 	}
+	v.hashed(fp, m)
 	dimOK := f.Dim > 0
 	if f.Dim <= 0 && len(f.Shape) == 0 {
 		if f.Dim == 0 {
@@ -503,6 +508,60 @@ func (v *validator) sasl(s SASL) {
 				v.errorf(e.Key, "%s", e.Msg)
 			} else {
 				v.errorf("kafka.sasl.password_file", "%v", err)
+			}
+		}
+	}
+}
+
+// hashed checks the hashing keys of a model's features.
+func (v *validator) hashed(fp string, m Model) {
+	f := m.Features
+	h := f.Hash
+	if h == nil {
+		for key, set := range map[string]bool{"namespaces": f.Namespaces != nil, "interactions": f.Interactions != nil, "max_features": f.MaxFeatures != 0} {
+			if set {
+				v.errorf(fp+"."+key, "only with %s.hash (hashed categorical features)", fp)
+			}
+		}
+		return
+	}
+	if h.Bits < 1 || h.Bits > 30 {
+		v.errorf(fp+".hash.bits", "must be in [1, 30], got %d", h.Bits)
+		return
+	}
+	if h.Seed < 0 {
+		v.errorf(fp+".hash.seed", "must be >= 0, got %d", h.Seed)
+	}
+	if f.Dim != 1<<h.Bits {
+		v.errorf(fp+".dim", "is %d but %s.hash.bits %d gives 2^%d = %d: leave dim out", f.Dim, fp, h.Bits, h.Bits, 1<<h.Bits)
+	}
+	switch {
+	case f.Names != nil:
+		v.errorf(fp+".names", "does not go with %s.hash: hashed events name their features themselves", fp)
+	case len(f.Shape) > 0:
+		v.errorf(fp+".shape", "does not go with %s.hash", fp)
+	case f.Standardize:
+		v.errorf(fp+".standardize", "does not go with %s.hash: running moments over 2^%d mostly-zero hashed coordinates would cost O(2^%d) per event and densify every input", fp, h.Bits, h.Bits)
+	}
+	if f.MaxFeatures < 1 || f.MaxFeatures > 1<<20 {
+		v.errorf(fp+".max_features", "must be in [1, %d], got %d", 1<<20, f.MaxFeatures)
+	}
+	known := map[string]bool{}
+	for i, ns := range f.Namespaces {
+		if ns == "" || known[ns] {
+			v.errorf(fmt.Sprintf("%s.namespaces[%d]", fp, i), "empty or repeated namespace %q", ns)
+		}
+		known[ns] = true
+	}
+	for i, pair := range f.Interactions {
+		ip := fmt.Sprintf("%s.interactions[%d]", fp, i)
+		if len(pair) != 2 {
+			v.errorf(ip, "must be a pair [namespace, namespace], got %d names", len(pair))
+			continue
+		}
+		for _, ns := range pair {
+			if !known[ns] {
+				v.errorf(ip, "namespace %q is not in %s.namespaces %s", ns, fp, list(f.Namespaces))
 			}
 		}
 	}

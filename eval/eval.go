@@ -210,6 +210,9 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 	if len(cfg.Models) == 0 {
 		return nil, errors.New("eval: the configuration has no models")
 	}
+	if cfg.Models[0].Features.Hash != nil {
+		return nil, errors.New("eval: models[0].features.hash: hashed categorical features are not supported by eval yet (the service takes them)")
+	}
 	type namedModel struct {
 		Name   string
 		Model  online.Model

@@ -131,6 +131,8 @@ type Logistic struct {
 	b             float64   // bias
 	g             []float64 // AdaGrad Σ g_i² for w
 	gb            float64   // AdaGrad Σ g² for b
+
+	sparseState // lazy L2 of ObserveSparse (sparse.go)
 }
 
 var _ Model = (*Logistic)(nil)
@@ -169,8 +171,12 @@ func (m *Logistic) ClassCounts() (pos, neg int64) { return m.nPos, m.nNeg }
 func (m *Logistic) Version() int64 { return 1 }
 
 // Weights returns the weight vector (the model's own storage: do not
-// modify; valid until the next Observe) and the bias.
-func (m *Logistic) Weights() ([]float64, float64) { return m.w, m.b }
+// modify; valid until the next Observe or ObserveSparse) and the bias. It
+// first applies the L2 steps ObserveSparse deferred (O(d)).
+func (m *Logistic) Weights() ([]float64, float64) {
+	m.flush()
+	return m.w, m.b
+}
 
 // Observe scores x (Score = <w, x> + b, Probability = σ(Score)) and then,
 // if labelled, takes one AdaGrad step on (x, y). Inputs with a non-finite
@@ -184,30 +190,14 @@ func (m *Logistic) Observe(x []float64, y float64, labelled bool) Prediction {
 	if labelled && y != 1 && y != -1 {
 		panic("online: Logistic.Observe: label must be -1 or +1 (see Label)")
 	}
+	m.flush()
 	p := Prediction{N: m.n}
 	z, xx := dotSq(m.w, x)
 	if !(xx <= maxInputSq) {
 		return p
 	}
-	z += m.b
-	if z == 0 {
-		z = 0 // no −0 on the wire
-	}
-	p.Score = z
-	switch {
-	case z > 0:
-		p.Label = 1
-	case z < 0:
-		p.Label = -1
-	}
-	// σ(|z|) and σ(−|z|) from one exp, without overflow or cancellation.
-	e := math.Exp(-math.Abs(z))
-	hi := 1 / (1 + e)
-	lo := e * hi
-	p.Probability, p.HasProbability = hi, true
-	if z < 0 {
-		p.Probability = lo
-	}
+	hi, lo := logitPrediction(&p, z+m.b)
+	z = p.Score
 	if labelled {
 		// dℓ/df = −y·σ(−y f); σ(−y f) is lo when y f ≥ 0.
 		s := hi
@@ -223,6 +213,30 @@ func (m *Logistic) Observe(x []float64, y float64, labelled bool) Prediction {
 		}
 	}
 	return p
+}
+
+// logitPrediction sets p's Score (z, with −0 as 0), Label (sign z) and
+// Probability (σ(z)) and returns σ(|z|) and σ(−|z|).
+func logitPrediction(p *Prediction, z float64) (hi, lo float64) {
+	if z == 0 {
+		z = 0 // no −0 on the wire
+	}
+	p.Score = z
+	switch {
+	case z > 0:
+		p.Label = 1
+	case z < 0:
+		p.Label = -1
+	}
+	// σ(|z|) and σ(−|z|) from one exp, without overflow or cancellation.
+	e := math.Exp(-math.Abs(z))
+	hi = 1 / (1 + e)
+	lo = e * hi
+	p.Probability, p.HasProbability = hi, true
+	if z < 0 {
+		p.Probability = lo
+	}
+	return hi, lo
 }
 
 // learn takes one AdaGrad step with loss derivative gz = dℓ/df.
@@ -267,6 +281,7 @@ func dotSq(a, b []float64) (ab, bb float64) {
 // AppendBinary appends the MarshalBinary encoding of m to dst
 // (encoding.BinaryAppender).
 func (m *Logistic) AppendBinary(dst []byte) ([]byte, error) {
+	m.flush()
 	dst = AppendHeader(dst, LogisticName, &m.p, m.dim)
 	dst = codec.AppendI64(dst, m.n)
 	dst = codec.AppendI64(dst, m.nPos)

@@ -106,6 +106,9 @@ type EngineConfig struct {
 	Rank RankConfig
 	// Calibration: calibrated certainty (calibration.go); Window 0 = off.
 	Calibration CalibrationConfig
+	// Hash: hashed categorical features (hashed.go); nil = dense features.
+	// Dim is then 2^Hash.Bits.
+	Hash *wire.HashConfig
 }
 
 // Engine is the scoring state machine: for each input event it decodes and
@@ -172,6 +175,18 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	rankIdx, err := checkRank(&cfg, models)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkHashed(cfg, models); err != nil {
+		return nil, err
+	}
+	if cfg.Hash != nil {
+		d, _ := wire.NewDecoder(cfg.Dim, nil, cfg.MaxMessageBytes)
+		if d == nil || cfg.Dim != 1<<cfg.Hash.Bits {
+			return nil, fmt.Errorf("stream: hashed features: dimension %d, want 2^%d", cfg.Dim, cfg.Hash.Bits)
+		}
+		if _, err := d.WithHashing(*cfg.Hash); err != nil {
+			return nil, fmt.Errorf("stream: %w", err)
+		}
 	}
 	e := &Engine{cfg: cfg, met: newEngineMetrics(reg), now: time.Now, keys: cfg.KeyStore, shards: map[*Shard]struct{}{},
 		rankIdx: rankIdx, ope: &opeStats{}}
@@ -310,6 +325,9 @@ func (e *Engine) NewWorker() *Worker {
 	if e.rankIdx >= 0 {
 		dec = dec.WithRequests(e.cfg.Rank.MaxCandidates)
 	}
+	if e.cfg.Hash != nil {
+		dec, _ = dec.WithHashing(*e.cfg.Hash) // checked by NewEngine
+	}
 	w := &Worker{e: e, dec: dec, prep: make([][]float64, len(e.defs))}
 	for i, d := range e.defs {
 		if d.prep != nil {
@@ -324,7 +342,7 @@ func (e *Engine) NewWorker() *Worker {
 // state.
 func (w *Worker) Prepare(msg *kafka.Message) {
 	w.err = w.dec.Decode(msg.Value, &w.ev)
-	w.prepared = w.err == nil && w.ev.HasFeatures && !w.ev.IsRequest
+	w.prepared = w.err == nil && w.ev.HasFeatures && !w.ev.IsRequest && w.e.cfg.Hash == nil
 	if !w.prepared {
 		return
 	}
@@ -610,7 +628,13 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 		if w.prepared {
 			prep = w.prep[i]
 		}
-		p, version := m.observe(msg.Key, prep, m.input(ev.Features, s.preds), s.labels[i], ev.HasLabel)
+		var p online.Prediction
+		var version int64
+		if s.e.cfg.Hash != nil {
+			p, version = m.observeSparse(msg.Key, ev.Idx, ev.Val, s.labels[i], ev.HasLabel)
+		} else {
+			p, version = m.observe(msg.Key, prep, m.input(ev.Features, s.preds), s.labels[i], ev.HasLabel)
+		}
 		s.preds[i] = p
 		r := &s.rec
 		*r = wire.Score{

@@ -90,7 +90,7 @@ type engineMetrics struct {
 var reasons = []wire.Reason{
 	wire.ReasonTooLarge, wire.ReasonNotJSON, wire.ReasonWrongType, wire.ReasonMissingFeatures,
 	wire.ReasonWrongDimension, wire.ReasonNonFinite, wire.ReasonOutOfRange, wire.ReasonBadLabel,
-	wire.ReasonBadRequest,
+	wire.ReasonBadRequest, wire.ReasonTooManyFeatures,
 }
 
 func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {

@@ -24,6 +24,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/wire"
 )
 
 // Service is the whole streamer process: the consumer-group pipeline with
@@ -263,6 +264,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		Partitioned:     cfg.Snapshot.Partitioned(),
 		KeyStore:        keys.db,
 		LegacyKeyDir:    legacyKeys,
+		Hash:            hashConfig(m0.Features),
 		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
 		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
 			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Seed: uint64(cfg.Rank.Explore.Seed)},
@@ -675,4 +677,16 @@ func topicKeys(cfg config.Config) map[string]string {
 		m[t] = "rank.response_topic"
 	}
 	return m
+}
+
+// hashConfig is the decoder's hashing of features f (nil: dense features).
+func hashConfig(f config.Features) *wire.HashConfig {
+	if f.Hash == nil {
+		return nil
+	}
+	h := &wire.HashConfig{Bits: f.Hash.Bits, Seed: uint64(f.Hash.Seed), MaxFeatures: f.MaxFeatures}
+	for _, p := range f.Interactions {
+		h.Interactions = append(h.Interactions, [2]string{p[0], p[1]})
+	}
+	return h
 }

@@ -25,7 +25,7 @@ type Event struct {
 	HasID    bool      // "id" was present as a string (possibly empty)
 	Key      []byte    // unescaped "key"; informational, the Kafka message key is authoritative
 	TS       []byte    // unescaped "ts", not parsed
-	Features []float64 // len == dim after a successful Decode
+	Features []float64 // len == dim after a successful Decode; empty with hashing
 	Label    float64   // 1 for true, 0 for false; only meaningful when HasLabel
 	HasLabel bool      // false when "label" is absent or null
 	// HasFeatures is false only for a label-only event (an "id" and a
@@ -45,9 +45,19 @@ type Event struct {
 	// ranking request); nil when absent. Only read WithRequests.
 	Item []byte
 
+	// The hashed features of a Decoder WithHashing: feature k has index
+	// Idx[k] in [0, 2^Bits) and value Val[k] (signed); indices may repeat.
+	// Empty without hashing. Overwritten by the next Decode.
+	Idx []int32
+	Val []float64
+
 	buf   []byte    // backing store for ID, Key, TS, items and escaped object keys
 	seen  []bool    // named features seen so far
 	candX []float64 // the candidates' features, dim each
+	hkey  []byte    // the bytes hashed for the current feature
+	hx    []hashed  // first-order features of the namespaces in interactions
+	hcnt  []int     // features per namespace of hashing.ns
+	hn    int       // first-order hashed features, counted also beyond the limit
 }
 
 // Candidate is one item of a ranking request.
@@ -68,6 +78,7 @@ func (ev *Event) reset(dim int) {
 	ev.HasFeatures = true
 	ev.IsRequest, ev.Cands, ev.K, ev.Item = false, ev.Cands[:0], 0, nil
 	ev.candX = ev.candX[:0]
+	ev.Idx, ev.Val = ev.Idx[:0], ev.Val[:0]
 	ev.buf = ev.buf[:0]
 	if cap(ev.Features) < dim {
 		ev.Features = make([]float64, dim)
@@ -90,6 +101,8 @@ type Decoder struct {
 
 	labelOnly bool // accept label-only events (delayed labels)
 	maxCands  int  // > 0: ranking requests with at most maxCands candidates
+
+	hash *hashing // non-nil: features are hashed (WithHashing); dim is then 2^Bits
 }
 
 // WithRequests returns a copy of d that also accepts ranking requests —
@@ -180,7 +193,8 @@ func NewDecoder(dim int, names []string, maxBytes int) (*Decoder, error) {
 	return d, nil
 }
 
-// Dim returns the number of features of every decoded event.
+// Dim returns the number of features of every decoded event (with
+// hashing, the size of the hashed space, 2^Bits).
 func (d *Decoder) Dim() int { return d.dim }
 
 // Decode parses one message value into ev, resetting it first and reusing its
@@ -193,7 +207,11 @@ func (d *Decoder) Dim() int { return d.dim }
 // semantic defects the first one in the input wins, and a missing "features"
 // is reported last.
 func (d *Decoder) Decode(src []byte, ev *Event) error {
-	ev.reset(d.dim)
+	if d.hash != nil {
+		ev.reset(0)
+	} else {
+		ev.reset(d.dim)
+	}
 	if d.maxBytes > 0 && len(src) > d.maxBytes {
 		return &Error{Reason: ReasonTooLarge, Detail: fmt.Sprintf("%d bytes, limit %d", len(src), d.maxBytes)}
 	}
@@ -365,6 +383,9 @@ func (s *scanner) member(f field) *Error {
 
 // features parses a "features" value into ev.Features.
 func (s *scanner) features() *Error {
+	if s.d.hash != nil {
+		return s.hashedFeatures()
+	}
 	switch c := s.src[s.pos]; c {
 	case '[':
 		return s.denseFeatures()

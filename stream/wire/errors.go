@@ -14,15 +14,16 @@ type Reason string
 // exactly one of them but [ReasonBadLabel], which is assigned by callers when a
 // model refuses a label that is well-formed JSON.
 const (
-	ReasonTooLarge        Reason = "too_large"        // value over the configured max size
-	ReasonNotJSON         Reason = "not_json"         // not a syntactically valid JSON object (incl. trailing data)
-	ReasonWrongType       Reason = "wrong_type"       // a known field has the wrong JSON type
-	ReasonMissingFeatures Reason = "missing_features" // no features field, features null, or a configured name absent
-	ReasonWrongDimension  Reason = "wrong_dimension"  // array length != dim, or a feature name that is not configured
-	ReasonNonFinite       Reason = "non_finite"       // NaN/±Inf (e.g. 1e999 overflows) in features or label
-	ReasonOutOfRange      Reason = "out_of_range"     // a finite feature beyond the configured bound (Decoder.WithMaxAbs)
-	ReasonBadLabel        Reason = "bad_label"        // the model rejects the label (set by callers)
-	ReasonBadRequest      Reason = "bad_request"      // a malformed ranking request (Decoder.WithRequests)
+	ReasonTooLarge        Reason = "too_large"         // value over the configured max size
+	ReasonNotJSON         Reason = "not_json"          // not a syntactically valid JSON object (incl. trailing data)
+	ReasonWrongType       Reason = "wrong_type"        // a known field has the wrong JSON type
+	ReasonMissingFeatures Reason = "missing_features"  // no features field, features null, or a configured name absent
+	ReasonWrongDimension  Reason = "wrong_dimension"   // array length != dim, or a feature name that is not configured
+	ReasonNonFinite       Reason = "non_finite"        // NaN/±Inf (e.g. 1e999 overflows) in features or label
+	ReasonOutOfRange      Reason = "out_of_range"      // a finite feature beyond the configured bound (Decoder.WithMaxAbs)
+	ReasonBadLabel        Reason = "bad_label"         // the model rejects the label (set by callers)
+	ReasonBadRequest      Reason = "bad_request"       // a malformed ranking request (Decoder.WithRequests)
+	ReasonTooManyFeatures Reason = "too_many_features" // more hashed features than HashConfig.MaxFeatures (Decoder.WithHashing)
 )
 
 var allReasons = []Reason{
@@ -35,6 +36,7 @@ var allReasons = []Reason{
 	ReasonOutOfRange,
 	ReasonBadLabel,
 	ReasonBadRequest,
+	ReasonTooManyFeatures,
 }
 
 // Reasons returns every Reason, in a fixed order, for example to initialise a

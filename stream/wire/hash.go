@@ -1,0 +1,433 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// HashConfig configures feature hashing (the hashing trick, as in Vowpal
+// Wabbit): sparse, categorical and namespaced features mapped into a space
+// of 2^Bits indices. See [Decoder.WithHashing].
+type HashConfig struct {
+	Bits         int         // 1..30: the hashed space has 2^Bits indices
+	Seed         uint64      // part of every hashed string: another seed, another model
+	Interactions [][2]string // pairs of namespaces whose features are crossed (VW's -q); "" is the top level
+	MaxFeatures  int         // > 0: an event with more hashed features (interactions included) is too_many_features; 0: no limit (not with Interactions)
+}
+
+// hashing is a Decoder's compiled HashConfig.
+type hashing struct {
+	mask  uint64
+	seed  [8]byte  // Seed, little-endian
+	max   int      // MaxFeatures
+	ns    []string // the distinct namespaces named by Interactions
+	pairs [][2]int // Interactions, as indices into ns
+	top   int      // index of "" in ns, or -1
+}
+
+// hashed is a first-order feature of a namespace that takes part in an
+// interaction, kept until the interactions are crossed.
+type hashed struct {
+	h    uint64  // its 64-bit hash
+	v    float64 // its value, unsigned
+	slot int     // its namespace's index in hashing.ns
+}
+
+// WithHashing returns a copy of d that decodes "features" as a sparse,
+// hashed object into Event.Idx and Event.Val (Event.Features is then
+// empty, and Dim returns 2^Bits, the size of the hashed space).
+//
+// The features object maps names to values, for example
+//
+//	{"features": {"price": 9.5, "color": "red", "tags": ["a", "b"], "new": true,
+//	              "user": {"id": "u42", "country": "fr", "age": 31}}}
+//
+// where a value is
+//
+//   - a number v: the feature name, value v (WithMaxAbs applies);
+//   - a string s: the categorical feature name=s, value 1;
+//   - an array of strings (a bag): one feature name=s, value 1, per element
+//     (a repeated element repeats the feature); an empty array adds nothing;
+//   - true: the feature name, value 1; false and null: nothing (absent);
+//   - an object (only at the top level): a namespace, whose members are
+//     features of that namespace with the value kinds above. The top-level
+//     members are the features of the namespace "". Namespaces do not nest.
+//
+// Anything else is wrong_type, the detail naming the path
+// ("features.user.tags[2]: got number, want string"); a non-finite number
+// is non_finite. The dense array form is wrong_type, "features": null is
+// missing_features. A name repeated in an object is not merged: each
+// occurrence adds its features (encoding/json would keep the last one
+// only; producers should not repeat names). A repeated top-level
+// "features" member replaces the earlier one.
+//
+// # Hashing (part of the model format: changing it invalidates models)
+//
+// A feature of namespace ns (a UTF-8 string, "" at the top level) with
+// full name f (name, or name=s for a string value or a bag element) hashes
+// the bytes
+//
+//	seed (8 bytes, little-endian) ‖ ns ‖ 0x00 ‖ f
+//
+// with 64-bit xxHash (XXH64, seed 0; github.com/cespare/xxhash/v2). Names
+// and strings are hashed unescaped, as UTF-8 (invalid UTF-8 is hashed as
+// is); numbers are never part of the hashed bytes. From the hash h, the
+// feature's index is h mod 2^Bits (the low bits) and its sign is −1 when
+// bit 63 of h is set, +1 otherwise; Val holds sign·value, so that inner
+// products in the hashed space are unbiased (Weinberger et al., 2009). So
+// {"color": "red"} and {"color=red": 1} are the same feature.
+//
+// # Interactions
+//
+// Each pair [a, b] of Interactions crosses every first-order feature i of
+// namespace a with every feature j of namespace b (|a|·|b| features, i in
+// input order outermost; for a == b all ordered pairs, i == j included).
+// The crossed feature hashes the 16 bytes
+//
+//	h_i (8 bytes, little-endian) ‖ h_j (8 bytes, little-endian)
+//
+// (the 64-bit hashes of i and j, which include the seed) with XXH64; its
+// index and its own sign come from that hash as above, and its value is
+// sign·v_i·v_j with the unsigned values v_i, v_j. Interactions follow the
+// first-order features in Idx and Val, pair by pair in configuration
+// order. A namespace absent from an event crosses to nothing.
+//
+// # Output
+//
+// Idx and Val are in the order produced: the members in input order (a
+// bag's elements in order, a namespace's members where the namespace
+// appears), then the interactions. Indices may repeat (a hash collision, a
+// repeated bag element): they are not merged, a linear model sums them.
+// Once the Event's buffers have grown, decoding allocates nothing.
+//
+// With MaxFeatures > 0, an event whose features (first-order plus
+// interactions) number more is too_many_features, reported when the
+// features object has been read (a malformed value in it is reported
+// instead).
+//
+// It returns an error if Bits is not in [1, 30], MaxFeatures < 0,
+// MaxFeatures is 0 (no limit) with Interactions (whose count is quadratic
+// in the size of a message), or d has
+// feature names (NewDecoder's names), a shape (WithShape) or accepts
+// ranking requests (WithRequests; hashed candidates are not supported: a
+// request decoded by a hashing Decoder is bad_request). Namespaces named by
+// Interactions cannot be checked here: any name is accepted.
+func (d *Decoder) WithHashing(h HashConfig) (*Decoder, error) {
+	switch {
+	case h.Bits < 1 || h.Bits > 30:
+		return nil, fmt.Errorf("wire: WithHashing: bits %d not in [1, 30]", h.Bits)
+	case h.MaxFeatures < 0:
+		return nil, fmt.Errorf("wire: WithHashing: max features %d < 0", h.MaxFeatures)
+	case len(h.Interactions) > 0 && h.MaxFeatures == 0:
+		// |a|·|b| features from a message of n bytes: n²/16 without a limit.
+		return nil, fmt.Errorf("wire: WithHashing: interactions need a limit on the features (max features > 0)")
+	case d.index != nil:
+		return nil, fmt.Errorf("wire: WithHashing: the decoder has feature names (hashing takes any name)")
+	case d.rows > 0:
+		return nil, fmt.Errorf("wire: WithHashing: the decoder has a matrix shape")
+	case d.maxCands > 0:
+		return nil, fmt.Errorf("wire: WithHashing: ranking requests with hashed features are not supported")
+	}
+	hs := &hashing{mask: 1<<h.Bits - 1, max: h.MaxFeatures, top: -1}
+	binary.LittleEndian.PutUint64(hs.seed[:], h.Seed)
+	slot := func(ns string) int {
+		for i, n := range hs.ns {
+			if n == ns {
+				return i
+			}
+		}
+		hs.ns = append(hs.ns, ns)
+		if ns == "" {
+			hs.top = len(hs.ns) - 1
+		}
+		return len(hs.ns) - 1
+	}
+	for _, p := range h.Interactions {
+		hs.pairs = append(hs.pairs, [2]int{slot(p[0]), slot(p[1])})
+	}
+	c := *d
+	c.hash = hs
+	c.dim = 1 << h.Bits
+	return &c, nil
+}
+
+// hashedFeatures parses a "features" value of a hashing Decoder into
+// ev.Idx and ev.Val.
+func (s *scanner) hashedFeatures() *Error {
+	h, ev := s.d.hash, s.ev
+	switch c := s.src[s.pos]; c {
+	case '{':
+	case 'n':
+		if e := s.literal("null"); e != nil {
+			return e
+		}
+		return &Error{Reason: ReasonMissingFeatures, Detail: "features is null"}
+	case '[':
+		return &Error{Reason: ReasonWrongType, Detail: "features: got array, want object (feature hashing is on: {name: value, …})"}
+	default:
+		return &Error{Reason: ReasonWrongType, Detail: "features: got " + kindOf(c) + ", want object"}
+	}
+	if ev.IsRequest {
+		return &Error{Reason: ReasonBadRequest, Detail: "ranking requests with hashed features are not supported"}
+	}
+	ev.Idx, ev.Val, ev.hx, ev.hn = ev.Idx[:0], ev.Val[:0], ev.hx[:0], 0
+	if cap(ev.hcnt) < len(h.ns) {
+		ev.hcnt = make([]int, len(h.ns))
+	} else {
+		ev.hcnt = ev.hcnt[:len(h.ns)]
+		clear(ev.hcnt)
+	}
+	ev.hkey = append(append(ev.hkey[:0], h.seed[:]...), 0) // seed ‖ "" ‖ 0x00
+	if e := s.hashedObject(true, h.top); e != nil {
+		return e
+	}
+	total := ev.hn
+	for _, p := range h.pairs {
+		a, b := ev.hcnt[p[0]], ev.hcnt[p[1]]
+		if a > 0 && b > (math.MaxInt-total)/a {
+			total = math.MaxInt // only a message of gigabytes
+			break
+		}
+		total += a * b
+	}
+	if h.max > 0 && total > h.max {
+		return &Error{Reason: ReasonTooManyFeatures, Detail: fmt.Sprintf("%d features, limit %d", total, h.max)}
+	}
+	var k [16]byte
+	for _, p := range h.pairs {
+		for _, a := range ev.hx {
+			if a.slot != p[0] {
+				continue
+			}
+			binary.LittleEndian.PutUint64(k[:8], a.h)
+			for _, b := range ev.hx {
+				if b.slot != p[1] {
+					continue
+				}
+				binary.LittleEndian.PutUint64(k[8:], b.h)
+				s.push(xxhash.Sum64(k[:]), a.v*b.v)
+			}
+		}
+	}
+	return nil
+}
+
+// hashedObject parses the features object (top) or a namespace's object at
+// s.pos; ev.hkey holds the namespace's prefix, seed ‖ ns ‖ 0x00. slot is
+// the namespace's index in hashing.ns (-1: in no interaction).
+func (s *scanner) hashedObject(top bool, slot int) *Error {
+	ev := s.ev
+	s.pos++ // '{'
+	s.skipWS()
+	if s.pos < len(s.src) && s.src[s.pos] == '}' {
+		s.pos++
+		return nil
+	}
+	plen := len(ev.hkey)
+	for {
+		s.skipWS()
+		if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+			return s.syntax("want object key")
+		}
+		var e *Error
+		src := s.src
+		if j := plainEnd(src, s.pos+1); j < len(src) && src[j] == '"' {
+			ev.hkey = append(ev.hkey[:plen], src[s.pos+1:j]...)
+			s.pos = j + 1
+		} else {
+			mark := len(ev.buf)
+			var key []byte
+			if key, e = s.key(); e != nil {
+				return e
+			}
+			ev.hkey = append(ev.hkey[:plen], key...)
+			ev.buf = ev.buf[:mark]
+		}
+		if s.pos+1 < len(src) && src[s.pos] == ':' && src[s.pos+1] > ' ' {
+			s.pos++ // compact JSON
+		} else if e := s.colon(); e != nil {
+			return e
+		}
+		if s.pos >= len(src) {
+			return s.syntax("want value")
+		}
+		if src[s.pos] == '"' {
+			// A categorical, the common case: name=value. A value
+			// without escapes is appended at once.
+			hk := append(ev.hkey, '=')
+			i := s.pos + 1
+			if j := plainEnd(src, i); j < len(src) && src[j] == '"' {
+				hk = append(hk, src[i:j]...)
+				s.pos = j + 1
+			} else if hk, e = s.appendString(hk); e != nil {
+				ev.hkey = hk
+				return e
+			}
+			ev.hkey = hk
+			s.emit(hk, 1, slot)
+		} else if e := s.hashedMember(top, plen, slot); e != nil {
+			return e
+		}
+		ev.hkey = ev.hkey[:plen]
+		done, e := s.separator('}')
+		if e != nil {
+			return e
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// hashedMember parses the value, not a string, of a member of a features
+// object or of a namespace; ev.hkey holds the prefix (plen bytes) and the
+// member's name.
+func (s *scanner) hashedMember(top bool, plen, slot int) *Error {
+	ev := s.ev
+	nameEnd := len(ev.hkey)
+	switch c := s.src[s.pos]; c {
+	case '[':
+		return s.bag(top, plen, nameEnd, slot)
+	case '{':
+		if !top {
+			return &Error{Reason: ReasonWrongType, Detail: s.hashPath(top, plen, nameEnd) + ": got object, want number, string, boolean, null or array of strings (namespaces do not nest)"}
+		}
+		// The prefix becomes seed ‖ name ‖ 0x00 (it was seed ‖ 0x00 ‖ name).
+		h := s.d.hash
+		ns := ev.hkey[plen:nameEnd]
+		nslot := -1
+		for i, n := range h.ns {
+			if n == string(ns) {
+				nslot = i
+				break
+			}
+		}
+		n := copy(ev.hkey[8:], ns)
+		ev.hkey = append(ev.hkey[:8+n], 0)
+		e := s.hashedObject(false, nslot)
+		ev.hkey = append(ev.hkey[:8], 0) // the top level's prefix again
+		return e
+	case 't':
+		if e := s.literal("true"); e != nil {
+			return e
+		}
+		s.emit(ev.hkey, 1, slot)
+		return nil
+	case 'f':
+		return s.literal("false")
+	case 'n':
+		return s.literal("null")
+	}
+	v, st := s.number()
+	switch {
+	case st == numWrongType:
+		want := "want number, string, boolean, null or array of strings"
+		if top {
+			want = "want number, string, boolean, null, array of strings or object"
+		}
+		return &Error{Reason: ReasonWrongType, Detail: s.hashPath(top, plen, nameEnd) + ": got " + kindOf(s.src[s.pos]) + ", " + want}
+	case st != numOK:
+		return s.featureError(st, s.hashPath(top, plen, nameEnd))
+	case s.d.maxAbs > 0 && (v > s.d.maxAbs || v < -s.d.maxAbs):
+		return outOfRange(s.hashPath(top, plen, nameEnd), v, s.d.maxAbs)
+	}
+	s.emit(ev.hkey, v, slot)
+	return nil
+}
+
+// bag parses an array of strings, one feature name=element each.
+func (s *scanner) bag(top bool, plen, nameEnd, slot int) *Error {
+	ev := s.ev
+	s.pos++ // '['
+	ev.hkey = append(ev.hkey, '=')
+	vstart := len(ev.hkey)
+	s.skipWS()
+	if s.pos < len(s.src) && s.src[s.pos] == ']' {
+		s.pos++
+		return nil
+	}
+	for i := 0; ; i++ {
+		s.skipWS()
+		if s.pos >= len(s.src) {
+			return s.syntax("unterminated array")
+		}
+		if c := s.src[s.pos]; c != '"' {
+			return &Error{Reason: ReasonWrongType, Detail: s.hashPath(top, plen, nameEnd) + "[" + strconv.Itoa(i) + "]: got " + kindOf(c) + ", want string"}
+		}
+		var e *Error
+		if ev.hkey, e = s.appendString(ev.hkey[:vstart]); e != nil {
+			return e
+		}
+		s.emit(ev.hkey, 1, slot)
+		done, e := s.separator(']')
+		if e != nil {
+			return e
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// plainEnd returns the index of the first byte from src[i] that is a
+// quote, a backslash or a control character (len(src) if none): the end
+// of a string's plain run. It reads 8 bytes at a time: in each word, the
+// lowest byte flagged by the borrow tricks below is a true match (a false
+// one can only sit above a true one).
+func plainEnd(src []byte, i int) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(src); i += 8 {
+		x := binary.LittleEndian.Uint64(src[i:])
+		q, b := x^(lo*'"'), x^(lo*'\\')
+		if t := ((q-lo)&^q | (b-lo)&^b | (x-lo*0x20)&^x) & hi; t != 0 {
+			return i + bits.TrailingZeros64(t)/8
+		}
+	}
+	for i < len(src) && src[i] != '"' && src[i] != '\\' && src[i] >= 0x20 {
+		i++
+	}
+	return i
+}
+
+// hashPath names the member whose name is ev.hkey[plen:nameEnd], for an
+// error's detail: features.name or features.ns.name.
+func (s *scanner) hashPath(top bool, plen, nameEnd int) string {
+	k := s.ev.hkey
+	if top {
+		return "features." + string(k[plen:nameEnd])
+	}
+	return "features." + string(k[8:plen-1]) + "." + string(k[plen:nameEnd])
+}
+
+// emit adds the first-order feature whose hashed bytes are hk, with
+// value v. Beyond MaxFeatures features are only counted (the event will be
+// rejected), so that hostile input cannot grow the buffers without bound.
+func (s *scanner) emit(hk []byte, v float64, slot int) {
+	ev, hs := s.ev, s.d.hash
+	ev.hn++
+	if hs.max > 0 && ev.hn > hs.max {
+		if slot >= 0 {
+			ev.hcnt[slot]++
+		}
+		return
+	}
+	h := xxhash.Sum64(hk)
+	ev.Idx = append(ev.Idx, int32(h&hs.mask))
+	ev.Val = append(ev.Val, math.Float64frombits(math.Float64bits(v)^h&(1<<63)))
+	if slot >= 0 {
+		ev.hcnt[slot]++
+		ev.hx = append(ev.hx, hashed{h: h, v: v, slot: slot})
+	}
+}
+
+// push appends the feature of hash h and unsigned value v to Idx and Val.
+func (s *scanner) push(h uint64, v float64) {
+	ev := s.ev
+	ev.Idx = append(ev.Idx, int32(h&s.d.hash.mask))
+	ev.Val = append(ev.Val, math.Float64frombits(math.Float64bits(v)^h&(1<<63)))
+}

@@ -1,0 +1,86 @@
+package tests
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+const hashedConfig = `
+kafka:
+  brokers: [%BROKERS%]
+  group: hashed
+  commit_interval: 200ms
+http:
+  listen: "%HTTP%"
+log:
+  level: warn
+models:
+  - name: clicks
+    type: logistic
+    features:
+      hash: {bits: 18, seed: 1}
+      namespaces: [user, item]
+      interactions: [[user, item]]
+      max_features: 64
+`
+
+// TestHashedOverKafka: categorical events (namespaces, a bag, a number)
+// configured with features.hash reach a logistic model over Kafka, which
+// learns a signal carried by the user × item interaction alone; an event
+// with more features than max_features, or a dense array, is dead-lettered
+// with its reason; a model type that does not take hashed features stops
+// start-up naming it.
+func TestHashedOverKafka(t *testing.T) {
+	b := startBroker(t, 3)
+	p := startStreamer(t, b, hashedConfig)
+	rng := rand.New(rand.NewPCG(4, 5))
+	const n = 5000
+	var msgs []kafka.Message
+	for i := range n {
+		ug, ig := rng.IntN(4), rng.IntN(4)
+		y := -1
+		if (ug+ig)%2 == 0 {
+			y = 1
+		}
+		msgs = append(msgs, kafka.Message{Key: fmt.Appendf(nil, "u%d", i%50), Value: fmt.Appendf(nil,
+			`{"id":"e%d","features":{"user":{"group":"g%d"},"item":{"group":"h%d","tags":["x","y%d"]},"hour":%d},"label":%d}`,
+			i, ug, ig, rng.IntN(3), rng.IntN(24), y)})
+	}
+	tags := make([]string, 70)
+	for i := range tags {
+		tags[i] = fmt.Sprintf(`"t%d"`, i)
+	}
+	msgs = append(msgs,
+		kafka.Message{Value: []byte(`{"features":{"tags":[` + strings.Join(tags, ",") + `]},"label":1}`)},
+		kafka.Message{Value: []byte(`{"features":[1,2,3],"label":1}`)})
+	produce(t, b, "events", msgs)
+	waitFor(t, 60*time.Second, "every event processed", func() bool {
+		return p.metric(t, "streamer_events_consumed_total", "") == n+2
+	})
+	if acc := p.metric(t, "streamer_model_accuracy", `model="clicks"`); acc < 0.95 {
+		t.Errorf("prequential accuracy %.3f, want ≥ 0.95 (the signal is the interaction)", acc)
+	}
+	for _, r := range []string{"too_many_features", "wrong_type"} {
+		if got := p.metric(t, "streamer_events_rejected_total", `reason="`+r+`"`); got != 1 {
+			t.Errorf("rejected %s: %v, want 1", r, got)
+		}
+	}
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+
+	bad := spawnStreamer(t, strings.Join(b.Addrs(), ","), strings.Replace(hashedConfig, "type: logistic", "type: mam\n    kernel: {type: linear}", 1))
+	select {
+	case err := <-bad.done:
+		if err == nil || !strings.Contains(bad.logs.String(), "does not take hashed (sparse) features yet") {
+			t.Fatalf("mam with hashed features: exit %v, log %s", err, bad.logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("mam with hashed features did not stop start-up")
+	}
+}
