@@ -230,6 +230,8 @@ func logisticStateClose(a, b *Logistic, rtol float64) error {
 	if err := sameParams(a, b); err != nil {
 		return err
 	}
+	a.flush() // sparse events' deferred L2 steps (logically no change)
+	b.flush()
 	if a.n != b.n || a.nPos != b.nPos || a.nNeg != b.nNeg {
 		return fmt.Errorf("online: counts differ: n %d/%d, n₊ %d/%d, n₋ %d/%d", a.n, b.n, a.nPos, b.nPos, a.nNeg, b.nNeg)
 	}
