@@ -138,8 +138,9 @@ type Engine struct {
 	started bool // Start was called: new shards start their refits
 	built   int  // shards built
 
-	rankIdx int       // the rank model's index in defs (-1: requests off)
-	ope     *opeStats // off-policy estimates from the labels of requests' first items
+	hashed  *hashStats // hashed features' collision estimate (nil: dense features)
+	rankIdx int        // the rank model's index in defs (-1: requests off)
+	ope     *opeStats  // off-policy estimates from the labels of requests' first items
 
 	joinWaiting atomic.Int64                   // impressions waiting in every shard's join buffer
 	wantCkpt    atomic.Bool                    // a key-scoped model holds more than KeyHold
@@ -216,6 +217,9 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 			e.own = true
 		}
 		e.defs = append(e.defs, d)
+	}
+	if cfg.Hash != nil {
+		e.hashed = newHashStats(cfg.Hash.Bits, reg)
 	}
 	if reg != nil {
 		reg.MustRegister(&stateCollector{e: e})
@@ -631,6 +635,9 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 		var p online.Prediction
 		var version int64
 		if s.e.cfg.Hash != nil {
+			if i == 0 {
+				s.e.hashed.add(ev.Hash, ev.Idx)
+			}
 			p, version = m.observeSparse(msg.Key, ev.Idx, ev.Val, s.labels[i], ev.HasLabel)
 		} else {
 			p, version = m.observe(msg.Key, prep, m.input(ev.Features, s.preds), s.labels[i], ev.HasLabel)

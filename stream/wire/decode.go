@@ -50,6 +50,9 @@ type Event struct {
 	// Empty without hashing. Overwritten by the next Decode.
 	Idx []int32
 	Val []float64
+	// Hash holds feature k's full 64-bit hash (Idx[k] is its low bits),
+	// for estimating collisions.
+	Hash []uint64
 
 	buf   []byte    // backing store for ID, Key, TS, items and escaped object keys
 	seen  []bool    // named features seen so far
@@ -78,7 +81,7 @@ func (ev *Event) reset(dim int) {
 	ev.HasFeatures = true
 	ev.IsRequest, ev.Cands, ev.K, ev.Item = false, ev.Cands[:0], 0, nil
 	ev.candX = ev.candX[:0]
-	ev.Idx, ev.Val = ev.Idx[:0], ev.Val[:0]
+	ev.Idx, ev.Val, ev.Hash = ev.Idx[:0], ev.Val[:0], ev.Hash[:0]
 	ev.buf = ev.buf[:0]
 	if cap(ev.Features) < dim {
 		ev.Features = make([]float64, dim)

@@ -417,6 +417,7 @@ func (s *scanner) emit(hk []byte, v float64, slot int) {
 		return
 	}
 	h := xxhash.Sum64(hk)
+	ev.Hash = append(ev.Hash, h)
 	ev.Idx = append(ev.Idx, int32(h&hs.mask))
 	ev.Val = append(ev.Val, math.Float64frombits(math.Float64bits(v)^h&(1<<63)))
 	if slot >= 0 {
@@ -428,6 +429,7 @@ func (s *scanner) emit(hk []byte, v float64, slot int) {
 // push appends the feature of hash h and unsigned value v to Idx and Val.
 func (s *scanner) push(h uint64, v float64) {
 	ev := s.ev
+	ev.Hash = append(ev.Hash, h)
 	ev.Idx = append(ev.Idx, int32(h&s.d.hash.mask))
 	ev.Val = append(ev.Val, math.Float64frombits(math.Float64bits(v)^h&(1<<63)))
 }
