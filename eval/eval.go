@@ -71,6 +71,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
+	"github.com/streamer/streamer/stream/wire"
 )
 
 // Options says what Run evaluates.
@@ -210,9 +211,6 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 	if len(cfg.Models) == 0 {
 		return nil, errors.New("eval: the configuration has no models")
 	}
-	if cfg.Models[0].Features.Hash != nil {
-		return nil, errors.New("eval: models[0].features.hash: hashed categorical features are not supported by eval yet (the service takes them)")
-	}
 	type namedModel struct {
 		Name   string
 		Model  online.Model
@@ -263,6 +261,17 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 	m0 := cfg.Models[0].Features
 	fr := &fileRunner{format: opt.Format, dim: m0.Dim, names: m0.Names, maxBytes: cfg.Kafka.MaxMessageBytes,
 		states: states, prog: prog}
+	if h := m0.Hash; h != nil {
+		fr.hash = &wire.HashConfig{Bits: h.Bits, Seed: uint64(h.Seed), MaxFeatures: m0.MaxFeatures}
+		for _, p := range m0.Interactions {
+			fr.hash.Interactions = append(fr.hash.Interactions, [2]string{p[0], p[1]})
+		}
+		for i, st := range states {
+			if _, ok := st.m.(online.SparseModel); !ok || len(st.members) > 0 {
+				return nil, fmt.Errorf("eval: models[%d] (%s): type %s does not take hashed (sparse) features yet; logistic does", i, cfg.Models[i].Name, cfg.Models[i].Type)
+			}
+		}
+	}
 	sections := []struct{ name, path string }{{sectionPrequential, opt.Data}}
 	if opt.Test != "" {
 		sections = append(sections, struct{ name, path string }{sectionHoldout, opt.Test})
@@ -407,6 +416,7 @@ type fileRunner struct {
 	dim      int
 	names    []string
 	maxBytes int
+	hash     *wire.HashConfig // features.hash: JSON Lines rows hashed into sparse rows
 	states   []*modelState
 	prog     *progress
 }
@@ -429,7 +439,15 @@ func (fr *fileRunner) run(ctx context.Context, section, path string, shuffle boo
 	defer f.Close()
 	size := fileSize(path)
 	fr.prog.file(section, size)
-	rd, err := NewReader(format, f, fr.dim, fr.names, fr.maxBytes)
+	var rd Reader
+	switch {
+	case fr.hash == nil:
+		rd, err = NewReader(format, f, fr.dim, fr.names, fr.maxBytes)
+	case format != FormatJSONL:
+		err = fmt.Errorf("hashed features (models[0].features.hash) are read from JSON Lines (wire events) only, not %s", format)
+	default:
+		rd, err = NewHashedReader(f, *fr.hash, fr.maxBytes)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("eval: %s: %w", path, err)
 	}
@@ -538,6 +556,7 @@ func (fr *fileRunner) run(ctx context.Context, section, path string, shuffle boo
 func readShuffled(ctx context.Context, next func(*Row) (bool, error), dim int, seed int64) ([]Row, error) {
 	var (
 		xs     []float64
+		sparse []Row
 		labels []float64
 		has    []bool
 		r      Row
@@ -555,12 +574,19 @@ func readShuffled(ctx context.Context, next func(*Row) (bool, error), dim int, s
 		if !ok {
 			break
 		}
+		if len(r.X) == 0 { // hashed: sparse rows, each kept as read
+			sparse = append(sparse, Row{Idx: slices.Clone(r.Idx), Val: slices.Clone(r.Val)})
+		}
 		xs = append(xs, r.X...)
 		labels = append(labels, r.Label)
 		has = append(has, r.HasLabel)
 	}
 	rows := make([]Row, len(labels))
 	for i := range rows {
+		if sparse != nil {
+			rows[i] = Row{Idx: sparse[i].Idx, Val: sparse[i].Val, Label: labels[i], HasLabel: has[i]}
+			continue
+		}
 		rows[i] = Row{X: xs[i*dim : (i+1)*dim : (i+1)*dim], Label: labels[i], HasLabel: has[i]}
 	}
 	shuffleRows(rows, seed)
@@ -631,6 +657,15 @@ type modelState struct {
 	// buffer: their predictions for a row, then the row's features.
 	members []*modelState
 	in      []float64
+}
+
+// observe is the model's Observe of row i of the batch (ObserveSparse for
+// a hashed row).
+func (st *modelState) observe(i int, r *Row, y float64, learn bool) online.Prediction {
+	if len(r.X) == 0 && r.Idx != nil {
+		return st.m.(online.SparseModel).ObserveSparse(r.Idx, r.Val, y, learn)
+	}
+	return st.m.Observe(st.input(i, r.X), y, learn)
 }
 
 // input returns what the model observes for row i of the batch: its
@@ -721,7 +756,7 @@ func (st *modelState) run(rows []Row) {
 		for ; i < len(rows); i++ {
 			r, o := &rows[i], &st.out[i]
 			if !r.HasLabel {
-				o.kind, o.p = outcomeScored, st.m.Observe(st.input(i, r.X), 0, false)
+				o.kind, o.p = outcomeScored, st.observe(i, r, 0, false)
 				continue
 			}
 			y, ok := st.m.Label(r.Label)
@@ -729,7 +764,7 @@ func (st *modelState) run(rows []Row) {
 				o.kind = outcomeRejected
 				continue
 			}
-			o.kind, o.y, o.p = outcomeJudged, y, st.m.Observe(st.input(i, r.X), y, st.learn)
+			o.kind, o.y, o.p = outcomeJudged, y, st.observe(i, r, y, st.learn)
 			if s.sinceCheck++; s.sinceCheck == CheckEvery {
 				s.sinceCheck = 0
 				i++

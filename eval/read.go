@@ -39,7 +39,12 @@ func FormatFromPath(path string) (string, error) {
 
 // Row is one input row. X has the configured dimension.
 type Row struct {
-	X        []float64
+	X []float64
+	// Idx and Val are a hashed row's features (JSON Lines read with
+	// features.hash): x is all zero but x[Idx[k]] += Val[k]; X is then
+	// empty.
+	Idx      []int32
+	Val      []float64
 	Label    float64 // wire value (true/false arrive as 1/0); only when HasLabel
 	HasLabel bool
 }
@@ -248,9 +253,24 @@ func (l *lines) next() ([]byte, error) {
 
 // jsonlReader decodes wire-format events, one per line.
 type jsonlReader struct {
-	lines *lines
-	dec   *wire.Decoder
-	ev    wire.Event
+	lines  *lines
+	dec    *wire.Decoder
+	ev     wire.Event
+	hashed bool
+}
+
+// NewHashedReader returns a reader of JSON Lines events whose features are
+// hashed as the service hashes them (features.hash): the rows are sparse
+// (Row.Idx, Row.Val).
+func NewHashedReader(src io.Reader, h wire.HashConfig, maxBytes int) (Reader, error) {
+	dec, err := wire.NewDecoder(1, nil, maxBytes) // WithHashing sets the dimension, 2^Bits
+	if err != nil {
+		return nil, err
+	}
+	if dec, err = dec.WithHashing(h); err != nil {
+		return nil, err
+	}
+	return &jsonlReader{lines: newLines(src), dec: dec, hashed: true}, nil
 }
 
 func (j *jsonlReader) offset() int64 { return j.lines.off }
@@ -267,8 +287,14 @@ func (j *jsonlReader) Next(r *Row) error {
 		}
 		return &RowError{Line: j.lines.line, Reason: string(wire.ReasonNotJSON), Detail: err.Error()}
 	}
-	r.X = resize(r.X, j.dec.Dim())
-	copy(r.X, j.ev.Features)
+	if j.hashed {
+		r.X = r.X[:0]
+		r.Idx = append(r.Idx[:0], j.ev.Idx...)
+		r.Val = append(r.Val[:0], j.ev.Val...)
+	} else {
+		r.X = resize(r.X, j.dec.Dim())
+		copy(r.X, j.ev.Features)
+	}
 	r.Label, r.HasLabel = j.ev.Label, j.ev.HasLabel
 	return nil
 }
