@@ -267,8 +267,12 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 			fr.hash.Interactions = append(fr.hash.Interactions, [2]string{p[0], p[1]})
 		}
 		for i, st := range states {
-			if _, ok := st.m.(online.SparseModel); !ok || len(st.members) > 0 {
-				return nil, fmt.Errorf("eval: models[%d] (%s): type %s does not take hashed (sparse) features yet; logistic does", i, cfg.Models[i].Name, cfg.Models[i].Type)
+			err := online.SparseSupport(st.m)
+			if err == nil && len(st.members) > 0 {
+				err = errors.New("an aggregating model does not take hashed features")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("eval: models[%d] (%s): %w", i, cfg.Models[i].Name, err)
 			}
 		}
 	}

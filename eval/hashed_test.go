@@ -89,11 +89,11 @@ models:
 	if _, err := Run(context.Background(), cfg, testTypes, Options{Data: csvPath}); err == nil || !strings.Contains(err.Error(), "JSON Lines (wire events) only") {
 		t.Fatalf("CSV with hashing: %v", err)
 	}
-	mam, err := config.Parse([]byte(strings.Replace(doc, "type: logistic\n    learning_rate: 0.1", "type: mam\n    kernel: {type: linear}", 1)), nil, testTypes)
+	mam, err := config.Parse([]byte(strings.Replace(doc, "type: logistic\n    learning_rate: 0.1", "type: mam\n    kernel: {type: rbf, gamma: 1, features: 32}", 1)), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), mam, testTypes, Options{Data: train}); err == nil || !strings.Contains(err.Error(), "does not take hashed (sparse) features yet") {
+	if _, err := Run(context.Background(), mam, testTypes, Options{Data: train}); err == nil || !strings.Contains(err.Error(), "does not take hashed (sparse) features in this configuration") {
 		t.Fatalf("mam with hashing: %v", err)
 	}
 }

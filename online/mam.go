@@ -110,6 +110,9 @@ type MAM struct {
 	// MAM per bandwidth, and m keeps only p, dim, fm (the unit-gamma
 	// reference map), prep and the window's ring; nil for a fixed gamma.
 	auto *mamAuto
+
+	// ObserveSparse's state (mam_sparse.go); nil until its first call.
+	sp *mamSparse
 }
 
 var (
@@ -498,6 +501,9 @@ func (m *MAM) observePrepared(p *Prediction, prep, x []float64, y float64, label
 		m.auto.observe(m, p, prep, x, y, labelled)
 		return
 	}
+	if m.sp != nil && m.sp.stale {
+		m.syncSparse() // w after sparse events (mam_sparse.go)
+	}
 	np := len(m.phi)
 	if len(prep) != np+2 {
 		panic("online: MAM.ObservePrepared: len(prep) != PreparedLen()")
@@ -563,6 +569,9 @@ func (m *MAM) update(x []float64, y float64) { m.derive(x, y, false) }
 // exactly as the plain ones do, so that refresh (scale false) rebuilds the
 // same derived state bit for bit.
 func (m *MAM) derive(x []float64, y float64, scale bool) {
+	if m.sp != nil { // a dense pass: ObserveSparse's scalars are to be recomputed
+		m.sp.valid, m.sp.stale = false, false
+	}
 	if m.n == 0 {
 		clear(m.w)
 		m.b, m.k, m.margin, m.rad, m.neff, m.pn, m.num = 0, 0, 0, 0, 0, 0, math.NaN()

@@ -18,6 +18,22 @@ type SparseModel interface {
 
 var _ SparseModel = (*Logistic)(nil)
 
+// SparseSupport says whether m takes sparse input (hashed features): nil
+// when it does, else an error naming its type and why not (a SparseModel
+// whose configuration has no sparse path says so through a Sparse method).
+func SparseSupport(m Model) error {
+	s, ok := m.(SparseModel)
+	if !ok {
+		return fmt.Errorf("type %s does not take hashed (sparse) features yet; logistic and linear mam do", m.Type())
+	}
+	if c, ok := s.(interface{ Sparse() error }); ok {
+		if err := c.Sparse(); err != nil {
+			return fmt.Errorf("type %s does not take hashed (sparse) features in this configuration: %w", m.Type(), err)
+		}
+	}
+	return nil
+}
+
 // PeekSparse returns m's prediction for the sparse x without changing m's
 // state: ObserveSparse(idx, val, 0, false), which for every SparseModel
 // leaves the state as it was. Like ObserveSparse it needs exclusive use of

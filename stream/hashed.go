@@ -33,8 +33,8 @@ func checkHashed(cfg EngineConfig, models []NamedModel) error {
 		if len(nm.Members) > 0 {
 			return fmt.Errorf("stream: model %s: an aggregating model does not take hashed features", nm.Name)
 		}
-		if _, ok := nm.Model.(online.SparseModel); !ok {
-			return fmt.Errorf("stream: model %s: type %s does not take hashed (sparse) features yet; logistic does", nm.Name, nm.Model.Type())
+		if err := online.SparseSupport(nm.Model); err != nil {
+			return fmt.Errorf("stream: model %s: %w", nm.Name, err)
 		}
 	}
 	return nil

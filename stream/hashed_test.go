@@ -83,7 +83,7 @@ func TestHashedLogistic(t *testing.T) {
 
 	mam, _ := online.NewMAM(8, online.DefaultMAMParams())
 	if _, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, Hash: &wire.HashConfig{Bits: 3, MaxFeatures: 8}},
-		[]NamedModel{{Name: "m", Model: mam}}, nil); err == nil || !strings.Contains(err.Error(), "does not take hashed (sparse) features yet") {
+		[]NamedModel{{Name: "m", Model: mam}}, nil); err == nil || !strings.Contains(err.Error(), "does not take hashed (sparse) features in this configuration: kernel rbf") {
 		t.Fatalf("mam with hashed features: %v", err)
 	}
 	lg, _ := online.NewLogistic(8, online.LogisticParams{LearningRate: online.DefaultLearningRate, L2: online.DefaultL2})

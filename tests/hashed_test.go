@@ -74,10 +74,10 @@ func TestHashedOverKafka(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 
-	bad := spawnStreamer(t, strings.Join(b.Addrs(), ","), strings.Replace(hashedConfig, "type: logistic", "type: mam\n    kernel: {type: linear}", 1))
+	bad := spawnStreamer(t, strings.Join(b.Addrs(), ","), strings.Replace(hashedConfig, "type: logistic", "type: mam\n    kernel: {type: rbf, gamma: 1, features: 32}", 1))
 	select {
 	case err := <-bad.done:
-		if err == nil || !strings.Contains(bad.logs.String(), "does not take hashed (sparse) features yet") {
+		if err == nil || !strings.Contains(bad.logs.String(), "does not take hashed (sparse) features in this configuration") {
 			t.Fatalf("mam with hashed features: exit %v, log %s", err, bad.logs.String())
 		}
 	case <-time.After(30 * time.Second):
