@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"testing"
+
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 // letterPath is the benchmark copy of the UCI letter data (tests/svmbench).
@@ -62,4 +64,69 @@ func BenchmarkDecision(b *testing.B) {
 		s += m.Decision(x)
 	}
 	_ = s
+}
+
+// hashedModel trains rbf on n rows of the synthetic click log (30 hashed
+// fields and a cross, 2^18 indices) and keeps the first nsv support
+// vectors (a model of exactly nsv, for scoring benchmarks).
+func hashedModel(b *testing.B, n, nsv int) (*Model, []sparse.Row) {
+	b.Helper()
+	X, y := hashedClicks(1, n, 30, 18)
+	m, err := TrainSparse(context.Background(), X, 1<<18, y, Params{Kernel: Kernel{Type: RBF, Gamma: 1.0 / 31}, C: 4}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if m.NSV() < nsv {
+		b.Fatalf("%d support vectors, want ≥ %d", m.NSV(), nsv)
+	}
+	m.Coef, m.SVIndex = m.Coef[:nsv], m.SVIndex[:nsv]
+	m.setSparse(m.SparseSV[:nsv])
+	Xt, _ := hashedClicks(2, 64, 30, 18)
+	return m, Xt
+}
+
+// BenchmarkDecisionSparse500 scores a hashed event (31 entries) with 500
+// support vectors of 31 entries through their inverted index. Target:
+// ≤ 10 µs (the merge per support vector, BenchmarkDecisionSparse500Merge,
+// costs several times that), 0 allocs.
+func BenchmarkDecisionSparse500(b *testing.B) {
+	m, Xt := hashedModel(b, 600, 500)
+	buf := make([]float64, m.NSV())
+	b.ReportAllocs()
+	var s float64
+	i := 0
+	for b.Loop() {
+		s += m.DecisionSparse(Xt[i&63], buf)
+		i++
+	}
+	_ = s
+}
+
+// BenchmarkDecisionSparse500Merge is BenchmarkDecisionSparse500 without
+// the index (no scratch space: a merge per support vector).
+func BenchmarkDecisionSparse500Merge(b *testing.B) {
+	m, Xt := hashedModel(b, 600, 500)
+	b.ReportAllocs()
+	var s float64
+	i := 0
+	for b.Loop() {
+		s += m.DecisionSparse(Xt[i&63], nil)
+		i++
+	}
+	_ = s
+}
+
+// BenchmarkTrainSparse2000 trains rbf on 2 000 rows of the hashed click
+// log at 2^18 dimensions (the default window of type svm). Target: under
+// svm-train's time on the same file (about 1.7 s here, TestSparseAgreement's
+// clicks_rbf).
+func BenchmarkTrainSparse2000(b *testing.B) {
+	X, y := hashedClicks(1, 2000, 30, 18)
+	p := Params{Kernel: Kernel{Type: RBF, Gamma: 1.0 / 31}, C: 4}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := TrainSparse(context.Background(), X, 1<<18, y, p, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	goldenfile "github.com/streamer/streamer/online/internal/golden"
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/format_v1*.bin with the current encoder")
@@ -25,7 +26,21 @@ func goldenFile(t *testing.T, name string, b []byte) []byte {
 // fixedModels are models with hand-set state (the solver is not part of
 // the format): an RBF model and a polynomial one that did not converge.
 func fixedModels() map[string]*Model {
+	sp := &Model{
+		Kernel:  Kernel{Type: RBF, Gamma: 0.125},
+		Dim:     1 << 18,
+		SVIndex: []int{0, 2, 3}, Coef: []float64{0.5, -0.25, -0.25},
+		Alpha: []float64{0.5, 0, 0.25, 0.25},
+		B:     0.375, Obj: -0.75, NBSV: 0, Iter: 9, Converged: true,
+		w2: 0.6875,
+	}
+	sp.setSparse([]sparse.Row{
+		{Idx: []int32{3, 70000, 262143}, Val: []float64{1, -1, 0.5}},
+		{Idx: []int32{}, Val: []float64{}}, // an event without features
+		{Idx: []int32{70000}, Val: []float64{2}},
+	})
 	return map[string]*Model{
+		"format_v2_sparse.bin": sp,
 		"format_v1.bin": {
 			Kernel:  Kernel{Type: RBF, Gamma: 0.5},
 			Dim:     3,
@@ -47,7 +62,8 @@ func fixedModels() map[string]*Model {
 	}
 }
 
-// TestFormat pins the model's encoding ("SVMM" version 1): the bytes of
+// TestFormat pins the model's encoding ("SVMM" version 1, and 2 for
+// sparse support vectors): the bytes of
 // fixed models, their decoding, and that every truncation fails with
 // ErrFormat.
 func TestFormat(t *testing.T) {
@@ -80,7 +96,8 @@ func TestFormat(t *testing.T) {
 				what string
 				edit func(b []byte) []byte
 			}{
-				{"version", func(b []byte) []byte { b[4] = 2; return b }},
+				{"version", func(b []byte) []byte { b[4] = 7; return b }},
+				{"dense as sparse or sparse as dense", func(b []byte) []byte { b[4] ^= 3; return b }},
 				{"kernel type", func(b []byte) []byte { b[5] = 9; return b }},
 				{"trailing byte", func(b []byte) []byte { return append(b, 0) }},
 				{"missing byte", func(b []byte) []byte { return b[:len(b)-1] }},

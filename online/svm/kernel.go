@@ -77,6 +77,26 @@ func (k Kernel) Eval(a, b []float64) float64 {
 	panic("svm: unknown kernel type")
 }
 
+// fromDot returns K(a, b) from <a, b> = dot, ‖a‖² = sa and ‖b‖² = sb
+// (the distance of rbf and laplacian by ‖a‖² + ‖b‖² − 2<a, b>, clamped
+// at 0): the kernels of sparse rows. rbf uses the table exp of the dense
+// kernel rows and Decision.
+func (k Kernel) fromDot(dot, sa, sb float64) float64 {
+	switch k.Type {
+	case Linear:
+		return dot
+	case Polynomial:
+		return powi(k.Gamma*dot+k.Coef0, k.Degree)
+	case RBF:
+		return expNeg(-k.Gamma * max(sa+sb-2*dot, 0))
+	case Laplacian:
+		return math.Exp(-k.Gamma * math.Sqrt(max(sa+sb-2*dot, 0)))
+	case Sigmoid:
+		return math.Tanh(k.Gamma*dot + k.Coef0)
+	}
+	panic("svm: unknown kernel type")
+}
+
 // powi is LIBSVM's powi: base^times by repeated squaring.
 func powi(base float64, times int) float64 {
 	tmp, ret := base, 1.0

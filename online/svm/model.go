@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 
 	"github.com/streamer/streamer/online/codec"
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 // Model is a trained C-SVC: f(x) = Σ_{i ∈ SV} Coef_i K(SV_i, x) + B.
@@ -16,6 +17,12 @@ type Model struct {
 	SV      [][]float64 // support vectors (rows of X with α > 0), in training order
 	SVIndex []int       // their row indices in the training data
 	Coef    []float64   // α_i y_i of each support vector
+
+	// SparseSV holds the support vectors of a model trained on sparse rows
+	// (TrainSparse), in training order; SV is then nil.
+	SparseSV []sparse.Row
+	svSq     []float64     // ‖SparseSV_i‖²
+	index    *sparse.Index // of SparseSV
 
 	// Alpha is the full dual solution, one per training row (0 for non-support vectors); it
 	// is what a warm start takes.
@@ -31,7 +38,21 @@ type Model struct {
 }
 
 // NSV returns the number of support vectors.
-func (m *Model) NSV() int { return len(m.SV) }
+func (m *Model) NSV() int { return len(m.Coef) }
+
+// Sparse reports whether the support vectors are sparse (TrainSparse).
+func (m *Model) Sparse() bool { return m.SparseSV != nil }
+
+// setSparse makes svs the model's support vectors, with their norms and
+// inverted index.
+func (m *Model) setSparse(svs []sparse.Row) {
+	m.SparseSV, m.SV = svs, nil
+	m.svSq = make([]float64, len(svs))
+	for i, r := range svs {
+		m.svSq[i] = sparse.Sq(r)
+	}
+	m.index = sparse.NewIndex(svs)
+}
 
 // Rho returns LIBSVM's rho = −B.
 func (m *Model) Rho() float64 { return -m.B }
@@ -47,6 +68,13 @@ func (m *Model) Decision(x []float64) float64 {
 		panic(fmt.Sprintf("svm: Decision got %d features, model has %d", len(x), m.Dim))
 	}
 	var s float64
+	if m.SparseSV != nil {
+		k, sx := m.Kernel, dot(x, x)
+		for i, sv := range m.SparseSV {
+			s += m.Coef[i] * k.fromDot(sparse.DotDense(sv, x), m.svSq[i], sx)
+		}
+		return s + m.B
+	}
 	switch m.Kernel.Type {
 	case RBF:
 		g := -m.Kernel.Gamma
@@ -61,6 +89,41 @@ func (m *Model) Decision(x []float64) float64 {
 		k := m.Kernel
 		for i, sv := range m.SV {
 			s += m.Coef[i] * k.Eval(x, sv)
+		}
+	}
+	return s + m.B
+}
+
+// DecisionSparse returns f(x) for a sparse x of dimension Dim (indices
+// strictly increasing, not checked beyond the dimension). buf, when it
+// has at least NSV() entries, is the scratch space of the dot products of
+// a model with sparse support vectors: x is then scored through their
+// inverted index in O(NSV + the entries x shares with them); with a
+// shorter buf each dot product is a merge, O(NSV·nnz). A dense model
+// gathers x's entries from each support vector, O(NSV·(nnz + Dim)). It
+// does not allocate, and is safe for concurrent use with distinct bufs.
+func (m *Model) DecisionSparse(x sparse.Row, buf []float64) float64 {
+	for _, i := range x.Idx {
+		if uint32(i) >= uint32(m.Dim) {
+			panic(fmt.Sprintf("svm: DecisionSparse: index %d, model has %d features", i, m.Dim))
+		}
+	}
+	k, sx := m.Kernel, sparse.Sq(x)
+	var s float64
+	switch n := len(m.Coef); {
+	case m.SparseSV != nil && len(buf) >= n:
+		buf = buf[:n]
+		m.index.Dots(buf, x)
+		for i, d := range buf {
+			s += m.Coef[i] * k.fromDot(d, m.svSq[i], sx)
+		}
+	case m.SparseSV != nil:
+		for i, sv := range m.SparseSV {
+			s += m.Coef[i] * k.fromDot(sparse.Dot(x, sv), m.svSq[i], sx)
+		}
+	default:
+		for i, sv := range m.SV {
+			s += m.Coef[i] * k.fromDot(sparse.DotDense(x, sv), dot(sv, sv), sx)
 		}
 	}
 	return s + m.B
@@ -81,10 +144,15 @@ func (m *Model) Predict(x []float64) float64 {
 //	| nSV u32 | B, Obj, w2 f64 | nBSV, iter u32 | converged u8 | Alpha n×f64
 //	| nSV × (index u32, coef f64, dim×f64) | CRC-32 (IEEE) of everything before, u32
 //
-// The golden files testdata/format_v1*.bin pin it.
+// Version 2 is a model with sparse support vectors (TrainSparse): the same
+// but for the rows, nSV × (index u32, coef f64, nnz u32, nnz × u32 indices
+// (strictly increasing, < dim), nnz × f64 values (finite, nonzero)). A
+// dense model is always written as version 1. The golden files
+// testdata/format_v1*.bin and format_v2_sparse.bin pin them.
 const (
 	codecMagic   = "SVMM"
 	codecVersion = 1
+	codecSparse  = 2
 )
 
 // ErrFormat is wrapped by every error of UnmarshalBinary: data that is not a valid encoded
@@ -98,21 +166,29 @@ var ErrCorrupt = ErrFormat
 
 // MarshalBinary implements encoding.BinaryMarshaler.
 func (m *Model) MarshalBinary() ([]byte, error) {
-	return m.AppendBinary(make([]byte, 0, 64+8*len(m.Alpha)+len(m.SV)*(12+8*m.Dim)))
+	n := 64 + 8*len(m.Alpha) + len(m.SV)*(12+8*m.Dim)
+	for _, r := range m.SparseSV {
+		n += 16 + 12*r.Len()
+	}
+	return m.AppendBinary(make([]byte, 0, n))
 }
 
 // AppendBinary appends the encoding of m to dst.
 func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
 	start := len(dst)
 	dst = append(dst, codecMagic...)
-	dst = codec.AppendU8(dst, codecVersion)
+	if m.SparseSV != nil {
+		dst = codec.AppendU8(dst, codecSparse)
+	} else {
+		dst = codec.AppendU8(dst, codecVersion)
+	}
 	dst = codec.AppendU8(dst, uint8(m.Kernel.Type))
 	dst = codec.AppendU32(dst, uint32(m.Kernel.Degree))
 	dst = codec.AppendF64(dst, m.Kernel.Gamma)
 	dst = codec.AppendF64(dst, m.Kernel.Coef0)
 	dst = codec.AppendU32(dst, uint32(m.Dim))
 	dst = codec.AppendU32(dst, uint32(len(m.Alpha)))
-	dst = codec.AppendU32(dst, uint32(len(m.SV)))
+	dst = codec.AppendU32(dst, uint32(len(m.Coef)))
 	dst = codec.AppendF64(dst, m.B)
 	dst = codec.AppendF64(dst, m.Obj)
 	dst = codec.AppendF64(dst, m.w2)
@@ -124,6 +200,15 @@ func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
 		dst = codec.AppendU32(dst, uint32(m.SVIndex[i]))
 		dst = codec.AppendF64(dst, m.Coef[i])
 		dst = codec.AppendF64s(dst, sv)
+	}
+	for i, sv := range m.SparseSV {
+		dst = codec.AppendU32(dst, uint32(m.SVIndex[i]))
+		dst = codec.AppendF64(dst, m.Coef[i])
+		dst = codec.AppendU32(dst, uint32(sv.Len()))
+		for _, j := range sv.Idx {
+			dst = codec.AppendU32(dst, uint32(j))
+		}
+		dst = codec.AppendF64s(dst, sv.Val)
 	}
 	return codec.AppendU32(dst, crc32.ChecksumIEEE(dst[start:])), nil
 }
@@ -139,8 +224,9 @@ func (m *Model) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("%w: checksum mismatch", ErrFormat)
 	}
 	r := codec.NewReader(body[len(codecMagic):], ErrFormat)
-	if v := r.U8(); v != codecVersion {
-		return fmt.Errorf("%w: format version %d (this build reads %d)", ErrFormat, v, codecVersion)
+	v := r.U8()
+	if v != codecVersion && v != codecSparse {
+		return fmt.Errorf("%w: format version %d (this build reads %d and %d)", ErrFormat, v, codecVersion, codecSparse)
 	}
 	var out Model
 	out.Kernel.Type = KernelType(r.U8())
@@ -158,6 +244,13 @@ func (m *Model) UnmarshalBinary(b []byte) error {
 	}
 	if err := out.Kernel.validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	if v == codecSparse {
+		if err := out.decodeSparse(r, n, nsv); err != nil {
+			return err
+		}
+		*m = out
+		return nil
 	}
 	// The rest must be exactly n α and nSV rows (checked by division: no
 	// product of decoded counts can overflow and pass).
@@ -184,5 +277,39 @@ func (m *Model) UnmarshalBinary(b []byte) error {
 		return err
 	}
 	*m = out
+	return nil
+}
+
+// decodeSparse reads the α and the sparse support vectors of version 2.
+func (out *Model) decodeSparse(r *codec.Reader, n, nsv int) error {
+	if out.Dim < 1 || nsv > n || uint64(r.Len()) < 8*uint64(n)+16*uint64(nsv) {
+		return fmt.Errorf("%w: %d bytes for %d coefficients and %d support vectors", ErrFormat, r.Len(), n, nsv)
+	}
+	out.Alpha = make([]float64, n)
+	r.F64s(out.Alpha)
+	out.SVIndex = make([]int, nsv)
+	out.Coef = make([]float64, nsv)
+	svs := make([]sparse.Row, nsv)
+	for k := range nsv {
+		out.SVIndex[k] = int(r.U32())
+		out.Coef[k] = r.F64()
+		nnz := int(r.U32())
+		if r.Err() != nil || nnz > out.Dim || !r.Need(12*nnz) {
+			return fmt.Errorf("%w: support vector %d of %d entries: %w", ErrFormat, k, nnz, r.Err())
+		}
+		row := sparse.Row{Idx: make([]int32, nnz), Val: make([]float64, nnz)}
+		for j := range row.Idx {
+			row.Idx[j] = int32(r.U32())
+		}
+		r.F64s(row.Val)
+		if err := sparse.Check(row, out.Dim); err != nil {
+			return fmt.Errorf("%w: support vector %d: %w", ErrFormat, k, err)
+		}
+		svs[k] = row
+	}
+	if err := r.End(); err != nil {
+		return err
+	}
+	out.setSparse(svs)
 	return nil
 }

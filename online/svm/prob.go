@@ -3,6 +3,8 @@ package svm
 import (
 	"context"
 	"fmt"
+
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 // ProbModel estimates p(x) = P(y = +1 | x) from H − 1 weighted SVMs (docs/math.md §7, seed 002 §2.2).
@@ -19,6 +21,20 @@ type ProbModel struct {
 // previous π's α, rescaled to the new box (α_i·C_i^new/C_i^old) and made feasible by
 // ProjectFeasible.
 func TrainProbability(ctx context.Context, X [][]float64, y []float64, p Params, H int) (*ProbModel, error) {
+	return trainProbability(y, H, func(w, warm []float64) (*Model, error) {
+		return TrainWeighted(ctx, X, y, w, p, warm)
+	})
+}
+
+// TrainProbabilitySparse is TrainProbability on sparse rows of dimension
+// dim (see TrainSparse).
+func TrainProbabilitySparse(ctx context.Context, X []sparse.Row, dim int, y []float64, p Params, H int) (*ProbModel, error) {
+	return trainProbability(y, H, func(w, warm []float64) (*Model, error) {
+		return TrainWeightedSparse(ctx, X, dim, y, w, p, warm)
+	})
+}
+
+func trainProbability(y []float64, H int, train func(w, warm []float64) (*Model, error)) (*ProbModel, error) {
 	if H < 2 {
 		return nil, fmt.Errorf("svm: TrainProbability needs H ≥ 2, have %d", H)
 	}
@@ -45,7 +61,7 @@ func TrainProbability(ctx context.Context, X [][]float64, y []float64, p Params,
 				}
 			}
 		}
-		m, err := TrainWeighted(ctx, X, y, w, p, warm)
+		m, err := train(w, warm)
 		if err != nil {
 			return nil, fmt.Errorf("svm: weighted fit π = %v: %w", pi, err)
 		}
@@ -66,6 +82,17 @@ func (pm *ProbModel) Prob(x []float64) float64 {
 	k := 0
 	for _, m := range pm.Models {
 		if m.Decision(x) > 0 {
+			k++
+		}
+	}
+	return (float64(k) + 0.5) / float64(pm.H)
+}
+
+// ProbSparse is Prob for a sparse x (see Model.DecisionSparse for buf).
+func (pm *ProbModel) ProbSparse(x sparse.Row, buf []float64) float64 {
+	k := 0
+	for _, m := range pm.Models {
+		if m.DecisionSparse(x, buf) > 0 {
 			k++
 		}
 	}

@@ -3,6 +3,8 @@ package svm
 import (
 	"context"
 	"math"
+
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 // tau is LIBSVM's TAU: the curvature used when a pair's quad_coef is not positive.
@@ -26,6 +28,15 @@ type qmatrix struct {
 	y     []float64
 	qd    []float64 // Q_ii
 	cache *cache
+
+	// Sparse rows (x nil): sx follows the swaps, orig maps a position to
+	// the row's index in ix (the rows in their original order), acc holds
+	// a row's dot products with every row, in that order.
+	sx   []sparse.Row
+	orig []int32
+	ix   *sparse.Index
+	acc  []float64
+	nnz  int // entries of all rows
 }
 
 func newQMatrix(k Kernel, x [][]float64, y []float64, cacheBytes int64) *qmatrix {
@@ -38,9 +49,29 @@ func newQMatrix(k Kernel, x [][]float64, y []float64, cacheBytes int64) *qmatrix
 	return q
 }
 
+// newSparseQMatrix is newQMatrix for sparse rows.
+func newSparseQMatrix(k Kernel, x []sparse.Row, y []float64, cacheBytes int64) *qmatrix {
+	l := len(x)
+	q := &qmatrix{k: k, sx: x, y: y, sq: make([]float64, l), qd: make([]float64, l), cache: newCache(l, cacheBytes),
+		orig: make([]int32, l), ix: sparse.NewIndex(x), acc: make([]float64, l)}
+	for i, r := range x {
+		s := sparse.Sq(r)
+		q.sq[i] = s
+		q.qd[i] = k.fromDot(s, s, s)
+		q.orig[i] = int32(i)
+		q.nnz += r.Len()
+	}
+	return q
+}
+
 func (q *qmatrix) swapIndex(i, j int) {
 	q.cache.swapIndex(i, j)
-	q.x[i], q.x[j] = q.x[j], q.x[i]
+	if q.x == nil {
+		q.sx[i], q.sx[j] = q.sx[j], q.sx[i]
+		q.orig[i], q.orig[j] = q.orig[j], q.orig[i]
+	} else {
+		q.x[i], q.x[j] = q.x[j], q.x[i]
+	}
 	q.sq[i], q.sq[j] = q.sq[j], q.sq[i]
 	q.y[i], q.y[j] = q.y[j], q.y[i]
 	q.qd[i], q.qd[j] = q.qd[j], q.qd[i]
@@ -57,6 +88,10 @@ func (q *qmatrix) row(i, n int) []float32 {
 
 // fill computes Q[i][start+k] into dst[k].
 func (q *qmatrix) fill(i int, dst []float32, start int) {
+	if q.x == nil {
+		q.fillSparse(i, dst, start)
+		return
+	}
 	xi, yi := q.x[i], q.y[i]
 	xs := q.x[start : start+len(dst)]
 	ys := q.y[start : start+len(dst)]
@@ -94,6 +129,30 @@ func (q *qmatrix) fill(i int, dst []float32, start int) {
 		for j := range dst {
 			dst[j] = float32(yi * ys[j] * k.Eval(xi, xs[j]))
 		}
+	}
+}
+
+// fillSparse is fill for sparse rows: the dot products from the inverted
+// index (all l at once) when a good part of the row is wanted, else a
+// merge per entry.
+func (q *qmatrix) fillSparse(i int, dst []float32, start int) {
+	xi, yi, sqi := q.sx[i], q.y[i], q.sq[i]
+	ys := q.y[start : start+len(dst)]
+	sqs := q.sq[start : start+len(dst)]
+	l := len(q.sx)
+	// Dots costs about l + the shared entries, a merge per entry about
+	// nnz_i + nnz_j.
+	if len(dst)*(xi.Len()+q.nnz/l) >= l+xi.Len()*(q.nnz/l) {
+		q.ix.Dots(q.acc, xi)
+		orig := q.orig[start : start+len(dst)]
+		for j := range dst {
+			dst[j] = float32(yi * ys[j] * q.k.fromDot(q.acc[orig[j]], sqi, sqs[j]))
+		}
+		return
+	}
+	xs := q.sx[start : start+len(dst)]
+	for j := range dst {
+		dst[j] = float32(yi * ys[j] * q.k.fromDot(sparse.Dot(xi, xs[j]), sqi, sqs[j]))
 	}
 }
 

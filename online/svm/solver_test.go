@@ -268,6 +268,8 @@ func FuzzUnmarshal(f *testing.F) {
 	m := &Model{Kernel: Kernel{Type: RBF, Gamma: 1}, Dim: 2, SV: [][]float64{{1, 2}}, SVIndex: []int{0}, Coef: []float64{0.5}, Alpha: []float64{0.5, 0}}
 	b, _ := m.MarshalBinary()
 	f.Add(b)
+	b, _ = fixedModels()["format_v2_sparse.bin"].MarshalBinary()
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m Model
 		if m.UnmarshalBinary(b) == nil {

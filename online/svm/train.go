@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 // Defaults, as svm-train's.
@@ -78,25 +81,10 @@ func Train(ctx context.Context, X [][]float64, y []float64, p Params, warm []flo
 // TrainWeighted is Train with per-example weights: the box of example i is
 // C_i = w_i · (CPos if y_i = +1, CNeg otherwise). w = nil means all ones; w_i must be > 0.
 func TrainWeighted(ctx context.Context, X [][]float64, y, w []float64, p Params, warm []float64) (*Model, error) {
-	p = p.withDefaults()
-	if err := p.validate(); err != nil {
-		return nil, err
-	}
-	l := len(X)
-	if l == 0 {
+	if len(X) == 0 {
 		return nil, ErrNoData
 	}
-	if len(y) != l {
-		return nil, fmt.Errorf("svm: %d rows but %d labels", l, len(y))
-	}
-	if w != nil && len(w) != l {
-		return nil, fmt.Errorf("svm: %d rows but %d weights", l, len(w))
-	}
-	if warm != nil && len(warm) != l {
-		return nil, fmt.Errorf("svm: %d rows but warm start of length %d", l, len(warm))
-	}
 	d := len(X[0])
-	npos := 0
 	for i := range X {
 		if len(X[i]) != d {
 			return nil, fmt.Errorf("svm: row %d has %d features, row 0 has %d", i, len(X[i]), d)
@@ -106,6 +94,71 @@ func TrainWeighted(ctx context.Context, X [][]float64, y, w []float64, p Params,
 				return nil, fmt.Errorf("svm: row %d has a non-finite feature %v", i, v)
 			}
 		}
+	}
+	// Private copies: the solver permutes rows, labels and bounds.
+	flat := make([]float64, len(X)*d)
+	xs := make([][]float64, len(X))
+	for i := range X {
+		xs[i] = flat[i*d : (i+1)*d : (i+1)*d]
+		copy(xs[i], X[i])
+	}
+	return trainWeighted(ctx, rows{dense: X, x: xs, dim: d}, y, w, p, warm)
+}
+
+// TrainSparse is Train on sparse rows of dimension dim (hashed features):
+// each row's indices strictly increasing in [0, dim), its values finite.
+// Kernel values come from sparse dot products (ESS: ‖x − x'‖² =
+// ‖x‖² + ‖x'‖² − 2<x, x'>, as LIBSVM computes them), a kernel row from an
+// inverted index of the rows, O(l + the entries the row shares with the
+// others) instead of O(l·d). The model keeps copies of its support
+// vectors, sparse (Model.SparseSV).
+func TrainSparse(ctx context.Context, X []sparse.Row, dim int, y []float64, p Params, warm []float64) (*Model, error) {
+	return TrainWeightedSparse(ctx, X, dim, y, nil, p, warm)
+}
+
+// TrainWeightedSparse is TrainWeighted on sparse rows (see TrainSparse).
+func TrainWeightedSparse(ctx context.Context, X []sparse.Row, dim int, y, w []float64, p Params, warm []float64) (*Model, error) {
+	if len(X) == 0 {
+		return nil, ErrNoData
+	}
+	if dim < 1 {
+		return nil, fmt.Errorf("svm: dimension %d", dim)
+	}
+	for i, r := range X {
+		if err := sparse.Check(r, dim); err != nil {
+			return nil, fmt.Errorf("svm: sparse row %d: %w", i, err)
+		}
+	}
+	return trainWeighted(ctx, rows{sx: slices.Clone(X), sparse: X, dim: dim}, y, w, p, warm)
+}
+
+// rows is a training set: dense (dense the caller's rows, x the solver's
+// copy) or sparse (sparse in the caller's order, sx the solver's copy).
+type rows struct {
+	dense, x   [][]float64
+	sparse, sx []sparse.Row
+	dim        int
+}
+
+func (r *rows) len() int { return max(len(r.x), len(r.sx)) }
+
+func trainWeighted(ctx context.Context, X rows, y, w []float64, p Params, warm []float64) (*Model, error) {
+	p = p.withDefaults()
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	l := X.len()
+	if len(y) != l {
+		return nil, fmt.Errorf("svm: %d rows but %d labels", l, len(y))
+	}
+	if w != nil && len(w) != l {
+		return nil, fmt.Errorf("svm: %d rows but %d weights", l, len(w))
+	}
+	if warm != nil && len(warm) != l {
+		return nil, fmt.Errorf("svm: %d rows but warm start of length %d", l, len(warm))
+	}
+	npos := 0
+	for i := range l {
 		switch y[i] {
 		case 1:
 			npos++
@@ -122,13 +175,9 @@ func TrainWeighted(ctx context.Context, X [][]float64, y, w []float64, p Params,
 	}
 
 	// Private copies: the solver permutes rows, labels and bounds.
-	flat := make([]float64, l*d)
-	xs := make([][]float64, l)
 	ys := make([]float64, l)
 	cs := make([]float64, l)
-	for i := range X {
-		xs[i] = flat[i*d : (i+1)*d : (i+1)*d]
-		copy(xs[i], X[i])
+	for i := range l {
 		ys[i] = y[i]
 		cs[i] = p.CNeg
 		if y[i] > 0 {
@@ -147,16 +196,22 @@ func TrainWeighted(ctx context.Context, X [][]float64, y, w []float64, p Params,
 	if maxIter <= 0 {
 		maxIter = max(10_000_000, 100*l)
 	}
+	var q *qmatrix
+	if X.x != nil {
+		q = newQMatrix(p.Kernel, X.x, ys, p.CacheBytes)
+	} else {
+		q = newSparseQMatrix(p.Kernel, X.sx, ys, p.CacheBytes)
+	}
 	s := &solver{
 		l: l, y: ys, g: make([]float64, l), gBar: make([]float64, l), alpha: alpha,
 		status: make([]int8, l), c: cs, activeSet: make([]int, l),
-		q: newQMatrix(p.Kernel, xs, ys, p.CacheBytes), eps: p.Eps,
+		q: q, eps: p.Eps,
 		shrinking: !p.NoShrinking, maxIter: maxIter,
 	}
 	if err := s.solve(ctx); err != nil {
 		return nil, err
 	}
-	return s.model(X, p, d), nil
+	return s.model(X, p), nil
 }
 
 // ProjectFeasible makes α feasible for 0 ≤ α_i ≤ C_i, Σ α_i y_i = 0 in place: it clips each α_i
@@ -197,7 +252,7 @@ func ProjectFeasible(alpha, y, c []float64) {
 }
 
 // model collects the solution in the original index order.
-func (s *solver) model(X [][]float64, p Params, d int) *Model {
+func (s *solver) model(X rows, p Params) *Model {
 	l := s.l
 	rho := s.rho()
 	// obj = ½αᵀQα − eᵀα = ½ Σ α_i (G_i − 1), LIBSVM's value.
@@ -211,6 +266,7 @@ func (s *solver) model(X [][]float64, p Params, d int) *Model {
 	if w2 < 0 {
 		w2 = 0
 	}
+	d := X.dim
 	m := &Model{
 		Kernel: p.Kernel, Dim: d, B: -rho, Obj: obj, Iter: s.iter,
 		Converged: s.iter < s.maxIter, Alpha: make([]float64, l), w2: w2,
@@ -235,17 +291,28 @@ func (s *solver) model(X [][]float64, p Params, d int) *Model {
 	}
 	m.SVIndex = make([]int, 0, nsv)
 	m.Coef = make([]float64, 0, nsv)
-	flat := make([]float64, nsv*d)
-	m.SV = make([][]float64, 0, nsv)
+	var flat []float64
+	var svs []sparse.Row
+	if X.sparse == nil {
+		flat = make([]float64, nsv*d)
+		m.SV = make([][]float64, 0, nsv)
+	}
 	for i, a := range m.Alpha {
 		if a > 0 {
-			k := len(m.SV)
-			row := flat[k*d : (k+1)*d : (k+1)*d]
-			copy(row, X[i])
-			m.SV = append(m.SV, row)
+			k := len(m.Coef)
+			if X.sparse == nil {
+				row := flat[k*d : (k+1)*d : (k+1)*d]
+				copy(row, X.dense[i])
+				m.SV = append(m.SV, row)
+			} else {
+				svs = append(svs, X.sparse[i])
+			}
 			m.SVIndex = append(m.SVIndex, i)
 			m.Coef = append(m.Coef, a*yOrig[i])
 		}
+	}
+	if X.sparse != nil {
+		m.setSparse(sparse.Clone(svs))
 	}
 	return m
 }
