@@ -14,6 +14,7 @@ import (
 //
 //	Model (exact):   "RKEX" u16 1 | method u8 | kernels | lambda f64 | d u32 | m u32 |
 //	                 b f64 | α: m × f64 | x: m·d × f64
+//	                 (with sparse rows "RKSP": see sparse.go)
 //	FeatureModel:    "RKRF" u16 1 | kernels | features u32 | seed u64 | d u32 |
 //	                 lambda f64 | n i64 | b f64 | dim u32 | w: dim × f64
 //	Sums:            "RKSU" u16 1 | kernels | features u32 | seed u64 | d u32 | dim u32 |
@@ -55,8 +56,12 @@ func appendKernels(dst []byte, ks []Kernel) []byte {
 	return dst
 }
 
-// AppendBinary appends the encoding of m to dst.
+// AppendBinary appends the encoding of m to dst ("RKSP" for a model with
+// sparse rows, sparse.go).
 func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
+	if m.sx != nil {
+		return m.appendSparse(dst), nil
+	}
 	dst = appendHeader(dst, magicExact)
 	dst = codec.AppendU8(dst, uint8(m.method))
 	dst = appendKernels(dst, m.k.ks)
@@ -70,7 +75,11 @@ func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
 
 // MarshalBinary encodes m.
 func (m *Model) MarshalBinary() ([]byte, error) {
-	return m.AppendBinary(make([]byte, 0, 64+8*(len(m.alpha)+len(m.x))))
+	n := 64 + 8*(len(m.alpha)+len(m.x))
+	for _, r := range m.sx {
+		n += 4 + 12*r.Len()
+	}
+	return m.AppendBinary(make([]byte, 0, n))
 }
 
 // AppendBinary appends the encoding of m to dst.
@@ -214,9 +223,12 @@ func (s *Sums) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// UnmarshalModel decodes an exact Model written by MarshalBinary. Errors
-// wrap ErrFormat.
+// UnmarshalModel decodes an exact Model written by MarshalBinary (dense or
+// sparse rows). Errors wrap ErrFormat.
 func UnmarshalModel(b []byte) (*Model, error) {
+	if len(b) >= len(magicSparse) && string(b[:len(magicSparse)]) == magicSparse {
+		return unmarshalSparse(b)
+	}
 	r := newReader(b, magicExact)
 	method := Method(r.U8())
 	ks := readKernels(r)

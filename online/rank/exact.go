@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/streamer/streamer/online/internal/dense"
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 // Method selects the problem the exact solver solves.
@@ -59,9 +60,15 @@ type Model struct {
 	k      kernels
 	lambda float64
 	d      int
-	x      []float64 // m rows of d, row-major
+	x      []float64 // m rows of d, row-major (nil with sparse rows)
 	alpha  []float64
 	b      float64
+
+	// Sparse rows (FitSparse): the rows, their squared norms, their
+	// inverted index.
+	sx []sparse.Row
+	sq []float64
+	ix *sparse.Index
 }
 
 // Fit solves the exact problem of cfg.Method on the m rows of X (row-major,
@@ -217,6 +224,9 @@ func rowSumsUpper(a []float64, m int) []float64 {
 func (m *Model) Predict(x []float64) float64 {
 	if len(x) != m.d {
 		panic(fmt.Sprintf("rank: Predict: %d features, want %d", len(x), m.d))
+	}
+	if m.sx != nil {
+		return m.predictDenseSparseModel(x)
 	}
 	s := m.b
 	for i, a := range m.alpha {
