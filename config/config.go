@@ -294,9 +294,14 @@ type Model struct {
 	Params online.Params `yaml:"-"`
 }
 
-// Spec returns what the model registry builds the model from.
+// Spec returns what the model registry builds the model from (with
+// features.hash: hashed inputs of at most features.max_features entries).
 func (m Model) Spec() online.Spec {
-	return online.Spec{Type: m.Type, Dim: m.InputDim(), Standardize: m.Features.Standardize, Params: m.Params}
+	s := online.Spec{Type: m.Type, Dim: m.InputDim(), Standardize: m.Features.Standardize, Params: m.Params}
+	if m.Features.Hash != nil {
+		s.MaxFeatures = m.Features.MaxFeatures
+	}
+	return s
 }
 
 // Members returns the names of the models whose predictions this one

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"testing"
+
+	"github.com/streamer/streamer/online"
 )
 
 // TestHashedFeatures: features.hash gives the dimension 2^bits and a
@@ -45,5 +47,54 @@ models:
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.to, err, tc.want)
 		}
+	}
+}
+
+// TestHashedStoredInputs: the models that keep their inputs (svm, the
+// exact ranking solver, the exact kernel mode of mam) are validated for
+// hashed features by their sparse rules — the window bounded by
+// max_features, not 2^bits — and build with sparse storage (Spec); what
+// has no sparse path is refused naming the key.
+func TestHashedStoredInputs(t *testing.T) {
+	const doc = `
+models:
+  - name: m
+    type: svm
+    kernel: {type: rbf, gamma: 0.02}
+    window: {events: 2000}
+    features:
+      hash: {bits: 18}
+      max_features: 64
+`
+	c, err := Parse([]byte(doc), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Models[0].Spec(); s.MaxFeatures != 64 || s.Dim != 1<<18 {
+		t.Fatalf("spec %+v", s)
+	}
+	m, err := testTypes.New(c.Models[0].Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := online.SparseSupport(m); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{"    kernel: {type: rbf, gamma: 0.02}\n", "", "models[0].kernel.gamma: the default 1/dim = 1/262144 makes no sense for hashed features"},
+		{"max_features: 64", "max_features: 10000", "models[0].window.events: with hashed features window.events × features.max_features must be ≤"},
+		{"type: svm\n    kernel: {type: rbf, gamma: 0.02}", "type: lsrrank\n    solver: features", "models[0].solver: features (random features of the dense input"},
+		{"type: svm\n    kernel: {type: rbf, gamma: 0.02}", "type: lowrank", "models[0].features.hash: type lowrank takes matrix features"},
+		{"type: svm\n    kernel: {type: rbf, gamma: 0.02}\n    window: {events: 2000}", "type: mam\n    kernel: {type: rbf, gamma: 1}\n    budget: 300000", "models[0].budget: with hashed features budget×(features.max_features+7)"},
+	} {
+		_, err := Parse([]byte(strings.Replace(doc, tc.from, tc.to, 1)), nil, testTypes)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.to, err, tc.want)
+		}
+	}
+	// Without hashing the same window at 2^18 dense values is refused.
+	dense := strings.Replace(doc, "      hash: {bits: 18}\n      max_features: 64\n", "      dim: 262144\n", 1)
+	if _, err := Parse([]byte(dense), nil, testTypes); err == nil || !strings.Contains(err.Error(), "window.events") {
+		t.Fatalf("dense window of 2000 × 2^18: %v", err)
 	}
 }

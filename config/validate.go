@@ -385,6 +385,10 @@ func (v *validator) model(p string, m Model, reg *online.Registry) {
 	if len(m.Members()) > 0 && f.Standardize {
 		v.errorf(fp+".standardize", "does not apply to model type %s: its members' predictions are not features to rescale, and decision stumps do not depend on the features' scale", m.Type)
 	}
+	if sp, ok := m.Params.(online.SparseParams); ok && f.Hash != nil {
+		v.params(p, sp.ValidateSparse(m.InputDim(), f.MaxFeatures))
+		return
+	}
 	v.params(p, m.Params.Validate(m.InputDim()))
 }
 

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 
 	"github.com/streamer/streamer/online/codec"
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 // maxBudgetFloats bounds Budget·(Dim + 7), the float64 values of an
@@ -101,6 +103,8 @@ type ExactMAM struct {
 	xp []float64 // prepared input
 	kb []float64 // kernel row
 
+	sp *exactSparse // hashed features: the stored inputs are sparse (xs, xp nil)
+
 	// Derived by refresh after every change of state: the score is
 	// (a·k·e^−s + b·k) with a = wp·Σ₊e_i − wn·Σ₋e_i.
 	wp, wn float64
@@ -137,25 +141,40 @@ func NewExactMAM(dim int, p MAMParams) (*ExactMAM, error) {
 	if err := p.Validate(dim); err != nil {
 		return nil, err
 	}
-	kern, err := NewKernel(p.Kernel, dim)
+	return newExactMAM(dim, 0, p)
+}
+
+// newExactMAM builds an empty ExactMAM of validated parameters: its
+// stored inputs dense (nnz = 0) or, for hashed features, sparse rows of
+// at most nnz entries (exactSparse).
+func newExactMAM(dim, nnz int, p MAMParams) (*ExactMAM, error) {
+	kd := dim
+	if nnz > 0 {
+		kd = 1 // the kernel's dimension matters to dense inputs only
+	}
+	kern, err := NewKernel(p.Kernel, kd)
 	if err != nil {
 		return nil, err
 	}
+	kern.dim = dim
 	nb, d := p.Budget, dim
 	m := &ExactMAM{
 		p:      p,
 		kern:   kern,
 		lnTerm: math.Log(2 / p.Delta),
 		d:      d,
-		xs:     make([]float64, nb*d),
 		ys:     make([]float64, nb),
 		self:   make([]float64, nb),
 		aPos:   make([]float64, nb),
 		aPosC:  make([]float64, nb),
 		aNeg:   make([]float64, nb),
 		aNegC:  make([]float64, nb),
-		xp:     make([]float64, d),
 		kb:     make([]float64, nb),
+	}
+	if nnz > 0 {
+		m.sp = newExactSparse(nb, nnz)
+	} else {
+		m.xs, m.xp = make([]float64, nb*d), make([]float64, d)
 	}
 	_, m.bounded = kern.Bound()
 	m.refresh()
@@ -227,14 +246,24 @@ func (m *ExactMAM) Observe(x []float64, y float64, labelled bool) Prediction {
 	if labelled && y != 1 && y != -1 {
 		panic("online: ExactMAM.Observe: label must be -1 or +1 (see Label)")
 	}
+	if m.sp != nil {
+		return m.observeRow(m.sp.bld.FromDense(x), y, labelled)
+	}
 	p := Prediction{Delta: m.p.Delta, N: int64(m.count)}
 	self, ok := m.kern.prepare(m.xp, x)
 	if !ok {
 		return p
 	}
+	s := m.kern.row(m.kb[:m.count], m.xs, m.xp)
+	return m.score(p, self, s, y, labelled)
+}
+
+// score finishes Observe once the input is prepared (K(x, x) = self) and
+// its kernel row is in kb (K(x_i, x) = kb[i]·e^−s): the score, and the
+// update when labelled.
+func (m *ExactMAM) score(p Prediction, self, s, y float64, labelled bool) Prediction {
 	n := m.count
 	kb := m.kb[:n]
-	s := m.kern.row(kb, m.xs, m.xp)
 
 	// Class sums of the row; the oldest slot (leaving if this event is
 	// learned with a full ring) is kept apart so that the learning update
@@ -357,7 +386,11 @@ func (m *ExactMAM) learn(y, self, c, kp, kn float64, o int) {
 	m.tr, m.trC = twoSumAcc(m.tr, m.trC, self)
 
 	j := m.head
-	copy(m.xs[j*m.d:(j+1)*m.d], m.xp)
+	if m.sp != nil {
+		m.sp.store(j)
+	} else {
+		copy(m.xs[j*m.d:(j+1)*m.d], m.xp)
+	}
 	m.ys[j], m.self[j] = y, self
 	m.aPos[j], m.aPosC[j], m.aNeg[j], m.aNegC[j] = 0, 0, 0, 0
 	m.count++
@@ -372,6 +405,9 @@ func (m *ExactMAM) learn(y, self, c, kp, kn float64, o int) {
 // evict removes the example in slot o, the oldest: its A^± are its kernel
 // sums against every other stored example.
 func (m *ExactMAM) evict(o int) {
+	if m.sp != nil {
+		m.sp.evict(o)
+	}
 	y, self := m.ys[o], m.self[o]
 	ap, an := m.aPos[o]+m.aPosC[o], m.aNeg[o]+m.aNegC[o]
 	m.yy, m.yyC = twoSumAcc(m.yy, m.yyC, -(self + 2*y*(ap-an)))
@@ -483,6 +519,11 @@ func boolInt(b bool) int {
 //	  A_i^+, comp(A_i^+), A_i^−, comp(A_i^−) float64, x_i d×float64
 //	  (the stored form: x/‖x‖ for linear).
 //
+// A model of hashed features (exact_sparse.go) sets bit 31 of head, writes
+// the bound on an event's entries (features.max_features) u32 after the
+// sums, and each slot's x_i sparse: nnz u32, nnz indices u32 (strictly
+// increasing, < d), nnz float64 values (nonzero).
+//
 // Derived values are recomputed by the same code as after an update, so a
 // restored model is bit-identical and stays so under further learning.
 
@@ -492,20 +533,40 @@ func (m *ExactMAM) AppendBinary(dst []byte) ([]byte, error) {
 	dst = AppendHeader(dst, MAMName, &m.p, m.d)
 	dst = codec.AppendI64(dst, m.total)
 	dst = codec.AppendU32(dst, uint32(m.count))
-	dst = codec.AppendU32(dst, uint32(m.head))
+	if m.sp != nil {
+		dst = codec.AppendU32(dst, uint32(m.head)|sparseHead)
+	} else {
+		dst = codec.AppendU32(dst, uint32(m.head))
+	}
 	dst = codec.AppendU32(dst, uint32(m.nPos))
 	dst = codec.AppendU32(dst, uint32(m.nNeg))
 	dst = codec.AppendF64s(dst, []float64{m.yy, m.yyC, m.pp, m.ppC, m.nn, m.nnC, m.pn, m.pnC, m.tr, m.trC})
+	if m.sp != nil {
+		dst = codec.AppendU32(dst, uint32(m.sp.nnz))
+	}
+	nb, o := len(m.ys), m.oldestSlot()
 	for i := range m.count {
 		dst = codec.AppendBool(dst, m.ys[i] > 0)
 		dst = codec.AppendF64s(dst, []float64{m.self[i], m.aPos[i], m.aPosC[i], m.aNeg[i], m.aNegC[i]})
-		dst = codec.AppendF64s(dst, m.xs[i*m.d:(i+1)*m.d])
+		if m.sp == nil {
+			dst = codec.AppendF64s(dst, m.xs[i*m.d:(i+1)*m.d])
+			continue
+		}
+		x := m.sp.rows.Row((i - o + nb) % nb)
+		dst = codec.AppendU32(dst, uint32(x.Len()))
+		for _, j := range x.Idx {
+			dst = codec.AppendU32(dst, uint32(j))
+		}
+		dst = codec.AppendF64s(dst, x.Val)
 	}
 	return dst, nil
 }
 
 // MarshalBinary encodes the complete state of m.
 func (m *ExactMAM) MarshalBinary() ([]byte, error) {
+	if m.sp != nil {
+		return m.AppendBinary(make([]byte, 0, 256+m.count*45+12*m.sp.rows.Entries()))
+	}
 	size := 256 + m.count*(1+8*(5+m.d))
 	return m.AppendBinary(make([]byte, 0, size))
 }
@@ -517,32 +578,56 @@ func (m *ExactMAM) MarshalBinary() ([]byte, error) {
 func (m *ExactMAM) UnmarshalBinary(b []byte) error {
 	var p MAMParams
 	d, r := ReadHeader(b, MAMName, &p, func(tag string, s legacySpec) error { return legacyMAM(tag, s, &p) })
-	checkParams(r, &p, d)
 	if r.Err() == nil && p.Budget <= 0 {
 		r.Failf("budget %d: not the exact kernel mode", p.Budget)
 	}
 	total := r.I64()
-	count, head := int(r.U32()), int(r.U32())
+	count, head := int(r.U32()), r.U32()
 	nPos, nNeg := int(r.U32()), int(r.U32())
 	var sums [10]float64
 	r.F64s(sums[:])
+	sparseRows := head&sparseHead != 0
+	nnz := 0
+	if sparseRows {
+		head &^= sparseHead
+		nnz = int(r.U32())
+	}
 	if err := r.Err(); err != nil {
 		return err
 	}
+	if sparseRows {
+		if d < 1 || d > MaxSparseDim {
+			return fmt.Errorf("%w: dimension %d of hashed features", ErrFormat, d)
+		}
+		if err := specFormatErr(p.ValidateSparse(d, nnz)); err != nil {
+			return err
+		}
+	} else {
+		checkParams(r, &p, d)
+		if err := r.Err(); err != nil {
+			return err
+		}
+	}
 	// Sizes before allocating anything for the parameters.
-	nb := p.Budget
+	nb, hd := p.Budget, int(head)
 	switch {
-	case count > nb || head >= nb || (count < nb && head != count):
-		return fmt.Errorf("%w: ring count %d, head %d with budget %d", ErrFormat, count, head, nb)
+	case count > nb || hd >= nb || (count < nb && hd != count):
+		return fmt.Errorf("%w: ring count %d, head %d with budget %d", ErrFormat, count, hd, nb)
 	case nPos+nNeg != count || total < int64(count):
 		return fmt.Errorf("%w: inconsistent counts n=%d n+=%d n-=%d total=%d", ErrFormat, count, nPos, nNeg, total)
 	}
-	if size := count * (1 + 8*(5+d)); r.Len() != size {
+	if size := count * (1 + 8*(5+d)); !sparseRows && r.Len() != size {
 		return fmt.Errorf("%w: %d bytes of slots, want %d", ErrFormat, r.Len(), size)
 	}
-	nm, err := NewExactMAM(d, p)
+	if sparseRows && !r.Need(count*45) {
+		return fmt.Errorf("%w: %d bytes for %d slots", ErrFormat, r.Len(), count)
+	}
+	nm, err := newExactMAM(d, nnz, p)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	if sparseRows {
+		nm.sp.tmp = make([]sparse.Row, count)
 	}
 	for i := range count {
 		nm.ys[i] = -1
@@ -552,14 +637,40 @@ func (m *ExactMAM) UnmarshalBinary(b []byte) error {
 		nm.self[i] = r.F64()
 		nm.aPos[i], nm.aPosC[i] = r.F64(), r.F64()
 		nm.aNeg[i], nm.aNegC[i] = r.F64(), r.F64()
-		r.F64s(nm.xs[i*d : (i+1)*d])
+		if !sparseRows {
+			r.F64s(nm.xs[i*d : (i+1)*d])
+			continue
+		}
+		k := int(r.U32())
+		if r.Err() != nil || k > d || !r.Need(12*k) {
+			return fmt.Errorf("%w: slot %d of %d entries: %w", ErrFormat, i, k, r.Err())
+		}
+		x := sparse.Row{Idx: make([]int32, k), Val: make([]float64, k)}
+		for j := range x.Idx {
+			x.Idx[j] = int32(r.U32())
+		}
+		r.F64s(x.Val)
+		if err := sparse.Check(x, d); err != nil {
+			return fmt.Errorf("%w: slot %d: %w", ErrFormat, i, err)
+		}
+		nm.sp.tmp[i] = x
 	}
 	if err := r.End(); err != nil {
 		return err
 	}
-	nm.total, nm.count, nm.head, nm.nPos, nm.nNeg = total, count, head, nPos, nNeg
+	nm.total, nm.count, nm.head, nm.nPos, nm.nNeg = total, count, hd, nPos, nNeg
 	nm.yy, nm.yyC, nm.pp, nm.ppC, nm.nn, nm.nnC = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
 	nm.pn, nm.pnC, nm.tr, nm.trC = sums[6], sums[7], sums[8], sums[9]
+	if sp := nm.sp; sp != nil { // store the rows oldest first
+		o := nm.oldestSlot()
+		for k := range count {
+			i := (o + k) % nb
+			x := sp.tmp[i]
+			sp.x, sp.xsq = x, sparse.Sq(x)
+			sp.store(i)
+		}
+		sp.tmp, sp.x = nil, sparse.Row{}
+	}
 	if err := nm.checkState(); err != nil {
 		return fmt.Errorf("%w: %s", ErrFormat, err)
 	}
@@ -567,6 +678,10 @@ func (m *ExactMAM) UnmarshalBinary(b []byte) error {
 	*m = *nm
 	return nil
 }
+
+// sparseHead is the bit of the encoded head that marks stored inputs of
+// hashed features.
+const sparseHead = 1 << 31
 
 // checkState rejects decoded states that no sequence of updates produces,
 // in O(Budget·d).
@@ -583,11 +698,24 @@ func (m *ExactMAM) checkState() error {
 		if m.ys[i] > 0 {
 			pos++
 		}
-		x := m.xs[i*d : (i+1)*d]
-		for _, v := range x {
-			if !isFinite(v) {
-				return fmt.Errorf("slot %d: non-finite input", i)
+		var x []float64
+		var sq float64 // ‖x_i‖²
+		if m.sp != nil {
+			r := m.sp.rows.Row((i - m.oldestSlot() + nb) % nb)
+			for _, v := range r.Val {
+				if !isFinite(v) {
+					return fmt.Errorf("slot %d: non-finite input", i)
+				}
 			}
+			sq = sparse.Sq(r)
+		} else {
+			x = m.xs[i*d : (i+1)*d]
+			for _, v := range x {
+				if !isFinite(v) {
+					return fmt.Errorf("slot %d: non-finite input", i)
+				}
+			}
+			sq = dot(x, x)
 		}
 		for _, v := range [...]float64{m.self[i], m.aPos[i], m.aPosC[i], m.aNeg[i], m.aNegC[i]} {
 			if !isFinite(v) {
@@ -597,17 +725,16 @@ func (m *ExactMAM) checkState() error {
 		s := m.self[i]
 		switch m.kern.kind {
 		case kindLinear:
-			sq := dot(x, x)
 			if !(sq == 0 && s == 0 || math.Abs(sq-1) <= tol && math.Abs(s-1) <= tol) {
 				return fmt.Errorf("slot %d: stored input of norm² %v with K(x, x) = %v", i, sq, s)
 			}
 		case kindPolynomial:
-			if want := powInt(dot(x, x)+m.kern.coef0, m.kern.degree); s != want || !(s <= maxPolySelf) {
+			if want := powInt(sq+m.kern.coef0, m.kern.degree); s != want || !(s <= maxPolySelf) {
 				return fmt.Errorf("slot %d: K(x, x) = %v, want %v", i, s, want)
 			}
 		default:
-			if s != 1 || !(dot(x, x) <= maxDistInputSq) {
-				return fmt.Errorf("slot %d: K(x, x) = %v (want 1), ‖x‖² = %v", i, s, dot(x, x))
+			if s != 1 || !(sq <= maxDistInputSq) {
+				return fmt.Errorf("slot %d: K(x, x) = %v (want 1), ‖x‖² = %v", i, s, sq)
 			}
 		}
 	}
@@ -669,9 +796,19 @@ func exactStateClose(a, b *ExactMAM, rtol float64) error {
 	if a.total != b.total || a.count != b.count || a.head != b.head || a.nPos != b.nPos || a.nNeg != b.nNeg {
 		return fmt.Errorf("online: counts differ: total %d/%d, n %d/%d, head %d/%d, n₊ %d/%d", a.total, b.total, a.count, b.count, a.head, b.head, a.nPos, b.nPos)
 	}
+	if (a.sp == nil) != (b.sp == nil) {
+		return errors.New("online: one keeps its inputs sparse (hashed features), the other dense")
+	}
 	for i := range a.count {
 		if a.ys[i] != b.ys[i] {
 			return fmt.Errorf("online: slot %d: labels differ", i)
+		}
+		if a.sp != nil {
+			if k := (i - a.oldestSlot() + len(a.ys)) % len(a.ys); !slices.Equal(a.sp.rows.Row(k).Idx, b.sp.rows.Row(k).Idx) ||
+				!slices.Equal(a.sp.rows.Row(k).Val, b.sp.rows.Row(k).Val) {
+				return fmt.Errorf("online: slot %d: inputs differ", i)
+			}
+			continue
 		}
 		for j := i * a.d; j < (i+1)*a.d; j++ {
 			if a.xs[j] != b.xs[j] {

@@ -232,6 +232,21 @@ func (t *Type) New(dim int, p Params) (Model, error) {
 	return t.build(dim, p)
 }
 
+// newSparse is New for hashed inputs with at most nnz entries (see
+// SparseParams).
+func (t *Type) newSparse(dim, nnz int, p SparseParams) (Model, error) {
+	if reflect.TypeOf(p) != reflect.PointerTo(t.params) {
+		return nil, fmt.Errorf("online: model type %s: parameters %T, want *%v", t.name, p, t.params)
+	}
+	if dim <= 0 || dim > MaxSparseDim {
+		return nil, specErrorf("dim", "must be in [1, %d] for hashed features, got %d", MaxSparseDim, dim)
+	}
+	if err := p.ValidateSparse(dim, nnz); err != nil {
+		return nil, err
+	}
+	return p.NewSparse(dim, nnz)
+}
+
 // Restore rebuilds a model of this type from its MarshalBinary output.
 func (t *Type) Restore(b []byte) (Model, error) { return t.restore(b) }
 
@@ -254,6 +269,11 @@ type Spec struct {
 	Dim         int
 	Standardize bool
 	Params      Params // the type's parameter struct; nil = its defaults
+	// MaxFeatures > 0: the inputs are hashed, sparse rows of dimension Dim
+	// with at most MaxFeatures entries (features.max_features); parameters
+	// that are SparseParams are then validated and built by their sparse
+	// methods.
+	MaxFeatures int
 }
 
 // Registry holds the model types a program knows. It is built explicitly
@@ -340,7 +360,12 @@ func (r *Registry) New(spec Spec) (Model, error) {
 			c.Complete(spec.Dim, func(string) bool { return false })
 		}
 	}
-	m, err := t.New(spec.Dim, p)
+	var m Model
+	if sp, ok := p.(SparseParams); ok && spec.MaxFeatures > 0 {
+		m, err = t.newSparse(spec.Dim, spec.MaxFeatures, sp)
+	} else {
+		m, err = t.New(spec.Dim, p)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -18,13 +18,37 @@ type SparseModel interface {
 
 var _ SparseModel = (*Logistic)(nil)
 
+// SparseParams is implemented by the parameters of a model type that
+// keeps its inputs — a refit window, support vectors, the exact kernel
+// mode's budget of examples — and can keep them sparse when the features
+// are hashed (features.hash: dimension 2^bits, at most
+// features.max_features entries per event). With Spec.MaxFeatures > 0 the
+// registry (and the configuration's validation) uses ValidateSparse and
+// NewSparse in place of Validate and Type.New, so that nothing of size
+// dim per stored row is allocated or bounded.
+type SparseParams interface {
+	Params
+	// ValidateSparse is Validate for hashed inputs of dimension dim with
+	// at most nnz entries each: the storage is bounded by nnz instead of
+	// dim, and what has no sparse path is refused, naming the key (a type
+	// that cannot take hashed features at all names features.hash).
+	ValidateSparse(dim, nnz int) error
+	// NewSparse builds an empty model for such inputs; the parameters have
+	// passed ValidateSparse.
+	NewSparse(dim, nnz int) (Model, error)
+}
+
+// MaxSparseDim is the largest dimension of hashed inputs (features.hash.bits
+// 30).
+const MaxSparseDim = 1 << 30
+
 // SparseSupport says whether m takes sparse input (hashed features): nil
 // when it does, else an error naming its type and why not (a SparseModel
 // whose configuration has no sparse path says so through a Sparse method).
 func SparseSupport(m Model) error {
 	s, ok := m.(SparseModel)
 	if !ok {
-		return fmt.Errorf("type %s does not take hashed (sparse) features yet; logistic and linear mam do", m.Type())
+		return fmt.Errorf("type %s does not take hashed (sparse) features yet; logistic, mam (linear, or budget > 0), svm, krr, lsrrank and mlsrrank (solver exact) do", m.Type())
 	}
 	if c, ok := s.(interface{ Sparse() error }); ok {
 		if err := c.Sparse(); err != nil {

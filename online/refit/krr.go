@@ -59,5 +59,5 @@ func KRRType() *online.Type {
 }
 
 func newKRR(dim int, p *KRRParams) (online.Model, error) {
-	return newRankModel(KRRName, p, dim, &p.RankParams, p.Kernel.kernels(), rank.KRR, p.Kernel.Features, p.Kernel.Seed, 0)
+	return newRankModel(KRRName, p, dim, 0, &p.RankParams, p.Kernel.kernels(), rank.KRR, p.Kernel.Features, p.Kernel.Seed, 0)
 }

@@ -71,5 +71,5 @@ func LSRRankType() *online.Type {
 }
 
 func newLSRRank(dim int, p *LSRRankParams) (online.Model, error) {
-	return newRankModel(LSRRankName, p, dim, &p.RankParams, p.Kernel.kernels(), rank.LSRRank, p.Kernel.Features, p.Kernel.Seed, p.Levels)
+	return newRankModel(LSRRankName, p, dim, 0, &p.RankParams, p.Kernel.kernels(), rank.LSRRank, p.Kernel.Features, p.Kernel.Seed, p.Levels)
 }

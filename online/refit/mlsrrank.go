@@ -99,9 +99,14 @@ func MLSRRankType() *online.Type {
 }
 
 func newMLSRRank(dim int, p *MLSRRankParams) (online.Model, error) {
+	return newMLSRRankModel(dim, 0, p)
+}
+
+// newMLSRRankModel builds an mlsrrank; nnz > 0: of hashed features.
+func newMLSRRankModel(dim, nnz int, p *MLSRRankParams) (online.Model, error) {
 	ks := make([]rank.Kernel, len(p.Kernels))
 	for i, k := range p.Kernels {
 		ks[i] = rank.Kernel{Type: rank.RBF, Gamma: k.Gamma, V: k.V}
 	}
-	return newRankModel(MLSRRankName, p, dim, &p.RankParams, ks, rank.LSRRank, defaultMultiFeat, 1, p.Levels)
+	return newRankModel(MLSRRankName, p, dim, nnz, &p.RankParams, ks, rank.LSRRank, defaultMultiFeat, 1, p.Levels)
 }

@@ -66,7 +66,9 @@ func positive(x float64) bool { return x > 0 && !math.IsInf(x, 0) }
 
 // restore is the Restore of a refitted model type: the parameters from the
 // envelope, a model built from them, then its state. An encoding from
-// before the envelope carries no parameters: online.ErrNeedsConfig.
+// before the envelope carries no parameters: online.ErrNeedsConfig. A
+// window of sparse rows (hashed features) is restored into a model built
+// by the parameters' NewSparse with the encoded bound on entries.
 func restore[P any, PP interface {
 	*P
 	online.Params
@@ -82,10 +84,26 @@ func restore[P any, PP interface {
 	if dim <= 0 {
 		return nil, fmt.Errorf("%w: dimension %d", online.ErrFormat, dim)
 	}
-	if err := PP(&p).Validate(dim); err != nil {
-		return nil, fmt.Errorf("%w: parameters: %w", online.ErrFormat, err)
+	nnz, err := sparseBound(r.Rest())
+	if err != nil {
+		return nil, err
 	}
-	m, err := build(dim, &p)
+	var m online.Model
+	if nnz > 0 {
+		sp, ok := any(PP(&p)).(online.SparseParams)
+		if !ok || dim > online.MaxSparseDim {
+			return nil, fmt.Errorf("%w: a window of sparse rows for type %s of dimension %d", online.ErrFormat, name, dim)
+		}
+		if err := sp.ValidateSparse(dim, nnz); err != nil {
+			return nil, fmt.Errorf("%w: parameters: %w", online.ErrFormat, err)
+		}
+		m, err = sp.NewSparse(dim, nnz)
+	} else {
+		if err := PP(&p).Validate(dim); err != nil {
+			return nil, fmt.Errorf("%w: parameters: %w", online.ErrFormat, err)
+		}
+		m, err = build(dim, &p)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", online.ErrFormat, err)
 	}

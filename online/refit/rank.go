@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/internal/sparse"
 	"github.com/streamer/streamer/online/rank"
 )
 
@@ -162,7 +163,8 @@ func rankTraits(kind online.Kind, levels int) online.Traits {
 
 // newRankModel builds a ranking model of type name: the trainer of the
 // solver and method, refitted from the window.
-func newRankModel(name string, params online.Params, dim int, p *RankParams, ks []rank.Kernel, method rank.Method, freq int, seed uint64, levels int) (online.Model, error) {
+// nnz > 0: of hashed features (Config.Sparse).
+func newRankModel(name string, params online.Params, dim, nnz int, p *RankParams, ks []rank.Kernel, method rank.Method, freq int, seed uint64, levels int) (online.Model, error) {
 	var tr Trainer
 	switch {
 	case p.Solver == SolverFeatures:
@@ -175,7 +177,7 @@ func newRankModel(name string, params online.Params, dim int, p *RankParams, ks 
 	return New(Config{
 		Type: name, Params: params, Dim: dim,
 		Window: p.Window.Events, WindowTime: p.Window.Time,
-		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, Levels: levels,
+		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, Levels: levels, Sparse: nnz,
 	}, tr)
 }
 
@@ -212,10 +214,14 @@ type RFRank struct {
 }
 
 var (
-	_ Trainer     = (*LSRRank)(nil)
-	_ Trainer     = (*KRR)(nil)
-	_ sumsTrainer = (*RFRank)(nil)
+	_ sparseTrainer = (*LSRRank)(nil)
+	_ sparseTrainer = (*KRR)(nil)
+	_ sumsTrainer   = (*RFRank)(nil)
+	_ sparseFitted  = exactFit{}
 )
+
+func (*LSRRank) fitsSparse() {}
+func (*KRR) fitsSparse()     {}
 
 // rankLabel accepts any finite real.
 func rankLabel(v float64) (float64, bool) {
@@ -248,7 +254,13 @@ func (t *KRR) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error)
 func (t *KRR) Unmarshal(b []byte) (Fitted, error) { return unmarshalExact(b, rank.KRR) }
 
 func fitExact(ctx context.Context, d *Data, cfg rank.Config) (Fitted, Stats, error) {
-	m, err := rank.Fit(ctx, d.X, d.D, d.Y, cfg)
+	fit := rank.Fit
+	if d.Rows != nil {
+		fit = func(ctx context.Context, _ []float64, dim int, y []float64, cfg rank.Config) (*rank.Model, error) {
+			return rank.FitSparse(ctx, d.Rows, dim, y, cfg)
+		}
+	}
+	m, err := fit(ctx, d.X, d.D, d.Y, cfg)
 	if err != nil {
 		return nil, Stats{}, fmt.Errorf("refit: %v: %w", cfg.Method, err)
 	}
@@ -271,6 +283,12 @@ type exactFit struct{ m *rank.Model }
 func (f exactFit) Predict(x []float64) online.Prediction {
 	return online.Prediction{Score: f.m.Predict(x), N: int64(f.m.N())}
 }
+
+func (f exactFit) predictSparse(x sparse.Row, buf []float64) online.Prediction {
+	return online.Prediction{Score: f.m.PredictSparse(x, buf), N: int64(f.m.N())}
+}
+
+func (f exactFit) sparseRows() bool { return f.m.Sparse() }
 
 func (f exactFit) MarshalBinary() ([]byte, error) { return f.m.MarshalBinary() }
 

@@ -48,21 +48,36 @@ import (
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/codec"
+	"github.com/streamer/streamer/online/internal/sparse"
 	"github.com/streamer/streamer/online/rank"
 )
 
-// Data is a window handed to a Trainer: N rows of D features, row-major.
+// Data is a window handed to a Trainer: N rows of D features, row-major in
+// X, or, for a model of hashed features (Config.Sparse), sparse in Rows
+// (X nil).
 type Data struct {
-	X []float64
-	Y []float64
-	D int
+	X    []float64
+	Y    []float64
+	D    int
+	Rows []sparse.Row
 }
 
 // N is the number of rows.
 func (d *Data) N() int { return len(d.Y) }
 
-// Row returns row i.
+// Row returns row i of a dense window.
 func (d *Data) Row(i int) []float64 { return d.X[i*d.D : (i+1)*d.D] }
+
+// Sparse reports whether the rows are sparse (Rows).
+func (d *Data) Sparse() bool { return d.Rows != nil }
+
+// slice returns rows [i, j).
+func (d *Data) slice(i, j int) *Data {
+	if d.Rows != nil {
+		return &Data{Rows: d.Rows[i:j], Y: d.Y[i:j], D: d.D}
+	}
+	return &Data{X: d.X[i*d.D : j*d.D], Y: d.Y[i:j], D: d.D}
+}
 
 // Fitted is a trained model. It is immutable once returned by Fit, so it
 // can score from the processing goroutine while the next one is trained.
@@ -71,6 +86,22 @@ type Fitted interface {
 	// of examples the model was trained on.
 	Predict(x []float64) online.Prediction
 	MarshalBinary() ([]byte, error)
+}
+
+// sparseTrainer is implemented by trainers that fit on sparse rows
+// (Data.Rows) and whose fits score sparse inputs (sparseFitted).
+type sparseTrainer interface {
+	Trainer
+	fitsSparse()
+}
+
+// sparseFitted is a Fitted trained on sparse rows: predictSparse scores a
+// sparse x (indices increasing) with buf as scratch space (see
+// svm.Model.DecisionSparse); it must not allocate.
+type sparseFitted interface {
+	Fitted
+	predictSparse(x sparse.Row, buf []float64) online.Prediction
+	sparseRows() bool // trained on sparse rows
 }
 
 // Stats describes a fit, for metrics.
@@ -108,6 +139,11 @@ type Config struct {
 	GuardSlack  float64       // accept a new model if its held-back error ≤ old + slack
 	MinEvents   int           // no refit before the window holds this many events (default 10)
 	Levels      int           // ≥ 2: publish levels 1..Levels from thresholds on the score; 0 = off
+	// Sparse > 0: the inputs are hashed features, sparse rows of dimension
+	// Dim with at most Sparse entries (features.max_features). The window
+	// keeps them sparse (ObserveSparse) in an arena that grows to its
+	// largest content and no further; the trainer must fit on sparse rows.
+	Sparse int
 }
 
 // Report says what one refit did.
@@ -197,6 +233,13 @@ type Model struct {
 	scaling   online.Scaling
 	z, zs, zi []float64
 
+	// The window's rows of a model of hashed features (Config.Sparse; xs
+	// is then nil), the builder of an event's row and the scratch space of
+	// its scores.
+	rows *sparse.Ring
+	bld  sparse.Builder
+	sbuf []float64
+
 	// Running sums of the window, for a sumsTrainer: sums follows the
 	// window on the processing goroutine; spare (made at the first refit)
 	// is the copy a refit fits from, owned by the refit goroutine while
@@ -214,8 +257,9 @@ type Model struct {
 }
 
 var (
-	_ online.Model    = (*Model)(nil)
-	_ online.RawInput = (*Model)(nil)
+	_ online.Model       = (*Model)(nil)
+	_ online.RawInput    = (*Model)(nil)
+	_ online.SparseModel = (*Model)(nil)
 )
 
 // New builds a Model; Start starts its refit goroutine.
@@ -238,17 +282,28 @@ func New(cfg Config, tr Trainer) (*Model, error) {
 	if cfg.MinEvents <= 0 {
 		cfg.MinEvents = 10
 	}
+	if cfg.Sparse < 0 {
+		return nil, fmt.Errorf("refit: Config.Sparse %d < 0", cfg.Sparse)
+	}
 	m := &Model{
 		cfg:  cfg,
 		tr:   tr,
-		xs:   make([]float64, cfg.Window*cfg.Dim),
 		ys:   make([]float64, cfg.Window),
 		ts:   make([]int64, cfg.Window),
 		now:  time.Now,
 		reqs: make(chan request, 1),
-		z:    make([]float64, cfg.Dim),
-		zs:   make([]float64, cfg.Dim),
-		zi:   make([]float64, cfg.Dim),
+	}
+	if cfg.Sparse > 0 {
+		if _, ok := tr.(sparseTrainer); !ok {
+			return nil, fmt.Errorf("refit: %s: this configuration does not take hashed (sparse) features", cfg.Type)
+		}
+		// Room for rows of up to 32 entries at first: the arena grows to
+		// what the window holds.
+		m.rows = sparse.NewRing(cfg.Window, cfg.Window*min(cfg.Sparse, 32))
+		m.sbuf = make([]float64, cfg.Window)
+	} else {
+		m.xs = make([]float64, cfg.Window*cfg.Dim)
+		m.z, m.zs, m.zi = make([]float64, cfg.Dim), make([]float64, cfg.Dim), make([]float64, cfg.Dim)
 	}
 	if cfg.Levels != 0 {
 		l, err := online.NewLevelThresholds(cfg.Levels)
@@ -362,8 +417,7 @@ func (m *Model) refit(ctx context.Context, req request) Report {
 		d, train := req.data, req.data
 		if k := int(m.cfg.Guard * float64(d.N())); k > 0 && prev != nil {
 			n := d.N() - k
-			train = &Data{X: d.X[:n*d.D], Y: d.Y[:n], D: d.D}
-			held = &Data{X: d.X[n*d.D:], Y: d.Y[n:], D: d.D}
+			train, held = d.slice(0, n), d.slice(n, d.N())
 		}
 		if req.scale != nil { // train on a standardised copy; held stays raw
 			x := make([]float64, len(train.X))
@@ -387,7 +441,7 @@ func (m *Model) refit(ctx context.Context, req request) Report {
 	}
 	next := &serving{fit: fit, scale: req.scale}
 	if held != nil {
-		r.OldError, r.NewError = errorRate(cur, held), errorRate(next, held)
+		r.OldError, r.NewError = errorRate(cur, held, m.cfg.Window), errorRate(next, held, m.cfg.Window)
 		if r.NewError > r.OldError+m.cfg.GuardSlack {
 			r.Rejected = true
 			r.Version = m.Version()
@@ -401,9 +455,20 @@ func (m *Model) refit(ctx context.Context, req request) Report {
 }
 
 // errorRate is the fraction of raw rows whose label predicted by s (with
-// its standardisation) differs from y (no decision counts as an error).
-func errorRate(s *serving, d *Data) float64 {
+// its standardisation) differs from y (no decision counts as an error);
+// window is the configured window (sparse rows: the scratch space).
+func errorRate(s *serving, d *Data, window int) float64 {
 	wrong := 0
+	if d.Rows != nil {
+		f := s.fit.(sparseFitted)
+		buf := make([]float64, window) // scratch of the sparse scores (a fit has at most window rows)
+		for i, x := range d.Rows {
+			if float64(f.predictSparse(x, buf).Label) != d.Y[i] {
+				wrong++
+			}
+		}
+		return float64(wrong) / float64(d.N())
+	}
 	z := make([]float64, d.D)
 	for i := range d.N() {
 		if float64(s.predict(d.Row(i), z).Label) != d.Y[i] {
@@ -471,10 +536,14 @@ func (m *Model) WindowSize() int { return m.size }
 // 0). With Config.Levels the label is the level of the score, and a
 // labelled event scored by a serving version adds its (score, level) pair
 // to the thresholds' buffer. It does not allocate, except for the copy of
-// the window handed to a refit of the rows.
+// the window handed to a refit of the rows. A model of hashed features
+// (Config.Sparse) takes x's nonzero entries, as ObserveSparse.
 func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction {
 	if len(x) != m.cfg.Dim {
 		panic(fmt.Sprintf("refit: Observe: %d features, want %d", len(x), m.cfg.Dim))
+	}
+	if m.rows != nil {
+		return m.observeRow(m.bld.FromDense(x), y, labelled)
 	}
 	var p online.Prediction
 	if s := m.cur.Load(); s != nil {
@@ -518,6 +587,79 @@ func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction
 	}
 	m.learned++
 	m.since++
+	m.maybeRefit(now)
+	return p
+}
+
+// Sparse reports whether the model takes hashed (sparse) features: nil
+// when it was built for them (Config.Sparse > 0: a type's SparseParams
+// with features.hash), else why not.
+func (m *Model) Sparse() error {
+	if m.rows == nil {
+		return errors.New("the window keeps dense rows: the model was built without hashed features (features.hash)")
+	}
+	return nil
+}
+
+// ObserveSparse is Observe on the dense x with x[idx[k]] += val[k] (see
+// online.SparseModel) for a model of hashed features (Config.Sparse > 0;
+// it panics otherwise, as for len(idx) != len(val) or an index outside
+// [0, Dim())): the event's row (duplicates summed in order, indices
+// sorted, entries summing to 0 left out) is scored by the serving version
+// on its sparse rows and, if labelled, stored in the window's arena. It
+// costs O(nnz log nnz) for the row plus the score (svm: O(nSV + the
+// entries the event shares with the support vectors)) and does not
+// allocate once the arena has grown to the window's content, except for
+// the copy of the window handed to a refit.
+func (m *Model) ObserveSparse(idx []int32, val []float64, y float64, labelled bool) online.Prediction {
+	if m.rows == nil {
+		panic("refit: ObserveSparse: " + m.Sparse().Error())
+	}
+	if len(idx) != len(val) {
+		panic("refit: ObserveSparse: len(idx) != len(val)")
+	}
+	for _, i := range idx {
+		if uint32(i) >= uint32(m.cfg.Dim) {
+			panic(fmt.Sprintf("refit: ObserveSparse: index %d outside [0, %d)", i, m.cfg.Dim))
+		}
+	}
+	return m.observeRow(m.bld.Build(idx, val), y, labelled)
+}
+
+// observeRow is Observe for a sparse row x (a model of hashed features).
+func (m *Model) observeRow(x sparse.Row, y float64, labelled bool) online.Prediction {
+	var p online.Prediction
+	if s := m.cur.Load(); s != nil {
+		p = s.fit.(sparseFitted).predictSparse(x, m.sbuf)
+		p.Version = s.version
+		if m.levels != nil {
+			p.Label = m.levels.Level(p.Score)
+		}
+	}
+	if !labelled {
+		return p
+	}
+	if m.levels != nil && p.Version != 0 {
+		m.levels.Record(p.Score, int(y))
+	}
+	now := m.now().UnixNano()
+	i := (m.head + m.size) % m.cfg.Window
+	if m.size == m.cfg.Window {
+		m.rows.Pop()
+		m.head = (m.head + 1) % m.cfg.Window
+	} else {
+		m.size++
+	}
+	m.rows.Push(x, sparse.Sq(x))
+	m.ys[i], m.ts[i] = y, now
+	m.learned++
+	m.since++
+	m.maybeRefit(now)
+	return p
+}
+
+// maybeRefit starts a refit after a labelled event when one is due.
+func (m *Model) maybeRefit(now int64) {
 	due := (m.cfg.EveryEvents > 0 && m.since >= m.cfg.EveryEvents) || m.due.Load()
 	if due && !m.running.Load() {
 		m.expire(now)
@@ -534,7 +676,6 @@ func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction
 			}
 		}
 	}
-	return p
 }
 
 func (m *Model) async() bool {
@@ -552,6 +693,9 @@ func (m *Model) expire(now int64) {
 	for m.size > 0 && now-m.ts[m.head] > int64(m.cfg.WindowTime) {
 		if m.sums != nil {
 			m.sums.Remove(m.xs[m.head*D:(m.head+1)*D], m.ys[m.head])
+		}
+		if m.rows != nil {
+			m.rows.Pop()
 		}
 		m.head = (m.head + 1) % m.cfg.Window
 		m.size--
@@ -573,9 +717,10 @@ func (m *Model) request() request {
 	return request{data: m.window(), scale: sc}
 }
 
-// currentScale copies the statistics of StandardizeWith (nil without).
+// currentScale copies the statistics of StandardizeWith (nil without, and
+// for hashed features, which are not standardised).
 func (m *Model) currentScale() *scale {
-	if m.scaling == nil {
+	if m.scaling == nil || m.rows != nil {
 		return nil
 	}
 	sc := &scale{mean: make([]float64, m.cfg.Dim), inv: make([]float64, m.cfg.Dim)}
@@ -585,6 +730,15 @@ func (m *Model) currentScale() *scale {
 
 // window copies the window, oldest first.
 func (m *Model) window() *Data {
+	if m.rows != nil {
+		d := &Data{Rows: make([]sparse.Row, m.size), Y: make([]float64, m.size), D: m.cfg.Dim}
+		for k := range m.size {
+			d.Rows[k] = m.rows.Row(k)
+			d.Y[k] = m.ys[(m.head+k)%m.cfg.Window]
+		}
+		d.Rows = sparse.Clone(d.Rows)
+		return d
+	}
 	d := &Data{X: make([]float64, m.size*m.cfg.Dim), Y: make([]float64, m.size), D: m.cfg.Dim}
 	for k := range m.size {
 		i := (m.head + k) % m.cfg.Window
@@ -619,9 +773,11 @@ func (m *Model) RefitNow(ctx context.Context) Report {
 //	learned i64 | since u32 | size u32 | version i64 |
 //	fitted model: frame (empty: none) |
 //	the serving version's standardisation: frame (empty: none; else mean
-//	and 1/sd, d float64 each) |
+//	and 1/sd, d float64 each; for a model of hashed features, which never
+//	standardises, 4 bytes: Config.Sparse u32, and the rows are sparse) |
 //	size rows, oldest first: x (d float64; standardised as they entered
-//	for a model fitted from running sums), y float64, ts int64 |
+//	for a model fitted from running sums; sparse: nnz u32, nnz indices
+//	u32 strictly increasing, nnz float64 values), y float64, ts int64 |
 //	level thresholds: frame (empty: none; online.LevelThresholds) |
 //	running sums: frame (empty: none; rank.Sums)
 //
@@ -681,7 +837,9 @@ func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
 		return nil, err
 	}
 	dst, at := codec.BeginFrame(dst)
-	if cur != nil && cur.scale != nil {
+	if m.rows != nil {
+		dst = codec.AppendU32(dst, uint32(m.cfg.Sparse))
+	} else if cur != nil && cur.scale != nil {
 		dst = codec.AppendF64s(dst, cur.scale.mean)
 		dst = codec.AppendF64s(dst, cur.scale.inv)
 	}
@@ -689,7 +847,16 @@ func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
 	D := m.cfg.Dim
 	for k := range m.size {
 		i := (m.head + k) % m.cfg.Window
-		dst = codec.AppendF64s(dst, m.xs[i*D:(i+1)*D])
+		if m.rows != nil {
+			x := m.rows.Row(k)
+			dst = codec.AppendU32(dst, uint32(x.Len()))
+			for _, j := range x.Idx {
+				dst = codec.AppendU32(dst, uint32(j))
+			}
+			dst = codec.AppendF64s(dst, x.Val)
+		} else {
+			dst = codec.AppendF64s(dst, m.xs[i*D:(i+1)*D])
+		}
 		dst = codec.AppendF64(dst, m.ys[i])
 		dst = codec.AppendI64(dst, m.ts[i])
 	}
@@ -715,6 +882,9 @@ func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
 // MarshalBinary encodes the window and the serving model (see
 // AppendBinary).
 func (m *Model) MarshalBinary() ([]byte, error) {
+	if m.rows != nil {
+		return m.AppendBinary(make([]byte, 0, 256+m.size*20+m.rows.Entries()*12))
+	}
 	return m.AppendBinary(make([]byte, 0, 256+m.size*(m.cfg.Dim+2)*8))
 }
 
@@ -732,6 +902,12 @@ type decoded struct {
 	rows           []byte // size rows of (d + 2) × 8 bytes
 	levels, sums   []byte // sections (nil: absent)
 	hasLevels, has bool
+
+	// A window of sparse rows (hashed features): the rows, labels, times.
+	sparse bool
+	srows  []sparse.Row
+	sy     []float64
+	sts    []int64
 }
 
 // UnmarshalBinary restores a state written by MarshalBinary into a Model
@@ -778,8 +954,22 @@ func (m *Model) decode(b []byte, st *decoded) error {
 		}
 		st.fit = f
 	}
+	if (len(sc) == 4) != (m.rows != nil) {
+		if m.rows != nil {
+			return fmt.Errorf("%w: a window of dense rows, the model takes hashed (sparse) features", ErrFormat)
+		}
+		return fmt.Errorf("%w: a window of hashed (sparse) rows, the model is configured for dense features", ErrFormat)
+	}
 	switch len(sc) {
 	case 0:
+	case 4:
+		st.sparse = true
+		if st.fit != nil {
+			if f, ok := st.fit.(sparseFitted); !ok || !f.sparseRows() {
+				return fmt.Errorf("%w: a fitted model of dense rows with a window of sparse rows", ErrFormat)
+			}
+		}
+		return m.decodeSparseRows(r, st)
 	case 16 * D:
 		if st.fit == nil {
 			return fmt.Errorf("%w: standardisation without a fitted model", ErrFormat)
@@ -806,6 +996,37 @@ func (m *Model) decode(b []byte, st *decoded) error {
 	return r.End()
 }
 
+// decodeSparseRows reads the rest of the current encoding of a model of
+// hashed features: its sparse rows and sections.
+func (m *Model) decodeSparseRows(r *codec.Reader, st *decoded) error {
+	D := m.cfg.Dim
+	if st.size < 0 || !r.Need(20*st.size) {
+		return fmt.Errorf("%w: window of %d rows: %w", ErrFormat, st.size, r.Err())
+	}
+	st.srows, st.sy, st.sts = make([]sparse.Row, st.size), make([]float64, st.size), make([]int64, st.size)
+	for k := range st.size {
+		nnz := int(r.U32())
+		if r.Err() != nil || nnz > D || !r.Need(12*nnz+16) {
+			return fmt.Errorf("%w: row %d of %d entries: %w", ErrFormat, k, nnz, r.Err())
+		}
+		x := sparse.Row{Idx: make([]int32, nnz), Val: make([]float64, nnz)}
+		for j := range x.Idx {
+			x.Idx[j] = int32(r.U32())
+		}
+		r.F64s(x.Val)
+		if err := sparse.Check(x, D); err != nil {
+			return fmt.Errorf("%w: row %d: %w", ErrFormat, k, err)
+		}
+		st.srows[k], st.sy[k], st.sts[k] = x, r.F64(), r.I64()
+	}
+	st.levels, st.sums = r.Bytes(), r.Bytes()
+	st.hasLevels, st.has = len(st.levels) > 0, len(st.sums) > 0
+	if st.has {
+		return fmt.Errorf("%w: running sums with a window of sparse rows", ErrFormat)
+	}
+	return r.End()
+}
+
 // decodeLegacy reads formats 1 and 2 (before the envelope).
 func (m *Model) decodeLegacy(b []byte, st *decoded) error {
 	r := codec.NewReader(b[len(legacyMagic):], ErrFormat)
@@ -828,6 +1049,9 @@ func (m *Model) decodeLegacy(b []byte, st *decoded) error {
 	}
 	if dim != m.cfg.Dim {
 		return fmt.Errorf("%w: dimension %d, configured %d", ErrFormat, dim, m.cfg.Dim)
+	}
+	if m.rows != nil {
+		return fmt.Errorf("%w: a window of dense rows (format %d), the model takes hashed (sparse) features", ErrFormat, format)
 	}
 	if len(fit) > 0 {
 		f, err := m.unmarshalFit(fit)
@@ -905,9 +1129,20 @@ func (m *Model) apply(st *decoded) error {
 			return fmt.Errorf("%w: running sums of %d events for a window of %d", ErrFormat, sums.N(), st.size)
 		}
 	}
-	rr := codec.NewReader(st.rows, ErrFormat)
 	m.head, m.size = 0, st.size-skip
+	if st.sparse {
+		m.rows.Reset()
+		for k := skip; k < st.size; k++ {
+			j := k - skip
+			m.rows.Push(st.srows[k], sparse.Sq(st.srows[k]))
+			m.ys[j], m.ts[j] = st.sy[k], st.sts[k]
+		}
+	}
+	rr := codec.NewReader(st.rows, ErrFormat)
 	for k := range st.size {
+		if st.sparse {
+			break
+		}
 		if k < skip {
 			rr.Take((D + 2) * 8)
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/codec"
+	"github.com/streamer/streamer/online/internal/sparse"
 	"github.com/streamer/streamer/online/svm"
 )
 
@@ -174,7 +175,10 @@ func SVMType() *online.Type {
 	})
 }
 
-func newSVMModel(dim int, p *SVMParams) (online.Model, error) {
+func newSVMModel(dim int, p *SVMParams) (online.Model, error) { return newSVM(dim, 0, p) }
+
+// newSVM builds an svm; nnz > 0: of hashed features (Config.Sparse).
+func newSVM(dim, nnz int, p *SVMParams) (online.Model, error) {
 	params := svm.Params{
 		Kernel: svm.Kernel{Type: svmKernels[p.Kernel.Type], Gamma: p.Kernel.Gamma, Coef0: p.Kernel.Coef0, Degree: p.Kernel.Degree},
 		C:      p.C, CPos: p.CPos, CNeg: p.CNeg,
@@ -183,6 +187,7 @@ func newSVMModel(dim int, p *SVMParams) (online.Model, error) {
 		Type: SVMName, Params: p, Dim: dim,
 		Window: p.Window.Events, WindowTime: p.Window.Time,
 		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, Guard: p.Refit.Guard, GuardSlack: p.Refit.GuardSlack,
+		Sparse: nnz,
 	}, &SVM{Params: params, Delta: p.Delta, ProbLevels: p.Probability.Levels, NoBound: p.Kernel.Type == "sigmoid"})
 }
 
@@ -203,13 +208,21 @@ type SVM struct {
 	NoBound    bool
 }
 
-var _ Trainer = (*SVM)(nil)
+var (
+	_ sparseTrainer = (*SVM)(nil)
+	_ sparseFitted  = (*svmFit)(nil)
+)
+
+func (*SVM) fitsSparse() {}
 
 // Label maps −1/0 to −1 and 1 to +1.
 func (t *SVM) Label(v float64) (float64, bool) { return binaryLabel(v) }
 
 // Fit trains on d.
 func (t *SVM) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error) {
+	if d.Rows != nil {
+		return t.fitSparse(ctx, d)
+	}
 	X, err := binaryRows(d, "svm")
 	if err != nil {
 		return nil, Stats{}, err
@@ -229,6 +242,33 @@ func (t *SVM) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error)
 	f.w = math.Sqrt(max(m.W2(), 0))
 	if t.ProbLevels >= 2 {
 		if f.prob, err = svm.TrainProbability(ctx, X, d.Y, t.Params, t.ProbLevels); err != nil {
+			return nil, Stats{}, err
+		}
+	}
+	return f, Stats{SupportVectors: m.NSV(), Objective: m.Obj, Iterations: m.Iter}, nil
+}
+
+// fitSparse trains on the sparse rows of d (hashed features).
+func (t *SVM) fitSparse(ctx context.Context, d *Data) (Fitted, Stats, error) {
+	if err := binaryLabels(d.Y, "svm"); err != nil {
+		return nil, Stats{}, err
+	}
+	n := d.N()
+	m, err := svm.TrainSparse(ctx, d.Rows, d.D, d.Y, t.Params, nil)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	f := &svmFit{m: m, marginStats: marginStats{delta: t.Delta, n: n}, noBound: t.NoBound}
+	var clip float64
+	buf := make([]float64, m.NSV())
+	for i, x := range d.Rows {
+		clip += svm.Clip(d.Y[i] * m.DecisionSparse(x, buf))
+		f.tr += m.Kernel.EvalSparse(x, x)
+	}
+	f.avgClip = clip / float64(n)
+	f.w = math.Sqrt(max(m.W2(), 0))
+	if t.ProbLevels >= 2 {
+		if f.prob, err = svm.TrainProbabilitySparse(ctx, d.Rows, d.D, d.Y, t.Params, t.ProbLevels); err != nil {
 			return nil, Stats{}, err
 		}
 	}
@@ -260,6 +300,28 @@ func (f *svmFit) Predict(x []float64) online.Prediction {
 	}
 	return p
 }
+
+// predictSparse is Predict for a sparse x (buf: svm.Model.DecisionSparse's).
+func (f *svmFit) predictSparse(x sparse.Row, buf []float64) online.Prediction {
+	s := f.m.DecisionSparse(x, buf)
+	p := online.Prediction{Score: s, N: int64(f.n)}
+	switch {
+	case s > 0:
+		p.Label = 1
+	case s < 0:
+		p.Label = -1
+	}
+	if !f.noBound {
+		p.HasBound, p.Delta = true, f.delta
+		p.MistakeBound = f.Bound(math.Abs(s))
+	}
+	if f.prob != nil {
+		p.Probability, p.HasProbability = f.prob.ProbSparse(x, buf), true
+	}
+	return p
+}
+
+func (f *svmFit) sparseRows() bool { return f.m.Sparse() }
 
 // Encoding of a fitted SVM (package online/codec's conventions; pinned by
 // testdata/format_svmfit*_v1.bin): magic "RSVM" u16 version 1, n u32,
@@ -347,6 +409,24 @@ func binaryLabel(v float64) (float64, bool) {
 		return -1, true
 	}
 	return 0, false
+}
+
+// binaryLabels returns an error naming the model type when the labels y of
+// a classifier's window are empty or lack a class.
+func binaryLabels(y []float64, typ string) error {
+	pos := 0
+	for _, v := range y {
+		if v > 0 {
+			pos++
+		}
+	}
+	if len(y) == 0 {
+		return fmt.Errorf("refit: %s: empty window", typ)
+	}
+	if pos == 0 || pos == len(y) {
+		return fmt.Errorf("refit: %s: window has %d positive and %d negative examples; need both classes", typ, pos, len(y)-pos)
+	}
+	return nil
 }
 
 // binaryRows returns the rows of a classifier's window d, or an error

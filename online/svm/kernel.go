@@ -3,6 +3,8 @@ package svm
 import (
 	"fmt"
 	"math"
+
+	"github.com/streamer/streamer/online/internal/sparse"
 )
 
 // KernelType selects the kernel function.
@@ -75,6 +77,11 @@ func (k Kernel) Eval(a, b []float64) float64 {
 		return math.Tanh(k.Gamma*dot(a, b) + k.Coef0)
 	}
 	panic("svm: unknown kernel type")
+}
+
+// EvalSparse returns K(a, b) for sparse rows (see fromDot).
+func (k Kernel) EvalSparse(a, b sparse.Row) float64 {
+	return k.fromDot(sparse.Dot(a, b), sparse.Sq(a), sparse.Sq(b))
 }
 
 // fromDot returns K(a, b) from <a, b> = dot, ‖a‖² = sa and ‖b‖² = sb

@@ -242,3 +242,85 @@ func BenchmarkBuild30(b *testing.B) {
 		bl.Build(idx, val)
 	}
 }
+
+// TestPostings: a FIFO window of rows in slots, through random adds and
+// removals: Dots agrees bit for bit with a Dot per row held, the table
+// keeps only the features held, and a steady window allocates nothing.
+func TestPostings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	const slots = 23
+	p := NewPostings(4)
+	type held struct {
+		s int32
+		x Row
+	}
+	var win []held
+	var b Builder
+	next := int32(0)
+	dst := make([]float64, slots)
+	for step := range 6000 {
+		if len(win) > 0 && (len(win) == slots || rng.IntN(3) == 0) {
+			p.Remove(win[0].s, win[0].x)
+			win = win[1:]
+		} else {
+			// Skewed indices: some features in many rows, most rare.
+			dim := 40
+			if rng.IntN(2) == 0 {
+				dim = 100000
+			}
+			idx, val := randomEvent(rng, rng.IntN(20), dim)
+			x := Clone([]Row{b.Build(idx, val)})[0]
+			p.Add(next, x)
+			win = append(win, held{next, x})
+			next = (next + 1) % slots
+		}
+		distinct := map[int32]bool{}
+		for _, h := range win {
+			for _, i := range h.x.Idx {
+				distinct[i] = true
+			}
+		}
+		if p.Features() != len(distinct) {
+			t.Fatalf("step %d: %d features indexed, %d held", step, p.Features(), len(distinct))
+		}
+		if step%10 == 0 {
+			idx, val := randomEvent(rng, 25, 40)
+			x := b.Build(idx, val)
+			clear(dst)
+			p.Dots(dst, x)
+			for _, h := range win {
+				if d := Dot(x, h.x); math.Float64bits(d) != math.Float64bits(dst[h.s]) {
+					t.Fatalf("step %d: slot %d: Dots %v, Dot %v", step, h.s, dst[h.s], d)
+				}
+			}
+		}
+	}
+	rows := make([]Row, 50)
+	for i := range rows {
+		idx, val := randomEvent(rng, 20, 300)
+		rows[i] = Clone([]Row{b.Build(idx, val)})[0]
+	}
+	for _, h := range win {
+		p.Remove(h.s, h.x)
+	}
+	if p.Features() != 0 {
+		t.Fatalf("%d features left in an empty index", p.Features())
+	}
+	var ring [slots]Row // slot s holds ring[s]
+	k := 0
+	step := func() {
+		s := k % slots
+		if k >= slots {
+			p.Remove(int32(s), ring[s])
+		}
+		ring[s] = rows[k%len(rows)]
+		p.Add(int32(s), ring[s])
+		k++
+	}
+	for range 2000 {
+		step()
+	}
+	if a := testing.AllocsPerRun(1000, step); a != 0 {
+		t.Fatalf("%v allocations per step once warm", a)
+	}
+}
