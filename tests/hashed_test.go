@@ -84,3 +84,110 @@ func TestHashedOverKafka(t *testing.T) {
 		t.Fatal("mam with hashed features did not stop start-up")
 	}
 }
+
+const hashedSVMConfig = `
+kafka:
+  brokers: [%BROKERS%]
+  group: hashed-svm
+  commit_interval: 200ms
+http:
+  listen: "%HTTP%"
+log:
+  level: warn
+snapshot:
+  dir: %DIR%
+  every: 300ms
+models:
+  - name: svm
+    type: svm
+    kernel: {type: rbf, gamma: 0.1}
+    window: {events: 1000}
+    refit: {every_events: 500}
+    features:
+      hash: {bits: 18, seed: 1}
+      namespaces: [user, item]
+      interactions: [[user, item]]
+      max_features: 64
+  - name: exact
+    type: mam
+    kernel: {type: rbf, gamma: 0.1}
+    budget: 300
+    features:
+      hash: {bits: 18, seed: 1}
+      namespaces: [user, item]
+      interactions: [[user, item]]
+      max_features: 64
+`
+
+// TestHashedSVMOverKafka: categorical events (namespaces, a bag) hashed
+// into 2^18 indices reach a kernel svm refitted in the background
+// from its window of sparse rows, and an exact-kernel mam over a budget of
+// sparse rows, over Kafka: both learn a signal carried by the user × item
+// interaction alone; the svm's versions keep coming; after a restart the
+// models resume from the snapshot (the serving svm version and the
+// examples learned restored).
+func TestHashedSVMOverKafka(t *testing.T) {
+	useFastBinary(t)
+	b := startBroker(t, 3)
+	cfg := strings.ReplaceAll(hashedSVMConfig, "%DIR%", t.TempDir())
+	p := startStreamer(t, b, cfg)
+	rng := rand.New(rand.NewPCG(6, 7))
+	event := func(i int) kafka.Message {
+		ug, ig := rng.IntN(4), rng.IntN(4)
+		y := -1
+		if (ug+ig)%2 == 0 {
+			y = 1
+		}
+		return kafka.Message{Key: fmt.Appendf(nil, "u%d", i%50), Value: fmt.Appendf(nil,
+			`{"id":"e%d","features":{"user":{"group":"g%d"},"item":{"group":"h%d","tags":["x","y%d"]},"hour":"h%d"},"label":%d}`,
+			i, ug, ig, rng.IntN(3), rng.IntN(24), y)}
+	}
+	const n = 4000
+	var msgs []kafka.Message
+	for i := range n {
+		msgs = append(msgs, event(i))
+	}
+	for i := 0; i < n; i += 1000 { // in bursts, so that refits land in between
+		produce(t, b, "events", msgs[i:i+1000])
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitFor(t, 90*time.Second, "every event processed", func() bool {
+		return p.metric(t, "streamer_events_consumed_total", "") == n
+	})
+	waitFor(t, 60*time.Second, "refits", func() bool {
+		return p.metric(t, "streamer_refits_total", `model="svm",outcome="accepted"`) >= 3
+	})
+	t.Logf("svm: %v refits accepted, serving version's accuracy %.3f; exact mam: prequential accuracy %.3f",
+		p.metric(t, "streamer_refits_total", `model="svm",outcome="accepted"`), p.metric(t, "streamer_model_version_accuracy", `model="svm"`),
+		p.metric(t, "streamer_model_accuracy", `model="exact"`))
+	if a := p.metric(t, "streamer_model_version_accuracy", `model="svm"`); a < 0.95 {
+		t.Errorf("svm: accuracy of the serving version %.3f < 0.95 (the signal is the interaction)", a)
+	}
+	if a := p.metric(t, "streamer_model_accuracy", `model="exact"`); a < 0.9 {
+		t.Errorf("exact mam: prequential accuracy %.3f < 0.9", a)
+	}
+	version := p.metric(t, "streamer_model_version", `model="svm"`)
+	learned := p.metric(t, "streamer_model_examples", `model="exact"`)
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+
+	p = startStreamer(t, b, cfg)
+	if v := p.metric(t, "streamer_model_version", `model="svm"`); v != version {
+		t.Errorf("after restart the svm serves version %v, want %v", v, version)
+	}
+	if e := p.metric(t, "streamer_model_examples", `model="exact"`); e != learned {
+		t.Errorf("after restart the exact mam has learned %v examples, want %v", e, learned)
+	}
+	msgs = msgs[:0]
+	for i := n; i < n+500; i++ {
+		msgs = append(msgs, event(i))
+	}
+	produce(t, b, "events", msgs)
+	waitFor(t, 60*time.Second, "the new events processed", func() bool {
+		return p.metric(t, "streamer_model_examples", `model="exact"`) == learned+500
+	})
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+}
