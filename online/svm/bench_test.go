@@ -118,8 +118,8 @@ func BenchmarkDecisionSparse500Merge(b *testing.B) {
 
 // BenchmarkTrainSparse2000 trains rbf on 2 000 rows of the hashed click
 // log at 2^18 dimensions (the default window of type svm). Target: under
-// svm-train's time on the same file (about 1.7 s here, TestSparseAgreement's
-// clicks_rbf).
+// svm-train's time on the same rows written as a LIBSVM file (1.05 s here:
+// svm-train -s 0 -t 2 -g 0.0322581 -c 4 -e 0.001 -m 100 -h 1).
 func BenchmarkTrainSparse2000(b *testing.B) {
 	X, y := hashedClicks(1, 2000, 30, 18)
 	p := Params{Kernel: Kernel{Type: RBF, Gamma: 1.0 / 31}, C: 4}
