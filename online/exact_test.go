@@ -796,6 +796,17 @@ func FuzzExactRestore(f *testing.F) {
 		b, _ := m.MarshalBinary()
 		f.Add(b)
 		f.Add(asVersion1(f, b, legacyTagExactMAM, legacyMAMSpec(m, nil))) // the legacy path
+		// The same stream into a model of hashed features (sparse rows).
+		p := m.Params()
+		sm, err := p.NewSparse(2, 8)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for i := range x {
+			sm.Observe(x[i], y[i], true)
+		}
+		b, _ = sm.MarshalBinary()
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m := fuzzRestore(t, b, false)
@@ -803,5 +814,8 @@ func FuzzExactRestore(f *testing.F) {
 			return
 		}
 		m.Observe(make([]float64, m.Dim()), 1, true)
+		if s, ok := m.(SparseModel); ok && SparseSupport(m) == nil {
+			s.ObserveSparse([]int32{0, 1, 0}, []float64{0.5, -1, 2}, -1, true)
+		}
 	})
 }

@@ -2,6 +2,7 @@ package refit
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	goldenfile "github.com/streamer/streamer/online/internal/golden"
+	"github.com/streamer/streamer/online/internal/sparse"
 
 	"github.com/streamer/streamer/online/svm"
 )
@@ -99,6 +101,21 @@ func FuzzSVMFitUnmarshal(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// A fit on sparse rows (hashed features), with probability.
+	evs := sparseStream(4, 60, 50, false)
+	d := &Data{D: 50}
+	for _, e := range evs {
+		var bl sparse.Builder
+		d.Rows = append(d.Rows, sparse.Clone([]sparse.Row{bl.Build(e.idx, e.val)})[0])
+		d.Y = append(d.Y, e.y)
+	}
+	tr := &SVM{Params: svm.Params{Kernel: svm.Kernel{Type: svm.RBF, Gamma: 0.3}}, Delta: 0.05, ProbLevels: 3}
+	fit, _, err := tr.Fit(context.Background(), d, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	b, _ := fit.MarshalBinary()
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := (&SVM{}).Unmarshal(b)
 		if err != nil {
@@ -109,6 +126,9 @@ func FuzzSVMFitUnmarshal(f *testing.F) {
 		}
 		fit := g.(*svmFit)
 		fit.Predict(make([]float64, fit.inputDim()))
+		if fit.inputDim() > 0 {
+			fit.predictSparse(sparse.Row{Idx: []int32{0}, Val: []float64{1}}, nil)
+		}
 		if b2, _ := fit.MarshalBinary(); !bytes.Equal(b, b2) {
 			t.Fatal("re-encoding differs")
 		}
