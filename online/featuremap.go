@@ -43,6 +43,15 @@ type KernelSpec struct {
 	// independently; false (the default) for the others and in the exact
 	// kernel mode. False leaves the encoding of the parameters unchanged.
 	Orthogonal bool `yaml:"orthogonal"`
+	// Sparse generates the frequencies of the "rbf" and "laplacian" maps
+	// column by column from (Seed, input index, row) where they are needed
+	// instead of drawing and storing a Features × dim matrix
+	// (featuremap_hashed.go): an input is projected in O(Features·nnz)
+	// from its nonzero entries, whatever dim is, so that the map takes
+	// hashed (sparse) features. features.hash sets it; false (the
+	// default) for the others and in the exact kernel mode. False leaves
+	// the encoding of the parameters unchanged.
+	Sparse bool `yaml:"sparse"`
 }
 
 // Kernel defaults (the "kernel" key of mam and omam).
@@ -101,6 +110,7 @@ func (k *KernelSpec) complete(given func(string) bool, exact bool) {
 		}
 	})
 	set("orthogonal", func() { k.Orthogonal = false })
+	set("sparse", func() { k.Sparse = k.Sparse && rff }) // features.hash may have set it (Hashed)
 }
 
 // Limits on sizes, so that a corrupt spec or snapshot cannot ask for an
@@ -136,7 +146,9 @@ const pcgStream = 0x6f6e6c696e652d31 // "online-1"
 //
 // With Orthogonal the rbf and laplacian frequencies have the same law row
 // by row but are drawn in blocks of orthogonal directions (orthogonal.go,
-// which fixes the draw order).
+// which fixes the draw order). With Sparse they are generated per input
+// index and row instead of drawn and stored (featuremap_hashed.go: same
+// laws, another realisation), so that projecting costs O(D·nnz).
 //
 // A FeatureMap is immutable after construction and safe for concurrent use.
 type FeatureMap struct {
@@ -144,6 +156,7 @@ type FeatureMap struct {
 	in     int          // input dimension d
 	out    int          // dim φ
 	omega  []float64    // rbf, laplacian: D×d frequencies, row-major
+	gen    *genMap      // rbf, laplacian with Sparse: generated frequencies (omega nil)
 	packed vmath.Matrix // rbf, laplacian: omega packed for project
 	scale  float64      // rbf, laplacian: sqrt(1/D)
 }
@@ -160,6 +173,10 @@ func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
 	case KernelRBF, KernelLaplacian:
 		m.out = 2 * k.Features
 		m.scale = math.Sqrt(1 / float64(k.Features))
+		if k.Sparse {
+			m.gen = newGenMap(k)
+			break
+		}
 		m.omega = make([]float64, k.Features*dim)
 	}
 	switch {
@@ -221,6 +238,9 @@ func validateKernel(k KernelSpec, dim int) error {
 		if k.Orthogonal {
 			return specErrorf("kernel.orthogonal", "not used by the linear kernel: must be false")
 		}
+		if k.Sparse {
+			return specErrorf("kernel.sparse", "not used by the linear kernel (it takes sparse input as it is): must be false")
+		}
 	case KernelRBF, KernelLaplacian:
 		if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {
 			return specErrorf("kernel.gamma", "must be > 0 and finite, got %v", k.Gamma)
@@ -228,8 +248,14 @@ func validateKernel(k KernelSpec, dim int) error {
 		if k.Features <= 0 || k.Features > maxFeatures {
 			return specErrorf("kernel.features", "must be in [1, %d], got %d", maxFeatures, k.Features)
 		}
+		if k.Sparse {
+			if k.Orthogonal {
+				return specErrorf("kernel.orthogonal", "does not go with kernel.sparse: orthogonal blocks need the whole frequency matrix, which the generated map never builds")
+			}
+			break
+		}
 		if k.Features*dim > maxOmega {
-			return specErrorf("kernel.features", "features×dim must be ≤ %d, got %d×%d", maxOmega, k.Features, dim)
+			return specErrorf("kernel.features", "features×dim must be ≤ %d, got %d×%d (kernel.sparse: true generates the frequencies instead of storing them)", maxOmega, k.Features, dim)
 		}
 		if k.Orthogonal && k.Features*dim*min(k.Features, dim) > maxOrthoWork {
 			return specErrorf("kernel.orthogonal", "features×dim×min(features, dim) must be ≤ %d (the cost of orthogonalising the frequencies), got %d×%d×%d", maxOrthoWork, k.Features, dim, min(k.Features, dim))
@@ -260,7 +286,7 @@ func (m *FeatureMap) Map(dst, x []float64) (sqNorm float64, ok bool) {
 	if len(x) != m.in || len(dst) != m.out {
 		panic("online: FeatureMap.Map: wrong slice length")
 	}
-	if m.omega == nil {
+	if m.omega == nil && m.gen == nil {
 		sqNorm = mapLinear(dst, x)
 	} else {
 		m.project(dst[m.out/2:], x)
@@ -286,8 +312,12 @@ func (m *FeatureMap) Map(dst, x []float64) (sqNorm float64, ok bool) {
 // predictions of TestLegacyV1 that depend on them.
 func (m *FeatureMap) project(z, x []float64) {
 	d := m.out / 2
-	if m.omega == nil || len(x) != m.in || len(z) != d {
+	if (m.omega == nil && m.gen == nil) || len(x) != m.in || len(z) != d {
 		panic("online: FeatureMap.project: wrong slice length or not a random-feature map")
+	}
+	if m.gen != nil {
+		m.gen.projectDense(z, x)
+		return
 	}
 	m.packed.MulVec(z, x)
 }

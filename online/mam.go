@@ -182,6 +182,7 @@ func (p *MAMParams) Validate(dim int) error {
 		c.add("budget", "must be ≥ 0 (0 = random features), got %d", p.Budget)
 	case p.Budget > 0:
 		c.add1(validateExactKernel(p.Kernel, dim))
+		c.sparseKernel(p.Kernel, p.Budget)
 		c.budget(p.Budget, dim)
 		c.bandwidthsUnused(p.Bandwidths)
 		if p.Window.Events != 0 || p.Decay.HalfLife != 0 {
@@ -221,7 +222,9 @@ func MAMType() *Type {
 			decay.Kernel.Type, decay.Decay.HalfLife = KernelLaplacian, 15
 			exact := MAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Balance: true, Delta: DefaultDelta, Budget: 25}
 			poly := MAMParams{Kernel: KernelSpec{Type: KernelPolynomial, Degree: 2, Coef0: 1}, Delta: DefaultDelta, Budget: 25}
-			return append([]MAMParams{rff, plain, linear, window, decay, exact, poly}, autoExamples()...)
+			sparse := decay // generated frequencies (kernel.sparse, hashed features)
+			sparse.Kernel.Sparse = true
+			return append([]MAMParams{rff, plain, linear, window, decay, exact, poly, sparse}, autoExamples()...)
 		},
 		Restore:    restoreMAM,
 		LegacyTags: []string{legacyTagExactMAM},

@@ -139,7 +139,7 @@ func (c *checks) validateAuto(p *MAMParams, dim int) {
 		if p.Bandwidths != 0 && (p.Bandwidths < minBandwidths || p.Bandwidths > maxBandwidths) {
 			c.add("bandwidths", "must be in [%d, %d] (0 = %d), got %d", minBandwidths, maxBandwidths, DefaultBandwidths, p.Bandwidths)
 		}
-		if dim > maxAutoDim {
+		if dim > maxAutoDim && !k.Sparse { // kernel.sparse keeps them by their entries
 			c.add("kernel.gamma", "auto keeps the first %d inputs: dim must be ≤ %d, got %d (give a gamma)", autoWarmup, maxAutoDim, dim)
 		}
 	} else {
@@ -165,7 +165,9 @@ func autoExamples() []MAMParams {
 	window.Window.Events = 30
 	decay := auto
 	decay.Kernel.Type, decay.Decay.HalfLife = KernelLaplacian, 15
-	return []MAMParams{auto, plain, window, decay}
+	sparse := window // generated frequencies: warm-up inputs kept by their entries
+	sparse.Kernel.Sparse = true
+	return []MAMParams{auto, plain, window, decay, sparse}
 }
 
 // cur returns the model whose counts and weights m publishes: m, or under
@@ -196,7 +198,8 @@ type mamAuto struct {
 	// Warm-up: the first N labelled inputs and labels; nil once total ≥ N.
 	buf   []float64
 	bufY  []int8
-	pairs []float64 // scratch: the squared distances of the kept pairs
+	pairs []float64   // scratch: the squared distances of the kept pairs
+	sw    *sparseWarm // kernel.sparse: the inputs by their entries, in place of buf (mam_sparse_rff.go)
 
 	// Sliding window (Spec.Window > 0): the window's inputs and labels, slot
 	// (total mod Window) holding the next; the banks' counts are the
@@ -289,7 +292,11 @@ func newAutoMAM(dim int, p MAMParams) (*MAM, error) {
 
 // allocWarmup allocates the warm-up buffers.
 func (a *mamAuto) allocWarmup() {
-	a.buf = make([]float64, autoWarmup*a.d)
+	if a.banks[0].fm.gen != nil {
+		a.sw = newSparseWarm()
+	} else {
+		a.buf = make([]float64, autoWarmup*a.d)
+	}
 	a.bufY = make([]int8, autoWarmup)
 	h := autoWarmup - autoWarmup/2
 	a.pairs = make([]float64, h*(h-1)/2)
@@ -318,7 +325,10 @@ func (a *mamAuto) setScale(s float64) {
 func (a *mamAuto) estimate(k int) float64 {
 	d, np := a.d, 0
 	lo := min(k/2, max(k-2, 0))
-	for i := lo + 1; i < k; i++ {
+	if a.sw != nil {
+		np = a.sw.pairs(a.pairs, lo, k)
+	}
+	for i := lo + 1; i < k && a.sw == nil; i++ {
 		xi := a.buf[i*d : (i+1)*d]
 		for j := lo; j < i; j++ {
 			xj := a.buf[j*d : (j+1)*d]
@@ -485,7 +495,7 @@ func (a *mamAuto) observe(m *MAM, p *Prediction, prep, x []float64, y float64, l
 func (a *mamAuto) learn(m *MAM, x []float64, y float64) {
 	if a.warming() {
 		k := int(a.total)
-		copy(a.buf[k*a.d:(k+1)*a.d], x)
+		a.keepWarm(k, x)
 		a.bufY[k] = int8(y)
 		if k++; k == autoWarmup || k&(k-1) == 0 {
 			a.rebuild(m, k)
@@ -587,15 +597,13 @@ func (a *mamAuto) mix() {
 func (a *mamAuto) rebuild(m *MAM, k int) {
 	a.setScale(a.estimate(k))
 	a.clear()
-	d := a.d
 	for i := range k {
-		x := a.buf[i*d : (i+1)*d]
-		m.fm.project(a.z, x)
+		x := a.warmInput(m, i) // projected into a.z
 		a.mapAll(a.z)
 		a.step(m, x, float64(a.bufY[i]))
 	}
 	if k == autoWarmup {
-		a.buf, a.bufY, a.pairs = nil, nil, nil
+		a.buf, a.bufY, a.pairs, a.sw = nil, nil, nil, nil
 	}
 	a.mix()
 }
@@ -623,7 +631,7 @@ func (a *mamAuto) reset() {
 	for _, bk := range a.banks {
 		bk.p.Kernel.Gamma = 0
 	}
-	if a.buf == nil {
+	if a.buf == nil && a.sw == nil {
 		a.allocWarmup()
 	}
 	a.mix()
@@ -732,7 +740,7 @@ func autoStateSize(p MAMParams, d int, total int64) int {
 	if e := p.Window.Events; e > 0 {
 		size += int(min(total, int64(e))) * (1 + 8*d)
 	}
-	if total < autoWarmup {
+	if total < autoWarmup && !p.Kernel.Sparse { // kernel.sparse: a variable tail (sparseWarm.append)
 		size += int(total) * (1 + 8*d)
 	}
 	return size
@@ -774,7 +782,11 @@ func (a *mamAuto) appendState(m *MAM, dst []byte) []byte {
 		for _, y := range a.bufY[:k] {
 			dst = codec.AppendBool(dst, y > 0)
 		}
-		dst = codec.AppendF64s(dst, a.buf[:k*a.d])
+		if a.sw != nil {
+			dst = a.sw.append(dst, k)
+		} else {
+			dst = codec.AppendF64s(dst, a.buf[:k*a.d])
+		}
 	}
 	return dst
 }
@@ -788,6 +800,9 @@ func (m *MAM) unmarshalAuto(r *codec.Reader, d int, p MAMParams) error {
 	}
 	if total < 0 || total > 1<<62 {
 		return fmt.Errorf("%w: %d labelled examples", ErrFormat, total)
+	}
+	if p.Kernel.Sparse && total < autoWarmup {
+		return m.unmarshalWarmupSparse(r, d, p, int(total)) // mam_sparse_rff.go
 	}
 	// Check the size before allocating anything for the parameters.
 	if size := autoStateSize(p, d, total) - 8; r.Len() != size {
@@ -837,7 +852,7 @@ func (m *MAM) unmarshalAuto(r *codec.Reader, d int, p MAMParams) error {
 	if !(s >= autoScaleMin && s <= autoScaleMax) {
 		return fmt.Errorf("%w: gamma-auto scale %v outside [%g, %g]", ErrFormat, s, autoScaleMin, autoScaleMax)
 	}
-	a.buf, a.bufY, a.pairs = nil, nil, nil
+	a.buf, a.bufY, a.pairs, a.sw = nil, nil, nil, nil
 	a.setScale(s)
 	if err := a.checkState(nm); err != nil {
 		return fmt.Errorf("%w: %s", ErrFormat, err)
@@ -1011,7 +1026,7 @@ func autoStateClose(ma, mb *MAM, rtol float64) error {
 	}
 	if a.warming() {
 		k := int(a.total)
-		if !slices.Equal(a.bufY[:k], b.bufY[:k]) || !slices.Equal(a.buf[:k*a.d], b.buf[:k*a.d]) {
+		if !slices.Equal(a.bufY[:k], b.bufY[:k]) || !a.warmEqual(b, k) {
 			return fmt.Errorf("online: gamma auto: warm-up examples differ")
 		}
 	}

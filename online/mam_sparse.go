@@ -9,17 +9,19 @@ import (
 var _ SparseModel = (*MAM)(nil)
 
 // Sparse reports whether m takes sparse input (ObserveSparse): nil for the
-// linear kernel without window or decay, otherwise an error saying why
-// not. Call it once, when the model is built; ObserveSparse panics with
-// this error.
+// linear kernel without window or decay, and for the rbf and laplacian
+// random features with generated frequencies (kernel.sparse, fixed gamma
+// or auto, decay or not; mam_sparse_rff.go) without window; otherwise an
+// error saying why not. Call it once, when the model is built;
+// ObserveSparse panics with this error.
 func (m *MAM) Sparse() error {
 	switch {
-	case m.p.Kernel.Type != KernelLinear:
-		return fmt.Errorf("kernel %s: random features need the projection's columns generated per index (not implemented)", m.p.Kernel.Type)
+	case m.p.Kernel.Type != KernelLinear && m.fm.gen == nil:
+		return fmt.Errorf("kernel %s: the stored frequency matrix has a column per input dimension; set kernel.sparse: true (features.hash sets it) to generate the columns an event needs", m.p.Kernel.Type)
 	case m.p.Window.Events > 0:
 		return errors.New("window: the window stores every input densely and maps the leaving one again, O(dim) per event (not implemented)")
-	case m.p.Decay.HalfLife > 0:
-		return errors.New("decay: every event scales all dim φ sums by λ (a lazy common scale is not implemented)")
+	case m.p.Decay.HalfLife > 0 && m.fm.gen == nil:
+		return errors.New("decay with the linear kernel: every event scales all dim φ sums by λ (a lazy common scale is not implemented)")
 	}
 	return nil
 }
@@ -178,6 +180,10 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 		if uint32(i) >= uint32(d) {
 			panic(fmt.Sprintf("online: MAM.ObserveSparse: index %d outside [0, %d)", i, d))
 		}
+	}
+	if m.sparseRFF() {
+		m.observeSparseRFF(&p, idx, val, y, labelled) // mam_sparse_rff.go
+		return p
 	}
 	sp := m.sp
 	if sp == nil {

@@ -255,10 +255,10 @@ func TestMAMSparseSpecial(t *testing.T) {
 		p    MAMParams
 		want string
 	}{
-		{rff, "kernel rbf: random features"},
-		{auto, "kernel rbf: random features"},
+		{rff, "kernel rbf: the stored frequency matrix"},
+		{auto, "kernel rbf: the stored frequency matrix"},
 		{win, "window:"},
-		{dec, "decay:"},
+		{dec, "decay with the linear kernel:"},
 	} {
 		m, err := NewMAM(d, c.p)
 		if err != nil {

@@ -82,6 +82,15 @@ type Shaped interface {
 	SetShape(rows, cols int)
 }
 
+// Hashed is implemented by parameters whose model needs to know that its
+// input is hashed (features.hash: sparse, of dimension 2^bits, a few
+// nonzero entries per event): the configuration calls SetHashed before
+// Complete (mam and omam generate their random frequencies instead of
+// storing them, kernel.sparse).
+type Hashed interface {
+	SetHashed()
+}
+
 // AutoKeys is implemented by parameters with number keys that also take
 // the value auto, which the configuration decodes as 0: the model chooses
 // (kernel.gamma: auto). AutoKeys returns them, dotted.
