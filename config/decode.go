@@ -487,6 +487,9 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 		if f.MaxFeatures == 0 {
 			f.MaxFeatures = DefaultMaxFeatures
 		}
+		if h, ok := params.(online.Hashed); ok {
+			h.SetHashed() // e.g. mam's random features generate their frequencies (kernel.sparse)
+		}
 	}
 	if f := &m.Features; len(f.Shape) == 2 && f.Shape[0] > 0 && f.Shape[1] > 0 {
 		if f.Dim == 0 { // features.shape gives the dimension

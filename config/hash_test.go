@@ -28,6 +28,32 @@ models:
 	if f.Dim != 1<<18 || f.MaxFeatures != DefaultMaxFeatures || f.Hash.Bits != 18 || f.Hash.Seed != 3 || len(f.Interactions) != 1 {
 		t.Fatalf("features %+v", f)
 	}
+	// mam's and omam's random features generate their frequencies
+	// (kernel.sparse); the linear kernel takes sparse input as it is.
+	for _, tc := range []struct {
+		typ    string
+		sparse bool
+	}{
+		{"type: mam", true},
+		{"type: mam\n    kernel: {type: laplacian, gamma: 2}", true},
+		{"type: mam\n    kernel: {type: linear}", false},
+		{"type: mam\n    budget: 20", false},
+	} {
+		c, err := Parse([]byte(strings.Replace(doc, "type: logistic", tc.typ, 1)), nil, testTypes)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.typ, err)
+		}
+		if k := c.Models[0].Params.(*online.MAMParams).Kernel; k.Sparse != tc.sparse {
+			t.Errorf("%s: kernel %+v, want sparse %v", tc.typ, k, tc.sparse)
+		}
+	}
+	dense, err := Parse([]byte("models:\n  - {name: clicks, type: mam, features: {dim: 16}}\n"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dense.Models[0].Params.(*online.MAMParams).Kernel.Sparse {
+		t.Error("dense features with kernel.sparse")
+	}
 	other, err := Parse([]byte(strings.Replace(doc, "seed: 3", "seed: 4", 1)), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +68,7 @@ models:
 		{"      namespaces: [user, item]\n", "      namespaces: [user, item]\n      standardize: true\n", "models[0].features.standardize: does not go with models[0].features.hash"},
 		{"      hash: {bits: 18, seed: 3}\n", "      hash: {bits: 18, seed: 3}\n      dim: 5\n", "models[0].features.dim: is 5 but models[0].features.hash.bits 18 gives 2^18 = 262144"},
 		{"      hash: {bits: 18, seed: 3}\n", "      dim: 4\n", "models[0].features.namespaces: only with models[0].features.hash"},
+		{"type: logistic", "type: lda", "models[0].features.hash: does not go with model type lda: lda keeps a dense dim × dim covariance"},
 	} {
 		_, err := Parse([]byte(strings.Replace(doc, tc.from, tc.to, 1)), nil, testTypes)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

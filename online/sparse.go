@@ -48,7 +48,7 @@ const MaxSparseDim = 1 << 30
 func SparseSupport(m Model) error {
 	s, ok := m.(SparseModel)
 	if !ok {
-		return fmt.Errorf("type %s does not take hashed (sparse) features yet; logistic, mam (linear, or budget > 0), svm, krr, lsrrank and mlsrrank (solver exact) do", m.Type())
+		return fmt.Errorf("type %s does not take hashed (sparse) features yet; logistic, mam (linear, rbf and laplacian random features, or budget > 0), omam, svm, krr, lsrrank and mlsrrank (solver exact) do", m.Type())
 	}
 	if c, ok := s.(interface{ Sparse() error }); ok {
 		if err := c.Sparse(); err != nil {
