@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 var _ SparseModel = (*MAM)(nil)
@@ -51,8 +52,10 @@ func (m *MAM) Sparse() error {
 // rounding error bound to eSS, eTT, eST; derived from them are bounds on
 // the errors of ‖w‖², b and <w, s>, and when the resulting error of the
 // score's normaliser, the offset's share of the score or the average
-// margin exceeds sparseTol, or after every sparse events since the last
-// exact pass, the scalars are recomputed exactly (O(dim φ), amortised).
+// margin exceeds sparseTol, or after every = max(4096, 2·dim φ) sparse
+// events since the last exact pass (a safety net: the bounds are
+// rigorous), the scalars are recomputed exactly (O(dim φ), amortised to
+// a few ns per event).
 //
 // The dense w is not kept up to date (every coordinate of μ₊ − μ₋ changes
 // with the counts): ObserveSparse scores with the touched coordinates of w
@@ -85,11 +88,37 @@ type mamSparse struct {
 const dedupBits = 10
 
 // distinct sums the duplicates of (idx, val) in idx order (as
-// x[idx[k]] += val[k] does) and returns the distinct entries with a
-// nonzero sum in the order of their first occurrence (in sp's buffers).
+// x[idx[k]] += val[k] does) and returns the distinct entries in the
+// order of their first occurrence (in sp's buffers). Entries whose sum is
+// 0 may be kept (every use of an entry adds nothing for a zero value) or
+// left out.
+//
+// Short events (the hashed ones: a few dozen entries) are checked against
+// a 2048-bit filter of their indices' hashes, on the stack: an index whose
+// bit is still clear is new, one whose bit is set is looked for among the
+// entries so far (a duplicate, or a collision in the filter: one event in
+// five with 30 entries). Up to 2^dedupBits/4 entries an open-addressing
+// table finds the duplicates; beyond, the dense accumulator acc.
 func (sp *mamSparse) distinct(idx []int32, val []float64) ([]int32, []float64) {
 	si, sx := sp.si[:0], sp.sx[:0]
-	if len(idx) <= 1<<dedupBits/4 {
+	switch {
+	case len(idx) <= distinctFilterMax:
+		var filt [32]uint64
+		val = val[:len(idx)]
+		for k, i := range idx {
+			h := uint32(i) * 0x9E3779B1 >> (32 - 11)
+			w, b := h>>6, uint64(1)<<(h&63)
+			if filt[w&31]&b != 0 {
+				if j := slices.Index(si, i); j >= 0 {
+					sx[j] += val[k]
+					continue
+				}
+			}
+			filt[w&31] |= b
+			si = append(si, i)
+			sx = append(sx, val[k])
+		}
+	case len(idx) <= 1<<dedupBits/4:
 		if sp.gen++; sp.gen == 0 { // stamps wrapped: forget them
 			clear(sp.hgen[:])
 			sp.gen = 1
@@ -121,7 +150,7 @@ func (sp *mamSparse) distinct(idx []int32, val []float64) ([]int32, []float64) {
 			}
 		}
 		si, sx = si[:j], sx[:j]
-	} else {
+	default:
 		// acc is left all zero again
 		acc := sp.acc
 		for k, i := range idx {
@@ -138,6 +167,9 @@ func (sp *mamSparse) distinct(idx []int32, val []float64) ([]int32, []float64) {
 	sp.si, sp.sx = si, sx
 	return si, sx[:len(si)]
 }
+
+// distinctFilterMax is the longest event distinct checks with its filter.
+const distinctFilterMax = 64
 
 // sparseTol is the largest error bound ObserveSparse lets the incremental
 // scalars reach, relative to the quantity it affects (the squared
@@ -187,7 +219,7 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 	}
 	sp := m.sp
 	if sp == nil {
-		sp = &mamSparse{acc: make([]float64, d), every: int64(max(4096, d/4))}
+		sp = &mamSparse{acc: make([]float64, d), every: int64(max(4096, 2*d))}
 		m.sp = sp
 	}
 	si, sx := sp.distinct(idx, val)
@@ -217,29 +249,30 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 			}
 		}
 	}
-	var sq float64
+	inv := 0.0 // x = 0: φ = 0
 	if xx > 0 {
-		inv := 1 / math.Sqrt(xx)
-		for k, v := range sx {
-			v *= inv
-			sx[k] = v
-			sq += v * v
-		}
+		inv = 1 / math.Sqrt(xx)
 	}
 
-	// The score with the touched coordinates of w, computed as derive
-	// computes them.
-	var z float64
+	// φ in place, ‖φ‖², and the score with the touched coordinates of w
+	// computed as derive computes them, in one pass.
+	var z, sq float64
 	if !m.p.Balance {
 		s, c := m.s[:d], m.sC[:d]
 		for k, i := range si {
-			z += (s[i] + c[i]) * sx[k]
+			v := sx[k] * inv
+			sx[k] = v
+			sq += v * v
+			z += (s[i] + c[i]) * v
 		}
 	} else {
 		ip, in := m.classInverses()
 		pos, posC, neg, negC := m.pos[:d], m.posC[:d], m.neg[:d], m.negC[:d]
 		for k, i := range si {
-			z += ((pos[i]+posC[i])*ip - (neg[i]+negC[i])*in) * sx[k]
+			v := sx[k] * inv
+			sx[k] = v
+			sq += v * v
+			z += ((pos[i]+posC[i])*ip - (neg[i]+negC[i])*in) * v
 		}
 	}
 	f := (z + m.b) * m.k
@@ -271,7 +304,7 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 	m.tr, m.trC = twoSumAcc(m.tr, m.trC, sq)
 	if !m.p.Balance {
 		s, c := m.s[:d], m.sC[:d]
-		ss, ssC, e := sp.ss, sp.ssC, 0.0
+		var dss, e float64 // summed per event, as in the balanced case below
 		for k, i := range si {
 			v := y * sx[k]
 			s0, ci := s[i], c[i]
@@ -282,19 +315,21 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 			s[i], c[i] = t, ci
 			nw := t + ci
 			dl := (nw - old) * (nw + old)
-			ss, ssC = twoSumAcc(ss, ssC, dl)
+			dss += dl
 			e += math.Abs(dl)
 		}
-		sp.ss, sp.ssC = ss, ssC
-		sp.eSS += roundoff * (3*e + math.Abs(ssC))
+		sp.ss, sp.ssC = twoSumAcc(sp.ss, sp.ssC, dss)
+		sp.eSS += roundoff * ((float64(len(si))+2)*e + math.Abs(sp.ssC))
 	} else {
 		t, tc, o, oc := m.pos[:d], m.posC[:d], m.neg[:d], m.negC[:d]
 		if y < 0 {
 			t, tc, o, oc = o, oc, t, tc
 		}
-		ss, tt, st := sp.ss, sp.tt, sp.st
-		ssC, ttC, stC := sp.ssC, sp.ttC, sp.stC
-		var ess, ett, est float64
+		// The changes of ss, tt and st summed per event, then added to
+		// the compensated sums once: the event's sum of n changes errs by
+		// at most (n−1)u times the sum of their magnitudes, which the
+		// bounds take in.
+		var dss, dtt, dst, ess, ett, est float64
 		for k, i := range si {
 			xi := sx[k]
 			ti, ci := t[i], tc[i]
@@ -312,19 +347,20 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 			ds := (d1 - d0) * (d1 + d0)
 			dt := (u1 - u0) * (u1 + u0)
 			p0, p1 := d0*u0, d1*u1
-			dst := y * (p1 - p0)
-			ss, ssC = twoSumAcc(ss, ssC, ds)
-			tt, ttC = twoSumAcc(tt, ttC, dt)
-			st, stC = twoSumAcc(st, stC, dst)
+			dss += ds
+			dtt += dt
+			dst += p1 - p0
 			ess += math.Abs(ds)
 			ett += math.Abs(dt)
 			est += math.Abs(p0) + math.Abs(p1)
 		}
-		sp.ss, sp.tt, sp.st = ss, tt, st
-		sp.ssC, sp.ttC, sp.stC = ssC, ttC, stC
-		sp.eSS += roundoff * (3*ess + math.Abs(ssC))
-		sp.eTT += roundoff * (3*ett + math.Abs(ttC))
-		sp.eST += roundoff * (2*est + math.Abs(stC))
+		sp.ss, sp.ssC = twoSumAcc(sp.ss, sp.ssC, dss)
+		sp.tt, sp.ttC = twoSumAcc(sp.tt, sp.ttC, dtt)
+		sp.st, sp.stC = twoSumAcc(sp.st, sp.stC, y*dst)
+		n := float64(len(si))
+		sp.eSS += roundoff * ((n+2)*ess + math.Abs(sp.ssC))
+		sp.eTT += roundoff * ((n+2)*ett + math.Abs(sp.ttC))
+		sp.eST += roundoff * ((n+1)*est + math.Abs(sp.stC))
 	}
 	sp.since++
 	if !m.sparseDerive() || sp.since >= sp.every {

@@ -57,6 +57,14 @@ func (m *MAM) observeSparseRFF(p *Prediction, idx []int32, val []float64, y floa
 		m.sp = sp
 	}
 	si, sx := sp.distinct(idx, val)
+	j := 0 // drop the entries that summed to 0, as the dense map skips zeros
+	for k, i := range si {
+		if v := sx[k]; v != 0 {
+			si[j], sx[j] = i, v
+			j++
+		}
+	}
+	si, sx = si[:j], sx[:j]
 	sortEntries(si, sx)
 	prep := m.prep
 	gen := m.fm.gen

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -178,4 +179,140 @@ func TestHashedCollisions(t *testing.T) {
 		t.Fatalf("distinct %.0f (want %d), collisions %.0f (exact %.0f)", distinct, n, coll, exact)
 	}
 	t.Logf("distinct %.0f of %d; collisions %.0f, exact %.0f", distinct, n, coll, exact)
+}
+
+// clickFields are the 30 categorical fields of clickEvent30, by namespace,
+// with their cardinalities (values drawn Zipf-like, as in a click log:
+// a few values most of the time, a long tail).
+var clickFields = [3]struct {
+	ns     string
+	fields []string
+	card   []int
+}{
+	{"user", []string{"id", "country", "region", "city", "lang", "device", "os", "os_version", "browser", "age_band", "gender", "segment"},
+		[]int{100000, 60, 400, 5000, 40, 6, 8, 60, 12, 8, 3, 30}},
+	{"item", []string{"id", "category", "subcategory", "brand", "seller", "price_band", "color", "size", "rating_band", "age_days"},
+		[]int{20000, 40, 1000, 800, 3000, 10, 20, 12, 5, 30}},
+	{"ctx", []string{"site", "page", "placement", "hour", "weekday", "campaign", "referrer", "network"},
+		[]int{50, 300, 20, 24, 7, 200, 100, 4}},
+}
+
+// clickEvents30 renders n wire events of 30 categorical features in three
+// namespaces (clickFields), with a label from a few of their values.
+func clickEvents30(n int, seed uint64) [][]byte {
+	rng := rand.New(rand.NewPCG(seed, 30))
+	var zipf [3][]*rand.Zipf
+	for g, ns := range clickFields {
+		for _, c := range ns.card {
+			zipf[g] = append(zipf[g], rand.NewZipf(rng, 1.1, 1, uint64(c-1)))
+		}
+	}
+	out := make([][]byte, n)
+	for i := range out {
+		b := fmt.Appendf(nil, `{"id":"imp-%d","key":"u","ts":"2026-11-25T06:00:00Z","features":{`, i)
+		y := -1
+		for g, ns := range clickFields {
+			if g > 0 {
+				b = append(b, ',')
+			}
+			b = fmt.Appendf(b, `%q:{`, ns.ns)
+			for f, name := range ns.fields {
+				if f > 0 {
+					b = append(b, ',')
+				}
+				v := zipf[g][f].Uint64()
+				if name == "device" && v == 1 || name == "category" && v < 3 {
+					y = -y
+				}
+				b = fmt.Appendf(b, `%q:"%s_%d"`, name, name[:2], v)
+			}
+			b = append(b, '}')
+		}
+		out[i] = fmt.Appendf(b, `},"label":%d}`, y)
+	}
+	return out
+}
+
+// BenchmarkDecodeHashMAM30 is issue 17's per-event cost: an event of 30
+// categorical features (clickEvents30: three namespaces, Zipf values,
+// about 700 bytes) decoded, hashed into 2^18 indices and learned by the
+// balanced linear mam (ObserveSparse), as the engine does for each event
+// before publishing. Target: ≤ 2 µs, 0 allocs. decode and mam split it.
+func BenchmarkDecodeHashMAM30(b *testing.B) {
+	const bits = 18
+	evs := clickEvents30(1024, 1)
+	dec, err := wire.NewDecoder(1<<bits, nil, 1<<16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if dec, err = dec.WithHashing(wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64}); err != nil {
+		b.Fatal(err)
+	}
+	newMAM := func() *online.MAM {
+		m, err := online.NewMAM(1<<bits, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Balance: true, Delta: online.DefaultDelta})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	label := func(ev *wire.Event) float64 {
+		if ev.Label > 0 {
+			return 1
+		}
+		return -1
+	}
+	var ev wire.Event
+	b.Run("decode+mam", func(b *testing.B) {
+		m := newMAM()
+		for _, src := range evs { // warm: every index seen once
+			if err := dec.Decode(src, &ev); err != nil {
+				b.Fatal(err)
+			}
+			m.ObserveSparse(ev.Idx, ev.Val, label(&ev), true)
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := dec.Decode(evs[i&1023], &ev); err != nil {
+				b.Fatal(err)
+			}
+			m.ObserveSparse(ev.Idx, ev.Val, label(&ev), true)
+			i++
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if err := dec.Decode(evs[i&1023], &ev); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("mam", func(b *testing.B) {
+		type row struct {
+			idx []int32
+			val []float64
+			y   float64
+		}
+		rows := make([]row, len(evs))
+		for i, src := range evs {
+			if err := dec.Decode(src, &ev); err != nil {
+				b.Fatal(err)
+			}
+			rows[i] = row{slices.Clone(ev.Idx), slices.Clone(ev.Val), label(&ev)}
+		}
+		m := newMAM()
+		for _, r := range rows {
+			m.ObserveSparse(r.idx, r.val, r.y, true)
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			r := &rows[i&1023]
+			m.ObserveSparse(r.idx, r.val, r.y, true)
+			i++
+		}
+	})
 }
