@@ -54,9 +54,13 @@ import (
 // and tail draws use math.Exp and math.Log, whose last bit may differ
 // between architectures; every other operation is exactly rounded.
 //
-// Cost: about 1.5 ns per (row, nonzero) on the development machine
-// (BenchmarkGenProject30: D = 1024 and 30 nonzeros, the hashed event of
-// issue 17, in about 45 µs; target ≤ 2 ns per (row, nonzero)).
+// Cost: one 64×64→128-bit multiply, two table reads and a few integer
+// operations per generated normal, branch-free but for the 1.5% slow
+// draws (handled after each block of 256 rows); about 3 ns per (row,
+// nonzero) on the shared 2-core development machine
+// (BenchmarkGenProject30: D = 1024 and 30 nonzeros, 30 720 normals, in
+// about 90 µs; target ≤ 3 ns per normal). That is the price of kernels on
+// hashed input: D·nnz where the stored map costs D·d for dense input.
 
 const (
 	genP0 = 0xa0761d6478bd642f
