@@ -225,33 +225,11 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 	si, sx := sp.distinct(idx, val)
 
 	p = Prediction{Delta: m.p.Delta, N: m.pn}
-	// φ = x/‖x‖ in place, as mapLinear (with its rescaling for a zero,
+	// φ = x/‖x‖ = x·inv, as mapLinear (with its rescaling for a zero,
 	// tiny, huge or non-finite x).
-	var xx float64
-	for _, v := range sx {
-		xx += v * v
-	}
-	if !(xx > 0x1p-900 && xx < 0x1p900) {
-		var mx float64
-		for _, v := range sx {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				return p // neither scored nor learned
-			}
-			mx = max(mx, math.Abs(v))
-		}
-		xx = 0
-		if mx > 0 {
-			_, e := math.Frexp(mx)
-			for k, v := range sx {
-				v = math.Ldexp(v, -e)
-				sx[k] = v
-				xx += v * v
-			}
-		}
-	}
-	inv := 0.0 // x = 0: φ = 0
-	if xx > 0 {
-		inv = 1 / math.Sqrt(xx)
+	inv, ok := unitScale(sx)
+	if !ok {
+		return p // neither scored nor learned
 	}
 
 	// φ in place, ‖φ‖², and the score with the touched coordinates of w

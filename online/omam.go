@@ -76,6 +76,7 @@ func (p *OMAMParams) Validate(dim int) error {
 		c.add("budget", "must be ≥ 0 (0 = random features), got %d", p.Budget)
 	case p.Budget > 0:
 		c.add1(validateExactKernel(p.Kernel, dim))
+		c.sparseKernel(p.Kernel, p.Budget)
 		if per := dim + 2*max(p.Levels, 0) + 3; p.Budget > maxBudgetFloats/per {
 			c.add("budget", "must be ≥ 1 (0 = random-feature mode) with budget×(dim+2·levels+3) ≤ %d, got %d×%d", maxBudgetFloats, p.Budget, per)
 		}
@@ -117,7 +118,9 @@ func OMAMType() *Type {
 			decay.Decay.HalfLife = 15
 			exact := OMAMParams{Kernel: KernelSpec{Type: KernelRBF, Gamma: 1}, Levels: 3, Normalize: true, Budget: 25}
 			edges := OMAMParams{Kernel: KernelSpec{Type: KernelLinear}, Levels: 3, Edges: []float64{1.5, 2.5}}
-			return []OMAMParams{rff, raw, window, decay, exact, edges}
+			sparse := decay // generated frequencies (kernel.sparse, hashed features)
+			sparse.Kernel.Sparse = true
+			return []OMAMParams{rff, raw, window, decay, exact, edges, sparse}
 		},
 		Restore:    restoreOMAM,
 		LegacyTags: []string{legacyTagExactOMAM},
@@ -254,6 +257,8 @@ type OMAM struct {
 	held      int64     // derived: Prediction.N
 
 	omamThresholds // levels from scores, shared with ExactOMAM
+
+	sp *omamSparse // ObserveSparse's state (omam_sparse.go); nil until its first call
 }
 
 var (
@@ -434,6 +439,9 @@ func (o *OMAM) ObservePrepared(prep, x []float64, y float64, labelled bool) (pr 
 
 // observePrepared is ObservePrepared writing to *pr (see MAM.observePrepared).
 func (o *OMAM) observePrepared(pr *Prediction, prep, x []float64, y float64, labelled bool) {
+	if o.sp != nil && o.sp.stale {
+		o.syncSparse() // w and T after sparse events (omam_sparse.go)
+	}
 	np := o.p
 	if len(prep) != np+1 {
 		panic("online: OMAM.ObservePrepared: len(prep) != PreparedLen()")
