@@ -25,7 +25,13 @@
 //     encoding unchanged);
 //   - Observe allocates nothing (a refitted model when it scores; its
 //     labelled events copy the window for each refit), and panics on an
-//     input of the wrong dimension.
+//     input of the wrong dimension;
+//   - sparse input (hashed features): a model that takes it
+//     (online.SparseSupport) gives through ObserveSparse, with every entry
+//     split in two duplicates and the indices in reverse order, the
+//     predictions of Observe on the dense input (scores within 1e-9
+//     relative) and a state within 1e-9 of Observe's (online.StateClose),
+//     without allocating.
 //
 // FuzzRestore is the matching fuzz body for Registry.Restore.
 package onlinetest
@@ -183,6 +189,49 @@ func (c *checker) run(t *testing.T) {
 	c.checkTruncation(t, b)
 	c.checkAllocs(t, m)
 	c.checkWrongDim(t, m)
+	c.checkSparse(t)
+}
+
+// checkSparse feeds a model that takes sparse input the stream through
+// ObserveSparse and a twin the same through Observe (see the package doc).
+func (c *checker) checkSparse(t *testing.T) {
+	t.Helper()
+	m := c.newModel(t)
+	sm, ok := m.(online.SparseModel)
+	if !ok || online.SparseSupport(m) != nil {
+		return
+	}
+	dense := c.newModel(t)
+	idx := make([]int32, 0, 2*Dim)
+	val := make([]float64, 0, 2*Dim)
+	observe := func(e event) (online.Prediction, online.Prediction) {
+		y := 0.0
+		if e.labelled {
+			y, _ = m.Label(e.y)
+		}
+		idx, val = idx[:0], val[:0]
+		for j := Dim - 1; j >= 0; j-- {
+			h := e.x[j] / 2 // x/2 + x/2 = x exactly
+			idx = append(idx, int32(j), int32(j))
+			val = append(val, h, e.x[j]-h)
+		}
+		return dense.Observe(e.x, y, e.labelled), sm.ObserveSparse(idx, val, y, e.labelled)
+	}
+	evs := stream(3, events, c.traits)
+	for i, e := range evs {
+		pd, ps := observe(e)
+		if math.Abs(pd.Score-ps.Score) > 1e-9*max(math.Abs(pd.Score), 1e-6) || pd.N != ps.N || pd.HasBound != ps.HasBound ||
+			pd.HasBound && math.Abs(pd.MistakeBound-ps.MistakeBound) > 1e-9*max(pd.MistakeBound, 1e-6) {
+			t.Fatalf("event %d: Observe %+v, ObserveSparse %+v", i, pd, ps)
+		}
+	}
+	if err := online.StateClose(dense, m, 1e-9); err != nil {
+		t.Fatalf("ObserveSparse: %v", err)
+	}
+	i := 0
+	if n := testing.AllocsPerRun(20, func() { observe(evs[i%len(evs)]); i++ }); n != 0 {
+		t.Errorf("ObserveSparse: %v allocations per event", n)
+	}
 }
 
 // checkPeek peeks at fresh inputs with m: each prediction is that of an
