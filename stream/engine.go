@@ -444,7 +444,11 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 		s.part = p
 	}
 	if e.cfg.JoinEvents > 0 {
-		s.join = newJoinBuffer(e.cfg.JoinEvents, e.cfg.Dim, len(e.defs), int64(e.cfg.JoinTime))
+		dim := e.cfg.Dim
+		if e.cfg.Hash != nil {
+			dim = 0 // impressions keep their hashed entries (hashed.go)
+		}
+		s.join = newJoinBuffer(e.cfg.JoinEvents, dim, len(e.defs), int64(e.cfg.JoinTime))
 	}
 	e.mu.Lock()
 	first := e.built == 0
@@ -661,7 +665,11 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
 		before := s.join.pending()
-		s.e.met.joinDropped.Add(float64(s.join.put(ev.ID, ev.Features, s.preds, now.UnixNano())))
+		if s.e.cfg.Hash != nil {
+			s.e.met.joinDropped.Add(float64(s.join.putSparse(ev.ID, ev.Idx, ev.Val, s.preds, now.UnixNano())))
+		} else {
+			s.e.met.joinDropped.Add(float64(s.join.put(ev.ID, ev.Features, s.preds, now.UnixNano())))
+		}
 		s.e.joinMoved(s.join.pending() - before)
 	}
 }
@@ -746,7 +754,11 @@ func (s *Shard) lateLabel(id, key []byte, now int64) {
 	}
 	s.e.met.labelsJoined.Inc()
 	for i, m := range s.models {
-		m.observe(key, nil, m.input(sl.x, sl.preds), s.labels[i], true)
+		if s.e.cfg.Hash != nil {
+			m.observeSparse(key, sl.idx, sl.val, s.labels[i], true)
+		} else {
+			m.observe(key, nil, m.input(sl.x, sl.preds), s.labels[i], true)
+		}
 		m.def.judge(sl.preds[i], s.labels[i])
 	}
 	if sl.ope.first {

@@ -16,14 +16,13 @@ import (
 // space (wire.Decoder.WithHashing); models that take sparse input
 // (online.SparseModel) score and learn them in O(nnz), without densifying.
 
-// checkHashed refuses what hashed features do not go with yet.
+// checkHashed refuses what hashed features do not go with yet. (Delayed
+// labels do: the join buffer keeps an impression's hashed entries.)
 func checkHashed(cfg EngineConfig, models []NamedModel) error {
 	if cfg.Hash == nil {
 		return nil
 	}
 	switch {
-	case cfg.JoinEvents > 0 || cfg.JoinTime > 0:
-		return fmt.Errorf("stream: hashed features do not go with delayed labels yet (the join window keeps dense features)")
 	case cfg.Rank.Model != "":
 		return fmt.Errorf("stream: hashed features do not go with ranking requests yet")
 	case cfg.Partitioned:

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
@@ -88,9 +90,97 @@ func TestHashedLogistic(t *testing.T) {
 		t.Fatalf("mam with hashed features: %v", err)
 	}
 	lg, _ := online.NewLogistic(8, online.LogisticParams{LearningRate: online.DefaultLearningRate, L2: online.DefaultL2})
-	if _, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, JoinEvents: 10, Hash: &wire.HashConfig{Bits: 3, MaxFeatures: 8}},
-		[]NamedModel{{Name: "m", Model: lg}}, nil); err == nil || !strings.Contains(err.Error(), "delayed labels") {
-		t.Fatalf("hashing with delayed labels: %v", err)
+	if _, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, Partitioned: true, Hash: &wire.HashConfig{Bits: 3, MaxFeatures: 8}},
+		[]NamedModel{{Name: "m", Model: lg, New: func() (online.Model, error) { return online.NewLogistic(8, online.LogisticParams{LearningRate: 0.1}) }}}, nil); err == nil || !strings.Contains(err.Error(), "partition scope") {
+		t.Fatalf("hashing with partition scope: %v", err)
+	}
+}
+
+// TestHashedDelayedLabels: hashed features with delayed labels. An
+// impression (an event with an id and no label) is scored and waits in the
+// join buffer with its hashed entries; its label-only event, later, makes
+// every model learn it (logistic and rbf mam with generated frequencies).
+// Every published score is the one a twin model gets by observing the
+// impressions unlabelled and learning each when its label comes, with the
+// same entries: bit for bit. A label for an unknown id is counted and
+// learns nothing.
+func TestHashedDelayedLabels(t *testing.T) {
+	const bits = 16
+	newModels := func() []online.SparseModel {
+		lg, _ := online.NewLogistic(1<<bits, online.LogisticParams{LearningRate: online.DefaultLearningRate, L2: online.DefaultL2})
+		p := online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelRBF, Gamma: 0.5, Features: 64, Seed: 1, Sparse: true}, Balance: true, Delta: online.DefaultDelta}
+		mam, _ := online.NewMAM(1<<bits, p)
+		return []online.SparseModel{lg, mam}
+	}
+	hc := wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64}
+	models := newModels()
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16, JoinEvents: 500, Hash: &hc},
+		[]NamedModel{{Name: "logistic", Model: models[0]}, {Name: "mam", Model: models[1]}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := instanceShard(t, e)
+	sink := &memSink{keep: true}
+	twins := newModels()
+	d, _ := wire.NewDecoder(1<<bits, nil, 1<<16)
+	d, _ = d.WithHashing(hc)
+	type imp struct {
+		idx []int32
+		val []float64
+		y   int
+	}
+	waiting := map[string]imp{}
+	rng := rand.New(rand.NewPCG(3, 9))
+	var ev wire.Event
+	off := int64(0)
+	process := func(v []byte) {
+		s.Process(&kafka.Message{Topic: "events", Offset: off, Value: v}, sink)
+		off++
+	}
+	for i := range 600 {
+		v, y := xorClickEvent(rng)
+		id := fmt.Sprintf("imp-%d", i)
+		v = append([]byte(`{"id":"`+id+`",`), bytes.TrimSuffix(v[1:], []byte(fmt.Sprintf(`,"label":%d}`, y)))...)
+		v = append(v, '}')
+		if err := d.Decode(v, &ev); err != nil || ev.HasLabel {
+			t.Fatalf("%s: %v", v, err)
+		}
+		before := len(sink.msgs)
+		process(v)
+		if len(sink.msgs) != before+2 {
+			t.Fatalf("impression %d: %d records", i, len(sink.msgs)-before)
+		}
+		for k, tw := range twins {
+			var r struct{ Score float64 }
+			if err := json.Unmarshal(sink.msgs[before+k].Value, &r); err != nil {
+				t.Fatal(err)
+			}
+			if p := tw.ObserveSparse(ev.Idx, ev.Val, 0, false); p.Score != r.Score {
+				t.Fatalf("impression %d, model %d: published %v, the twin %v", i, k, r.Score, p.Score)
+			}
+		}
+		waiting[id] = imp{slices.Clone(ev.Idx), slices.Clone(ev.Val), y}
+		// Labels come later, in another order: every third event labels
+		// the impression 5 before it.
+		if i%3 == 2 && i >= 5 {
+			lid := fmt.Sprintf("imp-%d", i-5)
+			w := waiting[lid]
+			delete(waiting, lid)
+			process(fmt.Appendf(nil, `{"id":%q,"label":%d}`, lid, w.y))
+			for _, tw := range twins {
+				tw.ObserveSparse(w.idx, w.val, float64(w.y), true)
+			}
+		}
+	}
+	process([]byte(`{"id":"never-seen","label":1}`))
+	if got := testutil.ToFloat64(e.met.labelsJoined); got != 199 {
+		t.Errorf("%v labels joined, want 199", got)
+	}
+	if got := testutil.ToFloat64(e.met.labelsUnknown); got != 1 {
+		t.Errorf("%v unknown labels, want 1", got)
+	}
+	if n := twins[1].Examples(); n != 199 {
+		t.Fatalf("twin learned %d", n)
 	}
 }
 

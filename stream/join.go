@@ -32,6 +32,8 @@ type joinSlot struct {
 	hash  uint64
 	id    []byte
 	x     []float64
+	idx   []int32   // hashed features (putSparse): x all zero but x[idx[k]] += val[k]
+	val   []float64 // (x is then nil)
 	at    int64
 	preds []online.Prediction
 	ope   opeMark // an item a ranking request put first: what off-policy estimates need
@@ -55,6 +57,8 @@ const (
 	tooLate
 )
 
+// newJoinBuffer returns a buffer of capacity impressions of dim features
+// (dim 0: hashed features, kept by their entries, putSparse).
 func newJoinBuffer(capacity, dim, models int, maxAge int64) *joinBuffer {
 	j := &joinBuffer{
 		slots:     make([]joinSlot, capacity),
@@ -65,7 +69,9 @@ func newJoinBuffer(capacity, dim, models int, maxAge int64) *joinBuffer {
 		goneIndex: make(map[uint64]int32, capacity),
 	}
 	for i := range j.slots {
-		j.slots[i].x = make([]float64, dim)
+		if dim > 0 {
+			j.slots[i].x = make([]float64, dim)
+		}
 		j.slots[i].preds = make([]online.Prediction, models)
 	}
 	return j
@@ -96,6 +102,17 @@ func (j *joinBuffer) put(id []byte, x []float64, preds []online.Prediction, now 
 	s.at = now
 	j.size++
 	j.index[s.hash] = int32(i) // a repeated id: the newest impression wins
+	return dropped
+}
+
+// putSparse is put for hashed features: the impression keeps the event's
+// entries (idx, val), in slices it reuses (no allocation once every slot
+// has held an event as long as this one).
+func (j *joinBuffer) putSparse(id []byte, idx []int32, val []float64, preds []online.Prediction, now int64) (dropped int) {
+	dropped = j.put(id, nil, preds, now)
+	s := &j.slots[(j.head+j.size-1)%len(j.slots)]
+	s.idx = append(s.idx[:0], idx...)
+	s.val = append(s.val[:0], val...)
 	return dropped
 }
 
