@@ -27,14 +27,22 @@ models:
       namespaces: [user, item]
       interactions: [[user, item]]
       max_features: 64
+  - name: clicks_rbf
+    type: mam
+    features:
+      hash: {bits: 18, seed: 1}
+      namespaces: [user, item]
+      interactions: [[user, item]]
+      max_features: 64
 `
 
 // TestHashedOverKafka: categorical events (namespaces, a bag, a number)
-// configured with features.hash reach a logistic model over Kafka, which
-// learns a signal carried by the user × item interaction alone; an event
-// with more features than max_features, or a dense array, is dead-lettered
-// with its reason; a model type that does not take hashed features stops
-// start-up naming it.
+// configured with features.hash reach a logistic model and an rbf mam
+// (the default kernel, its frequencies generated per hashed index) over
+// Kafka, which learn a signal carried by the user × item interaction
+// alone; an event with more features than max_features, or a dense array,
+// is dead-lettered with its reason; a model type that does not take hashed
+// features (lda) stops start-up naming it.
 func TestHashedOverKafka(t *testing.T) {
 	b := startBroker(t, 3)
 	p := startStreamer(t, b, hashedConfig)
@@ -65,6 +73,11 @@ func TestHashedOverKafka(t *testing.T) {
 	if acc := p.metric(t, "streamer_model_accuracy", `model="clicks"`); acc < 0.95 {
 		t.Errorf("prequential accuracy %.3f, want ≥ 0.95 (the signal is the interaction)", acc)
 	}
+	if acc := p.metric(t, "streamer_model_accuracy", `model="clicks_rbf"`); acc < 0.9 {
+		t.Errorf("rbf mam: prequential accuracy %.3f, want ≥ 0.9", acc)
+	} else {
+		t.Logf("prequential accuracy: logistic %.3f, rbf mam %.3f", p.metric(t, "streamer_model_accuracy", `model="clicks"`), acc)
+	}
 	for _, r := range []string{"too_many_features", "wrong_type"} {
 		if got := p.metric(t, "streamer_events_rejected_total", `reason="`+r+`"`); got != 1 {
 			t.Errorf("rejected %s: %v, want 1", r, got)
@@ -74,14 +87,14 @@ func TestHashedOverKafka(t *testing.T) {
 		t.Fatalf("exit: %v", err)
 	}
 
-	bad := spawnStreamer(t, strings.Join(b.Addrs(), ","), strings.Replace(hashedConfig, "type: logistic", "type: mam\n    kernel: {type: rbf, gamma: 1, features: 32}", 1))
+	bad := spawnStreamer(t, strings.Join(b.Addrs(), ","), strings.Replace(hashedConfig, "type: logistic", "type: lda", 1))
 	select {
 	case err := <-bad.done:
-		if err == nil || !strings.Contains(bad.logs.String(), "does not take hashed (sparse) features in this configuration") {
-			t.Fatalf("mam with hashed features: exit %v, log %s", err, bad.logs.String())
+		if err == nil || !strings.Contains(bad.logs.String(), "does not go with model type lda") {
+			t.Fatalf("lda with hashed features: exit %v, log %s", err, bad.logs.String())
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("mam with hashed features did not stop start-up")
+		t.Fatal("lda with hashed features did not stop start-up")
 	}
 }
 
