@@ -305,11 +305,13 @@ func TestMAMSparseAllocs(t *testing.T) {
 // "frequent" and 20 uniform indices) in 2^18 dimensions, labels from the
 // sign of the frequent features (so the class means differ). Target:
 // ≤ 1 µs per event (issue 17 wants decode + hash + linear mam ≤ 2 µs, and
-// the decode takes 1.2 µs); it includes the amortised exact passes over
-// the 2^18 coordinates (mamSparse; exact/op reports their rate). Measured
-// on the 2-core development machine: about 0.75 µs (0.6–1.0 µs under
-// load), most of it cache misses on the four sum vectors at the touched
-// coordinates; one exact pass per 65 536 events.
+// the decode takes about 1.2 µs: BenchmarkDecodeHashMAM30 in package
+// stream measures the whole); it includes the amortised exact passes over
+// the 2^18 coordinates (mamSparse; exact/op reports their rate, one per
+// 2·2^18 events). The uniform indices miss the cache on each of the four
+// sum vectors; with every index warm the cost was compute (duplicates,
+// the balanced scalars' compensated sums: docs/performance.md, "Hashed
+// features").
 func BenchmarkMAMLinearSparse30(b *testing.B) {
 	const d, nnz, pool = 1 << 18, 30, 4096
 	rng := rand.New(rand.NewPCG(1, 1))
