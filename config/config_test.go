@@ -148,7 +148,7 @@ func TestBad(t *testing.T) {
 	// want is a fragment of the message; every case names the key at fault.
 	cases := []struct{ file, want string }{
 		{"unknown_top_level", `config: unknown key "logging" (line 3)`},
-		{"unknown_nested_in_list", `config: unknown key "models[0].kernel.gama" (line 6) (models[0].kernel takes: type, gamma, features, seed, degree, coef0, orthogonal)`},
+		{"unknown_nested_in_list", `config: unknown key "models[0].kernel.gama" (line 6) (models[0].kernel takes: type, gamma, features, seed, degree, coef0, orthogonal, sparse)`},
 		{"unknown_producer_key", `config: unknown key "kafka.producer.batch_bytes" (line 3)`},
 		{"missing_brokers", `config: kafka.brokers: at least one broker (host:port) is required (line 2)`},
 		{"portless_broker", `config: kafka.brokers[1]: "kafka-1" is not host:port (line 2)`},

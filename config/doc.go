@@ -12,7 +12,7 @@
 // stops start-up with an [*Error] that names the key by its full dotted path
 // with list indices, and its line or environment variable:
 //
-//	config: unknown key "models[0].kernel.gama" (line 12) (models[0].kernel takes: type, gamma, features, seed, degree, coef0, orthogonal)
+//	config: unknown key "models[0].kernel.gama" (line 12) (models[0].kernel takes: type, gamma, features, seed, degree, coef0, orthogonal, sparse)
 //	config: models[0].balance: does not apply to model type svm (it takes: name, type, features, scope, max_keys, kernel, C, …) (line 14)
 //	config: models[0].kernel.gamma: must be > 0 and finite, got -1 (line 13)
 //	config: kafka.commit_interval: "5 seconds" is not a duration (write e.g. 1s, 250ms, 1m30s) (line 9)
