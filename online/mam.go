@@ -490,6 +490,9 @@ func (m *MAM) Prepare(dst, x []float64) {
 // PreparedLen(); it does not allocate or modify prep. It needs exclusive
 // use of the model.
 func (m *MAM) ObservePrepared(prep, x []float64, y float64, labelled bool) (p Prediction) {
+	if len(x) != m.dim {
+		panic("online: MAM.ObservePrepared: len(x) != Dim()")
+	}
 	m.observePrepared(&p, prep, x, y, labelled)
 	return p
 }
@@ -511,7 +514,7 @@ func (m *MAM) observePrepared(p *Prediction, prep, x []float64, y float64, label
 	if len(prep) != np+2 {
 		panic("online: MAM.ObservePrepared: len(prep) != PreparedLen()")
 	}
-	if len(x) != m.dim {
+	if x != nil && len(x) != m.dim { // nil: a sparse event (mam_sparse_rff.go)
 		panic("online: MAM.ObservePrepared: len(x) != Dim()")
 	}
 	if labelled && y != 1 && y != -1 {

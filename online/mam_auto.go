@@ -440,7 +440,7 @@ func (a *mamAuto) observe(m *MAM, p *Prediction, prep, x []float64, y float64, l
 	if len(prep) != a.nd+1 {
 		panic("online: MAM.ObservePrepared: len(prep) != PreparedLen()")
 	}
-	if len(x) != m.dim {
+	if x != nil && len(x) != m.dim { // nil: a sparse event (mam_sparse_rff.go)
 		panic("online: MAM.ObservePrepared: len(x) != Dim()")
 	}
 	if labelled && y != 1 && y != -1 {

@@ -63,7 +63,8 @@ func (m *MAM) Sparse() error {
 // first. A dense update (derive) makes the scalars invalid; the next
 // labelled ObserveSparse recomputes them exactly.
 type mamSparse struct {
-	acc []float64 // zero between calls: x accumulated by index (also the zero vector of sync)
+	acc []float64 // zero between calls: x accumulated by index (also the zero vector of sync); nil until needed
+	dim int       // the input dimension: acc's length
 	si  []int32   // the event's distinct nonzero indices
 	sx  []float64 // their summed values, then φ
 
@@ -152,6 +153,9 @@ func (sp *mamSparse) distinct(idx []int32, val []float64) ([]int32, []float64) {
 		si, sx = si[:j], sx[:j]
 	default:
 		// acc is left all zero again
+		if sp.acc == nil {
+			sp.acc = make([]float64, sp.dim)
+		}
 		acc := sp.acc
 		for k, i := range idx {
 			acc[i] += val[k]
@@ -219,7 +223,7 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 	}
 	sp := m.sp
 	if sp == nil {
-		sp = &mamSparse{acc: make([]float64, d), every: int64(max(4096, 2*d))}
+		sp = &mamSparse{acc: make([]float64, d), dim: d, every: int64(max(4096, 2*d))}
 		m.sp = sp
 	}
 	si, sx := sp.distinct(idx, val)

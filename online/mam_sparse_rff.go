@@ -47,13 +47,14 @@ func (m *MAM) sparseRFF() bool { return m.fm.gen != nil }
 // observeSparseRFF is ObserveSparse for the generated random-feature map
 // (fixed gamma or auto): the distinct nonzero entries, in increasing index
 // (the order Observe's dense projection sums them in), are projected into
-// the model's prepared buffer, and ObservePrepared does the rest, with the
-// all-zero accumulator of mamSparse standing in for x (only a window reads
-// x, and Sparse refuses a window).
+// the model's prepared buffer, and ObservePrepared does the rest, with no
+// x (nil: only a window reads x, and Sparse refuses a window; gamma auto's
+// warm-up keeps the entries, sparseWarm). Nothing of size dim is
+// allocated but for an event of more than 2^dedupBits/4 entries.
 func (m *MAM) observeSparseRFF(p *Prediction, idx []int32, val []float64, y float64, labelled bool) {
 	sp := m.sp
 	if sp == nil {
-		sp = &mamSparse{acc: make([]float64, m.dim)}
+		sp = &mamSparse{dim: m.dim}
 		m.sp = sp
 	}
 	si, sx := sp.distinct(idx, val)
@@ -78,7 +79,7 @@ func (m *MAM) observeSparseRFF(p *Prediction, idx []int32, val []float64, y floa
 		if labelled && a.sw != nil {
 			a.sw.pi, a.sw.pv = si, sx // the warm-up keeps them (keepWarm)
 		}
-		m.observePrepared(p, prep, sp.acc, y, labelled)
+		m.observePrepared(p, prep, nil, y, labelled)
 		if a.sw != nil {
 			a.sw.pi, a.sw.pv = nil, nil
 		}
@@ -91,7 +92,7 @@ func (m *MAM) observeSparseRFF(p *Prediction, idx []int32, val []float64, y floa
 	if math.IsNaN(sq) {
 		prep[np], prep[np+1] = 0, 0
 	}
-	m.observePrepared(p, prep, sp.acc, y, labelled)
+	m.observePrepared(p, prep, nil, y, labelled)
 }
 
 // maxAbs returns max |z_k| (NaN when some z_k is NaN).
@@ -322,8 +323,12 @@ func (m *MAM) unmarshalWarmupSparse(r *codec.Reader, d int, p MAMParams, k int) 
 	if err := tail.End(); err != nil {
 		return err
 	}
-	// Learn them again, as ObserveSparse did.
-	zero := make([]float64, d)
+	// Learn them again, as ObserveSparse did (or Observe, with a window,
+	// which stores x: then x is the example densified).
+	var x []float64
+	if a.ring != nil {
+		x = make([]float64, d)
+	}
 	prep := nm.prep
 	for i, y := range ys {
 		si, sx := w.entries(i)
@@ -337,12 +342,14 @@ func (m *MAM) unmarshalWarmupSparse(r *codec.Reader, d int, p MAMParams, k int) 
 			a.sw.pi, a.sw.pv = si, sx
 		}
 		a.mapAll(z)
-		if a.ring != nil { // the window stores x itself
-			addEntries(zero, si, sx)
+		if x != nil {
+			addEntries(x, si, sx)
 		}
-		a.learn(nm, zero, float64(y))
-		for _, j := range si {
-			zero[j] = 0
+		a.learn(nm, x, float64(y))
+		if x != nil {
+			for _, j := range si {
+				x[j] = 0
+			}
 		}
 	}
 	if a.sw != nil {

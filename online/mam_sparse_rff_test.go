@@ -103,8 +103,8 @@ func TestMAMSparseRFF(t *testing.T) {
 
 // TestMAMSparseRFFWarmupEncoding: during gamma auto's warm-up a model with
 // generated frequencies in 2^20 dimensions encodes its kept inputs by
-// their entries (a few hundred bytes each, not 8 MiB), and a corrupt
-// entry list is refused.
+// their entries (a few hundred bytes each, not 8 MiB) and holds nothing
+// of size dim, and a corrupt entry list is refused.
 func TestMAMSparseRFFWarmupEncoding(t *testing.T) {
 	const d = 1 << 20
 	p := DefaultMAMParams()
@@ -117,6 +117,9 @@ func TestMAMSparseRFFWarmupEncoding(t *testing.T) {
 	for range 20 {
 		idx := []int32{int32(rng.IntN(d)), int32(rng.IntN(d)), 7}
 		m.ObserveSparse(idx, []float64{1, -1, 2}, float64(1-2*rng.IntN(2)), true)
+	}
+	if m.sp.acc != nil {
+		t.Error("a dim-sized accumulator allocated for short events (a model per key would hold one each)")
 	}
 	b, _ := m.MarshalBinary()
 	if len(b) > autoStateSize(p, d, 20)+20*(1+4+3*12)+200 {

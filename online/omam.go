@@ -433,6 +433,9 @@ func (o *OMAM) Prepare(dst, x []float64) {
 // it). It panics as Observe does, or if len(prep) != PreparedLen(); it
 // does not allocate or modify prep. It needs exclusive use of the model.
 func (o *OMAM) ObservePrepared(prep, x []float64, y float64, labelled bool) (pr Prediction) {
+	if len(x) != o.dim {
+		panic("online: OMAM.ObservePrepared: len(x) != Dim()")
+	}
 	o.observePrepared(&pr, prep, x, y, labelled)
 	return pr
 }
@@ -446,7 +449,7 @@ func (o *OMAM) observePrepared(pr *Prediction, prep, x []float64, y float64, lab
 	if len(prep) != np+1 {
 		panic("online: OMAM.ObservePrepared: len(prep) != PreparedLen()")
 	}
-	if len(x) != o.dim {
+	if x != nil && len(x) != o.dim { // nil: a sparse event (omam_sparse.go)
 		panic("online: OMAM.ObservePrepared: len(x) != Dim()")
 	}
 	if labelled && !omamIsLevel(y, o.m) {

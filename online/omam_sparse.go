@@ -91,7 +91,7 @@ func (o *OMAM) ObserveSparse(idx []int32, val []float64, y float64, labelled boo
 	}
 	sp := o.sp
 	if sp == nil {
-		sp = &omamSparse{mamSparse: mamSparse{acc: make([]float64, d)}}
+		sp = &omamSparse{mamSparse: mamSparse{dim: d}}
 		o.sp = sp
 	}
 	si, sx := sp.distinct(idx, val)
@@ -105,7 +105,7 @@ func (o *OMAM) ObserveSparse(idx []int32, val []float64, y float64, labelled boo
 		if sq := sincosRFF(prep[:np], o.fm.scale); !math.IsNaN(sq) {
 			prep[np] = 1
 		}
-		o.observePrepared(&pr, prep, sp.acc, y, labelled)
+		o.observePrepared(&pr, prep, nil, y, labelled) // no x: only a window reads it
 		return pr
 	}
 
