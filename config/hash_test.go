@@ -68,7 +68,7 @@ models:
 		{"      namespaces: [user, item]\n", "      namespaces: [user, item]\n      standardize: true\n", "models[0].features.standardize: does not go with models[0].features.hash"},
 		{"      hash: {bits: 18, seed: 3}\n", "      hash: {bits: 18, seed: 3}\n      dim: 5\n", "models[0].features.dim: is 5 but models[0].features.hash.bits 18 gives 2^18 = 262144"},
 		{"      hash: {bits: 18, seed: 3}\n", "      dim: 4\n", "models[0].features.namespaces: only with models[0].features.hash"},
-		{"type: logistic", "type: lda", "models[0].features.hash: does not go with model type lda: lda keeps a dense dim × dim covariance"},
+		{"type: logistic", "type: lda", "models[0].features.hash: lda does not take hashed features: it keeps a dense dim × dim covariance"},
 	} {
 		_, err := Parse([]byte(strings.Replace(doc, tc.from, tc.to, 1)), nil, testTypes)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

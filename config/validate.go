@@ -536,9 +536,7 @@ func (v *validator) hashed(fp string, m Model) {
 	if h.Seed < 0 {
 		v.errorf(fp+".hash.seed", "must be >= 0, got %d", h.Seed)
 	}
-	if r, ok := m.Params.(online.HashedRefusal); ok {
-		v.errorf(fp+".hash", "does not go with model type %s: %s", m.Type, r.HashedRefusal())
-	}
+
 	if f.Dim != 1<<h.Bits {
 		v.errorf(fp+".dim", "is %d but %s.hash.bits %d gives 2^%d = %d: leave dim out", f.Dim, fp, h.Bits, h.Bits, 1<<h.Bits)
 	}

@@ -40,16 +40,19 @@ func (p *LDAParams) Validate(dim int) error {
 	return c.err()
 }
 
-// HashedRefusal says why lda does not take hashed features (features.hash):
-// it keeps a dense d × d pooled covariance and solves with it, which for
-// 2^bits hashed indices is 4^bits floats and O(4^bits) work per event,
-// densifying every input; and one-hot categories make that covariance
-// singular (each field's indicators sum to one).
-func (p *LDAParams) HashedRefusal() string {
-	return "lda keeps a dense dim × dim covariance and solves with it: for 2^bits hashed indices that is 4^bits floats and O(4^bits) work per event on densified inputs (and one-hot categories make it singular); use logistic or mam, which take hashed features in O(nnz)"
+// ValidateSparse refuses hashed features (features.hash; SparseParams),
+// saying why: lda keeps a dense d × d pooled covariance and solves with
+// it, which for 2^bits hashed indices is 4^bits floats and O(4^bits) work
+// per event on densified inputs; and one-hot categories make that
+// covariance singular (each field's indicators sum to one).
+func (p *LDAParams) ValidateSparse(dim, nnz int) error {
+	return specErrorf("features.hash", "lda does not take hashed features: it keeps a dense dim × dim covariance and solves with it, for 2^bits hashed indices 4^bits floats and O(4^bits) work per event on densified inputs (and one-hot categories make it singular); use logistic or mam, which take hashed features in O(nnz)")
 }
 
-var _ HashedRefusal = (*LDAParams)(nil)
+// NewSparse refuses hashed features (see ValidateSparse).
+func (p *LDAParams) NewSparse(dim, nnz int) (Model, error) { return nil, p.ValidateSparse(dim, nnz) }
+
+var _ SparseParams = (*LDAParams)(nil)
 
 // LDAType is the "lda" model type.
 func LDAType() *Type {

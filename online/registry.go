@@ -91,13 +91,6 @@ type Hashed interface {
 	SetHashed()
 }
 
-// HashedRefusal is implemented by parameters of a model type that cannot
-// take hashed features at all (lda): the configuration refuses
-// features.hash for it, with HashedRefusal's reason.
-type HashedRefusal interface {
-	HashedRefusal() string
-}
-
 // AutoKeys is implemented by parameters with number keys that also take
 // the value auto, which the configuration decodes as 0: the model chooses
 // (kernel.gamma: auto). AutoKeys returns them, dotted.

@@ -90,7 +90,7 @@ func TestHashedOverKafka(t *testing.T) {
 	bad := spawnStreamer(t, strings.Join(b.Addrs(), ","), strings.Replace(hashedConfig, "type: logistic", "type: lda", 1))
 	select {
 	case err := <-bad.done:
-		if err == nil || !strings.Contains(bad.logs.String(), "does not go with model type lda") {
+		if err == nil || !strings.Contains(bad.logs.String(), "lda does not take hashed features") {
 			t.Fatalf("lda with hashed features: exit %v, log %s", err, bad.logs.String())
 		}
 	case <-time.After(30 * time.Second):
