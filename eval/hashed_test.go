@@ -21,7 +21,8 @@ import (
 // prequential and 1/3 holdout split, judged by a hashed logistic model:
 // holdout error under 8% (one-hot logistic over the same splits: 4.8%,
 // online/sparse_test.go). A CSV file with hashing is refused naming the
-// format, and a model type without a sparse path is refused naming it.
+// format, and a model configuration without a sparse path is refused
+// naming why.
 func TestHashedJSONLines(t *testing.T) {
 	f, err := os.Open("../online/testdata/housevotes84.csv")
 	if err != nil {
@@ -90,17 +91,18 @@ models:
 	if _, err := Run(context.Background(), cfg, testTypes, Options{Data: csvPath}); err == nil || !strings.Contains(err.Error(), "JSON Lines (wire events) only") {
 		t.Fatalf("CSV with hashing: %v", err)
 	}
-	agg, err := config.Parse([]byte(doc+`
-  - name: boost
-    type: adaboost
-    members: [votes]
+	win, err := config.Parse([]byte(doc+`
+  - name: windowed
+    type: mam
+    kernel: {type: linear}
+    window: {events: 50}
     features: {hash: {bits: 12, seed: 1}}
 `), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(context.Background(), agg, testTypes, Options{Data: train}); err == nil || !strings.Contains(err.Error(), "does not take hashed (sparse) features") {
-		t.Fatalf("adaboost with hashing: %v", err)
+	if _, err := Run(context.Background(), win, testTypes, Options{Data: train}); err == nil || !strings.Contains(err.Error(), "does not take hashed (sparse) features in this configuration: window") {
+		t.Fatalf("mam with a window and hashing: %v", err)
 	}
 }
 
