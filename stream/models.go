@@ -359,11 +359,18 @@ func (em *modelDef) accepts(s snapshot.Model) bool {
 		return false
 	}
 	for _, b := range states {
-		if !online.IsVersion1(b) {
+		b, err := KeyModelState(b) // a key's model, less its exploration statistics
+		if err != nil || !online.IsVersion1(b) {
 			return false
 		}
 		cand, err := build()
-		if err != nil || cand.UnmarshalBinary(b) != nil {
+		if err != nil {
+			return false
+		}
+		if ex, ok := cand.(*explored); ok {
+			cand = ex.Model
+		}
+		if cand.UnmarshalBinary(b) != nil {
 			return false
 		}
 		got, err := cand.MarshalBinary()

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"math"
@@ -166,9 +167,15 @@ func rankPipeline(t testing.TB, e *Engine) *Pipeline {
 	if err := p.Restore(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.EnableRankHTTP(RankHTTPConfig{MaxBytes: 1 << 20}); err != nil {
+	three := func(context.Context) (int, error) { return 3, nil }
+	if err := p.EnableRankHTTP(RankHTTPConfig{MaxBytes: 1 << 20, Partitions: three}); err != nil {
 		t.Fatal(err)
 	}
+	p.mu.Lock()
+	for part := range 3 { // this instance consumes every partition of the input
+		p.owned[part] = true
+	}
+	p.mu.Unlock()
 	p.ready.Store(true)
 	return p
 }
@@ -227,12 +234,25 @@ func (c *countSink) Publish(kafka.Message) { c.n.Add(1) }
 // labelled events into one shard as fast as they can, ranking requests
 // take the shard's lock after at most the one event being applied when
 // they asked for it (one record published per event), not after a batch
-// of up to 32 per applier; the appliers carry on between requests. Run
-// under -race by CI, with the requests' scoring reading what the events
-// change.
+// of up to 32 per applier; the appliers carry on between requests, and
+// checkpoint captures come in between. For a global model ranked greedily
+// and for per-key models ranked by ucb and thompson (whose statistics the
+// events change and the captures encode); run under -race by CI.
 func TestRankRequestsAheadOfBatches(t *testing.T) {
 	const dim = 8
-	e := rankEngine(t, dim, PolicyGreedy, 0)
+	for _, tc := range []struct {
+		name string
+		e    func() *Engine
+	}{
+		{"greedy", func() *Engine { return rankEngine(t, dim, PolicyGreedy, 0) }},
+		{"ucb", func() *Engine { return exploreEngine(t, dim, 2, nil, PolicyUCB, 0.5) }},
+		{"thompson", func() *Engine { return exploreEngine(t, dim, 2, nil, PolicyThompson, 0.5) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { requestsAheadOfBatches(t, tc.e(), dim) })
+	}
+}
+
+func requestsAheadOfBatches(t *testing.T, e *Engine, dim int) {
 	p := rankPipeline(t, e)
 	sh := p.shards[""]
 	out := &countSink{}
@@ -251,13 +271,14 @@ func TestRankRequestsAheadOfBatches(t *testing.T) {
 				}
 				off++
 				x := make([]float64, dim)
-				x[0] = float64(off%5) - 2
+				x[0], x[1+part] = float64(off%5)-2, 1
 				y := 1
 				if x[0] < 0 {
 					y = -1
 				}
 				v, _ := json.Marshal(map[string]any{"features": x, "label": y})
-				return kafka.Message{Topic: "events", Partition: part, Offset: off, Key: []byte("u"), Value: v}, true
+				key := []byte{'u', byte('0' + off%4)}
+				return kafka.Message{Topic: "events", Partition: part, Offset: off, Key: key, Value: v}, true
 			}
 			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {})
 		}()
@@ -276,6 +297,14 @@ func TestRankRequestsAheadOfBatches(t *testing.T) {
 		sh.mu.Unlock()
 		if _, err := p.Rank(t.Context(), body, nil); err != nil {
 			t.Fatal(err)
+		}
+		if i%50 == 0 { // a checkpoint's capture
+			sh.mu.Lock()
+			_, err := sh.st.Capture()
+			sh.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	close(stop)
