@@ -66,9 +66,14 @@ type Rank struct {
 
 // Explore is rank.explore: the policy that orders the top k.
 type Explore struct {
-	Policy  string  `yaml:"policy"`  // greedy | epsilon
+	Policy  string  `yaml:"policy"`  // greedy | epsilon | ucb | thompson
 	Epsilon float64 `yaml:"epsilon"` // epsilon: the probability of a random pick at each position
-	Seed    int     `yaml:"seed"`    // the policy's random draws (per shard, seeded with this and the shard)
+	// Alpha scales ucb's uncertainty width and thompson's perturbation
+	// (docs/models.md, "Exploration"); Samples is the number of thompson
+	// draws that estimate its propensities.
+	Alpha   float64 `yaml:"alpha"`
+	Samples int     `yaml:"samples"`
+	Seed    int     `yaml:"seed"` // the policy's random draws (per shard, seeded with this and the shard)
 }
 
 // Enabled reports whether ranking requests are served.
@@ -80,8 +85,10 @@ const (
 	PartitionerFNV1a   = "fnv1a"
 	PartitionerCRC32   = "crc32"
 
-	ExploreGreedy  = "greedy"
-	ExploreEpsilon = "epsilon"
+	ExploreGreedy   = "greedy"
+	ExploreEpsilon  = "epsilon"
+	ExploreUCB      = "ucb"
+	ExploreThompson = "thompson"
 )
 
 // Kafka is the kafka section: where events come from and where scores and
@@ -423,7 +430,7 @@ func Default() Config {
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
-			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Seed: 1}},
+			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: 0.1, Samples: 100, Seed: 1}},
 	}
 }
 

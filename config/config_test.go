@@ -55,7 +55,7 @@ func TestGoodRoundTrip(t *testing.T) {
 		Metrics:     Metrics{AccuracyWindow: 5000},
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
-		Rank:        Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Seed: 1}},
+		Rank:        Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: 0.1, Samples: 100, Seed: 1}},
 		Models: []Model{
 			{
 				Name:     "mam_rbf",
@@ -191,7 +191,10 @@ func TestBad(t *testing.T) {
 		{"member_not_classifier", `config: models[1].members[0]: "r" is a regression model (type krr); members must be classifiers`},
 		{"member_key_scoped", `config: models[1].members[0]: "m" has scope key; members must be global models`},
 		{"rank_unknown_model", `config: rank.model: "nope" is not the name of a model of this config ([m]) (line 2)`},
-		{"rank_bad_policy", `config: rank.explore.policy: "softmax" is not one of greedy, epsilon (line 3)`},
+		{"rank_bad_policy", `config: rank.explore.policy: "softmax" is not one of greedy, epsilon, ucb, thompson (line 3)`},
+		{"rank_ucb_global", `config: rank.explore.policy: ucb keeps exploration statistics per key: rank.model "m" needs scope: key (line 3)`},
+		{"rank_bad_alpha", `config: rank.explore.alpha: must be a finite number ≥ 0, got -1 (line 3)`},
+		{"rank_bad_samples", `config: rank.explore.samples: must be in [1, 100000], got 0 (line 3)`},
 		{"rank_aggregator", `config: rank.model: "boost" aggregates other models' predictions (type adaboost)`},
 		{"aggregator_standardized", `config: models[1].features.standardize: does not apply to model type adaboost`},
 	}
@@ -309,7 +312,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 53 {
+	if len(vars) != len(leaves) || len(vars) != 55 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

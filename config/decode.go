@@ -73,6 +73,8 @@ var leaves = []leaf{
 	{"rank.partitioner", func(c *Config) any { return &c.Rank.Partitioner }},
 	{"rank.explore.policy", func(c *Config) any { return &c.Rank.Explore.Policy }},
 	{"rank.explore.epsilon", func(c *Config) any { return &c.Rank.Explore.Epsilon }},
+	{"rank.explore.alpha", func(c *Config) any { return &c.Rank.Explore.Alpha }},
+	{"rank.explore.samples", func(c *Config) any { return &c.Rank.Explore.Samples }},
 	{"rank.explore.seed", func(c *Config) any { return &c.Rank.Explore.Seed }},
 	{"calibration.window", func(c *Config) any { return &c.Calibration.Window }},
 	{"calibration.every", func(c *Config) any { return &c.Calibration.Every }},

@@ -99,8 +99,14 @@
 //	                                                  ("" = kafka.output_topic)
 //	rank.partitioner                murmur2           how the input's producers map a key to a partition, for
 //	                                                  POST /v1/rank's ownership check: murmur2 | fnv1a | crc32
-//	rank.explore.policy             greedy            greedy | epsilon: how the top k are ordered
+//	rank.explore.policy             greedy            greedy | epsilon | ucb | thompson: how the top k are ordered;
+//	                                                  ucb and thompson keep exploration statistics per key
+//	                                                  ((dim+1)(dim+2)/2 floats): the rank model needs scope: key,
+//	                                                  dense features, features.dim ≤ 256
 //	rank.explore.epsilon            0.05              epsilon: the probability of a uniform pick at each position
+//	rank.explore.alpha              0.1               ucb: score + alpha × the candidate's uncertainty width;
+//	                                                  thompson: score + alpha × a posterior draw's term; ≥ 0
+//	rank.explore.samples            100               thompson: draws that estimate the propensities; [1, 100000]
 //	rank.explore.seed               1                 the policy's random draws (per shard)
 //	calibration.window              2000              each model's window of prequential (score, label) pairs its
 //	                                                  calibrated certainty is fitted on (0 = off); [0, 1000000]
@@ -206,6 +212,8 @@
 //	STREAMER_RANK_PARTITIONER
 //	STREAMER_RANK_EXPLORE_POLICY
 //	STREAMER_RANK_EXPLORE_EPSILON
+//	STREAMER_RANK_EXPLORE_ALPHA
+//	STREAMER_RANK_EXPLORE_SAMPLES
 //	STREAMER_RANK_EXPLORE_SEED
 //	STREAMER_CALIBRATION_WINDOW
 //	STREAMER_CALIBRATION_EVERY

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"reflect"
@@ -218,6 +219,10 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	return v.errs
 }
 
+// maxExploreDim is the largest features.dim of a rank model whose policy
+// keeps exploration statistics (stream's limit too).
+const maxExploreDim = 256
+
 // rank checks the rank section.
 func (v *validator) rank(c *Config, reg *online.Registry) {
 	r := c.Rank
@@ -225,9 +230,15 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 		v.errorf("rank.max_candidates", "must be in [1, 100000], got %d", r.MaxCandidates)
 	}
 	v.oneOf("rank.partitioner", r.Partitioner, PartitionerMurmur2, PartitionerFNV1a, PartitionerCRC32)
-	v.oneOf("rank.explore.policy", r.Explore.Policy, ExploreGreedy, ExploreEpsilon)
+	v.oneOf("rank.explore.policy", r.Explore.Policy, ExploreGreedy, ExploreEpsilon, ExploreUCB, ExploreThompson)
 	if !(r.Explore.Epsilon >= 0 && r.Explore.Epsilon <= 1) {
 		v.errorf("rank.explore.epsilon", "must be in [0, 1], got %v", r.Explore.Epsilon)
+	}
+	if a := r.Explore.Alpha; !(a >= 0) || math.IsInf(a, 0) {
+		v.errorf("rank.explore.alpha", "must be a finite number ≥ 0, got %v", a)
+	}
+	if n := r.Explore.Samples; n < 1 || n > 100000 {
+		v.errorf("rank.explore.samples", "must be in [1, 100000], got %d", n)
 	}
 	if t := r.ResponseTopic; t != "" {
 		if len(t) > 249 || t == "." || t == ".." || !topicRE.MatchString(t) {
@@ -248,6 +259,16 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 		}
 		if len(m.Members()) > 0 {
 			v.errorf("rank.model", "%q aggregates other models' predictions (type %s); rank with a model that scores the features alone", r.Model, m.Type)
+		}
+		if p := r.Explore.Policy; p == ExploreUCB || p == ExploreThompson {
+			switch {
+			case !m.KeyScoped():
+				v.errorf("rank.explore.policy", "%s keeps exploration statistics per key: rank.model %q needs scope: key", p, r.Model)
+			case m.Features.Hash != nil:
+				v.errorf("rank.explore.policy", "%s needs dense features: rank.model %q has hashed ones (features.hash)", p, r.Model)
+			case m.Features.Dim > maxExploreDim:
+				v.errorf("rank.explore.policy", "%s keeps a (dim+1)² matrix per key: rank.model %q has features.dim %d, at most %d", p, r.Model, m.Features.Dim, maxExploreDim)
+			}
 		}
 		return
 	}

@@ -52,6 +52,7 @@ type calibration struct {
 	next   int
 	filled int
 	buf    []calibrate.Pair // the window's copy a fit reads (owned by it while fitting)
+	fitter calibrate.Fitter // the fits' working memory (owned by the running fit)
 
 	fitting atomic.Bool
 	va      atomic.Pointer[calibrate.VennAbers]
@@ -157,7 +158,7 @@ func (c *calibration) add(p online.Prediction, y float64) {
 func (c *calibration) fit(pairs []calibrate.Pair) {
 	defer c.fitting.Store(false)
 	if c.kind == online.Classifier {
-		c.va.Store(calibrate.FitVennAbers(pairs))
+		c.va.Store(c.fitter.VennAbers(pairs))
 	} else {
 		c.cf.Store(calibrate.FitConformal(pairs))
 	}

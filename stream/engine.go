@@ -218,6 +218,11 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		}
 		e.defs = append(e.defs, d)
 	}
+	if rankIdx >= 0 && usesStats(cfg.Rank.Policy) {
+		// Every key of the rank model keeps its exploration statistics.
+		d := e.defs[rankIdx]
+		d.keyFactory = exploreFactory(d.keyFactory, cfg.Dim)
+	}
 	if cfg.Hash != nil {
 		e.hashed = newHashStats(cfg.Hash.Bits, reg)
 	}

@@ -105,7 +105,7 @@ func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 	}
 	ent := &keyedEntry{key: string(key), m: m}
 	if p, ok := k.pending[ent.key]; ok {
-		if err := m.UnmarshalBinary(p.state); err != nil {
+		if err := restoreKeyState(m, p.state); err != nil {
 			return nil, fmt.Errorf("keyed models: reload %q: %w", key, err)
 		}
 		// Still dirty: the table does not have it yet.
@@ -121,7 +121,7 @@ func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 		k.buf = b[:0]
 		switch {
 		case found:
-			if err := m.UnmarshalBinary(b); err != nil {
+			if err := restoreKeyState(m, b); err != nil {
 				return nil, fmt.Errorf("keyed models: reload %q: %w", key, err)
 			}
 			k.reloaded++
@@ -161,7 +161,7 @@ func (k *keyedModels) migrate(key []byte, m online.Model) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("keyed models: migrate %q: %w", key, err)
 	}
-	if err := m.UnmarshalBinary(b); err != nil {
+	if err := restoreKeyState(m, b); err != nil {
 		return false, fmt.Errorf("keyed models: migrate %q: %w", key, err)
 	}
 	return true, nil

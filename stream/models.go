@@ -76,6 +76,7 @@ type engineMetrics struct {
 	joinPending                                          prometheus.Gauge
 
 	rankRequests, rankCandidates prometheus.Counter
+	rankSeconds, rankWait        prometheus.Histogram
 
 	calObserved, calLower, calUpper, calCount *prometheus.GaugeVec
 	calWidth, calCoverage, calPairs           *prometheus.GaugeVec
@@ -139,6 +140,12 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Help: "Ranking requests answered (from Kafka and POST /v1/rank)."}),
 		rankCandidates: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamer_rank_candidates_total",
 			Help: "Candidates scored for ranking requests."}),
+		rankSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "streamer_rank_request_seconds",
+			Help:    "POST /v1/rank: time from the request's arrival at the handler to its response written (reading the body, decoding, waiting for the shard, ranking, encoding, writing).",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 22)}),
+		rankWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "streamer_rank_shard_wait_seconds",
+			Help:    "POST /v1/rank: time a request waited for the lock of the shard that owns its key (held by the stream's appliers and by checkpoint captures).",
+			Buckets: prometheus.ExponentialBuckets(1e-7, 2, 24)}),
 		calObserved: gauge("streamer_calibration_observed", "Classifiers: observed rate of the positive class among recent judged events, per decile of their calibrated probability.", "model", "decile"),
 		calLower:    gauge("streamer_calibration_lower", "Classifiers: mean Venn-Abers lower probability of recent judged events, per decile of their calibrated probability.", "model", "decile"),
 		calUpper:    gauge("streamer_calibration_upper", "Classifiers: mean Venn-Abers upper probability of recent judged events, per decile of their calibrated probability.", "model", "decile"),
@@ -155,7 +162,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.accuracy,
 			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, m.joinDropped, m.joinPending,
 			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keyErrors,
-			m.rankRequests, m.rankCandidates, m.calObserved, m.calLower, m.calUpper, m.calCount, m.calWidth, m.calCoverage, m.calPairs)
+			m.rankRequests, m.rankCandidates, m.rankSeconds, m.rankWait, m.calObserved, m.calLower, m.calUpper, m.calCount, m.calWidth, m.calCoverage, m.calPairs)
 	}
 	return m
 }
@@ -352,11 +359,18 @@ func (em *modelDef) accepts(s snapshot.Model) bool {
 		return false
 	}
 	for _, b := range states {
-		if !online.IsVersion1(b) {
+		b, err := KeyModelState(b) // a key's model, less its exploration statistics
+		if err != nil || !online.IsVersion1(b) {
 			return false
 		}
 		cand, err := build()
-		if err != nil || cand.UnmarshalBinary(b) != nil {
+		if err != nil {
+			return false
+		}
+		if ex, ok := cand.(*explored); ok {
+			cand = ex.Model
+		}
+		if cand.UnmarshalBinary(b) != nil {
 			return false
 		}
 		got, err := cand.MarshalBinary()

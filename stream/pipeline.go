@@ -140,10 +140,90 @@ type pshard struct {
 	st    *Shard        // nil: stateless
 	next  map[int]int64 // per partition: next offset to process; the state includes everything before it (guarded by mu)
 	saved map[int]int64 // offsets of the last durable snapshot (guarded by the pipeline's ckptMu)
+
+	// Ranking requests (POST /v1/rank) go ahead of the appliers' events.
+	// The appliers take applyMu before mu, so that at most one of them
+	// waits in mu's queue, where a request may find it ahead. A request
+	// counts itself in waiting before it takes mu, and in served once it
+	// holds mu. An applier that holds mu while requests wait lets go of it
+	// after the event it is applying and takes it back only once every
+	// request that was waiting then holds it (or has held it), so a
+	// request waits for one event, not for a batch. gateMu guards waiting
+	// and served.
+	applyMu         sync.Mutex
+	gateMu          sync.Mutex
+	gate            sync.Cond // broadcast when served grows
+	waiting, served int64
+	requests        atomic.Int32 // = waiting, read without gateMu on the per-event path
+}
+
+// lockRequest takes sh.mu for a ranking request, ahead of the appliers'
+// next events.
+func (sh *pshard) lockRequest() {
+	sh.requestWaits()
+	sh.mu.Lock()
+	sh.requestIn()
+}
+
+// requestWaits counts a request in waiting, before it takes sh.mu.
+func (sh *pshard) requestWaits() {
+	sh.gateMu.Lock()
+	sh.waiting++
+	sh.requests.Store(int32(sh.waiting))
+	sh.gateMu.Unlock()
+}
+
+// requestIn counts a request that holds sh.mu in served, and wakes the
+// appliers waiting for it.
+func (sh *pshard) requestIn() {
+	sh.gateMu.Lock()
+	sh.waiting--
+	sh.served++
+	sh.requests.Store(int32(sh.waiting))
+	sh.gate.Broadcast()
+	sh.gateMu.Unlock()
+}
+
+// lockApply takes sh.mu for an applier's batch, behind the ranking
+// requests waiting for it; unlockApply releases it.
+func (sh *pshard) lockApply() {
+	sh.applyMu.Lock()
+	if sh.requests.Load() > 0 {
+		sh.gateMu.Lock()
+		sh.await(sh.served + sh.waiting)
+		sh.gateMu.Unlock()
+	}
+	sh.mu.Lock()
+}
+
+func (sh *pshard) unlockApply() {
+	sh.mu.Unlock()
+	sh.applyMu.Unlock()
+}
+
+// yield lets the ranking requests waiting for sh.mu in: an applier that
+// holds sh.mu unlocks it, waits until the requests waiting at this moment
+// have taken it, and locks it again (behind them).
+func (sh *pshard) yield() {
+	sh.gateMu.Lock()
+	target := sh.served + sh.waiting
+	sh.mu.Unlock()
+	sh.await(target)
+	sh.gateMu.Unlock()
+	sh.mu.Lock()
+}
+
+// await waits until served reaches target; gateMu is held.
+func (sh *pshard) await(target int64) {
+	for sh.served < target {
+		sh.gate.Wait()
+	}
 }
 
 func newPShard(scope string, st *Shard) *pshard {
-	return &pshard{scope: scope, st: st, next: map[int]int64{}, saved: map[int]int64{}}
+	sh := &pshard{scope: scope, st: st, next: map[int]int64{}, saved: map[int]int64{}}
+	sh.gate.L = &sh.gateMu
+	return sh
 }
 
 type pipelineMetrics struct {
@@ -535,7 +615,12 @@ const slotsPerPartition = 32
 // parallel while the lock is held only for scoring and learning, and
 // taken once per batch rather than per event: with one lock per event
 // the partitions' goroutines queued on it and handed it over one event at
-// a time.
+// a time. A ranking request waiting for the lock (pshard.requests) is let
+// in between two events of a batch (pshard.yield): it waits for the event
+// being applied (a few µs), not for the batch, nor for the other
+// partitions' appliers queued on the lock, nor for an applier that takes
+// the lock back before the request's goroutine runs (sync.Mutex lets a
+// running goroutine barge in ahead of a woken one).
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
 	free := make(chan *slot, slotsPerPartition)
 	ready := make(chan *slot, slotsPerPartition)
@@ -547,8 +632,11 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 		defer close(applied)
 		batch := make([]*slot, 0, slotsPerPartition)
 		for s := range ready {
-			sh.mu.Lock()
+			sh.lockApply()
 			for more := true; more; {
+				if sh.requests.Load() > 0 {
+					sh.yield()
+				}
 				start := time.Now()
 				sh.st.Apply(s.w, &s.msg, out)
 				sh.next[partition] = s.msg.Offset + 1
@@ -560,7 +648,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 					more = false
 				}
 			}
-			sh.mu.Unlock()
+			sh.unlockApply()
 			for _, s := range batch {
 				done(&s.msg, s.busy)
 				free <- s

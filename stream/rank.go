@@ -31,16 +31,28 @@ type RankConfig struct {
 	Model         string // the ranking model's name; "" = requests off
 	MaxCandidates int
 	ResponseTopic string // "" = EngineConfig.OutputTopic
-	Policy        string // "greedy" (default) or "epsilon"
+	Policy        string // PolicyGreedy (default), PolicyEpsilon, PolicyUCB or PolicyThompson
 	Epsilon       float64
-	Seed          uint64
+	// Alpha scales ucb's width and thompson's perturbation (explore.go);
+	// Samples is the number of thompson draws that estimate its
+	// propensities (0 = 100).
+	Alpha   float64
+	Samples int
+	Seed    uint64
 }
 
-// Exploration policies (RankConfig.Policy).
+// Exploration policies (RankConfig.Policy). ucb and thompson keep
+// exploration statistics per key (explore.go): they need a key-scoped rank
+// model with dense features.
 const (
-	PolicyGreedy  = "greedy"
-	PolicyEpsilon = "epsilon"
+	PolicyGreedy   = "greedy"
+	PolicyEpsilon  = "epsilon"
+	PolicyUCB      = "ucb"
+	PolicyThompson = "thompson"
 )
+
+// usesStats reports whether policy keeps exploration statistics.
+func usesStats(policy string) bool { return policy == PolicyUCB || policy == PolicyThompson }
 
 // rankScratch is a shard's scratch for requests.
 type rankScratch struct {
@@ -52,34 +64,48 @@ type rankScratch struct {
 	resp  wire.Ranking
 	rng   *rand.Rand
 	jid   []byte // (request id, item) of the join
+
+	ex    explorer  // ucb and thompson: the key's statistics at work
+	draw  []int     // thompson: a draw's order
+	hits  []int     // thompson: per position, draws that put the logged item there
+	dind  []float64 // thompson: a draw's indexes
+	taken []bool    // thompson: candidates a draw has placed
 }
 
-// orderCandidates sorts the candidates best first (ties: the earlier
-// candidate first) into rk.order and lets the policy pick the first k:
-// greedy takes them in that order (propensity 1); epsilon, at each
-// position j, takes the best remaining with probability 1 − ε and a
-// uniformly drawn remaining one otherwise, so the propensity of the item
-// it puts there is (1 − ε)·[best remaining] + ε/(n − j). It returns the
-// greedy first item.
-func (rk *rankScratch) orderCandidates(n, k int, policy string, eps float64) int {
+// orderCandidates orders the n candidates into rk.order by the policy and
+// sets rk.prop, the propensities of the first k, and returns the greedy
+// first item (the highest score; ties: the earlier candidate).
+//
+// greedy takes them by score, best first (ties: the earlier candidate),
+// propensity 1. epsilon, at each position j, takes the best remaining with
+// probability 1 − ε and a uniformly drawn remaining one otherwise, so the
+// propensity of the item it puts there is (1 − ε)·[best remaining] +
+// ε/(n − j). ucb takes them by rk.ex.ind (score + alpha·width), propensity
+// 1. thompson takes them by rk.ex.ind (score + alpha·ξᵀz for this
+// request's draw ξ) and estimates the probability that its draw puts the
+// item at position j from samples more draws: (1 + hits)/(1 + samples),
+// the realised draw counting as one (explore.go).
+func (rk *rankScratch) orderCandidates(n, k int, cfg *RankConfig, ex *explored) int {
 	rk.order = rk.order[:0]
+	best := 0
 	for i := range n {
 		rk.order = append(rk.order, i)
-	}
-	score := rk.score
-	slices.SortFunc(rk.order, func(a, b int) int {
-		if c := cmp.Compare(score[b], score[a]); c != 0 {
-			return c
+		if rk.score[i] > rk.score[best] {
+			best = i
 		}
-		return cmp.Compare(a, b)
-	})
-	best := rk.order[0]
+	}
+	index := rk.score
+	if usesStats(cfg.Policy) && ex != nil {
+		index = rk.ex.ind[:n]
+	}
+	sortBy(rk.order, index)
 	rk.prop = rk.prop[:0]
-	for j := range k {
-		p := 1.0
-		if policy == PolicyEpsilon {
+	switch {
+	case cfg.Policy == PolicyEpsilon:
+		eps := cfg.Epsilon
+		for j := range k {
 			r := n - j
-			p = 1 - eps + eps/float64(r)
+			p := 1 - eps + eps/float64(r)
 			if eps > 0 && rk.rng.Float64() < eps {
 				if pick := j + rk.rng.IntN(r); pick != j {
 					// Move the pick to j; the rest stay best first.
@@ -89,10 +115,72 @@ func (rk *rankScratch) orderCandidates(n, k int, policy string, eps float64) int
 					p = eps / float64(r)
 				}
 			}
+			rk.prop = append(rk.prop, p)
 		}
-		rk.prop = append(rk.prop, p)
+	case cfg.Policy == PolicyThompson && ex != nil:
+		rk.thompsonPropensities(n, k, cfg)
+	default:
+		for range k {
+			rk.prop = append(rk.prop, 1)
+		}
 	}
 	return best
+}
+
+// sortBy sorts order by index, highest first; ties: the earlier candidate.
+func sortBy(order []int, index []float64) {
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(index[b], index[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+}
+
+// thompsonPropensities sets rk.prop for thompson's order in rk.order: the
+// fraction of cfg.Samples further draws (and the realised one) that put
+// each of the first k items where it is.
+func (rk *rankScratch) thompsonPropensities(n, k int, cfg *RankConfig) {
+	ex := &rk.ex
+	rk.hits = append(rk.hits[:0], make([]int, k)...)
+	rk.dind = append(rk.dind[:0], make([]float64, n)...)
+	rk.draw = rk.draw[:0]
+	for i := range n {
+		rk.draw = append(rk.draw, i)
+	}
+	rk.taken = append(rk.taken[:0], make([]bool, n)...)
+	for range cfg.Samples {
+		ex.drawNormal(rk.rng)
+		for i := range n {
+			rk.dind[i] = rk.score[i] + cfg.Alpha*ex.perturbation(i)
+		}
+		if k <= 16 {
+			// Selection: the best of the remaining, k times.
+			clear(rk.taken)
+			for j := range k {
+				pick := -1
+				for i := range n {
+					if !rk.taken[i] && (pick < 0 || rk.dind[i] > rk.dind[pick]) {
+						pick = i
+					}
+				}
+				rk.taken[pick] = true
+				if pick == rk.order[j] {
+					rk.hits[j]++
+				}
+			}
+			continue
+		}
+		sortBy(rk.draw, rk.dind)
+		for j := range k {
+			if rk.draw[j] == rk.order[j] {
+				rk.hits[j]++
+			}
+		}
+	}
+	for j := range k {
+		rk.prop = append(rk.prop, float64(1+rk.hits[j])/float64(1+cfg.Samples))
+	}
 }
 
 // rankRequest answers the request ev (id: its id, key: the entity key)
@@ -101,19 +189,25 @@ func (rk *rankScratch) orderCandidates(n, k int, policy string, eps float64) int
 // labels. It returns the number of candidates scored.
 func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	e := s.e
+	cfg := &e.cfg.Rank
 	rk := s.rankScratch()
 	m := s.models[e.rankIdx]
 	n := len(ev.Cands)
 	rk.preds, rk.score = rk.preds[:0], rk.score[:0]
+	inst, ex := m.rankInstance(key)
 	var version int64
 	for i := range n {
-		p, v := m.peek(key, ev.CandidateFeatures(i))
+		p, v := m.peekWith(inst, ev.CandidateFeatures(i))
 		rk.preds = append(rk.preds, p)
 		rk.score = append(rk.score, p.Score)
 		version = v
 	}
+	if usesStats(cfg.Policy) && ex != nil && !rk.explore(ex, ev, cfg) {
+		ex = nil // not positive definite (cannot happen): greedy
+		m.def.met.keyErrors.Inc()
+	}
 	k := ev.K
-	best := rk.orderCandidates(n, k, e.cfg.Rank.Policy, e.cfg.Rank.Epsilon)
+	best := rk.orderCandidates(n, k, cfg, ex)
 	r := &rk.resp
 	r.ID, r.Key, r.Model, r.ScoredAt = id, key, m.def.name, now
 	r.Ranked = r.Ranked[:0]
@@ -149,6 +243,30 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	e.joinMoved(s.join.pending() - before)
 }
 
+// explore sets rk.ex.ind, the policy's index of every candidate, from the
+// key's statistics ex: ucb's score + alpha·width, or thompson's score +
+// alpha·ξᵀz for a draw ξ ~ N(0, A⁻¹). It reports false if A does not
+// factor.
+func (rk *rankScratch) explore(ex *explored, ev *wire.Event, cfg *RankConfig) bool {
+	x := &rk.ex
+	if x.factor(ex) != nil {
+		return false
+	}
+	n := len(ev.Cands)
+	x.ind = x.ind[:0]
+	for i := range n {
+		w := x.whiten(i, ev.CandidateFeatures(i))
+		x.ind = append(x.ind, rk.score[i]+cfg.Alpha*w)
+	}
+	if cfg.Policy == PolicyThompson {
+		x.drawNormal(rk.rng)
+		for i := range n {
+			x.ind[i] = rk.score[i] + cfg.Alpha*x.perturbation(i)
+		}
+	}
+	return true
+}
+
 // reward is the off-policy reward of label y (as the rank model maps it).
 func (e *Engine) reward(y float64) float64 {
 	if e.defs[e.rankIdx].traits.Kind != online.Classifier {
@@ -176,15 +294,15 @@ func (s *Shard) rankScratch() *rankScratch {
 	return s.rk
 }
 
-// peek scores x with the model's instance for key without changing any
-// state (online.Peek) and returns the prediction and the version that
-// made it. A key-scoped model's instance comes from its store (a fresh
-// one when the store cannot be read, counted like observe's); a
-// mergeable one scores with the merge of every partition's statistics.
-func (m *shardModel) peek(key []byte, x []float64) (online.Prediction, int64) {
-	var inst online.Model
+// rankInstance returns the instance that scores key's candidates (a
+// key-scoped model's from its store, a fresh one when the store cannot be
+// read, counted like observe's; nil for a mergeable model, which scores
+// with the merge of every partition's statistics) and the key's
+// exploration statistics (nil without).
+func (m *shardModel) rankInstance(key []byte) (online.Model, *explored) {
 	switch {
 	case m.keyed != nil:
+		var inst online.Model
 		ent, err := m.keyed.get(key)
 		if err != nil {
 			m.def.met.keyErrors.Inc()
@@ -192,10 +310,24 @@ func (m *shardModel) peek(key []byte, x []float64) (online.Prediction, int64) {
 		} else {
 			inst = ent.m
 		}
+		ex, _ := inst.(*explored)
+		return inst, ex
 	case m.own != nil:
-		return m.def.merged.peek(x), 1
+		return nil, nil
 	default:
-		inst = m.m
+		return m.m, nil
+	}
+}
+
+// peekWith scores x with inst (from rankInstance) without changing any
+// state (online.Peek) and returns the prediction and the version that made
+// it.
+func (m *shardModel) peekWith(inst online.Model, x []float64) (online.Prediction, int64) {
+	if inst == nil {
+		return m.def.merged.peek(x), 1
+	}
+	if ex, ok := inst.(*explored); ok {
+		inst = ex.Model // Peek looks at the model itself (a Standardized one's moments stay)
 	}
 	p := online.Peek(inst, x)
 	v := p.Version
@@ -203,6 +335,13 @@ func (m *shardModel) peek(key []byte, x []float64) (online.Prediction, int64) {
 		v = inst.Version()
 	}
 	return p, v
+}
+
+// peek scores x with the model's instance for key without changing any
+// state (rankInstance, then peekWith).
+func (m *shardModel) peek(key []byte, x []float64) (online.Prediction, int64) {
+	inst, _ := m.rankInstance(key)
+	return m.peekWith(inst, x)
 }
 
 // request answers a ranking request read from Kafka: the response record
@@ -319,20 +458,40 @@ func checkRank(cfg *EngineConfig, models []NamedModel) (int, error) {
 	switch r.Policy {
 	case "":
 		r.Policy = PolicyGreedy
-	case PolicyGreedy, PolicyEpsilon:
+	case PolicyGreedy, PolicyEpsilon, PolicyUCB, PolicyThompson:
 	default:
-		return 0, fmt.Errorf("stream: rank policy %q (want %s or %s)", r.Policy, PolicyGreedy, PolicyEpsilon)
+		return 0, fmt.Errorf("stream: rank policy %q (want %s, %s, %s or %s)", r.Policy, PolicyGreedy, PolicyEpsilon, PolicyUCB, PolicyThompson)
 	}
 	if !(r.Epsilon >= 0 && r.Epsilon <= 1) {
 		return 0, fmt.Errorf("stream: rank epsilon %v not in [0, 1]", r.Epsilon)
 	}
+	if !(r.Alpha >= 0) || math.IsInf(r.Alpha, 0) {
+		return 0, fmt.Errorf("stream: rank alpha %v: want a finite number ≥ 0", r.Alpha)
+	}
+	if r.Samples == 0 {
+		r.Samples = 100
+	}
+	if r.Samples < 1 || r.Samples > 100000 {
+		return 0, fmt.Errorf("stream: rank samples %d not in [1, 100000]", r.Samples)
+	}
 	for i, nm := range models {
-		if nm.Name == r.Model {
-			if len(nm.Members) > 0 {
-				return 0, fmt.Errorf("stream: rank model %s aggregates other models", r.Model)
-			}
-			return i, nil
+		if nm.Name != r.Model {
+			continue
 		}
+		if len(nm.Members) > 0 {
+			return 0, fmt.Errorf("stream: rank model %s aggregates other models", r.Model)
+		}
+		if usesStats(r.Policy) {
+			switch {
+			case nm.Factory == nil:
+				return 0, fmt.Errorf("stream: rank policy %s keeps exploration statistics per key: rank model %s must be key-scoped", r.Policy, r.Model)
+			case cfg.Hash != nil:
+				return 0, fmt.Errorf("stream: rank policy %s needs dense features, not hashed ones", r.Policy)
+			case cfg.Dim > maxExploreDim:
+				return 0, fmt.Errorf("stream: rank policy %s: exploration statistics of dimension %d (at most %d)", r.Policy, cfg.Dim, maxExploreDim)
+			}
+		}
+		return i, nil
 	}
 	return 0, fmt.Errorf("stream: rank model %q is not one of the models", r.Model)
 }

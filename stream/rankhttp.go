@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ type rankHTTP struct {
 	balancer kafka.Balancer
 	dec      *wire.Decoder
 	pool     sync.Pool // *wire.Event
+	bufs     sync.Pool // *rankBufs
 
 	mu      sync.Mutex
 	parts   []int // 0..n−1 for the balancer
@@ -74,6 +76,7 @@ func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
 	}
 	r.dec = dec
 	r.pool.New = func() any { return new(wire.Event) }
+	r.bufs.New = func() any { return new(rankBufs) }
 	for _, d := range e.defs {
 		if d.keyFactory != nil {
 			r.keyed = true
@@ -93,12 +96,19 @@ func (e *rankError) Error() string { return e.msg }
 
 // ServeRank is the handler of POST /v1/rank.
 func (p *Pipeline) ServeRank(w http.ResponseWriter, req *http.Request) {
+	start := time.Now()
 	r := p.rank
 	if r == nil {
 		http.Error(w, "ranking requests are off: set rank.model", http.StatusNotFound)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, int64(r.cfg.MaxBytes)+1))
+	bufs := r.bufs.Get().(*rankBufs)
+	defer r.bufs.Put(bufs)
+	ctx := req.Context()
+	reg := trace.StartRegion(ctx, "rank: read")
+	body, err := readBody(bufs.body[:0], req.Body, req.ContentLength, r.cfg.MaxBytes+1)
+	reg.End()
+	bufs.body = body[:0]
 	if err != nil {
 		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
 		return
@@ -107,7 +117,7 @@ func (p *Pipeline) ServeRank(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("too_large: the request is over %d bytes (kafka.max_message_bytes)", r.cfg.MaxBytes), http.StatusRequestEntityTooLarge)
 		return
 	}
-	out, err := p.Rank(req.Context(), body, nil)
+	out, err := p.Rank(ctx, body, bufs.out[:0])
 	if err != nil {
 		var re *rankError
 		if !errors.As(err, &re) {
@@ -116,8 +126,45 @@ func (p *Pipeline) ServeRank(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, re.msg, re.status)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(append(out, '\n'))
+	out = append(out, '\n')
+	bufs.out = out[:0]
+	w.Header()["Content-Type"] = jsonContentType
+	reg = trace.StartRegion(ctx, "rank: write")
+	_, _ = w.Write(out)
+	reg.End()
+	p.engine.met.rankSeconds.Observe(time.Since(start).Seconds())
+}
+
+// jsonContentType is the Content-Type of the responses (shared, never
+// modified: setting it allocates nothing).
+var jsonContentType = []string{"application/json"}
+
+// rankBufs are a request's body and response buffers, kept in a pool so
+// that a request allocates neither (their size is bounded by
+// kafka.max_message_bytes).
+type rankBufs struct{ body, out []byte }
+
+// readBody appends what rd yields to dst, up to limit bytes (more is not
+// read: the caller tells a body over limit − 1 bytes by its length); n is
+// the body's announced length (−1: unknown), which sizes dst once.
+func readBody(dst []byte, rd io.Reader, n int64, limit int) ([]byte, error) {
+	if n >= 0 && n < int64(limit) {
+		dst = slices.Grow(dst, int(n)+1) // + 1: room for the read that sees EOF
+	}
+	for len(dst) < limit {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, min(max(len(dst), 4096), limit-len(dst)))
+		}
+		m, err := rd.Read(dst[len(dst):min(cap(dst), limit)])
+		dst = dst[:len(dst)+m]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
 }
 
 // Rank answers the ranking request body: the response record appended to
@@ -126,7 +173,10 @@ func (p *Pipeline) Rank(ctx context.Context, body, dst []byte) ([]byte, error) {
 	r := p.rank
 	ev := r.pool.Get().(*wire.Event)
 	defer r.pool.Put(ev)
-	if err := r.dec.Decode(body, ev); err != nil {
+	reg := trace.StartRegion(ctx, "rank: decode")
+	err := r.dec.Decode(body, ev)
+	reg.End()
+	if err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) {
 			return nil, &rankError{http.StatusBadRequest, string(we.Reason) + ": " + we.Detail}
@@ -143,8 +193,13 @@ func (p *Pipeline) Rank(ctx context.Context, body, dst []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	sh.mu.Lock()
+	reg = trace.StartRegion(ctx, "rank: wait for the shard")
+	wait := time.Now()
+	sh.lockRequest()
 	defer sh.mu.Unlock()
+	p.engine.met.rankWait.Observe(time.Since(wait).Seconds())
+	reg.End()
+	defer trace.StartRegion(ctx, "rank: rank").End()
 	sh.st.rankRequest(ev, ev.ID, ev.Key, p.engine.now())
 	return wire.AppendRanking(dst, &sh.st.rk.resp), nil
 }

@@ -267,7 +267,8 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		Hash:            hashConfig(m0.Features),
 		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
 		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
-			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Seed: uint64(cfg.Rank.Explore.Seed)},
+			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
+			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed)},
 	}, models, reg)
 	if err != nil {
 		keys.close()

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +53,12 @@ func TestRankLoad(t *testing.T) {
 	}
 	useFastBinary(t)
 	b := startBroker(t, 3)
-	p := startStreamer(t, b, rankLoadConfig)
+	cfg := rankLoadConfig
+	pprofDir := os.Getenv("RANK_LOAD_PPROF")
+	if pprofDir != "" {
+		cfg = strings.Replace(cfg, "http:\n", "http:\n  pprof: true\n", 1)
+	}
+	p := startStreamer(t, b, cfg)
 	rng := rand.New(rand.NewPCG(9, 9))
 	const users, dim = 200, 32
 	event := func(i int) kafka.Message {
@@ -122,6 +130,17 @@ func TestRankLoad(t *testing.T) {
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
 	lat := make([]time.Duration, 0, requests)
+	before := p.metrics(t)
+	cpu0 := readCPU(p.cmd.Process.Pid)
+	profiles := []string{"trace", "profile", "allocs"}
+	fetched := make(chan error, len(profiles))
+	if pprofDir != "" {
+		// The service's runtime trace, CPU profile and allocations over
+		// the first 3 s of the requests (go tool trace, go tool pprof).
+		for _, name := range profiles {
+			go func() { fetched <- fetchProfile(p, name, filepath.Join(pprofDir, name+".out"), 3) }()
+		}
+	}
 	for i := range requests {
 		body := rankRequestJSON(fmt.Sprintf("q%d", i), fmt.Sprintf("u%d", i%users), cands, 10)
 		t0 := time.Now()
@@ -138,6 +157,15 @@ func TestRankLoad(t *testing.T) {
 	}
 	close(stop)
 	n := <-sent
+	after := p.metrics(t)
+	cpu1 := readCPU(p.cmd.Process.Pid)
+	if pprofDir != "" {
+		for range profiles {
+			if err := <-fetched; err != nil {
+				t.Errorf("profile: %v", err)
+			}
+		}
+	}
 	if n < 0 {
 		t.Fatal("producing the background stream failed")
 	}
@@ -145,9 +173,171 @@ func TestRankLoad(t *testing.T) {
 	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))] }
 	t.Logf("sustained %.0f events/s; during %d requests of 100 candidates the stream ran at %.0f events/s (%d events); latency p50 %v, p90 %v, p99 %v, max %v",
 		maxRate, requests, half, n, q(0.5), q(0.9), q(0.99), lat[len(lat)-1])
+	if c := cpu1.since(cpu0); c != "" {
+		t.Logf("CPU during the requests: %s", c)
+	}
+	for _, h := range []string{"streamer_rank_request_seconds", "streamer_rank_shard_wait_seconds"} {
+		d := histDelta(t, before, after, h)
+		t.Logf("service side, %s: p50 ≤ %v, p90 ≤ %v, p99 ≤ %v (bucket bounds), over %.0f requests", h,
+			d.quantile(0.5), d.quantile(0.9), d.quantile(0.99), d.count)
+	}
 	if err := p.stop(t); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
+}
+
+// histogram is the cumulative buckets of a Prometheus histogram.
+type histogram struct {
+	le    []float64 // upper bounds, ascending (the last +Inf)
+	cum   []float64 // cumulative counts
+	count float64
+}
+
+// histDelta returns histogram name of the scrape after less that of the
+// scrape before.
+func histDelta(t *testing.T, before, after, name string) histogram {
+	t.Helper()
+	a, b := parseHist(t, after, name), parseHist(t, before, name)
+	for i := range a.cum {
+		if i < len(b.cum) {
+			a.cum[i] -= b.cum[i]
+		}
+	}
+	a.count -= b.count
+	return a
+}
+
+func parseHist(t *testing.T, body, name string) histogram {
+	t.Helper()
+	var h histogram
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, name+`_bucket{le="`)
+		if !ok {
+			continue
+		}
+		le, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			t.Fatalf("histogram line %q", line)
+		}
+		b, err1 := strconv.ParseFloat(le, 64)
+		c, err2 := strconv.ParseFloat(val, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("histogram line %q", line)
+		}
+		h.le = append(h.le, b)
+		h.cum = append(h.cum, c)
+	}
+	if len(h.cum) > 0 {
+		h.count = h.cum[len(h.cum)-1]
+	}
+	return h
+}
+
+// quantile is the upper bound of the bucket holding quantile q.
+func (h histogram) quantile(q float64) time.Duration {
+	for i, c := range h.cum {
+		if c >= q*h.count {
+			if math.IsInf(h.le[i], 1) {
+				return -1
+			}
+			return time.Duration(h.le[i] * 1e9)
+		}
+	}
+	return -1
+}
+
+// fetchProfile writes the service's /debug/pprof/<name>?seconds=<seconds>
+// to file.
+func fetchProfile(p *proc, name, file string, seconds int) error {
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", p.http, name, seconds))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /debug/pprof/%s: %s", name, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// cpuSample is the machine's and two processes' CPU accounting (Linux
+// /proc; zero elsewhere): the service's and this test process's (the
+// broker, the producer, the HTTP client).
+type cpuSample struct {
+	at                     time.Time
+	busy, total            float64 // machine: jiffies busy and in all
+	service, self          float64 // CPU seconds
+	serviceDelay, selfWait float64 // seconds their threads waited for a CPU (schedstat run delay)
+	ok                     bool
+}
+
+func readCPU(pid int) cpuSample {
+	s := cpuSample{at: time.Now()}
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return s
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	for i, v := range f[1:] {
+		x, _ := strconv.ParseFloat(v, 64)
+		s.total += x
+		if i != 3 && i != 4 { // idle, iowait
+			s.busy += x
+		}
+	}
+	var ok1, ok2 bool
+	s.service, s.serviceDelay, ok1 = procCPU(pid)
+	s.self, s.selfWait, ok2 = procCPU(os.Getpid())
+	s.ok = ok1 && ok2
+	return s
+}
+
+// procCPU returns the CPU seconds of process pid (user + system, at 100
+// ticks a second) and the sum of its threads' run delays.
+func procCPU(pid int) (cpu, delay float64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	k, _ := strconv.ParseFloat(f[12], 64)
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	for _, tf := range tasks {
+		if b, err := os.ReadFile(tf); err == nil {
+			if g := strings.Fields(string(b)); len(g) >= 2 {
+				d, _ := strconv.ParseFloat(g[1], 64)
+				delay += d / 1e9
+			}
+		}
+	}
+	return (u + k) / 100, delay, true
+}
+
+// since describes the CPU use between s0 and s: "" without accounting.
+func (s cpuSample) since(s0 cpuSample) string {
+	if !s.ok || !s0.ok || s.total <= s0.total {
+		return ""
+	}
+	wall := s.at.Sub(s0.at).Seconds()
+	cores := float64(runtime.NumCPU())
+	busy := (s.busy - s0.busy) / (s.total - s0.total) * cores
+	svc, self := (s.service-s0.service)/wall, (s.self-s0.self)/wall
+	return fmt.Sprintf("the machine's %.0f cores %.2f busy: the service %.2f (its threads waited %.0f ms for a CPU in %.1f s), this test process (broker, producer, client) %.2f (waited %.0f ms), other processes %.2f",
+		cores, busy, svc, (s.serviceDelay-s0.serviceDelay)*1e3, wall, self, (s.selfWait-s0.selfWait)*1e3, max(0, busy-svc-self))
 }
 
 // envInt is the integer in the environment variable name, or def.

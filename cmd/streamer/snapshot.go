@@ -205,6 +205,11 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		}
 		st.note = fmt.Sprintf("%d keys changed in this checkpoint", len(keys))
 		for i, b := range states {
+			b, err := stream.KeyModelState(b) // less the key's exploration statistics (rank.explore ucb, thompson)
+			if err != nil {
+				st.err = fmt.Errorf("key %q: %w", keys[i], err)
+				return st
+			}
 			mod, err := restore(b)
 			switch {
 			case errors.Is(err, online.ErrNeedsConfig):

@@ -32,6 +32,18 @@ func BenchmarkVennAbersFit(b *testing.B) {
 	}
 }
 
+// BenchmarkFitterVennAbers: a Fitter's fit on n = 2000 pairs, its
+// working memory reused (the engine's background refit). Target: the
+// table's one allocation (3k + 2 floats) per fit.
+func BenchmarkFitterVennAbers(b *testing.B) {
+	ps := randomPairs(2000, 1)
+	var f calibrate.Fitter
+	b.ReportAllocs()
+	for b.Loop() {
+		f.VennAbers(ps)
+	}
+}
+
 // BenchmarkWindowAdd: Window.Add into a full window of 2000. Target: O(1),
 // 0 allocs.
 func BenchmarkWindowAdd(b *testing.B) {

@@ -12,8 +12,9 @@
 // Window.AddResidual (regression: prediction, actual value) for every
 // labelled event, under the shard lock that guards the window. Every K
 // labelled events (Window.Added) it snapshots the window (Window.CopyTo)
-// and fits a new table on a background goroutine (FitVennAbers,
-// FitConformal), then publishes it with an atomic pointer store. A fitted
+// and fits a new table on a background goroutine (a Fitter, whose working
+// memory serves every refit, or FitVennAbers; FitConformal), then
+// publishes it with an atomic pointer store. A fitted
 // table is immutable, so lookups (VennAbers.Probability,
 // Conformal.Interval) run on the previous table while the next is fitted,
 // from any number of goroutines. Lookups and Add do not allocate.

@@ -26,9 +26,31 @@ type VennAbers struct {
 // Y 1 for a positive label, 0 for a negative one; any Y > 0 counts as
 // positive). Pairs with a non-finite score are skipped. pairs is not
 // modified. It costs O(n log n) time (the sort; the rest is two linear
-// stack passes) and O(n) memory.
+// stack passes) and O(n) memory. A Fitter does the same with less
+// allocation, for repeated fits.
 func FitVennAbers(pairs []Pair) *VennAbers {
-	ps := make([]Pair, 0, len(pairs))
+	var f Fitter
+	return f.VennAbers(pairs)
+}
+
+// A Fitter fits Venn–Abers tables, keeping its working memory from one fit
+// to the next: a fit allocates only the table it returns (one block of
+// 3 k + 2 floats for k distinct scores), where FitVennAbers allocates
+// about six times that. The zero Fitter is ready; it is not safe for
+// concurrent use (a background refit owns one).
+type Fitter struct {
+	ps              []Pair
+	w, y, cw, cy, g []float64
+	pts, st         []point
+}
+
+// VennAbers is FitVennAbers(pairs) on f's working memory.
+func (f *Fitter) VennAbers(pairs []Pair) *VennAbers {
+	if cap(f.ps) < len(pairs) {
+		f.ps = make([]Pair, 0, len(pairs))
+		f.w, f.y = make([]float64, 0, len(pairs)), make([]float64, 0, len(pairs))
+	}
+	ps := f.ps[:0]
 	for _, p := range pairs {
 		if math.IsNaN(p.Score) || math.IsInf(p.Score, 0) {
 			continue
@@ -39,6 +61,7 @@ func FitVennAbers(pairs []Pair) *VennAbers {
 		}
 		ps = append(ps, Pair{Score: p.Score, Y: y})
 	}
+	f.ps = ps
 	slices.SortFunc(ps, func(a, b Pair) int {
 		switch {
 		case a.Score < b.Score:
@@ -51,8 +74,9 @@ func FitVennAbers(pairs []Pair) *VennAbers {
 	// Distinct scores s'_1 < … < s'_k with multiplicities w_i and positive
 	// counts y_i; the cumulative sum diagram P_i = (Σ_{j≤i} w_j, Σ_{j≤i} y_j),
 	// P_0 = (0, 0). Counts are integers held exactly in float64.
-	v := &VennAbers{n: len(ps), scores: make([]float64, 0, len(ps))}
-	w, y := make([]float64, 0, len(ps)), make([]float64, 0, len(ps)) // per distinct score
+	w, y := f.w[:0], f.y[:0] // per distinct score
+	v := &VennAbers{n: len(ps)}
+	k := 0
 	for i := 0; i < len(ps); {
 		j := i
 		var pos float64
@@ -60,19 +84,27 @@ func FitVennAbers(pairs []Pair) *VennAbers {
 			pos += ps[j].Y
 			j++
 		}
-		v.scores = append(v.scores, ps[i].Score)
+		ps[k].Score = ps[i].Score // the distinct scores, ascending, in place
+		k++
 		w = append(w, float64(j-i))
 		y = append(y, pos)
 		v.np += int(pos)
 		i = j
 	}
-	k := len(v.scores)
-	cw, cy := make([]float64, k+1), make([]float64, k+1)
+	f.w, f.y = w, y
+	// The table: scores, f1 and f0 in one block.
+	block := make([]float64, 3*k+2)
+	v.scores, v.f1, v.f0 = block[:k:k], block[k:2*k+1:2*k+1], block[2*k+1:]
+	for i := range k {
+		v.scores[i] = ps[i].Score
+	}
+	cw, cy := grow(f.cw, k+1), grow(f.cy, k+1)
+	f.cw, f.cy = cw, cy
+	cw[0], cy[0] = 0, 0
 	for i := range k {
 		cw[i+1], cy[i+1] = cw[i]+w[i], cy[i]+y[i]
 	}
-	v.f1 = make([]float64, k+1)
-	upperF1(v.f1, cw, cy)
+	f.upperF1(v.f1, cw, cy)
 
 	// p0 by symmetry: the isotonic fit of (s, y) is 1 − (the isotonic fit
 	// of (−s, 1 − y)) at −s, so p0 on the data is 1 − p1 on the mirrored
@@ -82,13 +114,21 @@ func FitVennAbers(pairs []Pair) *VennAbers {
 		r := k - 1 - i
 		cw[i+1], cy[i+1] = cw[i]+w[r], cy[i]+(w[r]-y[r])
 	}
-	g := make([]float64, k+1)
-	upperF1(g, cw, cy)
-	v.f0 = make([]float64, k+1)
+	g := grow(f.g, k+1)
+	f.g = g
+	f.upperF1(g, cw, cy)
 	for j := range v.f0 {
 		v.f0[j] = 1 - g[k-j]
 	}
 	return v
+}
+
+// grow returns s resized to n, reusing its memory when it can.
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	return s[:n]
 }
 
 // point is a point of a cumulative sum diagram.
@@ -117,15 +157,18 @@ func cross(a, b, c point) float64 {
 // last in one point (P_j becomes L_{j+1} = L_j + P_{j+1} − P_j), and
 // restoring the convexity at the stack's top. Each point is pushed and
 // popped at most once per pass: O(k).
-func upperF1(f1, cw, cy []float64) {
+func (f *Fitter) upperF1(f1, cw, cy []float64) {
 	k := len(cw) - 1
-	p := make([]point, k+2) // p[i+1] = P_i, i = −1..k
+	if cap(f.pts) < k+2 {
+		f.pts, f.st = make([]point, k+2), make([]point, 0, k+2)
+	}
+	p := f.pts[:k+2] // p[i+1] = P_i, i = −1..k
 	p[0] = point{-1, -1}
 	for i := 0; i <= k; i++ {
 		p[i+1] = point{cw[i], cy[i]}
 	}
 	// Algorithm 1: the GCM of P_{−1}, …, P_k, left to right.
-	st := make([]point, 0, k+2)
+	st := f.st[:0]
 	st = append(st, p[0], p[1])
 	for i := 2; i < len(p); i++ {
 		for len(st) > 1 && cross(st[len(st)-2], st[len(st)-1], p[i]) <= 0 {

@@ -72,10 +72,12 @@ func isoAt(pairs []calibrate.Pair, s, y float64) float64 {
 // PAV isotonic regressions per test score (pairs + (s, 0), pairs + (s, 1)),
 // on random small calibration sets with many ties, skewed and one-class
 // labels, and test scores below, between, equal to and above the
-// calibration scores.
+// calibration scores. Odd trials fit with one Fitter reused across trials
+// of every size, even ones with FitVennAbers.
 func TestVennAbersAgainstBruteForce(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 1))
 	checked := 0
+	var fitter calibrate.Fitter
 	for trial := range 3000 {
 		n := r.IntN(40)
 		levels := 1 + r.IntN(12) // few distinct scores: many ties
@@ -103,6 +105,9 @@ func TestVennAbersAgainstBruteForce(t *testing.T) {
 			pairs[r.IntN(n)].Score = math.NaN() // skipped by both
 		}
 		v := calibrate.FitVennAbers(pairs)
+		if trial%2 == 1 {
+			v = fitter.VennAbers(pairs)
+		}
 		tests := []float64{-1e300, math.Inf(-1), math.Inf(1), 1e300, -0.5, float64(levels) + 0.5}
 		for _, p := range pairs {
 			tests = append(tests, p.Score, p.Score+0.5, p.Score-0.5, math.Nextafter(p.Score, math.Inf(1)))

@@ -1,0 +1,295 @@
+package tests
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/calibrate"
+)
+
+// TestBanditExperiment (BANDIT_EXPERIMENT=1; BANDIT_FULL=1 for issue 16's
+// sizes) replays TestBanditSimulation's world in process, without Kafka,
+// for policies the service has and reference policies it has not, over
+// request seeds 21..25 (the service's test uses 21): what regret each
+// reaches against greedy on the per-user linear mam, and so whether any
+// exploration on that model can reach issue 16's ucb ≤ 0.8 × greedy. Labels
+// reach the models in batches of 250 requests, as the test's producer
+// sends them. The policies:
+//
+//   - greedy, ucb, thompson: the service's (stream/explore.go: the mam's
+//     score, plus alpha·sqrt(zᵀA⁻¹z), or plus alpha·ξᵀz with ξ ~ N(0, A⁻¹),
+//     z = [x/‖x‖; 1]/√2, A = I + Σ zzᵀ per user);
+//   - upper: issue 16's first design, the mam's candidates ordered by the
+//     Venn–Abers upper probability of one calibration table per model (as
+//     the service fits it: window 2 000, refit every 100, 200 warm-up
+//     events), ties in the order of the request;
+//   - ridge, linucb: greedy and LinUCB on a per-user ridge regression of the
+//     ±1 click on z (another estimator than the mam's);
+//   - logistic, logistic-ucb: greedy and UCB on each user's Bayesian logistic
+//     regression of the click on the raw features with the world's own prior
+//     N(0, 9/d I) (Laplace posterior, refitted per label batch): the
+//     correctly specified model of this world, the best case for any
+//     exploration.
+//
+// It logs each policy's mean regret per request and its ratio to greedy's.
+func TestBanditExperiment(t *testing.T) {
+	if os.Getenv("BANDIT_EXPERIMENT") != "1" {
+		t.Skip("BANDIT_EXPERIMENT=1 runs it")
+	}
+	users, items, requests := 60, 500, 6000
+	if envInt("BANDIT_FULL", 0) == 1 {
+		users, items, requests = 200, 1000, 50000
+	}
+	const cands, dim = 20, 8
+	w := newBanditWorld(users, items, dim, 11)
+	policies := []struct {
+		name  string
+		alpha float64
+	}{{"greedy", 0}, {"ucb", 0.1}, {"ucb", 1}, {"ucb", 2}, {"thompson", 0.1}, {"upper", 0},
+		{"ridge", 0}, {"linucb", 0.3}, {"logistic", 0}, {"logistic-ucb", 0.5}}
+	if p := os.Getenv("BANDIT_POLICIES"); p != "" {
+		keep := policies[:0]
+		for _, q := range policies {
+			if strings.Contains(","+p+",", ","+q.name+",") {
+				keep = append(keep, q)
+			}
+		}
+		policies = keep
+	}
+	seeds := []uint64{21, 22, 23, 24, 25}
+	var greedy float64
+	for _, p := range policies {
+		var sum float64
+		var per []float64
+		for _, seed := range seeds {
+			r := simulateBandit(t, w, p.name, p.alpha, requests, cands, seed)
+			per = append(per, r)
+			sum += r
+		}
+		mean := sum / float64(len(seeds))
+		if p.name == "greedy" {
+			greedy = mean
+		}
+		ratio := math.NaN()
+		if greedy > 0 {
+			ratio = mean / greedy
+		}
+		t.Logf("%-13s alpha %-4g regret/request %.4f (%.3f × greedy's); per seed %.4f", p.name, p.alpha, mean, ratio, per)
+	}
+}
+
+// simUser is one user's state in the experiment.
+type simUser struct {
+	mam    online.Model
+	a      *mat.SymDense // I + Σ zzᵀ
+	b      *mat.VecDense // Σ y z (ridge)
+	xs     [][]float64   // logistic: inputs and ±1 labels
+	ys     []float64
+	theta  *mat.VecDense // logistic: posterior mode
+	hess   mat.Cholesky  // logistic: of the posterior's Hessian
+	fitted bool
+}
+
+// simulateBandit serves requests of cands random items to random users of w
+// with one policy and returns the mean regret per request.
+func simulateBandit(t *testing.T, w *banditWorld, policy string, alpha float64, requests, cands int, seed uint64) float64 {
+	t.Helper()
+	dim := len(w.items[0])
+	n := dim + 1
+	us := make([]*simUser, len(w.users))
+	for i := range us {
+		m, err := online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Balance: true, Delta: 0.05})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := mat.NewSymDense(n, nil)
+		for j := range n {
+			a.SetSym(j, j, 1)
+		}
+		us[i] = &simUser{mam: m, a: a, b: mat.NewVecDense(n, nil)}
+	}
+	rng := rand.New(rand.NewPCG(seed, 2)) // the same request sequence as TestBanditSimulation's
+	clickRng := rand.New(rand.NewPCG(seed, 3))
+	polRng := rand.New(rand.NewPCG(seed, 4))
+	win := calibrate.NewWindow(2000)
+	var va *calibrate.VennAbers
+	judged := 0
+	type label struct {
+		u, item int
+		y       float64
+	}
+	var pending []label
+	var regret float64
+	z := func(x []float64) *mat.VecDense {
+		v := mat.NewVecDense(n, nil)
+		var ss float64
+		for _, e := range x {
+			ss += e * e
+		}
+		for j, e := range x {
+			if ss > 0 {
+				v.SetVec(j, e/math.Sqrt(2*ss))
+			}
+		}
+		v.SetVec(dim, 1/math.Sqrt2)
+		return v
+	}
+	ids := make([]int, cands)
+	for r := range requests {
+		u := rng.IntN(len(w.users))
+		perm := rng.Perm(len(w.items))
+		best := 0.0
+		for c := range ids {
+			ids[c] = perm[c]
+			best = max(best, w.clickProb(u, ids[c]))
+		}
+		U := us[u]
+		var ainv mat.Dense
+		var xi *mat.VecDense
+		switch policy {
+		case "ucb", "thompson", "ridge", "linucb":
+			if err := ainv.Inverse(U.a); err != nil {
+				t.Fatal(err)
+			}
+			if policy == "thompson" {
+				var ch mat.Cholesky
+				ch.Factorize(U.a)
+				g := mat.NewVecDense(n, nil)
+				for j := range n {
+					g.SetVec(j, polRng.NormFloat64())
+				}
+				// ξ = L⁻ᵀ g ~ N(0, A⁻¹).
+				var l mat.TriDense
+				ch.LTo(&l)
+				xi = mat.NewVecDense(n, nil)
+				if err := xi.SolveVec(l.T(), g); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case "logistic", "logistic-ucb":
+			if !U.fitted {
+				U.fitLogistic(t, dim, 9/float64(dim))
+			}
+		}
+		pick, pickScore, pickIndex := -1, 0.0, math.Inf(-1)
+		for _, it := range ids {
+			x := w.items[it]
+			score := online.Peek(U.mam, x).Score
+			index := score
+			switch policy {
+			case "ucb":
+				zv := z(x)
+				index += alpha * math.Sqrt(mat.Inner(zv, &ainv, zv))
+			case "thompson":
+				index += alpha * mat.Dot(xi, z(x))
+			case "upper":
+				if va != nil {
+					_, _, index = va.Probability(score)
+				}
+			case "ridge", "linucb":
+				zv := z(x)
+				var th mat.VecDense
+				th.MulVec(&ainv, U.b)
+				index = mat.Dot(&th, zv)
+				if policy == "linucb" {
+					index += alpha * math.Sqrt(mat.Inner(zv, &ainv, zv))
+				}
+			case "logistic", "logistic-ucb":
+				xv := mat.NewVecDense(dim, x)
+				index = mat.Dot(U.theta, xv)
+				if policy == "logistic-ucb" {
+					var s mat.VecDense
+					if err := U.hess.SolveVecTo(&s, xv); err != nil {
+						t.Fatal(err)
+					}
+					index += alpha * math.Sqrt(mat.Dot(xv, &s))
+				}
+			}
+			if index > pickIndex { // ties: the earlier candidate
+				pick, pickScore, pickIndex = it, score, index
+			}
+		}
+		pc := w.clickProb(u, pick)
+		regret += best - pc
+		y := -1.0
+		if clickRng.Float64() < pc {
+			y = 1
+		}
+		// The service's calibration window: prequential pairs after 200
+		// warm-up events, "no decision" scores left out.
+		judged++
+		if judged > 200 && pickScore != 0 {
+			win.Add(pickScore, y > 0)
+			if win.Added()%100 == 0 {
+				va = calibrate.FitVennAbers(win.CopyTo(nil))
+			}
+		}
+		pending = append(pending, label{u, pick, y})
+		if len(pending) == 250 || r == requests-1 {
+			for _, l := range pending {
+				V := us[l.u]
+				x := w.items[l.item]
+				V.mam.Observe(x, l.y, true)
+				zv := z(x)
+				V.a.SymRankOne(V.a, 1, zv)
+				V.b.AddScaledVec(V.b, l.y, zv)
+				V.xs = append(V.xs, x)
+				V.ys = append(V.ys, l.y)
+				V.fitted = false
+			}
+			pending = pending[:0]
+		}
+	}
+	return regret / float64(requests)
+}
+
+// fitLogistic fits the user's Laplace posterior of a logistic regression
+// without intercept, prior N(0, tau2·I): Newton's method to the mode, then
+// the Hessian there.
+func (u *simUser) fitLogistic(t *testing.T, dim int, tau2 float64) {
+	t.Helper()
+	if u.theta == nil {
+		u.theta = mat.NewVecDense(dim, nil)
+	}
+	hessian := func() (*mat.SymDense, *mat.VecDense) {
+		h := mat.NewSymDense(dim, nil)
+		g := mat.NewVecDense(dim, nil)
+		for j := range dim {
+			h.SetSym(j, j, 1/tau2)
+			g.SetVec(j, -u.theta.AtVec(j)/tau2)
+		}
+		for i, x := range u.xs {
+			xv := mat.NewVecDense(dim, x)
+			p := 1 / (1 + math.Exp(-mat.Dot(u.theta, xv)))
+			g.AddScaledVec(g, (u.ys[i]+1)/2-p, xv)
+			h.SymRankOne(h, p*(1-p), xv)
+		}
+		return h, g
+	}
+	for range 25 {
+		h, g := hessian()
+		var ch mat.Cholesky
+		if !ch.Factorize(h) {
+			t.Fatal("logistic: Hessian not positive definite")
+		}
+		var step mat.VecDense
+		if err := ch.SolveVecTo(&step, g); err != nil {
+			t.Fatal(err)
+		}
+		u.theta.AddVec(u.theta, &step)
+		if mat.Norm(&step, 2) < 1e-8 {
+			break
+		}
+	}
+	h, _ := hessian()
+	if !u.hess.Factorize(h) {
+		t.Fatal("logistic: Hessian not positive definite")
+	}
+	u.fitted = true
+}
