@@ -35,7 +35,9 @@ type Event struct {
 
 	// A ranking request (a "candidates" array, accepted by a Decoder
 	// WithRequests): IsRequest is true, Features is unused, and the
-	// candidates are Cands, candidate i's features CandidateFeatures(i).
+	// candidates are Cands, candidate i's features CandidateFeatures(i)
+	// (with hashing CandidateHashed(i): Idx, Val and Hash then hold every
+	// candidate's features, one after the other).
 	// K is the number of items to rank (the request's "k", at most
 	// len(Cands); len(Cands) when absent).
 	IsRequest bool
@@ -61,11 +63,15 @@ type Event struct {
 	hx    []hashed  // first-order features of the namespaces in interactions
 	hcnt  []int     // features per namespace of hashing.ns
 	hn    int       // first-order hashed features, counted also beyond the limit
+	cf    []hashed  // hashing, requests: first-order features of the candidates, then of the request (hashreq.go)
+	cp    []hashed  // hashing, requests: their features in interactions
 }
 
 // Candidate is one item of a ranking request.
 type Candidate struct {
 	Item []byte // unescaped "item"; aliases memory owned by the Event
+
+	h candHashed // hashing: its features (hashreq.go)
 }
 
 // CandidateFeatures returns the features of candidate i of a request (a

@@ -110,13 +110,15 @@ type hashed struct {
 // features object has been read (a malformed value in it is reported
 // instead).
 //
+// Ranking requests (WithRequests, before or after WithHashing) take
+// hashed candidates, combined with the request's own features: see
+// [Event.CandidateHashed].
+//
 // It returns an error if Bits is not in [1, 30], MaxFeatures < 0,
 // MaxFeatures is 0 (no limit) with Interactions (whose count is quadratic
-// in the size of a message), or d has
-// feature names (NewDecoder's names), a shape (WithShape) or accepts
-// ranking requests (WithRequests; hashed candidates are not supported: a
-// request decoded by a hashing Decoder is bad_request). Namespaces named by
-// Interactions cannot be checked here: any name is accepted.
+// in the size of a message), or d has feature names (NewDecoder's names)
+// or a shape (WithShape). Namespaces named by Interactions cannot be
+// checked here: any name is accepted.
 func (d *Decoder) WithHashing(h HashConfig) (*Decoder, error) {
 	switch {
 	case h.Bits < 1 || h.Bits > 30:
@@ -130,8 +132,6 @@ func (d *Decoder) WithHashing(h HashConfig) (*Decoder, error) {
 		return nil, fmt.Errorf("wire: WithHashing: the decoder has feature names (hashing takes any name)")
 	case d.rows > 0:
 		return nil, fmt.Errorf("wire: WithHashing: the decoder has a matrix shape")
-	case d.maxCands > 0:
-		return nil, fmt.Errorf("wire: WithHashing: ranking requests with hashed features are not supported")
 	}
 	hs := &hashing{mask: 1<<h.Bits - 1, max: h.MaxFeatures, top: -1}
 	binary.LittleEndian.PutUint64(hs.seed[:], h.Seed)
@@ -171,9 +171,6 @@ func (s *scanner) hashedFeatures() *Error {
 		return &Error{Reason: ReasonWrongType, Detail: "features: got array, want object (feature hashing is on: {name: value, …})"}
 	default:
 		return &Error{Reason: ReasonWrongType, Detail: "features: got " + kindOf(c) + ", want object"}
-	}
-	if ev.IsRequest {
-		return &Error{Reason: ReasonBadRequest, Detail: "ranking requests with hashed features are not supported"}
 	}
 	ev.Idx, ev.Val, ev.hx, ev.hn = ev.Idx[:0], ev.Val[:0], ev.hx[:0], 0
 	if cap(ev.hcnt) < len(h.ns) {

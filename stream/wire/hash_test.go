@@ -183,7 +183,7 @@ func TestWithHashingConfig(t *testing.T) {
 		{plain, HashConfig{Bits: 10, MaxFeatures: -1}, "max features"},
 		{mustDecoder(t, 2, []string{"a", "b"}, 0), HashConfig{Bits: 10}, "feature names"},
 		{mustDecoder(t, 4, nil, 0).WithShape(2), HashConfig{Bits: 10}, "shape"},
-		{plain.WithRequests(5), HashConfig{Bits: 10}, "ranking requests"},
+		{plain.WithRequests(5), HashConfig{Bits: 10}, ""}, // hashed candidates (hashreq.go)
 		{plain.WithLabelOnly().WithMaxAbs(9), HashConfig{Bits: 10, Interactions: [][2]string{{"a", "b"}, {"", "zz"}}, MaxFeatures: 1}, ""},
 		{plain, HashConfig{Bits: 10, Interactions: [][2]string{{"a", "b"}}}, "interactions need a limit"},
 	} {
@@ -255,7 +255,7 @@ func TestHashedErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dReq := d.WithRequests(3) // accepted, but a request is bad_request
+	dReq := d.WithRequests(3)
 	for _, c := range []struct {
 		d    *Decoder
 		in   string
@@ -281,7 +281,7 @@ func TestHashedErrors(t *testing.T) {
 		{d, `{"features":{"a":"b\x"}}`, `not_json: offset 19: invalid escape in string`},
 		{d, `{"features":{"a":["b"}}`, `not_json: offset 21: want ',' or ']' after array element`},
 		{d, `{"features":{"a":tru}}`, `not_json: offset 17: invalid literal, want true`},
-		{dReq, `{"candidates":[{"item":"a","features":{"x":1}}]}`, "bad_request: candidates[0].ranking requests with hashed features are not supported"},
+		{dReq, `{"candidates":[{"item":"a","features":{"x":[1]}}]}`, "wrong_type: candidates[0].features.x[0]: got number, want string"},
 	} {
 		var ev Event
 		err := c.d.Decode([]byte(c.in), &ev)

@@ -22,6 +22,7 @@ func (s *scanner) candidates() *Error {
 	ev := s.ev
 	ev.IsRequest = true
 	ev.Cands, ev.candX = ev.Cands[:0], ev.candX[:0]
+	ev.cf, ev.cp = ev.cf[:0], ev.cp[:0] // hashing: the candidates' features (hashreq.go)
 	if c := s.src[s.pos]; c != '[' {
 		return &Error{Reason: ReasonWrongType, Detail: "candidates: got " + kindOf(c) + ", want array"}
 	}
@@ -71,6 +72,9 @@ func (s *scanner) candidate(i int) *Error {
 	}
 	s.pos++
 	dim := s.d.dim
+	if s.d.hash != nil {
+		dim = 0 // hashed features go to ev.cf and ev.cp (hashreq.go)
+	}
 	off := len(ev.candX)
 	if cap(ev.candX)-off < dim {
 		grown := make([]float64, off, 2*cap(ev.candX)+dim)
@@ -83,6 +87,7 @@ func (s *scanner) candidate(i int) *Error {
 	ev.Features = ev.candX[off : off+dim : off+dim]
 	defer func() { ev.Features = top }()
 	var item []byte
+	var hf candHashed
 	haveItem, haveFeatures := false, false
 	s.skipWS()
 	if s.pos < len(s.src) && s.src[s.pos] == '}' {
@@ -111,7 +116,11 @@ func (s *scanner) candidate(i int) *Error {
 				item, haveItem, e = s.stringValue("item")
 			case "features":
 				haveFeatures = true
-				e = s.features()
+				if s.d.hash != nil {
+					hf, e = s.hashedCandidate()
+				} else {
+					e = s.features()
+				}
 			default:
 				e = s.skipValue(0)
 			}
@@ -136,7 +145,7 @@ func (s *scanner) candidate(i int) *Error {
 	case !haveFeatures:
 		return &Error{Reason: ReasonMissingFeatures, Detail: "candidates[" + strconv.Itoa(i) + "]: no features"}
 	}
-	ev.Cands = append(ev.Cands, Candidate{Item: item})
+	ev.Cands = append(ev.Cands, Candidate{Item: item, h: hf})
 	return nil
 }
 
@@ -166,7 +175,7 @@ func (s *scanner) k() *Error {
 func (s *scanner) request(haveFeatures bool) *Error {
 	ev := s.ev
 	switch {
-	case haveFeatures:
+	case haveFeatures && s.d.hash == nil:
 		return &Error{Reason: ReasonBadRequest, Detail: "a ranking request carries features in its candidates, not in features"}
 	case ev.HasLabel:
 		return &Error{Reason: ReasonBadRequest, Detail: "a ranking request has no label (label its items later, by id and item)"}
@@ -175,6 +184,9 @@ func (s *scanner) request(haveFeatures bool) *Error {
 	}
 	if ev.K == 0 || ev.K > len(ev.Cands) {
 		ev.K = len(ev.Cands)
+	}
+	if s.d.hash != nil {
+		return s.hashedRequest(haveFeatures)
 	}
 	return nil
 }
