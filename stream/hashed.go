@@ -16,17 +16,17 @@ import (
 // space (wire.Decoder.WithHashing); models that take sparse input
 // (online.SparseModel) score and learn them in O(nnz), without densifying.
 
-// checkHashed refuses what hashed features do not go with yet. (Delayed
-// labels do: the join buffer keeps an impression's hashed entries.)
+// checkHashed refuses what hashed features do not go with: models that
+// take no sparse input, and aggregators. Delayed labels do (the join
+// buffer keeps an impression's hashed entries), ranking requests do (a
+// candidate's entries are combined with the request's own features,
+// rank.go), with the policies greedy and epsilon (ucb and thompson keep
+// dense statistics: checkRank), and so does partition scope (a mergeable
+// mam learns each event into the merge and the partition's statistics,
+// merged.go).
 func checkHashed(cfg EngineConfig, models []NamedModel) error {
 	if cfg.Hash == nil {
 		return nil
-	}
-	switch {
-	case cfg.Rank.Model != "":
-		return fmt.Errorf("stream: hashed features do not go with ranking requests yet")
-	case cfg.Partitioned:
-		return fmt.Errorf("stream: hashed features do not go with partition scope yet")
 	}
 	for _, nm := range models {
 		if len(nm.Members) > 0 {
@@ -60,6 +60,13 @@ func (m *shardModel) observeSparse(key []byte, idx []int32, val []float64, y flo
 		m.hot.Store(int64(m.keyed.len()))
 		m.examples.Store(m.keyed.examples)
 		return p, versionOf(p, inst)
+	}
+	if m.own != nil {
+		p := m.def.merged.observeSparse(idx, val, y, labelled, m.own)
+		if labelled {
+			m.examples.Store(m.own.Examples())
+		}
+		return p, versionOf(p, m.own)
 	}
 	inst = m.m
 	p := inst.(online.SparseModel).ObserveSparse(idx, val, y, labelled)

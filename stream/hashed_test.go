@@ -52,8 +52,8 @@ func clickEvent(rng *rand.Rand) ([]byte, int) {
 // signal is in the interaction of the user's and the item's groups only,
 // which the model learns (prequential accuracy over the last 1 000 events
 // above 0.95); an event with too many features is dead-lettered
-// too_many_features; models that do not take sparse input, and what
-// hashing does not go with yet, are refused.
+// too_many_features; a model configuration that does not take sparse
+// input is refused.
 func TestHashedLogistic(t *testing.T) {
 	s := instanceShard(t, hashedEngine(t))
 	sink := &memSink{keep: true}
@@ -88,11 +88,6 @@ func TestHashedLogistic(t *testing.T) {
 	if _, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, Hash: &wire.HashConfig{Bits: 3, MaxFeatures: 8}},
 		[]NamedModel{{Name: "m", Model: mam}}, nil); err == nil || !strings.Contains(err.Error(), "does not take hashed (sparse) features in this configuration: kernel rbf") {
 		t.Fatalf("mam with hashed features: %v", err)
-	}
-	lg, _ := online.NewLogistic(8, online.LogisticParams{LearningRate: online.DefaultLearningRate, L2: online.DefaultL2})
-	if _, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, Partitioned: true, Hash: &wire.HashConfig{Bits: 3, MaxFeatures: 8}},
-		[]NamedModel{{Name: "m", Model: lg, New: func() (online.Model, error) { return online.NewLogistic(8, online.LogisticParams{LearningRate: 0.1}) }}}, nil); err == nil || !strings.Contains(err.Error(), "partition scope") {
-		t.Fatalf("hashing with partition scope: %v", err)
 	}
 }
 

@@ -127,3 +127,26 @@ func (s *mergedScorer) observe(prep, x []float64, y float64, labelled bool, own 
 	}
 	return s.g.ObserveTee(x, y, labelled, own)
 }
+
+// peekSparse scores the hashed features (idx, val) with the merge,
+// changing nothing.
+func (s *mergedScorer) peekSparse(idx []int32, val []float64) online.Prediction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return online.PeekSparse(s.g, idx, val)
+}
+
+// observeSparse is observe for hashed features: the merge scores and
+// learns (idx, val, y), and when it learned, so does own. (The sparse path
+// has no tee that reuses φ: own computes it again, O(nnz) for the linear
+// kernel, O(D·nnz) for generated random features.)
+func (s *mergedScorer) observeSparse(idx []int32, val []float64, y float64, labelled bool, own *online.MAM) online.Prediction {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := s.g.Examples()
+	p := s.g.ObserveSparse(idx, val, y, labelled)
+	if labelled && s.g.Examples() != before {
+		own.ObserveSparse(idx, val, y, true)
+	}
+	return p
+}

@@ -18,7 +18,9 @@ import (
 
 // Ranking requests: an event with "candidates" asks the rank model to
 // order them for the event's key. It is scored, never learned: every
-// candidate is scored with online.Peek on the live state of the key's
+// candidate is scored with online.Peek (hashed features: online.PeekSparse
+// on the candidate's entries combined with the request's own features,
+// wire.Event.CandidateHashed) on the live state of the key's
 // instance, the exploration policy orders the top k, and one response
 // record goes to the response topic. With delayed labels on, each item
 // shown waits in the join buffer under (request id, item), so that a label
@@ -195,9 +197,17 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	n := len(ev.Cands)
 	rk.preds, rk.score = rk.preds[:0], rk.score[:0]
 	inst, ex := m.rankInstance(key)
+	hashed := e.cfg.Hash != nil
 	var version int64
 	for i := range n {
-		p, v := m.peekWith(inst, ev.CandidateFeatures(i))
+		var p online.Prediction
+		var v int64
+		if hashed {
+			idx, val, _ := ev.CandidateHashed(i)
+			p, v = m.peekSparseWith(inst, idx, val)
+		} else {
+			p, v = m.peekWith(inst, ev.CandidateFeatures(i))
+		}
 		rk.preds = append(rk.preds, p)
 		rk.score = append(rk.score, p.Score)
 		version = v
@@ -226,16 +236,31 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	before := s.join.pending()
 	for j := range k {
 		c := rk.order[j]
-		x := ev.CandidateFeatures(c)
-		for i, mm := range s.models {
-			if i == e.rankIdx {
-				rk.all[i] = rk.preds[c]
-				continue
-			}
-			rk.all[i], _ = mm.peek(key, mm.input(x, rk.all))
-		}
 		rk.jid = itemID(rk.jid[:0], ev.ID, ev.Cands[c].Item)
-		e.met.joinDropped.Add(float64(s.join.put(rk.jid, x, rk.all, now.UnixNano())))
+		if hashed {
+			// The item's hashed entries (the request's features and its
+			// own, interactions included) wait for its label.
+			idx, val, hash := ev.CandidateHashed(c)
+			for i, mm := range s.models {
+				if i == e.rankIdx {
+					rk.all[i] = rk.preds[c]
+					continue
+				}
+				rk.all[i], _ = mm.peekSparse(key, idx, val)
+			}
+			e.hashed.add(hash, idx)
+			e.met.joinDropped.Add(float64(s.join.putSparse(rk.jid, idx, val, rk.all, now.UnixNano())))
+		} else {
+			x := ev.CandidateFeatures(c)
+			for i, mm := range s.models {
+				if i == e.rankIdx {
+					rk.all[i] = rk.preds[c]
+					continue
+				}
+				rk.all[i], _ = mm.peek(key, mm.input(x, rk.all))
+			}
+			e.met.joinDropped.Add(float64(s.join.put(rk.jid, x, rk.all, now.UnixNano())))
+		}
 		if j == 0 {
 			s.join.mark(opeMark{first: true, prop: rk.prop[0], greedy: c == best})
 		}
@@ -335,6 +360,21 @@ func (m *shardModel) peekWith(inst online.Model, x []float64) (online.Prediction
 		v = inst.Version()
 	}
 	return p, v
+}
+
+// peekSparseWith is peekWith for hashed features (idx, val): online.PeekSparse.
+func (m *shardModel) peekSparseWith(inst online.Model, idx []int32, val []float64) (online.Prediction, int64) {
+	if inst == nil {
+		return m.def.merged.peekSparse(idx, val), 1
+	}
+	p := online.PeekSparse(inst.(online.SparseModel), idx, val) // checkHashed: every model is one
+	return p, versionOf(p, inst)
+}
+
+// peekSparse is peek for hashed features.
+func (m *shardModel) peekSparse(key []byte, idx []int32, val []float64) (online.Prediction, int64) {
+	inst, _ := m.rankInstance(key)
+	return m.peekSparseWith(inst, idx, val)
 }
 
 // peek scores x with the model's instance for key without changing any

@@ -74,6 +74,11 @@ func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
 	if e.cfg.Rows > 0 {
 		dec = dec.WithShape(e.cfg.Rows)
 	}
+	if e.cfg.Hash != nil {
+		if dec, err = dec.WithHashing(*e.cfg.Hash); err != nil {
+			return err
+		}
+	}
 	r.dec = dec
 	r.pool.New = func() any { return new(wire.Event) }
 	r.bufs.New = func() any { return new(rankBufs) }
