@@ -197,6 +197,9 @@ func TestBad(t *testing.T) {
 		{"rank_bad_samples", `config: rank.explore.samples: must be in [1, 100000], got 0 (line 3)`},
 		{"rank_aggregator", `config: rank.model: "boost" aggregates other models' predictions (type adaboost)`},
 		{"aggregator_standardized", `config: models[1].features.standardize: does not apply to model type adaboost`},
+		{"hash_bits_logistic", `config: models[0].features.hash.bits: 22 gives 2^22 = 4194304 hashed indices, more than model type logistic takes in this configuration (input dimension: must be in [1, 1048576], got 4194304). The types that keep state per input dimension`},
+		{"hash_bits_mam", `config: models[0].features.hash.bits: 24 gives 2^24 = 16777216 hashed indices, more than model type mam takes in this configuration (input dimension: must be in [1, 1048576], got 16777216)`},
+		{"dim_too_big", `config: models[0].features.dim: must be in [1, 1048576], got 2000000 (line 4)`},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {

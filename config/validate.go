@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"net"
 	"os"
 	"reflect"
@@ -407,21 +408,29 @@ func (v *validator) model(p string, m Model, reg *online.Registry) {
 		v.errorf(fp+".standardize", "does not apply to model type %s: its members' predictions are not features to rescale, and decision stumps do not depend on the features' scale", m.Type)
 	}
 	if sp, ok := m.Params.(online.SparseParams); ok && f.Hash != nil {
-		v.params(p, sp.ValidateSparse(m.InputDim(), f.MaxFeatures))
+		v.params(p, &m, sp.ValidateSparse(m.InputDim(), f.MaxFeatures))
 		return
 	}
-	v.params(p, m.Params.Validate(m.InputDim()))
+	// The registry builds every other model for a dense dimension
+	// (online.Type.New), hashed or not: at most online.MaxDenseDim.
+	if d := m.InputDim(); d > online.MaxDenseDim {
+		v.dimError(p, m, fmt.Sprintf("must be in [1, %d], got %d", online.MaxDenseDim, d))
+		v.params(p, nil, m.Params.Validate(m.InputDim())) // nil: its own dim errors say the same
+		return
+	}
+	v.params(p, &m, m.Params.Validate(m.InputDim()))
 }
 
 // params records the errors of a model type's Validate, each on the key it
-// names under the model p ("dim" is features.dim).
-func (v *validator) params(p string, err error) {
+// names under the model p: "dim" is features.dim, or with hashed features
+// features.hash.bits (dimError); m nil drops the "dim" errors.
+func (v *validator) params(p string, m *Model, err error) {
 	if err == nil {
 		return
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
-			v.params(p, e)
+			v.params(p, m, e)
 		}
 		return
 	}
@@ -430,11 +439,32 @@ func (v *validator) params(p string, err error) {
 		v.errorf(p, "%v", err)
 		return
 	}
-	key := se.Field
-	if key == "dim" {
-		key = "features.dim"
+	if se.Field == "dim" {
+		if m != nil {
+			v.dimError(p, *m, se.Problem)
+		}
+		return
 	}
-	v.errorf(p+"."+key, "%s", se.Problem)
+	v.errorf(p+"."+se.Field, "%s", se.Problem)
+}
+
+// dimError records a problem of model p's input dimension: on
+// features.dim, or with hashed features on features.hash.bits, which sets
+// the dimension (2^bits), saying what the type takes and why.
+func (v *validator) dimError(p string, m Model, problem string) {
+	f := m.Features
+	if f.Hash == nil {
+		v.errorf(p+".features.dim", "%s", problem)
+		return
+	}
+	b := f.Hash.Bits
+	max := bits.Len(uint(online.MaxDenseDim)) - 1
+	v.errorf(p+".features.hash.bits", "%d gives 2^%d = %d hashed indices, more than model type %s takes in this configuration "+
+		"(input dimension: %s). The types that keep state per input dimension (logistic's weights, a linear mam's or omam's sums: "+
+		"16 bytes or more per index, in memory and in every snapshot, per key when key-scoped) and the random-feature maps are built for "+
+		"at most 2^%d inputs, hashed or dense: set bits ≤ %d, or use a type that stores hashed examples sparsely "+
+		"(svm, krr, lsrrank, mlsrrank, or mam with budget > 0: up to 30 bits; docs/models.md, \"Hashed features\")",
+		b, b, 1<<b, m.Type, problem, max, max)
 }
 
 // checkHostPort accepts "host:port" with a numeric port; the host is

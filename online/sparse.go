@@ -42,6 +42,13 @@ type SparseParams interface {
 // 30).
 const MaxSparseDim = 1 << 30
 
+// MaxDenseDim is the largest input dimension Type.New builds a model for
+// (2^20): of dense inputs, and of hashed ones for the types whose
+// parameters are not SparseParams and the configurations whose
+// ValidateSparse bounds the dimension as for dense inputs (state kept per
+// input dimension, as logistic's weights or a linear mam's sums).
+const MaxDenseDim = maxDim
+
 // SparseSupport says whether m takes sparse input (hashed features): nil
 // when it does, else an error naming its type and why not (a SparseModel
 // whose configuration has no sparse path says so through a Sparse method).

@@ -167,45 +167,13 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	if cfg.KeyHold <= 0 {
 		cfg.KeyHold = 32 << 20
 	}
-	if _, err := wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes); err != nil {
-		return nil, fmt.Errorf("stream: %w", err)
-	}
-	if cfg.Rows < 0 || (cfg.Rows > 0 && cfg.Dim%cfg.Rows != 0) {
-		return nil, fmt.Errorf("stream: %d rows do not divide dimension %d", cfg.Rows, cfg.Dim)
-	}
-	rankIdx, err := checkRank(&cfg, models)
+	rankIdx, err := checkEngine(&cfg, models)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkHashed(cfg, models); err != nil {
-		return nil, err
-	}
-	if cfg.Hash != nil {
-		d, _ := wire.NewDecoder(cfg.Dim, nil, cfg.MaxMessageBytes)
-		if d == nil || cfg.Dim != 1<<cfg.Hash.Bits {
-			return nil, fmt.Errorf("stream: hashed features: dimension %d, want 2^%d", cfg.Dim, cfg.Hash.Bits)
-		}
-		if _, err := d.WithHashing(*cfg.Hash); err != nil {
-			return nil, fmt.Errorf("stream: %w", err)
-		}
-	}
 	e := &Engine{cfg: cfg, met: newEngineMetrics(reg), now: time.Now, keys: cfg.KeyStore, shards: map[*Shard]struct{}{},
 		rankIdx: rankIdx, ope: &opeStats{}}
-	for i, nm := range models {
-		if want := len(nm.Members) + cfg.Dim; nm.Model.Dim() != want {
-			return nil, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), want)
-		}
-		for _, j := range nm.Members {
-			if j < 0 || j >= i {
-				return nil, fmt.Errorf("stream: model %s: member %d is not a model before it", nm.Name, j)
-			}
-			if models[j].Factory != nil || nm.Factory != nil {
-				return nil, fmt.Errorf("stream: model %s: members and the model aggregating them must be global", nm.Name)
-			}
-		}
-		if cfg.Partitioned && nm.New == nil {
-			return nil, fmt.Errorf("stream: model %s: partitioned state needs NamedModel.New", nm.Name)
-		}
+	for _, nm := range models {
 		d, err := newModelDef(nm, cfg, e.met)
 		if err != nil {
 			return nil, fmt.Errorf("stream: model %s: %w", nm.Name, err)
@@ -233,6 +201,62 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		}
 	}
 	return e, nil
+}
+
+// CheckEngine reports whether NewEngine would refuse cfg and models (what
+// hashed features, ranking requests and partition scope do not go with,
+// dimensions, members), building nothing: the service calls it before it
+// connects to the brokers.
+func CheckEngine(cfg EngineConfig, models []NamedModel) error {
+	if len(models) == 0 {
+		return errors.New("stream: engine needs at least one model")
+	}
+	_, err := checkEngine(&cfg, models)
+	return err
+}
+
+// checkEngine checks cfg (setting the rank defaults) against models and
+// returns the rank model's index (-1: requests off).
+func checkEngine(cfg *EngineConfig, models []NamedModel) (int, error) {
+	if _, err := wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes); err != nil {
+		return 0, fmt.Errorf("stream: %w", err)
+	}
+	if cfg.Rows < 0 || (cfg.Rows > 0 && cfg.Dim%cfg.Rows != 0) {
+		return 0, fmt.Errorf("stream: %d rows do not divide dimension %d", cfg.Rows, cfg.Dim)
+	}
+	rankIdx, err := checkRank(cfg, models)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkHashed(*cfg, models); err != nil {
+		return 0, err
+	}
+	if cfg.Hash != nil {
+		d, _ := wire.NewDecoder(cfg.Dim, nil, cfg.MaxMessageBytes)
+		if d == nil || cfg.Dim != 1<<cfg.Hash.Bits {
+			return 0, fmt.Errorf("stream: hashed features: dimension %d, want 2^%d", cfg.Dim, cfg.Hash.Bits)
+		}
+		if _, err := d.WithHashing(*cfg.Hash); err != nil {
+			return 0, fmt.Errorf("stream: %w", err)
+		}
+	}
+	for i, nm := range models {
+		if want := len(nm.Members) + cfg.Dim; nm.Model.Dim() != want {
+			return 0, fmt.Errorf("stream: model %s: dimension %d, want %d", nm.Name, nm.Model.Dim(), want)
+		}
+		for _, j := range nm.Members {
+			if j < 0 || j >= i {
+				return 0, fmt.Errorf("stream: model %s: member %d is not a model before it", nm.Name, j)
+			}
+			if models[j].Factory != nil || nm.Factory != nil {
+				return 0, fmt.Errorf("stream: model %s: members and the model aggregating them must be global", nm.Name)
+			}
+		}
+		if cfg.Partitioned && nm.New == nil {
+			return 0, fmt.Errorf("stream: model %s: partitioned state needs NamedModel.New", nm.Name)
+		}
+	}
+	return rankIdx, nil
 }
 
 // Models returns the configured models' prototypes (for inspection): in

@@ -200,6 +200,34 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 			s.stopHTTP(context.Background())
 		}
 	}()
+	// The models, and what the engine does not take of the configuration,
+	// before anything connects to the brokers.
+	models, err := BuildModels(cfg, types)
+	if err != nil {
+		return nil, err
+	}
+	m0 := cfg.Models[0]
+	ecfg := EngineConfig{
+		OutputTopic:     cfg.Kafka.OutputTopic,
+		DLQTopic:        cfg.Kafka.DLQTopic,
+		Dim:             m0.Features.Dim,
+		FeatureNames:    m0.Features.Names,
+		Rows:            rows(m0.Features),
+		MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
+		MaxFeatureAbs:   cfg.Kafka.MaxFeatureAbs,
+		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
+		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
+		JoinTime:        cfg.Labels.JoinWindow.Time,
+		Partitioned:     cfg.Snapshot.Partitioned(),
+		Hash:            hashConfig(m0.Features),
+		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
+		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
+			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
+			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed)},
+	}
+	if err := CheckEngine(ecfg, models); err != nil {
+		return nil, err
+	}
 	// TLS and SASL for every Kafka connection; a wrong password or
 	// certificate stops start-up here instead of being retried forever.
 	sec, err := NewKafkaSecurity(cfg.Kafka)
@@ -237,10 +265,6 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}
 	batchBytes := max(4<<10, smallest-batchOverhead)
 	log.Debug("producer batches", "batch_bytes", batchBytes, "max_message_bytes", limits)
-	models, err := BuildModels(cfg, types)
-	if err != nil {
-		return nil, err
-	}
 	keys, err := openKeyStore(cfg, models, log)
 	if err != nil {
 		return nil, err
@@ -249,27 +273,8 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if cfg.Snapshot.Dir != "" && dirExists(filepath.Join(cfg.Snapshot.Dir, "keys")) {
 		legacyKeys = filepath.Join(cfg.Snapshot.Dir, "keys")
 	}
-	m0 := cfg.Models[0]
-	engine, err := NewEngine(EngineConfig{
-		OutputTopic:     cfg.Kafka.OutputTopic,
-		DLQTopic:        cfg.Kafka.DLQTopic,
-		Dim:             m0.Features.Dim,
-		FeatureNames:    m0.Features.Names,
-		Rows:            rows(m0.Features),
-		MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
-		MaxFeatureAbs:   cfg.Kafka.MaxFeatureAbs,
-		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
-		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
-		JoinTime:        cfg.Labels.JoinWindow.Time,
-		Partitioned:     cfg.Snapshot.Partitioned(),
-		KeyStore:        keys.db,
-		LegacyKeyDir:    legacyKeys,
-		Hash:            hashConfig(m0.Features),
-		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
-		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
-			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
-			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed)},
-	}, models, reg)
+	ecfg.KeyStore, ecfg.LegacyKeyDir = keys.db, legacyKeys
+	engine, err := NewEngine(ecfg, models, reg)
 	if err != nil {
 		keys.close()
 		return nil, err
