@@ -89,7 +89,7 @@ func TestModelFamilyBad(t *testing.T) {
 }
 
 func TestAllShippedConfigsLoad(t *testing.T) {
-	for _, name := range []string{"streamer.yaml", "demo.yaml", "eval-ripley.yaml", "recommendation.yaml"} {
+	for _, name := range []string{"streamer.yaml", "demo.yaml", "eval-ripley.yaml", "recommendation.yaml", "clicks.yaml", "recommendation-categorical.yaml"} {
 		c, err := Load("../configs/"+name, nil, testTypes)
 		if err != nil {
 			t.Errorf("configs/%s: %v", name, err)

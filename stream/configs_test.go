@@ -7,9 +7,10 @@ import (
 	"github.com/streamer/streamer/config"
 )
 
-// TestShippedConfigsBuild builds every model of every shipped config, so a
-// config that loads but cannot run (a key combination the model builders
-// refuse) fails here rather than at a user's start-up.
+// TestShippedConfigsBuild builds every model of every shipped config and
+// checks them against the engine, so a config that loads but cannot run (a
+// key combination the model builders or the engine refuse) fails here
+// rather than at a user's start-up.
 func TestShippedConfigsBuild(t *testing.T) {
 	files, err := filepath.Glob("../configs/*.yaml")
 	if err != nil || len(files) < 4 {
@@ -29,6 +30,9 @@ func TestShippedConfigsBuild(t *testing.T) {
 		}
 		if len(models) != len(cfg.Models) {
 			t.Errorf("%s: %d models built for %d configured", f, len(models), len(cfg.Models))
+		}
+		if err := CheckEngine(engineConfig(cfg), models); err != nil {
+			t.Errorf("%s: %v", f, err)
 		}
 	}
 }

@@ -1,10 +1,14 @@
 package stream
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -516,5 +520,30 @@ func BenchmarkRankHashed100(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s.Process(&msg, sink)
+	}
+}
+
+// BenchmarkServeRankHashed100 is BenchmarkServeRank100 with hashed
+// features: POST /v1/rank's handler on the request of
+// BenchmarkRankHashed100. Target: 0 allocs (net/http's own aside), well
+// under the 2 ms p99 budget.
+func BenchmarkServeRankHashed100(b *testing.B) {
+	e := hashedRankGlobal(b)
+	p := rankPipeline(b, e)
+	trainHashed(p.shards[""].st)
+	body := hashedRequest100(100, 10)
+	rd := bytes.NewReader(body)
+	req := httptest.NewRequest(http.MethodPost, "/v1/rank", io.NopCloser(rd))
+	req.ContentLength = int64(len(body))
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		rd.Reset(body)
+		w.status = 0
+		p.ServeRank(w, req)
+		if w.status != http.StatusOK {
+			b.Fatalf("status %d: %s", w.status, w.body)
+		}
 	}
 }

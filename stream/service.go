@@ -134,6 +134,30 @@ func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) 
 	return out, nil
 }
 
+// engineConfig is the engine's configuration from cfg (without the key
+// store, opened later).
+func engineConfig(cfg config.Config) EngineConfig {
+	m0 := cfg.Models[0]
+	return EngineConfig{
+		OutputTopic:     cfg.Kafka.OutputTopic,
+		DLQTopic:        cfg.Kafka.DLQTopic,
+		Dim:             m0.Features.Dim,
+		FeatureNames:    m0.Features.Names,
+		Rows:            rows(m0.Features),
+		MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
+		MaxFeatureAbs:   cfg.Kafka.MaxFeatureAbs,
+		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
+		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
+		JoinTime:        cfg.Labels.JoinWindow.Time,
+		Partitioned:     cfg.Snapshot.Partitioned(),
+		Hash:            hashConfig(m0.Features),
+		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
+		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
+			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
+			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed)},
+	}
+}
+
 // batchOverhead is what a record batch takes beyond kafka-go's count of
 // its records (the batch header, 61 bytes, and a margin).
 const batchOverhead = 256
@@ -206,25 +230,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if err != nil {
 		return nil, err
 	}
-	m0 := cfg.Models[0]
-	ecfg := EngineConfig{
-		OutputTopic:     cfg.Kafka.OutputTopic,
-		DLQTopic:        cfg.Kafka.DLQTopic,
-		Dim:             m0.Features.Dim,
-		FeatureNames:    m0.Features.Names,
-		Rows:            rows(m0.Features),
-		MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
-		MaxFeatureAbs:   cfg.Kafka.MaxFeatureAbs,
-		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
-		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
-		JoinTime:        cfg.Labels.JoinWindow.Time,
-		Partitioned:     cfg.Snapshot.Partitioned(),
-		Hash:            hashConfig(m0.Features),
-		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
-		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
-			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
-			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed)},
-	}
+	ecfg := engineConfig(cfg)
 	if err := CheckEngine(ecfg, models); err != nil {
 		return nil, err
 	}
