@@ -320,7 +320,8 @@ func TestHashedRankHTTP(t *testing.T) {
 // the merge of the instance's partitions and into the event's partition's
 // own statistics: its published scores are, bit for bit, a single twin's
 // fed every event in order, and each partition's state is, byte for byte,
-// a twin's fed that partition's events. A logistic regression keeps one
+// a twin's fed that partition's events. A ranking request is scored by the
+// merge, and its item's label is learned like an event. A logistic regression keeps one
 // instance per partition, each its partition's twin. When a partition
 // leaves (its statistics stay merged as remote state) the merge still
 // scores as the twin does, up to the merge's rounding.
@@ -337,7 +338,8 @@ func TestHashedPartitioned(t *testing.T) {
 		models = append(models, NamedModel{Name: names[i], Model: m, New: b, Fingerprint: names[i]})
 	}
 	hc := hrHash
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Partitioned: true, Hash: &hc}, models, nil)
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Partitioned: true, Hash: &hc,
+		JoinEvents: 100, Rank: RankConfig{Model: "lin"}}, models, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,6 +397,42 @@ func TestHashedPartitioned(t *testing.T) {
 			}
 		}
 	}
+	// A ranking request on partition 1 is scored by the merge; the label
+	// of its first item teaches the merge and partition 1's own sums.
+	req := []byte(`{"id":"r1","features":{"user":{"id":"u4","group":"g1"}},"candidates":[` +
+		`{"item":"a","features":{"item":{"id":"i1","group":"h2"}}},{"item":"b","features":{"item":{"id":"i2","group":"h1"}}}]}`)
+	before := len(sink.msgs)
+	shards[1].Process(&kafka.Message{Topic: "events", Partition: 1, Offset: offsets[1], Key: []byte("u4"), Value: req}, sink)
+	offsets[1]++
+	var resp struct{ Ranked []hrRanked }
+	if err := json.Unmarshal(sink.msgs[before].Value, &resp); err != nil || len(resp.Ranked) != 2 {
+		t.Fatalf("%v %s", err, sink.msgs[before].Value)
+	}
+	combined := map[string]string{
+		"a": `{"features":{"user":{"id":"u4","group":"g1"},"item":{"id":"i1","group":"h2"}}}`,
+		"b": `{"features":{"user":{"id":"u4","group":"g1"},"item":{"id":"i2","group":"h1"}}}`,
+	}
+	for _, it := range resp.Ranked {
+		if err := plain.Decode([]byte(combined[it.Item]), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if want := online.PeekSparse(global[0], ev.Idx, ev.Val).Score; it.Score != want {
+			t.Errorf("item %s: score %v, the merge's twin %v", it.Item, it.Score, want)
+		}
+	}
+	first := resp.Ranked[0].Item
+	shards[1].Process(&kafka.Message{Topic: "events", Partition: 1, Offset: offsets[1], Key: []byte("u4"),
+		Value: []byte(`{"id":"r1","item":"` + first + `","label":1}`)}, sink)
+	offsets[1]++
+	if err := plain.Decode([]byte(combined[first]), &ev); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 2 {
+		global[k].ObserveSparse(ev.Idx, ev.Val, 1, true)
+	}
+	for k := range 3 {
+		perPart[1][k].ObserveSparse(ev.Idx, ev.Val, 1, true)
+	}
 	for p, s := range shards {
 		c, err := s.Capture()
 		if err != nil {
@@ -413,7 +451,7 @@ func TestHashedPartitioned(t *testing.T) {
 	if err := plain.Decode(v, &ev); err != nil {
 		t.Fatal(err)
 	}
-	before := len(sink.msgs)
+	before = len(sink.msgs)
 	shards[0].Process(&kafka.Message{Topic: "events", Offset: offsets[0], Value: v}, sink)
 	for k := range 2 {
 		var r struct{ Score float64 }
