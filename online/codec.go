@@ -157,36 +157,61 @@ func (m *MAM) UnmarshalBinary(b []byte) error {
 	if err := r.End(); err != nil {
 		return err
 	}
-	if err := nm.checkState(); err != nil {
+	rebuild, err := nm.checkState()
+	if err != nil {
 		return fmt.Errorf("%w: %s", ErrFormat, err)
+	}
+	if rebuild {
+		nm.relearnWindow()
 	}
 	nm.refresh()
 	*m = *nm
 	return nil
 }
 
+// relearnWindow replaces the sums, counts and trace by those of the
+// window's examples learned again in order, oldest first (the window's
+// slots and total are kept): the state of a window whose examples were
+// learned with the current feature map.
+func (m *MAM) relearnWindow() {
+	size, n, d := int64(m.p.Window.Events), m.n, m.dim
+	m.n, m.nPos, m.nNeg, m.tr, m.trC = 0, 0, 0, 0, 0
+	for _, v := range m.vectors() {
+		clear(v)
+	}
+	m.refresh()
+	for k := range n {
+		slot := int((m.total - n + k) % size)
+		sq, _ := m.fm.Map(m.phi, m.ring[slot*d:(slot+1)*d]) // checked finite
+		m.learn(m.phi, float64(m.ringY[slot]), sq)
+	}
+}
+
 // checkState rejects decoded states that no sequence of updates produces.
-func (m *MAM) checkState() error {
+// rebuild reports a window whose sums are those of its examples mapped with
+// the map's frequencies before their rounding to float32 (see checkWindow):
+// the caller learns the window again.
+func (m *MAM) checkState() (rebuild bool, err error) {
 	if m.n < 0 || m.nPos < 0 || m.nNeg < 0 || m.n != m.nPos+m.nNeg {
-		return fmt.Errorf("inconsistent counts n=%d n+=%d n-=%d", m.n, m.nPos, m.nNeg)
+		return false, fmt.Errorf("inconsistent counts n=%d n+=%d n-=%d", m.n, m.nPos, m.nNeg)
 	}
 	const tol = 1e-9
 	// Weights: every example weighs 1 without decay.
 	W, Q, wp, wn := float64(m.n), float64(m.n), float64(m.nPos), float64(m.nNeg)
 	switch {
 	case m.ring != nil:
-		if err := m.checkWindow(); err != nil {
-			return err
+		if rebuild, err = m.checkWindow(); err != nil {
+			return false, err
 		}
 	case m.decay:
 		if err := m.checkDecay(); err != nil {
-			return err
+			return false, err
 		}
 		W, Q, wp, wn = m.Weights()
 	}
 	tr := m.tr + m.trC
 	if !isFinite(m.tr) || !isFinite(m.trC) || !(tr >= -tol) || tr > Q*(1+tol)+tol {
-		return fmt.Errorf("trace %v outside [0, n=%v]", tr, Q)
+		return false, fmt.Errorf("trace %v outside [0, n=%v]", tr, Q)
 	}
 	// ‖Σ w_i φ_i‖ ≤ Σ w_i since ‖φ‖ ≤ 1.
 	check := func(name string, s, c []float64, count float64) error {
@@ -205,20 +230,29 @@ func (m *MAM) checkState() error {
 	}
 	if m.p.Balance {
 		if err := check("S+", m.pos, m.posC, wp); err != nil {
-			return err
+			return false, err
 		}
-		return check("S-", m.neg, m.negC, wn)
+		return rebuild, check("S-", m.neg, m.negC, wn)
 	}
-	return check("s", m.s, m.sC, W)
+	return rebuild, check("s", m.s, m.sC, W)
 }
 
 // checkWindow checks a decoded window: its size, its labels against the
 // class counts, and the sums and trace against sums rebuilt from the
 // stored inputs (O(n·cost of φ)).
-func (m *MAM) checkWindow() error {
+//
+// The sums agree to 1e-9·n when the window was learned with this map.
+// Encodings written before the map's frequencies were stored in float32
+// hold sums of the same examples mapped with the unrounded frequencies,
+// which differ from this map's by at most 2⁻²⁴ of themselves: example i's
+// φ by at most δ_i = min(2, 2⁻²⁴·argBound(x_i)) in norm. Sums within
+// 1e-9·n + Σ δ_i are accepted with rebuild true (the window is learned
+// again with this map, so that the sums stay those of the window's
+// examples as they leave it).
+func (m *MAM) checkWindow() (rebuild bool, err error) {
 	const tol = 1e-9
 	if m.total < 0 || m.n != min(m.total, int64(m.p.Window.Events)) {
-		return fmt.Errorf("%d examples in the window after %d in all (window %d)", m.n, m.total, m.p.Window.Events)
+		return false, fmt.Errorf("%d examples in the window after %d in all (window %d)", m.n, m.total, m.p.Window.Events)
 	}
 	var pos int64
 	for _, y := range m.ringY[:m.n] {
@@ -227,7 +261,7 @@ func (m *MAM) checkWindow() error {
 		}
 	}
 	if pos != m.nPos {
-		return fmt.Errorf("%d positive labels in the window, n+ = %d", pos, m.nPos)
+		return false, fmt.Errorf("%d positive labels in the window, n+ = %d", pos, m.nPos)
 	}
 	p, d := m.fm.Dim(), m.dim
 	sums := make([][]float64, 2)
@@ -235,13 +269,15 @@ func (m *MAM) checkWindow() error {
 		sums[i] = make([]float64, p)
 	}
 	phi := make([]float64, p)
-	var tr float64
+	var tr, moved float64
 	for i := range int(m.n) {
-		sq, ok := m.fm.Map(phi, m.ring[i*d:(i+1)*d])
+		x := m.ring[i*d : (i+1)*d]
+		sq, ok := m.fm.Map(phi, x)
 		if !ok {
-			return fmt.Errorf("non-finite input in window slot %d", i)
+			return false, fmt.Errorf("non-finite input in window slot %d", i)
 		}
 		tr += sq
+		moved += min(2, 0x1p-24*(1+1e-9)*m.fm.argBound(x))
 		k, a := 0, float64(m.ringY[i])
 		if m.p.Balance {
 			k, a = int((1-a)/2), 1 // S₊ in sums[0], S₋ in sums[1]
@@ -250,8 +286,9 @@ func (m *MAM) checkWindow() error {
 			sums[k][j] += a * v
 		}
 	}
-	if t := m.tr + m.trC; !(math.Abs(t-tr) <= tol*max(1, float64(m.n))) {
-		return fmt.Errorf("trace %v, the window's inputs give %v", t, tr)
+	strict := tol * max(1, float64(m.n))
+	if t := m.tr + m.trC; !(math.Abs(t-tr) <= strict) {
+		return false, fmt.Errorf("trace %v, the window's inputs give %v", t, tr)
 	}
 	vs := m.vectors()
 	for k := 0; k < len(vs); k += 2 {
@@ -260,11 +297,15 @@ func (m *MAM) checkWindow() error {
 			e := vs[k][j] + vs[k+1][j] - sums[k/2][j]
 			diff += e * e
 		}
-		if !(math.Sqrt(diff) <= tol*max(1, float64(m.n))) {
-			return fmt.Errorf("sum vector %d differs from the window's inputs by %v", k/2, math.Sqrt(diff))
+		switch diff = math.Sqrt(diff); {
+		case diff <= strict:
+		case diff <= strict+moved:
+			rebuild = true
+		default:
+			return false, fmt.Errorf("sum vector %d differs from the window's inputs by %v", k/2, diff)
 		}
 	}
-	return nil
+	return rebuild, nil
 }
 
 // checkDecay checks decoded decay accumulators: finite, and

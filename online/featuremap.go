@@ -23,7 +23,8 @@ type KernelSpec struct {
 	Type string `yaml:"type"`
 	// Gamma is the kernel width: K(x, x') = exp(−Gamma‖x − x'‖²) for "rbf",
 	// exp(−Gamma‖x − x'‖₂) for "laplacian" (Gamma = 1/σ of docs/math.md §2).
-	// Must be > 0 for those two and 0 for the others.
+	// Must be > 0 for those two (at most 1e20 with random features, whose
+	// frequencies are stored in float32) and 0 for the others.
 	Gamma float64 `yaml:"gamma"`
 	// Features is the number D of random frequencies of the "rbf" and
 	// "laplacian" maps (dim φ = 2D); must be > 0 for them and 0 for
@@ -118,7 +119,12 @@ func (k *KernelSpec) complete(given func(string) bool, exact bool) {
 const (
 	maxDim      = 1 << 20
 	maxFeatures = 1 << 16 // random frequencies D of a feature map
-	maxOmega    = 1 << 24 // Features·Dim, the size of the frequency matrix (128 MiB)
+	maxOmega    = 1 << 24 // Features·Dim, the size of the frequency matrix (64 MiB in float32)
+	// maxMapGamma bounds the gamma of a random-feature map, so that its
+	// frequencies fit float32: |ω| ≤ sqrt(2γ)·|N(0,1)| for rbf and
+	// γ·|N(0,1)|/|N(0,1)| for laplacian, whose generator never draws a
+	// normal deviate below about 1e-10 in magnitude: |ω| < 1e32.
+	maxMapGamma = 1e20
 	// maxOrthoWork bounds Features·Dim·min(Features, Dim), the work of
 	// the orthogonal construction's Gram–Schmidt (about 2 s on one core).
 	maxOrthoWork = 1 << 31
@@ -150,15 +156,33 @@ const pcgStream = 0x6f6e6c696e652d31 // "online-1"
 // index and row instead of drawn and stored (featuremap_hashed.go: same
 // laws, another realisation), so that projecting costs O(D·nnz).
 //
+// The frequencies are drawn in float64 and rounded to float32 (each moves
+// by at most 2⁻²⁴ of itself, far below what the kernel approximation
+// resolves); the map is exactly the random-feature map of the rounded
+// frequencies, computed in float64. Stored in float32, Ω takes half the
+// cache traffic per event (vmath.Matrix).
+//
 // A FeatureMap is immutable after construction and safe for concurrent use.
 type FeatureMap struct {
 	spec   KernelSpec
 	in     int          // input dimension d
 	out    int          // dim φ
-	omega  []float64    // rbf, laplacian: D×d frequencies, row-major
+	omega  []float64    // rbf, laplacian: D×d frequencies, row-major, rounded to float32
 	gen    *genMap      // rbf, laplacian with Sparse: generated frequencies (omega nil)
-	packed vmath.Matrix // rbf, laplacian: omega packed for project
+	packed vmath.Matrix // rbf, laplacian: omega packed (in float32) for project
 	scale  float64      // rbf, laplacian: sqrt(1/D)
+	zmult  float64      // rbf, laplacian: the projections' factor (1; see scaledMap)
+}
+
+// scaledMap returns the map of the frequencies s·ω_k, ω_k those of ref (a
+// random-feature map), as gamma auto maps its bandwidths: the projections
+// of ref multiplied by s; its spec has the given gamma. The tests compare
+// gamma auto's bandwidths with fixed-gamma models of these maps.
+func scaledMap(ref *FeatureMap, s, gamma float64) *FeatureMap {
+	m := *ref
+	m.spec.Gamma = gamma
+	m.zmult = s * ref.zmult
+	return &m
 }
 
 // NewFeatureMap builds the feature map of k for inputs of dimension dim.
@@ -166,7 +190,7 @@ func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
 	if err := validateKernel(k, dim); err != nil {
 		return nil, err
 	}
-	m := &FeatureMap{spec: k, in: dim}
+	m := &FeatureMap{spec: k, in: dim, zmult: 1}
 	switch k.Type {
 	case KernelLinear:
 		m.out = dim
@@ -207,6 +231,9 @@ func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
 		}
 	}
 	if m.omega != nil {
+		for i, v := range m.omega {
+			m.omega[i] = float64(float32(v))
+		}
 		m.packed = vmath.Pack(m.omega, k.Features, dim)
 	}
 	return m, nil
@@ -242,8 +269,8 @@ func validateKernel(k KernelSpec, dim int) error {
 			return specErrorf("kernel.sparse", "not used by the linear kernel (it takes sparse input as it is): must be false")
 		}
 	case KernelRBF, KernelLaplacian:
-		if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {
-			return specErrorf("kernel.gamma", "must be > 0 and finite, got %v", k.Gamma)
+		if !(k.Gamma > 0 && k.Gamma <= maxMapGamma) {
+			return specErrorf("kernel.gamma", "must be > 0 and at most %g with random features, got %v", maxMapGamma, k.Gamma)
 		}
 		if k.Features <= 0 || k.Features > maxFeatures {
 			return specErrorf("kernel.features", "must be in [1, %d], got %d", maxFeatures, k.Features)
@@ -303,13 +330,11 @@ func (m *FeatureMap) Map(dst, x []float64) (sqNorm float64, ok bool) {
 // a random-feature map. It does not allocate; it reads only the map, so it
 // may run concurrently.
 //
-// The products run on a copy of Ω packed at construction (vmath.Matrix:
-// panels of rows, column-major within a panel, so that one vector
-// instruction multiplies four rows by the same x_j; AVX2 assembly on
-// amd64). Each z_k is summed exactly as gonum's amd64 Dgemv, which the map
-// used before, sums it (even and odd columns in order, then together, no
-// FMA): z and φ are unchanged to the bit, and so are the recorded
-// predictions of TestLegacyV1 that depend on them.
+// The products run on a copy of Ω packed in float32 at construction
+// (vmath.Matrix: panels of rows, column-major within a panel, so that one
+// vector instruction multiplies four rows by the same x_j; AVX2 assembly
+// on amd64), each entry converted to float64 and the products summed by
+// FMA in float64.
 func (m *FeatureMap) project(z, x []float64) {
 	d := m.out / 2
 	if (m.omega == nil && m.gen == nil) || len(x) != m.in || len(z) != d {
@@ -317,9 +342,32 @@ func (m *FeatureMap) project(z, x []float64) {
 	}
 	if m.gen != nil {
 		m.gen.projectDense(z, x)
-		return
+	} else {
+		m.packed.MulVec(z, x)
 	}
-	m.packed.MulVec(z, x)
+	if s := m.zmult; s != 1 {
+		for i := range z {
+			z[i] = s * z[i]
+		}
+	}
+}
+
+// argBound returns max_k Σ_j |ω_kj|·|x_j| (0 for the linear map): if
+// every frequency moves by at most a fraction e of itself, every
+// projection ω_k·x moves by at most e·argBound(x), and so does φ(x) in
+// norm (pair form: |Δcos|² + |Δsin|² ≤ Δz², averaged over the D
+// frequencies).
+func (m *FeatureMap) argBound(x []float64) float64 {
+	d := m.in
+	var mx float64
+	for k := range len(m.omega) / max(d, 1) {
+		var s float64
+		for j, w := range m.omega[k*d : (k+1)*d] {
+			s += math.Abs(w) * math.Abs(x[j])
+		}
+		mx = max(mx, s)
+	}
+	return m.zmult * mx
 }
 
 // mapLinear sets dst = x/‖x‖ (0 when x = 0) and returns ‖dst‖², NaN when x

@@ -138,12 +138,19 @@ func TestRBFMapDeterministic(t *testing.T) {
 	if a.omega[0] == c.omega[0] {
 		t.Error("different seeds, same first frequency")
 	}
-	// Golden: ω_{1,1..3} for seed 42, gamma 2 (sd 2).
-	want := []uint64{math.Float64bits(a.omega[0]), math.Float64bits(a.omega[1]), math.Float64bits(a.omega[2])}
+	// Golden: ω_{1,1..3} for seed 42, gamma 2 (sd 2), as drawn; the map
+	// holds them rounded to float32.
+	raw := rawOmega(a.spec, 3)
+	for i, v := range a.omega {
+		if v != float64(float32(raw[i])) {
+			t.Fatalf("omega[%d] = %v, the draw %v rounded to float32 is %v", i, v, raw[i], float32(raw[i]))
+		}
+	}
+	want := []uint64{math.Float64bits(raw[0]), math.Float64bits(raw[1]), math.Float64bits(raw[2])}
 	golden := []uint64{0x4003dcd83d203e28, 0xc009452c564413f0, 0xc014b0ae8c9d58bf} // 2.4828…, −3.1588…, −5.1725…
 	for i := range want {
 		if want[i] != golden[i] {
-			t.Errorf("omega[%d] = %v (%#x), golden %v (%#x)", i, a.omega[i], want[i], math.Float64frombits(golden[i]), golden[i])
+			t.Errorf("drawn omega[%d] = %v (%#x), golden %v (%#x)", i, raw[i], want[i], math.Float64frombits(golden[i]), golden[i])
 		}
 	}
 }

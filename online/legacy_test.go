@@ -3,12 +3,14 @@ package online
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/streamer/streamer/online/internal/legacytest"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // toLegacyPred is p as the manifest records predictions.
@@ -19,14 +21,27 @@ func toLegacyPred(p Prediction) legacytest.Pred {
 
 // TestLegacyV1: the version-1 encodings written before the model registry
 // (testdata/legacy) restore through the registry into models of the same
-// type, dimension and number of examples that make bit-identical
+// type, dimension and number of examples that make the recorded
 // predictions on the recorded inputs; re-encoded (version 2) and restored
 // again, they still do. The refitted models of the directory (svm,
 // lsrrank, mlsrrank, krr, rfrank) are tested with their package.
+//
+// The predictions are bit-identical except for mam (not in the exact
+// kernel mode) and omam with random features, whose kernels changed since
+// the recording: the MAM's sums run in eight lanes with FMA (its scores
+// within 1e-9 relative of the recorded ones), and random-feature maps store
+// their frequencies in float32, which moves the map by the bound of
+// legacyTolerance (1e-7 to 1e-5 absolute on these inputs).
 func TestLegacyV1(t *testing.T) {
 	dir := filepath.Join("testdata", "legacy")
 	entries := legacytest.Load(t, dir)
 	tested := map[string]int{}
+	worst := map[string][2]float64{} // max |Δ score| and max tolerance
+	defer func() {
+		for name, w := range worst {
+			t.Logf("%s: scores within %.3g of the recorded ones (bound %.3g + 1e-9 relative)", name, w[0], w[1])
+		}
+	}()
 	for _, e := range entries {
 		switch e.Type {
 		case MAMName, OMAMName, LogisticName, LDAName:
@@ -84,11 +99,17 @@ func TestLegacyV1(t *testing.T) {
 			}
 			for i, x := range e.Inputs {
 				want := e.Predictions[i]
-				if got := toLegacyPred(m.Observe(x, 0, false)); !got.Same(want) {
-					t.Errorf("prediction %d: %+v, recorded %+v", i, got, want)
+				tol, moved := legacyTolerance(m, x)
+				got := toLegacyPred(m.Observe(x, 0, false))
+				if !legacyClose(got, want, tol, moved) {
+					t.Errorf("prediction %d: %+v, recorded %+v (tolerance %.3g)", i, got, want, tol)
 				}
-				if got := toLegacyPred(m2.Observe(x, 0, false)); !got.Same(want) {
-					t.Errorf("prediction %d after re-encoding: %+v, recorded %+v", i, got, want)
+				if got := toLegacyPred(m2.Observe(x, 0, false)); !legacyClose(got, want, tol, moved) {
+					t.Errorf("prediction %d after re-encoding: %+v, recorded %+v (tolerance %.3g)", i, got, want, tol)
+				}
+				if moved {
+					w := worst[e.Name]
+					worst[e.Name] = [2]float64{max(w[0], math.Abs(got.Score-want.Score)), max(w[1], tol)}
 				}
 			}
 			// UnmarshalBinary of the legacy bytes into a configured model
@@ -123,4 +144,83 @@ func legacyConfigParams(t *testing.T, e legacytest.Entry) any {
 		t.Fatalf("manifest yaml: %v", err)
 	}
 	return reflect.ValueOf(p).Elem().Interface()
+}
+
+// legacyTolerance returns how far m's score of x may be from the one
+// recorded (before the change of the kernels, see TestLegacyV1), moved
+// false when it must be bit-identical. Call it before m.Observe(x): a
+// Standardized wrapper moves on. The bounds, with δ(x) = 2⁻²⁴·argBound(x)
+// ≥ ‖φ(x) − φ_recorded(x)‖ (TestProjectFloat32):
+//
+//   - mam, restored sums unchanged: f = (<w, φ> + b)·k with ‖w‖·k ≤ 1, so
+//     |Δf| ≤ δ(x); plus 1e-9 relative for the sums' new order.
+//   - mam with a window, learned again with the new map (relearnWindow):
+//     each class mean moves by at most δ_w = max_i δ(x_i) over the window,
+//     w by 2δ_w and b by (‖μ₊‖ + ‖μ₋‖)δ_w + δ_w² ≤ 2.1δ_w, so |Δf| ≤
+//     (δ(x) + 4.1δ_w)/(√2‖w̃‖) + |f|·4.1δ_w/‖w̃‖ with ‖w̃‖ = sqrt(‖w‖² +
+//     b²), below 5·max(δ(x), δ_w)·(1 + |f|)/‖w̃‖.
+//   - omam with random features, normalised: s = <w, φ>/(W·<T, φ>) moves by
+//     at most (‖w‖ + |s|·W·‖T‖)·δ(x)/(W·(|<T, φ>| − ‖T‖δ(x))); raw: s =
+//     <w, φ>·k, by ‖w‖·k·δ(x).
+func legacyTolerance(m Model, x []float64) (tol float64, moved bool) {
+	if s, ok := m.(*Standardized); ok {
+		mean, inv := make([]float64, len(x)), make([]float64, len(x))
+		s.Transform(mean, inv)
+		z := make([]float64, len(x))
+		for i := range x {
+			z[i] = (x[i] - mean[i]) * inv[i]
+		}
+		x, m = z, s.Inner()
+	}
+	switch m := m.(type) {
+	case *MAM:
+		delta := 0x1p-24 * (1 + 1e-9) * m.fm.argBound(x)
+		if m.ring == nil {
+			return delta, true
+		}
+		dw := 0.0
+		for i := range int(m.n) {
+			dw = max(dw, 0x1p-24*(1+1e-9)*m.fm.argBound(m.ring[i*m.dim:(i+1)*m.dim]))
+		}
+		wt := math.Sqrt(vmath.Dot(m.w, m.w) + m.b*m.b)
+		phi := make([]float64, m.fm.Dim())
+		m.fm.Map(phi, x)
+		f := math.Abs(m.score(phi))
+		return 5 * max(delta, dw) * (1 + f) / wt, true
+	case *OMAM:
+		if m.fm.omega == nil {
+			return 0, false
+		}
+		delta := 0x1p-24 * (1 + 1e-9) * m.fm.argBound(x)
+		phi := make([]float64, m.fm.Dim())
+		m.fm.Map(phi, x)
+		nw := math.Sqrt(dot(m.w, m.w))
+		if !m.par.Normalize {
+			return nw * m.k * delta, true
+		}
+		nt, den := math.Sqrt(dot(m.tot, m.tot)), math.Abs(dot(m.tot, phi))
+		s := math.Abs(m.score(phi))
+		return (nw + s*m.total*nt) * delta / (m.total * (den - nt*delta)), true
+	}
+	return 0, false
+}
+
+// legacyClose compares a prediction with the recorded one: bit for bit
+// unless moved; then the score within tol plus 1e-9 relative, the bound
+// within as much (it is 1-Lipschitz in the score's magnitude where it is
+// below 1), the label the same unless the recorded score was within the
+// tolerance of a level's threshold (of 0 for a classifier), the rest equal.
+func legacyClose(got, want legacytest.Pred, tol float64, moved bool) bool {
+	if !moved {
+		return got.Same(want)
+	}
+	tol += 1e-9*math.Abs(want.Score) + 1e-15
+	if !(math.Abs(got.Score-want.Score) <= tol) || !(math.Abs(got.MistakeBound-want.MistakeBound) <= tol+1e-9) {
+		return false
+	}
+	if got.Label != want.Label && !(math.Abs(want.Score) <= tol || want.Label != -1 && want.Label != 1) {
+		return false
+	}
+	return got.HasBound == want.HasBound && got.N == want.N && got.Version == want.Version &&
+		got.HasProbability == want.HasProbability && got.Probability == want.Probability
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // MAM is the maximal-average-margin classifier of docs/math.md §3 on an explicit
@@ -34,9 +36,13 @@ import (
 // balanced model S₊ and S₋ (s = S₊ − S₋). Every sum is compensated
 // (Neumaier: the rounding error of each addition, obtained exactly with the
 // branch-free TwoSum, is accumulated in a second vector) so that 10⁹ updates
-// do not drift. After each update the score direction w, the offset b, the
-// normaliser and the bound's M̂ and R̂ are recomputed in one O(dim φ) pass;
-// nothing depends on n.
+// do not drift. A labelled event is one O(dim φ) pass (vmath.PlainFused,
+// vmath.BalancedFused): the score <w, φ> with the direction w of the state
+// before, the update of the sums, and the new w with the sums that give the
+// offset b, the normaliser and the bound's M̂ and R̂ (balanced: ‖w‖²,
+// <w, μ₊> and <w, μ₋>, so b = −<w, μ₊ + μ₋>/2 and <w, s> = n₊<w, μ₊> −
+// n₋<w, μ₋>); nothing depends on n. The derived state is a function of the
+// sums and counts alone (a restore recomputes it to the bit).
 //
 // An empty model (or f(x) = 0) makes no decision: Label 0.
 //
@@ -525,9 +531,15 @@ func (m *MAM) observePrepared(p *Prediction, prep, x []float64, y float64, label
 		return
 	}
 	phi, sq := prep[:np:np], prep[np]
-	f := (dotFast(m.w, phi) + m.b) * m.k
-	if f == 0 {
-		f = 0 // no −0 on the wire
+	num := m.num // the bound of the state that scores
+	var f float64
+	if labelled {
+		if m.ring != nil {
+			m.slide(x, y)
+		}
+		f = m.scoreLearn(phi, y, sq)
+	} else {
+		f = m.score(phi)
 	}
 	p.Score = f
 	switch {
@@ -536,23 +548,40 @@ func (m *MAM) observePrepared(p *Prediction, prep, x []float64, y float64, label
 	case f < 0:
 		p.Label = -1
 	}
-	p.MistakeBound = boundAt(m.num, 1, math.Abs(f))
+	p.MistakeBound = boundAt(num, 1, math.Abs(f))
 	p.HasBound = true
-	if labelled {
-		switch {
-		case m.ring != nil:
-			m.slide(x, y)
-			m.learn(phi, y, sq)
-		case m.decay:
-			m.learnDecay(phi, y, sq)
-		default:
-			m.learn(phi, y, sq)
-		}
-	}
 }
 
-// learn adds φ = phi with label y and ‖φ‖² = sq.
-func (m *MAM) learn(phi []float64, y, sq float64) {
+// score returns f = (<w, φ> + b)·k (no −0).
+func (m *MAM) score(phi []float64) float64 {
+	f := (vmath.Dot(m.w, phi) + m.b) * m.k
+	if f == 0 {
+		f = 0 // no −0 on the wire
+	}
+	return f
+}
+
+// scoreLearn returns the score of φ = phi as score does, then learns it
+// with label y and ‖φ‖² = sq (learn, or learnDecay); without decay the
+// score's inner product comes out of the update's pass. A window's slide
+// must already have been made (it does not change w, b or k).
+func (m *MAM) scoreLearn(phi []float64, y, sq float64) float64 {
+	if m.decay {
+		f := m.score(phi)
+		m.learnDecay(phi, y, sq)
+		return f
+	}
+	b, k := m.b, m.k
+	f := (m.learn(phi, y, sq) + b) * k
+	if f == 0 {
+		f = 0
+	}
+	return f
+}
+
+// learn adds φ = phi with label y and ‖φ‖² = sq (no decay), and returns
+// <w, φ> for the direction w before (from the same pass).
+func (m *MAM) learn(phi []float64, y, sq float64) float64 {
 	m.n++
 	if y > 0 {
 		m.nPos++
@@ -560,28 +589,29 @@ func (m *MAM) learn(phi []float64, y, sq float64) {
 		m.nNeg++
 	}
 	m.tr, m.trC = twoSumAcc(m.tr, m.trC, sq)
-	m.update(phi, y)
+	return m.update(phi, y)
 }
 
 // update adds x to the sums of class y (x = 0 adds nothing) and recomputes
-// the derived state (w, b, k, M̂, R̂, bound numerator) in the same pass.
-// Counts and tr Ω must already include the example. Restoring a model runs
-// update with x = 0, so a restored model is bit-identical to the saved one.
-func (m *MAM) update(x []float64, y float64) { m.derive(x, y, false) }
+// the derived state (w, b, k, M̂, R̂, bound numerator) in the same pass,
+// which also returns <w, x> for the w before. Counts and tr Ω must already
+// include the example. Restoring a model runs update with x = 0, so a
+// restored model is bit-identical to the saved one.
+func (m *MAM) update(x []float64, y float64) float64 { return m.derive(x, y, false) }
 
 // derive is update; with scale (decay) every sum is first multiplied by λ
 // in the same pass (the weights W, Q, W± and tr must already be decayed
-// and include the example). The decaying passes compute w and the norms
-// exactly as the plain ones do, so that refresh (scale false) rebuilds the
-// same derived state bit for bit.
-func (m *MAM) derive(x []float64, y float64, scale bool) {
+// and include the example), and the returned inner product is 0. The
+// decaying passes compute w and its sums exactly as the plain ones do, so
+// that refresh (scale false) rebuilds the same derived state bit for bit.
+func (m *MAM) derive(x []float64, y float64, scale bool) (f float64) {
 	if m.sp != nil { // a dense pass: ObserveSparse's scalars are to be recomputed
 		m.sp.valid, m.sp.stale = false, false
 	}
 	if m.n == 0 {
 		clear(m.w)
 		m.b, m.k, m.margin, m.rad, m.neff, m.pn, m.num = 0, 0, 0, 0, 0, 0, math.NaN()
-		return
+		return 0
 	}
 	// W is the total weight, Q = Σ w_i², neff = W²/Q and wp, wn the class
 	// weights; every weight is 1 without decay.
@@ -599,9 +629,9 @@ func (m *MAM) derive(x []float64, y float64, scale bool) {
 	if !m.p.Balance {
 		var ss float64
 		if scale {
-			ss = plainPassDecay(m.w, m.s, m.sC, x, y, m.lam)
+			ss = vmath.PlainDecay(m.w, m.s, m.sC, x, y, m.lam)
 		} else {
-			ss = plainPassFast(m.w, m.s, m.sC, x, y)
+			f, ss = vmath.PlainFused(m.w, m.s, m.sC, x, y)
 		}
 		m.b, m.k = 0, 0
 		if ss > 0 {
@@ -625,20 +655,25 @@ func (m *MAM) derive(x []float64, y float64, scale bool) {
 			inv := 1 / (ft * fo)
 			it, io = fo*inv, ft*inv
 		}
-		var ww, ws, tt, oo float64
+		// The pass sets w = T·(y·it) − O·(y·io) = μ₊ − μ₋ (negation is
+		// exact) and returns pt = <w, T·(y·it)>, po = <w, O·(y·io)>.
+		var ww, pt, po float64
 		if scale {
-			ww, ws, tt, oo = balancedPassDecay(m.w, t, tc, o, oc, x, it, io, y, m.lam)
+			ww, pt, po = vmath.BalancedDecay(m.w, t, tc, o, oc, x, y*it, y*io, m.lam)
 		} else {
-			ww, ws, tt, oo = balancedPassFast(m.w, t, tc, o, oc, x, it, io, y)
+			f, ww, pt, po = vmath.BalancedFused(m.w, t, tc, o, oc, x, y*it, y*io)
+		}
+		mp, mn := pt, po // <w, μ₊>, <w, μ₋>
+		if y < 0 {
+			mp, mn = -po, -pt
 		}
 		sumY := wp - wn
-		switch {
-		case !both:
-			m.b = sumY
-		case y > 0: // t is the positive class
-			m.b = (oo - tt) / 2
-		default:
-			m.b = (tt - oo) / 2
+		ws := ww // <w, s>: w = s while a class is empty
+		m.b = sumY
+		if both {
+			// b = (‖μ₋‖² − ‖μ₊‖²)/2 = −<w, μ₊ + μ₋>/2 and s = W₊μ₊ − W₋μ₋.
+			m.b = -(mp + mn) / 2
+			ws = wp*mp - wn*mn
 		}
 		den := ww + m.b*m.b
 		m.k = 0
@@ -650,6 +685,7 @@ func (m *MAM) derive(x []float64, y float64, scale bool) {
 	}
 	m.neff = neff
 	m.num = boundNumerator(1, m.margin, m.rad, neff, m.lnTerm)
+	return f
 }
 
 // slide makes room for the labelled example (x, y) in the window: when the
@@ -841,137 +877,8 @@ func addScaled(s, c, x []float64, a float64) {
 	}
 }
 
-// plainPassDecay is plainPass with (s, c) first multiplied by lam as in
-// scaleAcc; w and ‖w‖² are computed exactly as plainPass does.
-func plainPassDecay(w, s, c, x []float64, y, lam float64) float64 {
-	s, c, x = s[:len(w)], c[:len(w)], x[:len(w)]
-	var a0, a1 float64
-	i := 0
-	for ; i+1 < len(w); i += 2 {
-		r0, r1 := s[i], s[i+1]
-		s0, s1 := r0*lam, r1*lam
-		c0 := c[i]*lam + math.FMA(r0, lam, -s0)
-		c1 := c[i+1]*lam + math.FMA(r1, lam, -s1)
-		v0, v1 := y*x[i], y*x[i+1]
-		t0, t1 := s0+v0, s1+v1
-		b0, b1 := t0-s0, t1-s1
-		c0 += (s0 - (t0 - b0)) + (v0 - b0)
-		c1 += (s1 - (t1 - b1)) + (v1 - b1)
-		s[i], s[i+1], c[i], c[i+1] = t0, t1, c0, c1
-		w0, w1 := t0+c0, t1+c1
-		w[i], w[i+1] = w0, w1
-		a0 += w0 * w0
-		a1 += w1 * w1
-	}
-	if i < len(w) {
-		r := s[i]
-		si := r * lam
-		ci := c[i]*lam + math.FMA(r, lam, -si)
-		v := y * x[i]
-		t := si + v
-		bp := t - si
-		ci += (si - (t - bp)) + (v - bp)
-		s[i], c[i] = t, ci
-		w[i] = t + ci
-		a0 += w[i] * w[i]
-	}
-	return a0 + a1
-}
-
-// balancedPassDecay is balancedPass with both class sums first multiplied
-// by lam as in scaleAcc; w and the returned norms are computed exactly as
-// balancedPass does.
-func balancedPassDecay(w, t, tc, o, oc, x []float64, it, io, sgn, lam float64) (ww, ws, tt, oo float64) {
-	t, tc, o, oc, x = t[:len(w)], tc[:len(w)], o[:len(w)], oc[:len(w)], x[:len(w)]
-	for i, xi := range x {
-		r := t[i]
-		ti := r * lam
-		ci := tc[i]*lam + math.FMA(r, lam, -ti)
-		s := ti + xi
-		bp := s - ti
-		ci += (ti - (s - bp)) + (xi - bp)
-		t[i], tc[i] = s, ci
-		q := o[i]
-		oi := q * lam
-		oci := oc[i]*lam + math.FMA(q, lam, -oi)
-		o[i], oc[i] = oi, oci
-		T := s + ci
-		O := oi + oci
-		a := T * it
-		c := O * io
-		d := a - c
-		w[i] = sgn * d
-		ww += d * d
-		ws += d * (T - O)
-		tt += a * a
-		oo += c * c
-	}
-	return ww, ws, tt, oo
-}
-
-// plainPass adds y·x (y = ±1, so exact) to the compensated sum (s, c) as
-// in twoSumAcc, sets w = s + c and returns ‖w‖².
-func plainPass(w, s, c, x []float64, y float64) float64 {
-	s, c, x = s[:len(w)], c[:len(w)], x[:len(w)]
-	var a0, a1 float64
-	i := 0
-	for ; i+1 < len(w); i += 2 {
-		v0, v1 := y*x[i], y*x[i+1]
-		s0, s1 := s[i], s[i+1]
-		t0, t1 := s0+v0, s1+v1
-		b0, b1 := t0-s0, t1-s1
-		c0 := c[i] + ((s0 - (t0 - b0)) + (v0 - b0))
-		c1 := c[i+1] + ((s1 - (t1 - b1)) + (v1 - b1))
-		s[i], s[i+1], c[i], c[i+1] = t0, t1, c0, c1
-		w0, w1 := t0+c0, t1+c1
-		w[i], w[i+1] = w0, w1
-		a0 += w0 * w0
-		a1 += w1 * w1
-	}
-	if i < len(w) {
-		v := y * x[i]
-		si := s[i]
-		t := si + v
-		bp := t - si
-		ci := c[i] + ((si - (t - bp)) + (v - bp))
-		s[i], c[i] = t, ci
-		w[i] = t + ci
-		a0 += w[i] * w[i]
-	}
-	return a0 + a1
-}
-
-// balancedPass adds x to the compensated sum (t, tc) of class sgn (±1),
-// then, with T = t + tc and O = o + oc (the other class), sets
-//
-//	w = sgn·(T·it − O·io),  i.e. μ₊ − μ₋ when it, io are 1/n_t, 1/n_o
-//
-// and returns ‖w‖², <w, s> with s = sgn·(T − O) = S₊ − S₋, ‖T·it‖² and
-// ‖O·io‖². Negation is exact, so the result does not depend on which class
-// is being updated.
-func balancedPass(w, t, tc, o, oc, x []float64, it, io, sgn float64) (ww, ws, tt, oo float64) {
-	t, tc, o, oc, x = t[:len(w)], tc[:len(w)], o[:len(w)], oc[:len(w)], x[:len(w)]
-	for i, xi := range x {
-		ti := t[i]
-		s := ti + xi
-		bp := s - ti
-		ci := tc[i] + ((ti - (s - bp)) + (xi - bp))
-		t[i], tc[i] = s, ci
-		T := s + ci
-		O := o[i] + oc[i]
-		a := T * it
-		c := O * io
-		d := a - c
-		w[i] = sgn * d
-		ww += d * d
-		ws += d * (T - O) // = w_i·s_i: the signs cancel
-		tt += a * a
-		oo += c * c
-	}
-	return ww, ws, tt, oo
-}
-
-// dot returns <a, b>, len(a) == len(b).
+// dot returns <a, b>, len(a) == len(b) (the other models' inner product;
+// the MAM's is vmath.Dot).
 func dot(a, b []float64) float64 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float64

@@ -415,22 +415,12 @@ func (a *mamAuto) phiNext(dst, prev, z []float64, b int) float64 {
 	return a.phiOf(dst, z, a.mult[b])
 }
 
-// score returns bank b's f for its φ in bk.phi.
-func (a *mamAuto) score(b int) float64 {
-	bk := a.banks[b]
-	f := (dotFast(bk.w, bk.phi) + bk.b) * bk.k // as the fixed-gamma model scores
-	if f == 0 {
-		f = 0 // no −0 on the wire
-	}
-	return f
-}
-
 // mapAll maps z for every bank and scores it into a.f.
 func (a *mamAuto) mapAll(z []float64) {
 	var prev []float64
 	for b, bk := range a.banks {
 		a.sq[b] = a.phiNext(bk.phi, prev, z, b)
-		a.f[b] = a.score(b)
+		a.f[b] = bk.score(bk.phi)
 		prev = bk.phi
 	}
 }
@@ -452,14 +442,20 @@ func (a *mamAuto) observe(m *MAM, p *Prediction, prep, x []float64, y float64, l
 	}
 	z := prep[:a.nd:a.nd]
 	var f float64
-	if labelled {
+	steady := labelled && !a.warming()
+	switch {
+	case steady:
+		// Each bank scores and learns in one pass (mixture weights, bound
+		// and error records are updated after the score below).
+		a.mapLearn(m, z, x, y)
+	case labelled:
 		a.mapAll(z)
-	} else {
+	default:
 		var prev []float64
 		for b, bk := range a.banks {
 			if a.alpha[b] > 0 {
 				a.sq[b] = a.phiNext(bk.phi, prev, z, b)
-				a.f[b] = a.score(b)
+				a.f[b] = bk.score(bk.phi)
 				prev = bk.phi
 			} else {
 				prev = nil
@@ -483,8 +479,49 @@ func (a *mamAuto) observe(m *MAM, p *Prediction, prep, x []float64, y float64, l
 	}
 	p.MistakeBound = boundAt(a.num, 1, math.Abs(f))
 	p.HasBound = true
-	if labelled {
+	switch {
+	case steady:
+		a.judge(y)
+		a.total++
+		a.mix()
+	case labelled:
 		a.learn(m, x, y)
+	}
+}
+
+// mapLearn is the steady state's labelled event (after the warm-up): for
+// every bank, φ_b of z, then (with a window) the example leaving the window
+// unlearned, then the score f_b and the update in one pass
+// (MAM.scoreLearn); the window's slot takes (x, y). Judging, the count
+// and the mixture are left to the caller.
+func (a *mamAuto) mapLearn(m *MAM, z, x []float64, y float64) {
+	var (
+		leaving bool
+		yo      float64
+		xs      []float64
+	)
+	if a.ring != nil {
+		d, size := a.d, int64(m.p.Window.Events)
+		slot := int(a.total % size)
+		xs = a.ring[slot*d : (slot+1)*d]
+		if leaving = a.banks[0].n == size; leaving {
+			yo = float64(a.ringY[slot])
+			m.fm.project(a.zOld, xs)
+		}
+	}
+	var prev, prevOld []float64
+	for b, bk := range a.banks {
+		a.sq[b] = a.phiNext(bk.phi, prev, z, b)
+		prev = bk.phi
+		if leaving {
+			bk.unlearn(a.old, yo, a.phiNext(a.old, prevOld, a.zOld, b))
+			prevOld = a.old
+		}
+		a.f[b] = bk.scoreLearn(bk.phi, y, a.sq[b])
+	}
+	if xs != nil {
+		copy(xs, x)
+		a.ringY[int(a.total%int64(m.p.Window.Events))] = int8(y)
 	}
 }
 
@@ -506,24 +543,10 @@ func (a *mamAuto) learn(m *MAM, x []float64, y float64) {
 }
 
 // step judges the banks' scores a.f against y, learns (x, y) into every
-// bank and picks the scoring bank.
+// bank and picks the scoring bank (the warm-up's path; mapLearn fuses the
+// scores with the updates afterwards, to the same state).
 func (a *mamAuto) step(m *MAM, x []float64, y float64) {
-	slot := int(a.total % int64(a.win))
-	w, bit := slot>>6, uint64(1)<<(slot&63)
-	full := a.total >= int64(a.win)
-	for b := range a.banks {
-		row := a.bits[b*a.words : (b+1)*a.words]
-		if full && row[w]&bit != 0 {
-			a.nerr[b]--
-		}
-		if a.f[b]*y > 0 {
-			row[w] &^= bit
-		} else {
-			row[w] |= bit
-			a.nerr[b]++
-			a.cum[b]++
-		}
-	}
+	a.judge(y)
 	if a.ring != nil {
 		d, size := a.d, int64(m.p.Window.Events)
 		slot := int(a.total % size)
@@ -549,6 +572,27 @@ func (a *mamAuto) step(m *MAM, x []float64, y float64) {
 		}
 	}
 	a.mix()
+}
+
+// judge records every bank's prediction a.f[b] of the label y (a mistake
+// unless y·f_b > 0) in its error record, at the slot of example a.total.
+func (a *mamAuto) judge(y float64) {
+	slot := int(a.total % int64(a.win))
+	w, bit := slot>>6, uint64(1)<<(slot&63)
+	full := a.total >= int64(a.win)
+	for b := range a.banks {
+		row := a.bits[b*a.words : (b+1)*a.words]
+		if full && row[w]&bit != 0 {
+			a.nerr[b]--
+		}
+		if a.f[b]*y > 0 {
+			row[w] &^= bit
+		} else {
+			row[w] |= bit
+			a.nerr[b]++
+			a.cum[b]++
+		}
+	}
 }
 
 // mix derives the mixture's weights, its heaviest bandwidth and its M̂, R̂
@@ -920,7 +964,7 @@ func (a *mamAuto) checkState(m *MAM) error {
 		if bk.n != n || bk.nPos != b0.nPos || bk.nNeg != b0.nNeg {
 			return fmt.Errorf("bandwidth %d: counts n=%d n+=%d n-=%d, want n=%d and those of bandwidth 0", b, bk.n, bk.nPos, bk.nNeg, n)
 		}
-		if err := bk.checkState(); err != nil {
+		if _, err := bk.checkState(); err != nil { // no window in a bank
 			return fmt.Errorf("bandwidth %d: %w", b, err)
 		}
 	}
@@ -946,15 +990,46 @@ func (a *mamAuto) checkState(m *MAM) error {
 		a.nerr[b] = e
 	}
 	if a.ring != nil {
-		return a.checkWindow(m)
+		rebuild, err := a.checkWindow(m)
+		if err == nil && rebuild {
+			a.relearnWindow(m)
+		}
+		return err
 	}
 	return nil
 }
 
+// relearnWindow replaces every bank's sums, counts and trace by those of
+// the window's examples learned again in order, oldest first (MAM's
+// relearnWindow); the error records are kept.
+func (a *mamAuto) relearnWindow(m *MAM) {
+	size, n, d := int64(m.p.Window.Events), a.banks[0].n, a.d
+	for _, bk := range a.banks {
+		bk.clearState()
+	}
+	for k := range n {
+		slot := int((a.total - n + k) % size)
+		m.fm.project(a.z, a.ring[slot*d:(slot+1)*d])
+		var prev []float64
+		for b, bk := range a.banks {
+			sq := a.phiNext(bk.phi, prev, a.z, b)
+			prev = bk.phi
+			if bk.decay {
+				bk.learnDecay(bk.phi, float64(a.ringY[slot]), sq)
+			} else {
+				bk.learn(bk.phi, float64(a.ringY[slot]), sq)
+			}
+		}
+	}
+}
+
 // checkWindow checks a decoded window against the banks: labels against
 // the class counts, inputs finite and the sums and traces against sums
-// rebuilt from the inputs (O(n·B·D)).
-func (a *mamAuto) checkWindow(m *MAM) error {
+// rebuilt from the inputs (O(n·B·D)). As MAM's checkWindow, sums further
+// than 1e-9·n from those but within the change of the map since its
+// frequencies are stored in float32 (bandwidth b: min(2, s_b·2⁻²⁴·
+// argBound(x_i)) for example i) give rebuild true.
+func (a *mamAuto) checkWindow(m *MAM) (rebuild bool, err error) {
 	const tol = 1e-9
 	n := int(a.banks[0].n)
 	var pos int64
@@ -964,28 +1039,34 @@ func (a *mamAuto) checkWindow(m *MAM) error {
 		}
 	}
 	if pos != a.banks[0].nPos {
-		return fmt.Errorf("%d positive labels in the window, n+ = %d", pos, a.banks[0].nPos)
+		return false, fmt.Errorf("%d positive labels in the window, n+ = %d", pos, a.banks[0].nPos)
 	}
 	d, np := a.d, 2*a.nd
 	for i := range n {
 		for _, v := range a.ring[i*d : (i+1)*d] {
 			if !(math.Abs(v) <= math.MaxFloat64) {
-				return fmt.Errorf("non-finite input in window slot %d", i)
+				return false, fmt.Errorf("non-finite input in window slot %d", i)
 			}
 		}
 	}
 	z, phi := make([]float64, a.nd), make([]float64, np)
 	prep := make([]float64, a.nd+1)
+	arg := make([]float64, n)
+	for i := range n {
+		arg[i] = 0x1p-24 * (1 + 1e-9) * m.fm.argBound(a.ring[i*d:(i+1)*d])
+	}
+	strict := tol * max(1, float64(n))
 	for b, bk := range a.banks {
 		sums := [2][]float64{make([]float64, np), make([]float64, np)}
-		var tr float64
+		var tr, moved float64
 		for i := range n {
 			a.prepare(m, prep, a.ring[i*d:(i+1)*d])
 			if prep[a.nd] == 0 {
-				return fmt.Errorf("window slot %d out of range", i)
+				return false, fmt.Errorf("window slot %d out of range", i)
 			}
 			copy(z, prep[:a.nd])
 			tr += a.phiOf(phi, z, a.mult[b])
+			moved += min(2, a.mult[b]*arg[i])
 			k, s := 0, float64(a.ringY[i])
 			if m.p.Balance {
 				k, s = int((1-s)/2), 1
@@ -994,8 +1075,8 @@ func (a *mamAuto) checkWindow(m *MAM) error {
 				sums[k][j] += s * v
 			}
 		}
-		if t := bk.tr + bk.trC; !(math.Abs(t-tr) <= tol*max(1, float64(n))) {
-			return fmt.Errorf("bandwidth %d: trace %v, the window's inputs give %v", b, t, tr)
+		if t := bk.tr + bk.trC; !(math.Abs(t-tr) <= strict) {
+			return false, fmt.Errorf("bandwidth %d: trace %v, the window's inputs give %v", b, t, tr)
 		}
 		vs := bk.vectors()
 		for k := 0; k < len(vs); k += 2 {
@@ -1004,12 +1085,16 @@ func (a *mamAuto) checkWindow(m *MAM) error {
 				e := vs[k][j] + vs[k+1][j] - sums[k/2][j]
 				diff += e * e
 			}
-			if !(math.Sqrt(diff) <= tol*max(1, float64(n))) {
-				return fmt.Errorf("bandwidth %d: sum vector %d differs from the window's inputs by %v", b, k/2, math.Sqrt(diff))
+			switch diff = math.Sqrt(diff); {
+			case diff <= strict:
+			case diff <= strict+moved:
+				rebuild = true
+			default:
+				return false, fmt.Errorf("bandwidth %d: sum vector %d differs from the window's inputs by %v", b, k/2, diff)
 			}
 		}
 	}
-	return nil
+	return rebuild, nil
 }
 
 // autoStateClose is StateClose for two gamma-auto MAMs with equal

@@ -237,6 +237,9 @@ func TestMAMAutoMatchesFixedModels(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
+						// Its frequencies: the reference map's times s_b
+						// (those of gamma_b up to their rounding to float32).
+						tw.fm = scaledMap(m.fm, a.mult[b], a.gamma[b])
 						twins = append(twins, tw)
 					}
 					for _, f := range ev[:i] {

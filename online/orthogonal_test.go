@@ -65,6 +65,14 @@ func TestOrthogonalDirections(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The map's frequencies are the construction's rounded to
+			// float32; the construction is checked.
+			raw := rawOmega(k, c.d)
+			for i, v := range raw {
+				if m.omega[i] != float64(float32(v)) {
+					t.Fatalf("ω[%d] = %v, the construction gives %v", i, m.omega[i], v)
+				}
+			}
 			f := k.Gamma
 			if c.typ == KernelRBF {
 				f = math.Sqrt(2 * k.Gamma)
@@ -73,7 +81,7 @@ func TestOrthogonalDirections(t *testing.T) {
 				if !(s > 0) || math.IsInf(s, 0) {
 					t.Fatalf("row %d: factor %v", i, s)
 				}
-				w := row(m.omega, i)
+				w := row(raw, i)
 				n := math.Sqrt(dot(w, w))
 				if math.Abs(n/(s*f)-1) > 1e-14 {
 					t.Errorf("row %d: ‖ω‖ = %v, want %v", i, n, s*f)
@@ -171,7 +179,10 @@ func TestOrthogonalDeterministic(t *testing.T) {
 		if !slices.Equal(a.omega, b.omega) {
 			t.Fatalf("%s: two maps of one spec differ", typ)
 		}
-		if got := omegaDigest(a); got != golden[typ] {
+		if !slices.Equal(a.omega, rawRounded(k, d)) {
+			t.Fatalf("%s: the frequencies are not the construction's rounded to float32", typ)
+		}
+		if got := omegaDigest(&FeatureMap{omega: rawOmega(k, d)}); got != golden[typ] {
 			t.Errorf("%s: frequencies' digest %s, want %s: the construction (part of the model format) changed", typ, got, golden[typ])
 		}
 		other := k

@@ -13,7 +13,7 @@ import (
 // a direct evaluation at 32z, and the destination may be the source.
 func TestDoubleAngleRFF(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
-	for _, d := range []int{1, 3, 4, 5, 8, 13, 256} {
+	for _, d := range []int{1, 3, 4, 5, 8, 13, 16, 17, 24, 256} {
 		a := 1 / math.Sqrt(float64(d))
 		z := randVec(r, d, 3)
 		z[0] = 0
@@ -25,8 +25,8 @@ func TestDoubleAngleRFF(t *testing.T) {
 		SincosRFF(src, a)
 		var outs [2][]float64
 		var sums [2]float64
-		for i, asm := range []bool{true, false} {
-			withKernels(asm, func() {
+		for i, l := range []int{levelAVX512, levelGo} {
+			atLevel(l, func() {
 				outs[i] = make([]float64, 2*d)
 				sums[i] = DoubleAngleRFF(outs[i], src, 1/a)
 			})

@@ -8,53 +8,68 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// useAsm selects the AVX2 kernels of kernel_amd64.s (the tests turn it off
-// to check the portable ones on this machine too).
-var useAsm = cpu.X86.HasAVX2
+// level selects the kernels: AVX-512F where the machine (and its operating
+// system) has it, AVX2 with FMA otherwise, else the Go code. The tests
+// lower it to check every implementation on this machine.
+var level = detectLevel()
 
-// Accelerated reports whether the kernels run as assembly (amd64 with
-// AVX2, without the purego tag).
-func Accelerated() bool { return useAsm }
-
-// PassesMatchGo reports whether Dot, PlainPass and BalancedPass may stand
-// in for a caller's plain Go loops of the same definition written without
-// float64 conversions: they run as assembly, and the compiler does not
-// fuse that Go code's multiply-adds (below GOAMD64=v3), so both round
-// every product.
-func PassesMatchGo() bool { return useAsm && !goFusesMulAdd }
-
-//go:noescape
-func gemv16(panels, n int, p, x, z *float64)
+func detectLevel() int {
+	switch {
+	case !cpu.X86.HasAVX2 || !cpu.X86.HasFMA:
+		return levelGo
+	case cpu.X86.HasAVX512F:
+		return levelAVX512
+	}
+	return levelAVX2
+}
 
 //go:noescape
-func gemv4(panels, n int, p, x, z *float64)
+func gemv16(panels, n int, p *float32, x, z *float64)
 
 //go:noescape
-func sincos4(n int, cs, sn *float64, a float64, acc *[8]float64) int
+func gemv4(panels, n int, p *float32, x, z *float64)
 
 //go:noescape
-func dot4(n int, a, b *float64, s *[4]float64)
+func sincos4(n int, cs, sn *float64, a float64, acc *[16]float64) int
 
 //go:noescape
-func plain4(n int, w, s, c, x *float64, y float64, acc *[2]float64)
+func sincos8(n int, cs, sn *float64, a float64, acc *[16]float64) int
 
 //go:noescape
-func balanced4(n int, w, t, tc, o, oc, x *float64, it, io, sgn float64, acc *[4]float64)
+func dot4(n int, a, b *float64, s *[8]float64)
 
-// mulVec runs the rows from r0 (a panel boundary) on: the panels of 16
-// and of 4 rows in assembly, the last rows%4 in Go.
-func mulVec(m *Matrix, z, x []float64, r0 int) {
-	off := r0 * m.cols
-	if !useAsm {
-		mulVecGo(m, z, x, r0, off)
+//go:noescape
+func dot8(n int, a, b *float64, s *[8]float64)
+
+//go:noescape
+func plain4(n int, w, s, c, x *float64, y float64, acc *[16]float64)
+
+//go:noescape
+func plain8(n int, w, s, c, x *float64, y float64, acc *[16]float64)
+
+//go:noescape
+func balanced4(n int, w, t, tc, o, oc, x *float64, it, io float64, acc *[32]float64)
+
+//go:noescape
+func balanced8(n int, w, t, tc, o, oc, x *float64, it, io float64, acc *[32]float64)
+
+//go:noescape
+func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
+
+// mulVec runs the panels of 16 and of 4 rows in assembly (AVX2: the
+// AVX-512 form measured slower on the machine this was written on, its
+// wide conversions being the bottleneck), the last rows%4 in Go.
+func mulVec(m *Matrix, z, x []float64) {
+	if level < levelAVX2 {
+		mulVecGo(m, z, x, 0, 0)
 		return
 	}
-	n := m.cols
-	if g := (m.rows - r0) / 16; g > 0 {
-		_ = m.data[off+g*16*n-1]
-		_ = z[r0+g*16-1]
-		gemv16(g, n, &m.data[off], &x[0], &z[r0])
-		r0, off = r0+g*16, off+g*16*n
+	n, r0, off := m.cols, 0, 0
+	if g := m.rows / 16; g > 0 {
+		_ = m.data[g*16*n-1]
+		_ = z[g*16-1]
+		gemv16(g, n, &m.data[0], &x[0], &z[0])
+		r0, off = g*16, g*16*n
 	}
 	if b := (m.rows - r0) / 4; b > 0 {
 		_ = m.data[off+b*4*n-1]
@@ -67,54 +82,86 @@ func mulVec(m *Matrix, z, x []float64, r0 int) {
 	}
 }
 
-func sincosBlocks(cs, sn []float64, a float64, acc *[8]float64) int {
-	n := len(sn) &^ 3
-	if !useAsm {
-		return sincosBlocksGo(cs, sn, a, acc)
+// sincosBlocks maps the whole blocks of features of cs, sn (eight under
+// AVX-512, four under AVX2; the first feature in lane 0) while every
+// argument of a block is on the table path, and returns the number of
+// features mapped.
+func sincosBlocks(cs, sn []float64, a float64, acc *[16]float64) int {
+	switch level {
+	case levelAVX512:
+		if n := len(sn) &^ 7; n > 0 {
+			_ = cs[n-1]
+			return sincos8(n, &cs[0], &sn[0], a, acc)
+		}
+	case levelAVX2:
+		if n := len(sn) &^ 3; n > 0 {
+			_ = cs[n-1]
+			return sincos4(n, &cs[0], &sn[0], a, acc)
+		}
 	}
-	if n == 0 {
+	return 0
+}
+
+// The passes' blocks functions run the first 8⌊len/8⌋ elements and return
+// how many they ran.
+
+func dotBlocks(a, b []float64, s *[8]float64) int {
+	n := len(a) &^ 7
+	if level < levelAVX2 || n == 0 {
 		return 0
 	}
-	_ = cs[n-1]
-	return sincos4(n, &cs[0], &sn[0], a, acc)
-}
-
-func dotBlocks(a, b []float64, s *[4]float64) {
-	if !useAsm {
-		dotBlocksGo(a, b, s)
-		return
+	_ = b[n-1]
+	if level == levelAVX512 {
+		dot8(n, &a[0], &b[0], s)
+	} else {
+		dot4(n, &a[0], &b[0], s)
 	}
-	_ = b[len(a)-1]
-	dot4(len(a), &a[0], &b[0], s)
+	return n
 }
 
-func plainBlocks(w, s, c, x []float64, y float64, acc *[2]float64) {
-	if !useAsm {
-		plainBlocksGo(w, s, c, x, y, acc)
-		return
+func plainBlocks(w, s, c, x []float64, y float64, acc *[16]float64) int {
+	n := len(x) &^ 7
+	if level < levelAVX2 || n == 0 {
+		return 0
 	}
-	n := len(w)
-	_, _, _ = s[n-1], c[n-1], x[n-1]
-	plain4(n, &w[0], &s[0], &c[0], &x[0], y, acc)
-}
-
-func balancedBlocks(w, t, tc, o, oc, x []float64, it, io, sgn float64, acc *[4]float64) {
-	if !useAsm {
-		balancedBlocksGo(w, t, tc, o, oc, x, it, io, sgn, acc)
-		return
+	_, _, _ = w[n-1], s[n-1], c[n-1]
+	if level == levelAVX512 {
+		plain8(n, &w[0], &s[0], &c[0], &x[0], y, acc)
+	} else {
+		plain4(n, &w[0], &s[0], &c[0], &x[0], y, acc)
 	}
-	n := len(w)
-	_, _, _, _, _ = t[n-1], tc[n-1], o[n-1], oc[n-1], x[n-1]
-	balanced4(n, &w[0], &t[0], &tc[0], &o[0], &oc[0], &x[0], it, io, sgn, acc)
+	return n
 }
 
-// kernel_amd64.s takes SincosN = 256 (SINCOS_N) for its table offsets.
-var _ = [1]struct{}{}[SincosN-256]
+func balancedBlocks(w, t, tc, o, oc, x []float64, it, io float64, acc *[32]float64) int {
+	n := len(x) &^ 7
+	if level < levelAVX2 || n == 0 {
+		return 0
+	}
+	_, _, _, _, _ = w[n-1], t[n-1], tc[n-1], o[n-1], oc[n-1]
+	if level == levelAVX512 {
+		balanced8(n, &w[0], &t[0], &tc[0], &o[0], &oc[0], &x[0], it, io, acc)
+	} else {
+		balanced4(n, &w[0], &t[0], &tc[0], &o[0], &oc[0], &x[0], it, io, acc)
+	}
+	return n
+}
 
-// sincosK holds the constants of sincos4 (K_… in kernel_amd64.s), each
-// repeated in the four lanes of a 256-bit operand: the same values as
-// Sincos uses.
-var sincosK = func() (k [12][4]uint64) {
+func doubleBlocks(dc, ds, sc, ss []float64, k float64, acc *[16]float64) int {
+	n := len(dc) &^ 7
+	if level < levelAVX2 || n == 0 {
+		return 0
+	}
+	_, _, _ = ds[n-1], sc[n-1], ss[n-1]
+	double4(n, &dc[0], &ds[0], &sc[0], &ss[0], k, acc)
+	return n
+}
+
+// sincosK holds the constants of the sin/cos kernels (K_… in
+// kernel_amd64.s), each repeated in the four lanes of a 256-bit operand
+// (the AVX-512 kernel broadcasts the first): the same values as
+// sincosScaled uses.
+var sincosK = func() (k [16][4]uint64) {
 	f := func(v float64) uint64 { return math.Float64bits(v) }
 	vals := [...]uint64{
 		0x7fffffffffffffff, // 0: |x| mask
@@ -123,12 +170,16 @@ var sincosK = func() (k [12][4]uint64) {
 		f(roundMagic),      // 3
 		f(thetaA),          // 4
 		f(thetaB),          // 5
-		f(thetaC),          // 6
-		f(-1.0 / 6),        // 7
-		f(1.0 / 120),       // 8
-		f(-0.5),            // 9
-		f(1.0 / 24),        // 10
-		f(1.0 / 720),       // 11
+		f(sinC3),           // 6
+		f(sinC5),           // 7
+		f(sinC7),           // 8
+		f(sinC9),           // 9
+		f(cosC2),           // 10
+		f(cosC4),           // 11
+		f(cosC6),           // 12
+		f(cosC8),           // 13
+		1 << 63,            // 14: sign bit
+		SincosN / 2,        // 15: the half-turn bit of the table index
 	}
 	for i, v := range vals {
 		k[i] = [4]uint64{v, v, v, v}
@@ -136,15 +187,15 @@ var sincosK = func() (k [12][4]uint64) {
 	return k
 }()
 
-//go:noescape
-func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[8]float64)
-
-func doubleBlocks(dc, ds, sc, ss []float64, k float64, acc *[8]float64) {
-	if !useAsm {
-		doubleBlocksGo(dc, ds, sc, ss, k, acc)
-		return
+// sincosPairs holds (sin, cos)(j·θ) for j < SincosN, pairs of 16 bytes:
+// the AVX2 kernel's table, scaled by a on its stack at every call.
+var sincosPairs = func() (t [2 * SincosN]float64) {
+	for j := range SincosN {
+		t[2*j] = sinTable[j]
+		t[2*j+1] = sinTable[(j+SincosN/4)%SincosN]
 	}
-	n := len(dc)
-	_, _, _ = ds[n-1], sc[n-1], ss[n-1]
-	double4(n, &dc[0], &ds[0], &sc[0], &ss[0], k, acc)
-}
+	return t
+}()
+
+// kernel_amd64.s takes SincosN = 32 for its table and index masks.
+var _ = [1]struct{}{}[SincosN-32]

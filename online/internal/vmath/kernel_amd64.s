@@ -2,128 +2,107 @@
 
 #include "textflag.h"
 
-// Every kernel here rounds each product before adding it (VMULPD then
-// VADDPD, never an FMA) and keeps the order of every sum of the scalar
-// definitions in vmath.go and mam.go: the results are bit-identical to the
-// portable Go code.
+// AVX2 and FMA kernels: four lanes per register. Every kernel computes its
+// Go definition (vmath.go, mam.go, double.go) bit for bit: the same
+// operations in the same order, FMA exactly where the definition has
+// math.FMA, and the sums of eight lanes in two registers (lanes 0–3 and
+// 4–7, elements i ≡ l mod 8 in lane l).
 
-// The 256-bit constants of sincos4 (sincosK in kernel_amd64.go).
-#define SINCOS_N 256
+// The 256-bit constants of the sin/cos kernels (sincosK in
+// kernel_amd64.go).
 #define K_ABS ·sincosK+0(SB)
 #define K_LIMIT ·sincosK+32(SB)
 #define K_INVTHETA ·sincosK+64(SB)
 #define K_MAGIC ·sincosK+96(SB)
 #define K_THETAA ·sincosK+128(SB)
 #define K_THETAB ·sincosK+160(SB)
-#define K_THETAC ·sincosK+192(SB)
-#define K_S3 ·sincosK+224(SB)
-#define K_S5 ·sincosK+256(SB)
-#define K_C2 ·sincosK+288(SB)
-#define K_C4 ·sincosK+320(SB)
-#define K_C6 ·sincosK+352(SB)
+#define K_S3 ·sincosK+192(SB)
+#define K_S5 ·sincosK+224(SB)
+#define K_S7 ·sincosK+256(SB)
+#define K_S9 ·sincosK+288(SB)
+#define K_C2 ·sincosK+320(SB)
+#define K_C4 ·sincosK+352(SB)
+#define K_C6 ·sincosK+384(SB)
+#define K_C8 ·sincosK+416(SB)
 
-// SC_CHECK(off, bad): Y0 = x = sn[k+off/8 : +4]; jumps to bad unless
-// every |x| < limit (ordered: NaN fails).
-#define SC_CHECK(off, bad) \
-	VMOVUPD   off(SI)(AX*8), Y0     \
-	VANDPD    K_ABS, Y0, Y1         \
-	VCMPPD    $0x11, K_LIMIT, Y1, Y1 \
-	VMOVMSKPD Y1, BX                \
-	CMPQ      BX, $15               \
-	JNE       bad
+// SC4(acccos, accsin, bad): the sin/cos of the four arguments at sn[AX],
+// written as a·cos to cs[AX] and a·sin to sn[AX], their squares added to
+// acccos and accsin by FMA, AX += 4; jumps to bad (AX unchanged, nothing
+// written) unless every |x| < limit (ordered: NaN fails). The table of
+// scaled (sin, cos) pairs is at 32(SP), t is passed through 0(SP).
+#define SC4(acccos, accsin, bad) \
+	VMOVUPD         (SI)(AX*8), Y0       \
+	VANDPD          K_ABS, Y0, Y1        \
+	VCMPPD          $0x11, K_LIMIT, Y1, Y1 \
+	VMOVMSKPD       Y1, BX               \
+	CMPQ            BX, $15              \
+	JNE             bad                  \
+	VMOVUPD         K_MAGIC, Y1          \
+	VFMADD231PD     K_INVTHETA, Y0, Y1   \ // t = x·(1/θ) + magic
+	VSUBPD          K_MAGIC, Y1, Y2      \ // q
+	VFNMADD231PD    K_THETAA, Y2, Y0     \ // r = x − q·θa
+	VFNMADD231PD    K_THETAB, Y2, Y0     \ // r −= q·θb
+	VMOVDQU         Y1, 0(SP)            \
+	MOVQ            0(SP), R10           \
+	MOVQ            8(SP), R11           \
+	MOVQ            16(SP), R12          \
+	MOVQ            24(SP), R13          \
+	ANDQ            $31, R10             \
+	ANDQ            $31, R11             \
+	ANDQ            $31, R12             \
+	ANDQ            $31, R13             \
+	SHLQ            $4, R10              \
+	SHLQ            $4, R11              \
+	SHLQ            $4, R12              \
+	SHLQ            $4, R13              \
+	VMOVUPD         32(SP)(R10*1), X3    \
+	VINSERTF128     $1, 32(SP)(R12*1), Y3, Y3 \
+	VMOVUPD         32(SP)(R11*1), X4    \
+	VINSERTF128     $1, 32(SP)(R13*1), Y4, Y4 \
+	VUNPCKLPD       Y4, Y3, Y5           \ // a·s_q
+	VUNPCKHPD       Y4, Y3, Y6           \ // a·c_q
+	VMULPD          Y0, Y0, Y7           \ // u = r²
+	VMULPD          Y0, Y7, Y8           \ // r³ = u·r
+	VMOVUPD         K_S7, Y9             \
+	VFMADD231PD     K_S9, Y7, Y9         \
+	VFMADD213PD     K_S5, Y7, Y9         \
+	VFMADD213PD     K_S3, Y7, Y9         \
+	VFMADD213PD     Y0, Y8, Y9           \ // sin r = r³·p + r
+	VMOVUPD         K_C6, Y10            \
+	VFMADD231PD     K_C8, Y7, Y10        \
+	VFMADD213PD     K_C4, Y7, Y10        \
+	VFMADD213PD     K_C2, Y7, Y10        \
+	VMULPD          Y10, Y7, Y10         \ // cos r − 1 = u·p
+	VMULPD          Y10, Y5, Y11         \
+	VFMADD231PD     Y9, Y6, Y11          \
+	VADDPD          Y11, Y5, Y11         \ // a·sin x
+	VMULPD          Y10, Y6, Y2          \
+	VFNMADD231PD    Y9, Y5, Y2           \
+	VADDPD          Y2, Y6, Y2           \ // a·cos x
+	VMOVUPD         Y2, (DI)(AX*8)       \
+	VMOVUPD         Y11, (SI)(AX*8)      \
+	VFMADD231PD     Y2, Y2, acccos       \
+	VFMADD231PD     Y11, Y11, accsin     \
+	ADDQ            $4, AX
 
-// SC_STAGE1: the reduction of x (Y0): Y0 = r = ((x − q·θa) − q·θb) −
-// q·θc, and R10–R13 = 16·(j mod N), the offsets of the lanes' (s_q, c_q)
-// in sincosTable, j being the low bits of t = x·(1/θ) + magic (through
-// the stack, off the vector pipes).
-#define SC_STAGE1 \
-	VMULPD  Y9, Y0, Y1         \
-	VADDPD  Y8, Y1, Y1         \
-	VSUBPD  Y8, Y1, Y2         \
-	VMOVUPD Y1, 0(SP)          \
-	VMULPD  K_THETAA, Y2, Y3   \
-	VSUBPD  Y3, Y0, Y0         \
-	VMULPD  K_THETAB, Y2, Y3   \
-	VSUBPD  Y3, Y0, Y0         \
-	VMULPD  K_THETAC, Y2, Y3   \
-	VSUBPD  Y3, Y0, Y0         \
-	MOVQ    0(SP), R10         \
-	MOVQ    8(SP), R11         \
-	MOVQ    16(SP), R12        \
-	MOVQ    24(SP), R13        \
-	ANDQ    $(SINCOS_N-1), R10 \
-	ANDQ    $(SINCOS_N-1), R11 \
-	ANDQ    $(SINCOS_N-1), R12 \
-	ANDQ    $(SINCOS_N-1), R13 \
-	SHLQ    $4, R10            \
-	SHLQ    $4, R11            \
-	SHLQ    $4, R12            \
-	SHLQ    $4, R13
+// PANEL16_COL(off, xb, a0, a1, a2, a3): the 16 float32 entries of one
+// column of a panel (at off(SI)), converted to float64, times the
+// broadcast xb, added to a0..a3 by FMA.
+#define PANEL16_COL(off, xb, a0, a1, a2, a3) \
+	VCVTPS2PD   off(SI), Y10    \
+	VCVTPS2PD   off+16(SI), Y11 \
+	VCVTPS2PD   off+32(SI), Y12 \
+	VCVTPS2PD   off+48(SI), Y13 \
+	VFMADD231PD Y10, xb, a0     \
+	VFMADD231PD Y11, xb, a1     \
+	VFMADD231PD Y12, xb, a2     \
+	VFMADD231PD Y13, xb, a3
 
-// SC_TABLE: Y5 = s_q, Y6 = c_q of the lanes at offsets R10–R13.
-#define SC_TABLE \
-	VMOVUPD     (R9)(R10*1), X5         \
-	VINSERTF128 $1, (R9)(R12*1), Y5, Y5 \
-	VMOVUPD     (R9)(R11*1), X13        \
-	VINSERTF128 $1, (R9)(R13*1), Y13, Y13 \
-	VUNPCKHPD   Y13, Y5, Y6             \
-	VUNPCKLPD   Y13, Y5, Y5
-
-// SC_STAGE2: from r (Y4), s_q (Y5) and c_q (Y6), the block's a·cos and
-// a·sin, stored at k = AX, and their squares added to Y14, Y15:
-//
-//	u = r², sr = r + (r·u)·(−1/6 + u·(1/120)),
-//	cm = u·(−0.5 + u·(1/24 − u·(1/720))),
-//	sin = s_q + (s_q·cm + c_q·sr), cos = c_q + (c_q·cm − s_q·sr).
-#define SC_STAGE2 \
-	VMULPD  Y4, Y4, Y10        \
-	VMULPD  K_S5, Y10, Y11     \
-	VADDPD  K_S3, Y11, Y11     \
-	VMULPD  Y10, Y4, Y13       \
-	VMULPD  Y11, Y13, Y11      \
-	VADDPD  Y11, Y4, Y11       \
-	VMULPD  K_C6, Y10, Y12     \
-	VMOVUPD K_C4, Y13          \
-	VSUBPD  Y12, Y13, Y12      \
-	VMULPD  Y12, Y10, Y12      \
-	VADDPD  K_C2, Y12, Y12     \
-	VMULPD  Y12, Y10, Y12      \
-	VMULPD  Y12, Y5, Y10       \
-	VMULPD  Y11, Y6, Y13       \
-	VADDPD  Y13, Y10, Y10      \
-	VADDPD  Y10, Y5, Y10       \
-	VMULPD  Y12, Y6, Y13       \
-	VMULPD  Y11, Y5, Y4        \
-	VSUBPD  Y4, Y13, Y13       \
-	VADDPD  Y13, Y6, Y13       \
-	VMULPD  Y7, Y10, Y10       \
-	VMULPD  Y7, Y13, Y13       \
-	VMOVUPD Y13, (DI)(AX*8)    \
-	VMOVUPD Y10, (SI)(AX*8)    \
-	VMULPD  Y13, Y13, Y4       \
-	VADDPD  Y4, Y14, Y14       \
-	VMULPD  Y10, Y10, Y4       \
-	VADDPD  Y4, Y15, Y15
-
-// PANEL16_COL(base, off, xb, a0, a1, a2, a3) multiplies the 16 entries of
-// one column of a panel (at off(base)) by the broadcast xb and adds them
-// to the accumulators a0..a3 (the products rounded first: no FMA).
-#define PANEL16_COL(base, off, xb, a0, a1, a2, a3) \
-	VMULPD off(base), xb, Y10     \
-	VMULPD off+32(base), xb, Y11  \
-	VMULPD off+64(base), xb, Y12  \
-	VMULPD off+96(base), xb, Y13  \
-	VADDPD Y10, a0, a0            \
-	VADDPD Y11, a1, a1            \
-	VADDPD Y12, a2, a2            \
-	VADDPD Y13, a3, a3
-
-// func gemv16(panels, n int, p, x, z *float64)
+// func gemv16(panels, n int, p *float32, x, z *float64)
 //
 // z[16g : 16g+16] = rows of panel g (16 rows × n columns, column-major
-// within the panel) times x, for g < panels: the even columns summed in
-// order in Y0–Y3, the odd ones in Y4–Y7, then E + O, then the product of
-// the last column when n is odd (gonum's Dgemv order).
+// within the panel) times x, for g < panels: the even columns summed by
+// FMA in order in Y0–Y3, the odd ones in Y4–Y7, then E + O.
 TEXT ·gemv16(SB), NOSPLIT, $0-40
 	MOVQ panels+0(FP), CX
 	MOVQ n+8(FP), BX
@@ -145,30 +124,30 @@ g16panel:
 	MOVQ   DI, R9
 	MOVQ   R10, R8
 	TESTQ  R8, R8
-	JE     g16sum
+	JE     g16odd
 
 g16pair:
 	VBROADCASTSD 0(R9), Y8
 	VBROADCASTSD 8(R9), Y9
-	PANEL16_COL(SI, 0, Y8, Y0, Y1, Y2, Y3)
-	PANEL16_COL(SI, 128, Y9, Y4, Y5, Y6, Y7)
-	ADDQ         $256, SI
+	PANEL16_COL(0, Y8, Y0, Y1, Y2, Y3)
+	PANEL16_COL(64, Y9, Y4, Y5, Y6, Y7)
+	ADDQ         $128, SI
 	ADDQ         $16, R9
 	DECQ         R8
 	JNE          g16pair
 
-g16sum:
-	VADDPD Y4, Y0, Y0
-	VADDPD Y5, Y1, Y1
-	VADDPD Y6, Y2, Y2
-	VADDPD Y7, Y3, Y3
-	TESTQ  $1, BX
-	JE     g16store
+g16odd:
+	TESTQ        $1, BX
+	JE           g16sum
 	VBROADCASTSD 0(R9), Y8
-	PANEL16_COL(SI, 0, Y8, Y0, Y1, Y2, Y3)
-	ADDQ         $128, SI
+	PANEL16_COL(0, Y8, Y0, Y1, Y2, Y3)
+	ADDQ         $64, SI
 
-g16store:
+g16sum:
+	VADDPD  Y4, Y0, Y0
+	VADDPD  Y5, Y1, Y1
+	VADDPD  Y6, Y2, Y2
+	VADDPD  Y7, Y3, Y3
 	VMOVUPD Y0, 0(DX)
 	VMOVUPD Y1, 32(DX)
 	VMOVUPD Y2, 64(DX)
@@ -180,7 +159,7 @@ g16store:
 	VZEROUPPER
 	RET
 
-// func gemv4(panels, n int, p, x, z *float64)
+// func gemv4(panels, n int, p *float32, x, z *float64)
 //
 // gemv16 for panels of 4 rows (even columns in Y0, odd ones in Y1).
 TEXT ·gemv4(SB), NOSPLIT, $0-40
@@ -198,30 +177,30 @@ g4panel:
 	MOVQ   DI, R9
 	MOVQ   R10, R8
 	TESTQ  R8, R8
-	JE     g4sum
+	JE     g4odd
 
 g4pair:
 	VBROADCASTSD 0(R9), Y8
 	VBROADCASTSD 8(R9), Y9
-	VMULPD       0(SI), Y8, Y10
-	VMULPD       32(SI), Y9, Y11
-	VADDPD       Y10, Y0, Y0
-	VADDPD       Y11, Y1, Y1
-	ADDQ         $64, SI
+	VCVTPS2PD    0(SI), Y10
+	VCVTPS2PD    16(SI), Y11
+	VFMADD231PD  Y10, Y8, Y0
+	VFMADD231PD  Y11, Y9, Y1
+	ADDQ         $32, SI
 	ADDQ         $16, R9
 	DECQ         R8
 	JNE          g4pair
 
-g4sum:
-	VADDPD Y1, Y0, Y0
-	TESTQ  $1, BX
-	JE     g4store
+g4odd:
+	TESTQ        $1, BX
+	JE           g4sum
 	VBROADCASTSD 0(R9), Y8
-	VMULPD       0(SI), Y8, Y10
-	VADDPD       Y10, Y0, Y0
-	ADDQ         $32, SI
+	VCVTPS2PD    0(SI), Y10
+	VFMADD231PD  Y10, Y8, Y0
+	ADDQ         $16, SI
 
-g4store:
+g4sum:
+	VADDPD  Y1, Y0, Y0
 	VMOVUPD Y0, 0(DX)
 	ADDQ    $32, DX
 	DECQ    CX
@@ -230,66 +209,57 @@ g4store:
 	VZEROUPPER
 	RET
 
-// func sincos4(n int, cs, sn *float64, a float64, acc *[8]float64) int
+// func sincos4(n int, cs, sn *float64, a float64, acc *[16]float64) int
 //
 // For k = 0, 4, 8, … < n (n a multiple of 4), while the four arguments
-// sn[k:k+4] are all below the fast-path limit in magnitude (NaN is not):
-// cs[k+l] = a·cos(sn[k+l]), sn[k+l] = a·sin(sn[k+l]) by the table path of
-// Sincos, and acc[l] += cs[k+l]², acc[4+l] += sn[k+l]². Returns the number
-// of features mapped.
-//
-// The loop is software-pipelined: the reduction of block k+1 (stage 1)
-// runs with the polynomial and the output of block k (stage 2), so that
-// the long chain of each block overlaps with the next one's. Registers:
-// Y0–Y3 stage 1, Y4–Y6 and Y10–Y13 stage 2, Y7 a, Y8 magic, Y9 1/θ, Y14
-// and Y15 the sums of squares.
-TEXT ·sincos4(SB), NOSPLIT, $32-48
+// sn[k:k+4] are all below the fast-path limit in magnitude: cs[k+l] =
+// a·cos(sn[k+l]), sn[k+l] = a·sin(sn[k+l]) as sincosScaled computes them,
+// the squares added to acc's lanes (k + l) mod 8 and 8 + (k + l) mod 8.
+// Returns the number of features mapped. Y12/Y13 hold the cosines' lanes
+// 0–3/4–7, Y14/Y15 the sines'.
+TEXT ·sincos4(SB), NOSPLIT, $544-48
 	MOVQ         n+0(FP), CX
 	MOVQ         cs+8(FP), DI
 	MOVQ         sn+16(FP), SI
-	VBROADCASTSD a+24(FP), Y7
-	VMOVUPD      K_MAGIC, Y8
-	VMOVUPD      K_INVTHETA, Y9
+	VBROADCASTSD a+24(FP), Y15
 	MOVQ         acc+32(FP), R8
-	VMOVUPD      0(R8), Y14
-	VMOVUPD      32(R8), Y15
-	LEAQ         ·sincosTable(SB), R9
-	XORQ         AX, AX
+	LEAQ         ·sincosPairs(SB), R9
+	XORQ         DX, DX
 
-	TESTQ CX, CX
-	JE    scdone
-	SC_CHECK(0, scdone)
-	SC_STAGE1
-	VMOVAPD Y0, Y4
+sctable:
+	VMULPD  (R9)(DX*1), Y15, Y0
+	VMOVUPD Y0, 32(SP)(DX*1)
+	ADDQ    $32, DX
+	CMPQ    DX, $512
+	JL      sctable
+
+	VMOVUPD 0(R8), Y12
+	VMOVUPD 32(R8), Y13
+	VMOVUPD 64(R8), Y14
+	VMOVUPD 96(R8), Y15
+	XORQ    AX, AX
 
 scloop:
-	// Block AX has been through stage 1.
-	LEAQ 4(AX), DX
-	CMPQ DX, CX
-	JGE  sclast
-	SC_CHECK(32, sclast)
-	SC_TABLE
-	SC_STAGE1
-	SC_STAGE2
-	VMOVAPD Y0, Y4
-	ADDQ    $4, AX
-	JMP     scloop
-
-sclast:
-	SC_TABLE
-	SC_STAGE2
-	ADDQ $4, AX
+	CMPQ AX, CX
+	JGE  scdone
+	SC4(Y12, Y14, scdone)
+	CMPQ AX, CX
+	JGE  scdone
+	SC4(Y13, Y15, scdone)
+	JMP  scloop
 
 scdone:
-	VMOVUPD Y14, 0(R8)
-	VMOVUPD Y15, 32(R8)
+	VMOVUPD Y12, 0(R8)
+	VMOVUPD Y13, 32(R8)
+	VMOVUPD Y14, 64(R8)
+	VMOVUPD Y15, 96(R8)
 	MOVQ    AX, ret+40(FP)
 	VZEROUPPER
 	RET
 
-// func dot4(n int, a, b *float64, s *[4]float64)
+// func dot4(n int, a, b *float64, s *[8]float64)
 //
-// s[l] += a[i]·b[i] for i ≡ l (mod 4), i < n (n a multiple of 4), in
+// s[i mod 8] = fma(a[i], b[i], s[i mod 8]) for i < n (a multiple of 8), in
 // order.
 TEXT ·dot4(SB), NOSPLIT, $0-32
 	MOVQ    n+0(FP), CX
@@ -297,25 +267,48 @@ TEXT ·dot4(SB), NOSPLIT, $0-32
 	MOVQ    b+16(FP), DI
 	MOVQ    s+24(FP), DX
 	VMOVUPD 0(DX), Y0
-	SHRQ    $2, CX
+	VMOVUPD 32(DX), Y1
+	SHRQ    $3, CX
 
 dotloop:
-	VMOVUPD 0(SI), Y1
-	VMULPD  0(DI), Y1, Y1
-	VADDPD  Y1, Y0, Y0
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	DECQ    CX
-	JNE     dotloop
+	VMOVUPD     0(SI), Y2
+	VMOVUPD     32(SI), Y3
+	VFMADD231PD 0(DI), Y2, Y0
+	VFMADD231PD 32(DI), Y3, Y1
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	DECQ        CX
+	JNE         dotloop
 
 	VMOVUPD Y0, 0(DX)
+	VMOVUPD Y1, 32(DX)
 	VZEROUPPER
 	RET
 
-// func plain4(n int, w, s, c, x *float64, y float64, acc *[2]float64)
+// PLAIN4(off, f, ww): PlainFused on the four elements at off + AX·8; y in
+// Y15.
+#define PLAIN4(off, f, ww) \
+	VMOVUPD      off(R8)(AX*8), Y0    \ // x
+	VFMADD231PD  off(DX)(AX*8), Y0, f \ // f += w·x
+	VMULPD       Y15, Y0, Y0          \ // v = y·x
+	VMOVUPD      off(SI)(AX*8), Y1    \ // s
+	VADDPD       Y0, Y1, Y2           \ // t = s + v
+	VSUBPD       Y1, Y2, Y3           \ // b = t − s
+	VSUBPD       Y3, Y2, Y4           \ // t − b
+	VSUBPD       Y4, Y1, Y4           \ // s − (t − b)
+	VSUBPD       Y3, Y0, Y3           \ // v − b
+	VADDPD       Y3, Y4, Y4           \
+	VADDPD       off(DI)(AX*8), Y4, Y4 \ // c' = c + (…)
+	VMOVUPD      Y2, off(SI)(AX*8)    \
+	VMOVUPD      Y4, off(DI)(AX*8)    \
+	VADDPD       Y4, Y2, Y2           \ // w = t + c'
+	VMOVUPD      Y2, off(DX)(AX*8)    \
+	VFMADD231PD  Y2, Y2, ww
+
+// func plain4(n int, w, s, c, x *float64, y float64, acc *[16]float64)
 //
-// PlainPass on n elements (a multiple of 4): acc[0] and acc[1] (the even
-// and the odd elements' sums of w²) run in the two lanes of X14.
+// PlainFused on n elements (a multiple of 8): acc[0:8] the score's lanes,
+// acc[8:16] ‖w‖²'s (Y8/Y9, Y10/Y11).
 TEXT ·plain4(SB), NOSPLIT, $0-56
 	MOVQ         n+0(FP), CX
 	MOVQ         w+8(FP), DX
@@ -324,45 +317,57 @@ TEXT ·plain4(SB), NOSPLIT, $0-56
 	MOVQ         x+32(FP), R8
 	VBROADCASTSD y+40(FP), Y15
 	MOVQ         acc+48(FP), R9
-	VMOVUPD      0(R9), X14
-	SHRQ         $2, CX
+	VMOVUPD      0(R9), Y8
+	VMOVUPD      32(R9), Y9
+	VMOVUPD      64(R9), Y10
+	VMOVUPD      96(R9), Y11
+	XORQ         AX, AX
 
 plloop:
-	VMULPD  0(R8), Y15, Y0           // v = y·x
-	VMOVUPD 0(SI), Y1                // s
-	VADDPD  Y0, Y1, Y2               // t = s + v
-	VSUBPD  Y1, Y2, Y3               // bp = t − s
-	VSUBPD  Y3, Y2, Y4               // t − bp
-	VSUBPD  Y4, Y1, Y4               // s − (t − bp)
-	VSUBPD  Y3, Y0, Y5               // v − bp
-	VADDPD  Y5, Y4, Y4
-	VADDPD  0(DI), Y4, Y6            // c' = c + (…)
-	VMOVUPD Y2, 0(SI)
-	VMOVUPD Y6, 0(DI)
-	VADDPD  Y6, Y2, Y7               // w = t + c'
-	VMOVUPD Y7, 0(DX)
-	VMULPD  Y7, Y7, Y8
-	VADDPD  X8, X14, X14             // elements 0, 1
-	VEXTRACTF128 $1, Y8, X9
-	VADDPD  X9, X14, X14             // elements 2, 3
+	PLAIN4(0, Y8, Y10)
+	PLAIN4(32, Y9, Y11)
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JL   plloop
 
-	ADDQ $32, DX
-	ADDQ $32, SI
-	ADDQ $32, DI
-	ADDQ $32, R8
-	DECQ CX
-	JNE  plloop
-
-	VMOVUPD X14, 0(R9)
+	VMOVUPD Y8, 0(R9)
+	VMOVUPD Y9, 32(R9)
+	VMOVUPD Y10, 64(R9)
+	VMOVUPD Y11, 96(R9)
 	VZEROUPPER
 	RET
 
-// func balanced4(n int, w, t, tc, o, oc, x *float64, it, io, sgn float64, acc *[4]float64)
+// BAL4(off, f, ww, pt, po): BalancedFused on the four elements at
+// off + AX·8; it in Y14, io in Y15.
+#define BAL4(off, f, ww, pt, po) \
+	VMOVUPD      off(R10)(AX*8), Y0    \ // x
+	VFMADD231PD  off(DX)(AX*8), Y0, f  \ // f += w·x
+	VMOVUPD      off(R8)(AX*8), Y3     \
+	VADDPD       off(R9)(AX*8), Y3, Y3 \ // O = o + oc
+	VMOVUPD      off(SI)(AX*8), Y1     \ // t
+	VADDPD       Y0, Y1, Y4            \ // s = t + x
+	VSUBPD       Y1, Y4, Y5            \ // p = s − t
+	VSUBPD       Y5, Y4, Y2            \ // s − p
+	VSUBPD       Y2, Y1, Y2            \ // t − (s − p)
+	VSUBPD       Y5, Y0, Y5            \ // x − p
+	VADDPD       Y5, Y2, Y2            \
+	VADDPD       off(DI)(AX*8), Y2, Y2 \ // tc' = tc + (…)
+	VMOVUPD      Y4, off(SI)(AX*8)     \
+	VMOVUPD      Y2, off(DI)(AX*8)     \
+	VADDPD       Y2, Y4, Y4            \ // T = s + tc'
+	VMULPD       Y14, Y4, Y4           \ // a = T·it
+	VMULPD       Y15, Y3, Y3           \ // b = O·io
+	VSUBPD       Y3, Y4, Y5            \ // w = a − b
+	VMOVUPD      Y5, off(DX)(AX*8)     \
+	VFMADD231PD  Y5, Y5, ww            \
+	VFMADD231PD  Y4, Y5, pt            \
+	VFMADD231PD  Y3, Y5, po
+
+// func balanced4(n int, w, t, tc, o, oc, x *float64, it, io float64, acc *[32]float64)
 //
-// BalancedPass on n elements (a multiple of 4). The four sums ww, ws, tt,
-// oo run in the lanes of Y12: the products of four elements are
-// transposed so that each element adds one vector [d², d(T−O), a², c²].
-TEXT ·balanced4(SB), NOSPLIT, $0-88
+// BalancedFused on n elements (a multiple of 8): acc[0:8], [8:16], [16:24],
+// [24:32] the lanes of f, ww, pt, po (Y6/Y7, Y8/Y9, Y10/Y11, Y12/Y13).
+TEXT ·balanced4(SB), NOSPLIT, $0-80
 	MOVQ         n+0(FP), CX
 	MOVQ         w+8(FP), DX
 	MOVQ         t+16(FP), SI
@@ -370,71 +375,59 @@ TEXT ·balanced4(SB), NOSPLIT, $0-88
 	MOVQ         o+32(FP), R8
 	MOVQ         oc+40(FP), R9
 	MOVQ         x+48(FP), R10
-	VBROADCASTSD it+56(FP), Y15
-	VBROADCASTSD io+64(FP), Y14
-	VBROADCASTSD sgn+72(FP), Y13
-	MOVQ         acc+80(FP), R11
-	VMOVUPD      0(R11), Y12
-	SHRQ         $2, CX
+	VBROADCASTSD it+56(FP), Y14
+	VBROADCASTSD io+64(FP), Y15
+	MOVQ         acc+72(FP), R11
+	VMOVUPD      0(R11), Y6
+	VMOVUPD      32(R11), Y7
+	VMOVUPD      64(R11), Y8
+	VMOVUPD      96(R11), Y9
+	VMOVUPD      128(R11), Y10
+	VMOVUPD      160(R11), Y11
+	VMOVUPD      192(R11), Y12
+	VMOVUPD      224(R11), Y13
+	XORQ         AX, AX
 
 blloop:
-	VMOVUPD 0(R10), Y0               // x
-	VMOVUPD 0(SI), Y1                // t
-	VADDPD  Y0, Y1, Y2               // s = t + x
-	VSUBPD  Y1, Y2, Y3               // bp = s − t
-	VSUBPD  Y3, Y2, Y4               // s − bp
-	VSUBPD  Y4, Y1, Y4               // t − (s − bp)
-	VSUBPD  Y3, Y0, Y5               // x − bp
-	VADDPD  Y5, Y4, Y4
-	VADDPD  0(DI), Y4, Y4            // tc' = tc + (…)
-	VMOVUPD Y2, 0(SI)
-	VMOVUPD Y4, 0(DI)
-	VADDPD  Y4, Y2, Y2               // T = s + tc'
-	VMOVUPD 0(R8), Y0
-	VADDPD  0(R9), Y0, Y0            // O = o + oc
-	VMULPD  Y15, Y2, Y1              // a = T·it
-	VMULPD  Y14, Y0, Y3              // c = O·io
-	VSUBPD  Y3, Y1, Y4               // d = a − c
-	VMULPD  Y13, Y4, Y5              // w = sgn·d
-	VMOVUPD Y5, 0(DX)
+	BAL4(0, Y6, Y8, Y10, Y12)
+	BAL4(32, Y7, Y9, Y11, Y13)
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JL   blloop
 
-	VMULPD Y4, Y4, Y6                // d²
-	VSUBPD Y0, Y2, Y7                // T − O
-	VMULPD Y7, Y4, Y7                // d·(T − O)
-	VMULPD Y1, Y1, Y8                // a²
-	VMULPD Y3, Y3, Y9                // c²
-
-	VUNPCKLPD   Y7, Y6, Y10          // [ww0 ws0 ww2 ws2]
-	VUNPCKHPD   Y7, Y6, Y11          // [ww1 ws1 ww3 ws3]
-	VUNPCKLPD   Y9, Y8, Y6           // [tt0 oo0 tt2 oo2]
-	VUNPCKHPD   Y9, Y8, Y7           // [tt1 oo1 tt3 oo3]
-	VINSERTF128 $1, X6, Y10, Y8      // element 0
-	VINSERTF128 $1, X7, Y11, Y9      // element 1
-	VPERM2F128  $0x31, Y6, Y10, Y10  // element 2
-	VPERM2F128  $0x31, Y7, Y11, Y11  // element 3
-	VADDPD      Y8, Y12, Y12
-	VADDPD      Y9, Y12, Y12
-	VADDPD      Y10, Y12, Y12
-	VADDPD      Y11, Y12, Y12
-
-	ADDQ $32, DX
-	ADDQ $32, SI
-	ADDQ $32, DI
-	ADDQ $32, R8
-	ADDQ $32, R9
-	ADDQ $32, R10
-	DECQ CX
-	JNE  blloop
-
-	VMOVUPD Y12, 0(R11)
+	VMOVUPD Y6, 0(R11)
+	VMOVUPD Y7, 32(R11)
+	VMOVUPD Y8, 64(R11)
+	VMOVUPD Y9, 96(R11)
+	VMOVUPD Y10, 128(R11)
+	VMOVUPD Y11, 160(R11)
+	VMOVUPD Y12, 192(R11)
+	VMOVUPD Y13, 224(R11)
 	VZEROUPPER
 	RET
 
-// func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[8]float64)
+// DBL4(off, accc, accs): DoubleAngleRFF on the four features at off + AX·8;
+// k in Y15.
+#define DBL4(off, accc, accs) \
+	VMOVUPD     off(SI)(AX*8), Y0 \ // C
+	VMOVUPD     off(R8)(AX*8), Y1 \ // S
+	VSUBPD      Y1, Y0, Y2        \
+	VADDPD      Y1, Y0, Y3        \
+	VMULPD      Y3, Y2, Y2        \
+	VMULPD      Y15, Y2, Y2       \ // ((C − S)·(C + S))·k
+	VMULPD      Y1, Y0, Y4        \
+	VADDPD      Y4, Y4, Y4        \ // (C·S)·2
+	VMULPD      Y15, Y4, Y4       \
+	VMOVUPD     Y2, off(DI)(AX*8) \
+	VMOVUPD     Y4, off(DX)(AX*8) \
+	VFMADD231PD Y2, Y2, accc      \
+	VFMADD231PD Y4, Y4, accs
+
+// func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
 //
-// DoubleAngleRFF on n features (a multiple of 4): C = sc[i], S = ss[i],
-// dc[i] = ((C − S)·(C + S))·k, ds[i] = ((C·S)·2)·k, acc[0:4] += dc², acc[4:8]
-// += ds² lane by lane (products rounded: no FMA).
+// DoubleAngleRFF on n features (a multiple of 8): C = sc[i], S = ss[i],
+// dc[i] = ((C − S)·(C + S))·k, ds[i] = ((C·S)·2)·k, the squares added by
+// FMA to acc's lanes i mod 8 (cosines) and 8 + i mod 8 (sines).
 TEXT ·double4(SB), NOSPLIT, $0-56
 	MOVQ         n+0(FP), CX
 	MOVQ         dc+8(FP), DI
@@ -443,34 +436,22 @@ TEXT ·double4(SB), NOSPLIT, $0-56
 	MOVQ         ss+32(FP), R8
 	VBROADCASTSD k+40(FP), Y15
 	MOVQ         acc+48(FP), R9
-	VMOVUPD      0(R9), Y13
-	VMOVUPD      32(R9), Y14
-	SHRQ         $2, CX
+	VMOVUPD      0(R9), Y10
+	VMOVUPD      32(R9), Y11
+	VMOVUPD      64(R9), Y12
+	VMOVUPD      96(R9), Y13
+	XORQ         AX, AX
 
 dbloop:
-	VMOVUPD 0(SI), Y0
-	VMOVUPD 0(R8), Y1
-	VSUBPD  Y1, Y0, Y2
-	VADDPD  Y1, Y0, Y3
-	VMULPD  Y3, Y2, Y2
-	VMULPD  Y15, Y2, Y2
-	VMULPD  Y1, Y0, Y4
-	VADDPD  Y4, Y4, Y4
-	VMULPD  Y15, Y4, Y4
-	VMOVUPD Y2, 0(DI)
-	VMOVUPD Y4, 0(DX)
-	VMULPD  Y2, Y2, Y2
-	VADDPD  Y2, Y13, Y13
-	VMULPD  Y4, Y4, Y4
-	VADDPD  Y4, Y14, Y14
-	ADDQ    $32, SI
-	ADDQ    $32, R8
-	ADDQ    $32, DI
-	ADDQ    $32, DX
-	DECQ    CX
-	JNE     dbloop
+	DBL4(0, Y10, Y12)
+	DBL4(32, Y11, Y13)
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JL   dbloop
 
-	VMOVUPD Y13, 0(R9)
-	VMOVUPD Y14, 32(R9)
+	VMOVUPD Y10, 0(R9)
+	VMOVUPD Y11, 32(R9)
+	VMOVUPD Y12, 64(R9)
+	VMOVUPD Y13, 96(R9)
 	VZEROUPPER
 	RET

@@ -1,117 +1,171 @@
 package vmath
 
-// The MAM's per-event passes over dim φ: the score's inner product and the
-// compensated-sum updates (online/mam.go: dot, plainPass, balancedPass).
-// Each keeps the scalar definition's order of every sum; the assembly runs
-// the independent sums (the four of dot, the even and odd halves of
-// PlainPass's norm, the four norms of BalancedPass) in the lanes of one
-// register and the element-wise work four elements at a time.
+import "math"
 
-// Dot returns <a, b> (len(b) ≥ len(a)) summed as
-//
-//	s_l = Σ_{i ≡ l (mod 4)} a_i·b_i in order (the tail i ≥ 4⌊n/4⌋ into s₀),
-//	<a, b> = (s₀ + s₁) + (s₂ + s₃).
+// The MAM's per-event passes over dim φ (online/mam.go): the score's inner
+// product and the compensated-sum update with the derived direction w and
+// its sums, fused into one pass over the state. Every sum runs in eight
+// lanes (element i in lane i mod 8, by FMA) added by sum8; the state's
+// elements are updated by Knuth's TwoSum, its rounding error added to the
+// compensation (the sum's value is s + c).
+
+// Dot returns <a, b> (len(b) ≥ len(a)): s_l = fma(a_i, b_i, s_l) for
+// i ≡ l (mod 8) in order, then sum8.
 func Dot(a, b []float64) float64 {
 	b = b[:len(a)]
-	var s [4]float64
-	n := len(a) &^ 3
-	if n > 0 {
-		dotBlocks(a[:n], b[:n], &s)
-	}
+	var s [8]float64
+	n := dotBlocks(a, b, &s)
 	for i := n; i < len(a); i++ {
-		s[0] += float64(a[i] * b[i])
+		s[i&7] = math.FMA(a[i], b[i], s[i&7])
 	}
-	return (s[0] + s[1]) + (s[2] + s[3])
+	return sum8(&s)
 }
 
-func dotBlocksGo(a, b []float64, s *[4]float64) {
+func dotGo(a, b []float64, s *[8]float64) {
 	b = b[:len(a)]
-	for i := 0; i+4 <= len(a); i += 4 {
-		s[0] += float64(a[i] * b[i])
-		s[1] += float64(a[i+1] * b[i+1])
-		s[2] += float64(a[i+2] * b[i+2])
-		s[3] += float64(a[i+3] * b[i+3])
+	for i, v := range a {
+		s[i&7] = math.FMA(v, b[i], s[i&7])
 	}
 }
 
-// PlainPass adds y·x (y = ±1, so exact) to the compensated sum (s, c),
-// one TwoSum per element (the rounding error of s + y·x added to c), sets
-// w = s + c and returns ‖w‖², summed in order over the even and the odd
-// elements and then added: a₀ + a₁. All of s, c, x are at least as long
-// as w.
-func PlainPass(w, s, c, x []float64, y float64) float64 {
-	s, c, x = s[:len(w)], c[:len(w)], x[:len(w)]
-	var acc [2]float64
-	n := len(w) &^ 3
-	if n > 0 {
-		plainBlocks(w[:n], s[:n], c[:n], x[:n], y, &acc)
-	}
-	for i := n; i < len(w); i++ {
-		wi := plainOne(w, s, c, x, y, i)
-		acc[i&1] += float64(wi * wi)
-	}
-	return acc[0] + acc[1]
-}
-
-func plainOne(w, s, c, x []float64, y float64, i int) float64 {
-	v := y * x[i]
-	si := s[i]
-	t := si + v
-	bp := t - si
-	ci := c[i] + ((si - (t - bp)) + (v - bp))
-	s[i], c[i] = t, ci
-	wi := t + ci
-	w[i] = wi
-	return wi
-}
-
-func plainBlocksGo(w, s, c, x []float64, y float64, acc *[2]float64) {
-	for i := range w {
-		wi := plainOne(w, s, c, x, y, i)
-		acc[i&1] += float64(wi * wi)
-	}
-}
-
-// BalancedPass adds x to the compensated sum (t, tc) of class sgn (±1)
-// by TwoSum, then, with T = t + tc and O = o + oc (the other class), sets
+// PlainFused is one labelled event of the plain MAM: it returns f = <w, x>
+// for the w it is given (the score before the update), adds y·x (y = ±1,
+// so exact) to the compensated sum (s, c), sets w = s + c and returns
+// ww = ‖w‖². All of w, s, c are at least as long as x.
 //
-//	w = sgn·(T·it − O·io)
+// Per element i (lane l = i mod 8), in this order:
 //
-// and returns ‖w‖², <w, s> with s = sgn·(T − O), ‖T·it‖² and ‖O·io‖², each
-// summed in order over the elements. All of t, tc, o, oc, x are at least
-// as long as w.
-func BalancedPass(w, t, tc, o, oc, x []float64, it, io, sgn float64) (ww, ws, tt, oo float64) {
-	t, tc, o, oc, x = t[:len(w)], tc[:len(w)], o[:len(w)], oc[:len(w)], x[:len(w)]
-	var acc [4]float64
-	n := len(w) &^ 3
-	if n > 0 {
-		balancedBlocks(w[:n], t[:n], tc[:n], o[:n], oc[:n], x[:n], it, io, sgn, &acc)
-	}
-	if n < len(w) {
-		balancedBlocksGo(w[n:], t[n:], tc[n:], o[n:], oc[n:], x[n:], it, io, sgn, &acc)
-	}
-	return acc[0], acc[1], acc[2], acc[3]
+//	f_l = fma(w_i, x_i, f_l)
+//	v = y·x_i;  t = s_i + v;  b = t − s_i;  c_i += (s_i − (t − b)) + (v − b);  s_i = t
+//	w_i = s_i + c_i;  ww_l = fma(w_i, w_i, ww_l)
+func PlainFused(w, s, c, x []float64, y float64) (f, ww float64) {
+	w, s, c = w[:len(x)], s[:len(x)], c[:len(x)]
+	var acc [16]float64
+	n := plainBlocks(w, s, c, x, y, &acc)
+	plainGo(w[n:], s[n:], c[n:], x[n:], y, &acc, n)
+	return sum8((*[8]float64)(acc[:8])), sum8((*[8]float64)(acc[8:]))
 }
 
-func balancedBlocksGo(w, t, tc, o, oc, x []float64, it, io, sgn float64, acc *[4]float64) {
-	t, tc, o, oc, x = t[:len(w)], tc[:len(w)], o[:len(w)], oc[:len(w)], x[:len(w)]
-	ww, ws, tt, oo := acc[0], acc[1], acc[2], acc[3]
+// plainGo is PlainFused on the elements from i0 on (w, s, c, x start at
+// element i0).
+func plainGo(w, s, c, x []float64, y float64, acc *[16]float64, i0 int) {
+	w, s, c = w[:len(x)], s[:len(x)], c[:len(x)]
 	for i, xi := range x {
+		l := (i0 + i) & 7
+		acc[l] = math.FMA(w[i], xi, acc[l])
+		v := float64(y * xi)
+		si := s[i]
+		t := si + v
+		bp := t - si
+		ci := c[i] + ((si - (t - bp)) + (v - bp))
+		s[i], c[i] = t, ci
+		wi := t + ci
+		w[i] = wi
+		acc[8+l] = math.FMA(wi, wi, acc[8+l])
+	}
+}
+
+// BalancedFused is one labelled event of the balanced MAM: it returns
+// f = <w, x> for the w it is given (the score before the update), adds x to
+// the compensated sum (t, tc) of the event's class, and with T = t + tc, O
+// = o + oc (the other class), a = T·it and b = O·io sets w = a − b. It
+// returns f, ww = ‖w‖², pt = <w, a> and po = <w, b>. For the class sgn
+// (±1) with it = sgn/n_t and io = sgn/n_o, w = μ₊ − μ₋ and
+// (pt, po) = (<w, μ₊>, <w, μ₋>) when sgn = +1, (−<w, μ₋>, −<w, μ₊>) when
+// sgn = −1 (negation is exact, so the result does not depend on which
+// class is being updated). All of w, t, tc, o, oc are at least as long as x.
+//
+// Per element i (lane l = i mod 8), in this order:
+//
+//	f_l = fma(w_i, x_i, f_l)
+//	O = o_i + oc_i
+//	s = t_i + x_i;  p = s − t_i;  tc_i += (t_i − (s − p)) + (x_i − p);  t_i = s
+//	T = t_i + tc_i;  a = T·it;  b = O·io;  w_i = a − b
+//	ww_l = fma(w_i, w_i, ww_l);  pt_l = fma(w_i, a, pt_l);  po_l = fma(w_i, b, po_l)
+func BalancedFused(w, t, tc, o, oc, x []float64, it, io float64) (f, ww, pt, po float64) {
+	w, t, tc, o, oc = w[:len(x)], t[:len(x)], tc[:len(x)], o[:len(x)], oc[:len(x)]
+	var acc [32]float64
+	n := balancedBlocks(w, t, tc, o, oc, x, it, io, &acc)
+	balancedGo(w[n:], t[n:], tc[n:], o[n:], oc[n:], x[n:], it, io, &acc, n)
+	return sums4(&acc)
+}
+
+func sums4(acc *[32]float64) (a, b, c, d float64) {
+	return sum8((*[8]float64)(acc[0:8])), sum8((*[8]float64)(acc[8:16])),
+		sum8((*[8]float64)(acc[16:24])), sum8((*[8]float64)(acc[24:32]))
+}
+
+// balancedGo is BalancedFused on the elements from i0 on.
+func balancedGo(w, t, tc, o, oc, x []float64, it, io float64, acc *[32]float64, i0 int) {
+	w, t, tc, o, oc = w[:len(x)], t[:len(x)], tc[:len(x)], o[:len(x)], oc[:len(x)]
+	for i, xi := range x {
+		l := (i0 + i) & 7
+		acc[l] = math.FMA(w[i], xi, acc[l])
+		O := o[i] + oc[i]
 		ti := t[i]
 		s := ti + xi
 		bp := s - ti
 		ci := tc[i] + ((ti - (s - bp)) + (xi - bp))
 		t[i], tc[i] = s, ci
-		T := s + ci
-		O := o[i] + oc[i]
-		a := T * it
-		c := O * io
-		d := a - c
-		w[i] = sgn * d
-		ww += float64(d * d)
-		ws += float64(d * (T - O))
-		tt += float64(a * a)
-		oo += float64(c * c)
+		balancedDerived(w, i, l, s+ci, O, it, io, acc)
 	}
-	acc[0], acc[1], acc[2], acc[3] = ww, ws, tt, oo
+}
+
+// balancedDerived sets w_i from T and O and adds to the sums of lane l.
+func balancedDerived(w []float64, i, l int, T, O, it, io float64, acc *[32]float64) {
+	a := float64(T * it)
+	b := float64(O * io)
+	wi := a - b
+	w[i] = wi
+	acc[8+l] = math.FMA(wi, wi, acc[8+l])
+	acc[16+l] = math.FMA(wi, a, acc[16+l])
+	acc[24+l] = math.FMA(wi, b, acc[24+l])
+}
+
+// PlainDecay is PlainFused under exponential decay, without the score: (s,
+// c) is first multiplied by lam, the exact rounding error of the product
+// (FMA) added to c, c_i = fl(c_i·lam) + (s_i·lam − fl(s_i·lam)), then y·x
+// is added and w and ww computed exactly as PlainFused does.
+func PlainDecay(w, s, c, x []float64, y, lam float64) (ww float64) {
+	w, s, c = w[:len(x)], s[:len(x)], c[:len(x)]
+	var acc [8]float64
+	for i, xi := range x {
+		r := s[i]
+		si := float64(r * lam)
+		ci := float64(c[i]*lam) + math.FMA(r, lam, -si)
+		v := float64(y * xi)
+		t := si + v
+		bp := t - si
+		ci += (si - (t - bp)) + (v - bp)
+		s[i], c[i] = t, ci
+		wi := t + ci
+		w[i] = wi
+		acc[i&7] = math.FMA(wi, wi, acc[i&7])
+	}
+	return sum8(&acc)
+}
+
+// BalancedDecay is BalancedFused under exponential decay, without the
+// score: both classes' sums are first multiplied by lam as in PlainDecay,
+// then x is added to (t, tc) and w, ww, pt, po computed exactly as
+// BalancedFused does.
+func BalancedDecay(w, t, tc, o, oc, x []float64, it, io, lam float64) (ww, pt, po float64) {
+	w, t, tc, o, oc = w[:len(x)], t[:len(x)], tc[:len(x)], o[:len(x)], oc[:len(x)]
+	var acc [32]float64
+	for i, xi := range x {
+		r := t[i]
+		ti := float64(r * lam)
+		ci := float64(tc[i]*lam) + math.FMA(r, lam, -ti)
+		s := ti + xi
+		bp := s - ti
+		ci += (ti - (s - bp)) + (xi - bp)
+		t[i], tc[i] = s, ci
+		q := o[i]
+		oi := float64(q * lam)
+		oci := float64(oc[i]*lam) + math.FMA(q, lam, -oi)
+		o[i], oc[i] = oi, oci
+		balancedDerived(w, i, i&7, s+ci, oi+oci, it, io, &acc)
+	}
+	_, ww, pt, po = sums4(&acc)
+	return ww, pt, po
 }

@@ -7,49 +7,45 @@ import (
 	"testing"
 )
 
-// bothKernels runs f with the assembly kernels (where the machine has
-// them) and with the portable ones.
-func bothKernels(t *testing.T, f func(t *testing.T)) {
+// forLevels runs f with every implementation of the kernels this machine
+// has: AVX-512, AVX2 and the portable Go code, as far as available.
+func forLevels(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	saved := useAsm
-	defer func() { useAsm = saved }()
-	if saved {
-		t.Run("asm", f)
+	saved := level
+	defer func() { level = saved }()
+	for l := saved; l >= levelGo; l-- {
+		level = l
+		t.Run([...]string{"go", "avx2", "avx512"}[l], f)
 	}
-	useAsm = false
-	t.Run("go", f)
 }
 
-// withKernels calls f with the assembly kernels, if any, and then with the
-// portable ones, restoring the switch.
-func withKernels(asm bool, f func()) {
-	saved := useAsm
-	defer func() { useAsm = saved }()
-	useAsm = saved && asm
+// atLevel calls f with the kernels of level l (at most the machine's),
+// restoring the switch.
+func atLevel(l int, f func()) {
+	saved := level
+	defer func() { level = saved }()
+	level = min(l, saved)
 	f()
 }
 
 func same(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
 
-// refMulVec is MulVec's definition, row by row on the row-major matrix.
+// refMulVec is MulVec's definition, row by row on the row-major matrix a
+// (rounded to float32).
 func refMulVec(a []float64, rows, cols int, x []float64) []float64 {
 	z := make([]float64, rows)
 	for i := range rows {
 		row := a[i*cols : (i+1)*cols]
 		var e, o float64
-		j := 0
-		for ; j+1 < cols; j += 2 {
-			e += float64(row[j] * x[j])
-			o += float64(row[j+1] * x[j+1])
+		for j, v := range row {
+			v = float64(float32(v))
+			if j%2 == 0 {
+				e = math.FMA(v, x[j], e)
+			} else {
+				o = math.FMA(v, x[j], o)
+			}
 		}
-		switch {
-		case j == cols:
-			z[i] = e + o
-		case i == rows-1 && rows%2 == 1:
-			z[i] = (e + float64(row[j]*x[j])) + o
-		default:
-			z[i] = (e + o) + float64(row[j]*x[j])
-		}
+		z[i] = e + o
 	}
 	return z
 }
@@ -78,7 +74,7 @@ var mulVecShapes = func() (s [][2]int) {
 }()
 
 func TestMulVec(t *testing.T) {
-	bothKernels(t, func(t *testing.T) {
+	forLevels(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, 2))
 		for _, sh := range mulVecShapes {
 			rows, cols := sh[0], sh[1]
@@ -102,7 +98,7 @@ func TestMulVec(t *testing.T) {
 // TestMulVecSpecial: zeros give +0, non-finite entries propagate as in the
 // definition.
 func TestMulVecSpecial(t *testing.T) {
-	bothKernels(t, func(t *testing.T) {
+	forLevels(t, func(t *testing.T) {
 		for _, sh := range [][2]int{{16, 3}, {4, 2}, {3, 5}, {21, 4}} {
 			rows, cols := sh[0], sh[1]
 			for _, v := range []float64{0, math.Copysign(0, -1), math.Inf(1), math.NaN(), math.MaxFloat64} {
@@ -193,7 +189,7 @@ func sincosArgs() []float64 {
 // arguments and cos² + sin² = 1 to 1e-15, for Sincos and SincosRFF.
 func TestSincosAccuracy(t *testing.T) {
 	args := sincosArgs()
-	bothKernels(t, func(t *testing.T) {
+	forLevels(t, func(t *testing.T) {
 		p := make([]float64, 2*len(args))
 		copy(p[len(args):], args)
 		sq := SincosRFF(p, 1)
@@ -230,7 +226,7 @@ func TestSincosAccuracy(t *testing.T) {
 // TestSincosNonFinite: NaN and ±Inf give NaN features and a NaN sum, in
 // every lane of a block and in the tail.
 func TestSincosNonFinite(t *testing.T) {
-	bothKernels(t, func(t *testing.T) {
+	forLevels(t, func(t *testing.T) {
 		for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 			for _, d := range []int{1, 3, 4, 5, 8, 11} {
 				for at := range d {
@@ -256,16 +252,15 @@ func TestSincosNonFinite(t *testing.T) {
 // refSincosRFF is SincosRFF's definition element by element.
 func refSincosRFF(p []float64, a float64) float64 {
 	d := len(p) / 2
-	var acc [8]float64
+	var acc [16]float64
 	for k := range d {
-		s, c := Sincos(p[d+k])
-		s *= a
-		c *= a
+		s, c := sincosScaled(p[d+k], a)
 		p[k], p[d+k] = c, s
-		acc[k%4] += float64(c * c)
-		acc[4+k%4] += float64(s * s)
+		acc[k%8] = math.FMA(c, c, acc[k%8])
+		acc[8+k%8] = math.FMA(s, s, acc[8+k%8])
 	}
-	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+	lane := func(l []float64) float64 { return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7])) }
+	return lane(acc[:8]) + lane(acc[8:])
 }
 
 // TestSincosRFFBits: the kernels equal the definition bit for bit, with
@@ -273,9 +268,9 @@ func refSincosRFF(p []float64, a float64) float64 {
 // every length.
 func TestSincosRFFBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
-	bothKernels(t, func(t *testing.T) {
+	forLevels(t, func(t *testing.T) {
 		for d := 0; d <= 41; d++ {
-			for _, slow := range []int{-1, 0, 1, 2, 3, d / 2, d - 1} {
+			for _, slow := range []int{-1, 0, 1, 2, 3, 4, 5, 7, 8, 9, 12, d / 2, d - 1} {
 				z := make([]float64, d)
 				for k := range z {
 					z[k] = 30 * r.NormFloat64()
@@ -311,56 +306,112 @@ func randVec(r *rand.Rand, n int, scale float64) []float64 {
 
 func clone(v []float64) []float64 { return append([]float64(nil), v...) }
 
-// TestPassesAsmGo: the assembly passes equal the portable ones bit for bit
-// (the portable ones are checked against online/mam.go's in package
-// online).
-func TestPassesAsmGo(t *testing.T) {
-	if !useAsm {
-		t.Skip("no assembly kernels")
+// naiveSum8 is the sum of the terms in lane order (the definition's sums).
+func naiveSum8(terms func(i int) (a, b float64), n int) float64 {
+	var l [8]float64
+	for i := range n {
+		a, b := terms(i)
+		l[i%8] = math.FMA(a, b, l[i%8])
 	}
+	return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
+}
+
+// TestPassesLevels: every implementation of Dot, PlainFused and
+// BalancedFused gives the bits of the Go code (state included), for every
+// length (the kernels take blocks of eight and finish in Go); the Go code
+// gives its definition (TwoSum updates, the sums of the updated state);
+// the balanced pass gives the negated sums when the other class is
+// updated, and the decaying passes with λ = 1 equal the plain ones.
+func TestPassesLevels(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 4))
-	for _, n := range []int{0, 1, 3, 4, 5, 8, 13, 64, 511, 512, 513} {
+	for _, n := range []int{0, 1, 3, 4, 5, 7, 8, 9, 13, 16, 17, 64, 511, 512, 513} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			a, b := randVec(r, n, 1), randVec(r, n, 1)
-			var d1, d2 float64
-			withKernels(true, func() { d1 = Dot(a, b) })
-			withKernels(false, func() { d2 = Dot(a, b) })
-			if !same(d1, d2) {
-				t.Errorf("Dot: asm %v, go %v", d1, d2)
-			}
+			want := naiveSum8(func(i int) (float64, float64) { return a[i], b[i] }, n)
+			forLevels(t, func(t *testing.T) {
+				if got := Dot(a, b); !same(got, want) {
+					t.Errorf("Dot = %v, want %v", got, want)
+				}
+			})
 
 			for _, y := range []float64{1, -1} {
-				s, c, x := randVec(r, n, 100), randVec(r, n, 1e-14), randVec(r, n, 0.1)
-				w1, w2 := make([]float64, n), make([]float64, n)
-				s1, c1, s2, c2 := clone(s), clone(c), clone(s), clone(c)
-				var a1, a2 float64
-				withKernels(true, func() { a1 = PlainPass(w1, s1, c1, x, y) })
-				withKernels(false, func() { a2 = PlainPass(w2, s2, c2, x, y) })
-				if !same(a1, a2) {
-					t.Errorf("PlainPass y %v: ‖w‖² asm %v, go %v", y, a1, a2)
+				s, c, x, w := randVec(r, n, 100), randVec(r, n, 1e-14), randVec(r, n, 0.1), randVec(r, n, 0.3)
+				// The definition.
+				s0, c0, w0 := clone(s), clone(c), clone(w)
+				f0 := naiveSum8(func(i int) (float64, float64) { return w[i], x[i] }, n)
+				for i := range s0 {
+					v := y * x[i]
+					t2 := s0[i] + v
+					bp := t2 - s0[i]
+					c0[i] += (s0[i] - (t2 - bp)) + (v - bp)
+					s0[i] = t2
+					w0[i] = s0[i] + c0[i]
 				}
-				eqVec(t, "PlainPass w", w1, w2)
-				eqVec(t, "PlainPass s", s1, s2)
-				eqVec(t, "PlainPass c", c1, c2)
+				ww0 := naiveSum8(func(i int) (float64, float64) { return w0[i], w0[i] }, n)
+				forLevels(t, func(t *testing.T) {
+					s1, c1, w1 := clone(s), clone(c), clone(w)
+					f, ww := PlainFused(w1, s1, c1, x, y)
+					if !same(f, f0) || !same(ww, ww0) {
+						t.Errorf("PlainFused y %v: (%v, %v), want (%v, %v)", y, f, ww, f0, ww0)
+					}
+					eqVec(t, "PlainFused w", w1, w0)
+					eqVec(t, "PlainFused s", s1, s0)
+					eqVec(t, "PlainFused c", c1, c0)
+				})
+				s2, c2, w2 := clone(s), clone(c), clone(w)
+				if ww := PlainDecay(w2, s2, c2, x, y, 1); !same(ww, ww0) {
+					t.Errorf("PlainDecay λ = 1: ‖w‖² = %v, want %v", ww, ww0)
+				}
+				eqVec(t, "PlainDecay w", w2, w0)
+				eqVec(t, "PlainDecay s", s2, s0)
+				eqVec(t, "PlainDecay c", c2, c0)
 			}
 
-			for _, sgn := range []float64{1, -1} {
-				tt, tc, o, oc := randVec(r, n, 100), randVec(r, n, 1e-14), randVec(r, n, 80), randVec(r, n, 1e-14)
-				x := randVec(r, n, 0.1)
-				w1, w2 := make([]float64, n), make([]float64, n)
-				t1, tc1, t2, tc2 := clone(tt), clone(tc), clone(tt), clone(tc)
-				var r1, r2 [4]float64
-				withKernels(true, func() { r1[0], r1[1], r1[2], r1[3] = BalancedPass(w1, t1, tc1, o, oc, x, 1.0/300, 1.0/700, sgn) })
-				withKernels(false, func() { r2[0], r2[1], r2[2], r2[3] = BalancedPass(w2, t2, tc2, o, oc, x, 1.0/300, 1.0/700, sgn) })
-				for i := range r1 {
-					if !same(r1[i], r2[i]) {
-						t.Errorf("BalancedPass sgn %v: sum %d asm %v, go %v", sgn, i, r1[i], r2[i])
-					}
-				}
-				eqVec(t, "BalancedPass w", w1, w2)
-				eqVec(t, "BalancedPass t", t1, t2)
-				eqVec(t, "BalancedPass tc", tc1, tc2)
+			tt, tc, o, oc := randVec(r, n, 100), randVec(r, n, 1e-14), randVec(r, n, 80), randVec(r, n, 1e-14)
+			x, w := randVec(r, n, 0.1), randVec(r, n, 0.3)
+			const it, io = 1.0 / 300, 1.0 / 700
+			t0, tc0, w0 := clone(tt), clone(tc), clone(w)
+			f0 := naiveSum8(func(i int) (float64, float64) { return w[i], x[i] }, n)
+			av, bv := make([]float64, n), make([]float64, n)
+			for i := range t0 {
+				s := t0[i] + x[i]
+				bp := s - t0[i]
+				tc0[i] += (t0[i] - (s - bp)) + (x[i] - bp)
+				t0[i] = s
+				av[i], bv[i] = (t0[i]+tc0[i])*it, (o[i]+oc[i])*io
+				w0[i] = av[i] - bv[i]
 			}
+			ww0 := naiveSum8(func(i int) (float64, float64) { return w0[i], w0[i] }, n)
+			pt0 := naiveSum8(func(i int) (float64, float64) { return w0[i], av[i] }, n)
+			po0 := naiveSum8(func(i int) (float64, float64) { return w0[i], bv[i] }, n)
+			forLevels(t, func(t *testing.T) {
+				t1, tc1, w1 := clone(tt), clone(tc), clone(w)
+				f, ww, pt, po := BalancedFused(w1, t1, tc1, o, oc, x, it, io)
+				if !same(f, f0) || !same(ww, ww0) || !same(pt, pt0) || !same(po, po0) {
+					t.Errorf("BalancedFused: (%v, %v, %v, %v), want (%v, %v, %v, %v)", f, ww, pt, po, f0, ww0, pt0, po0)
+				}
+				eqVec(t, "BalancedFused w", w1, w0)
+				eqVec(t, "BalancedFused t", t1, t0)
+				eqVec(t, "BalancedFused tc", tc1, tc0)
+				// The same state seen from the other class (sgn −1): the
+				// other class's sums are passed as t, the inverses negated.
+				wn := make([]float64, n)
+				zero := make([]float64, n)
+				o2, oc2 := clone(o), clone(oc)
+				_, ww2, pt2, po2 := BalancedFused(wn, o2, oc2, t1, tc1, zero, -io, -it)
+				if neg := func(a, b float64) bool { return same(a, -b) || a == 0 && b == 0 }; !same(ww2, ww) || !neg(pt2, po) || !neg(po2, pt) {
+					t.Errorf("other class: (%v, %v, %v), want (%v, %v, %v)", ww2, pt2, po2, ww, -po, -pt)
+				}
+				eqVec(t, "other class w", wn, w1)
+			})
+			t3, tc3, o3, oc3, w3 := clone(tt), clone(tc), clone(o), clone(oc), clone(w)
+			ww, pt, po := BalancedDecay(w3, t3, tc3, o3, oc3, x, it, io, 1)
+			if !same(ww, ww0) || !same(pt, pt0) || !same(po, po0) {
+				t.Errorf("BalancedDecay λ = 1: (%v, %v, %v), want (%v, %v, %v)", ww, pt, po, ww0, pt0, po0)
+			}
+			eqVec(t, "BalancedDecay w", w3, w0)
+			eqVec(t, "BalancedDecay t", t3, t0)
+			eqVec(t, "BalancedDecay o", o3, o)
 		})
 	}
 }
@@ -394,21 +445,26 @@ func BenchmarkSincosRFF256(b *testing.B) {
 	}
 }
 
-func BenchmarkBalancedPass512(b *testing.B) {
+// BenchmarkBalancedFused512: one labelled event's pass of the balanced
+// MAM over dim φ = 512 (score, update, direction and its sums). Target:
+// ≤ 250 ns under AVX-512, 0 allocs.
+func BenchmarkBalancedFused512(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	tt, tc, o, oc, x := randVec(r, 512, 100), randVec(r, 512, 1e-14), randVec(r, 512, 80), randVec(r, 512, 1e-14), randVec(r, 512, 0.01)
 	w := make([]float64, 512)
+	b.ReportAllocs()
 	for b.Loop() {
-		BalancedPass(w, tt, tc, o, oc, x, 1.0/300, 1.0/700, 1)
+		BalancedFused(w, tt, tc, o, oc, x, 1.0/300, 1.0/700)
 	}
 }
 
-func BenchmarkPlainPass512(b *testing.B) {
+func BenchmarkPlainFused512(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	s, c, x := randVec(r, 512, 100), randVec(r, 512, 1e-14), randVec(r, 512, 0.01)
 	w := make([]float64, 512)
+	b.ReportAllocs()
 	for b.Loop() {
-		PlainPass(w, s, c, x, 1)
+		PlainFused(w, s, c, x, 1)
 	}
 }
 
@@ -416,6 +472,7 @@ func BenchmarkDot512(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	x, y := randVec(r, 512, 1), randVec(r, 512, 1)
 	var s float64
+	b.ReportAllocs()
 	for b.Loop() {
 		s += Dot(x, y)
 	}

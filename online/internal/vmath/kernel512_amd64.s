@@ -1,0 +1,233 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// AVX-512F kernels: eight lanes per register, element i of a sum in lane
+// i mod 8. Every kernel computes its Go definition (vmath.go, mam.go) bit
+// for bit, as the AVX2 ones in kernel_amd64.s do. Only AVX-512F
+// instructions are used (integer forms of the logical operations, KMOVW).
+
+#define K_ABS ·sincosK+0(SB)
+#define K_LIMIT ·sincosK+32(SB)
+#define K_INVTHETA ·sincosK+64(SB)
+#define K_MAGIC ·sincosK+96(SB)
+#define K_THETAA ·sincosK+128(SB)
+#define K_THETAB ·sincosK+160(SB)
+#define K_S3 ·sincosK+192(SB)
+#define K_S5 ·sincosK+224(SB)
+#define K_S7 ·sincosK+256(SB)
+#define K_S9 ·sincosK+288(SB)
+#define K_C2 ·sincosK+320(SB)
+#define K_C4 ·sincosK+352(SB)
+#define K_C6 ·sincosK+384(SB)
+#define K_C8 ·sincosK+416(SB)
+#define K_SIGN ·sincosK+448(SB)
+#define K_HALF ·sincosK+480(SB)
+
+// func sincos8(n int, cs, sn *float64, a float64, acc *[16]float64) int
+//
+// sincos4 (kernel_amd64.s) on blocks of eight: for k = 0, 8, 16, … < n (n
+// a multiple of 8), while every argument of sn[k:k+8] is below the
+// fast-path limit in magnitude. The table lookups are two-register
+// permutes of the 16 scaled entries of sinHalf and cosHalf (Z16–Z19), the
+// index being the low bits of t; bit 4 of t (the half turn) negates both.
+// Z29 and Z30 hold the cosines' and the sines' sums of squares.
+TEXT ·sincos8(SB), NOSPLIT, $0-48
+	MOVQ         n+0(FP), CX
+	MOVQ         cs+8(FP), DI
+	MOVQ         sn+16(FP), SI
+	VBROADCASTSD a+24(FP), Z31
+	MOVQ         acc+32(FP), R8
+	VMOVUPD      0(R8), Z29
+	VMOVUPD      64(R8), Z30
+	VMULPD       ·sinHalf+0(SB), Z31, Z16
+	VMULPD       ·sinHalf+64(SB), Z31, Z17
+	VMULPD       ·cosHalf+0(SB), Z31, Z18
+	VMULPD       ·cosHalf+64(SB), Z31, Z19
+	VBROADCASTSD K_INVTHETA, Z20
+	VBROADCASTSD K_MAGIC, Z21
+	VBROADCASTSD K_THETAA, Z22
+	VBROADCASTSD K_THETAB, Z23
+	VBROADCASTSD K_S9, Z24
+	VBROADCASTSD K_S7, Z25
+	VBROADCASTSD K_C8, Z26
+	VBROADCASTSD K_C6, Z27
+	VBROADCASTSD K_SIGN, Z28
+	VBROADCASTSD K_HALF, Z15
+	VBROADCASTSD K_LIMIT, Z14
+	VBROADCASTSD K_ABS, Z13
+	XORQ         AX, AX
+	TESTQ        CX, CX
+	JE           zdone
+
+zloop:
+	VMOVUPD          (SI)(AX*8), Z0
+	VPANDQ           Z13, Z0, Z1
+	VCMPPD           $0x11, Z14, Z1, K1
+	KMOVW            K1, BX
+	CMPQ             BX, $0xff
+	JNE              zdone
+	VMOVAPD          Z21, Z1
+	VFMADD231PD      Z20, Z0, Z1
+	VSUBPD           Z21, Z1, Z2
+	VFNMADD231PD     Z22, Z2, Z0
+	VFNMADD231PD     Z23, Z2, Z0
+	VMOVAPD          Z1, Z3
+	VPERMI2PD        Z17, Z16, Z3
+	VMOVAPD          Z1, Z4
+	VPERMI2PD        Z19, Z18, Z4
+	VPTESTMQ         Z15, Z1, K2
+	VPXORQ           Z28, Z3, K2, Z3
+	VPXORQ           Z28, Z4, K2, Z4
+	VMULPD           Z0, Z0, Z5
+	VMULPD           Z0, Z5, Z6
+	VMOVAPD          Z25, Z7
+	VFMADD231PD      Z24, Z5, Z7
+	VFMADD213PD.BCST K_S5, Z5, Z7
+	VFMADD213PD.BCST K_S3, Z5, Z7
+	VFMADD213PD      Z0, Z6, Z7
+	VMOVAPD          Z27, Z8
+	VFMADD231PD      Z26, Z5, Z8
+	VFMADD213PD.BCST K_C4, Z5, Z8
+	VFMADD213PD.BCST K_C2, Z5, Z8
+	VMULPD           Z8, Z5, Z8
+	VMULPD           Z8, Z3, Z9
+	VFMADD231PD      Z7, Z4, Z9
+	VADDPD           Z9, Z3, Z9
+	VMULPD           Z8, Z4, Z10
+	VFNMADD231PD     Z7, Z3, Z10
+	VADDPD           Z10, Z4, Z10
+	VMOVUPD          Z10, (DI)(AX*8)
+	VMOVUPD          Z9, (SI)(AX*8)
+	VFMADD231PD      Z10, Z10, Z29
+	VFMADD231PD      Z9, Z9, Z30
+	ADDQ             $8, AX
+	CMPQ             AX, CX
+	JL               zloop
+
+zdone:
+	VMOVUPD Z29, 0(R8)
+	VMOVUPD Z30, 64(R8)
+	MOVQ    AX, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func dot8(n int, a, b *float64, s *[8]float64)
+//
+// dot4 on eight lanes: s[i mod 8] = fma(a[i], b[i], s[i mod 8]) for i < n
+// (a multiple of 8).
+TEXT ·dot8(SB), NOSPLIT, $0-32
+	MOVQ    n+0(FP), CX
+	MOVQ    a+8(FP), SI
+	MOVQ    b+16(FP), DI
+	MOVQ    s+24(FP), DX
+	VMOVUPD 0(DX), Z0
+	SHRQ    $3, CX
+
+d8loop:
+	VMOVUPD     0(SI), Z1
+	VFMADD231PD 0(DI), Z1, Z0
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	DECQ        CX
+	JNE         d8loop
+
+	VMOVUPD Z0, 0(DX)
+	VZEROUPPER
+	RET
+
+// func plain8(n int, w, s, c, x *float64, y float64, acc *[16]float64)
+//
+// plain4 on eight lanes (f in Z8, ww in Z10, y in Z15).
+TEXT ·plain8(SB), NOSPLIT, $0-56
+	MOVQ         n+0(FP), CX
+	MOVQ         w+8(FP), DX
+	MOVQ         s+16(FP), SI
+	MOVQ         c+24(FP), DI
+	MOVQ         x+32(FP), R8
+	VBROADCASTSD y+40(FP), Z15
+	MOVQ         acc+48(FP), R9
+	VMOVUPD      0(R9), Z8
+	VMOVUPD      64(R9), Z10
+	XORQ         AX, AX
+
+p8loop:
+	VMOVUPD     (R8)(AX*8), Z0
+	VFMADD231PD (DX)(AX*8), Z0, Z8
+	VMULPD      Z15, Z0, Z0
+	VMOVUPD     (SI)(AX*8), Z1
+	VADDPD      Z0, Z1, Z2
+	VSUBPD      Z1, Z2, Z3
+	VSUBPD      Z3, Z2, Z4
+	VSUBPD      Z4, Z1, Z4
+	VSUBPD      Z3, Z0, Z3
+	VADDPD      Z3, Z4, Z4
+	VADDPD      (DI)(AX*8), Z4, Z4
+	VMOVUPD     Z2, (SI)(AX*8)
+	VMOVUPD     Z4, (DI)(AX*8)
+	VADDPD      Z4, Z2, Z2
+	VMOVUPD     Z2, (DX)(AX*8)
+	VFMADD231PD Z2, Z2, Z10
+	ADDQ        $8, AX
+	CMPQ        AX, CX
+	JL          p8loop
+
+	VMOVUPD Z8, 0(R9)
+	VMOVUPD Z10, 64(R9)
+	VZEROUPPER
+	RET
+
+// func balanced8(n int, w, t, tc, o, oc, x *float64, it, io float64, acc *[32]float64)
+//
+// balanced4 on eight lanes (f, ww, pt, po in Z6, Z8, Z10, Z12; it in Z14,
+// io in Z15).
+TEXT ·balanced8(SB), NOSPLIT, $0-80
+	MOVQ         n+0(FP), CX
+	MOVQ         w+8(FP), DX
+	MOVQ         t+16(FP), SI
+	MOVQ         tc+24(FP), DI
+	MOVQ         o+32(FP), R8
+	MOVQ         oc+40(FP), R9
+	MOVQ         x+48(FP), R10
+	VBROADCASTSD it+56(FP), Z14
+	VBROADCASTSD io+64(FP), Z15
+	MOVQ         acc+72(FP), R11
+	VMOVUPD      0(R11), Z6
+	VMOVUPD      64(R11), Z8
+	VMOVUPD      128(R11), Z10
+	VMOVUPD      192(R11), Z12
+	XORQ         AX, AX
+
+b8loop:
+	VMOVUPD     (R10)(AX*8), Z0
+	VFMADD231PD (DX)(AX*8), Z0, Z6
+	VMOVUPD     (R8)(AX*8), Z3
+	VADDPD      (R9)(AX*8), Z3, Z3
+	VMOVUPD     (SI)(AX*8), Z1
+	VADDPD      Z0, Z1, Z4
+	VSUBPD      Z1, Z4, Z5
+	VSUBPD      Z5, Z4, Z2
+	VSUBPD      Z2, Z1, Z2
+	VSUBPD      Z5, Z0, Z5
+	VADDPD      Z5, Z2, Z2
+	VADDPD      (DI)(AX*8), Z2, Z2
+	VMOVUPD     Z4, (SI)(AX*8)
+	VMOVUPD     Z2, (DI)(AX*8)
+	VADDPD      Z2, Z4, Z4
+	VMULPD      Z14, Z4, Z4
+	VMULPD      Z15, Z3, Z3
+	VSUBPD      Z3, Z4, Z5
+	VMOVUPD     Z5, (DX)(AX*8)
+	VFMADD231PD Z5, Z5, Z8
+	VFMADD231PD Z4, Z5, Z10
+	VFMADD231PD Z3, Z5, Z12
+	ADDQ        $8, AX
+	CMPQ        AX, CX
+	JL          b8loop
+
+	VMOVUPD Z6, 0(R11)
+	VMOVUPD Z8, 64(R11)
+	VMOVUPD Z10, 128(R11)
+	VMOVUPD Z12, 192(R11)
+	VZEROUPPER
+	RET
