@@ -233,6 +233,9 @@ func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
 	if m.omega != nil {
 		for i, v := range m.omega {
 			m.omega[i] = float64(float32(v))
+			if math.IsInf(m.omega[i], 0) { // excluded by maxMapGamma
+				return nil, specErrorf("kernel.gamma", "%v: a random frequency overflows float32", k.Gamma)
+			}
 		}
 		m.packed = vmath.Pack(m.omega, k.Features, dim)
 	}
@@ -269,8 +272,11 @@ func validateKernel(k KernelSpec, dim int) error {
 			return specErrorf("kernel.sparse", "not used by the linear kernel (it takes sparse input as it is): must be false")
 		}
 	case KernelRBF, KernelLaplacian:
-		if !(k.Gamma > 0 && k.Gamma <= maxMapGamma) {
-			return specErrorf("kernel.gamma", "must be > 0 and at most %g with random features, got %v", maxMapGamma, k.Gamma)
+		if !(k.Gamma > 0) || math.IsInf(k.Gamma, 0) {
+			return specErrorf("kernel.gamma", "must be > 0 and finite, got %v", k.Gamma)
+		}
+		if k.Gamma > maxMapGamma {
+			return specErrorf("kernel.gamma", "must be at most %g with random features (their frequencies are stored in float32), got %v", maxMapGamma, k.Gamma)
 		}
 		if k.Features <= 0 || k.Features > maxFeatures {
 			return specErrorf("kernel.features", "must be in [1, %d], got %d", maxFeatures, k.Features)

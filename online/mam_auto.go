@@ -103,7 +103,9 @@ const (
 	autoLowExp, autoHighExp = -4, 6
 
 	// autoScaleMin and autoScaleMax clamp S; with |z| < autoZMax the
-	// scaled projections s_b·z stay finite (s_b ≤ sqrt(64/1e-200)).
+	// scaled projections s_b·z stay finite (s_b ≤ sqrt(64/1e-200)). An
+	// input is accepted when max_j |x_j|·max_k ‖ω_k‖₁ < autoZMax, which
+	// bounds every |z_k| (see prepare).
 	autoScaleMin, autoScaleMax = 1e-200, 1e200
 	autoZMax                   = 1e200
 
@@ -194,6 +196,8 @@ type mamAuto struct {
 	banks []*MAM    // per bandwidth: the statistics of a fixed-gamma MAM (no ring)
 	total int64     // labelled examples learned in all
 	eta   float64   // Hedge's rate sqrt(8 ln B / W)
+	hedge []float64 // hedge[e] = exp(−η·e), e = 0..W: the weight of e more mistakes
+	l1    float64   // max_k ‖ω_k‖₁ of the reference map (prepare's range check)
 
 	// Warm-up: the first N labelled inputs and labels; nil once total ≥ N.
 	buf   []float64
@@ -264,6 +268,17 @@ func newAutoMAM(dim int, p MAMParams) (*MAM, error) {
 	a.words = (a.win + 63) / 64
 	a.bits = make([]uint64, nb*a.words)
 	a.eta = math.Sqrt(8 * math.Log(float64(nb)) / float64(a.win))
+	a.hedge = make([]float64, a.win+1)
+	for e := range a.hedge {
+		a.hedge[e] = math.Exp(-a.eta * float64(e))
+	}
+	for k := range nd {
+		var s float64
+		for _, w := range fm.omega[k*dim : (k+1)*dim] {
+			s += math.Abs(w)
+		}
+		a.l1 = max(a.l1, s)
+	}
 	for b := range a.c {
 		a.c[b] = math.Exp2(autoLowExp + float64(autoHighExp-autoLowExp)*float64(b)/float64(nb-1))
 	}
@@ -361,7 +376,8 @@ func (a *mamAuto) estimate(k int) float64 {
 }
 
 // prepare is Prepare under gamma auto: dst = [z; ok], z = Ω x with the
-// reference map, ok = 1 when every |z_k| < autoZMax (so x was finite).
+// reference map, ok = 1 when max_j |x_j|·max_k ‖ω_k‖₁ < autoZMax (so x is
+// finite, and every |z_k| < autoZMax up to the rounding of its sum).
 func (a *mamAuto) prepare(m *MAM, dst, x []float64) {
 	if len(dst) != a.nd+1 {
 		panic("online: MAM.Prepare: len(dst) != PreparedLen()")
@@ -371,20 +387,12 @@ func (a *mamAuto) prepare(m *MAM, dst, x []float64) {
 	}
 	z := dst[:a.nd:a.nd]
 	m.fm.project(z, x)
-	// max propagates NaN.
-	var m0, m1, m2, m3 float64
-	i := 0
-	for ; i+4 <= len(z); i += 4 {
-		m0 = max(m0, math.Abs(z[i]))
-		m1 = max(m1, math.Abs(z[i+1]))
-		m2 = max(m2, math.Abs(z[i+2]))
-		m3 = max(m3, math.Abs(z[i+3]))
-	}
-	for ; i < len(z); i++ {
-		m0 = max(m0, math.Abs(z[i]))
+	var mx float64 // max propagates NaN
+	for _, v := range x {
+		mx = max(mx, math.Abs(v))
 	}
 	dst[a.nd] = 0
-	if max(m0, m1, m2, m3) < autoZMax {
+	if mx*a.l1 < autoZMax {
 		dst[a.nd] = 1
 	}
 }
@@ -392,16 +400,7 @@ func (a *mamAuto) prepare(m *MAM, dst, x []float64) {
 // phiOf writes φ_b = sqrt(1/D)[cos(s·z); sin(s·z)] into dst (2D) and
 // returns ‖φ_b‖².
 func (a *mamAuto) phiOf(dst, z []float64, s float64) float64 {
-	sn := dst[a.nd : 2*a.nd : 2*a.nd]
-	z = z[:len(sn)]
-	i := 0
-	for ; i+4 <= len(sn); i += 4 {
-		sn[i], sn[i+1], sn[i+2], sn[i+3] = s*z[i], s*z[i+1], s*z[i+2], s*z[i+3]
-	}
-	for ; i < len(sn); i++ {
-		sn[i] = s * z[i]
-	}
-	return sincosRFF(dst, a.amp)
+	return vmath.SincosScaledRFF(dst, z, s, a.amp)
 }
 
 // phiNext writes φ_b of z into dst (2D) and returns ‖φ_b‖², given in prev
@@ -601,7 +600,7 @@ func (a *mamAuto) mix() {
 	lo := slices.Min(a.nerr)
 	var sum, sumA float64
 	for b, e := range a.nerr {
-		v := math.Exp(-a.eta * float64(e-lo))
+		v := a.hedge[e-lo] // exp(−η(e_b − e))
 		if v < autoMixFloor {
 			v = 0
 		}

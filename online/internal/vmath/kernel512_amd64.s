@@ -24,20 +24,22 @@
 #define K_SIGN ·sincosK+448(SB)
 #define K_HALF ·sincosK+480(SB)
 
-// func sincos8(n int, cs, sn *float64, a float64, acc *[16]float64) int
+// func sincos8(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
 //
 // sincos4 (kernel_amd64.s) on blocks of eight: for k = 0, 8, 16, … < n (n
-// a multiple of 8), while every argument of sn[k:k+8] is below the
+// a multiple of 8), while every argument x = s·z[k:k+8] is below the
 // fast-path limit in magnitude. The table lookups are two-register
 // permutes of the 16 scaled entries of sinHalf and cosHalf (Z16–Z19), the
 // index being the low bits of t; bit 4 of t (the half turn) negates both.
-// Z29 and Z30 hold the cosines' and the sines' sums of squares.
-TEXT ·sincos8(SB), NOSPLIT, $0-48
+// Z29 and Z30 hold the cosines' and the sines' sums of squares, Z12 s.
+TEXT ·sincos8(SB), NOSPLIT, $0-64
 	MOVQ         n+0(FP), CX
 	MOVQ         cs+8(FP), DI
 	MOVQ         sn+16(FP), SI
-	VBROADCASTSD a+24(FP), Z31
-	MOVQ         acc+32(FP), R8
+	MOVQ         z+24(FP), R9
+	VBROADCASTSD s+32(FP), Z12
+	VBROADCASTSD a+40(FP), Z31
+	MOVQ         acc+48(FP), R8
 	VMOVUPD      0(R8), Z29
 	VMOVUPD      64(R8), Z30
 	VMULPD       ·sinHalf+0(SB), Z31, Z16
@@ -61,7 +63,8 @@ TEXT ·sincos8(SB), NOSPLIT, $0-48
 	JE           zdone
 
 zloop:
-	VMOVUPD          (SI)(AX*8), Z0
+	VMOVUPD          (R9)(AX*8), Z0
+	VMULPD           Z12, Z0, Z0
 	VPANDQ           Z13, Z0, Z1
 	VCMPPD           $0x11, Z14, Z1, K1
 	KMOVW            K1, BX
@@ -108,7 +111,7 @@ zloop:
 zdone:
 	VMOVUPD Z29, 0(R8)
 	VMOVUPD Z30, 64(R8)
-	MOVQ    AX, ret+40(FP)
+	MOVQ    AX, ret+56(FP)
 	VZEROUPPER
 	RET
 
@@ -138,7 +141,9 @@ d8loop:
 
 // func plain8(n int, w, s, c, x *float64, y float64, acc *[16]float64)
 //
-// plain4 on eight lanes (f in Z8, ww in Z10, y in Z15).
+// plain4 on eight lanes (f in Z8, ww in Z10, y in Z15). w = t + c' runs as
+// the FMA t·1 + c' (the same rounding) on the multiply pipes, which are
+// less busy than the adders here.
 TEXT ·plain8(SB), NOSPLIT, $0-56
 	MOVQ         n+0(FP), CX
 	MOVQ         w+8(FP), DX
@@ -146,6 +151,7 @@ TEXT ·plain8(SB), NOSPLIT, $0-56
 	MOVQ         c+24(FP), DI
 	MOVQ         x+32(FP), R8
 	VBROADCASTSD y+40(FP), Z15
+	VBROADCASTSD ·one(SB), Z14
 	MOVQ         acc+48(FP), R9
 	VMOVUPD      0(R9), Z8
 	VMOVUPD      64(R9), Z10
@@ -165,7 +171,7 @@ p8loop:
 	VADDPD      (DI)(AX*8), Z4, Z4
 	VMOVUPD     Z2, (SI)(AX*8)
 	VMOVUPD     Z4, (DI)(AX*8)
-	VADDPD      Z4, Z2, Z2
+	VFMADD213PD Z4, Z14, Z2
 	VMOVUPD     Z2, (DX)(AX*8)
 	VFMADD231PD Z2, Z2, Z10
 	ADDQ        $8, AX
@@ -180,7 +186,9 @@ p8loop:
 // func balanced8(n int, w, t, tc, o, oc, x *float64, it, io float64, acc *[32]float64)
 //
 // balanced4 on eight lanes (f, ww, pt, po in Z6, Z8, Z10, Z12; it in Z14,
-// io in Z15).
+// io in Z15). O = o + oc and T = s + tc' run as the FMAs o·1 + oc and
+// s·1 + tc' (the same rounding) on the multiply pipes, which are less busy
+// than the adders here.
 TEXT ·balanced8(SB), NOSPLIT, $0-80
 	MOVQ         n+0(FP), CX
 	MOVQ         w+8(FP), DX
@@ -191,6 +199,7 @@ TEXT ·balanced8(SB), NOSPLIT, $0-80
 	MOVQ         x+48(FP), R10
 	VBROADCASTSD it+56(FP), Z14
 	VBROADCASTSD io+64(FP), Z15
+	VBROADCASTSD ·one(SB), Z13
 	MOVQ         acc+72(FP), R11
 	VMOVUPD      0(R11), Z6
 	VMOVUPD      64(R11), Z8
@@ -202,7 +211,7 @@ b8loop:
 	VMOVUPD     (R10)(AX*8), Z0
 	VFMADD231PD (DX)(AX*8), Z0, Z6
 	VMOVUPD     (R8)(AX*8), Z3
-	VADDPD      (R9)(AX*8), Z3, Z3
+	VFMADD213PD (R9)(AX*8), Z13, Z3
 	VMOVUPD     (SI)(AX*8), Z1
 	VADDPD      Z0, Z1, Z4
 	VSUBPD      Z1, Z4, Z5
@@ -213,7 +222,7 @@ b8loop:
 	VADDPD      (DI)(AX*8), Z2, Z2
 	VMOVUPD     Z4, (SI)(AX*8)
 	VMOVUPD     Z2, (DI)(AX*8)
-	VADDPD      Z2, Z4, Z4
+	VFMADD213PD Z2, Z13, Z4
 	VMULPD      Z14, Z4, Z4
 	VMULPD      Z15, Z3, Z3
 	VSUBPD      Z3, Z4, Z5

@@ -30,10 +30,10 @@ func gemv16(panels, n int, p *float32, x, z *float64)
 func gemv4(panels, n int, p *float32, x, z *float64)
 
 //go:noescape
-func sincos4(n int, cs, sn *float64, a float64, acc *[16]float64) int
+func sincos4(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
 
 //go:noescape
-func sincos8(n int, cs, sn *float64, a float64, acc *[16]float64) int
+func sincos8(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
 
 //go:noescape
 func dot4(n int, a, b *float64, s *[8]float64)
@@ -82,21 +82,21 @@ func mulVec(m *Matrix, z, x []float64) {
 	}
 }
 
-// sincosBlocks maps the whole blocks of features of cs, sn (eight under
-// AVX-512, four under AVX2; the first feature in lane 0) while every
-// argument of a block is on the table path, and returns the number of
-// features mapped.
-func sincosBlocks(cs, sn []float64, a float64, acc *[16]float64) int {
+// sincosBlocks maps the whole blocks of features of cs, sn from the
+// arguments s·z (eight under AVX-512, four under AVX2; the first feature in
+// lane 0) while every argument of a block is on the table path, and
+// returns the number of features mapped.
+func sincosBlocks(cs, sn, z []float64, s, a float64, acc *[16]float64) int {
 	switch level {
 	case levelAVX512:
 		if n := len(sn) &^ 7; n > 0 {
-			_ = cs[n-1]
-			return sincos8(n, &cs[0], &sn[0], a, acc)
+			_, _ = cs[n-1], z[n-1]
+			return sincos8(n, &cs[0], &sn[0], &z[0], s, a, acc)
 		}
 	case levelAVX2:
 		if n := len(sn) &^ 3; n > 0 {
-			_ = cs[n-1]
-			return sincos4(n, &cs[0], &sn[0], a, acc)
+			_, _ = cs[n-1], z[n-1]
+			return sincos4(n, &cs[0], &sn[0], &z[0], s, a, acc)
 		}
 	}
 	return 0
@@ -186,6 +186,13 @@ var sincosK = func() (k [16][4]uint64) {
 	}
 	return k
 }()
+
+// one and oneY are 1.0 (oneY in four lanes): the multiplier of the
+// kernels' additions run as FMAs.
+var (
+	one  = 1.0
+	oneY = [4]float64{1, 1, 1, 1}
+)
 
 // sincosPairs holds (sin, cos)(j·θ) for j < SincosN, pairs of 16 bytes:
 // the AVX2 kernel's table, scaled by a on its stack at every call.

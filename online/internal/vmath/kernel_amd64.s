@@ -25,13 +25,15 @@
 #define K_C6 ·sincosK+384(SB)
 #define K_C8 ·sincosK+416(SB)
 
-// SC4(acccos, accsin, bad): the sin/cos of the four arguments at sn[AX],
-// written as a·cos to cs[AX] and a·sin to sn[AX], their squares added to
-// acccos and accsin by FMA, AX += 4; jumps to bad (AX unchanged, nothing
-// written) unless every |x| < limit (ordered: NaN fails). The table of
-// scaled (sin, cos) pairs is at 32(SP), t is passed through 0(SP).
+// SC4(acccos, accsin, bad): the sin/cos of the four arguments x = s·z at
+// z[AX] (z in DX, s at 544(SP)), written as a·cos to cs[AX] and a·sin to sn[AX],
+// their squares added to acccos and accsin by FMA, AX += 4; jumps to bad
+// (AX unchanged, nothing written) unless every |x| < limit (ordered: NaN
+// fails). The table of scaled (sin, cos) pairs is at 32(SP), t is passed
+// through 0(SP).
 #define SC4(acccos, accsin, bad) \
-	VMOVUPD         (SI)(AX*8), Y0       \
+	VMOVUPD         (DX)(AX*8), Y0       \
+	VMULPD          544(SP), Y0, Y0      \
 	VANDPD          K_ABS, Y0, Y1        \
 	VCMPPD          $0x11, K_LIMIT, Y1, Y1 \
 	VMOVMSKPD       Y1, BX               \
@@ -209,20 +211,22 @@ g4sum:
 	VZEROUPPER
 	RET
 
-// func sincos4(n int, cs, sn *float64, a float64, acc *[16]float64) int
+// func sincos4(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
 //
 // For k = 0, 4, 8, … < n (n a multiple of 4), while the four arguments
-// sn[k:k+4] are all below the fast-path limit in magnitude: cs[k+l] =
-// a·cos(sn[k+l]), sn[k+l] = a·sin(sn[k+l]) as sincosScaled computes them,
+// x = s·z[k:k+4] are all below the fast-path limit in magnitude:
+// cs[k+l] = a·cos(x), sn[k+l] = a·sin(x) as sincosScaled computes them,
 // the squares added to acc's lanes (k + l) mod 8 and 8 + (k + l) mod 8.
 // Returns the number of features mapped. Y12/Y13 hold the cosines' lanes
 // 0–3/4–7, Y14/Y15 the sines'.
-TEXT ·sincos4(SB), NOSPLIT, $544-48
+TEXT ·sincos4(SB), NOSPLIT, $576-64
 	MOVQ         n+0(FP), CX
 	MOVQ         cs+8(FP), DI
 	MOVQ         sn+16(FP), SI
-	VBROADCASTSD a+24(FP), Y15
-	MOVQ         acc+32(FP), R8
+	VBROADCASTSD s+32(FP), Y15
+	VMOVUPD      Y15, 544(SP)
+	VBROADCASTSD a+40(FP), Y15
+	MOVQ         acc+48(FP), R8
 	LEAQ         ·sincosPairs(SB), R9
 	XORQ         DX, DX
 
@@ -233,6 +237,7 @@ sctable:
 	CMPQ    DX, $512
 	JL      sctable
 
+	MOVQ    z+24(FP), DX
 	VMOVUPD 0(R8), Y12
 	VMOVUPD 32(R8), Y13
 	VMOVUPD 64(R8), Y14
@@ -253,7 +258,7 @@ scdone:
 	VMOVUPD Y13, 32(R8)
 	VMOVUPD Y14, 64(R8)
 	VMOVUPD Y15, 96(R8)
-	MOVQ    AX, ret+40(FP)
+	MOVQ    AX, ret+56(FP)
 	VZEROUPPER
 	RET
 
@@ -286,7 +291,7 @@ dotloop:
 	RET
 
 // PLAIN4(off, f, ww): PlainFused on the four elements at off + AX·8; y in
-// Y15.
+// Y15. w = t + c' runs as the FMA t·1 + c' (see BAL4).
 #define PLAIN4(off, f, ww) \
 	VMOVUPD      off(R8)(AX*8), Y0    \ // x
 	VFMADD231PD  off(DX)(AX*8), Y0, f \ // f += w·x
@@ -301,7 +306,7 @@ dotloop:
 	VADDPD       off(DI)(AX*8), Y4, Y4 \ // c' = c + (…)
 	VMOVUPD      Y2, off(SI)(AX*8)    \
 	VMOVUPD      Y4, off(DI)(AX*8)    \
-	VADDPD       Y4, Y2, Y2           \ // w = t + c'
+	VFMADD132PD  ·oneY(SB), Y4, Y2    \ // w = t + c'
 	VMOVUPD      Y2, off(DX)(AX*8)    \
 	VFMADD231PD  Y2, Y2, ww
 
@@ -338,12 +343,15 @@ plloop:
 	RET
 
 // BAL4(off, f, ww, pt, po): BalancedFused on the four elements at
-// off + AX·8; it in Y14, io in Y15.
+// off + AX·8; it in Y14, io in Y15. O = o + oc and T = s + tc' run as the
+// FMAs o·1 + oc and s·1 + tc' (the same rounding), on the multiply pipes
+// where those are separate from the adders.
 #define BAL4(off, f, ww, pt, po) \
 	VMOVUPD      off(R10)(AX*8), Y0    \ // x
 	VFMADD231PD  off(DX)(AX*8), Y0, f  \ // f += w·x
 	VMOVUPD      off(R8)(AX*8), Y3     \
-	VADDPD       off(R9)(AX*8), Y3, Y3 \ // O = o + oc
+	VMOVUPD      off(R9)(AX*8), Y5     \
+	VFMADD132PD  ·oneY(SB), Y5, Y3     \ // O = o + oc
 	VMOVUPD      off(SI)(AX*8), Y1     \ // t
 	VADDPD       Y0, Y1, Y4            \ // s = t + x
 	VSUBPD       Y1, Y4, Y5            \ // p = s − t
@@ -354,7 +362,7 @@ plloop:
 	VADDPD       off(DI)(AX*8), Y2, Y2 \ // tc' = tc + (…)
 	VMOVUPD      Y4, off(SI)(AX*8)     \
 	VMOVUPD      Y2, off(DI)(AX*8)     \
-	VADDPD       Y2, Y4, Y4            \ // T = s + tc'
+	VFMADD132PD  ·oneY(SB), Y2, Y4     \ // T = s + tc'
 	VMULPD       Y14, Y4, Y4           \ // a = T·it
 	VMULPD       Y15, Y3, Y3           \ // b = O·io
 	VSUBPD       Y3, Y4, Y5            \ // w = a − b

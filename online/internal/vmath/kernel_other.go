@@ -10,7 +10,7 @@ func detectLevel() int { return levelGo }
 
 func mulVec(m *Matrix, z, x []float64) { mulVecGo(m, z, x, 0, 0) }
 
-func sincosBlocks(cs, sn []float64, a float64, acc *[16]float64) int { return 0 }
+func sincosBlocks(cs, sn, z []float64, s, a float64, acc *[16]float64) int { return 0 }
 
 func dotBlocks(a, b []float64, s *[8]float64) int { return 0 }
 

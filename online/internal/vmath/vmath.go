@@ -253,16 +253,28 @@ func sincosScaled(x, a float64) (sin, cos float64) {
 // (cosines) + sum8 (sines).
 func SincosRFF(p []float64, a float64) float64 {
 	d := len(p) / 2
+	return SincosScaledRFF(p, p[d:2*d], 1, a)
+}
+
+// SincosScaledRFF is SincosRFF of the arguments s·z_k (each product
+// rounded): p[k] = a·cos(s·z_k), p[D+k] = a·sin(s·z_k) for the D = len(p)/2
+// values of z, which may be p[D:2D] itself (s = 1 is SincosRFF). It panics
+// unless len(z) == D.
+func SincosScaledRFF(p, z []float64, s, a float64) float64 {
+	d := len(p) / 2
+	if len(z) != d {
+		panic("vmath: SincosScaledRFF: len(z) != len(p)/2")
+	}
 	var acc [16]float64
 	cs, sn := p[:d:d], p[d:2*d:2*d]
 	k := 0
 	for k < d {
-		k += sincosBlocks(cs[k:], sn[k:], a, &acc)
+		k += sincosBlocks(cs[k:], sn[k:], z[k:], s, a, &acc)
 		// The block at k has a slow argument, or the tail is shorter than
 		// a block (or there is no assembly): one block's worth in Go.
 		end := min(d, (k+8)&^7)
 		for ; k < end; k++ {
-			sincosOne(cs, sn, k, a, &acc)
+			sincosOne(cs, sn, float64(s*z[k]), k, a, &acc)
 		}
 	}
 	return sum16(&acc)
@@ -273,9 +285,9 @@ func sum16(acc *[16]float64) float64 {
 	return sum8((*[8]float64)(acc[:8])) + sum8((*[8]float64)(acc[8:]))
 }
 
-// sincosOne maps feature k (lane k mod 8).
-func sincosOne(cs, sn []float64, k int, a float64, acc *[16]float64) {
-	sin, cos := sincosScaled(sn[k], a)
+// sincosOne maps feature k of argument x (lane k mod 8).
+func sincosOne(cs, sn []float64, x float64, k int, a float64, acc *[16]float64) {
+	sin, cos := sincosScaled(x, a)
 	cs[k] = cos
 	sn[k] = sin
 	l := k & 7

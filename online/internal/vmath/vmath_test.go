@@ -291,6 +291,21 @@ func TestSincosRFFBits(t *testing.T) {
 						t.Fatalf("D = %d, slow %d: p[%d] = %v, want %v", d, slow, i, p[i], q[i])
 					}
 				}
+				// SincosScaledRFF: the arguments s·z from another slice.
+				const sc = 0.37
+				for k, v := range z {
+					q[d+k] = sc * v
+				}
+				want = refSincosRFF(q, a)
+				got = SincosScaledRFF(p, z, sc, a)
+				if !same(got, want) {
+					t.Fatalf("D = %d, slow %d, scaled: Σ² = %v, want %v", d, slow, got, want)
+				}
+				for i := range p {
+					if !same(p[i], q[i]) {
+						t.Fatalf("D = %d, slow %d, scaled: p[%d] = %v, want %v", d, slow, i, p[i], q[i])
+					}
+				}
 			}
 		}
 	})
