@@ -25,6 +25,19 @@ func TestDoubleAngleRFF(t *testing.T) {
 		SincosRFF(src, a)
 		var outs [2][]float64
 		var sums [2]float64
+		var outs3 [3][]float64
+		var sums3 [3]float64
+		for i, l := range []int{levelAVX512, levelAVX2, levelGo} {
+			atLevel(l, func() {
+				outs3[i] = make([]float64, 2*d)
+				sums3[i] = DoubleAngleRFF(outs3[i], src, 1/a)
+			})
+		}
+		for i := 1; i < 3; i++ {
+			if !same(sums3[i], sums3[0]) || !slicesSame(outs3[i], outs3[0]) {
+				t.Fatalf("d=%d: level %d differs from the machine's", d, 2-i)
+			}
+		}
 		for i, l := range []int{levelAVX512, levelGo} {
 			atLevel(l, func() {
 				outs[i] = make([]float64, 2*d)
@@ -77,4 +90,13 @@ func BenchmarkDoubleAngleRFF256(b *testing.B) {
 	for b.Loop() {
 		DoubleAngleRFF(dst, src, 16)
 	}
+}
+
+func slicesSame(a, b []float64) bool {
+	for i := range a {
+		if !same(a[i], b[i]) {
+			return false
+		}
+	}
+	return len(a) == len(b)
 }

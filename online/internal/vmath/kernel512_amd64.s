@@ -240,3 +240,42 @@ b8loop:
 	VMOVUPD Z12, 192(R11)
 	VZEROUPPER
 	RET
+
+// func double8(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
+//
+// double4 (kernel_amd64.s) on eight lanes: the cosines' squares in Z10,
+// the sines' in Z12, k in Z15.
+TEXT ·double8(SB), NOSPLIT, $0-56
+	MOVQ         n+0(FP), CX
+	MOVQ         dc+8(FP), DI
+	MOVQ         ds+16(FP), DX
+	MOVQ         sc+24(FP), SI
+	MOVQ         ss+32(FP), R8
+	VBROADCASTSD k+40(FP), Z15
+	MOVQ         acc+48(FP), R9
+	VMOVUPD      0(R9), Z10
+	VMOVUPD      64(R9), Z12
+	XORQ         AX, AX
+
+d8dbl:
+	VMOVUPD     (SI)(AX*8), Z0
+	VMOVUPD     (R8)(AX*8), Z1
+	VSUBPD      Z1, Z0, Z2
+	VADDPD      Z1, Z0, Z3
+	VMULPD      Z3, Z2, Z2
+	VMULPD      Z15, Z2, Z2
+	VMULPD      Z1, Z0, Z4
+	VADDPD      Z4, Z4, Z4
+	VMULPD      Z15, Z4, Z4
+	VMOVUPD     Z2, (DI)(AX*8)
+	VMOVUPD     Z4, (DX)(AX*8)
+	VFMADD231PD Z2, Z2, Z10
+	VFMADD231PD Z4, Z4, Z12
+	ADDQ        $8, AX
+	CMPQ        AX, CX
+	JL          d8dbl
+
+	VMOVUPD Z10, 0(R9)
+	VMOVUPD Z12, 64(R9)
+	VZEROUPPER
+	RET

@@ -56,6 +56,9 @@ func balanced8(n int, w, t, tc, o, oc, x *float64, it, io float64, acc *[32]floa
 //go:noescape
 func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
 
+//go:noescape
+func double8(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
+
 // mulVec runs the panels of 16 and of 4 rows in assembly (AVX2: the
 // AVX-512 form measured slower on the machine this was written on, its
 // wide conversions being the bottleneck), the last rows%4 in Go.
@@ -153,7 +156,11 @@ func doubleBlocks(dc, ds, sc, ss []float64, k float64, acc *[16]float64) int {
 		return 0
 	}
 	_, _, _ = ds[n-1], sc[n-1], ss[n-1]
-	double4(n, &dc[0], &ds[0], &sc[0], &ss[0], k, acc)
+	if level == levelAVX512 {
+		double8(n, &dc[0], &ds[0], &sc[0], &ss[0], k, acc)
+	} else {
+		double4(n, &dc[0], &ds[0], &sc[0], &ss[0], k, acc)
+	}
 	return n
 }
 
