@@ -3,29 +3,30 @@ package online
 import "github.com/streamer/streamer/online/internal/vmath"
 
 // The random-feature map's sin/cos (vmath.Sincos, vmath.SincosRFF):
-// table-driven, four arguments per instruction on amd64 with AVX2.
+// table-driven, eight arguments per instruction on amd64 with AVX-512 (four
+// with AVX2).
 //
-// x is reduced to x = q·θ + r with θ = 2π/sincosN, q the nearest integer to
-// x/θ and |r| ≤ θ/2 ≈ 0.0123 (Cody–Waite: θ is split into three parts, the
-// first two with few enough significant bits that q·θa and q·θb are exact
-// for |q| < 2²³). Then, with (s_q, c_q) = (sin, cos)(q·θ) from a table and
-// short Taylor polynomials for sin r and cos r − 1 (truncation < 1e-17),
+// x is reduced to x = q·θ + r with θ = 2π/sincosN = π/16, q the nearest
+// integer to x/θ and |r| ≤ θ/2 + tiny ≈ 0.0982, by two FMAs (Cody–Waite:
+// θ = θa + θb with θa = fl(π)/16; q·θa and q·θb are exact inside the FMA).
+// Then, with (s_q, c_q) = (sin, cos)(q·θ) from a table of 16 entries and a
+// sign, and Taylor polynomials for sin r (to r⁹) and cos r − 1 (to r⁸;
+// truncation < 1e-18),
 //
 //	sin x = s_q + (s_q·(cos r − 1) + c_q·sin r)
 //	cos x = c_q + (c_q·(cos r − 1) − s_q·sin r).
 //
-// The table path takes |x| < sincosFastLimit = 2¹⁷ (|q| < 5.4·10⁶ < 2²³);
-// larger arguments go to math.Sincos (Payne–Hanek for the largest), and
-// ±Inf and NaN give NaN (the map then reports ok = false). The arguments
-// are the products ω_k·x: finite inputs are bounded by
-// kafka.max_feature_abs (1e15), so |ω_k·x| ≤ 1e15·‖ω_k‖₁, which exceeds
-// 2¹⁷ for large inputs or gamma; those arguments take the fallback, which
-// is exact to math.Sincos.
+// The table path takes |x| < sincosFastLimit = 2¹⁷; larger arguments go to
+// math.Sincos (Payne–Hanek for the largest), and ±Inf and NaN give NaN
+// (the map then reports ok = false). The arguments are the products ω_k·x:
+// finite inputs are bounded by kafka.max_feature_abs (1e15), so
+// |ω_k·x| ≤ 1e15·‖ω_k‖₁, which exceeds 2¹⁷ for large inputs or gamma;
+// those arguments take the fallback, which is exact to math.Sincos.
 //
 // Measured against math.Sincos the absolute difference is ≤ 2.3e-16 and
-// cos² + sin² = 1 to 4.5e-16, as for math.Sincos itself (tests here and in
-// vmath). The assembly and the portable code (build tag purego, other
-// architectures) give the same bits.
+// cos² + sin² = 1 to 1e-15 (tests here and in vmath). The assembly (AVX-512,
+// AVX2) and the portable code (build tag purego, other architectures) give
+// the same bits.
 const (
 	sincosN         = vmath.SincosN         // table entries per turn
 	sincosFastLimit = vmath.SincosFastLimit // arguments of the table path: |x| < 2¹⁷
@@ -41,8 +42,6 @@ const (
 // It returns Σ p[i]², NaN when some z_k is not finite. It does not
 // allocate.
 //
-// The sum of squares runs in eight accumulators (the cosines' and the
-// sines' of the features k ≡ l mod 4), combined at the end; each feature
-// is the same to the bit as before the vectorisation, only Σ p[i]² may
-// differ in its last bits.
+// The sum of squares runs by FMA in sixteen lanes (the cosines' and the
+// sines' of the features k ≡ l mod 8), combined at the end.
 func sincosRFF(p []float64, a float64) float64 { return vmath.SincosRFF(p, a) }

@@ -440,20 +440,26 @@ func eqVec(t *testing.T, what string, a, b []float64) {
 	}
 }
 
+// BenchmarkMulVec256x32: the rbf map's projection for D = 256, d = 32.
+// Target: ≤ 450 ns under AVX2 on Zen 4 (conversion-bound), 0 allocs.
 func BenchmarkMulVec256x32(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	a, x := randMatrix(r, 256, 32)
 	m := Pack(a, 256, 32)
 	z := make([]float64, 256)
+	b.ReportAllocs()
 	for b.Loop() {
 		m.MulVec(z, x)
 	}
 }
 
+// BenchmarkSincosRFF256: the map's sin/cos of 256 arguments. Target:
+// ≤ 300 ns under AVX-512, 0 allocs.
 func BenchmarkSincosRFF256(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	z := randVec(r, 256, 20)
 	p := make([]float64, 512)
+	b.ReportAllocs()
 	for b.Loop() {
 		copy(p[256:], z)
 		SincosRFF(p, 1)
@@ -473,6 +479,7 @@ func BenchmarkBalancedFused512(b *testing.B) {
 	}
 }
 
+// BenchmarkPlainFused512: BenchmarkBalancedFused512 for the plain MAM.
 func BenchmarkPlainFused512(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	s, c, x := randVec(r, 512, 100), randVec(r, 512, 1e-14), randVec(r, 512, 0.01)
@@ -483,6 +490,8 @@ func BenchmarkPlainFused512(b *testing.B) {
 	}
 }
 
+// BenchmarkDot512: an unlabelled event's score over dim φ = 512 (eight
+// chains of FMAs: bound by their latency).
 func BenchmarkDot512(b *testing.B) {
 	r := rand.New(rand.NewPCG(2, 2))
 	x, y := randVec(r, 512, 1), randVec(r, 512, 1)
