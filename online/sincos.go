@@ -10,8 +10,8 @@ import "github.com/streamer/streamer/online/internal/vmath"
 // integer to x/θ and |r| ≤ θ/2 + tiny ≈ 0.0982, by two FMAs (Cody–Waite:
 // θ = θa + θb with θa = fl(π)/16; q·θa and q·θb are exact inside the FMA).
 // Then, with (s_q, c_q) = (sin, cos)(q·θ) from a table of 16 entries and a
-// sign, and Taylor polynomials for sin r (to r⁹) and cos r − 1 (to r⁸;
-// truncation < 1e-18),
+// sign, and polynomials for sin r (to r⁷, minimax) and cos r − 1 (to r⁸,
+// Taylor), both within 3e-17,
 //
 //	sin x = s_q + (s_q·(cos r − 1) + c_q·sin r)
 //	cos x = c_q + (c_q·(cos r − 1) − s_q·sin r).

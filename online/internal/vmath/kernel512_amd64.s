@@ -16,13 +16,12 @@
 #define K_S3 ·sincosK+192(SB)
 #define K_S5 ·sincosK+224(SB)
 #define K_S7 ·sincosK+256(SB)
-#define K_S9 ·sincosK+288(SB)
-#define K_C2 ·sincosK+320(SB)
-#define K_C4 ·sincosK+352(SB)
-#define K_C6 ·sincosK+384(SB)
-#define K_C8 ·sincosK+416(SB)
-#define K_SIGN ·sincosK+448(SB)
-#define K_HALF ·sincosK+480(SB)
+#define K_C2 ·sincosK+288(SB)
+#define K_C4 ·sincosK+320(SB)
+#define K_C6 ·sincosK+352(SB)
+#define K_C8 ·sincosK+384(SB)
+#define K_SIGN ·sincosK+416(SB)
+#define K_HALF ·sincosK+448(SB)
 
 // func sincos8(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
 //
@@ -50,8 +49,8 @@ TEXT ·sincos8(SB), NOSPLIT, $0-64
 	VBROADCASTSD K_MAGIC, Z21
 	VBROADCASTSD K_THETAA, Z22
 	VBROADCASTSD K_THETAB, Z23
-	VBROADCASTSD K_S9, Z24
-	VBROADCASTSD K_S7, Z25
+	VBROADCASTSD K_S7, Z24
+	VBROADCASTSD K_S5, Z25
 	VBROADCASTSD K_C8, Z26
 	VBROADCASTSD K_C6, Z27
 	VBROADCASTSD K_SIGN, Z28
@@ -86,7 +85,6 @@ zloop:
 	VMULPD           Z0, Z5, Z6
 	VMOVAPD          Z25, Z7
 	VFMADD231PD      Z24, Z5, Z7
-	VFMADD213PD.BCST K_S5, Z5, Z7
 	VFMADD213PD.BCST K_S3, Z5, Z7
 	VFMADD213PD      Z0, Z6, Z7
 	VMOVAPD          Z27, Z8

@@ -168,7 +168,7 @@ func doubleBlocks(dc, ds, sc, ss []float64, k float64, acc *[16]float64) int {
 // kernel_amd64.s), each repeated in the four lanes of a 256-bit operand
 // (the AVX-512 kernel broadcasts the first): the same values as
 // sincosScaled uses.
-var sincosK = func() (k [16][4]uint64) {
+var sincosK = func() (k [15][4]uint64) {
 	f := func(v float64) uint64 { return math.Float64bits(v) }
 	vals := [...]uint64{
 		0x7fffffffffffffff, // 0: |x| mask
@@ -180,13 +180,12 @@ var sincosK = func() (k [16][4]uint64) {
 		f(sinC3),           // 6
 		f(sinC5),           // 7
 		f(sinC7),           // 8
-		f(sinC9),           // 9
-		f(cosC2),           // 10
-		f(cosC4),           // 11
-		f(cosC6),           // 12
-		f(cosC8),           // 13
-		1 << 63,            // 14: sign bit
-		SincosN / 2,        // 15: the half-turn bit of the table index
+		f(cosC2),           // 9
+		f(cosC4),           // 10
+		f(cosC6),           // 11
+		f(cosC8),           // 12
+		1 << 63,            // 13: sign bit
+		SincosN / 2,        // 14: the half-turn bit of the table index
 	}
 	for i, v := range vals {
 		k[i] = [4]uint64{v, v, v, v}

@@ -19,11 +19,10 @@
 #define K_S3 ·sincosK+192(SB)
 #define K_S5 ·sincosK+224(SB)
 #define K_S7 ·sincosK+256(SB)
-#define K_S9 ·sincosK+288(SB)
-#define K_C2 ·sincosK+320(SB)
-#define K_C4 ·sincosK+352(SB)
-#define K_C6 ·sincosK+384(SB)
-#define K_C8 ·sincosK+416(SB)
+#define K_C2 ·sincosK+288(SB)
+#define K_C4 ·sincosK+320(SB)
+#define K_C6 ·sincosK+352(SB)
+#define K_C8 ·sincosK+384(SB)
 
 // SC4(acccos, accsin, bad): the sin/cos of the four arguments x = s·z at
 // z[AX] (z in DX, s at 544(SP)), written as a·cos to cs[AX] and a·sin to sn[AX],
@@ -65,9 +64,8 @@
 	VUNPCKHPD       Y4, Y3, Y6           \ // a·c_q
 	VMULPD          Y0, Y0, Y7           \ // u = r²
 	VMULPD          Y0, Y7, Y8           \ // r³ = u·r
-	VMOVUPD         K_S7, Y9             \
-	VFMADD231PD     K_S9, Y7, Y9         \
-	VFMADD213PD     K_S5, Y7, Y9         \
+	VMOVUPD         K_S5, Y9             \
+	VFMADD231PD     K_S7, Y7, Y9         \
 	VFMADD213PD     K_S3, Y7, Y9         \
 	VFMADD213PD     Y0, Y8, Y9           \ // sin r = r³·p + r
 	VMOVUPD         K_C6, Y10            \
