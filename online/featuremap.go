@@ -312,9 +312,12 @@ func (m *FeatureMap) InputDim() int { return m.in }
 // Dim returns dim φ: d for linear, 2·Features for rbf and laplacian.
 func (m *FeatureMap) Dim() int { return m.out }
 
-// Map writes φ(x) into dst and returns ‖φ(x)‖². ok is false, and dst
-// unspecified, when x has a NaN or infinite entry. It panics unless
-// len(x) == InputDim() and len(dst) == Dim(). It does not allocate.
+// Map writes φ(x) into dst and returns ‖φ(x)‖²: for the linear map the
+// sum of the squares, for rbf and laplacian the pair form's D·(1/D)
+// (cos² + sin² = 1, computed as float64(D)·(a·a) with a = sqrt(1/D)). ok
+// is false, and dst unspecified, when x has a NaN or infinite entry. It
+// panics unless len(x) == InputDim() and len(dst) == Dim(). It does not
+// allocate.
 func (m *FeatureMap) Map(dst, x []float64) (sqNorm float64, ok bool) {
 	if len(x) != m.in || len(dst) != m.out {
 		panic("online: FeatureMap.Map: wrong slice length")

@@ -406,10 +406,12 @@ func (a *mamAuto) phiOf(dst, z []float64, s float64) float64 {
 // phiNext writes φ_b of z into dst (2D) and returns ‖φ_b‖², given in prev
 // φ_{b−1} of the same z when prev is not nil: by the double-angle formulas
 // when s_b = 2·s_{b−1} (so that z_b = 2·z_{b−1} exactly; a quarter of the
-// cost of a sin/cos), else directly. dst may be prev.
+// cost of a sin/cos), else directly. dst may be prev. ‖φ_b‖² is the pair
+// form's, D·amp² (vmath.SincosRFF), for every finite z.
 func (a *mamAuto) phiNext(dst, prev, z []float64, b int) float64 {
 	if prev != nil && a.dbl[b] {
-		return vmath.DoubleAngleRFF(dst, prev, a.inv)
+		vmath.DoubleAngleRFF(dst, prev, a.inv)
+		return float64(a.nd) * float64(a.amp*a.amp)
 	}
 	return a.phiOf(dst, z, a.mult[b])
 }

@@ -39,9 +39,6 @@ const (
 
 // sincosRFF turns the products z_k = ω_k·x held in p[D:2D] (D = len(p)/2)
 // into the random-feature pair form: p[k] = a·cos(z_k), p[D+k] = a·sin(z_k).
-// It returns Σ p[i]², NaN when some z_k is not finite. It does not
-// allocate.
-//
-// The sum of squares runs by FMA in sixteen lanes (the cosines' and the
-// sines' of the features k ≡ l mod 8), combined at the end.
+// It returns the pair form's ‖p‖² = D·a², NaN when some z_k is not finite.
+// It does not allocate.
 func sincosRFF(p []float64, a float64) float64 { return vmath.SincosRFF(p, a) }

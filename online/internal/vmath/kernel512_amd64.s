@@ -23,24 +23,21 @@
 #define K_SIGN ·sincosK+416(SB)
 #define K_HALF ·sincosK+448(SB)
 
-// func sincos8(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
+// func sincos8(n int, cs, sn, z *float64, s, a float64) int
 //
 // sincos4 (kernel_amd64.s) on blocks of eight: for k = 0, 8, 16, … < n (n
 // a multiple of 8), while every argument x = s·z[k:k+8] is below the
 // fast-path limit in magnitude. The table lookups are two-register
 // permutes of the 16 scaled entries of sinHalf and cosHalf (Z16–Z19), the
 // index being the low bits of t; bit 4 of t (the half turn) negates both.
-// Z29 and Z30 hold the cosines' and the sines' sums of squares, Z12 s.
-TEXT ·sincos8(SB), NOSPLIT, $0-64
+// Z12 holds s.
+TEXT ·sincos8(SB), NOSPLIT, $0-56
 	MOVQ         n+0(FP), CX
 	MOVQ         cs+8(FP), DI
 	MOVQ         sn+16(FP), SI
 	MOVQ         z+24(FP), R9
 	VBROADCASTSD s+32(FP), Z12
 	VBROADCASTSD a+40(FP), Z31
-	MOVQ         acc+48(FP), R8
-	VMOVUPD      0(R8), Z29
-	VMOVUPD      64(R8), Z30
 	VMULPD       ·sinHalf+0(SB), Z31, Z16
 	VMULPD       ·sinHalf+64(SB), Z31, Z17
 	VMULPD       ·cosHalf+0(SB), Z31, Z18
@@ -100,16 +97,12 @@ zloop:
 	VADDPD           Z10, Z4, Z10
 	VMOVUPD          Z10, (DI)(AX*8)
 	VMOVUPD          Z9, (SI)(AX*8)
-	VFMADD231PD      Z10, Z10, Z29
-	VFMADD231PD      Z9, Z9, Z30
 	ADDQ             $8, AX
 	CMPQ             AX, CX
 	JL               zloop
 
 zdone:
-	VMOVUPD Z29, 0(R8)
-	VMOVUPD Z30, 64(R8)
-	MOVQ    AX, ret+56(FP)
+	MOVQ AX, ret+48(FP)
 	VZEROUPPER
 	RET
 
@@ -239,41 +232,33 @@ b8loop:
 	VZEROUPPER
 	RET
 
-// func double8(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
+// func double8(n int, dc, ds, sc, ss *float64, k float64)
 //
-// double4 (kernel_amd64.s) on eight lanes: the cosines' squares in Z10,
-// the sines' in Z12, k in Z15.
-TEXT ·double8(SB), NOSPLIT, $0-56
+// double4 (kernel_amd64.s) on eight lanes, k in Z15.
+TEXT ·double8(SB), NOSPLIT, $0-48
 	MOVQ         n+0(FP), CX
 	MOVQ         dc+8(FP), DI
 	MOVQ         ds+16(FP), DX
 	MOVQ         sc+24(FP), SI
 	MOVQ         ss+32(FP), R8
 	VBROADCASTSD k+40(FP), Z15
-	MOVQ         acc+48(FP), R9
-	VMOVUPD      0(R9), Z10
-	VMOVUPD      64(R9), Z12
 	XORQ         AX, AX
 
 d8dbl:
-	VMOVUPD     (SI)(AX*8), Z0
-	VMOVUPD     (R8)(AX*8), Z1
-	VSUBPD      Z1, Z0, Z2
-	VADDPD      Z1, Z0, Z3
-	VMULPD      Z3, Z2, Z2
-	VMULPD      Z15, Z2, Z2
-	VMULPD      Z1, Z0, Z4
-	VADDPD      Z4, Z4, Z4
-	VMULPD      Z15, Z4, Z4
-	VMOVUPD     Z2, (DI)(AX*8)
-	VMOVUPD     Z4, (DX)(AX*8)
-	VFMADD231PD Z2, Z2, Z10
-	VFMADD231PD Z4, Z4, Z12
-	ADDQ        $8, AX
-	CMPQ        AX, CX
-	JL          d8dbl
+	VMOVUPD (SI)(AX*8), Z0
+	VMOVUPD (R8)(AX*8), Z1
+	VSUBPD  Z1, Z0, Z2
+	VADDPD  Z1, Z0, Z3
+	VMULPD  Z3, Z2, Z2
+	VMULPD  Z15, Z2, Z2
+	VMULPD  Z1, Z0, Z4
+	VADDPD  Z4, Z4, Z4
+	VMULPD  Z15, Z4, Z4
+	VMOVUPD Z2, (DI)(AX*8)
+	VMOVUPD Z4, (DX)(AX*8)
+	ADDQ    $8, AX
+	CMPQ    AX, CX
+	JL      d8dbl
 
-	VMOVUPD Z10, 0(R9)
-	VMOVUPD Z12, 64(R9)
 	VZEROUPPER
 	RET

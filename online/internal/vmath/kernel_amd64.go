@@ -30,10 +30,10 @@ func gemv16(panels, n int, p *float32, x, z *float64)
 func gemv4(panels, n int, p *float32, x, z *float64)
 
 //go:noescape
-func sincos4(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
+func sincos4(n int, cs, sn, z *float64, s, a float64) int
 
 //go:noescape
-func sincos8(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
+func sincos8(n int, cs, sn, z *float64, s, a float64) int
 
 //go:noescape
 func dot4(n int, a, b *float64, s *[8]float64)
@@ -54,10 +54,10 @@ func balanced4(n int, w, t, tc, o, oc, x *float64, it, io float64, acc *[32]floa
 func balanced8(n int, w, t, tc, o, oc, x *float64, it, io float64, acc *[32]float64)
 
 //go:noescape
-func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
+func double4(n int, dc, ds, sc, ss *float64, k float64)
 
 //go:noescape
-func double8(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
+func double8(n int, dc, ds, sc, ss *float64, k float64)
 
 // mulVec runs the panels of 16 and of 4 rows in assembly (AVX2: the
 // AVX-512 form measured slower on the machine this was written on, its
@@ -86,20 +86,20 @@ func mulVec(m *Matrix, z, x []float64) {
 }
 
 // sincosBlocks maps the whole blocks of features of cs, sn from the
-// arguments s·z (eight under AVX-512, four under AVX2; the first feature in
-// lane 0) while every argument of a block is on the table path, and
-// returns the number of features mapped.
-func sincosBlocks(cs, sn, z []float64, s, a float64, acc *[16]float64) int {
+// arguments s·z (eight under AVX-512, four under AVX2) while every argument
+// of a block is on the table path, and returns the number of features
+// mapped.
+func sincosBlocks(cs, sn, z []float64, s, a float64) int {
 	switch level {
 	case levelAVX512:
 		if n := len(sn) &^ 7; n > 0 {
 			_, _ = cs[n-1], z[n-1]
-			return sincos8(n, &cs[0], &sn[0], &z[0], s, a, acc)
+			return sincos8(n, &cs[0], &sn[0], &z[0], s, a)
 		}
 	case levelAVX2:
 		if n := len(sn) &^ 3; n > 0 {
 			_, _ = cs[n-1], z[n-1]
-			return sincos4(n, &cs[0], &sn[0], &z[0], s, a, acc)
+			return sincos4(n, &cs[0], &sn[0], &z[0], s, a)
 		}
 	}
 	return 0
@@ -150,16 +150,16 @@ func balancedBlocks(w, t, tc, o, oc, x []float64, it, io float64, acc *[32]float
 	return n
 }
 
-func doubleBlocks(dc, ds, sc, ss []float64, k float64, acc *[16]float64) int {
+func doubleBlocks(dc, ds, sc, ss []float64, k float64) int {
 	n := len(dc) &^ 7
 	if level < levelAVX2 || n == 0 {
 		return 0
 	}
 	_, _, _ = ds[n-1], sc[n-1], ss[n-1]
 	if level == levelAVX512 {
-		double8(n, &dc[0], &ds[0], &sc[0], &ss[0], k, acc)
+		double8(n, &dc[0], &ds[0], &sc[0], &ss[0], k)
 	} else {
-		double4(n, &dc[0], &ds[0], &sc[0], &ss[0], k, acc)
+		double4(n, &dc[0], &ds[0], &sc[0], &ss[0], k)
 	}
 	return n
 }

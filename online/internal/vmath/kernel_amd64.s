@@ -24,13 +24,12 @@
 #define K_C6 ·sincosK+352(SB)
 #define K_C8 ·sincosK+384(SB)
 
-// SC4(acccos, accsin, bad): the sin/cos of the four arguments x = s·z at
-// z[AX] (z in DX, s at 544(SP)), written as a·cos to cs[AX] and a·sin to sn[AX],
-// their squares added to acccos and accsin by FMA, AX += 4; jumps to bad
-// (AX unchanged, nothing written) unless every |x| < limit (ordered: NaN
-// fails). The table of scaled (sin, cos) pairs is at 32(SP), t is passed
-// through 0(SP).
-#define SC4(acccos, accsin, bad) \
+// SC4(bad): the sin/cos of the four arguments x = s·z at z[AX] (z in
+// DX, s at 544(SP)), written as a·cos to cs[AX] and a·sin to sn[AX], AX +=
+// 4; jumps to bad (AX unchanged, nothing written) unless every |x| <
+// limit (ordered: NaN fails). The table of scaled (sin, cos) pairs is at
+// 32(SP), t is passed through 0(SP).
+#define SC4(bad) \
 	VMOVUPD         (DX)(AX*8), Y0       \
 	VMULPD          544(SP), Y0, Y0      \
 	VANDPD          K_ABS, Y0, Y1        \
@@ -81,8 +80,6 @@
 	VADDPD          Y2, Y6, Y2           \ // a·cos x
 	VMOVUPD         Y2, (DI)(AX*8)       \
 	VMOVUPD         Y11, (SI)(AX*8)      \
-	VFMADD231PD     Y2, Y2, acccos       \
-	VFMADD231PD     Y11, Y11, accsin     \
 	ADDQ            $4, AX
 
 // PANEL16_COL(off, xb, a0, a1, a2, a3): the 16 float32 entries of one
@@ -209,22 +206,19 @@ g4sum:
 	VZEROUPPER
 	RET
 
-// func sincos4(n int, cs, sn, z *float64, s, a float64, acc *[16]float64) int
+// func sincos4(n int, cs, sn, z *float64, s, a float64) int
 //
 // For k = 0, 4, 8, … < n (n a multiple of 4), while the four arguments
 // x = s·z[k:k+4] are all below the fast-path limit in magnitude:
-// cs[k+l] = a·cos(x), sn[k+l] = a·sin(x) as sincosScaled computes them,
-// the squares added to acc's lanes (k + l) mod 8 and 8 + (k + l) mod 8.
-// Returns the number of features mapped. Y12/Y13 hold the cosines' lanes
-// 0–3/4–7, Y14/Y15 the sines'.
-TEXT ·sincos4(SB), NOSPLIT, $576-64
+// cs[k+l] = a·cos(x), sn[k+l] = a·sin(x) as sincosScaled computes them.
+// Returns the number of features mapped.
+TEXT ·sincos4(SB), NOSPLIT, $576-56
 	MOVQ         n+0(FP), CX
 	MOVQ         cs+8(FP), DI
 	MOVQ         sn+16(FP), SI
 	VBROADCASTSD s+32(FP), Y15
 	VMOVUPD      Y15, 544(SP)
 	VBROADCASTSD a+40(FP), Y15
-	MOVQ         acc+48(FP), R8
 	LEAQ         ·sincosPairs(SB), R9
 	XORQ         DX, DX
 
@@ -235,28 +229,17 @@ sctable:
 	CMPQ    DX, $512
 	JL      sctable
 
-	MOVQ    z+24(FP), DX
-	VMOVUPD 0(R8), Y12
-	VMOVUPD 32(R8), Y13
-	VMOVUPD 64(R8), Y14
-	VMOVUPD 96(R8), Y15
-	XORQ    AX, AX
+	MOVQ z+24(FP), DX
+	XORQ AX, AX
 
 scloop:
 	CMPQ AX, CX
 	JGE  scdone
-	SC4(Y12, Y14, scdone)
-	CMPQ AX, CX
-	JGE  scdone
-	SC4(Y13, Y15, scdone)
+	SC4(scdone)
 	JMP  scloop
 
 scdone:
-	VMOVUPD Y12, 0(R8)
-	VMOVUPD Y13, 32(R8)
-	VMOVUPD Y14, 64(R8)
-	VMOVUPD Y15, 96(R8)
-	MOVQ    AX, ret+56(FP)
+	MOVQ AX, ret+48(FP)
 	VZEROUPPER
 	RET
 
@@ -412,52 +395,40 @@ blloop:
 	VZEROUPPER
 	RET
 
-// DBL4(off, accc, accs): DoubleAngleRFF on the four features at off + AX·8;
-// k in Y15.
-#define DBL4(off, accc, accs) \
-	VMOVUPD     off(SI)(AX*8), Y0 \ // C
-	VMOVUPD     off(R8)(AX*8), Y1 \ // S
+// DBL4(off): DoubleAngleRFF on the four features at off + AX·8; k in
+// Y15.
+#define DBL4(off) \
+	VMOVUPD     off(SI)(AX*8), Y0 \
+	VMOVUPD     off(R8)(AX*8), Y1 \
 	VSUBPD      Y1, Y0, Y2        \
 	VADDPD      Y1, Y0, Y3        \
 	VMULPD      Y3, Y2, Y2        \
-	VMULPD      Y15, Y2, Y2       \ // ((C − S)·(C + S))·k
+	VMULPD      Y15, Y2, Y2       \
 	VMULPD      Y1, Y0, Y4        \
-	VADDPD      Y4, Y4, Y4        \ // (C·S)·2
+	VADDPD      Y4, Y4, Y4        \
 	VMULPD      Y15, Y4, Y4       \
 	VMOVUPD     Y2, off(DI)(AX*8) \
-	VMOVUPD     Y4, off(DX)(AX*8) \
-	VFMADD231PD Y2, Y2, accc      \
-	VFMADD231PD Y4, Y4, accs
+	VMOVUPD     Y4, off(DX)(AX*8)
 
-// func double4(n int, dc, ds, sc, ss *float64, k float64, acc *[16]float64)
+// func double4(n int, dc, ds, sc, ss *float64, k float64)
 //
 // DoubleAngleRFF on n features (a multiple of 8): C = sc[i], S = ss[i],
-// dc[i] = ((C − S)·(C + S))·k, ds[i] = ((C·S)·2)·k, the squares added by
-// FMA to acc's lanes i mod 8 (cosines) and 8 + i mod 8 (sines).
-TEXT ·double4(SB), NOSPLIT, $0-56
+// dc[i] = ((C − S)·(C + S))·k, ds[i] = ((C·S)·2)·k.
+TEXT ·double4(SB), NOSPLIT, $0-48
 	MOVQ         n+0(FP), CX
 	MOVQ         dc+8(FP), DI
 	MOVQ         ds+16(FP), DX
 	MOVQ         sc+24(FP), SI
 	MOVQ         ss+32(FP), R8
 	VBROADCASTSD k+40(FP), Y15
-	MOVQ         acc+48(FP), R9
-	VMOVUPD      0(R9), Y10
-	VMOVUPD      32(R9), Y11
-	VMOVUPD      64(R9), Y12
-	VMOVUPD      96(R9), Y13
 	XORQ         AX, AX
 
 dbloop:
-	DBL4(0, Y10, Y12)
-	DBL4(32, Y11, Y13)
+	DBL4(0)
+	DBL4(32)
 	ADDQ $8, AX
 	CMPQ AX, CX
 	JL   dbloop
 
-	VMOVUPD Y10, 0(R9)
-	VMOVUPD Y11, 32(R9)
-	VMOVUPD Y12, 64(R9)
-	VMOVUPD Y13, 96(R9)
 	VZEROUPPER
 	RET

@@ -10,7 +10,7 @@ func detectLevel() int { return levelGo }
 
 func mulVec(m *Matrix, z, x []float64) { mulVecGo(m, z, x, 0, 0) }
 
-func sincosBlocks(cs, sn, z []float64, s, a float64, acc *[16]float64) int { return 0 }
+func sincosBlocks(cs, sn, z []float64, s, a float64) int { return 0 }
 
 func dotBlocks(a, b []float64, s *[8]float64) int { return 0 }
 
@@ -20,4 +20,4 @@ func balancedBlocks(w, t, tc, o, oc, x []float64, it, io float64, acc *[32]float
 	return 0
 }
 
-func doubleBlocks(dc, ds, sc, ss []float64, k float64, acc *[16]float64) int { return 0 }
+func doubleBlocks(dc, ds, sc, ss []float64, k float64) int { return 0 }

@@ -247,12 +247,9 @@ func sincosScaled(x, a float64) (sin, cos float64) {
 
 // SincosRFF turns the products z_k held in p[D:2D] (D = len(p)/2) into the
 // random-feature pair form: p[k] = a·cos(z_k), p[D+k] = a·sin(z_k), as
-// sincosScaled computes them. It returns Σ p[i]², NaN when some z_k is not
-// finite. It does not allocate.
-//
-// The sum of squares runs by FMA in sixteen lanes, the cosines' and the
-// sines' of the features k ≡ l (mod 8) in lane l and 8 + l, added as sum8
-// (cosines) + sum8 (sines).
+// sincosScaled computes them. It returns ‖p‖² as the pair form has it,
+// D·a² (cos² + sin² = 1; computed as float64(D)·(a·a)), or NaN when some
+// z_k is not finite (its features are then NaN). It does not allocate.
 func SincosRFF(p []float64, a float64) float64 {
 	d := len(p) / 2
 	return SincosScaledRFF(p, p[d:2*d], 1, a)
@@ -267,32 +264,22 @@ func SincosScaledRFF(p, z []float64, s, a float64) float64 {
 	if len(z) != d {
 		panic("vmath: SincosScaledRFF: len(z) != len(p)/2")
 	}
-	var acc [16]float64
 	cs, sn := p[:d:d], p[d:2*d:2*d]
+	finite := true
 	k := 0
 	for k < d {
-		k += sincosBlocks(cs[k:], sn[k:], z[k:], s, a, &acc)
+		k += sincosBlocks(cs[k:], sn[k:], z[k:], s, a)
 		// The block at k has a slow argument, or the tail is shorter than
 		// a block (or there is no assembly): one block's worth in Go.
 		end := min(d, (k+8)&^7)
 		for ; k < end; k++ {
-			sincosOne(cs, sn, float64(s*z[k]), k, a, &acc)
+			x := float64(s * z[k])
+			finite = finite && math.Abs(x) <= math.MaxFloat64
+			sn[k], cs[k] = sincosScaled(x, a)
 		}
 	}
-	return sum16(&acc)
-}
-
-// sum16 is sum8 of the first eight lanes plus sum8 of the last eight.
-func sum16(acc *[16]float64) float64 {
-	return sum8((*[8]float64)(acc[:8])) + sum8((*[8]float64)(acc[8:]))
-}
-
-// sincosOne maps feature k of argument x (lane k mod 8).
-func sincosOne(cs, sn []float64, x float64, k int, a float64, acc *[16]float64) {
-	sin, cos := sincosScaled(x, a)
-	cs[k] = cos
-	sn[k] = sin
-	l := k & 7
-	acc[l] = math.FMA(cos, cos, acc[l])
-	acc[8+l] = math.FMA(sin, sin, acc[8+l])
+	if !finite {
+		return math.NaN()
+	}
+	return float64(d) * float64(a*a)
 }
