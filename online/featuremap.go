@@ -156,11 +156,12 @@ const pcgStream = 0x6f6e6c696e652d31 // "online-1"
 // index and row instead of drawn and stored (featuremap_hashed.go: same
 // laws, another realisation), so that projecting costs O(D·nnz).
 //
-// The frequencies are drawn in float64 and rounded to float32 (each moves
-// by at most 2⁻²⁴ of itself, far below what the kernel approximation
-// resolves); the map is exactly the random-feature map of the rounded
-// frequencies, computed in float64. Stored in float32, Ω takes half the
-// cache traffic per event (vmath.Matrix).
+// Stored frequencies (not Sparse) are drawn in float64 and rounded to
+// float32 (each moves by at most 2⁻²⁴ of itself, far below what the kernel
+// approximation resolves); the map is exactly the random-feature map of
+// the rounded frequencies, computed in float64. Stored in float32, Ω takes
+// half the cache traffic per event (vmath.Matrix). Generated frequencies
+// (Sparse) stay in float64.
 //
 // A FeatureMap is immutable after construction and safe for concurrent use.
 type FeatureMap struct {

@@ -103,9 +103,8 @@ const (
 	autoLowExp, autoHighExp = -4, 6
 
 	// autoScaleMin and autoScaleMax clamp S; with |z| < autoZMax the
-	// scaled projections s_b·z stay finite (s_b ≤ sqrt(64/1e-200)). An
-	// input is accepted when max_j |x_j|·max_k ‖ω_k‖₁ < autoZMax, which
-	// bounds every |z_k| (see prepare).
+	// scaled projections s_b·z stay finite (s_b ≤ sqrt(64/1e-200)); see
+	// prepare for how an input is checked.
 	autoScaleMin, autoScaleMax = 1e-200, 1e200
 	autoZMax                   = 1e200
 
@@ -272,7 +271,7 @@ func newAutoMAM(dim int, p MAMParams) (*MAM, error) {
 	for e := range a.hedge {
 		a.hedge[e] = math.Exp(-a.eta * float64(e))
 	}
-	for k := range nd {
+	for k := range len(fm.omega) / dim { // none for generated frequencies
 		var s float64
 		for _, w := range fm.omega[k*dim : (k+1)*dim] {
 			s += math.Abs(w)
@@ -376,8 +375,10 @@ func (a *mamAuto) estimate(k int) float64 {
 }
 
 // prepare is Prepare under gamma auto: dst = [z; ok], z = Ω x with the
-// reference map, ok = 1 when max_j |x_j|·max_k ‖ω_k‖₁ < autoZMax (so x is
-// finite, and every |z_k| < autoZMax up to the rounding of its sum).
+// reference map, ok = 1 when x is finite and every |z_k| < autoZMax: with
+// stored frequencies checked as max_j |x_j|·max_k ‖ω_k‖₁ < autoZMax (d
+// values, not D), with generated ones (kernel.sparse, whose norms are not
+// at hand) on z itself, as ObserveSparse does.
 func (a *mamAuto) prepare(m *MAM, dst, x []float64) {
 	if len(dst) != a.nd+1 {
 		panic("online: MAM.Prepare: len(dst) != PreparedLen()")
@@ -387,11 +388,17 @@ func (a *mamAuto) prepare(m *MAM, dst, x []float64) {
 	}
 	z := dst[:a.nd:a.nd]
 	m.fm.project(z, x)
+	dst[a.nd] = 0
+	if m.fm.gen != nil {
+		if maxAbs(z) < autoZMax {
+			dst[a.nd] = 1
+		}
+		return
+	}
 	var mx float64 // max propagates NaN
 	for _, v := range x {
 		mx = max(mx, math.Abs(v))
 	}
-	dst[a.nd] = 0
 	if mx*a.l1 < autoZMax {
 		dst[a.nd] = 1
 	}
