@@ -6,8 +6,6 @@ package vmath
 // tests' switch between kernels is then a no-op).
 var level = levelGo
 
-func detectLevel() int { return levelGo }
-
 func mulVec(m *Matrix, z, x []float64) { mulVecGo(m, z, x, 0, 0) }
 
 func sincosBlocks(cs, sn, z []float64, s, a float64) int { return 0 }
