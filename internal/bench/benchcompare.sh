@@ -40,7 +40,7 @@ for i in $(seq 1 "$rounds"); do
   echo "round $i of $rounds done" >&2
 done
 
-(cd "$work" && go run golang.org/x/perf/cmd/benchstat@latest -table '' "${names[@]/%/.txt}") | sed '/B\/op/,$d'
+(cd "$work" && go run golang.org/x/perf/cmd/benchstat@latest -table '' "${names[@]/%/.txt}") | awk '/^$/ { exit } { print }'
 for n in "${names[@]}"; do
   echo "fastest of $rounds, $n (ns/op):"
   awk '/^Benchmark/ { if (!($1 in m) || $3 < m[$1]) m[$1] = $3 } END { for (k in m) printf "  %-50s %10.1f\n", k, m[k] }' "$work/$n.txt" | sort
