@@ -109,6 +109,11 @@ type EngineConfig struct {
 	// Hash: hashed categorical features (hashed.go); nil = dense features.
 	// Dim is then 2^Hash.Bits.
 	Hash *wire.HashConfig
+
+	// MemoryLimit is the memory the key-scoped models' instances in memory
+	// may take at most (checkKeyMemory): 0 = the process's GOMEMLIMIT when
+	// set, else the machine's memory (/proc/meminfo); < 0 = no check.
+	MemoryLimit int64
 }
 
 // Engine is the scoring state machine: for each input event it decodes and
@@ -254,6 +259,9 @@ func checkEngine(cfg *EngineConfig, models []NamedModel) (int, error) {
 		}
 		if cfg.Partitioned && nm.New == nil {
 			return 0, fmt.Errorf("stream: model %s: partitioned state needs NamedModel.New", nm.Name)
+		}
+		if err := checkKeyMemory(cfg, nm); err != nil {
+			return 0, err
 		}
 	}
 	return rankIdx, nil

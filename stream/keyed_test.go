@@ -8,11 +8,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/internal/keystore"
+	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
 )
 
@@ -190,5 +192,51 @@ func TestKeyedMigratesEvictedFiles(t *testing.T) {
 	}
 	if d := c.deltas[0]; len(d.keys) != 1 || string(d.keys[0]) != "user-0" || d.examples != 50 {
 		t.Fatalf("checkpoint after the migration: keys %q, examples %d; want user-0 and 50", d.keys, d.examples)
+	}
+}
+
+// TestKeyMemoryRefused: a key-scoped model whose max_keys instances cannot
+// fit in the memory limit is refused before anything runs, naming the
+// model, its per-key size and what to lower; within the limit, or with the
+// check off, it is accepted.
+func TestKeyMemoryRefused(t *testing.T) {
+	const dim = 1 << 16
+	factory := func() (online.Model, error) {
+		return online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Balance: true, Delta: 0.05})
+	}
+	proto, _ := factory()
+	inst, _ := factory()
+	b, _ := inst.MarshalBinary()
+	per := int64(len(b)) // 2 MiB and some: 4 arrays of 2^16 floats
+	cases := []struct {
+		name  string
+		keys  int
+		limit int64
+		want  string // "" = accepted
+	}{
+		{"over", 1000, 64 << 20, "model per_user (scope: key): max_keys 1000 instances in memory at 2.0 MiB each at least (an empty one's state at dimension 65536) need 2.0 GiB, more than the 64.0 MiB available (EngineConfig.MemoryLimit): lower max_keys, or features.dim"},
+		{"default max_keys", 0, 64 << 20, "max_keys 10000 instances"},
+		{"within", 20, 64 << 20, ""},
+		{"exactly", 10, 10 * per, ""},
+		{"off", 1000, -1, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MemoryLimit: tc.limit}
+			models := []NamedModel{{Name: "per_user", Model: proto, Factory: factory, MaxKeys: tc.keys, New: factory}}
+			err := CheckEngine(cfg, models)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	if got := byteSize(1536); got != "1.5 KiB" {
+		t.Errorf("byteSize(1536) = %q", got)
+	}
+	if l, from := memoryLimit(); l <= 0 || from == "" {
+		t.Logf("memory limit unknown here (%d, %q): the check is skipped", l, from)
 	}
 }

@@ -186,7 +186,7 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 		}
 	}
 	if nm.Factory != nil && d.maxKeys <= 0 {
-		d.maxKeys = 10_000
+		d.maxKeys = defaultMaxKeys
 	}
 	if p, ok := nm.Model.(online.Preparer); ok && len(nm.Members) == 0 { // an aggregator's input is not the event's features alone
 		d.prep = p
