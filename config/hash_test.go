@@ -125,3 +125,40 @@ models:
 		t.Fatalf("dense window of 2000 × 2^18: %v", err)
 	}
 }
+
+// TestHashedGeneratedMapBits: a mam whose rbf or laplacian frequencies are
+// generated per index (kernel.sparse, set by features.hash) keeps nothing
+// per input index, so it takes more than 20 bits; the linear kernel, whose
+// sums are per index, does not.
+func TestHashedGeneratedMapBits(t *testing.T) {
+	const doc = `
+models:
+  - name: ctr
+    type: mam
+    kernel: {type: rbf, features: 256}
+    features:
+      hash: {bits: 26}
+      max_features: 64
+`
+	c, err := Parse([]byte(doc), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := testTypes.New(c.Models[0].Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Dim() != 1<<26 {
+		t.Fatalf("dim %d", m.Dim())
+	}
+	if err := online.SparseSupport(m); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := m.MarshalBinary(); len(b) > 1<<20 {
+		t.Fatalf("an empty model's state is %d bytes: something is kept per input index", len(b))
+	}
+	lin := strings.Replace(doc, "{type: rbf, features: 256}", "{type: linear}", 1)
+	if _, err := Parse([]byte(lin), nil, testTypes); err == nil || !strings.Contains(err.Error(), "models[0].features.hash.bits: 26 gives 2^26") {
+		t.Fatalf("linear mam at 26 bits: %v", err)
+	}
+}

@@ -461,9 +461,9 @@ func (v *validator) dimError(p string, m Model, problem string) {
 	max := bits.Len(uint(online.MaxDenseDim)) - 1
 	v.errorf(p+".features.hash.bits", "%d gives 2^%d = %d hashed indices, more than model type %s takes in this configuration "+
 		"(input dimension: %s). The types that keep state per input dimension (logistic's weights, a linear mam's or omam's sums: "+
-		"16 bytes or more per index, in memory and in every snapshot, per key when key-scoped) and the random-feature maps are built for "+
+		"16 bytes or more per index, in memory and in every snapshot, per key when key-scoped) and the stored random-feature maps are built for "+
 		"at most 2^%d inputs, hashed or dense: set bits ≤ %d, or use a type that stores hashed examples sparsely "+
-		"(svm, krr, lsrrank, mlsrrank, or mam with budget > 0: up to 30 bits; docs/models.md, \"Hashed features\")",
+		"(svm, krr, lsrrank, mlsrrank, mam with budget > 0) or generates its random features (mam with the rbf or laplacian kernel): up to 30 bits; docs/models.md, \"Hashed features\")",
 		b, b, 1<<b, m.Type, problem, max, max)
 }
 

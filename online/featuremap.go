@@ -244,8 +244,10 @@ func NewFeatureMap(k KernelSpec, dim int) (*FeatureMap, error) {
 }
 
 func validateKernel(k KernelSpec, dim int) error {
-	if dim <= 0 || dim > maxDim {
-		return specErrorf("dim", "must be in [1, %d], got %d", maxDim, dim)
+	// A generated map (Sparse) keeps nothing per input index: hashed
+	// inputs up to MaxSparseDim. A stored one keeps Ω, D × dim.
+	if lim := kernelMaxDim(k); dim <= 0 || dim > lim {
+		return specErrorf("dim", "must be in [1, %d], got %d", lim, dim)
 	}
 	if k.Type != KernelPolynomial {
 		if k.Degree != 0 {
@@ -302,6 +304,16 @@ func validateKernel(k KernelSpec, dim int) error {
 		return specErrorf("kernel.type", "unknown kernel %q (want %q, %q, %q, or %q with budget > 0)", k.Type, KernelLinear, KernelRBF, KernelLaplacian, KernelPolynomial)
 	}
 	return nil
+}
+
+// kernelMaxDim is the largest input dimension k's map takes: MaxSparseDim
+// for the generated rbf and laplacian maps (Sparse), which keep nothing per
+// input index, maxDim for the others.
+func kernelMaxDim(k KernelSpec) int {
+	if k.Sparse && (k.Type == KernelRBF || k.Type == KernelLaplacian) {
+		return MaxSparseDim
+	}
+	return maxDim
 }
 
 // Spec returns the kernel spec the map was built from.

@@ -132,7 +132,7 @@ func checkParams(r *codec.Reader, p Params, dim int) {
 	if r.Err() != nil {
 		return
 	}
-	if err := validateDim(dim); err != nil {
+	if err := validateDimFor(dim, p); err != nil {
 		r.Fail(specFormatErr(err))
 		return
 	}

@@ -201,6 +201,16 @@ func (p *MAMParams) Validate(dim int) error {
 	return c.err()
 }
 
+// maxDim is the largest input dimension of a mam with p: MaxSparseDim with
+// a generated rbf or laplacian map (kernel.sparse: nothing is kept per
+// input index), else the dense limit.
+func (p *MAMParams) maxDim() int {
+	if p.Budget == 0 {
+		return kernelMaxDim(p.Kernel)
+	}
+	return maxDim
+}
+
 // MAMType is the "mam" model type (MAM, or ExactMAM with budget > 0).
 func MAMType() *Type {
 	return Define(Def[MAMParams]{
@@ -280,7 +290,7 @@ func NewMAM(dim int, p MAMParams) (*MAM, error) {
 	if p.Budget != 0 {
 		return nil, specErrorf("budget", "NewMAM is the random-feature mode: budget must be 0 (use NewExactMAM), got %d", p.Budget)
 	}
-	if err := validateDim(dim); err != nil {
+	if err := validateDimFor(dim, &p); err != nil {
 		return nil, err
 	}
 	if err := p.Validate(dim); err != nil {

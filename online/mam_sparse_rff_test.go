@@ -282,3 +282,46 @@ func BenchmarkMAMRBFSparse30(b *testing.B) {
 		})
 	}
 }
+
+// TestMAMSparseRFFBeyondDenseDim: with generated frequencies nothing is
+// kept per input index, so a mam takes 2^26 hashed inputs (past the dense
+// limit), fixed gamma and auto, learns indices anywhere in the range,
+// and its state restores through the registry as the same model.
+func TestMAMSparseRFFBeyondDenseDim(t *testing.T) {
+	const dim = 1 << 26
+	for _, gamma := range []float64{0.5, 0} {
+		p := DefaultMAMParams()
+		p.Kernel = KernelSpec{Type: KernelRBF, Gamma: gamma, Features: 128, Seed: 3, Sparse: true}
+		if err := p.ValidateSparse(dim, 8); err != nil {
+			t.Fatal(err)
+		}
+		mm, err := p.NewSparse(dim, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := mm.(SparseModel)
+		for i := range 300 {
+			m.ObserveSparse([]int32{int32(i % 5), int32(dim - 1 - i%11)}, []float64{1, float64(1 - 2*(i%2))}, float64(1-2*(i%2)), true)
+		}
+		b, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 1<<20 {
+			t.Fatalf("gamma %v: state of %d bytes", gamma, len(b))
+		}
+		r, err := MAMType().Restore(b)
+		if err != nil {
+			t.Fatalf("gamma %v: restore: %v", gamma, err)
+		}
+		x, v := []int32{2, dim - 5}, []float64{1, -1}
+		if got, want := r.(SparseModel).ObserveSparse(x, v, 0, false), m.ObserveSparse(x, v, 0, false); got != want {
+			t.Fatalf("gamma %v: restored %+v, saved %+v", gamma, got, want)
+		}
+	}
+	lin := DefaultMAMParams()
+	lin.Kernel = KernelSpec{Type: KernelLinear}
+	if _, err := lin.NewSparse(dim, 8); err == nil {
+		t.Fatal("a linear mam at 2^26: no error")
+	}
+}

@@ -232,7 +232,7 @@ func (t *Type) New(dim int, p Params) (Model, error) {
 	if reflect.TypeOf(p) != reflect.PointerTo(t.params) {
 		return nil, fmt.Errorf("online: model type %s: parameters %T, want *%v", t.name, p, t.params)
 	}
-	if err := validateDim(dim); err != nil {
+	if err := validateDimFor(dim, p); err != nil {
 		return nil, err
 	}
 	if err := p.Validate(dim); err != nil {
@@ -268,6 +268,18 @@ func validateDim(dim int) error {
 		return specErrorf("dim", "must be in [1, %d], got %d", maxDim, dim)
 	}
 	return nil
+}
+
+// validateDimFor is validateDim for p's model: up to p.maxDim() when its
+// configuration keeps nothing per input index (a generated feature map).
+func validateDimFor(dim int, p Params) error {
+	if b, ok := p.(interface{ maxDim() int }); ok {
+		if lim := b.maxDim(); dim <= 0 || dim > lim {
+			return specErrorf("dim", "must be in [1, %d], got %d", lim, dim)
+		}
+		return nil
+	}
+	return validateDim(dim)
 }
 
 // Spec is a configured model as the registry builds it: a registered type,
