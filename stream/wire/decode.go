@@ -2,11 +2,9 @@ package wire
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // maxDepth bounds the nesting of skipped values, like encoding/json's limit,
@@ -466,16 +464,33 @@ func (s *scanner) denseFeatures() *Error {
 	if s.pos < len(s.src) && s.src[s.pos] == ']' {
 		s.pos++
 	} else {
+		// The common case inline: a number, a comma, the next number.
+		src, i, maxAbs := s.src, s.pos, s.d.maxAbs
 		for {
-			s.skipWS()
-			v, e := s.feature(-1, n)
-			if e != nil {
+			if i < len(src) && src[i] <= ' ' {
+				s.pos = i
+				s.skipWS()
+				i = s.pos
+			}
+			v, end, st := fastNumber(src, i)
+			if st == numSlow {
+				v, st = slowNumber(src[i:end])
+			}
+			if st != numOK || maxAbs > 0 && (v > maxAbs || v < -maxAbs) {
+				s.pos = i
+				_, e := s.feature(-1, n) // the error, as feature words it
 				return e
 			}
 			if n < len(f) {
 				f[n] = v
 			}
 			n++
+			i = end
+			if i < len(src) && src[i] == ',' {
+				i++
+				continue
+			}
+			s.pos = i
 			done, e := s.separator(']')
 			if e != nil {
 				return e
@@ -483,6 +498,7 @@ func (s *scanner) denseFeatures() *Error {
 			if done {
 				break
 			}
+			i = s.pos
 		}
 	}
 	if n != len(f) {
@@ -659,124 +675,16 @@ func (s *scanner) featureError(st numStatus, where string) *Error {
 	return s.syntax("invalid number")
 }
 
-type numStatus int
-
-const (
-	numOK numStatus = iota
-	numSyntax
-	numWrongType
-	numNonFinite
-)
-
-// number parses a JSON number at s.pos exactly as strconv.ParseFloat does.
-// On numWrongType s.pos is left at the offending value.
-//
-// Numbers with at most 19 significant digits, a mantissa of at most 2^53 and
-// a decimal exponent in [-22, 22] take Clinger's fast path: the mantissa and
-// the power of ten are both exact float64 values, so one IEEE multiplication
-// or division rounds correctly, the same result strconv's own exact path
-// gives. Everything else goes to strconv.ParseFloat.
+// number parses the JSON number at s.pos (see parseNumber) and moves past
+// it; on numWrongType s.pos is left at the offending value.
 func (s *scanner) number() (float64, numStatus) {
-	src := s.src
-	start := s.pos
-	i := start
-	neg := false
-	if i < len(src) && src[i] == '-' {
-		neg = true
-		i++
+	v, end, st := fastNumber(s.src, s.pos)
+	if st == numSlow {
+		v, st = slowNumber(s.src[s.pos:end])
 	}
-	if i >= len(src) || !isDigit(src[i]) {
-		if i == start {
-			return 0, numWrongType
-		}
-		s.pos = i
-		return 0, numSyntax
-	}
-	// Integer part; a leading 0 stands alone.
-	var mant uint64
-	nd := 0 // significant digits in mant
-	exact := true
-	if src[i] == '0' {
-		i++
-	} else {
-		for ; i < len(src) && isDigit(src[i]); i++ {
-			if nd < 19 {
-				mant = mant*10 + uint64(src[i]-'0')
-				nd++
-			} else {
-				exact = false
-			}
-		}
-	}
-	exp := 0
-	if i < len(src) && src[i] == '.' {
-		i++
-		if i >= len(src) || !isDigit(src[i]) {
-			s.pos = i
-			return 0, numSyntax
-		}
-		for ; i < len(src) && isDigit(src[i]); i++ {
-			c := src[i] - '0'
-			if mant == 0 && c == 0 {
-				exp-- // leading zeros are not significant
-				continue
-			}
-			if nd < 19 {
-				mant = mant*10 + uint64(c)
-				nd++
-				exp--
-			} else {
-				exact = false
-			}
-		}
-	}
-	if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
-		i++
-		eneg := false
-		if i < len(src) && (src[i] == '+' || src[i] == '-') {
-			eneg = src[i] == '-'
-			i++
-		}
-		if i >= len(src) || !isDigit(src[i]) {
-			s.pos = i
-			return 0, numSyntax
-		}
-		e := 0
-		for ; i < len(src) && isDigit(src[i]); i++ {
-			if e < 100000 {
-				e = e*10 + int(src[i]-'0')
-			} else {
-				exact = false
-			}
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
-	}
-	s.pos = i
-	if exact && mant <= 1<<53 && exp >= -22 && exp <= 22 {
-		f := float64(mant)
-		if exp > 0 {
-			f *= pow10[exp]
-		} else if exp < 0 {
-			f /= pow10[-exp]
-		}
-		if neg {
-			f = -f
-		}
-		return f, numOK
-	}
-	v, err := strconv.ParseFloat(unsafe.String(&src[start], i-start), 64)
-	if err != nil || math.IsInf(v, 0) { // the grammar is valid, so err is ErrRange: overflow
-		return 0, numNonFinite
-	}
-	return v, numOK
+	s.pos = end
+	return v, st
 }
-
-// pow10 holds the powers of ten that are exact in a float64.
-var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
 
 // scanNumber checks the JSON number grammar
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? from src[i] and returns the
@@ -829,18 +737,10 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 // the caller truncates again. It also consumes the key.
 func (s *scanner) key() ([]byte, *Error) {
 	src := s.src
-	i := s.pos + 1
-	for i < len(src) {
-		c := src[i]
-		if c == '"' {
-			k := src[s.pos+1 : i]
-			s.pos = i + 1
-			return k, nil
-		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
-		i++
+	if i := plainEnd(src, s.pos+1); i < len(src) && src[i] == '"' {
+		k := src[s.pos+1 : i]
+		s.pos = i + 1
+		return k, nil
 	}
 	mark := len(s.ev.buf)
 	buf, e := s.appendString(s.ev.buf)
@@ -865,11 +765,8 @@ func (s *scanner) appendString(dst []byte) ([]byte, *Error) {
 	src := s.src
 	i := s.pos + 1
 	for {
-		j := i
-		for j < len(src) && src[j] != '"' && src[j] != '\\' && src[j] >= 0x20 {
-			j++
-		}
-		dst = append(dst, src[i:j]...)
+		var j int
+		dst, j = appendPlain(dst, src, i)
 		if j >= len(src) {
 			s.pos = j
 			return dst, s.syntax("unterminated string")
@@ -954,6 +851,10 @@ func (s *scanner) skipString() *Error {
 	src := s.src
 	i := s.pos + 1
 	for i < len(src) {
+		i = plainEnd(src, i)
+		if i >= len(src) {
+			break
+		}
 		switch c := src[i]; {
 		case c == '"':
 			s.pos = i + 1

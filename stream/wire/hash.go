@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
@@ -233,8 +234,9 @@ func (s *scanner) hashedObject(top bool, slot int) *Error {
 		}
 		var e *Error
 		src := s.src
-		if j := plainEnd(src, s.pos+1); j < len(src) && src[j] == '"' {
-			ev.hkey = append(ev.hkey[:plen], src[s.pos+1:j]...)
+		hk, j := appendPlain(ev.hkey[:plen], src, s.pos+1)
+		if j < len(src) && src[j] == '"' {
+			ev.hkey = hk
 			s.pos = j + 1
 		} else {
 			mark := len(ev.buf)
@@ -257,11 +259,10 @@ func (s *scanner) hashedObject(top bool, slot int) *Error {
 			// A categorical, the common case: name=value. A value
 			// without escapes is appended at once.
 			hk := append(ev.hkey, '=')
-			i := s.pos + 1
-			if j := plainEnd(src, i); j < len(src) && src[j] == '"' {
-				hk = append(hk, src[i:j]...)
+			vstart := len(hk)
+			if hk, j = appendPlain(hk, src, s.pos+1); j < len(src) && src[j] == '"' {
 				s.pos = j + 1
-			} else if hk, e = s.appendString(hk); e != nil {
+			} else if hk, e = s.appendString(hk[:vstart]); e != nil {
 				ev.hkey = hk
 				return e
 			}
@@ -389,6 +390,33 @@ func plainEnd(src []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// appendPlain appends to dst the plain run of the string at src[i:] (up
+// to plainEnd's index, which it returns too), copying each 8-byte word as
+// it scans it. dst grows (allocates) only while its capacity does.
+func appendPlain(dst, src []byte, i int) ([]byte, int) {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	n := len(dst)
+	for i+8 <= len(src) {
+		if cap(dst)-n < 8 {
+			dst = slices.Grow(dst[:n], 8)
+		}
+		x := binary.LittleEndian.Uint64(src[i:])
+		binary.LittleEndian.PutUint64(dst[n:n+8], x)
+		q, b := x^(lo*'"'), x^(lo*'\\')
+		if t := ((q-lo)&^q | (b-lo)&^b | (x-lo*0x20)&^x) & hi; t != 0 {
+			k := bits.TrailingZeros64(t) / 8
+			return dst[:n+k], i + k
+		}
+		n += 8
+		i += 8
+	}
+	j := i
+	for j < len(src) && src[j] != '"' && src[j] != '\\' && src[j] >= 0x20 {
+		j++
+	}
+	return append(dst[:n], src[i:j]...), j
 }
 
 // hashPath names the member whose name is ev.hkey[plen:nameEnd], for an
