@@ -169,6 +169,9 @@ func appendDigits(src []byte, i int, w uint64) (uint64, int) {
 	for i+8 <= len(src) {
 		x := binary.LittleEndian.Uint64(src[i:])
 		n := leadingDigits(x)
+		if n == 0 {
+			return w, i
+		}
 		w = w*upow10[n] + digitsValue(x, n)
 		i += n
 		if n < 8 {
@@ -193,16 +196,19 @@ func leadingDigits(x uint64) int {
 	return bits.TrailingZeros64(t) >> 3 // 8 when t is 0
 }
 
-// digitsValue returns the value of the n ≤ 8 leading ASCII digits of x
+// digitsValue returns the value of the 1 ≤ n ≤ 8 leading ASCII digits of x
 // (the first the most significant). The digits are moved to the top
-// bytes, zeros (leading zeros) below them, and combined pairwise:
-// bytes into two-digit values, those into four-digit ones, then eight.
+// bytes, zeros (leading zeros) below them; then each byte k becomes the
+// two-digit value 10·d_k + d_(k+1) (from x·10 + x>>8: at most 99, no
+// carry), and the pairs in bytes 0, 2, 4 and 6 are weighted by 10^6,
+// 10^4, 10^2 and 1 in two multiplications, bytes 0 and 4 in one, 2 and 6
+// in the other, whose sums land in bits 32–63.
 func digitsValue(x uint64, n int) uint64 {
 	const lo = 0x0101010101010101
-	x = (x - lo*'0') << (64 - 8*n) // the borrows of the bytes past n go out at the top
-	x = (x*10 + x>>8) & 0x00ff00ff00ff00ff
-	x = (x*100 + x>>16) & 0x0000ffff0000ffff
-	return (x*10000 + x>>32) & 0xffffffff
+	x = (x - lo*'0') << ((64 - 8*n) & 63) // the borrows of the bytes past n go out at the top
+	x = x*10 + x>>8
+	const m = 0x000000ff000000ff
+	return ((x&m)*(100+1000000<<32) + (x>>16&m)*(1+10000<<32)) >> 32
 }
 
 // significantDigits returns the number of digits of the significand
