@@ -57,6 +57,7 @@ type Event struct {
 	buf   []byte    // backing store for ID, Key, TS, items and escaped object keys
 	seen  []bool    // named features seen so far
 	candX []float64 // the candidates' features, dim each
+	items []int32   // the table of repeatedItem
 	hkey  []byte    // the bytes hashed for the current feature
 	hx    []hashed  // first-order features of the namespaces in interactions
 	hcnt  []int     // features per namespace of hashing.ns
@@ -545,17 +546,37 @@ func (s *scanner) matrixFeatures() *Error {
 		if s.pos < len(s.src) && s.src[s.pos] == ']' {
 			s.pos++
 		} else {
-			for {
-				s.skipWS()
-				v, e := s.feature(r, c)
-				if e != nil {
+			var row []float64 // where row r goes, if it is one of the matrix's
+			if r < rows {
+				row = f[r*cols : (r+1)*cols]
+			}
+			src, i, maxAbs := s.src, s.pos, s.d.maxAbs
+			for { // as in denseFeatures
+				if i < len(src) && src[i] <= ' ' {
+					s.pos = i
+					s.skipWS()
+					i = s.pos
+				}
+				v, end, st := fastNumber(src, i)
+				if st == numSlow {
+					v, st = slowNumber(src[i:end])
+				}
+				if st != numOK || maxAbs > 0 && (v > maxAbs || v < -maxAbs) {
+					s.pos = i
+					_, e := s.feature(r, c)
 					return e
 				}
-				if r < rows && c < cols {
-					f[r*cols+c] = v
+				if c < len(row) {
+					row[c] = v
 				}
 				c++
 				n++
+				i = end
+				if i < len(src) && src[i] == ',' {
+					i++
+					continue
+				}
+				s.pos = i
 				done, e := s.separator(']')
 				if e != nil {
 					return e
@@ -563,6 +584,7 @@ func (s *scanner) matrixFeatures() *Error {
 				if done {
 					break
 				}
+				i = s.pos
 			}
 		}
 		if c != cols && badRow < 0 {

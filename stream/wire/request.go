@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // requestField returns f when the Decoder accepts ranking requests, and
@@ -54,14 +56,41 @@ func (s *scanner) candidates() *Error {
 	}
 	// Items name the request's rows for the labels that come back: two
 	// alike could not be told apart.
-	for i := 1; i < len(ev.Cands); i++ {
-		for j := range i {
-			if bytes.Equal(ev.Cands[i].Item, ev.Cands[j].Item) {
-				return &Error{Reason: ReasonBadRequest, Detail: fmt.Sprintf("candidates[%d]: item %s repeats candidates[%d]", i, quoteShort(ev.Cands[i].Item), j)}
+	if i, j := repeatedItem(ev); i >= 0 {
+		return &Error{Reason: ReasonBadRequest, Detail: fmt.Sprintf("candidates[%d]: item %s repeats candidates[%d]", i, quoteShort(ev.Cands[i].Item), j)}
+	}
+	return nil
+}
+
+// repeatedItem returns the first candidate i whose item repeats that of
+// an earlier candidate j, or −1, −1: the items go into an open-addressing
+// table of candidate numbers (ev.items, at most half full), by their
+// XXH64 hash, in one pass.
+func repeatedItem(ev *Event) (int, int) {
+	size := 16
+	for size < 2*len(ev.Cands) {
+		size *= 2
+	}
+	if cap(ev.items) < size {
+		ev.items = make([]int32, size)
+	}
+	table := ev.items[:size]
+	clear(table) // 0: empty, else candidate number + 1
+	mask := uint64(size - 1)
+	for i := range ev.Cands {
+		item := ev.Cands[i].Item
+		for h := xxhash.Sum64(item); ; h++ {
+			k := &table[h&mask]
+			if *k == 0 {
+				*k = int32(i + 1)
+				break
+			}
+			if j := int(*k - 1); bytes.Equal(ev.Cands[j].Item, item) {
+				return i, j
 			}
 		}
 	}
-	return nil
+	return -1, -1
 }
 
 // candidate parses candidate i, an object with an "item" and "features".

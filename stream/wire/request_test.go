@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +235,45 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("%q: k %d, encoding/json %v", in, ev.K, *want.K)
 		}
 	})
+}
+
+// TestRepeatedItem compares the hash table of repeatedItem with the
+// pairwise comparison it replaced: the same first repeat, and the same
+// earlier candidate named.
+func TestRepeatedItem(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	var ev Event
+	for range 3000 {
+		n := 1 + r.IntN(300)
+		ev.Cands = ev.Cands[:0]
+		alphabet := 1 + r.IntN(4)
+		unique := r.IntN(2) == 0 // distinct items, but for one repeat maybe
+		for c := range n {
+			item := make([]byte, r.IntN(6))
+			for k := range item {
+				item[k] = byte('a' + r.IntN(alphabet))
+			}
+			if unique {
+				item = strconv.AppendInt(item[:0], int64(c), 36)
+			}
+			ev.Cands = append(ev.Cands, Candidate{Item: item})
+		}
+		if unique && n > 1 && r.IntN(2) == 0 {
+			i, j := r.IntN(n), r.IntN(n)
+			ev.Cands[i].Item = ev.Cands[j].Item
+		}
+		wi, wj := -1, -1
+	pairs:
+		for i := 1; i < n; i++ {
+			for j := range i {
+				if bytes.Equal(ev.Cands[i].Item, ev.Cands[j].Item) {
+					wi, wj = i, j
+					break pairs
+				}
+			}
+		}
+		if i, j := repeatedItem(&ev); i != wi || j != wj {
+			t.Fatalf("%d items: (%d, %d), want (%d, %d)", n, i, j, wi, wj)
+		}
+	}
 }
