@@ -378,11 +378,8 @@ func (s *scanner) bag(top bool, plen, nameEnd, slot int) *Error {
 // lowest byte flagged by the borrow tricks below is a true match (a false
 // one can only sit above a true one).
 func plainEnd(src []byte, i int) int {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(src); i += 8 {
-		x := binary.LittleEndian.Uint64(src[i:])
-		q, b := x^(lo*'"'), x^(lo*'\\')
-		if t := ((q-lo)&^q | (b-lo)&^b | (x-lo*0x20)&^x) & hi; t != 0 {
+		if t := specialBytes(binary.LittleEndian.Uint64(src[i:])); t != 0 {
 			return i + bits.TrailingZeros64(t)/8
 		}
 	}
@@ -396,7 +393,6 @@ func plainEnd(src []byte, i int) int {
 // to plainEnd's index, which it returns too), copying each 8-byte word as
 // it scans it. dst grows (allocates) only while its capacity does.
 func appendPlain(dst, src []byte, i int) ([]byte, int) {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	n := len(dst)
 	for i+8 <= len(src) {
 		if cap(dst)-n < 8 {
@@ -404,19 +400,24 @@ func appendPlain(dst, src []byte, i int) ([]byte, int) {
 		}
 		x := binary.LittleEndian.Uint64(src[i:])
 		binary.LittleEndian.PutUint64(dst[n:n+8], x)
-		q, b := x^(lo*'"'), x^(lo*'\\')
-		if t := ((q-lo)&^q | (b-lo)&^b | (x-lo*0x20)&^x) & hi; t != 0 {
+		if t := specialBytes(x); t != 0 {
 			k := bits.TrailingZeros64(t) / 8
 			return dst[:n+k], i + k
 		}
 		n += 8
 		i += 8
 	}
-	j := i
-	for j < len(src) && src[j] != '"' && src[j] != '\\' && src[j] >= 0x20 {
-		j++
-	}
+	j := plainEnd(src, i)
 	return append(dst[:n], src[i:j]...), j
+}
+
+// specialBytes flags (sets the high bit of) the bytes of x that end a
+// string's plain run: a quote, a backslash or a control character. The
+// lowest flagged byte is always a true one (see plainEnd).
+func specialBytes(x uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q, b := x^(lo*'"'), x^(lo*'\\')
+	return ((q-lo)&^q | (b-lo)&^b | (x-lo*0x20)&^x) & hi
 }
 
 // hashPath names the member whose name is ev.hkey[plen:nameEnd], for an

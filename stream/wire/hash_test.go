@@ -315,7 +315,7 @@ func TestPlainEnd(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	alphabet := []byte{'a', 'Z', '"', '\\', 0, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0xff, '=', 0x5b, 0x5d, 0x22 ^ 0x80, 0x5c ^ 0x80, 0x01}
 	for range 20000 {
-		src := make([]byte, rng.IntN(40))
+		src := make([]byte, rng.IntN(70))
 		for k := range src {
 			if rng.IntN(4) == 0 {
 				src[k] = alphabet[rng.IntN(len(alphabet))]
@@ -330,8 +330,15 @@ func TestPlainEnd(t *testing.T) {
 		if len(src) > 0 {
 			i = rng.IntN(len(src) + 1)
 		}
-		if got, want := plainEnd(src, i), naive(src, i); got != want {
+		want := naive(src, i)
+		if got := plainEnd(src, i); got != want {
 			t.Fatalf("plainEnd(%q, %d) = %d, want %d", src, i, got, want)
+		}
+		prefix := []byte("seed\x00ns")[:rng.IntN(8)]
+		dst := append(make([]byte, 0, rng.IntN(20)), prefix...)
+		got, j := appendPlain(dst, src, i)
+		if j != want || string(got) != string(prefix)+string(src[i:want]) {
+			t.Fatalf("appendPlain(%q, %q, %d) = %q, %d, want %q, %d", prefix, src, i, got, j, string(prefix)+string(src[i:want]), want)
 		}
 	}
 }
