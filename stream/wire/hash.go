@@ -173,7 +173,7 @@ func (s *scanner) hashedFeatures() *Error {
 	default:
 		return &Error{Reason: ReasonWrongType, Detail: "features: got " + kindOf(c) + ", want object"}
 	}
-	ev.Idx, ev.Val, ev.hx, ev.hn = ev.Idx[:0], ev.Val[:0], ev.hx[:0], 0
+	ev.Idx, ev.Val, ev.Hash, ev.hx, ev.hn = ev.Idx[:0], ev.Val[:0], ev.Hash[:0], ev.hx[:0], 0
 	if cap(ev.hcnt) < len(h.ns) {
 		ev.hcnt = make([]int, len(h.ns))
 	} else {

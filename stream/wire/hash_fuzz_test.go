@@ -296,6 +296,14 @@ func FuzzDecodeHashed(f *testing.F) {
 		if reason != "" {
 			t.Fatalf("%q: accepted, reference %s at %s", in, reason, path)
 		}
+		if len(ev.Hash) != len(ev.Idx) {
+			t.Fatalf("%q: %d hashes for %d indices", in, len(ev.Hash), len(ev.Idx))
+		}
+		for k, h := range ev.Hash {
+			if int32(h&(1<<fuzzHashedConfig.Bits-1)) != ev.Idx[k] {
+				t.Fatalf("%q: hash %d is %x, index %d", in, k, h, ev.Idx[k])
+			}
+		}
 		got := pairsOf(&ev)
 		if len(got) != len(want) {
 			t.Fatalf("%q: %d features, reference %d", in, len(got), len(want))
