@@ -227,51 +227,79 @@ func (s *scanner) hashedObject(top bool, slot int) *Error {
 		return nil
 	}
 	plen := len(ev.hkey)
+	// The position is kept in i, and in s.pos only around the calls that
+	// read it: a member "name":"value" of compact JSON, the common case,
+	// never goes through memory for it.
+	src, i := s.src, s.pos
 	for {
-		s.skipWS()
-		if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+		if i < len(src) && src[i] <= ' ' {
+			s.pos = i
+			s.skipWS()
+			i = s.pos
+		}
+		if i >= len(src) || src[i] != '"' {
+			s.pos = i
 			return s.syntax("want object key")
 		}
 		var e *Error
-		src := s.src
-		hk, j := appendPlain(ev.hkey[:plen], src, s.pos+1)
+		hk, j := appendPlain(ev.hkey[:plen], src, i+1)
 		if j < len(src) && src[j] == '"' {
 			ev.hkey = hk
-			s.pos = j + 1
+			i = j + 1
 		} else {
 			mark := len(ev.buf)
 			var key []byte
+			s.pos = i
 			if key, e = s.key(); e != nil {
 				return e
 			}
+			i = s.pos
 			ev.hkey = append(ev.hkey[:plen], key...)
 			ev.buf = ev.buf[:mark]
 		}
-		if s.pos+1 < len(src) && src[s.pos] == ':' && src[s.pos+1] > ' ' {
-			s.pos++ // compact JSON
-		} else if e := s.colon(); e != nil {
-			return e
+		if i+1 < len(src) && src[i] == ':' && src[i+1] > ' ' {
+			i++ // compact JSON
+		} else {
+			s.pos = i
+			if e := s.colon(); e != nil {
+				return e
+			}
+			i = s.pos
 		}
-		if s.pos >= len(src) {
+		if i >= len(src) {
+			s.pos = i
 			return s.syntax("want value")
 		}
-		if src[s.pos] == '"' {
+		if src[i] == '"' {
 			// A categorical, the common case: name=value. A value
 			// without escapes is appended at once.
 			hk := append(ev.hkey, '=')
 			vstart := len(hk)
-			if hk, j = appendPlain(hk, src, s.pos+1); j < len(src) && src[j] == '"' {
-				s.pos = j + 1
-			} else if hk, e = s.appendString(hk[:vstart]); e != nil {
-				ev.hkey = hk
-				return e
+			if hk, j = appendPlain(hk, src, i+1); j < len(src) && src[j] == '"' {
+				i = j + 1
+			} else {
+				s.pos = i
+				if hk, e = s.appendString(hk[:vstart]); e != nil {
+					ev.hkey = hk
+					return e
+				}
+				i = s.pos
 			}
 			ev.hkey = hk
 			s.emit(hk, 1, slot)
-		} else if e := s.hashedMember(top, plen, slot); e != nil {
-			return e
+		} else {
+			s.pos = i
+			if e := s.hashedMember(top, plen, slot); e != nil {
+				return e
+			}
+			i = s.pos
 		}
 		ev.hkey = ev.hkey[:plen]
+		if i < len(src) && src[i] == ',' {
+			i++
+			continue
+		}
+		s.pos = i
 		done, e := s.separator('}')
 		if e != nil {
 			return e
@@ -279,6 +307,7 @@ func (s *scanner) hashedObject(top bool, slot int) *Error {
 		if done {
 			return nil
 		}
+		i = s.pos
 	}
 }
 
