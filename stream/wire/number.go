@@ -33,8 +33,9 @@ const (
 // (what follows a valid number, such as the 1 of 01, is the caller's to
 // reject). numNonFinite is a number beyond the float64 range (1e999).
 //
-// The digits are read eight at a time. A significand of at most 19 digits
-// is exact in a uint64 w: when w ≤ 2^53 and the decimal exponent q is in
+// The fraction's digits are read eight at a time (the integer part's one
+// at a time: it is short). A significand of at most 19 digits is exact in
+// a uint64 w: when w ≤ 2^53 and the decimal exponent q is in
 // [−22, 22], w and 10^|q| are exact float64 values and one IEEE
 // multiplication or division rounds correctly (Clinger's fast path);
 // otherwise the Eisel–Lemire algorithm (Lemire, "Number Parsing at a
@@ -81,14 +82,34 @@ func fastNumber(src []byte, start int) (float64, int, numStatus) {
 	if src[i] == '0' { // a leading 0 stands alone
 		i++
 	} else {
-		w, i = appendDigits(src, i, 0)
+		// Integer parts are short (one digit for most floats as
+		// printed), where a byte loop is cheaper than a word.
+		for ; i < len(src) && isDigit(src[i]); i++ {
+			w = w*10 + uint64(src[i]-'0') // wraps past 19 digits: see below
+		}
 	}
 	nd := i - first // digits, leading zeros included
 	q := 0
 	if i < len(src) && src[i] == '.' {
 		i++
 		f := i
-		w, i = appendDigits(src, i, w)
+		// Eight bytes at a time while there are eight to read: the
+		// digits among them, and on to the next eight if all are.
+		for i+8 <= len(src) {
+			x := binary.LittleEndian.Uint64(src[i:])
+			n := leadingDigits(x)
+			if n == 0 {
+				break
+			}
+			w = w*upow10[n] + digitsValue(x, n)
+			i += n
+			if n < 8 {
+				break
+			}
+		}
+		for ; i < len(src) && isDigit(src[i]); i++ { // the last bytes of src
+			w = w*10 + uint64(src[i]-'0')
+		}
 		if i == f {
 			return 0, i, numSyntax
 		}
@@ -161,28 +182,6 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 
 // upow10[n] is 10^n for n in [0, 8].
 var upow10 = [9]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8}
-
-// appendDigits reads the run of decimal digits at src[i:] onto w (w·10 +
-// digit for each, wrapping around past 2^64) and returns w and the index
-// after the run. Eight bytes at a time while they are there to read.
-func appendDigits(src []byte, i int, w uint64) (uint64, int) {
-	for i+8 <= len(src) {
-		x := binary.LittleEndian.Uint64(src[i:])
-		n := leadingDigits(x)
-		if n == 0 {
-			return w, i
-		}
-		w = w*upow10[n] + digitsValue(x, n)
-		i += n
-		if n < 8 {
-			return w, i
-		}
-	}
-	for ; i < len(src) && isDigit(src[i]); i++ {
-		w = w*10 + uint64(src[i]-'0')
-	}
-	return w, i
-}
 
 // leadingDigits returns how many of the bytes of x, taken from the lowest
 // (the first in memory), are ASCII digits before the first that is not.
