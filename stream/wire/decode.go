@@ -270,15 +270,26 @@ func (s *scanner) document() *Error {
 	if s.pos < len(s.src) && s.src[s.pos] == '}' {
 		s.pos++
 	} else {
+		// The position is kept in i, and in s.pos only around the calls
+		// that read it (as in hashedObject).
+		src, i := s.src, s.pos
 		for {
-			s.skipWS()
-			if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+			i = skipSpace(src, i)
+			if i >= len(src) || src[i] != '"' {
+				s.pos = i
 				return s.syntax("want object key")
 			}
 			mark := len(s.ev.buf)
-			key, e := s.key()
-			if e != nil {
-				return e
+			var key []byte
+			if j := plainEnd(src, i+1); j < len(src) && src[j] == '"' {
+				key, i = src[i+1:j], j+1
+			} else {
+				s.pos = i
+				var e *Error
+				if key, e = s.key(); e != nil {
+					return e
+				}
+				i = s.pos
 			}
 			f := fieldUnknown
 			switch string(key) {
@@ -300,10 +311,13 @@ func (s *scanner) document() *Error {
 				f = s.requestField(fieldItem)
 			}
 			s.ev.buf = s.ev.buf[:mark] // drop an unescaped key
-			if e := s.colon(); e != nil {
-				return e
+			if i = skipSpace(src, i); i >= len(src) || src[i] != ':' {
+				s.pos = i
+				return s.syntax("want ':' after object key")
 			}
-			start := s.pos
+			i = skipSpace(src, i+1)
+			s.pos = i
+			var e *Error
 			if sem != nil || f == fieldUnknown {
 				e = s.skipValue(0)
 			} else {
@@ -317,18 +331,22 @@ func (s *scanner) document() *Error {
 					return e
 				}
 				sem = e
-				s.pos = start
+				s.pos = i
 				if e := s.skipValue(0); e != nil {
 					return e
 				}
 			}
-			done, e := s.separator('}')
-			if e != nil {
-				return e
+			if i = skipSpace(src, s.pos); i < len(src) && src[i] == ',' {
+				i++
+				continue
 			}
-			if done {
+			if i < len(src) && src[i] == '}' {
+				s.pos = i + 1
 				break
 			}
+			s.pos = i
+			_, e = s.separator('}') // the error, as separator words it
+			return e
 		}
 	}
 	s.skipWS()
@@ -987,15 +1005,15 @@ func (s *scanner) literal(lit string) *Error {
 	return nil
 }
 
-func (s *scanner) skipWS() {
-	for s.pos < len(s.src) {
-		switch s.src[s.pos] {
-		case ' ', '\t', '\n', '\r':
-			s.pos++
-		default:
-			return
-		}
+func (s *scanner) skipWS() { s.pos = skipSpace(s.src, s.pos) }
+
+// skipSpace returns the index of the first byte from src[i] that is not
+// JSON whitespace.
+func skipSpace(src []byte, i int) int {
+	for i < len(src) && src[i] <= ' ' && (src[i] == ' ' || src[i] == '\t' || src[i] == '\n' || src[i] == '\r') {
+		i++
 	}
+	return i
 }
 
 func (s *scanner) syntax(msg string) *Error {

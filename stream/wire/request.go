@@ -122,24 +122,36 @@ func (s *scanner) candidate(i int) *Error {
 	if s.pos < len(s.src) && s.src[s.pos] == '}' {
 		s.pos++
 	} else {
+		src, p := s.src, s.pos // as in document
 		for {
-			s.skipWS()
-			if s.pos >= len(s.src) || s.src[s.pos] != '"' {
+			p = skipSpace(src, p)
+			if p >= len(src) || src[p] != '"' {
+				s.pos = p
 				return s.syntax("want object key")
 			}
 			mark := len(ev.buf)
-			key, e := s.key()
-			if e != nil {
-				return e
+			var key []byte
+			var e *Error
+			if j := plainEnd(src, p+1); j < len(src) && src[j] == '"' {
+				key, p = src[p+1:j], j+1
+			} else {
+				s.pos = p
+				if key, e = s.key(); e != nil {
+					return e
+				}
+				p = s.pos
 			}
 			name := string(key) // the compiler does not allocate for a switch
 			ev.buf = ev.buf[:mark]
-			if e := s.colon(); e != nil {
-				return e
+			if p = skipSpace(src, p); p >= len(src) || src[p] != ':' {
+				s.pos = p
+				return s.syntax("want ':' after object key")
 			}
-			if s.pos >= len(s.src) {
+			if p = skipSpace(src, p+1); p >= len(src) {
+				s.pos = p
 				return s.syntax("want value")
 			}
+			s.pos = p
 			switch name {
 			case "item":
 				item, haveItem, e = s.stringValue("item")
@@ -159,13 +171,17 @@ func (s *scanner) candidate(i int) *Error {
 				}
 				return e
 			}
-			done, e := s.separator('}')
-			if e != nil {
-				return e
+			if p = skipSpace(src, s.pos); p < len(src) && src[p] == ',' {
+				p++
+				continue
 			}
-			if done {
+			if p < len(src) && src[p] == '}' {
+				s.pos = p + 1
 				break
 			}
+			s.pos = p
+			_, e = s.separator('}') // the error, as separator words it
+			return e
 		}
 	}
 	switch {
