@@ -49,8 +49,8 @@ func BenchmarkDecode32(b *testing.B) {
 // BenchmarkDecode32Full decodes an event of 32 features as Go, Python or
 // Java print float64 values (the shortest string that reads back: 15–17
 // significant digits for these normal draws), half of which strconv used
-// to parse before the Eisel–Lemire path. Target: within 25% of
-// BenchmarkDecode32, 0 allocs/op.
+// to parse before the Eisel–Lemire path. Target: ≤ 1 µs/event (1 M
+// events/s) on one core, 0 allocs/op.
 func BenchmarkDecode32Full(b *testing.B) {
 	d := mustDecoder(b, 32, nil, 1<<20)
 	r := rand.New(rand.NewPCG(32, 17))
