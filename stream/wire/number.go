@@ -126,11 +126,16 @@ func fastNumber(src []byte, start int) (float64, int, numStatus) {
 		if i >= len(src) || !isDigit(src[i]) {
 			return 0, i, numSyntax
 		}
-		e := 0
+		e, huge := 0, false
 		for ; i < len(src) && isDigit(src[i]); i++ {
-			if e < 1<<30 { // beyond, the value is 0 or infinite anyway
+			if e < 1<<20 { // e·10 + 9 fits in 32 bits
 				e = e*10 + int(src[i]-'0')
+			} else {
+				huge = true
 			}
+		}
+		if huge { // 0 or infinite, unless the significand is as long
+			return 0, i, numSlow
 		}
 		if eneg {
 			e = -e
@@ -139,6 +144,13 @@ func fastNumber(src []byte, start int) (float64, int, numStatus) {
 	}
 	if nd > 19 { // w wrapped around if more than 19 digits are significant
 		nd = significantDigits(src, first, nd)
+		if nd > 800 {
+			// strconv.ParseFloat (Go 1.26) misrounds some numbers of
+			// more than 800 significant digits ("1" and 1 099 zeros
+			// "e-1099" gives 1e-300): left to it, so that every result
+			// is strconv's, as encoding/json's.
+			return 0, i, numSlow
+		}
 	}
 	switch {
 	case nd == 0 || w == 0 && nd <= 19:
