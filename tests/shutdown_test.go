@@ -16,6 +16,10 @@ kafka:
   brokers: [%BROKERS%]
   group: shutdown
   commit_interval: 200ms
+  # Scores wait in the producer's batch until the stop flushes them, so
+  # the stop always has something it cannot deliver once the brokers are
+  # gone (however fast the events were processed).
+  producer: {batch_size: 100000, batch_timeout: 1m}
 http:
   listen: "%HTTP%"
 log:
