@@ -30,6 +30,7 @@ import (
 // untouched) and Mark starts a new one.
 type Publisher struct {
 	w           *kafka.Writer
+	meta        *metadataCache // the writers' transport
 	in          chan kafka.Message
 	pending     atomic.Int64
 	epoch       atomic.Pointer[epoch] // the records published now count here
@@ -120,10 +121,12 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		donec:      make(chan struct{}),
 	}
 	p.epoch.Store(&epoch{})
-	transport := cfg.Transport
-	if transport == nil {
-		transport = &kafka.Transport{ClientID: cfg.ClientID}
+	var base kafka.RoundTripper = cfg.Transport
+	if cfg.Transport == nil {
+		base = &kafka.Transport{ClientID: cfg.ClientID}
 	}
+	transport := newMetadataCache(base, time.Second)
+	p.meta = transport
 	p.w = &kafka.Writer{
 		Addr:         kafka.TCP(cfg.Brokers...),
 		Balancer:     &kafka.Murmur2Balancer{},
@@ -312,6 +315,7 @@ func (p *Publisher) loop(batchSize int) {
 // records for a retry after a backoff.
 func (p *Publisher) write(batch []kafka.Message) {
 	for len(batch) > 0 {
+		p.meta.Tick()
 		err := p.w.WriteMessages(context.Background(), batch...)
 		if err == nil {
 			return
@@ -436,6 +440,7 @@ func (p *Publisher) completion(msgs []kafka.Message, err error) {
 		for i := range msgs {
 			m := msgs[i]
 			m.Partition, m.Offset = 0, 0
+			p.meta.Tick()
 			if werr := p.solo.WriteMessages(context.Background(), m); werr != nil {
 				if _, ok := errors.AsType[kafka.MessageTooLargeError](werr); ok {
 					p.give(m, werr)
