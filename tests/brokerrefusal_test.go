@@ -95,6 +95,7 @@ func allGrants(skip string) []stream.Grant {
 // TestACLAllowed is the control of the two below: with every grant the
 // streamer needs, alice's streamer scores events.
 func TestACLAllowed(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	b := aclBroker(t, allGrants("")...)
 	p := startStreamer(t, b, aliceConfig())
 	produceAndScore(t, b, mustSecurity(t, config.Kafka{SASL: config.SASL{Mechanism: config.SASLScramSHA256, Username: "admin", Password: "admin-" + securePassword}}), 20)
@@ -118,6 +119,7 @@ func TestRefusedTopic(t *testing.T) {
 // stays up, says on /readyz why it is not ready, and does not flood its
 // log; once the broker comes up it joins, scores, and stops cleanly.
 func TestBrokerOutageWaited(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +206,7 @@ func TestRefusedWrite(t *testing.T) {
 // and counted, and the scores wait; once the grant is back, the streamer is
 // ready again and every event is scored exactly once.
 func TestRefusedInOperation(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	b := aclBroker(t, allGrants("")...)
 	p := startStreamer(t, b, aliceConfig())
 	admin := mustSecurity(t, config.Kafka{SASL: config.SASL{Mechanism: config.SASLScramSHA256, Username: "admin", Password: "admin-" + securePassword}})

@@ -133,6 +133,7 @@ func waitLearned(t *testing.T, p *proc, n int, timeout time.Duration) {
 // each event exactly once; and the final state equals that of an
 // uninterrupted run over the same stream.
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	const n, kills = 200_000, 5
 	useFastBinary(t)
 	b := crashBroker(t)

@@ -1,6 +1,12 @@
 // Package tests holds black-box end-to-end tests: the real streamer binary
 // as a subprocess against an in-process Kafka-protocol broker (kfake) over
 // TCP on 127.0.0.1.
+//
+// Parallel tests: a test that mostly waits (an outage, a stall, a
+// shutdown timeout, a TLS handshake) or that drives its own crash loop
+// calls t.Parallel, so that its waits overlap another test's work; each
+// has its own broker, ports and directories. Tests that set environment
+// variables cannot (t.Setenv) and run first, alone.
 package tests
 
 import (

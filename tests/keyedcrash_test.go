@@ -323,6 +323,7 @@ func skipUnderRace(t *testing.T) {
 // key store equals that of an uninterrupted run over the same stream, with
 // the key's count of examples.
 func TestKeyedCrashRecovery(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	const n = keyedCrashEvents
 	skipUnderRace(t)
 	useFastBinary(t)
@@ -406,6 +407,7 @@ func TestKeyedCrashRecovery(t *testing.T) {
 // over the same events, with the key's count of examples, in the key's
 // partition.
 func TestKeyedCrashRecoveryPartitioned(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	const n, parts = keyedCrashEvents, 3
 	skipUnderRace(t)
 	useFastBinary(t)

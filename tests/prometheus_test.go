@@ -22,6 +22,7 @@ import (
 // that were produced, every rule must evaluate without error, and every
 // expression of the Grafana dashboard must be valid PromQL to it.
 func TestPrometheusScrapesStreamer(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("prometheus not on PATH (Debian package prometheus): scrape test skipped")

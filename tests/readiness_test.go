@@ -39,6 +39,7 @@ models:
 // long, and streamer_broker_failing_seconds{component="brokers"} grows;
 // when they are back, /readyz is 200 again.
 func TestReadyzFollowsBrokerOutage(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	addr := freeAddr(t)
 	_, portS, _ := net.SplitHostPort(addr)
 	port, _ := strconv.Atoi(portS)
@@ -79,6 +80,7 @@ func TestReadyzFollowsBrokerOutage(t *testing.T) {
 // and streamer_broker_failing_seconds{component="publish scores"} says
 // for how long. The stop stays bounded.
 func TestReadyzWhenPublishingFails(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	b := startBroker(t, 2)
 	p := startStreamer(t, b, strings.ReplaceAll(readinessConfig, "%DIR%", t.TempDir()))
 	bigProduce(t, b, "events", 1<<20, validEvents(0, 1000))

@@ -58,6 +58,7 @@ const scalePartitions = 6
 // a single-instance run over the same events, and every user's model ends
 // in its partition's state with that user's count.
 func TestScaleOut(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	const n, half = 300_000, 150_000
 	useFastBinary(t)
 	b, err := stream.StartBrokerWith(stream.BrokerConfig{

@@ -155,6 +155,7 @@ func TestSecureSASLPlainEnv(t *testing.T) {
 // TestSecureSCRAM256File: SCRAM-SHA-256, the password from password_file;
 // http.pprof: true serves /debug/pprof/.
 func TestSecureSCRAM256File(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	b := startSecureBroker(t, stream.BrokerConfig{SASL: []stream.SASLUser{{Mechanism: config.SASLScramSHA256, User: "alice", Password: securePassword}}})
 	pwFile := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(pwFile, []byte(securePassword+"\n"), 0o600); err != nil {
@@ -171,6 +172,7 @@ func TestSecureSCRAM256File(t *testing.T) {
 // TestSecureSCRAM512TLS: SCRAM-SHA-512 over TLS (the CA from ca_file), with
 // the state in a changelog topic on the same secured broker.
 func TestSecureSCRAM512TLS(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	pki := testpki.New(t)
 	b := startSecureBroker(t, stream.BrokerConfig{TLS: pki.ServerTLS,
 		SASL: []stream.SASLUser{{Mechanism: config.SASLScramSHA512, User: "bob", Password: securePassword}}})
@@ -185,6 +187,7 @@ func TestSecureSCRAM512TLS(t *testing.T) {
 
 // TestSecureTLSOnly: TLS without SASL.
 func TestSecureTLSOnly(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	pki := testpki.New(t)
 	b := startSecureBroker(t, stream.BrokerConfig{TLS: pki.ServerTLS})
 	p := startStreamer(t, b, secureConfig("  tls: {enabled: true, ca_file: "+pki.CAFile+"}", "", ""))

@@ -34,6 +34,7 @@ models:
 // it moves the files aside, exits 1 naming the choices, and starts empty
 // only with --allow-empty-state, after which snapshots go on.
 func TestEmptyStartRefused(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	b := startBroker(t, 2)
 	dir := t.TempDir()
 	cfg := strings.ReplaceAll(stateLostConfig, "%DIR%", dir)
@@ -84,6 +85,7 @@ func TestEmptyStartRefused(t *testing.T) {
 // empty silently; each is held, not consumed, and /readyz says why; with
 // --allow-empty-state they start empty and are consumed.
 func TestEmptyPartitionHeld(t *testing.T) {
+	t.Parallel() // see "Parallel tests" in harness_test.go
 	b := startBroker(t, 2)
 	cfg := strings.ReplaceAll(stateLostConfig, "  dir: %DIR%\n", "  changelog_topic: statelost.state\n  scope: partition\n")
 	p := startStreamer(t, b, cfg)
