@@ -81,19 +81,8 @@ func Fit(ctx context.Context, X []float64, d int, y []float64, cfg Config) (*Mod
 	if d < 1 || len(X) != m*d {
 		return nil, fmt.Errorf("%w: X has %d values for %d rows of %d", ErrConfig, len(X), m, d)
 	}
-	if m < 2 {
-		return nil, fmt.Errorf("%w: %d examples (need ≥ 2)", ErrConfig, m)
-	}
-	if cfg.Method > KRR {
-		return nil, fmt.Errorf("%w: unknown method %d", ErrConfig, cfg.Method)
-	}
-	if !(cfg.Lambda > 0 && !math.IsInf(cfg.Lambda, 1)) {
-		return nil, fmt.Errorf("%w: lambda must be finite and > 0, got %v", ErrConfig, cfg.Lambda)
-	}
-	for i, v := range y {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("%w: target %d is %v", ErrConfig, i, v)
-		}
+	if err := checkProblem(y, cfg); err != nil {
+		return nil, err
 	}
 	ks, err := newKernels(cfg.Kernels)
 	if err != nil {
@@ -252,3 +241,24 @@ func (m *Model) Offset() float64 { return m.b }
 
 // Kernels returns the kernels with normalised weights.
 func (m *Model) Kernels() []Kernel { return append([]Kernel(nil), m.k.ks...) }
+
+// checkProblem checks what Fit and FitSparse share: at least two targets,
+// all finite, a known method and a finite lambda > 0.
+func checkProblem(y []float64, cfg Config) error {
+	m := len(y)
+	if m < 2 {
+		return fmt.Errorf("%w: %d examples (need ≥ 2)", ErrConfig, m)
+	}
+	if cfg.Method > KRR {
+		return fmt.Errorf("%w: unknown method %d", ErrConfig, cfg.Method)
+	}
+	if !(cfg.Lambda > 0 && !math.IsInf(cfg.Lambda, 1)) {
+		return fmt.Errorf("%w: lambda must be finite and > 0, got %v", ErrConfig, cfg.Lambda)
+	}
+	for i, v := range y {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%w: target %d is %v", ErrConfig, i, v)
+		}
+	}
+	return nil
+}

@@ -34,19 +34,8 @@ func FitSparse(ctx context.Context, X []sparse.Row, d int, y []float64, cfg Conf
 			return nil, fmt.Errorf("%w: sparse row %d: %w", ErrConfig, i, err)
 		}
 	}
-	if m < 2 {
-		return nil, fmt.Errorf("%w: %d examples (need ≥ 2)", ErrConfig, m)
-	}
-	if cfg.Method > KRR {
-		return nil, fmt.Errorf("%w: unknown method %d", ErrConfig, cfg.Method)
-	}
-	if !(cfg.Lambda > 0 && !math.IsInf(cfg.Lambda, 1)) {
-		return nil, fmt.Errorf("%w: lambda must be finite and > 0, got %v", ErrConfig, cfg.Lambda)
-	}
-	for i, v := range y {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("%w: target %d is %v", ErrConfig, i, v)
-		}
+	if err := checkProblem(y, cfg); err != nil {
+		return nil, err
 	}
 	ks, err := newKernels(cfg.Kernels)
 	if err != nil {

@@ -283,27 +283,15 @@ type svmFit struct {
 }
 
 func (f *svmFit) Predict(x []float64) online.Prediction {
-	s := f.m.Decision(x)
-	p := online.Prediction{Score: s, N: int64(f.n)}
-	switch {
-	case s > 0:
-		p.Label = 1
-	case s < 0:
-		p.Label = -1
-	}
-	if !f.noBound {
-		p.HasBound, p.Delta = true, f.delta
-		p.MistakeBound = f.Bound(math.Abs(s))
-	}
+	p := f.prediction(f.m.Decision(x))
 	if f.prob != nil {
 		p.Probability, p.HasProbability = f.prob.Prob(x), true
 	}
 	return p
 }
 
-// predictSparse is Predict for a sparse x (buf: svm.Model.DecisionSparse's).
-func (f *svmFit) predictSparse(x sparse.Row, buf []float64) online.Prediction {
-	s := f.m.DecisionSparse(x, buf)
+// prediction is the prediction of decision value s, without a probability.
+func (f *svmFit) prediction(s float64) online.Prediction {
 	p := online.Prediction{Score: s, N: int64(f.n)}
 	switch {
 	case s > 0:
@@ -315,6 +303,12 @@ func (f *svmFit) predictSparse(x sparse.Row, buf []float64) online.Prediction {
 		p.HasBound, p.Delta = true, f.delta
 		p.MistakeBound = f.Bound(math.Abs(s))
 	}
+	return p
+}
+
+// predictSparse is Predict for a sparse x (buf: svm.Model.DecisionSparse's).
+func (f *svmFit) predictSparse(x sparse.Row, buf []float64) online.Prediction {
+	p := f.prediction(f.m.DecisionSparse(x, buf))
 	if f.prob != nil {
 		p.Probability, p.HasProbability = f.prob.ProbSparse(x, buf), true
 	}
