@@ -132,7 +132,7 @@ func postRank(t *testing.T, client *http.Client, addr string, body []byte) (int,
 // a request over max_features is dead-lettered naming the candidate.
 func TestHashedRankOverKafka(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("-short: 2 400 ranking requests and their clicks through the broker; go test ./... runs it")
 	}
 	useFastBinary(t)
 	b := startBroker(t, 3)
@@ -309,7 +309,7 @@ models:
 // partition's key records with the user's count.
 func TestHashedPartitionScope(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		t.Skip("-short: two instances over six partitions and a changelog restore; go test ./... runs it")
 	}
 	useFastBinary(t)
 	b, err := stream.StartBrokerWith(stream.BrokerConfig{
