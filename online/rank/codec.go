@@ -230,24 +230,41 @@ func UnmarshalModel(b []byte) (*Model, error) {
 		return unmarshalSparse(b)
 	}
 	r := newReader(b, magicExact)
+	mod, ks := readExactHead(r, maxFeatures)
+	mod.x = readF64s(r, len(mod.alpha)*mod.d)
+	if err := r.End(); err != nil {
+		return nil, err
+	}
+	if err := mod.setKernels(ks); err != nil {
+		return nil, err
+	}
+	return mod, nil
+}
+
+// readExactHead reads what the dense and the sparse encodings of an exact
+// Model share: the method, kernels, lambda, dimension (at most maxDim),
+// bias and coefficients. The kernels are made (setKernels) once the rest
+// has been read.
+func readExactHead(r *codec.Reader, maxDim int) (*Model, []Kernel) {
 	method := Method(r.U8())
 	ks := readKernels(r)
 	lambda := r.F64()
 	d, m := int(r.U32()), int(r.U32())
 	bias := r.F64()
-	if r.Err() == nil && (d < 1 || d > maxFeatures || m < 1 || m > maxRows || method > KRR) {
+	if r.Err() == nil && (d < 1 || d > maxDim || m < 1 || m > maxRows || method > KRR) {
 		r.Failf("method %d, %d rows of %d", method, m, d)
 	}
-	alpha := readF64s(r, m)
-	x := readF64s(r, m*d)
-	if err := r.End(); err != nil {
-		return nil, err
-	}
+	return &Model{method: method, lambda: lambda, d: d, alpha: readF64s(r, m), b: bias}, ks
+}
+
+// setKernels makes the decoded kernels ks the model's.
+func (m *Model) setKernels(ks []Kernel) error {
 	k, err := newKernels(ks)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+		return fmt.Errorf("%w: %w", ErrFormat, err)
 	}
-	return &Model{method: method, k: k, lambda: lambda, d: d, x: x, alpha: alpha, b: bias}, nil
+	m.k = k
+	return nil
 }
 
 // UnmarshalFeatureModel decodes a FeatureModel written by MarshalBinary.

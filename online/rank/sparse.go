@@ -189,15 +189,8 @@ func (m *Model) appendSparse(dst []byte) []byte {
 // unmarshalSparse decodes a model with sparse rows.
 func unmarshalSparse(b []byte) (*Model, error) {
 	r := newReader(b, magicSparse)
-	method := Method(r.U8())
-	ks := readKernels(r)
-	lambda := r.F64()
-	d, m := int(r.U32()), int(r.U32())
-	bias := r.F64()
-	if r.Err() == nil && (d < 1 || d > maxSparseDim || m < 1 || m > maxRows || method > KRR) {
-		r.Failf("method %d, %d rows of %d", method, m, d)
-	}
-	alpha := readF64s(r, m)
+	mod, ks := readExactHead(r, maxSparseDim)
+	d, m := mod.d, len(mod.alpha)
 	if r.Err() == nil && !r.Need(4*m) {
 		return nil, r.Err()
 	}
@@ -222,11 +215,9 @@ func unmarshalSparse(b []byte) (*Model, error) {
 	if err := r.End(); err != nil {
 		return nil, err
 	}
-	k, err := newKernels(ks)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	if err := mod.setKernels(ks); err != nil {
+		return nil, err
 	}
-	mod := &Model{method: method, k: k, lambda: lambda, d: d, alpha: alpha, b: bias}
 	mod.setSparse(rows)
 	return mod, nil
 }
