@@ -351,6 +351,10 @@ type Worker struct {
 	err      error
 	prep     [][]float64 // per model: its preparation of ev.Features (nil: it does not prepare)
 	prepared bool        // prep holds ev.Features'
+	// at is the time Apply scores the event at (scored_at, the delayed
+	// labels' clock): set by a caller that has just read the clock anyway
+	// (the pipeline's applier, timing its events), zero for Apply to read it.
+	at time.Time
 }
 
 // NewWorker returns a worker for one partition reader.
@@ -640,7 +644,10 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 			s.labels[i] = y
 		}
 	}
-	now := s.e.now()
+	now := w.at
+	if now.IsZero() {
+		now = s.e.now()
+	}
 	if !ev.HasFeatures {
 		id := ev.ID
 		if ev.Item != nil {

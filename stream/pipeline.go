@@ -500,7 +500,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 		MaxBytes:      p.cfg.FetchMaxBytes,
 		MaxWait:       2 * time.Second, // kafka-go uses it as the fetch response deadline too: keep it generous
 		QueueCapacity: 4096,
-		Dialer:        p.cfg.dialer(),
+		Dialer:        bufferedDialer(p.cfg.dialer()),
 		ErrorLogger:   dedupLogger(p.log.With("partition", partition), "reader", nil),
 	})
 	defer r.Close()
@@ -633,14 +633,21 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 		batch := make([]*slot, 0, slotsPerPartition)
 		for s := range ready {
 			sh.lockApply()
+			// One clock reading per event: the end of an event's
+			// application is the start of the next one's, and its
+			// scored_at (Worker.at).
+			start := time.Now()
 			for more := true; more; {
 				if sh.requests.Load() > 0 {
 					sh.yield()
+					start = time.Now()
 				}
-				start := time.Now()
+				s.w.at = start
 				sh.st.Apply(s.w, &s.msg, out)
 				sh.next[partition] = s.msg.Offset + 1
-				s.busy += time.Since(start)
+				end := time.Now()
+				s.busy += end.Sub(start)
+				start = end
 				batch = append(batch, s)
 				select {
 				case s, more = <-ready:
@@ -664,14 +671,22 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 		}
 		s := <-free
 		s.msg = msg
-		start := time.Now()
+		start := monotonic()
 		s.w.Prepare(&s.msg) // no lock: reads no state
-		s.busy = time.Since(start)
+		s.busy = monotonic() - start
 		ready <- s
 	}
 	close(ready)
 	<-applied
 }
+
+// clockBase is the origin of monotonic.
+var clockBase = time.Now()
+
+// monotonic is the time since clockBase on the monotonic clock: for timing
+// an interval, it reads the clock once where time.Now reads it twice (wall
+// and monotonic).
+func monotonic() time.Duration { return time.Since(clockBase) }
 
 func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
 	every := p.cfg.CommitInterval

@@ -70,15 +70,21 @@ their labels have nothing in common.
    "rounds": [{"round": 1…, "order": [pipeline, …],
                "results": [{"pipeline", "position" (0-based, in "order"),
                             "events", "records" (acknowledged), "seconds",
-                            "events_per_s", "snapshots"}, …],
+                            "events_per_s", "snapshots", "cpu_s" (the
+                            process's CPU time over "seconds", broker
+                            included), "cpu_us_per_event"}, …],
                "ratios": {"score/passthrough": r, "score+snapshot/score": r}}, …],
    "summary": {"pipelines": [{"pipeline", "n", "median", "p25", "p75", "min",
-                              "max" (events/s), "rel_iqr"}, …],
+                              "max" (events/s), "rel_iqr",
+                              "cpu_us_per_event" (median)}, …],
                "ratios": [{"ratio", "n", "median", "p25", "p75", "min", "max",
                            "per_round": [r, …]}, …],
                "warnings": ["…", …]}}
 
 Quartiles interpolate linearly between order statistics (numpy's default).
+CPU is read with getrusage (0 where it cannot be): on a machine whose cores
+the run keeps busy, CPU per event is what bounds events/s, and it varies less
+than events/s when other load comes and goes.
 
 With --instances 1,2,3 it instead runs the score pipeline with partitioned
 state (snapshot.scope: partition) as that many instances of one consumer

@@ -287,12 +287,17 @@ func benchOne(ctx context.Context, brokers []string, group string, proc stream.P
 		check()
 	}, nil)
 	sink.Sink = pub
-	var first atomic.Int64
+	var first, cpu0 atomic.Int64
 	pl := stream.NewPipeline(stream.PipelineConfig{
 		Brokers: brokers, Group: group, Topic: inputTopic, ClientID: "streamer-bench",
 		StartOffset: kafka.FirstOffset, CommitInterval: time.Second, SnapshotEvery: every, Sink: sink,
 		OnProcessed: func(*kafka.Message) {
-			first.CompareAndSwap(0, time.Now().UnixNano())
+			if first.Load() == 0 { // one clock reading, not one per event
+				if first.CompareAndSwap(0, time.Now().UnixNano()) {
+					c, _ := processCPU()
+					cpu0.Store(int64(c))
+				}
+			}
 			processed.Add(1)
 			check()
 		},
@@ -325,12 +330,16 @@ func benchOne(ctx context.Context, brokers []string, group string, proc stream.P
 			group, processed.Load(), events, acked.Load(), sink.records.Load())
 	}
 	end := time.Now()
+	cpu1, cpuOK := processCPU()
 	cancel()
 	if !stopped {
 		<-errc
 	}
 	_ = pub.Close(context.Background())
 	res := Result{Events: int(processed.Load()), Records: acked.Load(), Elapsed: end.Sub(time.Unix(0, first.Load()))}
+	if cpuOK {
+		res.CPU = cpu1 - time.Duration(cpu0.Load())
+	}
 	if n := sink.dead.Load(); err == nil && n > 0 {
 		err = fmt.Errorf("bench: %s: %d of %d events were dead-lettered (%s): the figures would not be the service's", group, n, events, sink.reason())
 	}

@@ -66,6 +66,19 @@ type Result struct {
 	Events    int           // events consumed
 	Records   int64         // records published and acknowledged (scores: events × models)
 	Elapsed   time.Duration // first consumed event → last record acknowledged
+	// CPU is the CPU time the whole process (the embedded broker's
+	// goroutines included) used over Elapsed; 0 where it cannot be read.
+	CPU time.Duration
+}
+
+// CPUPerEvent is the process's CPU time per event, in µs (0 when CPU was
+// not read). On a machine whose cores are all busy it is what bounds
+// events/s, and it drifts less than events/s with other load.
+func (r Result) CPUPerEvent() float64 {
+	if r.Events == 0 {
+		return 0
+	}
+	return float64(r.CPU.Microseconds()) / float64(r.Events)
 }
 
 // Rate is events per second.
@@ -80,11 +93,14 @@ type resultJSON struct {
 	Seconds    float64 `json:"seconds"`
 	EventsPerS float64 `json:"events_per_s"`
 	Snapshots  int     `json:"snapshots"`
+	CPUS       float64 `json:"cpu_s"`            // the process's CPU time (user + system) over seconds
+	CPUPerEv   float64 `json:"cpu_us_per_event"` // cpu_s / events, in µs
 }
 
 // MarshalJSON writes the result as the report's JSON schema says.
 func (r Result) MarshalJSON() ([]byte, error) {
-	return json.Marshal(resultJSON{r.Mode, r.Position, r.Events, r.Records, r.Elapsed.Seconds(), finite(r.Rate()), r.Snapshots})
+	return json.Marshal(resultJSON{r.Mode, r.Position, r.Events, r.Records, r.Elapsed.Seconds(), finite(r.Rate()), r.Snapshots,
+		r.CPU.Seconds(), finite(r.CPUPerEvent())})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes (Round is not in it: the
@@ -95,7 +111,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = Result{Mode: j.Pipeline, Position: j.Position, Events: j.Events, Records: j.Records, Snapshots: j.Snapshots,
-		Elapsed: time.Duration(j.Seconds * float64(time.Second))}
+		Elapsed: time.Duration(j.Seconds * float64(time.Second)), CPU: time.Duration(j.CPUS * float64(time.Second))}
 	return nil
 }
 
@@ -178,6 +194,9 @@ type PipelineStats struct {
 	Pipeline string  `json:"pipeline"`
 	Spread           // events/s
 	RelIQR   float64 `json:"rel_iqr"` // (p75 − p25) / median
+	// CPUPerEvent is the median over the rounds of the process's CPU
+	// time per event, in µs (0 where it could not be read).
+	CPUPerEvent float64 `json:"cpu_us_per_event"`
 }
 
 // RatioStats is one ratio over the measured rounds, each round's ratio
@@ -215,14 +234,15 @@ func Summarize(rounds []Round, threshold float64) Summary {
 	slices.SortStableFunc(modes, func(a, b string) int { return modeRank(a) - modeRank(b) })
 	var noisy []string
 	for _, m := range modes {
-		var rates []float64
+		var rates, cpu []float64
 		for _, r := range rounds {
 			if res, ok := r.Result(m); ok {
 				rates = append(rates, res.Rate())
+				cpu = append(cpu, res.CPUPerEvent())
 			}
 		}
 		sp := SpreadOf(rates)
-		ps := PipelineStats{Pipeline: m, Spread: sp, RelIQR: finite(sp.RelIQR())}
+		ps := PipelineStats{Pipeline: m, Spread: sp, RelIQR: finite(sp.RelIQR()), CPUPerEvent: finite(SpreadOf(cpu).Median)}
 		s.Pipelines = append(s.Pipelines, ps)
 		if sp.N > 1 && !(sp.RelIQR() <= threshold) {
 			noisy = append(noisy, fmt.Sprintf("%s %.0f%%", m, 100*sp.RelIQR()))
