@@ -34,7 +34,7 @@ type Publisher struct {
 	in          chan kafka.Message
 	pending     atomic.Int64
 	epoch       atomic.Pointer[epoch] // the records published now count here
-	free        chan []byte
+	free        bufStack
 	log         *slog.Logger
 	met         *pubMetrics
 	health      *BrokerHealth
@@ -112,7 +112,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		undeliv:    undeliverable{counter: cfg.Undeliverable, topics: map[string]int64{}},
 		truncated:  cfg.Truncated,
 		in:         make(chan kafka.Message, 4*cfg.BatchSize+1024),
-		free:       make(chan []byte, 8*cfg.BatchSize+1024),
+		free:       bufStack{max: 8*cfg.BatchSize + 1024},
 		log:        log,
 		met:        &pubMetrics{published: published, errors: errors},
 		health:     cfg.Health,
@@ -159,13 +159,44 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 
 // Buffer returns an empty byte slice to encode a record into; it is recycled
 // once the record is delivered.
-func (p *Publisher) Buffer() []byte {
-	select {
-	case b := <-p.free:
-		return b
-	default:
+func (p *Publisher) Buffer() []byte { return p.free.get() }
+
+// bufStack is the publisher's free record buffers, the most recently freed
+// handed out first: its bytes were the writer's latest copy, likely still
+// in the core's cache, where the oldest of thousands is not.
+type bufStack struct {
+	mu   sync.Mutex
+	bufs [][]byte
+	max  int // buffers kept at most
+}
+
+func (s *bufStack) get() []byte {
+	s.mu.Lock()
+	n := len(s.bufs)
+	if n == 0 {
+		s.mu.Unlock()
 		return make([]byte, 0, 512)
 	}
+	b := s.bufs[n-1]
+	s.bufs[n-1] = nil
+	s.bufs = s.bufs[:n-1]
+	s.mu.Unlock()
+	return b
+}
+
+// putValues keeps the values of msgs that are small enough to reuse and
+// were not given headers (records that are not the publisher's encoding).
+func (s *bufStack) putValues(msgs []kafka.Message) {
+	s.mu.Lock()
+	for i := range msgs {
+		if len(s.bufs) >= s.max {
+			break
+		}
+		if b := msgs[i].Value; cap(b) <= maxPooledBuf && msgs[i].Headers == nil {
+			s.bufs = append(s.bufs, b[:0])
+		}
+	}
+	s.mu.Unlock()
 }
 
 // Publish queues m for delivery. It blocks only when the queue is full
@@ -474,13 +505,8 @@ func (p *Publisher) completion(msgs []kafka.Message, err error) {
 		if e, ok := msgs[i].WriterData.(*epoch); ok {
 			e.pending.Add(-1)
 		}
-		if b := msgs[i].Value; cap(b) <= maxPooledBuf && msgs[i].Headers == nil {
-			select {
-			case p.free <- b[:0]:
-			default:
-			}
-		}
 	}
+	p.free.putValues(msgs)
 	p.health.OK("publish " + topic)
 	p.met.published(len(msgs))
 	p.pending.Add(-int64(len(msgs)))
