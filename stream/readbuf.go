@@ -13,11 +13,11 @@ import (
 //
 // kafka-go's connection reads through a 4 KiB bufio.Reader, and its batch
 // reader takes each record's key and value out of it in turn: a fetch
-// response of 1 MiB then costs about 250 read system calls, which on a
-// virtual machine are a fifth of the score pipeline's CPU outside the
-// models (pprof of `streamer bench`). Underneath it, a larger buffer
-// fills from the socket with as much as the kernel holds (hundreds of KiB
-// on a busy connection) and hands it on by copying.
+// response of 1 MiB then costs about 256 read system calls (9% of the
+// score pipeline's CPU in a profile of `streamer bench --kernel rbf`, more
+// than the rbf model's sin/cos). Underneath it, a larger buffer fills
+// from the socket with as much as the kernel holds (hundreds of KiB on a
+// busy connection) and hands it on by copying.
 const readBufferSize = 256 << 10
 
 // bufferedDialer returns a copy of d whose connections read the socket
