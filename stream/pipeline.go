@@ -155,6 +155,12 @@ type pshard struct {
 	gate            sync.Cond // broadcast when served grows
 	waiting, served int64
 	requests        atomic.Int32 // = waiting, read without gateMu on the per-event path
+
+	// The applier goroutine (attach) and the partitions that feed it.
+	attachMu sync.Mutex
+	attached int
+	ready    chan *slot
+	applied  chan struct{}
 }
 
 // lockRequest takes sh.mu for a ranking request, ahead of the appliers'
@@ -599,71 +605,46 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 // slot is one fetched event, decoded and prepared by its own worker,
 // waiting to be applied.
 type slot struct {
-	msg  kafka.Message
-	w    *Worker
-	busy time.Duration // preparing and applying it
+	msg       kafka.Message
+	w         *Worker
+	busy      time.Duration // preparing and applying it
+	partition int
+	free      chan *slot // its partition's free slots, where it goes back once applied
+	out       Sink
+	done      func(*kafka.Message, time.Duration)
 }
 
 // slotsPerPartition bounds the events of a partition prepared ahead of
 // their application.
 const slotsPerPartition = 32
 
+// maxApplyBatch bounds the events a shard's applier applies in one hold
+// of the shard's lock.
+const maxApplyBatch = 4 * slotsPerPartition
+
 // apply runs a partition's events through engine shard sh in two stages:
 // this goroutine fetches, decodes and prepares each event (no lock), and
-// an applier goroutine applies them in order under the shard's lock, as
-// many as are ready in one hold. A shard's partitions then prepare in
-// parallel while the lock is held only for scoring and learning, and
-// taken once per batch rather than per event: with one lock per event
-// the partitions' goroutines queued on it and handed it over one event at
-// a time. A ranking request waiting for the lock (pshard.requests) is let
-// in between two events of a batch (pshard.yield): it waits for the event
-// being applied (a few µs), not for the batch, nor for the other
-// partitions' appliers queued on the lock, nor for an applier that takes
-// the lock back before the request's goroutine runs (sync.Mutex lets a
-// running goroutine barge in ahead of a woken one).
+// the shard's applier goroutine (pshard.attach), one for all the
+// partitions feeding the shard, applies them in order under the shard's
+// lock, as many as are ready in one hold. A shard's partitions then
+// prepare in parallel while the lock is held only for scoring and
+// learning, and taken once per batch rather than per event. An applier
+// per partition, as before, spent its time handing the lock to the next
+// one: each hand-over woke a parked goroutine (in a trace of `streamer
+// bench`, the three appliers of one shard were runnable without a CPU for
+// 70% of the run). A ranking request waiting for the lock
+// (pshard.requests) is let in between two events of a batch
+// (pshard.yield): it waits for the event being applied (a few µs), not for
+// the batch, nor for an applier that takes the lock back before the
+// request's goroutine runs (sync.Mutex lets a running goroutine barge in
+// ahead of a woken one).
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
 	free := make(chan *slot, slotsPerPartition)
-	ready := make(chan *slot, slotsPerPartition)
 	for range slotsPerPartition {
-		free <- &slot{w: p.engine.NewWorker()}
+		free <- &slot{w: p.engine.NewWorker(), partition: partition, free: free, out: out, done: done}
 	}
-	applied := make(chan struct{})
-	go func() {
-		defer close(applied)
-		batch := make([]*slot, 0, slotsPerPartition)
-		for s := range ready {
-			sh.lockApply()
-			// One clock reading per event: the end of an event's
-			// application is the start of the next one's, and its
-			// scored_at (Worker.at).
-			start := time.Now()
-			for more := true; more; {
-				if sh.requests.Load() > 0 {
-					sh.yield()
-					start = time.Now()
-				}
-				s.w.at = start
-				sh.st.Apply(s.w, &s.msg, out)
-				sh.next[partition] = s.msg.Offset + 1
-				end := time.Now()
-				s.busy += end.Sub(start)
-				start = end
-				batch = append(batch, s)
-				select {
-				case s, more = <-ready:
-				default:
-					more = false
-				}
-			}
-			sh.unlockApply()
-			for _, s := range batch {
-				done(&s.msg, s.busy)
-				free <- s
-			}
-			clear(batch)
-			batch = batch[:0]
-		}
-	}()
+	ready := sh.attach()
+	defer sh.detach()
 	for {
 		msg, ok := fetch()
 		if !ok {
@@ -676,8 +657,76 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 		s.busy = monotonic() - start
 		ready <- s
 	}
-	close(ready)
-	<-applied
+	for range slotsPerPartition { // every event sent is applied
+		<-free
+	}
+}
+
+// attach returns the channel of the shard's applier, starting the applier
+// if no partition feeds the shard yet. Each attach is paired with a
+// detach, once every event sent to the channel has been applied.
+func (sh *pshard) attach() chan<- *slot {
+	sh.attachMu.Lock()
+	defer sh.attachMu.Unlock()
+	if sh.attached == 0 {
+		sh.ready = make(chan *slot, maxApplyBatch)
+		sh.applied = make(chan struct{})
+		go sh.applyLoop(sh.ready, sh.applied)
+	}
+	sh.attached++
+	return sh.ready
+}
+
+// detach undoes an attach; the last one stops the applier.
+func (sh *pshard) detach() {
+	sh.attachMu.Lock()
+	defer sh.attachMu.Unlock()
+	if sh.attached--; sh.attached == 0 {
+		close(sh.ready)
+		<-sh.applied
+		sh.ready, sh.applied = nil, nil
+	}
+}
+
+// applyLoop applies the slots sent to ready, in the order sent, until
+// ready is closed.
+func (sh *pshard) applyLoop(ready <-chan *slot, applied chan<- struct{}) {
+	defer close(applied)
+	batch := make([]*slot, 0, maxApplyBatch)
+	for s := range ready {
+		sh.lockApply()
+		// One clock reading per event: the end of an event's
+		// application is the start of the next one's, and its
+		// scored_at (Worker.at).
+		start := time.Now()
+		for s != nil {
+			if sh.requests.Load() > 0 {
+				sh.yield()
+				start = time.Now()
+			}
+			s.w.at = start
+			sh.st.Apply(s.w, &s.msg, s.out)
+			sh.next[s.partition] = s.msg.Offset + 1
+			end := time.Now()
+			s.busy += end.Sub(start)
+			start = end
+			batch = append(batch, s)
+			s = nil
+			if len(batch) < maxApplyBatch {
+				select {
+				case s = <-ready: // nil once closed
+				default:
+				}
+			}
+		}
+		sh.unlockApply()
+		for _, s := range batch {
+			s.done(&s.msg, s.busy)
+			s.free <- s
+		}
+		clear(batch)
+		batch = batch[:0]
+	}
 }
 
 // clockBase is the origin of monotonic.
