@@ -17,9 +17,10 @@
 //   - the Pipeline's consumer-group loop (Run's own goroutine), which joins
 //     generations; per generation, kafka-go's Generation runs per assigned
 //     partition a reader goroutine (fetch, decode and prepare each event with
-//     its own Worker, no lock) feeding an applier goroutine (apply the
-//     prepared events in offset order to the partition's shard, as many as
-//     are ready per hold of the shard's lock), and one checkpoint loop
+//     its own Worker, no lock) feeding its shard's applier goroutine (one
+//     per shard, for all the partitions that feed it: apply the prepared
+//     events, each partition's in offset order, as many as are ready per
+//     hold of the shard's lock), and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the
 //     key-scoped models hold too many changed keys): one loop over the
 //     shards — pause each to capture its state and offsets, mark the
@@ -39,7 +40,8 @@
 //     Engine.Close; online/refit).
 //
 // Shutdown (context cancelled): the consumer loop stops fetching, each
-// partition's applier finishes the events in hand, the last checkpoint is
+// partition waits until the applier has applied its events in hand (the
+// last partition of a shard stops the applier), the last checkpoint is
 // taken and committed, the refits are cancelled, the publisher delivers
 // what is queued, and the HTTP server shuts down.
 package stream
