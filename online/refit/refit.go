@@ -384,15 +384,28 @@ func (m *Model) loop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// A refit requested before Close that had not started is
+			// cancelled like a running one: reported, and running cleared
+			// (select picks at random when both are ready, so without
+			// this its report could be lost and running stay set).
+			select {
+			case <-m.reqs:
+				m.report(Report{Version: m.Version(), Err: ctx.Err(), OldError: math.NaN(), NewError: math.NaN()})
+			default:
+			}
 			return
 		case req := <-m.reqs:
-			r := m.refit(ctx, req)
-			if m.onRefit != nil {
-				m.onRefit(r)
-			}
-			m.running.Store(false)
+			m.report(m.refit(ctx, req))
 		}
 	}
+}
+
+// report hands r to the OnRefit callback and marks the refit finished.
+func (m *Model) report(r Report) {
+	if m.onRefit != nil {
+		m.onRefit(r)
+	}
+	m.running.Store(false)
 }
 
 // refit trains on req and swaps the result in if it passes the guard.
