@@ -351,10 +351,6 @@ type Worker struct {
 	err      error
 	prep     [][]float64 // per model: its preparation of ev.Features (nil: it does not prepare)
 	prepared bool        // prep holds ev.Features'
-	// at is the time Apply scores the event at (scored_at, the delayed
-	// labels' clock): set by a caller that has just read the clock anyway
-	// (the pipeline's applier, timing its events), zero for Apply to read it.
-	at time.Time
 }
 
 // NewWorker returns a worker for one partition reader.
@@ -623,6 +619,13 @@ func (s *Shard) Process(msg *kafka.Message, out Sink) {
 // Apply scores, publishes and learns the event w prepared from msg: the
 // part of the per-event work that reads and changes the shard's state.
 func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
+	s.ApplyAt(w, msg, pub, s.e.now())
+}
+
+// ApplyAt is Apply at time now (scored_at, the delayed labels' clock),
+// for a caller that has just read the clock anyway (the pipeline's
+// applier, timing its events).
+func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) {
 	if err := w.err; err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) {
@@ -643,10 +646,6 @@ func (s *Shard) Apply(w *Worker, msg *kafka.Message, pub Sink) {
 			}
 			s.labels[i] = y
 		}
-	}
-	now := w.at
-	if now.IsZero() {
-		now = s.e.now()
 	}
 	if !ev.HasFeatures {
 		id := ev.ID

@@ -697,15 +697,14 @@ func (sh *pshard) applyLoop(ready <-chan *slot, applied chan<- struct{}) {
 		sh.lockApply()
 		// One clock reading per event: the end of an event's
 		// application is the start of the next one's, and its
-		// scored_at (Worker.at).
+		// scored_at.
 		start := time.Now()
 		for s != nil {
 			if sh.requests.Load() > 0 {
 				sh.yield()
 				start = time.Now()
 			}
-			s.w.at = start
-			sh.st.Apply(s.w, &s.msg, s.out)
+			sh.st.ApplyAt(s.w, &s.msg, s.out, start)
 			sh.next[s.partition] = s.msg.Offset + 1
 			end := time.Now()
 			s.busy += end.Sub(start)
