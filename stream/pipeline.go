@@ -605,11 +605,16 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 // slot is one fetched event, decoded and prepared by its own worker,
 // waiting to be applied.
 type slot struct {
-	msg       kafka.Message
-	w         *Worker
-	busy      time.Duration // preparing and applying it
+	msg  kafka.Message
+	w    *Worker
+	busy time.Duration // preparing and applying it
+	feed *feed         // its partition's
+}
+
+// feed is what the shard's applier needs of a partition feeding it.
+type feed struct {
 	partition int
-	free      chan *slot // its partition's free slots, where it goes back once applied
+	free      chan *slot // the partition's free slots, where a slot goes back once applied
 	out       Sink
 	done      func(*kafka.Message, time.Duration)
 }
@@ -640,8 +645,9 @@ const maxApplyBatch = 4 * slotsPerPartition
 // ahead of a woken one).
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
 	free := make(chan *slot, slotsPerPartition)
+	f := &feed{partition: partition, free: free, out: out, done: done}
 	for range slotsPerPartition {
-		free <- &slot{w: p.engine.NewWorker(), partition: partition, free: free, out: out, done: done}
+		free <- &slot{w: p.engine.NewWorker(), feed: f}
 	}
 	ready := sh.attach()
 	defer sh.detach()
@@ -704,8 +710,8 @@ func (sh *pshard) applyLoop(ready <-chan *slot, applied chan<- struct{}) {
 				sh.yield()
 				start = time.Now()
 			}
-			sh.st.ApplyAt(s.w, &s.msg, s.out, start)
-			sh.next[s.partition] = s.msg.Offset + 1
+			sh.st.ApplyAt(s.w, &s.msg, s.feed.out, start)
+			sh.next[s.feed.partition] = s.msg.Offset + 1
 			end := time.Now()
 			s.busy += end.Sub(start)
 			start = end
@@ -720,8 +726,8 @@ func (sh *pshard) applyLoop(ready <-chan *slot, applied chan<- struct{}) {
 		}
 		sh.unlockApply()
 		for _, s := range batch {
-			s.done(&s.msg, s.busy)
-			s.free <- s
+			s.feed.done(&s.msg, s.busy)
+			s.feed.free <- s
 		}
 		clear(batch)
 		batch = batch[:0]
