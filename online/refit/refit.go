@@ -389,8 +389,8 @@ func (m *Model) loop(ctx context.Context) {
 			// (select picks at random when both are ready, so without
 			// this its report could be lost and running stay set).
 			select {
-			case <-m.reqs:
-				m.report(Report{Version: m.Version(), Err: ctx.Err(), OldError: math.NaN(), NewError: math.NaN()})
+			case req := <-m.reqs:
+				m.report(m.refit(ctx, req)) // cancelled before it fits
 			default:
 			}
 			return
@@ -411,6 +411,10 @@ func (m *Model) report(r Report) {
 // refit trains on req and swaps the result in if it passes the guard.
 func (m *Model) refit(ctx context.Context, req request) Report {
 	r := Report{OldError: math.NaN(), NewError: math.NaN()}
+	if err := ctx.Err(); err != nil { // cancelled before it started
+		r.Err, r.Version = err, m.Version()
+		return r
+	}
 	cur := m.cur.Load()
 	var prev Fitted
 	if cur != nil {
