@@ -498,22 +498,9 @@ func (p *Pipeline) startGeneration(gen *kafka.Generation) {
 // in offset order until ctx ends (revoked, or shutting down), then
 // checkpoints.
 func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshard, partition int, offset int64) {
-	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers:       p.cfg.Brokers,
-		Topic:         p.cfg.Topic,
-		Partition:     partition,
-		MinBytes:      1,
-		MaxBytes:      p.cfg.FetchMaxBytes,
-		MaxWait:       2 * time.Second, // kafka-go uses it as the fetch response deadline too: keep it generous
-		QueueCapacity: 4096,
-		Dialer:        bufferedDialer(p.cfg.dialer()),
-		ErrorLogger:   dedupLogger(p.log.With("partition", partition), "reader", nil),
-	})
+	// MaxWait: the broker's wait for a fetch's first record.
+	r := newPartitionFetcher(bufferedDialer(p.cfg.dialer()), p.cfg.Brokers, p.cfg.Topic, partition, p.cfg.FetchMaxBytes, 2*time.Second, offset)
 	defer r.Close()
-	if err := r.SetOffset(offset); err != nil {
-		p.log.Error("seek", "partition", partition, "offset", offset, "err", err)
-		return
-	}
 	var out Sink = p.pub
 	if p.cfg.Sink != nil {
 		out = p.cfg.Sink
@@ -529,7 +516,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	wait := newBackoff(250*time.Millisecond, 5*time.Second)
 	fetch := func() (kafka.Message, bool) {
 		for {
-			msg, err := r.FetchMessage(ctx)
+			msg, err := r.Next(ctx)
 			if err == nil {
 				if !fetched {
 					p.cfg.Health.OK(component)

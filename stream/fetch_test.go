@@ -1,0 +1,175 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// produceN writes records key k<i % keys>, value v<i> for i in [from, to)
+// to partition 0 of topic, in batches of batch records.
+func produceN(t *testing.T, b *Broker, topic string, from, to, keys, batch int) {
+	t.Helper()
+	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: topic, Balancer: &kafka.RoundRobin{}, BatchSize: batch, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	for lo := from; lo < to; lo += batch {
+		var msgs []kafka.Message
+		for i := lo; i < min(lo+batch, to); i++ {
+			msgs = append(msgs, kafka.Message{Key: fmt.Appendf(nil, "k%d", i%keys), Value: fmt.Appendf(nil, "v%d%s", i, pad)})
+		}
+		if err := w.WriteMessages(context.Background(), msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pad lengthens every value, so that a fetch response is larger than the
+// connection's read buffer.
+var pad = strings.Repeat(".", 200)
+
+// readN reads n records from f, checking each is the next: values v<i>
+// with offset i, i from `from`.
+func readN(t *testing.T, ctx context.Context, f *partitionFetcher, from, n int, hold func(i int)) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		msg, err := f.Next(ctx)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if msg.Offset != int64(i) || string(msg.Value) != fmt.Sprintf("v%d%s", i, pad) || msg.Partition != 0 {
+			t.Fatalf("record %d: offset %d partition %d value %q", i, msg.Offset, msg.Partition, msg.Value)
+		}
+		if msg.HighWaterMark <= msg.Offset {
+			t.Fatalf("record %d: high-water mark %d", i, msg.HighWaterMark)
+		}
+		if hold != nil {
+			hold(i)
+		}
+	}
+}
+
+// TestPartitionFetcher reads a partition through many fetch responses in
+// order from its first offset, from an offset inside it and after a
+// caller held records past the connection's deadline, waits for records
+// produced later, and returns when its context ends while it waits.
+func TestPartitionFetcher(t *testing.T) {
+	b, err := StartBroker(0, TopicSpec{Name: "in", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 30000
+	produceN(t, b, "in", 0, n, n, 5000)
+	ctx := context.Background()
+	d := bufferedDialer(&kafka.Dialer{Timeout: 5 * time.Second})
+
+	// Small fetches: many responses, each cut at maxBytes.
+	f := newPartitionFetcher(d, b.Addrs(), "in", 0, 16<<10, time.Second, kafka.FirstOffset)
+	readN(t, ctx, f, 0, n, nil)
+	f.Close()
+
+	f = newPartitionFetcher(d, b.Addrs(), "in", 0, 4<<20, time.Second, 12345)
+	readN(t, ctx, f, 12345, 1000, nil)
+	f.Close()
+
+	// A caller that holds records longer than the deadline: the fetcher
+	// reconnects where it was, the caller sees nothing of it. (The
+	// deadline is not renewed here: a renewal before the next socket read
+	// would let the connection go on.)
+	f = newPartitionFetcher(d, b.Addrs(), "in", 0, 4<<20, 100*time.Millisecond, kafka.FirstOffset)
+	f.timeout, f.rearm = 300*time.Millisecond, n
+	readN(t, ctx, f, 0, n, func(i int) {
+		if i == 100 || i == 20000 {
+			time.Sleep(3 * f.timeout)
+		}
+	})
+	if f.dials < 3 {
+		t.Fatalf("%d connections: the held records did not outlast the deadline", f.dials)
+	}
+
+	// At the end it waits, across empty fetches, for the next record.
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		produceN(t, b, "in", n, n+10, n+10, 5000)
+	}()
+	readN(t, ctx, f, n, 10, nil)
+	f.Close()
+
+	// Waiting with nothing to read, a context that ends ends the wait,
+	// however long the broker would hold the fetch.
+	f = newPartitionFetcher(d, b.Addrs(), "in", 0, 4<<20, time.Minute, kafka.LastOffset)
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Next(cctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Next after cancel: %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Next did not return after its context ended")
+	}
+	if f.conn != nil {
+		t.Fatal("connection left open")
+	}
+}
+
+// TestPartitionFetcherCompacted reads a compacted partition, whose offsets
+// have gaps: the surviving records in order, then a record produced after
+// them (the fetcher does not stall on the gap at the end).
+func TestPartitionFetcherCompacted(t *testing.T) {
+	b, err := StartBroker(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	if err := b.CreateTopic(ctx, "c", 1, kafka.ConfigEntry{ConfigName: "cleanup.policy", ConfigValue: "compact"}); err != nil {
+		t.Fatal(err)
+	}
+	const n, keys = 5000, 7
+	produceN(t, b, "c", 0, n, keys, 10) // the broker compacts whole batches
+	b.Compact()
+	f := newPartitionFetcher(bufferedDialer(&kafka.Dialer{Timeout: 5 * time.Second}), b.Addrs(), "c", 0, 4<<20, time.Second, kafka.FirstOffset)
+	defer f.Close()
+	last := map[string]int64{}
+	prev, read := int64(-1), 0
+	for {
+		msg, err := f.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Offset <= prev {
+			t.Fatalf("offset %d after %d", msg.Offset, prev)
+		}
+		prev = msg.Offset
+		read++
+		if string(msg.Value) != fmt.Sprintf("v%d%s", msg.Offset, pad) {
+			t.Fatalf("offset %d: value %q", msg.Offset, msg.Value)
+		}
+		last[string(msg.Key)] = msg.Offset
+		if msg.Offset >= n-keys { // the last record of each key is kept
+			if msg.Offset == n-1 {
+				break
+			}
+		}
+	}
+	if len(last) != keys || read > n-100 {
+		t.Fatalf("%d records of %d read after compaction, keys %v", read, n, last)
+	}
+	t.Logf("%d records of %d read after compaction", read, n)
+	produceN(t, b, "c", n, n+1, keys, 10)
+	msg, err := f.Next(ctx)
+	if err != nil || msg.Offset != n {
+		t.Fatalf("after the compacted records: offset %d, %v", msg.Offset, err)
+	}
+}
