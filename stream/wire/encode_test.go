@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +176,37 @@ func FuzzAppendScore(f *testing.F) {
 			t.Fatalf("finite score %v written as %v", score, m["score"])
 		}
 	})
+}
+
+// TestAppendFloatShortDecimal checks appendFloat against strconv's
+// shortest 'g' form on short decimals (its own path), their neighbours
+// and random floats.
+func TestAppendFloatShortDecimal(t *testing.T) {
+	check := func(v float64) {
+		t.Helper()
+		if math.IsNaN(v) || math.IsInf(v, 0) { // null, not strconv's: TestAppendScoreFields
+			return
+		}
+		if got, want := string(appendFloat(nil, v)), strconv.FormatFloat(v, 'g', -1, 64); got != want {
+			t.Fatalf("appendFloat(%v) = %s, want %s", v, got, want)
+		}
+	}
+	edges := []float64{0, math.Copysign(0, -1), 1e-4, 1e-5, 9.99999e-5, 0.0001000001, 1e6, 999999.999999, 999999.9999995,
+		1, 10, 0.1, 0.05, 0.9, 0.95, 0.999999, 123456.000001, 0.000123, 1e-3, 0.3, 0.1 + 0.2, 5e-324, math.MaxFloat64}
+	for _, v := range edges {
+		check(v)
+		check(-v)
+		check(math.Nextafter(v, 2*v+1))
+		check(math.Nextafter(v, -1))
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 200000 {
+		k := r.Uint64N(1e12)
+		v := float64(k) / math.Pow(10, float64(r.IntN(13)))
+		check(v)
+		check(-v)
+		check(math.Nextafter(v, math.Inf(1)))
+		check(math.Float64frombits(r.Uint64()))
+		check(r.Float64())
+	}
 }
