@@ -148,15 +148,17 @@ func appendShortDecimal(dst []byte, v float64) ([]byte, bool) {
 	if frac == 0 {
 		return dst, true
 	}
-	places := 6
-	for frac%10 == 0 {
+	var buf [7]byte // '.' and the six places, written from the last
+	for i := 6; i > 0; i-- {
+		buf[i] = byte('0' + frac%10)
 		frac /= 10
-		places--
 	}
-	dst = append(dst, '.')
-	for p := places - 1; p >= 0; p-- { // frac's places digits, leading zeros too
-		dst = append(dst, byte('0'+frac/upow10[p]%10))
+	buf[0] = '.'
+	n := 7
+	for buf[n-1] == '0' { // frac is not 0: a place is not 0
+		n--
 	}
+	dst = append(dst, buf[:n]...)
 	return dst, true
 }
 

@@ -160,3 +160,21 @@ func BenchmarkDecodeMatrix(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendFloat writes a certainty's delta (0.05, a short decimal)
+// and a score (an arbitrary float). Target: 0 allocs; the short decimal
+// well below strconv's shortest form (the score's).
+func BenchmarkAppendFloat(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"delta", 0.05}, {"score", 0.4213371337}} {
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]byte, 0, 64)
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = appendFloat(buf[:0], c.v)
+			}
+		})
+	}
+}
