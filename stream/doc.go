@@ -16,8 +16,9 @@
 //   - the HTTP server (/metrics, /healthz, /readyz, optional pprof);
 //   - the Pipeline's consumer-group loop (Run's own goroutine), which joins
 //     generations; per generation, kafka-go's Generation runs per assigned
-//     partition a reader goroutine (fetch, decode and prepare each event with
-//     its own Worker, no lock) feeding its shard's applier goroutine (one
+//     partition a reader goroutine (fetch from the partition's leader on
+//     its own connection, decode and prepare each event with its own
+//     Worker, no lock) feeding its shard's applier goroutine (one
 //     per shard, for all the partitions that feed it: apply the prepared
 //     events, each partition's in offset order, as many as are ready per
 //     hold of the shard's lock), and one checkpoint loop

@@ -115,6 +115,8 @@ func benchScore() *Score {
 }
 
 // BenchmarkAppendScore encodes one output record into a reused buffer.
+// Target: 0 allocs, ≤ 400 ns (285–332 ns on the development VM; 445 ns
+// before short decimals skipped strconv).
 func BenchmarkAppendScore(b *testing.B) {
 	s := benchScore()
 	buf := AppendScore(nil, s)
