@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -27,7 +28,8 @@ import (
 // end of a fetch response, a fetch the broker let time out empty, an
 // offset before the partition's first (it skips to the first, as a
 // kafka.Reader does), and once per call a leader that moved, a connection
-// that lost its place or timed out (it reconnects). Any other error closes
+// that lost its place, timed out or was closed by the broker (it
+// reconnects). Any other error closes
 // the connection and is returned; the next call reconnects and resumes at
 // the offset after the last record returned.
 type partitionFetcher struct {
@@ -120,10 +122,12 @@ func (f *partitionFetcher) Next(ctx context.Context) (kafka.Message, error) {
 			return kafka.Message{}, fmt.Errorf("offset %d is outside the partition's [%d, %d]: %w", f.offset, first, last, err)
 		case !reconnected && (errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||
 			errors.Is(err, kafka.UnknownTopicOrPartition) || errors.Is(err, io.ErrNoProgress) ||
-			errors.Is(err, os.ErrDeadlineExceeded)):
-			// The leader moved, the connection lost its place, or the
-			// caller held a run of records past the deadline: find the
-			// leader again, once, before saying so.
+			errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
+			errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
+			// The leader moved, the connection lost its place or was
+			// closed by the broker, or the caller held a run of records
+			// past the deadline: find the leader again, once, before
+			// saying so.
 			reconnected = true
 			f.Close()
 			continue

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,6 +123,52 @@ func TestPartitionFetcher(t *testing.T) {
 	if f.conn != nil {
 		t.Fatal("connection left open")
 	}
+}
+
+// cutConn fails its reads with a connection reset once it has read left
+// bytes, as when a broker drops a connection.
+type cutConn struct {
+	net.Conn
+	left int
+}
+
+func (c *cutConn) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	n, err := c.Conn.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	return n, err
+}
+
+// TestPartitionFetcherReconnects reads a partition over connections that
+// the "broker" resets every 300 KB: the fetcher reconnects where it was
+// and the caller sees every record once, in order, and no error.
+func TestPartitionFetcherReconnects(t *testing.T) {
+	b, err := StartBroker(0, TopicSpec{Name: "in", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 20000 // about 4 MB
+	// Record batches of 21 KB: a new connection reads the one it resumes
+	// in from its start.
+	produceN(t, b, "in", 0, n, n, 100)
+	var nd net.Dialer
+	d := bufferedDialer(&kafka.Dialer{Timeout: 5 * time.Second, DialFunc: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := nd.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &cutConn{Conn: c, left: 300 << 10}, nil
+	}})
+	f := newPartitionFetcher(d, b.Addrs(), "in", 0, 4<<20, time.Second, kafka.FirstOffset)
+	defer f.Close()
+	readN(t, context.Background(), f, 0, n, nil)
+	if f.dials < 10 {
+		t.Fatalf("%d connections for %d records cut every 300 KB", f.dials, n)
+	}
+	t.Logf("%d connections", f.dials)
 }
 
 // TestPartitionFetcherCompacted reads a compacted partition, whose offsets
