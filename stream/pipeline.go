@@ -610,8 +610,11 @@ type feed struct {
 // their application.
 const slotsPerPartition = 32
 
-// maxApplyBatch bounds the events a shard's applier applies in one hold
-// of the shard's lock.
+// maxApplyBatch bounds the events a shard's applier adds to a hold of the
+// shard's lock once it has applied those it took at the start: a hold
+// applies what was queued when it began (at most slotsPerPartition per
+// partition) and, while it has applied fewer than maxApplyBatch, what
+// was queued meanwhile.
 const maxApplyBatch = 4 * slotsPerPartition
 
 // apply runs a partition's events through engine shard sh in two stages:
