@@ -29,9 +29,9 @@ import (
 // offset before the partition's first (it skips to the first, as a
 // kafka.Reader does), and once per call a leader that moved, a connection
 // that lost its place, timed out or was closed by the broker (it
-// reconnects). Any other error closes
-// the connection and is returned; the next call reconnects and resumes at
-// the offset after the last record returned.
+// reconnects). Any other error closes the connection and is returned; the
+// next call reconnects and resumes at the offset after the last record
+// returned.
 type partitionFetcher struct {
 	dialer    *kafka.Dialer
 	brokers   []string
@@ -53,9 +53,10 @@ type partitionFetcher struct {
 // Deadlines of a fetcher's connection: a fetch must answer within its
 // broker-side wait plus fetchReadTimeout, and each run of rearmEvery
 // records must arrive within fetchReadTimeout. The deadline is renewed
-// after each run (a clock reading per record would cost more than the
-// rest of the fetching), so a caller that holds one run longer than that
-// makes the next socket read time out, and the fetcher reconnects.
+// after each run, not per record (a clock reading and a deadline update
+// per record were part of what the Reader cost), so a caller that holds
+// one run longer than that makes the next socket read time out, and the
+// fetcher reconnects.
 const (
 	fetchReadTimeout = 10 * time.Second
 	rearmEvery       = 64
