@@ -14,10 +14,14 @@ import (
 )
 
 // produceN writes records key k<i % keys>, value v<i> for i in [from, to)
-// to partition 0 of topic, in batches of batch records.
+// to partition 0 of topic, in batches of batch records, each acknowledged
+// before the next is sent (kafka-go's writer does not wait for the broker
+// by default, and two of its connections can then land batches out of
+// order).
 func produceN(t *testing.T, b *Broker, topic string, from, to, keys, batch int) {
 	t.Helper()
-	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: topic, Balancer: &kafka.RoundRobin{}, BatchSize: batch, BatchTimeout: time.Millisecond}
+	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: topic, Balancer: &kafka.RoundRobin{}, BatchSize: batch, BatchTimeout: time.Millisecond,
+		RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	for lo := from; lo < to; lo += batch {
 		var msgs []kafka.Message
