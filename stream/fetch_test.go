@@ -64,6 +64,7 @@ func readN(t *testing.T, ctx context.Context, f *partitionFetcher, from, n int, 
 // caller held records past the connection's deadline, waits for records
 // produced later, and returns when its context ends while it waits.
 func TestPartitionFetcher(t *testing.T) {
+	t.Parallel()
 	b, err := StartBroker(0, TopicSpec{Name: "in", Partitions: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestPartitionFetcher(t *testing.T) {
 	// deadline is not renewed here: a renewal before the next socket read
 	// would let the connection go on.)
 	f = newPartitionFetcher(d, b.Addrs(), "in", 0, 4<<20, 100*time.Millisecond, kafka.FirstOffset)
-	f.timeout, f.rearm = 300*time.Millisecond, n
+	f.timeout, f.rearm = 150*time.Millisecond, n
 	readN(t, ctx, f, 0, n, func(i int) {
 		if i == 100 || i == 20000 {
 			time.Sleep(3 * f.timeout)
@@ -100,7 +101,7 @@ func TestPartitionFetcher(t *testing.T) {
 
 	// At the end it waits, across empty fetches, for the next record.
 	go func() {
-		time.Sleep(2500 * time.Millisecond)
+		time.Sleep(600 * time.Millisecond) // several empty fetches of 100 ms
 		produceN(t, b, "in", n, n+10, n+10, 5000)
 	}()
 	readN(t, ctx, f, n, 10, nil)
@@ -149,6 +150,7 @@ func (c *cutConn) Read(p []byte) (int, error) {
 // the "broker" resets every 300 KB: the fetcher reconnects where it was
 // and the caller sees every record once, in order, and no error.
 func TestPartitionFetcherReconnects(t *testing.T) {
+	t.Parallel()
 	b, err := StartBroker(0, TopicSpec{Name: "in", Partitions: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +181,7 @@ func TestPartitionFetcherReconnects(t *testing.T) {
 // have gaps: the surviving records in order, then a record produced after
 // them (the fetcher does not stall on the gap at the end).
 func TestPartitionFetcherCompacted(t *testing.T) {
+	t.Parallel()
 	b, err := StartBroker(0)
 	if err != nil {
 		t.Fatal(err)
