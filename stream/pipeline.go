@@ -688,7 +688,7 @@ func (sh *pshard) detach() {
 // is closed and empty.
 func (sh *pshard) applyLoop(ready *applyQueue, applied chan<- struct{}) {
 	defer close(applied)
-	var batch, more []*slot
+	var batch []*slot
 	for {
 		var ok bool
 		if batch, ok = ready.take(batch[:0], true); !ok {
@@ -711,10 +711,7 @@ func (sh *pshard) applyLoop(ready *applyQueue, applied chan<- struct{}) {
 			s.busy += end.Sub(start)
 			start = end
 			if i == len(batch)-1 && len(batch) < maxApplyBatch {
-				// What was put meanwhile, in the same hold.
-				more, _ = ready.take(more[:0], false)
-				batch = append(batch, more...)
-				clear(more)
+				batch, _ = ready.take(batch, false) // what was put meanwhile, in the same hold
 			}
 		}
 		sh.unlockApply()
@@ -766,26 +763,26 @@ func (q *applyQueue) close() {
 	}
 }
 
-// take returns the queued slots, in the order put, and empties the queue,
-// which keeps spare (empty, its array then the queue's) for the next. With
-// wait it waits while the queue is empty and open; it reports false once
-// the queue is closed and empty.
-func (q *applyQueue) take(spare []*slot, wait bool) ([]*slot, bool) {
+// take appends the queued slots to dst, in the order put, and empties the
+// queue. With wait it waits while the queue is empty and open; it reports
+// false once the queue is closed and empty.
+func (q *applyQueue) take(dst []*slot, wait bool) ([]*slot, bool) {
 	q.mu.Lock()
 	for len(q.slots) == 0 {
 		if closed := q.closed; closed || !wait {
 			q.mu.Unlock()
-			return spare, !closed
+			return dst, !closed
 		}
 		q.waiting = true
 		q.mu.Unlock()
 		<-q.wake
 		q.mu.Lock()
 	}
-	got := q.slots
-	q.slots = spare[:0]
+	dst = append(dst, q.slots...)
+	clear(q.slots)
+	q.slots = q.slots[:0]
 	q.mu.Unlock()
-	return got, true
+	return dst, true
 }
 
 // clockBase is the origin of monotonic.
