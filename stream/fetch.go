@@ -25,11 +25,11 @@ import (
 // record itself crosses a goroutine.
 //
 // Errors the fetcher can get past on its own do not reach the caller: the
-// end of a fetch response, a fetch the broker let time out empty, an
-// offset before the partition's first (it skips to the first, as a
-// kafka.Reader does), and once per call a leader that moved, a connection
-// that lost its place, timed out or was closed by the broker (it
-// reconnects). Any other error closes the connection and is returned; the
+// end of a fetch response, a fetch the broker let time out empty, and
+// once per call a leader that moved, an offset out of the log's range, a
+// connection that lost its place, timed out or was closed by the broker:
+// it reconnects, and connect resolves the offset again (one below the
+// log's first becomes the first, as a kafka.Reader does). Any other error closes the connection and is returned; the
 // next call reconnects and resumes at the offset after the last record
 // returned.
 type partitionFetcher struct {
@@ -103,46 +103,23 @@ func (f *partitionFetcher) Next(ctx context.Context) (kafka.Message, error) {
 			// The end of a fetch response (kafka-go turns a connection's
 			// own EOF into io.ErrUnexpectedEOF), or an empty one.
 			continue
-		case errors.Is(err, kafka.OffsetOutOfRange):
-			f.conn.SetDeadline(time.Now().Add(f.timeout))
-			first, last, oerr := f.conn.ReadOffsets()
-			if oerr != nil {
-				f.Close()
-				return kafka.Message{}, oerr
-			}
-			if f.offset < first {
-				f.offset = first
-				f.seek()
-				continue
-			}
-			if f.offset < last && !reconnected {
-				reconnected = true // records arrived since: once
-				continue
-			}
-			f.Close()
-			return kafka.Message{}, fmt.Errorf("offset %d is outside the partition's [%d, %d]: %w", f.offset, first, last, err)
 		case !reconnected && (errors.Is(err, kafka.NotLeaderForPartition) || errors.Is(err, kafka.LeaderNotAvailable) ||
-			errors.Is(err, kafka.UnknownTopicOrPartition) || errors.Is(err, io.ErrNoProgress) ||
-			errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) ||
-			errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
-			// The leader moved, the connection lost its place or was
-			// closed by the broker, or the caller held a run of records
-			// past the deadline: find the leader again, once, before
-			// saying so.
+			errors.Is(err, kafka.UnknownTopicOrPartition) || errors.Is(err, kafka.OffsetOutOfRange) ||
+			errors.Is(err, io.ErrNoProgress) || errors.Is(err, os.ErrDeadlineExceeded) ||
+			errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)):
+			// The leader moved, the partition's log no longer starts
+			// where it did, the connection lost its place or was closed
+			// by the broker, or the caller held a run of records past
+			// the deadline: connect again, once, before saying so
+			// (connect places an offset below the log's first at the
+			// first).
 			reconnected = true
 			f.Close()
 			continue
 		default:
 			f.Close()
-			return kafka.Message{}, err
+			return kafka.Message{}, fmt.Errorf("fetch %s/%d at offset %d: %w", f.topic, f.partition, f.offset, err)
 		}
-	}
-}
-
-// seek moves the connection to f.offset.
-func (f *partitionFetcher) seek() {
-	if _, err := f.conn.Seek(f.offset, kafka.SeekAbsolute|kafka.SeekDontCheck); err != nil {
-		f.Close()
 	}
 }
 

@@ -34,6 +34,21 @@ func produceN(t *testing.T, b *Broker, topic string, from, to, keys, batch int) 
 	}
 }
 
+// startFetchBroker starts a broker for the test with a topic of one
+// partition, with the given configs.
+func startFetchBroker(t *testing.T, topic string, configs ...kafka.ConfigEntry) *Broker {
+	t.Helper()
+	b, err := StartBroker(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.CreateTopic(context.Background(), topic, 1, configs...); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // pad lengthens every value, so that a fetch response is larger than the
 // connection's read buffer.
 var pad = strings.Repeat(".", 200)
@@ -65,11 +80,7 @@ func readN(t *testing.T, ctx context.Context, f *partitionFetcher, from, n int, 
 // produced later, and returns when its context ends while it waits.
 func TestPartitionFetcher(t *testing.T) {
 	t.Parallel()
-	b, err := StartBroker(0, TopicSpec{Name: "in", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := startFetchBroker(t, "in")
 	const n = 30000
 	produceN(t, b, "in", 0, n, n, 5000)
 	ctx := context.Background()
@@ -151,11 +162,7 @@ func (c *cutConn) Read(p []byte) (int, error) {
 // and the caller sees every record once, in order, and no error.
 func TestPartitionFetcherReconnects(t *testing.T) {
 	t.Parallel()
-	b, err := StartBroker(0, TopicSpec{Name: "in", Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := startFetchBroker(t, "in")
 	const n = 20000 // about 4 MB
 	// Record batches of 21 KB: a new connection reads the one it resumes
 	// in from its start.
@@ -177,20 +184,62 @@ func TestPartitionFetcherReconnects(t *testing.T) {
 	t.Logf("%d connections", f.dials)
 }
 
+// TestPartitionFetcherTruncated: retention deletes the records a fetcher
+// is about to read; it goes on from the log's new first offset, as a
+// kafka.Reader does, without an error.
+func TestPartitionFetcherTruncated(t *testing.T) {
+	t.Parallel()
+	b := startFetchBroker(t, "r", kafka.ConfigEntry{ConfigName: "retention.bytes", ConfigValue: "200000"})
+	ctx := context.Background()
+	const n = 5000 // 50 record batches of about 21 KB
+	produceN(t, b, "r", 0, n, n, 100)
+	f := newPartitionFetcher(bufferedDialer(&kafka.Dialer{Timeout: 5 * time.Second}), b.Addrs(), "r", 0, 16<<10, time.Second, kafka.FirstOffset)
+	defer f.Close()
+	readN(t, ctx, f, 0, 50, nil)
+	b.c.ApplyRetention()
+	first, err := firstOffset(b, "r")
+	if err != nil || first < 1000 {
+		t.Fatalf("first offset after retention %d, %v: retention kept too much for the test", first, err)
+	}
+	prev, jumped := int64(49), false
+	for prev < n-1 {
+		msg, err := f.Next(ctx)
+		if err != nil {
+			t.Fatalf("after offset %d: %v", prev, err)
+		}
+		if msg.Offset != prev+1 {
+			if prev+1 >= first || msg.Offset != first || jumped {
+				t.Fatalf("offset %d after %d (the log starts at %d)", msg.Offset, prev, first)
+			}
+			jumped = true
+		}
+		if string(msg.Value) != fmt.Sprintf("v%d%s", msg.Offset, pad) {
+			t.Fatalf("offset %d: value %q", msg.Offset, msg.Value)
+		}
+		prev = msg.Offset
+	}
+	if !jumped {
+		t.Fatal("never skipped to the log's first offset")
+	}
+}
+
+// firstOffset is the first offset of partition 0 of topic.
+func firstOffset(b *Broker, topic string) (int64, error) {
+	c, err := kafka.DialLeader(context.Background(), "tcp", b.Addrs()[0], topic, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return c.ReadFirstOffset()
+}
+
 // TestPartitionFetcherCompacted reads a compacted partition, whose offsets
 // have gaps: the surviving records in order, then a record produced after
 // them (the fetcher does not stall on the gap at the end).
 func TestPartitionFetcherCompacted(t *testing.T) {
 	t.Parallel()
-	b, err := StartBroker(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := startFetchBroker(t, "c", kafka.ConfigEntry{ConfigName: "cleanup.policy", ConfigValue: "compact"})
 	ctx := context.Background()
-	if err := b.CreateTopic(ctx, "c", 1, kafka.ConfigEntry{ConfigName: "cleanup.policy", ConfigValue: "compact"}); err != nil {
-		t.Fatal(err)
-	}
 	const n, keys = 5000, 7
 	produceN(t, b, "c", 0, n, keys, 10) // the broker compacts whole batches
 	b.Compact()
