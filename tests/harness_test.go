@@ -45,6 +45,9 @@ func useFastBinary(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	if rankClientMode() {
+		return // the process was TestRankLoad's client, not a test run
+	}
 	dir, err := os.MkdirTemp("", "streamer-e2e")
 	if err != nil {
 		panic(err)
