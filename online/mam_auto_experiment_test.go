@@ -10,7 +10,8 @@ import (
 )
 
 // The experiment that chose the scoring rule of gamma auto (run with
-// AUTO_EXPERIMENT=1, optionally AUTO_SETS=ripley,letter, AUTO_LETTER_ROWS=n): it records every width's prequential outcomes and
+// AUTO_EXPERIMENT=1, optionally AUTO_SETS=ripley,letter, AUTO_LETTER_ROWS=n;
+// a set is a name in testdata or the path of a CSV ending in .csv): it records every width's prequential outcomes and
 // test scores and replays selection rules and mixtures offline.
 
 // aqRecord is what an auto run exposes for offline rules: per training
@@ -325,6 +326,12 @@ func TestAutoExperiment(t *testing.T) {
 			}
 		}
 		t.Logf("%s: normalised mixture%s", name, line.String())
+		line.Reset()
+		for _, w := range []int{48, 64, 96, 128, 160, 192, 256} { // Hedge's own rate for each W
+			eta := math.Sqrt(8 * math.Log(float64(len(recs[0].margin))) / float64(w))
+			fmt.Fprintf(&line, " W=%d:%.2f", w, mean(func(s int) float64 { return recs[s].mixNormError(w, eta) }))
+		}
+		t.Logf("%s: normalised mixture at Hedge's rate sqrt(8 ln B / W)%s", name, line.String())
 		for s := range min(ns, 3) {
 			r := recs[s]
 			n := len(r.correct)

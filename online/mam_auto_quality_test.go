@@ -55,6 +55,9 @@ func aqLoad(t testing.TB, name string, rows int) aqData {
 		}
 	default:
 		path := "testdata/" + name + ".csv"
+		if strings.HasSuffix(name, ".csv") {
+			path = name // a CSV of features and a last column of ±1 labels
+		}
 		if name == "letter" {
 			path = aqLetterPath
 		}
@@ -225,11 +228,42 @@ func aqLetterRows() int {
 // always used c = 1 on breast_cancer (7.8% against 5.9%) and letter
 // (29.6%).
 // The table of the report (auto, best fixed, gamma 10) is logged.
+//
+// Six more binary sets from R's mlbench (not in the issue, so not tuned
+// on) are held to 3 points (measured: 2.26 on Sonar, 2.45 on Ionosphere,
+// ≤ 0.75 on the others; docs/math.md, "Gamma auto"): with 140–250 training
+// rows the mixture has too few prequential mistakes to concentrate on the
+// best width. Their files (online/testdata/mlbench_*.csv: numeric
+// columns, rows with a missing value and constant columns dropped, the
+// last column ±1) come from
+//
+//	library(mlbench)
+//	w <- function(df, lab, pos, name) {
+//	  y <- ifelse(df[[lab]] == pos, 1, -1)
+//	  X <- df[, setdiff(names(df), lab), drop = FALSE]
+//	  X <- data.frame(lapply(X, function(c) as.numeric(as.character(c))))
+//	  ok <- complete.cases(X); X <- X[ok, , drop = FALSE]; y <- y[ok]
+//	  X <- X[, sapply(X, function(c) sd(c) > 0), drop = FALSE]
+//	  names(X) <- paste0("x", seq_len(ncol(X))); X$label <- y
+//	  write.csv(X, paste0("online/testdata/mlbench_", name, ".csv"), row.names = FALSE, quote = FALSE)
+//	}
+//	data(Sonar); w(Sonar, "Class", "M", "sonar")
+//	data(Ionosphere); w(Ionosphere, "Class", "good", "ionosphere")
+//	data(PimaIndiansDiabetes); w(PimaIndiansDiabetes, "diabetes", "pos", "pima")
+//	data(Vehicle); w(Vehicle, "Class", "van", "vehicle")
+//	data(BreastCancer); w(BreastCancer[, -1], "Class", "malignant", "bcw")
+//	data(Glass); g <- Glass; g$Type <- ifelse(g$Type %in% c("1", "2", "3"), "win", "no"); w(g, "Type", "win", "glass")
 func TestMAMAutoQuality(t *testing.T) {
-	sets := []string{"breast_cancer", "heart_scale", "ripley", "letter"}
+	sets := []struct {
+		name string
+		tol  float64 // points above the best fixed width
+	}{{"breast_cancer", 1}, {"heart_scale", 1}, {"ripley", 1}, {"letter", 1},
+		{"mlbench_sonar", 3}, {"mlbench_ionosphere", 3}, {"mlbench_pima", 3},
+		{"mlbench_vehicle", 3}, {"mlbench_bcw", 3}, {"mlbench_glass", 3}}
 	t.Log("| data | d | auto | best fixed (c) | gamma 10 | fixed grid c = 1/16 … 64 |")
 	t.Log("|---|---|---|---|---|---|")
-	for _, name := range sets {
+	for _, set := range sets {
+		name := set.name
 		t.Run(name, func(t *testing.T) {
 			rows := 0
 			if name == "letter" {
@@ -247,8 +281,8 @@ func TestMAMAutoQuality(t *testing.T) {
 			}
 			t.Logf("| %s | %d | %.2f | %.2f (%g) | %.2f |%s | widths of largest weight per split: %v",
 				label, len(d.x[0]), r.auto, r.best, r.bestC, r.dflt, grid.String(), r.autoPick)
-			if r.auto > r.best+1 {
-				t.Errorf("%s: gamma auto %.2f%% > best fixed gamma (c = %g) %.2f%% + 1", name, r.auto, r.bestC, r.best)
+			if r.auto > r.best+set.tol {
+				t.Errorf("%s: gamma auto %.2f%% > best fixed gamma (c = %g) %.2f%% + %g", name, r.auto, r.bestC, r.best, set.tol)
 			}
 		})
 	}
