@@ -16,20 +16,15 @@ import (
 // prequential pair — the score published before the model learned, and
 // the label — to the model's calibration window (all shards' and keys'
 // pairs together). Every CalibrationConfig.Every pairs a background
-// goroutine fits the window: classifiers an inductive Venn–Abers table
+// goroutine fits the window's pairs of the later half of the stream so far
+// (calibrate.Window.CopyRecentTo: a model still learning fast scores its
+// first events less well than its later ones, and a table fitted on them
+// is underconfident): classifiers an inductive Venn–Abers table
 // (online/calibrate), other kinds a split-conformal table of the absolute
 // residuals |y − score|; the table is swapped in atomically and every
 // score published after carries certainty.probability {p, lower, upper,
 // n} or certainty.interval {lower, upper, level}. A lookup is a binary
 // search (Venn–Abers) or O(1) (conformal), without allocation.
-
-// calWarmup is the number of judged events before a model's pairs enter
-// its calibration window: a model still learning fast makes its first
-// scores less reliable than its later ones, and a window holding them
-// gives an underconfident table (on letter, mam's observed rates fall up
-// to 11 standard errors outside [lower, upper] for events scored in the
-// first 5 000; online/calibrate's validity test).
-const calWarmup = 200
 
 // CalibrationConfig configures calibration (EngineConfig.Calibration).
 type CalibrationConfig struct {
@@ -47,7 +42,6 @@ type calibration struct {
 
 	// Guarded by the model's judgeMu.
 	win    *calibrate.Window
-	judged int64    // events judged
 	recent []judged // the last len(recent) judged events' published certainty, for the live check
 	next   int
 	filled int
@@ -120,10 +114,6 @@ func (c *calibration) point(p *online.Prediction) float64 {
 // add records the judged pair (p published, label y); the model's judgeMu
 // is held.
 func (c *calibration) add(p online.Prediction, y float64) {
-	c.judged++
-	if c.judged <= calWarmup {
-		return
-	}
 	if p.Label == 0 && p.Score == 0 && c.kind == online.Classifier {
 		return // "no decision": an empty model, or a refitted one before its first fit
 	}
@@ -150,11 +140,11 @@ func (c *calibration) add(p online.Prediction, y float64) {
 	if !c.fitting.CompareAndSwap(false, true) {
 		return // the previous fit is still running: the next turn
 	}
-	c.buf = c.win.CopyTo(c.buf[:0])
+	c.buf = c.win.CopyRecentTo(c.buf[:0])
 	go c.fit(c.buf)
 }
 
-// fit fits pairs (a copy of the window) and swaps the table in.
+// fit fits pairs (a copy of the window's recent pairs) and swaps the table in.
 func (c *calibration) fit(pairs []calibrate.Pair) {
 	defer c.fitting.Store(false)
 	if c.kind == online.Classifier {

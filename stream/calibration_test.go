@@ -15,11 +15,12 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/calibrate"
 )
 
 // TestCalibratedCertainty: a mam streamed over Ripley's 1 000 test rows
-// publishes certainty.probability once its calibration window (after the
-// warm-up) has been fitted in the background: lower ≤ p ≤ upper, n the pairs fitted, and over
+// publishes certainty.probability once its calibration window has been
+// fitted in the background (at the 50th pair, Every): lower ≤ p ≤ upper, n the pairs fitted, and over
 // the second half the mean p is within 0.06 of the observed rate of the
 // positive class, while the interval narrows as the window fills; the live
 // check's gauges are set.
@@ -76,19 +77,21 @@ func TestCalibratedCertainty(t *testing.T) {
 			t.Fatal(err)
 		}
 		pr := got.Certainty.Probability
-		if i < calWarmup+50 && pr != nil {
+		if i < 50 && pr != nil {
 			t.Fatalf("event %d: a probability before the first fit", i)
 		}
 		if pr == nil {
-			if i > calWarmup+150 {
+			if i > 150 {
 				t.Fatalf("event %d: no probability yet", i)
 			}
 			continue
 		}
-		if !(pr.Lower <= pr.P && pr.P <= pr.Upper) || pr.N < 50 || pr.N > 400 {
+		// The fit takes the later half of the pairs so far, at least
+		// calibrate.RecentMin, at most the window's 400.
+		if want := min(i, 400, max(calibrate.RecentMin, i-i/2)); !(pr.Lower <= pr.P && pr.P <= pr.Upper) || pr.N < int64(min(want, 50)) || pr.N > int64(want) {
 			t.Fatalf("event %d: probability %+v", i, *pr)
 		}
-		if i >= calWarmup+50 && i < calWarmup+150 {
+		if i >= 50 && i < 150 {
 			widthEarly += pr.Upper - pr.Lower
 			nEarly++
 		}
@@ -110,7 +113,7 @@ func TestCalibratedCertainty(t *testing.T) {
 		t.Errorf("mean width %.3f while the window fills, %.3f once full (want narrower, ≤ 0.1)", we, wl)
 	}
 	t.Logf("mean p %.3f, observed %.3f; width %.3f → %.3f", sumP/n, pos/n, we, wl)
-	if got := testutil.ToFloat64(e.met.calPairs.WithLabelValues("mam")); got != 400 { // 1 000 − 200 warm-up ≥ 400
+	if got := testutil.ToFloat64(e.met.calPairs.WithLabelValues("mam")); got != 400 { // the window holds its last 400 of 1 000 pairs
 		t.Errorf("streamer_calibration_pairs %v, want 400", got)
 	}
 	var counted float64
@@ -172,7 +175,7 @@ func TestConformalInterval(t *testing.T) {
 		}
 		iv := got.Certainty.Interval
 		if iv == nil {
-			if i > calWarmup+100 {
+			if i > 100 {
 				t.Fatalf("event %d: no interval", i)
 			}
 			continue

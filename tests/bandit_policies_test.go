@@ -26,8 +26,8 @@ import (
 //     z = [x/‖x‖; 1]/√2, A = I + Σ zzᵀ per user);
 //   - upper: issue 16's first design, the mam's candidates ordered by the
 //     Venn–Abers upper probability of one calibration table per model (as
-//     the service fits it: window 2 000, refit every 100, 200 warm-up
-//     events), ties in the order of the request;
+//     the service fits it: window 2 000, refit every 100, on the later
+//     half of the stream so far), ties in the order of the request;
 //   - ridge, linucb: greedy and LinUCB on a per-user ridge regression of the
 //     ±1 click on z (another estimator than the mam's);
 //   - logistic, logistic-ucb: greedy and UCB on each user's Bayesian logistic
@@ -118,7 +118,6 @@ func simulateBandit(t *testing.T, w *banditWorld, policy string, alpha float64, 
 	polRng := rand.New(rand.NewPCG(seed, 4))
 	win := calibrate.NewWindow(2000)
 	var va *calibrate.VennAbers
-	judged := 0
 	type label struct {
 		u, item int
 		y       float64
@@ -220,13 +219,13 @@ func simulateBandit(t *testing.T, w *banditWorld, policy string, alpha float64, 
 		if clickRng.Float64() < pc {
 			y = 1
 		}
-		// The service's calibration window: prequential pairs after 200
-		// warm-up events, "no decision" scores left out.
-		judged++
-		if judged > 200 && pickScore != 0 {
+		// The service's calibration window: prequential pairs, "no
+		// decision" scores left out, each table fitted on the later half
+		// of the stream so far.
+		if pickScore != 0 {
 			win.Add(pickScore, y > 0)
 			if win.Added()%100 == 0 {
-				va = calibrate.FitVennAbers(win.CopyTo(nil))
+				va = calibrate.FitVennAbers(win.CopyRecentTo(nil))
 			}
 		}
 		pending = append(pending, label{u, pick, y})

@@ -84,12 +84,32 @@ func (w *Window) Size() int { return len(w.buf) }
 // non-finite ones excluded), for "refit every K labelled events".
 func (w *Window) Added() int64 { return w.added }
 
+// RecentMin is the fewest pairs CopyRecentTo keeps.
+const RecentMin = 100
+
+// CopyRecentTo is CopyTo restricted to the pairs added in the later half
+// of the stream so far: the newest max(RecentMin, ⌈Added/2⌉) pairs, or all
+// those held if fewer. A model that is still learning scores its early
+// events less well than its present ones, so a table fitted on them is
+// underconfident; the pairs of the later half were scored by a model that
+// had learned at least half of what it knows now, and once Added reaches
+// twice Size the window is the same as CopyTo's. (A fixed warm-up of 200
+// pairs instead left the small data sets without a table and was no more
+// valid elsewhere: TestIVAPValidity.) It allocates only when cap(dst) is
+// smaller than the pairs kept.
+func (w *Window) CopyRecentTo(dst []Pair) []Pair {
+	return w.copyLast(dst, int(min(int64(w.n), max(RecentMin, w.added-w.added/2))))
+}
+
 // CopyTo appends the window's pairs, oldest first, to dst[:0] and returns
 // the result: a snapshot for a fit on another goroutine. It allocates only
 // when cap(dst) < Len().
-func (w *Window) CopyTo(dst []Pair) []Pair {
+func (w *Window) CopyTo(dst []Pair) []Pair { return w.copyLast(dst, w.n) }
+
+// copyLast appends the newest k ≤ Len() pairs, oldest first, to dst[:0].
+func (w *Window) copyLast(dst []Pair, k int) []Pair {
 	dst = dst[:0]
-	start := w.next - w.n
+	start := w.next - k
 	if start < 0 {
 		start += len(w.buf)
 		dst = append(dst, w.buf[start:]...)

@@ -58,6 +58,32 @@ func TestWindowRing(t *testing.T) {
 	calibrate.NewWindow(0)
 }
 
+// TestCopyRecent: CopyRecentTo keeps the newest max(RecentMin, ⌈Added/2⌉)
+// pairs, oldest first, all the held ones when fewer, across the ring's
+// wrap, without allocating into a large enough dst.
+func TestCopyRecent(t *testing.T) {
+	const size = 3 * calibrate.RecentMin
+	w := calibrate.NewWindow(size)
+	var buf []calibrate.Pair
+	for i := range 5 * size {
+		w.Add(float64(i), true)
+		added := i + 1
+		want := min(added, size, max(calibrate.RecentMin, (added+1)/2))
+		buf = w.CopyRecentTo(buf)
+		if len(buf) != want {
+			t.Fatalf("after %d adds: %d pairs, want %d", added, len(buf), want)
+		}
+		for j, p := range buf {
+			if s := float64(added - want + j); p.Score != s {
+				t.Fatalf("after %d adds: pair %d has score %v, want %v", added, j, p.Score, s)
+			}
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { buf = w.CopyRecentTo(buf) }); a != 0 {
+		t.Errorf("CopyRecentTo into a large enough dst: %v allocs", a)
+	}
+}
+
 // TestNoAllocations: Add, AddResidual, Probability and Interval do not
 // allocate.
 func TestNoAllocations(t *testing.T) {
