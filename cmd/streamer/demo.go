@@ -214,8 +214,12 @@ func renderFrame(svc *stream.Service, view *scoreView, brokers string, rate, con
 	}
 	b.WriteString("\nrecent scores (read back from the output topic):\n")
 	for _, r := range view.recent() {
-		fmt.Fprintf(&b, "  %-10s %-8s %-11s score %+.3f  prediction %+d  mistake_bound %.3f  (δ %.2f, n %d)\n",
-			r.ID, r.Key, r.Model, r.Score, r.Prediction, r.Certainty.MistakeBound, r.Certainty.Delta, r.Certainty.N)
+		prob := "p(+1) not yet      " // before the model's first calibration fit
+		if p := r.Certainty.Probability; p != nil {
+			prob = fmt.Sprintf("p(+1) %.2f [%.2f, %.2f]", p.P, p.Lower, p.Upper)
+		}
+		fmt.Fprintf(&b, "  %-10s %-8s %-11s score %+.3f  pred %+d  %s  mistake_bound %.3f (δ %.2f, n %d)\n",
+			r.ID, r.Key, r.Model, r.Score, r.Prediction, prob, r.Certainty.MistakeBound, r.Certainty.Delta, r.Certainty.N)
 	}
 	if d := view.lastDLQ(); d != "" {
 		b.WriteString("\nlast dead-lettered event: " + d + "\n")
@@ -275,6 +279,11 @@ type scoreRecord struct {
 		MistakeBound float64 `json:"mistake_bound"`
 		Delta        float64 `json:"delta"`
 		N            int64   `json:"n"`
+		Probability  *struct {
+			P     float64 `json:"p"`
+			Lower float64 `json:"lower"`
+			Upper float64 `json:"upper"`
+		} `json:"probability"`
 	} `json:"certainty"`
 }
 
