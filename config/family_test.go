@@ -28,7 +28,9 @@ labels:
 	d := cfg.Models[2].Params.(*online.LDAParams)
 	s := cfg.Models[3].Params.(*refit.SVMParams)
 	e := cfg.Models[4].Params.(*online.MAMParams)
-	if !o.Normalize || o.Levels != 5 || o.Kernel != online.DefaultKernel() || o.Budget != 0 || len(o.Edges) != 0 || !cfg.Models[0].Features.Standardize {
+	autoK := online.DefaultKernel()
+	autoK.Gamma = 0 // gamma auto, omam's default for rbf random features
+	if !o.Normalize || o.Levels != 5 || o.Kernel != autoK || o.Budget != 0 || len(o.Edges) != 0 || !cfg.Models[0].Features.Standardize {
 		t.Errorf("omam defaults: %+v", o)
 	}
 	if *l != (online.LogisticParams{LearningRate: online.DefaultLearningRate, L2: online.DefaultL2}) {

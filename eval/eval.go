@@ -387,6 +387,13 @@ func fitInfo(m online.Model) *FitInfo {
 		}
 		return info
 	}
+	if om, ok := online.Unwrap[*online.OMAM](m); ok {
+		g, _, final := om.AutoGamma()
+		if g == 0 || !final {
+			return nil // a fixed gamma, or an auto one still in its warm-up
+		}
+		return &FitInfo{Version: om.Version(), ChosenGamma: &g}
+	}
 	r, ok := online.Unwrap[*refit.Model](m)
 	if !ok {
 		return nil

@@ -106,3 +106,30 @@ func TestGammaAutoReport(t *testing.T) {
 	}
 	t.Logf("\n%s", out.String())
 }
+
+// TestOMAMGammaAutoReport: an omam with the default gamma (auto) reports
+// the width it took from the data's scale, in the report and under the
+// terminal table.
+func TestOMAMGammaAutoReport(t *testing.T) {
+	cfg, err := config.Parse([]byte("models:\n  - {name: o, type: omam, levels: 2, edges: [0.5], features: {dim: 2}}\n"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), cfg, testTypes, Options{Data: writeShuffledRipley(t), Test: "testdata/ripley_test.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Models["o"].Fit
+	// Ripley's raw inputs: S is about 0.2, so γ = 1/S is about 5.
+	if f == nil || f.ChosenGamma == nil || !(*f.ChosenGamma > 1 && *f.ChosenGamma < 20) || len(f.Bandwidths) != 0 {
+		t.Fatalf("fit %+v, want one chosen gamma near 1/S", f)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteSummary(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "o gamma auto: ") {
+		t.Errorf("summary does not report the width:\n%s", out.String())
+	}
+	t.Logf("\n%s", out.String())
+}

@@ -107,6 +107,12 @@ func (r *Report) writeFits(w io.Writer) error {
 			}
 			continue
 		}
+		if f != nil && f.ChosenGamma != nil && len(f.Bandwidths) == 0 { // omam's one width
+			if _, err := fmt.Fprintf(w, "%s gamma auto: %.4g\n", name, *f.ChosenGamma); err != nil {
+				return err
+			}
+			continue
+		}
 		if f != nil && f.Rank > 0 {
 			conv := "converged"
 			if f.Converged != nil && !*f.Converged {

@@ -341,23 +341,38 @@ func (a *mamAuto) estimate(k int) float64 {
 	lo := min(k/2, max(k-2, 0))
 	if a.sw != nil {
 		np = a.sw.pairs(a.pairs, lo, k)
+	} else {
+		np = densePairs(a.pairs, a.buf, d, lo, k)
 	}
-	for i := lo + 1; i < k && a.sw == nil; i++ {
-		xi := a.buf[i*d : (i+1)*d]
+	return scaleOfPairs(a.pairs[:np])
+}
+
+// densePairs writes the squared distances of the pairs among the inputs
+// lo..k−1 of buf (d values each) into dst and returns their number.
+func densePairs(dst, buf []float64, d, lo, k int) int {
+	np := 0
+	for i := lo + 1; i < k; i++ {
+		xi := buf[i*d : (i+1)*d]
 		for j := lo; j < i; j++ {
-			xj := a.buf[j*d : (j+1)*d]
+			xj := buf[j*d : (j+1)*d]
 			var s float64
 			for t, v := range xi {
 				e := v - xj[t]
 				s += e * e
 			}
-			a.pairs[np] = s
+			dst[np] = s
 			np++
 		}
 	}
+	return np
+}
+
+// scaleOfPairs returns S = median/2 of the squared distances p (sorted in
+// place), their mean/2 if that is 0, 1 if there are none or that is 0 too,
+// clamped to [autoScaleMin, autoScaleMax].
+func scaleOfPairs(p []float64) float64 {
 	s := 0.0
-	if np > 0 {
-		p := a.pairs[:np]
+	if np := len(p); np > 0 {
 		slices.Sort(p)
 		s = (p[(np-1)/2]/2 + p[np/2]/2) / 2
 		if !(s > 0) {

@@ -21,7 +21,7 @@ const (
 
 // OMAMParams are the parameters of type "omam".
 type OMAMParams struct {
-	Kernel KernelSpec `yaml:"kernel"` // default rbf, gamma 10, 1024 frequencies, seed 1
+	Kernel KernelSpec `yaml:"kernel"` // default rbf, gamma auto (omam_auto.go), 1024 frequencies, seed 1
 	// Levels m ≥ 2: labels are the levels 1..m (required).
 	Levels int `yaml:"levels"`
 	// Edges, when set (m−1 strictly increasing values), bin real-valued
@@ -39,13 +39,18 @@ type OMAMParams struct {
 
 // DefaultOMAMParams returns the defaults of type "omam" (Levels has none).
 func DefaultOMAMParams() OMAMParams {
-	return OMAMParams{Kernel: DefaultKernel(), Normalize: true}
+	k := DefaultKernel()
+	k.Gamma = 0 // auto (omam_auto.go)
+	return OMAMParams{Kernel: k, Normalize: true}
 }
 
 // Complete applies the kernel type's defaults to the keys not given; the
 // exact kernel mode has no random features or seed.
 func (p *OMAMParams) Complete(_ int, given func(string) bool) {
 	p.Kernel.complete(given, p.Budget > 0)
+	if !given("kernel.gamma") && p.Budget == 0 && !p.Kernel.Sparse && (p.Kernel.Type == KernelRBF || p.Kernel.Type == KernelLaplacian) {
+		p.Kernel.Gamma = 0 // auto (omam_auto.go)
+	}
 }
 
 // Validate checks the parameters for inputs of dimension dim.
@@ -84,7 +89,7 @@ func (p *OMAMParams) Validate(dim int) error {
 			c.add("budget", "the exact kernel mode already keeps a sliding window of budget examples: remove window and decay")
 		}
 	default:
-		if err := validateKernel(p.Kernel, dim); err != nil {
+		if err := validateOMAMKernel(p, dim); err != nil {
 			c.add1(err)
 		} else if dp := omamFeatureDim(p, dim); levelsOK && dp*p.Levels > maxOmega {
 			c.add("levels", "levels×dim φ must be ≤ %d, got %d×%d", maxOmega, p.Levels, dp)
@@ -120,7 +125,11 @@ func OMAMType() *Type {
 			edges := OMAMParams{Kernel: KernelSpec{Type: KernelLinear}, Levels: 3, Edges: []float64{1.5, 2.5}}
 			sparse := decay // generated frequencies (kernel.sparse, hashed features)
 			sparse.Kernel.Sparse = true
-			return []OMAMParams{rff, raw, window, decay, exact, edges, sparse}
+			auto := rff // gamma auto (omam_auto.go)
+			auto.Kernel.Gamma = 0
+			autoWindow := window
+			autoWindow.Kernel.Gamma = 0
+			return []OMAMParams{rff, raw, window, decay, exact, edges, sparse, auto, autoWindow}
 		},
 		Restore:    restoreOMAM,
 		LegacyTags: []string{legacyTagExactOMAM},
@@ -258,7 +267,8 @@ type OMAM struct {
 
 	omamThresholds // levels from scores, shared with ExactOMAM
 
-	sp *omamSparse // ObserveSparse's state (omam_sparse.go); nil until its first call
+	sp   *omamSparse // ObserveSparse's state (omam_sparse.go); nil until its first call
+	auto *omamAuto   // gamma auto (omam_auto.go); nil for a fixed gamma
 }
 
 var (
@@ -278,18 +288,30 @@ func NewOMAM(dim int, p OMAMParams) (*OMAM, error) {
 	if err := p.Validate(dim); err != nil {
 		return nil, err
 	}
-	fm, err := NewFeatureMap(p.Kernel, dim)
-	if err != nil {
-		return nil, err
-	}
 	p.Edges = slices.Clone(p.Edges)
-	o := &OMAM{par: p, dim: dim, fm: fm, m: p.Levels, p: fm.Dim(), decay: 1}
+	o := &OMAM{par: p, dim: dim, m: p.Levels, decay: 1}
+	if p.autoGamma() {
+		if err := newOMAMAuto(o); err != nil {
+			return nil, err
+		}
+	} else {
+		fm, err := NewFeatureMap(p.Kernel, dim)
+		if err != nil {
+			return nil, err
+		}
+		o.fm = fm
+	}
+	o.p = o.fm.Dim()
 	if p.Decay.HalfLife > 0 {
 		o.decay = math.Exp2(-1 / p.Decay.HalfLife)
 	}
 	m, dp := o.m, o.p
-	o.prep, o.phiO = make([]float64, dp+1), make([]float64, dp)
-	o.phi = o.prep[:dp:dp]
+	o.prep, o.phiO = make([]float64, o.PreparedLen()), make([]float64, dp)
+	if o.auto != nil {
+		o.phi = make([]float64, dp) // refresh's zero φ (the event's φ is auto.phi)
+	} else {
+		o.phi = o.prep[:dp:dp]
+	}
 	o.cnt, o.cntC = make([]float64, m), make([]float64, m)
 	o.sum, o.sumC = make([]float64, m*dp), make([]float64, m*dp)
 	if w := p.Window.Events; w > 0 {
@@ -402,8 +424,14 @@ func (o *OMAM) Observe(x []float64, y float64, labelled bool) (pr Prediction) {
 	return pr
 }
 
-// PreparedLen returns dim φ + 1, the length of Prepare's buffer.
-func (o *OMAM) PreparedLen() int { return o.fm.Dim() + 1 }
+// PreparedLen returns dim φ + 1, the length of Prepare's buffer (D + 1
+// under gamma auto: the projection, which φ is computed from).
+func (o *OMAM) PreparedLen() int {
+	if o.auto != nil {
+		return o.auto.nd + 1
+	}
+	return o.fm.Dim() + 1
+}
 
 // Prepare writes [φ(x); ok] into dst, ok being 1 when x is finite and 0
 // otherwise (φ is then unspecified). It reads only the feature map, so it
@@ -413,13 +441,17 @@ func (o *OMAM) PreparedLen() int { return o.fm.Dim() + 1 }
 // variant prepares the same way. It panics unless len(dst) ==
 // PreparedLen() and len(x) == Dim(); it does not allocate.
 func (o *OMAM) Prepare(dst, x []float64) {
-	p := o.fm.Dim()
-	if len(dst) != p+1 {
+	if len(dst) != o.PreparedLen() {
 		panic("online: OMAM.Prepare: len(dst) != PreparedLen()")
 	}
 	if len(x) != o.dim {
 		panic("online: OMAM.Prepare: len(x) != Dim()")
 	}
+	if o.auto != nil {
+		o.prepareAuto(dst, x) // the reference projection: no learned state
+		return
+	}
+	p := o.fm.Dim()
 	_, ok := o.fm.Map(dst[:p], x)
 	dst[p] = 0
 	if ok {
@@ -446,7 +478,7 @@ func (o *OMAM) observePrepared(pr *Prediction, prep, x []float64, y float64, lab
 		o.syncSparse() // w and T after sparse events (omam_sparse.go)
 	}
 	np := o.p
-	if len(prep) != np+1 {
+	if len(prep) != o.PreparedLen() {
 		panic("online: OMAM.ObservePrepared: len(prep) != PreparedLen()")
 	}
 	if x != nil && len(x) != o.dim { // nil: a sparse event (omam_sparse.go)
@@ -456,14 +488,22 @@ func (o *OMAM) observePrepared(pr *Prediction, prep, x []float64, y float64, lab
 		panic("online: OMAM.Observe: label must be a level 1..m (see Label)")
 	}
 	*pr = Prediction{N: o.held}
-	if prep[np] == 0 {
+	if prep[len(prep)-1] == 0 {
 		return
 	}
-	phi := prep[:np:np]
+	var phi []float64
+	if o.auto != nil {
+		phi = o.phiAuto(prep)
+	} else {
+		phi = prep[:np:np]
+	}
 	s := o.score(phi)
 	pr.Score = s
 	pr.Label = o.predict(s)
 	if labelled {
+		if o.auto != nil && o.auto.buf != nil && o.keep(x, int(y)-1) {
+			return // the warm-up relearned every kept example, this one included
+		}
 		o.learn(phi, x, int(y)-1, s)
 	}
 }
@@ -642,13 +682,17 @@ func (o *OMAM) AppendBinary(dst []byte) ([]byte, error) {
 			dst = codec.AppendF64s(dst, o.winX[slot*d:(slot+1)*d])
 		}
 	}
-	return o.omamThresholds.appendBinary(dst), nil
+	dst = o.omamThresholds.appendBinary(dst)
+	if o.auto != nil {
+		dst = o.appendAuto(dst)
+	}
+	return dst, nil
 }
 
 // MarshalBinary encodes the complete state of o (see the format above).
 func (o *OMAM) MarshalBinary() ([]byte, error) {
 	size := 128 + 8*len(o.par.Edges) + 16*o.m*(o.p+1) +
-		o.winFill*(4+8*o.dim) + 12*o.bufFill + 8*o.m
+		o.winFill*(4+8*o.dim) + 12*o.bufFill + 8*o.m + o.autoSize()
 	return o.AppendBinary(make([]byte, 0, size))
 }
 
@@ -707,6 +751,9 @@ func (o *OMAM) UnmarshalBinary(b []byte) error {
 		no.winFill, no.winNext = fill, fill%W
 	}
 	no.omamThresholds.decode(r, n)
+	if no.auto != nil {
+		no.decodeAuto(r)
+	}
 	if err := r.End(); err != nil {
 		return err
 	}

@@ -39,6 +39,8 @@ func newOMAM(t testing.TB, dim int, p OMAMParams) *OMAM {
 var (
 	omamLinear = KernelSpec{Type: KernelLinear}
 	omamRBF    = KernelSpec{Type: KernelRBF, Gamma: 0.3, Features: 64, Seed: 5}
+	omamAutoK  = KernelSpec{Type: KernelRBF, Features: 64, Seed: 5}       // gamma auto
+	omamAutoL  = KernelSpec{Type: KernelLaplacian, Features: 64, Seed: 7} // gamma auto
 )
 
 // levelSum returns S_ℓ (level 1..m) as a vector.
@@ -238,7 +240,10 @@ func TestOMAMSpecValidate(t *testing.T) {
 		{"half-life NaN", func(p *OMAMParams) { p.Decay.HalfLife = math.NaN() }, "decay.half_life"},
 		{"half-life Inf", func(p *OMAMParams) { p.Decay.HalfLife = math.Inf(1) }, "decay.half_life"},
 		{"window and half-life", func(p *OMAMParams) { p.Window.Events, p.Decay.HalfLife = 10, 10 }, "decay.half_life"},
-		{"gamma", func(p *OMAMParams) { p.Kernel.Gamma = 0 }, "kernel.gamma"},
+		{"gamma", func(p *OMAMParams) { p.Kernel.Gamma = -1 }, "kernel.gamma"},
+		{"valid gamma auto", func(p *OMAMParams) { p.Kernel.Gamma = 0 }, ""},
+		{"gamma auto with hashed features", func(p *OMAMParams) { p.Kernel.Gamma, p.Kernel.Sparse = 0, true }, "kernel.gamma"},
+		{"gamma auto exact", func(p *OMAMParams) { p.Kernel, p.Budget = KernelSpec{Type: KernelRBF}, 10 }, "kernel.gamma"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -408,6 +413,8 @@ func TestOMAMObserveDoesNotAllocate(t *testing.T) {
 		{Kernel: omamRBF, Levels: 5, Normalize: true},
 		{Kernel: omamLinear, Levels: 5, Window: Window{Events: 30}},
 		{Kernel: omamRBF, Levels: 5, Decay: Decay{HalfLife: 20}},
+		{Kernel: omamAutoK, Levels: 5, Normalize: true}, // after the warm-up (the first 2000 events)
+		{Kernel: omamAutoL, Levels: 5, Window: Window{Events: 30}},
 	} {
 		o := newOMAM(t, 8, p)
 		x, y := omamData(6, 1024, 8, 5)
@@ -428,6 +435,9 @@ var omamSpecs = []OMAMParams{
 	{Kernel: omamRBF, Levels: 5, Normalize: true},
 	{Kernel: omamRBF, Levels: 4, Edges: []float64{-1, 0, 1}, Window: Window{Events: 40}},
 	{Kernel: omamLinear, Levels: 2, Decay: Decay{HalfLife: 25}, Normalize: true},
+	{Kernel: omamAutoK, Levels: 5, Normalize: true},
+	{Kernel: omamAutoL, Levels: 3, Window: Window{Events: 40}},
+	{Kernel: omamAutoK, Levels: 4, Decay: Decay{HalfLife: 30}},
 }
 
 // TestOMAMRoundTrip restores models at several points (before the first
@@ -436,7 +446,7 @@ var omamSpecs = []OMAMParams{
 func TestOMAMRoundTrip(t *testing.T) {
 	for _, spec := range omamSpecs {
 		x, y := omamData(7, 400, 3, spec.Levels)
-		for _, cut := range []int{0, 10, 70, 300} {
+		for _, cut := range []int{0, 1, 3, 4, 10, 63, 64, 70, 300} { // gamma auto: before, in and after the warm-up
 			o := newOMAM(t, 3, spec)
 			for i := range cut {
 				o.Observe(x[i], y[i], true)

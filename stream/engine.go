@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -443,11 +444,16 @@ type bandwidths struct {
 }
 
 // snapshotBandwidths keeps, for the scrape, the bandwidths of inst if it
-// is (or wraps) a MAM with gamma auto.
+// is (or wraps) a MAM or an OMAM with gamma auto.
 func (m *shardModel) snapshotBandwidths(inst online.Model) {
 	if mm, ok := online.Unwrap[*online.MAM](inst); ok {
 		if c, cands := mm.Bandwidths(); c >= 0 {
 			m.bw.Store(&bandwidths{chosen: c, cands: cands})
+		}
+	}
+	if om, ok := online.Unwrap[*online.OMAM](inst); ok {
+		if g, _, _ := om.AutoGamma(); g > 0 { // omam's gamma auto: one width, no error record
+			m.bw.Store(&bandwidths{chosen: 0, cands: []online.BandwidthInfo{{Gamma: g, Width: 1, Error: math.NaN(), Weight: 1, Hedge: 1}}})
 		}
 	}
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -163,15 +164,20 @@ func TestNewEngineBadConfig(t *testing.T) {
 }
 
 // TestBandwidthMetrics: a mam with gamma auto exports its bandwidths'
-// gammas, errors and weights and the gamma it leans on.
+// gammas, errors and weights and the gamma it leans on; an omam with gamma
+// auto its one width.
 func TestBandwidthMetrics(t *testing.T) {
 	m, err := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelRBF, Features: 64, Seed: 1}, Balance: true, Delta: 0.05})
 	if err != nil {
 		t.Fatal(err)
 	}
+	om, err := online.NewOMAM(2, online.OMAMParams{Kernel: online.KernelSpec{Type: online.KernelRBF, Features: 64, Seed: 1}, Levels: 2, Edges: []float64{0}, Normalize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MaxMessageBytes: 1 << 16},
-		[]NamedModel{{Name: "auto", Model: m}}, reg)
+		[]NamedModel{{Name: "auto", Model: m}, {Name: "ordinal", Model: om, Traits: online.Traits{Kind: online.Ordinal, Levels: 2}}}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,9 +195,26 @@ func TestBandwidthMetrics(t *testing.T) {
 		t.Fatalf("bandwidths exported before a scrape asked for them: %d series (%v)", n, err)
 	}
 	feed(1000, 1) // the scrape's request is served by the next labelled event
-	for name, want := range map[string]int{"streamer_model_bandwidth_gamma": 6, "streamer_model_bandwidth_error": 6, "streamer_model_bandwidth_weight": 6, "streamer_model_bandwidth_chosen": 1} {
+	for name, want := range map[string]int{"streamer_model_bandwidth_gamma": 7, "streamer_model_bandwidth_error": 7, "streamer_model_bandwidth_weight": 7, "streamer_model_bandwidth_chosen": 2} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
 			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
 		}
+	}
+	g, _, _ := om.AutoGamma()
+	want := fmt.Sprintf("streamer_model_bandwidth_chosen{model=%q} %g", "ordinal", g)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, mf := range mfs {
+		if mf.GetName() == "streamer_model_bandwidth_chosen" {
+			for _, mt := range mf.GetMetric() {
+				got = append(got, fmt.Sprintf("streamer_model_bandwidth_chosen{model=%q} %g", mt.GetLabel()[0].GetValue(), mt.GetGauge().GetValue()))
+			}
+		}
+	}
+	if !slices.Contains(got, want) {
+		t.Errorf("chosen gammas %q, want %q among them", got, want)
 	}
 }
