@@ -5,6 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/streamer/streamer/online/codec"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // Gamma auto for omam: with kernel.gamma 0 (the default of the rbf and
@@ -147,13 +148,7 @@ func (o *OMAM) prepareAuto(dst, x []float64) {
 // width, into a.phi.
 func (o *OMAM) phiAuto(prep []float64) []float64 {
 	a := o.auto
-	nd := a.nd
-	s := o.fm.zmult
-	z := a.phi[nd:]
-	for i, v := range prep[:nd] {
-		z[i] = s * v
-	}
-	sincosRFF(a.phi, o.fm.scale)
+	vmath.SincosScaledRFF(a.phi, prep[:a.nd], o.fm.zmult, o.fm.scale) // the products rounded as project rounds them
 	return a.phi
 }
 
