@@ -367,9 +367,15 @@ func densePairs(dst, buf []float64, d, lo, k int) int {
 	return np
 }
 
-// scaleOfPairs returns S = median/2 of the squared distances p (sorted in
-// place), their mean/2 if that is 0, 1 if there are none or that is 0 too,
-// clamped to [autoScaleMin, autoScaleMax].
+// MedianScale is the data scale of gamma auto, S = median/2 of the
+// squared distances p between pairs of inputs (sorted in place): their
+// mean/2 if the median is 0, 1 if there are none or that is 0 too, clamped
+// to [1e-200, 1e200]. The width c/S (rbf gamma; laplacian sqrt(c/S)) is
+// then in the units of docs/math.md §3a. The ranking models' gamma auto
+// (online/refit) uses it on their windows.
+func MedianScale(p []float64) float64 { return scaleOfPairs(p) }
+
+// scaleOfPairs is MedianScale.
 func scaleOfPairs(p []float64) float64 {
 	s := 0.0
 	if np := len(p); np > 0 {

@@ -51,7 +51,9 @@ func KRRType() *online.Type {
 			p.Window.Events, p.Refit.EveryEvents = 30, 12
 			features := p
 			features.Solver, features.Kernel.Features, features.Kernel.Seed = SolverFeatures, 16, 3
-			return []KRRParams{p, features}
+			auto := p // gamma auto (rank_auto.go)
+			auto.Kernel.Gamma = 0
+			return []KRRParams{p, features, auto}
 		},
 		New:     newKRR,
 		Restore: func(b []byte) (online.Model, error) { return restore(b, KRRName, newKRR) },
@@ -61,3 +63,7 @@ func KRRType() *online.Type {
 func newKRR(dim int, p *KRRParams) (online.Model, error) {
 	return newRankModel(KRRName, p, dim, 0, &p.RankParams, p.Kernel.kernels(), rank.KRR, p.Kernel.Features, p.Kernel.Seed, 0)
 }
+
+// AutoKeys: kernel.gamma takes auto (0), the default of the rbf kernel
+// with solver exact (rank_auto.go).
+func (p *KRRParams) AutoKeys() []string { return []string{"kernel.gamma"} }

@@ -59,7 +59,9 @@ func LSRRankType() *online.Type {
 			features.Solver, features.Kernel.Features, features.Kernel.Seed = SolverFeatures, 16, 3
 			linear := p
 			linear.Kernel = RankKernel{Type: "linear"}
-			return []LSRRankParams{p, levels, features, linear}
+			auto := levels // gamma auto (rank_auto.go)
+			auto.Kernel.Gamma = 0
+			return []LSRRankParams{p, levels, features, linear, auto}
 		},
 		New:     newLSRRank,
 		Restore: func(b []byte) (online.Model, error) { return restore(b, LSRRankName, newLSRRank) },
@@ -73,3 +75,7 @@ func LSRRankType() *online.Type {
 func newLSRRank(dim int, p *LSRRankParams) (online.Model, error) {
 	return newRankModel(LSRRankName, p, dim, 0, &p.RankParams, p.Kernel.kernels(), rank.LSRRank, p.Kernel.Features, p.Kernel.Seed, p.Levels)
 }
+
+// AutoKeys: kernel.gamma takes auto (0), the default of the rbf kernel
+// with solver exact (rank_auto.go).
+func (p *LSRRankParams) AutoKeys() []string { return []string{"kernel.gamma"} }

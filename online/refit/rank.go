@@ -55,7 +55,7 @@ func defaultRankParams() RankParams {
 }
 
 func defaultRankKernel() RankKernel {
-	return RankKernel{Type: "rbf", Gamma: DefaultRankGamma, Features: DefaultRankFeatures, Seed: 1}
+	return RankKernel{Type: "rbf", Features: DefaultRankFeatures, Seed: 1} // gamma auto (rank_auto.go)
 }
 
 // complete sets the schedule's default.
@@ -66,8 +66,8 @@ func (p *RankParams) complete(given func(string) bool) { p.Refit.complete(given)
 func (k *RankKernel) complete(solver string, given func(string) bool) {
 	rff := k.Type == "rbf" && solver == SolverFeatures
 	if !given("kernel.gamma") {
-		k.Gamma = 0
-		if k.Type == "rbf" {
+		k.Gamma = 0 // linear; rbf with solver exact: auto (rank_auto.go)
+		if k.Type == "rbf" && solver == SolverFeatures {
 			k.Gamma = DefaultRankGamma
 		}
 	}
@@ -107,8 +107,11 @@ func (k *RankKernel) validate(errs *[]error, solver string) {
 	add := func(key, format string, args ...any) { *errs = append(*errs, specErrorf(key, format, args...)) }
 	switch k.Type {
 	case "rbf":
-		if !positive(k.Gamma) {
-			add("kernel.gamma", "must be a finite number > 0, got %v", k.Gamma)
+		switch {
+		case k.Gamma == 0 && solver == SolverFeatures:
+			add("kernel.gamma", "auto is only for solver exact (the features solver keeps running sums of one map): give a number > 0")
+		case k.Gamma != 0 && !positive(k.Gamma):
+			add("kernel.gamma", "must be a finite number > 0 or auto, got %v", k.Gamma)
 		}
 	case "linear":
 		if k.Gamma != 0 {
@@ -236,7 +239,7 @@ func (t *LSRRank) Label(v float64) (float64, bool) { return rankLabel(v) }
 
 // Fit solves the exact system on d.
 func (t *LSRRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error) {
-	return fitExact(ctx, d, rank.Config{Method: rank.LSRRank, Kernels: t.Kernels, Lambda: t.Lambda})
+	return fitExact(ctx, d, rank.Config{Method: rank.LSRRank, Kernels: autoKernels(t.Kernels, d), Lambda: t.Lambda})
 }
 
 // Unmarshal restores a fit.
@@ -247,7 +250,7 @@ func (t *KRR) Label(v float64) (float64, bool) { return rankLabel(v) }
 
 // Fit solves the exact system on d.
 func (t *KRR) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error) {
-	return fitExact(ctx, d, rank.Config{Method: rank.KRR, Kernels: t.Kernels, Lambda: t.Lambda})
+	return fitExact(ctx, d, rank.Config{Method: rank.KRR, Kernels: autoKernels(t.Kernels, d), Lambda: t.Lambda})
 }
 
 // Unmarshal restores a fit.

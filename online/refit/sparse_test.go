@@ -301,7 +301,7 @@ func TestSparseBackground(t *testing.T) {
 func TestSparseValidation(t *testing.T) {
 	const dim = 1 << 18
 	features := DefaultLSRRankParams()
-	features.Solver, features.Kernel.Features, features.Kernel.Seed = SolverFeatures, 64, 1
+	features.Solver, features.Kernel.Features, features.Kernel.Seed, features.Kernel.Gamma = SolverFeatures, 64, 1, DefaultRankGamma
 	big := DefaultKRRParams()
 	big.Complete(dim, func(string) bool { return false })
 	big.Window.Events = 20000

@@ -714,11 +714,15 @@ func TestParamsValidation(t *testing.T) {
 		{"svm probability.levels 1", svmP(func(p *SVMParams) { p.Probability.Levels = 1 }), "probability.levels"},
 
 		{"lsrrank defaults", lsr(func(*LSRRankParams) {}), ""},
-		{"lsrrank features defaults", lsr(func(p *LSRRankParams) { p.Solver, p.Kernel.Features, p.Kernel.Seed = SolverFeatures, 1024, 1 }), ""},
+		{"lsrrank features defaults", lsr(func(p *LSRRankParams) {
+			p.Solver, p.Kernel.Features, p.Kernel.Seed, p.Kernel.Gamma = SolverFeatures, 1024, 1, DefaultRankGamma
+		}), ""},
+		{"lsrrank features gamma auto", lsr(func(p *LSRRankParams) { p.Solver, p.Kernel.Features, p.Kernel.Seed = SolverFeatures, 1024, 1 }), "kernel.gamma"},
+		{"lsrrank exact gamma auto", lsr(func(p *LSRRankParams) { p.Kernel.Gamma = 0 }), ""},
 		{"lsrrank exact with kernel.features", lsr(func(p *LSRRankParams) { p.Kernel.Features = 10 }), "kernel.features"},
 		{"lsrrank exact with kernel.seed", lsr(func(p *LSRRankParams) { p.Kernel.Seed = 3 }), "kernel.seed"},
-		{"lsrrank features 0", lsr(func(p *LSRRankParams) { p.Solver = SolverFeatures }), "kernel.features"},
-		{"lsrrank features too many", lsr(func(p *LSRRankParams) { p.Solver, p.Kernel.Features = SolverFeatures, 1<<14 }), "kernel.features"},
+		{"lsrrank features 0", lsr(func(p *LSRRankParams) { p.Solver, p.Kernel.Gamma = SolverFeatures, 1 }), "kernel.features"},
+		{"lsrrank features too many", lsr(func(p *LSRRankParams) { p.Solver, p.Kernel.Features, p.Kernel.Gamma = SolverFeatures, 1<<14, 1 }), "kernel.features"},
 		{"lsrrank kernel type", lsr(func(p *LSRRankParams) { p.Kernel.Type = "laplacian" }), "kernel.type"},
 		{"lsrrank gamma < 0", lsr(func(p *LSRRankParams) { p.Kernel.Gamma = -1 }), "kernel.gamma"},
 		{"lsrrank lambda 0", lsr(func(p *LSRRankParams) { p.Lambda = 0 }), "lambda"},
