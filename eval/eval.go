@@ -402,6 +402,9 @@ func fitInfo(m online.Model) *FitInfo {
 		return &FitInfo{Version: r.Version(), Rows: s.Rows, Cols: s.Cols, Rank: s.Rank, Iterations: s.Iterations,
 			Converged: &s.Converged, Objective: &s.Objective}
 	}
+	if g, ok := r.AutoGamma(); ok { // krr, lsrrank: the width of the current fit
+		return &FitInfo{Version: r.Version(), ChosenGamma: &g}
+	}
 	if f, ok := r.AdaBoostFit(); ok {
 		info := &FitInfo{Version: r.Version()}
 		for _, w := range f.Weights() {

@@ -133,3 +133,30 @@ func TestOMAMGammaAutoReport(t *testing.T) {
 	}
 	t.Logf("\n%s", out.String())
 }
+
+// TestRankGammaAutoReport: a krr with the default gamma (auto) reports
+// the width of its last fit, taken from its window by the median
+// heuristic.
+func TestRankGammaAutoReport(t *testing.T) {
+	cfg, err := config.Parse([]byte("models:\n  - {name: k, type: krr, window: {events: 300}, refit: {every_events: 100}, features: {dim: 2}}\n"), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), cfg, testTypes, Options{Data: writeShuffledRipley(t), Test: "testdata/ripley_test.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := rep.Models["k"].Fit
+	// Ripley's raw inputs: S is about 0.2, so γ = 1/(4S) is about 1.
+	if f == nil || f.ChosenGamma == nil || !(*f.ChosenGamma > 0.2 && *f.ChosenGamma < 5) {
+		t.Fatalf("fit %+v, want the chosen gamma near 1/(4S)", f)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteSummary(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "k gamma auto: ") {
+		t.Errorf("summary does not report the width:\n%s", out.String())
+	}
+	t.Logf("\n%s", out.String())
+}

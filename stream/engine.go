@@ -444,17 +444,22 @@ type bandwidths struct {
 }
 
 // snapshotBandwidths keeps, for the scrape, the bandwidths of inst if it
-// is (or wraps) a MAM or an OMAM with gamma auto.
+// is (or wraps) a MAM, an OMAM, a krr or an lsrrank with gamma auto.
 func (m *shardModel) snapshotBandwidths(inst online.Model) {
 	if mm, ok := online.Unwrap[*online.MAM](inst); ok {
 		if c, cands := mm.Bandwidths(); c >= 0 {
 			m.bw.Store(&bandwidths{chosen: c, cands: cands})
 		}
 	}
+	g := 0.0 // one width, no error record: omam's gamma auto, or krr's and lsrrank's last fit
 	if om, ok := online.Unwrap[*online.OMAM](inst); ok {
-		if g, _, _ := om.AutoGamma(); g > 0 { // omam's gamma auto: one width, no error record
-			m.bw.Store(&bandwidths{chosen: 0, cands: []online.BandwidthInfo{{Gamma: g, Width: 1, Error: math.NaN(), Weight: 1, Hedge: 1}}})
-		}
+		g, _, _ = om.AutoGamma()
+	}
+	if r, ok := online.Unwrap[*refit.Model](inst); ok {
+		g, _ = r.AutoGamma()
+	}
+	if g > 0 {
+		m.bw.Store(&bandwidths{chosen: 0, cands: []online.BandwidthInfo{{Gamma: g, Width: 1, Error: math.NaN(), Weight: 1, Hedge: 1}}})
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/refit"
 )
 
 // memSink keeps what it is given; buffers are recycled when reset.
@@ -165,7 +166,7 @@ func TestNewEngineBadConfig(t *testing.T) {
 
 // TestBandwidthMetrics: a mam with gamma auto exports its bandwidths'
 // gammas, errors and weights and the gamma it leans on; an omam with gamma
-// auto its one width.
+// auto its one width, a krr its last fit's.
 func TestBandwidthMetrics(t *testing.T) {
 	m, err := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelRBF, Features: 64, Seed: 1}, Balance: true, Delta: 0.05})
 	if err != nil {
@@ -175,9 +176,17 @@ func TestBandwidthMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kp := refit.DefaultKRRParams()
+	kp.Kernel = refit.RankKernel{Type: "rbf"} // gamma auto, solver exact
+	kp.Window.Events, kp.Refit.EveryEvents = 300, 100
+	krr, err := refit.KRRType().New(2, &kp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := prometheus.NewRegistry()
 	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MaxMessageBytes: 1 << 16},
-		[]NamedModel{{Name: "auto", Model: m}, {Name: "ordinal", Model: om, Traits: online.Traits{Kind: online.Ordinal, Levels: 2}}}, reg)
+		[]NamedModel{{Name: "auto", Model: m}, {Name: "ordinal", Model: om, Traits: online.Traits{Kind: online.Ordinal, Levels: 2}},
+			{Name: "krr", Model: krr, Traits: online.Traits{Kind: online.Regression, Refitted: true}}}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +204,7 @@ func TestBandwidthMetrics(t *testing.T) {
 		t.Fatalf("bandwidths exported before a scrape asked for them: %d series (%v)", n, err)
 	}
 	feed(1000, 1) // the scrape's request is served by the next labelled event
-	for name, want := range map[string]int{"streamer_model_bandwidth_gamma": 7, "streamer_model_bandwidth_error": 7, "streamer_model_bandwidth_weight": 7, "streamer_model_bandwidth_chosen": 2} {
+	for name, want := range map[string]int{"streamer_model_bandwidth_gamma": 8, "streamer_model_bandwidth_error": 8, "streamer_model_bandwidth_weight": 8, "streamer_model_bandwidth_chosen": 3} {
 		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
 			t.Errorf("%s: %d series (%v), want %d", name, n, err, want)
 		}

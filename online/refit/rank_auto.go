@@ -69,3 +69,30 @@ func windowScale(d *Data) float64 {
 	}
 	return online.MedianScale(pairs)
 }
+
+// AutoGamma returns, for a krr or lsrrank with gamma auto and solver
+// exact, the rbf width its current fit was solved with (chosen from the
+// window at that refit); ok is false before the first fit and for every
+// other model.
+func (m *Model) AutoGamma() (gamma float64, ok bool) {
+	var ks []rank.Kernel
+	switch t := m.tr.(type) {
+	case *KRR:
+		ks = t.Kernels
+	case *LSRRank:
+		ks = t.Kernels
+	}
+	if !slices.ContainsFunc(ks, func(k rank.Kernel) bool { return k.Type == rank.RBF && k.Gamma == 0 }) {
+		return 0, false
+	}
+	if s := m.cur.Load(); s != nil {
+		if f, isExact := s.fit.(exactFit); isExact {
+			for _, k := range f.m.Kernels() {
+				if k.Type == rank.RBF {
+					return k.Gamma, true
+				}
+			}
+		}
+	}
+	return 0, false
+}
