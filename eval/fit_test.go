@@ -71,11 +71,11 @@ models:
 	t.Logf("\n%s", out.String())
 }
 
-// TestGammaAutoReport: a mam with the default gamma (auto) reports its
-// bandwidths: each candidate's gamma, prequential error and weight, and
-// the gamma leaned on, in the report and under the terminal table.
-func TestGammaAutoReport(t *testing.T) {
-	cfg, err := config.Parse([]byte("models:\n  - {name: m, type: mam, features: {dim: 2}}\n"), nil, testTypes)
+// ripleyReport runs streamer eval's protocol for the models of the YAML
+// list on shuffled Ripley, and returns the report and its terminal summary.
+func ripleyReport(t *testing.T, models string) (*Report, string) {
+	t.Helper()
+	cfg, err := config.Parse([]byte("models:\n"+models), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +83,19 @@ func TestGammaAutoReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out bytes.Buffer
+	if err := rep.WriteSummary(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	return rep, out.String()
+}
+
+// TestGammaAutoReport: a mam with the default gamma (auto) reports its
+// bandwidths: each candidate's gamma, prequential error and weight, and
+// the gamma leaned on, in the report and under the terminal table.
+func TestGammaAutoReport(t *testing.T) {
+	rep, out := ripleyReport(t, "  - {name: m, type: mam, features: {dim: 2}}\n")
 	f := rep.Models["m"].Fit
 	if f == nil || len(f.Bandwidths) != 6 || f.ChosenGamma == nil {
 		t.Fatalf("fit %+v, want 6 bandwidths and the chosen gamma", f)
@@ -97,66 +110,25 @@ func TestGammaAutoReport(t *testing.T) {
 	if !(sum > 0) {
 		t.Fatalf("mixture weights sum to %v", sum)
 	}
-	var out bytes.Buffer
-	if err := rep.WriteSummary(&out); err != nil {
-		t.Fatal(err)
+	if !strings.Contains(out, "m gamma auto: ") {
+		t.Errorf("summary does not report the bandwidths:\n%s", out)
 	}
-	if !strings.Contains(out.String(), "m gamma auto: ") {
-		t.Errorf("summary does not report the bandwidths:\n%s", out.String())
-	}
-	t.Logf("\n%s", out.String())
 }
 
-// TestOMAMGammaAutoReport: an omam with the default gamma (auto) reports
-// the width it took from the data's scale, in the report and under the
-// terminal table.
-func TestOMAMGammaAutoReport(t *testing.T) {
-	cfg, err := config.Parse([]byte("models:\n  - {name: o, type: omam, levels: 2, edges: [0.5], features: {dim: 2}}\n"), nil, testTypes)
-	if err != nil {
-		t.Fatal(err)
+// TestOneWidthAutoReport: an omam, and a krr, with the default gamma
+// (auto) report the one width they took from the data's scale (Ripley's
+// raw inputs: S is about 0.2, so omam's γ = 1/S is about 5 and krr's
+// median heuristic 1/(4S) about 1), in the report and under the table.
+func TestOneWidthAutoReport(t *testing.T) {
+	rep, out := ripleyReport(t, "  - {name: o, type: omam, levels: 2, edges: [0.5], features: {dim: 2}}\n"+
+		"  - {name: k, type: krr, window: {events: 300}, refit: {every_events: 100}, features: {dim: 2}}\n")
+	for name, lim := range map[string][2]float64{"o": {1, 20}, "k": {0.2, 5}} {
+		f := rep.Models[name].Fit
+		if f == nil || f.ChosenGamma == nil || !(*f.ChosenGamma > lim[0] && *f.ChosenGamma < lim[1]) || len(f.Bandwidths) != 0 {
+			t.Errorf("%s: fit %+v, want one chosen gamma in %v", name, f, lim)
+		}
+		if !strings.Contains(out, name+" gamma auto: ") {
+			t.Errorf("summary does not report %s's width:\n%s", name, out)
+		}
 	}
-	rep, err := Run(context.Background(), cfg, testTypes, Options{Data: writeShuffledRipley(t), Test: "testdata/ripley_test.csv"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := rep.Models["o"].Fit
-	// Ripley's raw inputs: S is about 0.2, so γ = 1/S is about 5.
-	if f == nil || f.ChosenGamma == nil || !(*f.ChosenGamma > 1 && *f.ChosenGamma < 20) || len(f.Bandwidths) != 0 {
-		t.Fatalf("fit %+v, want one chosen gamma near 1/S", f)
-	}
-	var out bytes.Buffer
-	if err := rep.WriteSummary(&out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "o gamma auto: ") {
-		t.Errorf("summary does not report the width:\n%s", out.String())
-	}
-	t.Logf("\n%s", out.String())
-}
-
-// TestRankGammaAutoReport: a krr with the default gamma (auto) reports
-// the width of its last fit, taken from its window by the median
-// heuristic.
-func TestRankGammaAutoReport(t *testing.T) {
-	cfg, err := config.Parse([]byte("models:\n  - {name: k, type: krr, window: {events: 300}, refit: {every_events: 100}, features: {dim: 2}}\n"), nil, testTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := Run(context.Background(), cfg, testTypes, Options{Data: writeShuffledRipley(t), Test: "testdata/ripley_test.csv"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := rep.Models["k"].Fit
-	// Ripley's raw inputs: S is about 0.2, so γ = 1/(4S) is about 1.
-	if f == nil || f.ChosenGamma == nil || !(*f.ChosenGamma > 0.2 && *f.ChosenGamma < 5) {
-		t.Fatalf("fit %+v, want the chosen gamma near 1/(4S)", f)
-	}
-	var out bytes.Buffer
-	if err := rep.WriteSummary(&out); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "k gamma auto: ") {
-		t.Errorf("summary does not report the width:\n%s", out.String())
-	}
-	t.Logf("\n%s", out.String())
 }
