@@ -107,7 +107,7 @@ func (r *Report) writeFits(w io.Writer) error {
 			}
 			continue
 		}
-		if f != nil && f.ChosenGamma != nil && len(f.Bandwidths) == 0 { // omam's one width
+		if f != nil && f.ChosenGamma != nil { // one width: omam, krr, lsrrank
 			if _, err := fmt.Fprintf(w, "%s gamma auto: %.4g\n", name, *f.ChosenGamma); err != nil {
 				return err
 			}

@@ -140,8 +140,8 @@ func (c *checks) validateAuto(p *MAMParams, dim int) {
 		if p.Bandwidths != 0 && (p.Bandwidths < minBandwidths || p.Bandwidths > maxBandwidths) {
 			c.add("bandwidths", "must be in [%d, %d] (0 = %d), got %d", minBandwidths, maxBandwidths, DefaultBandwidths, p.Bandwidths)
 		}
-		if dim > maxAutoDim && !k.Sparse { // kernel.sparse keeps them by their entries
-			c.add("kernel.gamma", "auto keeps the first %d inputs: dim must be ≤ %d, got %d (give a gamma)", autoWarmup, maxAutoDim, dim)
+		if !k.Sparse { // kernel.sparse keeps them by their entries
+			c.add1(checkAutoDim(dim))
 		}
 	} else {
 		c.bandwidthsUnused(p.Bandwidths)
@@ -312,8 +312,16 @@ func (a *mamAuto) allocWarmup() {
 		a.buf = make([]float64, autoWarmup*a.d)
 	}
 	a.bufY = make([]int8, autoWarmup)
-	h := autoWarmup - autoWarmup/2
-	a.pairs = make([]float64, h*(h-1)/2)
+	a.pairs = warmupPairs()
+}
+
+// checkAutoDim refuses gamma auto for inputs too wide to keep the first
+// autoWarmup of densely.
+func checkAutoDim(dim int) error {
+	if dim > maxAutoDim {
+		return specErrorf("kernel.gamma", "auto keeps the first %d inputs: dim must be ≤ %d, got %d (give a gamma)", autoWarmup, maxAutoDim, dim)
+	}
+	return nil
 }
 
 // warming reports whether the grid is still provisional.
@@ -337,14 +345,40 @@ func (a *mamAuto) setScale(s float64) {
 // estimate returns S from the first k kept inputs: the pairs of the last
 // half of them (of the last two for k < 4; see above).
 func (a *mamAuto) estimate(k int) float64 {
-	d, np := a.d, 0
-	lo := min(k/2, max(k-2, 0))
-	if a.sw != nil {
-		np = a.sw.pairs(a.pairs, lo, k)
-	} else {
-		np = densePairs(a.pairs, a.buf, d, lo, k)
+	if a.sw == nil {
+		return warmupScale(a.pairs, a.buf, a.d, k)
 	}
-	return scaleOfPairs(a.pairs[:np])
+	return scaleOfPairs(a.pairs[:a.sw.pairs(a.pairs, warmupLo(k), k)])
+}
+
+// warmupLo is the first of the kept inputs whose pairs estimate S at the
+// k-th labelled example: the last half of them, the last two for k < 4.
+func warmupLo(k int) int { return min(k/2, max(k-2, 0)) }
+
+// rebuildPoint reports whether the k-th labelled example (from 1) of the
+// warm-up re-estimates S: k a power of two, or the last.
+func rebuildPoint(k int) bool { return k == autoWarmup || k&(k-1) == 0 }
+
+// warmupPairs returns the scratch for the squared distances of the pairs
+// of the last half of autoWarmup kept inputs.
+func warmupPairs() []float64 {
+	h := autoWarmup - autoWarmup/2
+	return make([]float64, h*(h-1)/2)
+}
+
+// warmupScale returns S from the first k inputs kept in buf (d values
+// each): the pairs of their last half (warmupLo), pairs the scratch.
+func warmupScale(pairs, buf []float64, d, k int) float64 {
+	return scaleOfPairs(pairs[:densePairs(pairs, buf, d, warmupLo(k), k)])
+}
+
+// DenseScale returns MedianScale over every pair of the rows of x (d
+// values each): the ranking models' gamma auto (online/refit) on their
+// windows.
+func DenseScale(x []float64, d int) float64 {
+	n := len(x) / d
+	pairs := make([]float64, n*(n-1)/2)
+	return scaleOfPairs(pairs[:densePairs(pairs, x, d, 0, n)])
 }
 
 // densePairs writes the squared distances of the pairs among the inputs
@@ -563,7 +597,7 @@ func (a *mamAuto) learn(m *MAM, x []float64, y float64) {
 		k := int(a.total)
 		a.keepWarm(k, x)
 		a.bufY[k] = int8(y)
-		if k++; k == autoWarmup || k&(k-1) == 0 {
+		if k++; rebuildPoint(k) {
 			a.rebuild(m, k)
 			return
 		}

@@ -2,7 +2,6 @@ package online
 
 import (
 	"math"
-	"math/bits"
 
 	"github.com/streamer/streamer/online/codec"
 	"github.com/streamer/streamer/online/internal/vmath"
@@ -73,8 +72,8 @@ func validateOMAMKernel(p *OMAMParams, dim int) error {
 		if k.Sparse {
 			return specErrorf("kernel.gamma", "auto is not available for omam with hashed features (kernel.sparse): give a number")
 		}
-		if dim > maxAutoDim {
-			return specErrorf("kernel.gamma", "auto keeps the first %d inputs: dim must be ≤ %d, got %d (give a gamma)", autoWarmup, maxAutoDim, dim)
+		if err := checkAutoDim(dim); err != nil {
+			return err
 		}
 		k.Gamma = autoRefGamma
 	}
@@ -102,8 +101,7 @@ func newOMAMAuto(o *OMAM) error {
 func (a *omamAuto) allocWarmup(d int) {
 	a.buf = make([]float64, autoWarmup*d)
 	a.bufL = make([]int32, autoWarmup)
-	h := autoWarmup - autoWarmup/2
-	a.pairs = make([]float64, h*(h-1)/2)
+	a.pairs = warmupPairs()
 	a.kept = 0
 }
 
@@ -162,12 +160,10 @@ func (o *OMAM) keep(x []float64, l int) bool {
 	a.bufL[a.kept] = int32(l)
 	a.kept++
 	k := a.kept
-	if k != autoWarmup && bits.OnesCount(uint(k)) != 1 {
+	if !rebuildPoint(k) {
 		return false
 	}
-	lo := min(k/2, max(k-2, 0))
-	np := densePairs(a.pairs, a.buf, d, lo, k)
-	o.setScale(scaleOfPairs(a.pairs[:np]))
+	o.setScale(warmupScale(a.pairs, a.buf, d, k))
 	o.clearState()
 	for i := range k {
 		x := a.buf[i*d : (i+1)*d]

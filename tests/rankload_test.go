@@ -164,10 +164,7 @@ func TestRankLoad(t *testing.T) {
 			go func() { fetched <- fetchProfile(p, name, filepath.Join(pprofDir, name+".out"), 3) }()
 		}
 	}
-	if err := client.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Wait(); err != nil {
+	if err := client.Run(); err != nil {
 		t.Fatalf("the client: %v\n%s", err, clientErr.String())
 	}
 	cpu1 := readCPU(p.cmd.Process.Pid)

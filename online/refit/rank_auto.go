@@ -33,38 +33,34 @@ const rankAutoRows = 64
 // autoKernels returns ks with every rbf kernel of gamma 0 given the width
 // of the window d; ks itself when none asks for auto.
 func autoKernels(ks []rank.Kernel, d *Data) []rank.Kernel {
-	if !slices.ContainsFunc(ks, func(k rank.Kernel) bool { return k.Type == rank.RBF && k.Gamma == 0 }) {
+	if !slices.ContainsFunc(ks, isAuto) {
 		return ks
 	}
 	g := rankAutoWidth / windowScale(d)
 	out := slices.Clone(ks)
 	for i := range out {
-		if out[i].Type == rank.RBF && out[i].Gamma == 0 {
+		if isAuto(out[i]) {
 			out[i].Gamma = g
 		}
 	}
 	return out
 }
 
+// isAuto reports whether k asks for gamma auto: rbf with gamma 0.
+func isAuto(k rank.Kernel) bool { return k.Type == rank.RBF && k.Gamma == 0 }
+
 // windowScale returns S of the window's newest rankAutoRows rows.
 func windowScale(d *Data) float64 {
 	n := d.N()
 	lo := max(0, n-rankAutoRows)
+	if !d.Sparse() {
+		return online.DenseScale(d.X[lo*d.D:n*d.D], d.D)
+	}
 	pairs := make([]float64, 0, (n-lo)*(n-lo-1)/2)
 	for i := lo + 1; i < n; i++ {
-		for j := lo; j < i; j++ {
-			var s float64
-			if d.Sparse() {
-				a, b := d.Rows[i], d.Rows[j]
-				s = sparse.Dist2(sparse.Sq(a), sparse.Sq(b), sparse.Dot(a, b))
-			} else {
-				xi, xj := d.Row(i), d.Row(j)
-				for t, v := range xi {
-					e := v - xj[t]
-					s += e * e
-				}
-			}
-			pairs = append(pairs, s)
+		a := d.Rows[i]
+		for _, b := range d.Rows[lo:i] {
+			pairs = append(pairs, sparse.Dist2(sparse.Sq(a), sparse.Sq(b), sparse.Dot(a, b)))
 		}
 	}
 	return online.MedianScale(pairs)
@@ -82,7 +78,7 @@ func (m *Model) AutoGamma() (gamma float64, ok bool) {
 	case *LSRRank:
 		ks = t.Kernels
 	}
-	if !slices.ContainsFunc(ks, func(k rank.Kernel) bool { return k.Type == rank.RBF && k.Gamma == 0 }) {
+	if !slices.ContainsFunc(ks, isAuto) {
 		return 0, false
 	}
 	if s := m.cur.Load(); s != nil {

@@ -14,8 +14,8 @@ import (
 
 // TestRankAutoBoston: krr and lsrrank (solver exact, rbf) with no gamma
 // (auto: each refit's width from its window's scale) against the fixed
-// widths c/S, c = 2^k, k = −4..6 (S = online.MedianScale of all the
-// training pairs) and γ = 10 (the former default), on boston_ordinal's 10
+// widths c/S, c = 2^k, k = −4..6 (S = online.DenseScale of all the
+// training rows) and γ = 10 (the former default), on boston_ordinal's 10
 // splits (standardised on the training rows; one fit on the training
 // split, Kendall τ-b on the test split). Auto must be within 0.02 of the
 // best fixed width and γ = 10 far below it. Measured: krr auto 0.713,
@@ -54,18 +54,7 @@ func TestRankAutoBoston(t *testing.T) {
 				gammas = append(gammas, ks[0].Gamma)
 				auto += tau([]rank.Kernel{{Type: rank.RBF, V: 1}})
 				g10 += tau([]rank.Kernel{{Type: rank.RBF, Gamma: 10, V: 1}})
-				var pairs []float64
-				for i := range len(ytr) {
-					for j := range i {
-						var s float64
-						for c := range d {
-							e := Xtr[i*d+c] - Xtr[j*d+c]
-							s += e * e
-						}
-						pairs = append(pairs, s)
-					}
-				}
-				S := online.MedianScale(pairs)
+				S := online.DenseScale(Xtr, d)
 				for g, c := range cs {
 					fixed[g] += tau([]rank.Kernel{{Type: rank.RBF, Gamma: c / S, V: 1}})
 				}
