@@ -141,14 +141,7 @@ func TestOMAMAutoBadEncodings(t *testing.T) {
 	x, y := omamData(12, 100, 3, 4)
 	p := OMAMParams{Kernel: omamAutoK, Levels: 4, Normalize: true}
 	for _, n := range []int{0, 5, 80} {
-		o := newOMAM(t, 3, p)
-		for i := range n {
-			o.Observe(x[i], y[i], true)
-		}
-		b, err := o.MarshalBinary()
-		if err != nil {
-			t.Fatal(err)
-		}
+		o, b := trainedOMAM(t, 3, p, x[:n], y[:n])
 		tail := len(b) - o.autoSize() // the auto part: S, kept, kept examples
 		for name, mut := range map[string]func(c []byte){
 			"scale": func(c []byte) {

@@ -27,6 +27,21 @@ func omamData(seed uint64, n, d, m int) (x [][]float64, y []float64) {
 	return x, y
 }
 
+// trainedOMAM returns an OMAM of dimension dim and parameters p that
+// learned the labelled rows (x, y), and its encoding.
+func trainedOMAM(t testing.TB, dim int, p OMAMParams, x [][]float64, y []float64) (*OMAM, []byte) {
+	t.Helper()
+	o := newOMAM(t, dim, p)
+	for i := range x {
+		o.Observe(x[i], y[i], true)
+	}
+	b, err := o.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, b
+}
+
 func newOMAM(t testing.TB, dim int, p OMAMParams) *OMAM {
 	t.Helper()
 	o, err := NewOMAM(dim, p)
@@ -447,14 +462,7 @@ func TestOMAMRoundTrip(t *testing.T) {
 	for _, spec := range omamSpecs {
 		x, y := omamData(7, 400, 3, spec.Levels)
 		for _, cut := range []int{0, 1, 3, 4, 10, 63, 64, 70, 300} { // gamma auto: before, in and after the warm-up
-			o := newOMAM(t, 3, spec)
-			for i := range cut {
-				o.Observe(x[i], y[i], true)
-			}
-			b, err := o.MarshalBinary()
-			if err != nil {
-				t.Fatal(err)
-			}
+			o, b := trainedOMAM(t, 3, spec, x[:cut], y[:cut])
 			m, err := testTypes.Restore(b)
 			if err != nil {
 				t.Fatalf("%+v at %d: %v", spec, cut, err)
