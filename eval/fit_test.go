@@ -115,14 +115,16 @@ func TestGammaAutoReport(t *testing.T) {
 	}
 }
 
-// TestOneWidthAutoReport: an omam, and a krr, with the default gamma
-// (auto) report the one width they took from the data's scale (Ripley's
-// raw inputs: S is about 0.2, so omam's γ = 1/S is about 5 and krr's
-// median heuristic 1/(4S) about 1), in the report and under the table.
+// TestOneWidthAutoReport: an omam, and a krr with each solver, with the
+// default gamma (auto) report the one width they took from the data's
+// scale (Ripley's raw inputs: S is about 0.2, so omam's γ = 1/S is about
+// 5 and krr's median heuristic 1/(4S) about 1), in the report and under
+// the table.
 func TestOneWidthAutoReport(t *testing.T) {
 	rep, out := ripleyReport(t, "  - {name: o, type: omam, levels: 2, edges: [0.5], features: {dim: 2}}\n"+
-		"  - {name: k, type: krr, window: {events: 300}, refit: {every_events: 100}, features: {dim: 2}}\n")
-	for name, lim := range map[string][2]float64{"o": {1, 20}, "k": {0.2, 5}} {
+		"  - {name: k, type: krr, window: {events: 300}, refit: {every_events: 100}, features: {dim: 2}}\n"+
+		"  - {name: f, type: krr, solver: features, kernel: {features: 64}, window: {events: 300}, refit: {every_events: 100}, features: {dim: 2}}\n")
+	for name, lim := range map[string][2]float64{"o": {1, 20}, "k": {0.2, 5}, "f": {0.2, 5}} {
 		f := rep.Models[name].Fit
 		if f == nil || f.ChosenGamma == nil || !(*f.ChosenGamma > lim[0] && *f.ChosenGamma < lim[1]) || len(f.Bandwidths) != 0 {
 			t.Errorf("%s: fit %+v, want one chosen gamma in %v", name, f, lim)

@@ -348,12 +348,15 @@ func (a *mamAuto) estimate(k int) float64 {
 	if a.sw == nil {
 		return warmupScale(a.pairs, a.buf, a.d, k)
 	}
-	return scaleOfPairs(a.pairs[:a.sw.pairs(a.pairs, warmupLo(k), k)])
+	return scaleOfPairs(a.pairs[:a.sw.pairs(a.pairs, WarmupLo(k), k)])
 }
 
-// warmupLo is the first of the kept inputs whose pairs estimate S at the
-// k-th labelled example: the last half of them, the last two for k < 4.
-func warmupLo(k int) int { return min(k/2, max(k-2, 0)) }
+// WarmupLo is the first of the kept inputs whose pairs estimate S at the
+// k-th labelled example: the last half of them, the last two for k < 4
+// (the first inputs of a stream are standardised with the least data).
+// The random-feature ranking solver's gamma auto (online/refit) uses the
+// same rule.
+func WarmupLo(k int) int { return min(k/2, max(k-2, 0)) }
 
 // rebuildPoint reports whether the k-th labelled example (from 1) of the
 // warm-up re-estimates S: k a power of two, or the last.
@@ -367,9 +370,9 @@ func warmupPairs() []float64 {
 }
 
 // warmupScale returns S from the first k inputs kept in buf (d values
-// each): the pairs of their last half (warmupLo), pairs the scratch.
+// each): the pairs of their last half (WarmupLo), pairs the scratch.
 func warmupScale(pairs, buf []float64, d, k int) float64 {
-	return scaleOfPairs(pairs[:densePairs(pairs, buf, d, warmupLo(k), k)])
+	return scaleOfPairs(pairs[:densePairs(pairs, buf, d, WarmupLo(k), k)])
 }
 
 // DenseScale returns MedianScale over every pair of the rows of x (d

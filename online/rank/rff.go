@@ -181,6 +181,18 @@ func NewSums(fm *FeatureMap) *Sums {
 // FeatureMap returns the map the sums use.
 func (s *Sums) FeatureMap() *FeatureMap { return s.fm }
 
+// Remap empties the sums and makes them sums over fm, which must have the
+// dimension of their map (it panics otherwise), reusing their memory:
+// gamma auto redraws its map at a new width this way and re-adds the
+// window.
+func (s *Sums) Remap(fm *FeatureMap) {
+	if fm.Dim() != s.dim {
+		panic(fmt.Sprintf("rank: Sums.Remap: map of dimension %d, sums of %d", fm.Dim(), s.dim))
+	}
+	s.fm = fm
+	s.Reset()
+}
+
 // N is the number of events in the sums (adds minus removes).
 func (s *Sums) N() int64 { return s.n }
 

@@ -53,7 +53,9 @@ func KRRType() *online.Type {
 			features.Solver, features.Kernel.Features, features.Kernel.Seed = SolverFeatures, 16, 3
 			auto := p // gamma auto (rank_auto.go)
 			auto.Kernel.Gamma = 0
-			return []KRRParams{p, features, auto}
+			featuresAuto := features // its warm-up fixes the map's width (rank_auto.go)
+			featuresAuto.Kernel.Gamma = 0
+			return []KRRParams{p, features, auto, featuresAuto}
 		},
 		New:     newKRR,
 		Restore: func(b []byte) (online.Model, error) { return restore(b, KRRName, newKRR) },

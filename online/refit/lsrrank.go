@@ -61,7 +61,9 @@ func LSRRankType() *online.Type {
 			linear.Kernel = RankKernel{Type: "linear"}
 			auto := levels // gamma auto (rank_auto.go)
 			auto.Kernel.Gamma = 0
-			return []LSRRankParams{p, levels, features, linear, auto}
+			featuresAuto := features // its warm-up fixes the map's width (rank_auto.go)
+			featuresAuto.Kernel.Gamma = 0
+			return []LSRRankParams{p, levels, features, linear, auto, featuresAuto}
 		},
 		New:     newLSRRank,
 		Restore: func(b []byte) (online.Model, error) { return restore(b, LSRRankName, newLSRRank) },

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/internal/sparse"
@@ -66,10 +67,7 @@ func (p *RankParams) complete(given func(string) bool) { p.Refit.complete(given)
 func (k *RankKernel) complete(solver string, given func(string) bool) {
 	rff := k.Type == "rbf" && solver == SolverFeatures
 	if !given("kernel.gamma") {
-		k.Gamma = 0 // linear; rbf with solver exact: auto (rank_auto.go)
-		if k.Type == "rbf" && solver == SolverFeatures {
-			k.Gamma = DefaultRankGamma
-		}
+		k.Gamma = 0 // linear; rbf: auto (rank_auto.go)
 	}
 	if !given("kernel.features") {
 		k.Features = 0
@@ -107,10 +105,7 @@ func (k *RankKernel) validate(errs *[]error, solver string) {
 	add := func(key, format string, args ...any) { *errs = append(*errs, specErrorf(key, format, args...)) }
 	switch k.Type {
 	case "rbf":
-		switch {
-		case k.Gamma == 0 && solver == SolverFeatures:
-			add("kernel.gamma", "auto is only for solver exact (the features solver keeps running sums of one map): give a number > 0")
-		case k.Gamma != 0 && !positive(k.Gamma):
+		if k.Gamma != 0 && !positive(k.Gamma) {
 			add("kernel.gamma", "must be a finite number > 0 or auto, got %v", k.Gamma)
 		}
 	case "linear":
@@ -301,11 +296,19 @@ func (f exactFit) inputDim() int { return f.m.Dim() }
 func (t *RFRank) Label(v float64) (float64, bool) { return rankLabel(v) }
 
 // Fit maps the window's rows into fresh sums and solves the D × D system.
+// With gamma auto the map's width is that of the window's scale, as the
+// exact solvers take it (a Model's running sums fix theirs in a warm-up
+// instead: rank_auto.go).
 func (t *RFRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, error) {
-	s, err := t.newSums(d.D)
+	S := 1.0
+	if slices.ContainsFunc(t.Kernels, isAuto) {
+		S = windowScale(d)
+	}
+	fm, err := t.featureMap(d.D, S)
 	if err != nil {
 		return nil, Stats{}, err
 	}
+	s := rank.NewSums(fm)
 	for i := range d.N() {
 		if i%256 == 0 && ctx.Err() != nil {
 			return nil, Stats{}, ctx.Err()
@@ -316,13 +319,28 @@ func (t *RFRank) Fit(ctx context.Context, d *Data, _ Fitted) (Fitted, Stats, err
 }
 
 // newSums draws the feature map (seeded: every instance draws the same
-// frequencies) and returns empty sums over it.
+// frequencies) and returns empty sums over it; gamma auto's kernels get
+// the width of the scale S = 1 until the Model's warm-up sets it.
 func (t *RFRank) newSums(dim int) (*rank.Sums, error) {
-	fm, err := rank.NewFeatureMap(dim, rank.FeatureConfig{Kernels: t.Kernels, Features: t.Features, Seed: t.Seed})
+	fm, err := t.featureMap(dim, 1)
+	if err != nil {
+		return nil, err
+	}
+	return rank.NewSums(fm), nil
+}
+
+// featureMap draws the feature map for inputs of dimension dim, gamma
+// auto's kernels at the width of the data scale S.
+func (t *RFRank) featureMap(dim int, S float64) (*rank.FeatureMap, error) {
+	ks := t.Kernels
+	if slices.ContainsFunc(ks, isAuto) {
+		ks = scaledKernels(ks, S)
+	}
+	fm, err := rank.NewFeatureMap(dim, rank.FeatureConfig{Kernels: ks, Features: t.Features, Seed: t.Seed})
 	if err != nil {
 		return nil, fmt.Errorf("refit: random features: %w", err)
 	}
-	return rank.NewSums(fm), nil
+	return fm, nil
 }
 
 // fitSums solves the D × D system of s.

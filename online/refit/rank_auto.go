@@ -20,9 +20,17 @@ import (
 // lsrrank (TestRankAutoBoston); omam's normalised score prefers c = 1
 // (online/omam_auto.go). The fitted model keeps the γ it was solved with
 // (rank.Model encodes its kernels), so its scores and a restored fit
-// agree, and the width follows the window as it moves. The random-feature
-// solver builds its map once and keeps running sums of it, so it takes a
-// number.
+// agree, and the width follows the window as it moves.
+//
+// The random-feature solver (solver features) keeps running sums of one
+// map, so its width cannot follow the window: it is fixed by a warm-up as
+// omam's is (online/omam_auto.go). At its k-th labelled event for k = 1,
+// 2, 4, … rankAutoRows the Model re-estimates S from the window's newest
+// k − online.WarmupLo(k) rows (the later half of those seen, whose
+// standardisation had the most data), redraws the map at γ = c/S with the
+// same seed (the same directions, scaled) and re-adds the window to the
+// emptied sums; after that the map stays. Its fits then approximate the
+// exact solvers' kernel at that width. The state carries S.
 
 // rankAutoWidth is c, the width in units of 1/S.
 const rankAutoWidth = 0.25
@@ -36,7 +44,13 @@ func autoKernels(ks []rank.Kernel, d *Data) []rank.Kernel {
 	if !slices.ContainsFunc(ks, isAuto) {
 		return ks
 	}
-	g := rankAutoWidth / windowScale(d)
+	return scaledKernels(ks, windowScale(d))
+}
+
+// scaledKernels returns a copy of ks with every rbf kernel of gamma 0
+// given the width of the data scale S.
+func scaledKernels(ks []rank.Kernel, S float64) []rank.Kernel {
+	g := rankAutoWidth / S
 	out := slices.Clone(ks)
 	for i := range out {
 		if isAuto(out[i]) {
@@ -66,10 +80,11 @@ func windowScale(d *Data) float64 {
 	return online.MedianScale(pairs)
 }
 
-// AutoGamma returns, for a krr or lsrrank with gamma auto and solver
-// exact, the rbf width its current fit was solved with (chosen from the
-// window at that refit); ok is false before the first fit and for every
-// other model.
+// AutoGamma returns, for a krr or lsrrank with gamma auto, the rbf width
+// its current fit was solved with (solver exact: chosen from the window at
+// that refit; solver features: the width of the map the fit used); ok is
+// false before the first fit and for every other model. It is safe to
+// call concurrently with Observe.
 func (m *Model) AutoGamma() (gamma float64, ok bool) {
 	var ks []rank.Kernel
 	switch t := m.tr.(type) {
@@ -77,18 +92,67 @@ func (m *Model) AutoGamma() (gamma float64, ok bool) {
 		ks = t.Kernels
 	case *LSRRank:
 		ks = t.Kernels
+	case *RFRank:
+		ks = t.Kernels
 	}
 	if !slices.ContainsFunc(ks, isAuto) {
 		return 0, false
 	}
-	if s := m.cur.Load(); s != nil {
-		if f, isExact := s.fit.(exactFit); isExact {
-			for _, k := range f.m.Kernels() {
-				if k.Type == rank.RBF {
-					return k.Gamma, true
-				}
-			}
+	s := m.cur.Load()
+	if s == nil {
+		return 0, false
+	}
+	var fitted []rank.Kernel
+	switch f := s.fit.(type) {
+	case exactFit:
+		fitted = f.m.Kernels()
+	case featureFit:
+		fitted = f.m.FeatureMap().Config().Kernels
+	}
+	for _, k := range fitted {
+		if k.Type == rank.RBF {
+			return k.Gamma, true
 		}
 	}
 	return 0, false
 }
+
+// autoFeatures reports whether the trainer is the random-feature solver
+// with gamma auto.
+func autoFeatures(tr Trainer) bool {
+	t, ok := tr.(*RFRank)
+	return ok && slices.ContainsFunc(t.Kernels, isAuto)
+}
+
+// rescale is the warm-up step of the random-feature solver's gamma auto
+// at the k-th labelled event (k = m.learned, a power of two ≤
+// rankAutoRows): S from the window's newest k − WarmupLo(k) rows, the map
+// redrawn at its width, the window re-added to the emptied sums. It
+// allocates (warm-up only).
+func (m *Model) rescale() {
+	k, D, W := int(m.learned), m.cfg.Dim, m.cfg.Window
+	n := min(m.size, k-online.WarmupLo(k))
+	x := make([]float64, n*D)
+	for j := range n {
+		i := (m.head + m.size - n + j) % W
+		copy(x[j*D:(j+1)*D], m.xs[i*D:(i+1)*D])
+	}
+	S := online.DenseScale(x, D)
+	fm, err := m.tr.(*RFRank).featureMap(D, S)
+	if err != nil {
+		// Cannot happen: S is clamped to finite values > 0, and the rest
+		// of the map's configuration made the first map. The map of the
+		// last width stays.
+		return
+	}
+	m.sums.Remap(fm)
+	for j := range m.size {
+		i := (m.head + j) % W
+		m.sums.Add(m.xs[i*D:(i+1)*D], m.ys[i])
+	}
+	m.autoS = S
+}
+
+// rescalePoint reports whether the k-th labelled event re-estimates the
+// random-feature solver's S: k a power of two ≤ rankAutoRows.
+func rescalePoint(k int64) bool { return k <= rankAutoRows && k&(k-1) == 0 }

@@ -246,6 +246,9 @@ type Model struct {
 	// running is set.
 	st          sumsTrainer
 	sums, spare *rank.Sums
+	// autoS is the data scale S of the sums' map for the random-feature
+	// solver with gamma auto (0: not auto); its warm-up (rescale) sets it.
+	autoS float64
 
 	mu       sync.Mutex
 	onRefit  func(Report)
@@ -321,6 +324,9 @@ func New(cfg Config, tr Trainer) (*Model, error) {
 			return nil, err
 		}
 		m.st, m.sums = st, s
+		if autoFeatures(tr) {
+			m.autoS = 1
+		}
 	}
 	return m, nil
 }
@@ -604,6 +610,9 @@ func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction
 	}
 	m.learned++
 	m.since++
+	if m.autoS > 0 && rescalePoint(m.learned) {
+		m.rescale()
+	}
 	m.maybeRefit(now)
 	return p
 }
@@ -725,8 +734,11 @@ func (m *Model) expire(now int64) {
 func (m *Model) request() request {
 	sc := m.currentScale()
 	if m.sums != nil {
-		if m.spare == nil {
-			m.spare = rank.NewSums(m.sums.FeatureMap())
+		switch fm := m.sums.FeatureMap(); {
+		case m.spare == nil:
+			m.spare = rank.NewSums(fm)
+		case m.spare.FeatureMap() != fm: // gamma auto's warm-up redrew the map
+			m.spare.Remap(fm)
 		}
 		m.spare.Copy(m.sums)
 		return request{sums: m.spare, scale: sc}
@@ -796,7 +808,9 @@ func (m *Model) RefitNow(ctx context.Context) Report {
 //	for a model fitted from running sums; sparse: nnz u32, nnz indices
 //	u32 strictly increasing, nnz float64 values), y float64, ts int64 |
 //	level thresholds: frame (empty: none; online.LevelThresholds) |
-//	running sums: frame (empty: none; rank.Sums)
+//	running sums: frame (empty: none; rank.Sums) |
+//	for the random-feature solver with gamma auto only: S float64, the
+//	data scale of the sums' map
 //
 // Before the envelope the encoding did not carry the parameters (formats 1
 // and 2, still read by UnmarshalBinary into a configured model): magic
@@ -893,6 +907,9 @@ func (m *Model) AppendBinary(dst []byte) ([]byte, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("refit: marshal running sums: %w", err)
 	}
+	if m.autoS > 0 {
+		dst = codec.AppendF64(dst, m.autoS)
+	}
 	return dst, nil
 }
 
@@ -919,6 +936,7 @@ type decoded struct {
 	rows           []byte // size rows of (d + 2) × 8 bytes
 	levels, sums   []byte // sections (nil: absent)
 	hasLevels, has bool
+	autoS          float64 // the random-feature solver's S (gamma auto)
 
 	// A window of sparse rows (hashed features): the rows, labels, times.
 	sparse bool
@@ -1010,6 +1028,11 @@ func (m *Model) decode(b []byte, st *decoded) error {
 	st.rows = r.Take(st.size * row)
 	st.levels, st.sums = r.Bytes(), r.Bytes()
 	st.hasLevels, st.has = len(st.levels) > 0, len(st.sums) > 0
+	if m.autoS > 0 {
+		if st.autoS = r.F64(); r.Err() == nil && !(st.autoS > 0 && !math.IsInf(st.autoS, 1)) {
+			return fmt.Errorf("%w: gamma auto's data scale %v", ErrFormat, st.autoS)
+		}
+	}
 	return r.End()
 }
 
@@ -1136,9 +1159,22 @@ func (m *Model) apply(st *decoded) error {
 			return fmt.Errorf("%w: level thresholds: %w", ErrFormat, err)
 		}
 	}
+	var fm *rank.FeatureMap
+	if m.sums != nil {
+		fm = m.sums.FeatureMap()
+	}
+	if m.autoS > 0 {
+		if st.autoS == 0 { // a format before the envelope
+			return fmt.Errorf("%w: no data scale for gamma auto's random features", ErrFormat)
+		}
+		var err error
+		if fm, err = m.tr.(*RFRank).featureMap(D, st.autoS); err != nil {
+			return fmt.Errorf("%w: gamma auto's data scale %v: %w", ErrFormat, st.autoS, err)
+		}
+	}
 	var sums *rank.Sums
 	if st.has && m.sums != nil && skip == 0 {
-		sums = rank.NewSums(m.sums.FeatureMap())
+		sums = rank.NewSums(fm)
 		if err := sums.UnmarshalBinary(st.sums); err != nil {
 			return fmt.Errorf("%w: running sums: %w", ErrFormat, err)
 		}
@@ -1178,12 +1214,15 @@ func (m *Model) apply(st *decoded) error {
 	}
 	if m.sums != nil {
 		if sums == nil {
-			sums = rank.NewSums(m.sums.FeatureMap())
+			sums = rank.NewSums(fm)
 			for k := range m.size {
 				sums.Add(m.xs[k*D:(k+1)*D], m.ys[k])
 			}
 		}
 		m.sums = sums
+		if m.autoS > 0 {
+			m.autoS = st.autoS
+		}
 	}
 	if st.fit != nil {
 		m.cur.Store(&serving{fit: st.fit, version: st.version, scale: st.scale})

@@ -448,12 +448,14 @@ func typeCases() []typeCase {
 		lsrrankCase("lsrrank features", func(p *LSRRankParams) { features(&p.Kernel, &p.RankParams) }),
 		lsrrankCase("lsrrank levels", func(p *LSRRankParams) { p.Levels = 5 }),
 		lsrrankCase("lsrrank features levels", func(p *LSRRankParams) { features(&p.Kernel, &p.RankParams); p.Levels = 5 }),
+		lsrrankCase("lsrrank features auto", func(p *LSRRankParams) { features(&p.Kernel, &p.RankParams); p.Kernel.Gamma = 0 }),
 		lsrrankCase("lsrrank linear", func(p *LSRRankParams) { p.Kernel = RankKernel{Type: "linear"} }),
 		mlsrrankCase("mlsrrank exact", func(*MLSRRankParams) {}),
 		mlsrrankCase("mlsrrank features", func(p *MLSRRankParams) { p.Solver = SolverFeatures }),
 		mlsrrankCase("mlsrrank levels", func(p *MLSRRankParams) { p.Levels = 5 }),
 		krrCase("krr exact", func(*KRRParams) {}),
 		krrCase("krr features", func(p *KRRParams) { features(&p.Kernel, &p.RankParams) }),
+		krrCase("krr features auto", func(p *KRRParams) { features(&p.Kernel, &p.RankParams); p.Kernel.Gamma = 0 }),
 	}
 }
 
@@ -717,7 +719,7 @@ func TestParamsValidation(t *testing.T) {
 		{"lsrrank features defaults", lsr(func(p *LSRRankParams) {
 			p.Solver, p.Kernel.Features, p.Kernel.Seed, p.Kernel.Gamma = SolverFeatures, 1024, 1, DefaultRankGamma
 		}), ""},
-		{"lsrrank features gamma auto", lsr(func(p *LSRRankParams) { p.Solver, p.Kernel.Features, p.Kernel.Seed = SolverFeatures, 1024, 1 }), "kernel.gamma"},
+		{"lsrrank features gamma auto", lsr(func(p *LSRRankParams) { p.Solver, p.Kernel.Features, p.Kernel.Seed = SolverFeatures, 1024, 1 }), ""},
 		{"lsrrank exact gamma auto", lsr(func(p *LSRRankParams) { p.Kernel.Gamma = 0 }), ""},
 		{"lsrrank exact with kernel.features", lsr(func(p *LSRRankParams) { p.Kernel.Features = 10 }), "kernel.features"},
 		{"lsrrank exact with kernel.seed", lsr(func(p *LSRRankParams) { p.Kernel.Seed = 3 }), "kernel.seed"},
