@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/streamer/streamer/online/internal/dense"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // pcgStream is the second PCG seed word of the frequencies of kernel t
@@ -102,13 +103,18 @@ func (fm *FeatureMap) Map(dst, x []float64) {
 		om := fm.omega[t]
 		h := len(om) / fm.d
 		c := sv * math.Sqrt(1/float64(h))
-		for k := range h {
-			s, co := math.Sincos(dotp(om[k*fm.d:(k+1)*fm.d], x))
-			dst[o+k], dst[o+h+k] = c*co, c*s
+		z := dst[o+h : o+2*h] // the projections, then their sines in place
+		for k := range z {
+			z[k] = dotp(om[k*fm.d:(k+1)*fm.d], x)
 		}
+		vmath.SincosScaledRFF(dst[o:o+2*h], z, 1, c)
 		o += 2 * h
 	}
 }
+
+// sincosBlock is the number of frequencies whose sin/cos dotPhi computes
+// at a time (on the stack).
+const sincosBlock = 32
 
 // dotPhi returns <w, φ(x)> without materialising φ.
 func (fm *FeatureMap) dotPhi(w, x []float64) float64 {
@@ -125,9 +131,18 @@ func (fm *FeatureMap) dotPhi(w, x []float64) float64 {
 		h := len(om) / fm.d
 		c := sv * math.Sqrt(1/float64(h))
 		var a float64
-		for k := range h {
-			s, co := math.Sincos(dotp(om[k*fm.d:(k+1)*fm.d], x))
-			a += w[o+k]*co + w[o+h+k]*s
+		var buf [2 * sincosBlock]float64
+		for k0 := 0; k0 < h; k0 += sincosBlock {
+			n := min(sincosBlock, h-k0)
+			p := buf[:2*n]
+			z := p[n:]
+			for k := range z {
+				z[k] = dotp(om[(k0+k)*fm.d:(k0+k+1)*fm.d], x)
+			}
+			vmath.SincosScaledRFF(p, z, 1, 1)
+			for k := range n {
+				a += w[o+k0+k]*p[k] + w[o+h+k0+k]*p[n+k]
+			}
 		}
 		acc += c * a
 		o += 2 * h

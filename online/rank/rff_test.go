@@ -32,6 +32,64 @@ func TestFeatureMapKernel(t *testing.T) {
 	}
 }
 
+// TestFeatureMapDefinition: Map is the pair-form map of its definition,
+// c·(cos ω_k·x, sin ω_k·x) with math.Sincos, to 1e-15 absolute (the
+// vectorised sin/cos is within 2.3e-16 of it), on kernels of 70 and 4
+// frequencies (a whole block of the dotPhi and a tail), a linear kernel
+// and arguments up to about 3·10⁵ (inputs of norm 100 at γ = 500); dotPhi
+// is <w, Map(x)> to 1e-13 relative to Σ|w_k φ_k(x)|.
+func TestFeatureMapDefinition(t *testing.T) {
+	ks := []Kernel{{Gamma: 0.5}, {Type: Linear, V: 3}, {Gamma: 500, V: 2}}
+	r := rand.New(rand.NewPCG(3, 9))
+	for _, F := range []int{140, 8} {
+		fm, err := NewFeatureMap(5, FeatureConfig{Kernels: ks, Features: F, Seed: 11})
+		if err != nil {
+			t.Fatal(err)
+		}
+		phi, w := make([]float64, fm.Dim()), make([]float64, fm.Dim())
+		for i := range w {
+			w[i] = r.NormFloat64()
+		}
+		for trial := range 200 {
+			x := make([]float64, 5)
+			for j := range x {
+				x[j] = r.NormFloat64() * []float64{1, 20, 100}[trial%3]
+			}
+			fm.Map(phi, x)
+			o := 0
+			for ti, kt := range fm.k.ks {
+				sv := math.Sqrt(fm.k.inv[ti])
+				if kt.Type == Linear {
+					for j, v := range x {
+						if phi[o+j] != sv*v {
+							t.Fatalf("linear feature %d: %v, want %v", j, phi[o+j], sv*v)
+						}
+					}
+					o += 5
+					continue
+				}
+				h := F / 2
+				c := sv * math.Sqrt(1/float64(h))
+				for k := range h {
+					s, co := math.Sincos(dotp(fm.omega[ti][k*5:(k+1)*5], x))
+					if math.Abs(phi[o+k]-c*co) > 1e-15 || math.Abs(phi[o+h+k]-c*s) > 1e-15 {
+						t.Fatalf("F %d, kernel %d, frequency %d: (%v, %v), want (%v, %v)", F, ti, k, phi[o+k], phi[o+h+k], c*co, c*s)
+					}
+				}
+				o += 2 * h
+			}
+			var want, mag float64
+			for i, v := range phi {
+				want += w[i] * v
+				mag += math.Abs(w[i] * v)
+			}
+			if got := fm.dotPhi(w, x); math.Abs(got-want) > 1e-13*mag {
+				t.Fatalf("F %d: dotPhi %v, <w, Map(x)> %v", F, got, want)
+			}
+		}
+	}
+}
+
 // TestSumsMatchExactWithFeatureKernel: the D×D solve is LSRRank with the
 // kernel K = ΦΦᵀ (the dual m×m solve, run here with a linear kernel on
 // the mapped features), and a window kept by subtraction equals fresh sums.
