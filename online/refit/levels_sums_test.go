@@ -409,7 +409,12 @@ func TestFeaturesObserveDoesNotAllocate(t *testing.T) {
 // kernel of width gamma, 0: auto), d = 13, with a full window of 2 000
 // events.
 func benchRF(b *testing.B, every int, gamma float64) (*Model, [][]float64, []float64) {
-	tr := &RFRank{Kernels: []rank.Kernel{{Gamma: gamma}}, Lambda: 1e-3, Features: 512, Seed: 1}
+	return benchModel(b, every, &RFRank{Kernels: []rank.Kernel{{Gamma: gamma}}, Lambda: 1e-3, Features: 512, Seed: 1})
+}
+
+// benchModel is a ranking model of trainer tr, d = 13, with a full window
+// of 2 000 events, and 4 096 events (xs, ys) to go on with.
+func benchModel(b *testing.B, every int, tr Trainer) (*Model, [][]float64, []float64) {
 	m, err := New(Config{Type: LSRRankName, Dim: 13, Window: 2000, EveryEvents: every}, tr)
 	if err != nil {
 		b.Fatal(err)
@@ -443,17 +448,25 @@ func BenchmarkRFRankObserve(b *testing.B) {
 	}{{"fixed", 0.05}, {"auto", 0}} {
 		b.Run(bc.name, func(b *testing.B) {
 			m, xs, ys := benchRF(b, 1<<30, bc.gamma)
-			m.RefitNow(context.Background())
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				k := i & 4095
-				m.Observe(xs[k], ys[k], true)
-				i++
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			benchObserve(b, m, xs, ys)
 		})
 	}
+}
+
+// benchObserve fits m on its window, then times labelled events of xs,
+// ys, one per iteration, reporting allocations and events/s.
+func benchObserve(b *testing.B, m *Model, xs [][]float64, ys []float64) {
+	if rep := m.RefitNow(context.Background()); rep.Err != nil {
+		b.Fatal(rep.Err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := i % len(xs)
+		m.Observe(xs[k], ys[k], true)
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 // BenchmarkRFRankRefit is one refit of a features model, D = 512: copy the

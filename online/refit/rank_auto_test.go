@@ -65,22 +65,30 @@ func TestRankAutoBoston(t *testing.T) {
 					fixed[g] += tau([]rank.Kernel{{Type: rank.RBF, Gamma: c / S, V: 1}})
 				}
 			}
-			best, bestC := math.Inf(-1), 0.0
-			var line strings.Builder
-			for g, c := range cs {
-				fmt.Fprintf(&line, " %g:%.3f", c, fixed[g])
-				if fixed[g] > best {
-					best, bestC = fixed[g], c
-				}
-			}
-			t.Logf("%s: τ-b auto %.3f (gammas %.3f), best fixed %.3f (c = %g), gamma 10 %.3f; fixed c:%s", tc.name, auto, gammas, best, bestC, g10, line.String())
-			if auto < best-0.02 {
-				t.Errorf("auto τ-b %.3f, want within 0.02 of the best fixed width's %.3f", auto, best)
-			}
-			if g10 > auto-0.2 {
-				t.Errorf("gamma 10 τ-b %.3f is not far below auto's %.3f", g10, auto)
-			}
+			judgeAuto(t, tc.name, cs, fixed, auto, g10, gammas)
 		})
+	}
+}
+
+// judgeAuto logs the τ-b of gamma auto (its widths gammas), of the fixed
+// widths c/S for c in cs and of γ = 10, and requires auto within 0.02 of
+// the best fixed width and γ = 10 at least 0.2 below auto.
+func judgeAuto(t *testing.T, name string, cs, fixed []float64, auto, g10 float64, gammas []float64) {
+	t.Helper()
+	best, bestC := math.Inf(-1), 0.0
+	var line strings.Builder
+	for g, c := range cs {
+		fmt.Fprintf(&line, " %g:%.3f", c, fixed[g])
+		if fixed[g] > best {
+			best, bestC = fixed[g], c
+		}
+	}
+	t.Logf("%s: τ-b auto %.3f (gammas %.3f), best fixed %.3f (c = %g), gamma 10 %.3f; fixed c:%s", name, auto, gammas, best, bestC, g10, line.String())
+	if auto < best-0.02 {
+		t.Errorf("auto τ-b %.3f, want within 0.02 of the best fixed width's %.3f", auto, best)
+	}
+	if g10 > auto-0.2 {
+		t.Errorf("gamma 10 τ-b %.3f is not far below auto's %.3f", g10, auto)
 	}
 }
 
@@ -306,21 +314,7 @@ func TestRankFeaturesAutoBoston(t *testing.T) {
 					fixed[g] += fit(c / S)
 				}
 			}
-			best, bestC := math.Inf(-1), 0.0
-			var line strings.Builder
-			for g, c := range cs {
-				fmt.Fprintf(&line, " %g:%.3f", c, fixed[g])
-				if fixed[g] > best {
-					best, bestC = fixed[g], c
-				}
-			}
-			t.Logf("%s features: τ-b auto %.3f (gammas %.3f), best fixed %.3f (c = %g), gamma 10 %.3f; fixed c:%s", tc.name, auto, gammas, best, bestC, g10, line.String())
-			if auto < best-0.02 {
-				t.Errorf("auto τ-b %.3f, want within 0.02 of the best fixed width's %.3f", auto, best)
-			}
-			if g10 > auto-0.2 {
-				t.Errorf("gamma 10 τ-b %.3f is not far below auto's %.3f", g10, auto)
-			}
+			judgeAuto(t, tc.name+" features", cs, fixed, auto, g10, gammas)
 		})
 	}
 }
@@ -333,35 +327,6 @@ func TestRankFeaturesAutoBoston(t *testing.T) {
 // events/s, on the 2-vCPU VM, 2026-11-27; math.Exp is more than half of
 // it).
 func BenchmarkExactObserve(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 2))
-	const d, window = 13, 2000
-	xs, ys := make([][]float64, 4096), make([]float64, 4096)
-	for i := range xs {
-		xs[i] = make([]float64, d)
-		var s float64
-		for j := range xs[i] {
-			xs[i][j] = r.NormFloat64()
-			s += math.Sin(float64(j+1) * xs[i][j])
-		}
-		ys[i] = s
-	}
-	m, err := New(Config{Type: KRRName, Dim: d, Window: window, EveryEvents: 1 << 30},
-		&KRR{Kernels: []rank.Kernel{{Type: rank.RBF, V: 1}}, Lambda: 0.03})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i := range window {
-		m.Observe(xs[i], ys[i], true)
-	}
-	if rep := m.RefitNow(context.Background()); rep.Err != nil {
-		b.Fatal(rep.Err)
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		k := i & 4095
-		m.Observe(xs[k], ys[k], true)
-		i++
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	m, xs, ys := benchModel(b, 1<<30, &KRR{Kernels: []rank.Kernel{{Type: rank.RBF, V: 1}}, Lambda: 0.03})
+	benchObserve(b, m, xs, ys)
 }
