@@ -632,6 +632,16 @@ func TestHashedRankDuringLearning(t *testing.T) {
 			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {})
 		}()
 	}
+	// The requests start once the appliers are learning: on a loaded
+	// machine their goroutines may not have run yet, and 200 requests
+	// take milliseconds.
+	for deadline := time.Now().Add(10 * time.Second); out.n.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(stop)
+			wg.Wait()
+			t.Fatal("no event applied in 10 s")
+		}
+	}
 	rng := rand.New(rand.NewPCG(9, 9))
 	for r := range 200 {
 		items := rng.Perm(w.items)[:10]
@@ -660,7 +670,4 @@ func TestHashedRankDuringLearning(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if out.n.Load() == 0 {
-		t.Fatal("no event applied")
-	}
 }

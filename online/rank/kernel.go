@@ -78,6 +78,15 @@ func newKernels(ks []Kernel) (kernels, error) {
 	return out, nil
 }
 
+// singleRBF returns γ when K̄ is one rbf kernel of weight 1 (then
+// K̄(a, b) = exp(−γ‖a − b‖²), eval's value to the bit).
+func (k *kernels) singleRBF() (gamma float64, ok bool) {
+	if len(k.ks) == 1 && k.ks[0].Type == RBF && k.inv[0] == 1 {
+		return k.ks[0].Gamma, true
+	}
+	return 0, false
+}
+
 // eval returns K̄(a, b).
 func (k *kernels) eval(a, b []float64) float64 {
 	var d2, dot float64

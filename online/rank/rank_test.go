@@ -491,3 +491,38 @@ func TestPredictDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Add/Remove allocate %v per event", a)
 	}
 }
+
+// TestPredictSingleRBF: a model of one rbf kernel scores through its fast
+// path (exp(−γ‖xᵢ − x‖²) without the loop over kernels) with the bits of
+// the general sum Σ αᵢ K̄(xᵢ, x) + b, for weights v = 1 and v = 3 (the
+// weight is normalised away).
+func TestPredictSingleRBF(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 3))
+	const m, d = 60, 4
+	X, y := make([]float64, m*d), make([]float64, m)
+	for i := range X {
+		X[i] = r.NormFloat64()
+	}
+	for i := range y {
+		y[i] = X[i*d] + 0.1*r.NormFloat64()
+	}
+	for _, v := range []float64{1, 3} {
+		mod, err := Fit(context.Background(), X, d, y, Config{Method: KRR, Kernels: []Kernel{{Type: RBF, Gamma: 0.7, V: v}}, Lambda: 0.01})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := mod.k.singleRBF(); !ok {
+			t.Fatalf("v %v: not the single-rbf path", v)
+		}
+		for range 50 {
+			x := []float64{r.NormFloat64(), r.NormFloat64(), r.NormFloat64(), r.NormFloat64()}
+			want := mod.b
+			for i, a := range mod.alpha {
+				want += a * mod.k.eval(mod.x[i*d:(i+1)*d], x)
+			}
+			if got := mod.Predict(x); math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("v %v: Predict %v, the general sum %v", v, got, want)
+			}
+		}
+	}
+}
