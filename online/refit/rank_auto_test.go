@@ -323,9 +323,9 @@ func TestRankFeaturesAutoBoston(t *testing.T) {
 // steady state (window 2 000, d = 13, rbf): the score by the serving fit,
 // Σ_i α_i exp(−γ‖x_i − x‖²) over the window it was fitted on, and the
 // event's entry into the window (no refit: those run in the background).
-// Target: 0 allocs, O(window·d): ≤ 30 ns per window row (55–59 µs, 17–18 k
-// events/s, on the 2-vCPU VM, 2026-11-27; math.Exp is more than half of
-// it).
+// Target: 0 allocs, O(window·d): ≤ 30 ns per window row (42–44 µs, 23 k
+// events/s, on the 2-vCPU VM, 2026-11-27; 53–60 µs before the single-rbf
+// path; math.Exp is most of it).
 func BenchmarkExactObserve(b *testing.B) {
 	m, xs, ys := benchModel(b, 1<<30, &KRR{Kernels: []rank.Kernel{{Type: rank.RBF, V: 1}}, Lambda: 0.03})
 	benchObserve(b, m, xs, ys)
