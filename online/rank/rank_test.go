@@ -492,10 +492,10 @@ func TestPredictDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// TestPredictSingleRBF: a model of one rbf kernel scores through its fast
-// path (exp(−γ‖xᵢ − x‖²) without the loop over kernels) with the bits of
-// the general sum Σ αᵢ K̄(xᵢ, x) + b, for weights v = 1 and v = 3 (the
-// weight is normalised away).
+// TestPredictSingleRBF: a model of one rbf kernel, fitted or decoded,
+// scores through vmath's rbf sum over its packed rows: the general sum
+// Σ αᵢ K̄(xᵢ, x) + b (math.Exp) to 1e-14 of Σ|αᵢ K̄(xᵢ, x)| + |b|, for
+// weights v = 1 and v = 3 (the weight is normalised away).
 func TestPredictSingleRBF(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 3))
 	const m, d = 60, 4
@@ -511,17 +511,30 @@ func TestPredictSingleRBF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := mod.k.singleRBF(); !ok {
+		b, err := mod.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := UnmarshalModel(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := mod.k.singleRBF(); !ok || mod.packed == nil || dec.packed == nil {
 			t.Fatalf("v %v: not the single-rbf path", v)
 		}
 		for range 50 {
 			x := []float64{r.NormFloat64(), r.NormFloat64(), r.NormFloat64(), r.NormFloat64()}
-			want := mod.b
+			want, mag := mod.b, math.Abs(mod.b)
 			for i, a := range mod.alpha {
 				want += a * mod.k.eval(mod.x[i*d:(i+1)*d], x)
+				mag += math.Abs(a * mod.k.eval(mod.x[i*d:(i+1)*d], x))
 			}
-			if got := mod.Predict(x); math.Float64bits(got) != math.Float64bits(want) {
+			got := mod.Predict(x)
+			if math.Abs(got-want) > 1e-14*mag {
 				t.Fatalf("v %v: Predict %v, the general sum %v", v, got, want)
+			}
+			if got2 := dec.Predict(x); math.Float64bits(got2) != math.Float64bits(got) {
+				t.Fatalf("v %v: decoded model %v, fitted %v", v, got2, got)
 			}
 		}
 	}

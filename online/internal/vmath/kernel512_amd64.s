@@ -262,3 +262,84 @@ d8dbl:
 
 	VZEROUPPER
 	RET
+
+// func rbf8(panels, d int, p, x, alpha *float64, ng float64, acc *[8]float64)
+//
+// Rows.RBFSum's panels (rbf.go) on eight lanes, row i of a panel in lane
+// i: the squared distance to x by FMA over the d columns, v = d2·ng (ng =
+// −g), ExpNeg(v) (the table of 16 by two-register permutes of expHi in
+// Z16–Z17 and expLo in Z18–Z19, the lanes with v < −707 or NaN zeroed),
+// then acc[l] += α·e by FMA. acc is read and written.
+TEXT ·rbf8(SB), NOSPLIT, $0-56
+	MOVQ         panels+0(FP), CX
+	MOVQ         d+8(FP), BX
+	MOVQ         p+16(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         alpha+32(FP), R8
+	VBROADCASTSD ng+40(FP), Z12
+	MOVQ         acc+48(FP), R10
+	VMOVUPD      (R10), Z31
+	VMOVUPD      ·expHi+0(SB), Z16
+	VMOVUPD      ·expHi+64(SB), Z17
+	VMOVUPD      ·expLo+0(SB), Z18
+	VMOVUPD      ·expLo+64(SB), Z19
+	VBROADCASTSD ·rbfK+0(SB), Z20
+	VBROADCASTSD ·rbfK+8(SB), Z21
+	VBROADCASTSD ·rbfK+16(SB), Z22
+	VBROADCASTSD ·rbfK+24(SB), Z23
+	VBROADCASTSD ·rbfK+32(SB), Z24
+	VBROADCASTSD ·rbfK+40(SB), Z25
+	VBROADCASTSD ·rbfK+48(SB), Z26
+	VBROADCASTSD ·rbfK+56(SB), Z27
+	VBROADCASTSD ·rbfK+64(SB), Z28
+	VBROADCASTSD ·rbfK+72(SB), Z29
+	VBROADCASTSD ·rbfK+80(SB), Z14
+
+rpanel:
+	VXORPD Z0, Z0, Z0
+	MOVQ   DI, R9
+	MOVQ   BX, DX
+
+rcol:
+	VMOVUPD      (SI), Z1
+	VSUBPD.BCST  (R9), Z1, Z1
+	VFMADD231PD  Z1, Z1, Z0
+	ADDQ         $64, SI
+	ADDQ         $8, R9
+	DECQ         DX
+	JNE          rcol
+	VMULPD       Z12, Z0, Z2
+	VCMPPD       $0x1d, Z14, Z2, K1
+	VMOVAPD      Z21, Z3
+	VFMADD231PD  Z20, Z2, Z3
+	VSUBPD       Z21, Z3, Z4
+	VMOVAPD      Z2, Z5
+	VFNMADD231PD Z22, Z4, Z5
+	VFNMADD231PD Z23, Z4, Z5
+	VMOVAPD      Z25, Z6
+	VFMADD231PD  Z24, Z5, Z6
+	VFMADD213PD  Z26, Z5, Z6
+	VFMADD213PD  Z27, Z5, Z6
+	VFMADD213PD  Z28, Z5, Z6
+	VFMADD213PD  Z29, Z5, Z6
+	VMULPD       Z5, Z5, Z7
+	VFMADD213PD  Z5, Z6, Z7
+	VPSUBQ       Z21, Z3, Z8
+	VMOVAPD      Z8, Z9
+	VPERMI2PD    Z17, Z16, Z9
+	VMOVAPD      Z8, Z10
+	VPERMI2PD    Z19, Z18, Z10
+	VFMADD213PD  Z10, Z9, Z7
+	VADDPD       Z7, Z9, Z7
+	VPSRAQ       $4, Z8, Z8
+	VPSLLQ       $52, Z8, Z8
+	VPADDQ       Z8, Z7, Z7
+	VPXORQ       Z11, Z11, Z11
+	VMOVAPD      Z7, K1, Z11
+	VFMADD231PD  (R8), Z11, Z31
+	ADDQ         $64, R8
+	DECQ         CX
+	JNE          rpanel
+	VMOVUPD      Z31, (R10)
+	VZEROUPPER
+	RET

@@ -2,8 +2,10 @@
 // work on random Fourier features: the random projection z = Ω x
 // (Matrix.MulVec, over Ω stored in float32), the table-driven sin/cos of
 // the feature map (SincosRFF), the double-angle step between bandwidths
-// (DoubleAngleRFF), and the MAM's score and compensated-sum update fused
-// into one pass (Dot, PlainFused, BalancedFused and their decaying forms).
+// (DoubleAngleRFF), the MAM's score and compensated-sum update fused
+// into one pass (Dot, PlainFused, BalancedFused and their decaying forms),
+// and the score of an exact rbf kernel model over packed rows (Rows.RBFSum,
+// with its exp, ExpNeg; AVX-512F only, AVX2 machines run its Go code).
 //
 // Every kernel has one definition, written out in Go in this package
 // (the build tag purego, or a machine without the instructions, runs it):

@@ -1,0 +1,154 @@
+package vmath
+
+import (
+	"math"
+	"math/big"
+)
+
+// Rows are n rows of dimension d with a weight each, packed for RBFSum: in
+// panels of 8 rows, column j of a panel holding its 8 rows' entries j
+// contiguously (row i in lane i mod 8), the last panel padded with rows of
+// weight 0. The zero Rows have no rows.
+type Rows struct {
+	n, d  int
+	data  []float64 // panels of 8·d
+	alpha []float64 // n weights, padded with 0 to a multiple of 8
+}
+
+// PackRows packs the n × d row-major x (len(x) ≥ n·d) with the weights
+// alpha (len ≥ n). Neither is retained.
+func PackRows(x []float64, n, d int, alpha []float64) Rows {
+	if n < 0 || d < 1 || len(x) < n*d || len(alpha) < n {
+		panic("vmath: PackRows: bad dimensions")
+	}
+	p := (n + 7) / 8
+	r := Rows{n: n, d: d, data: make([]float64, p*8*d), alpha: make([]float64, p*8)}
+	for i := range n {
+		base := (i / 8) * 8 * d
+		for j := range d {
+			r.data[base+j*8+i%8] = x[i*d+j]
+		}
+	}
+	copy(r.alpha, alpha[:n])
+	return r
+}
+
+// Len returns n.
+func (r *Rows) Len() int { return r.n }
+
+// Dim returns d.
+func (r *Rows) Dim() int { return r.d }
+
+// AppendRows appends the rows, row-major, to dst.
+func (r *Rows) AppendRows(dst []float64) []float64 {
+	d := r.d
+	for i := range r.n {
+		base := (i / 8) * 8 * d
+		for j := range d {
+			dst = append(dst, r.data[base+j*8+i%8])
+		}
+	}
+	return dst
+}
+
+// RBFSum returns Σ_i α_i·e^(−g‖x_i − x‖²) over the rows (g > 0, len(x) =
+// Dim()): the score of a kernel model of one rbf kernel. Per row, in its
+// lane: the squared distance summed by FMA over j in order, v = −g·d2
+// rounded, e^v by ExpNeg, then α_i·e^v added to the lane by FMA; the eight
+// lanes added at the end as the package's other sums. The AVX-512F kernel
+// gives the same bits (TestRBFSumLevels); elsewhere it runs in Go. It does
+// not allocate.
+func (r *Rows) RBFSum(x []float64, g float64) float64 {
+	if len(x) != r.d {
+		panic("vmath: RBFSum: wrong input dimension")
+	}
+	var acc [8]float64
+	p := 0
+	if r.n > 0 {
+		p = rbfPanels(r, x, g, &acc)
+	}
+	d := r.d
+	for ; p < len(r.alpha)/8; p++ {
+		panel := r.data[p*8*d : (p+1)*8*d]
+		al := r.alpha[p*8 : p*8+8]
+		for l := range 8 {
+			var d2 float64
+			for j, xj := range x {
+				t := panel[j*8+l] - xj
+				d2 = math.FMA(t, t, d2)
+			}
+			acc[l] = math.FMA(al[l], ExpNeg(float64(-g*d2)), acc[l])
+		}
+	}
+	return sum8(&acc)
+}
+
+// ExpNeg is e^v for v ≥ −707, and 0 below (and for NaN): the terms of an rbf
+// sum below 2⁻¹⁰²⁰ are dropped. Within 1 ulp of math.Exp over [−707, 707]
+// (TestExpNegAccuracy), by a table of 16 and a polynomial:
+// v = (16k + j)·ln2/16 + r with 0 ≤ j < 16 and |r| ≤ ln2/32 (Cody–Waite
+// by two FMAs with ln2/16 in two parts), e^v = 2^k·T_j·e^r, e^r − 1 by
+// Taylor to r⁷ (its remainder below r⁸/8! < 2e-18), and T_j = 2^(j/16) =
+// hi_j + lo_j (to 2⁻¹⁰⁰) so that T_j·e^r = hi_j + (hi_j·p + lo_j) rounds
+// once of note. The AVX-512F kernel computes the same operations.
+func ExpNeg(v float64) float64 {
+	if !(v >= -expLimit && v <= expLimit) {
+		if v > expLimit {
+			return math.Exp(v)
+		}
+		return 0
+	}
+	t := math.FMA(v, expN/math.Ln2, expMagic) // k = round(v·16/ln2) in its low bits
+	kf := t - expMagic
+	r := math.FMA(-kf, expLn2Hi, v)
+	r = math.FMA(-kf, expLn2Lo, r)
+	q := math.FMA(r, 1.0/5040, 1.0/720)
+	q = math.FMA(r, q, 1.0/120)
+	q = math.FMA(r, q, 1.0/24)
+	q = math.FMA(r, q, 1.0/6)
+	q = math.FMA(r, q, 0.5)
+	p := math.FMA(float64(r*r), q, r) // e^r − 1
+	k := int64(math.Float64bits(t) - math.Float64bits(expMagic))
+	j := k & (expN - 1)
+	hi := expHi[j]
+	w := hi + math.FMA(hi, p, expLo[j])
+	return math.Float64frombits(math.Float64bits(w) + uint64(k>>4)<<52)
+}
+
+const (
+	expN = 16 // table entries per doubling
+	// expLimit bounds the table path: 2^k·w stays normal and finite.
+	expLimit = 707
+	expMagic = 0x1.8p52
+)
+
+// expLn2Hi + expLn2Lo is ln2/16 to about 2⁻¹¹⁰ (hi the float64 nearest
+// it, lo the float64 nearest the rest).
+var expLn2Hi, expLn2Lo = func() (hi, lo float64) {
+	ln2, _, err := big.ParseFloat("0.69314718055994530941723212145817656807550013436025525412068000949339362196969471560586332699641868754200148102057068573368552023575813055703267075163507596193072757082837143519030703862389167347112335", 10, 400, big.ToNearestEven)
+	if err != nil {
+		panic(err)
+	}
+	c := new(big.Float).SetPrec(400).Quo(ln2, big.NewFloat(expN))
+	hi, _ = c.Float64()
+	lo, _ = new(big.Float).SetPrec(400).Sub(c, big.NewFloat(hi)).Float64()
+	return hi, lo
+}()
+
+// expHi and expLo hold 2^(j/16) = hi_j + lo_j.
+var expHi, expLo = func() (hi, lo [expN]float64) {
+	const prec = 256
+	root := new(big.Float).SetPrec(prec).SetInt64(2)
+	for range 4 { // 2^(1/16)
+		root.Sqrt(root)
+	}
+	v := new(big.Float).SetPrec(prec).SetInt64(1)
+	for j := range expN {
+		h, _ := v.Float64()
+		hi[j] = h
+		rest := new(big.Float).SetPrec(prec).Sub(v, new(big.Float).SetPrec(prec).SetFloat64(h))
+		lo[j], _ = rest.Float64()
+		v.Mul(v, root)
+	}
+	return hi, lo
+}()
