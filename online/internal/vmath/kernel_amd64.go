@@ -219,7 +219,6 @@ func rbf8(panels, d int, p, x, alpha *float64, ng float64, acc *[8]float64)
 // rbfK holds the constants of rbf8 (ExpNeg's, in order).
 var rbfK = [11]float64{expN / math.Ln2, expMagic, expLn2Hi, expLn2Lo, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, -expLimit}
 
-
 // rbfPanels runs Rows.RBFSum's panels in assembly under AVX-512F and
 // returns how many it ran (all of them, or none: the AVX2 level has no
 // form of it, the two-register permute of the table being AVX-512's).
