@@ -314,5 +314,6 @@ func (s *solver) model(X rows, p Params) *Model {
 	if X.sparse != nil {
 		m.setSparse(sparse.Clone(svs))
 	}
+	m.pack()
 	return m
 }
