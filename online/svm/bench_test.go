@@ -52,7 +52,7 @@ func BenchmarkTrain10k(b *testing.B) {
 
 // BenchmarkDecision scores one row with the 2 000-row model (about 1 000 support vectors).
 // Target: 0 allocs, ≤ 3 ns per support vector and feature (2.1–2.6 µs here, 2026-11-27,
-// through vmath's packed rbf sum; 17.2–17.6 µs by the loop of expNeg before).
+// through vmath's packed rbf sum; 17.2–17.6 µs by a loop of the scalar exp before).
 func BenchmarkDecision(b *testing.B) {
 	X, y := letterRows(b, 2000)
 	m, err := Train(context.Background(), X, y, Params{Kernel: Kernel{Type: RBF, Gamma: 1.0 / 16}}, nil)

@@ -2,6 +2,7 @@ package svm
 
 import (
 	"fmt"
+	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 
 	"github.com/streamer/streamer/online/internal/sparse"
@@ -95,7 +96,7 @@ func (k Kernel) fromDot(dot, sa, sb float64) float64 {
 	case Polynomial:
 		return powi(k.Gamma*dot+k.Coef0, k.Degree)
 	case RBF:
-		return expNeg(-k.Gamma * max(sa+sb-2*dot, 0))
+		return vmath.ExpNeg(-k.Gamma * max(sa+sb-2*dot, 0))
 	case Laplacian:
 		return math.Exp(-k.Gamma * math.Sqrt(max(sa+sb-2*dot, 0)))
 	case Sigmoid:

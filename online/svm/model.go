@@ -103,7 +103,7 @@ func (m *Model) Decision(x []float64) float64 {
 		}
 		g := -m.Kernel.Gamma
 		for i, sv := range m.SV {
-			s += m.Coef[i] * expNeg(g*sqDist(x, sv))
+			s += m.Coef[i] * vmath.ExpNeg(g*sqDist(x, sv))
 		}
 	case Linear:
 		for i, sv := range m.SV {

@@ -2,6 +2,7 @@ package svm
 
 import (
 	"context"
+	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 
 	"github.com/streamer/streamer/online/internal/sparse"
@@ -118,7 +119,7 @@ func (q *qmatrix) fill(i int, dst []float32, start int) {
 			if d < 0 {
 				d = 0
 			}
-			dst[j] = float32(yi * ys[j] * expNeg(-g*d))
+			dst[j] = float32(yi * ys[j] * vmath.ExpNeg(-g*d))
 		}
 	case Linear:
 		for j := range dst {
