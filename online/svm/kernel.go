@@ -2,10 +2,10 @@ package svm
 
 import (
 	"fmt"
-	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 
 	"github.com/streamer/streamer/online/internal/sparse"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // KernelType selects the kernel function.

@@ -3,11 +3,11 @@ package svm
 import (
 	"errors"
 	"fmt"
-	"github.com/streamer/streamer/online/internal/vmath"
 	"hash/crc32"
 
 	"github.com/streamer/streamer/online/codec"
 	"github.com/streamer/streamer/online/internal/sparse"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // Model is a trained C-SVC: f(x) = Σ_{i ∈ SV} Coef_i K(SV_i, x) + B.

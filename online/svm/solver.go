@@ -2,10 +2,10 @@ package svm
 
 import (
 	"context"
-	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 
 	"github.com/streamer/streamer/online/internal/sparse"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // tau is LIBSVM's TAU: the curvature used when a pair's quad_coef is not positive.
