@@ -29,6 +29,7 @@ type qmatrix struct {
 	y     []float64
 	qd    []float64 // Q_ii
 	cache *cache
+	ex    []float64 // a row's rbf distances, then their exps (vmath.ExpNegScaled); sparse: first its dot products
 
 	// Sparse rows (x nil): sx follows the swaps, orig maps a position to
 	// the row's index in ix (the rows in their original order), acc holds
@@ -43,6 +44,9 @@ type qmatrix struct {
 func newQMatrix(k Kernel, x [][]float64, y []float64, cacheBytes int64) *qmatrix {
 	l := len(x)
 	q := &qmatrix{k: k, x: x, y: y, sq: make([]float64, l), qd: make([]float64, l), cache: newCache(l, cacheBytes)}
+	if k.Type == RBF {
+		q.ex = make([]float64, l)
+	}
 	for i := range x {
 		q.sq[i] = dot(x[i], x[i])
 		q.qd[i] = k.Eval(x[i], x[i])
@@ -54,7 +58,7 @@ func newQMatrix(k Kernel, x [][]float64, y []float64, cacheBytes int64) *qmatrix
 func newSparseQMatrix(k Kernel, x []sparse.Row, y []float64, cacheBytes int64) *qmatrix {
 	l := len(x)
 	q := &qmatrix{k: k, sx: x, y: y, sq: make([]float64, l), qd: make([]float64, l), cache: newCache(l, cacheBytes),
-		orig: make([]int32, l), ix: sparse.NewIndex(x), acc: make([]float64, l)}
+		orig: make([]int32, l), ix: sparse.NewIndex(x), acc: make([]float64, l), ex: make([]float64, l)}
 	for i, r := range x {
 		s := sparse.Sq(r)
 		q.sq[i] = s
@@ -102,6 +106,7 @@ func (q *qmatrix) fill(i int, dst []float32, start int) {
 		sqi := q.sq[i]
 		sqs := q.sq[start : start+len(dst)]
 		n := len(xi)
+		ex := q.ex[:len(dst)]
 		for j := range dst {
 			xj := xs[j][:n]
 			var s0, s1, s2, s3 float64
@@ -115,11 +120,11 @@ func (q *qmatrix) fill(i int, dst []float32, start int) {
 			for ; k < n; k++ {
 				s0 += xi[k] * xj[k]
 			}
-			d := sqi + sqs[j] - 2*((s0+s1)+(s2+s3))
-			if d < 0 {
-				d = 0
-			}
-			dst[j] = float32(yi * ys[j] * vmath.ExpNeg(-g*d))
+			ex[j] = max(sqi+sqs[j]-2*((s0+s1)+(s2+s3)), 0)
+		}
+		vmath.ExpNegScaled(ex, ex, -g) // ExpNeg(−γ·d), eight at a time
+		for j, e := range ex {
+			dst[j] = float32(yi * ys[j] * e)
 		}
 	case Linear:
 		for j := range dst {
@@ -143,17 +148,30 @@ func (q *qmatrix) fillSparse(i int, dst []float32, start int) {
 	l := len(q.sx)
 	// Dots costs about l + the shared entries, a merge per entry about
 	// nnz_i + nnz_j.
+	ex := q.ex[:len(dst)] // the dot products
 	if len(dst)*(xi.Len()+q.nnz/l) >= l+xi.Len()*(q.nnz/l) {
 		q.ix.Dots(q.acc, xi)
-		orig := q.orig[start : start+len(dst)]
-		for j := range dst {
-			dst[j] = float32(yi * ys[j] * q.k.fromDot(q.acc[orig[j]], sqi, sqs[j]))
+		for j, o := range q.orig[start : start+len(dst)] {
+			ex[j] = q.acc[o]
+		}
+	} else {
+		for j, xj := range q.sx[start : start+len(dst)] {
+			ex[j] = sparse.Dot(xi, xj)
+		}
+	}
+	if q.k.Type != RBF {
+		for j, dot := range ex {
+			dst[j] = float32(yi * ys[j] * q.k.fromDot(dot, sqi, sqs[j]))
 		}
 		return
 	}
-	xs := q.sx[start : start+len(dst)]
-	for j := range dst {
-		dst[j] = float32(yi * ys[j] * q.k.fromDot(sparse.Dot(xi, xs[j]), sqi, sqs[j]))
+	// rbf: fromDot's distances, then their exps eight at a time.
+	for j, dot := range ex {
+		ex[j] = max(sqi+sqs[j]-2*dot, 0)
+	}
+	vmath.ExpNegScaled(ex, ex, -q.k.Gamma)
+	for j, e := range ex {
+		dst[j] = float32(yi * ys[j] * e)
 	}
 }
 

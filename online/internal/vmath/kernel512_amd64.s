@@ -343,3 +343,74 @@ rcol:
 	VMOVUPD      Z31, (R10)
 	VZEROUPPER
 	RET
+
+// func exp8(n int, dst, src *float64, s float64) int
+//
+// ExpNegScaled (rbf.go) on blocks of eight, n a multiple of 8: v = s·src,
+// ExpNeg(v) as rbf8 computes it (lanes with v < −707 or NaN zeroed), until
+// a block holds a v above 707 (ExpNeg's math.Exp path, left to the Go
+// code). Returns the number of elements written.
+TEXT ·exp8(SB), NOSPLIT, $0-40
+	MOVQ         n+0(FP), CX
+	MOVQ         dst+8(FP), DI
+	MOVQ         src+16(FP), SI
+	VBROADCASTSD s+24(FP), Z12
+	VMOVUPD      ·expHi+0(SB), Z16
+	VMOVUPD      ·expHi+64(SB), Z17
+	VMOVUPD      ·expLo+0(SB), Z18
+	VMOVUPD      ·expLo+64(SB), Z19
+	VBROADCASTSD ·rbfK+0(SB), Z20
+	VBROADCASTSD ·rbfK+8(SB), Z21
+	VBROADCASTSD ·rbfK+16(SB), Z22
+	VBROADCASTSD ·rbfK+24(SB), Z23
+	VBROADCASTSD ·rbfK+32(SB), Z24
+	VBROADCASTSD ·rbfK+40(SB), Z25
+	VBROADCASTSD ·rbfK+48(SB), Z26
+	VBROADCASTSD ·rbfK+56(SB), Z27
+	VBROADCASTSD ·rbfK+64(SB), Z28
+	VBROADCASTSD ·rbfK+72(SB), Z29
+	VBROADCASTSD ·rbfK+80(SB), Z14
+	VBROADCASTSD ·rbfK+88(SB), Z15
+	XORQ         AX, AX
+
+eblock:
+	VMULPD       (SI)(AX*8), Z12, Z2
+	VCMPPD       $0x1e, Z15, Z2, K2
+	KORTESTW     K2, K2
+	JNE          edone
+	VCMPPD       $0x1d, Z14, Z2, K1
+	VMOVAPD      Z21, Z3
+	VFMADD231PD  Z20, Z2, Z3
+	VSUBPD       Z21, Z3, Z4
+	VMOVAPD      Z2, Z5
+	VFNMADD231PD Z22, Z4, Z5
+	VFNMADD231PD Z23, Z4, Z5
+	VMOVAPD      Z25, Z6
+	VFMADD231PD  Z24, Z5, Z6
+	VFMADD213PD  Z26, Z5, Z6
+	VFMADD213PD  Z27, Z5, Z6
+	VFMADD213PD  Z28, Z5, Z6
+	VFMADD213PD  Z29, Z5, Z6
+	VMULPD       Z5, Z5, Z7
+	VFMADD213PD  Z5, Z6, Z7
+	VPSUBQ       Z21, Z3, Z8
+	VMOVAPD      Z8, Z9
+	VPERMI2PD    Z17, Z16, Z9
+	VMOVAPD      Z8, Z10
+	VPERMI2PD    Z19, Z18, Z10
+	VFMADD213PD  Z10, Z9, Z7
+	VADDPD       Z7, Z9, Z7
+	VPSRAQ       $4, Z8, Z8
+	VPSLLQ       $52, Z8, Z8
+	VPADDQ       Z8, Z7, Z7
+	VPXORQ       Z11, Z11, Z11
+	VMOVAPD      Z7, K1, Z11
+	VMOVUPD      Z11, (DI)(AX*8)
+	ADDQ         $8, AX
+	CMPQ         AX, CX
+	JL           eblock
+
+edone:
+	MOVQ AX, ret+32(FP)
+	VZEROUPPER
+	RET

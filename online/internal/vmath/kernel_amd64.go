@@ -216,8 +216,8 @@ var _ = [1]struct{}{}[SincosN-32]
 //go:noescape
 func rbf8(panels, d int, p, x, alpha *float64, ng float64, acc *[8]float64)
 
-// rbfK holds the constants of rbf8 (ExpNeg's, in order).
-var rbfK = [11]float64{expN / math.Ln2, expMagic, expLn2Hi, expLn2Lo, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, -expLimit}
+// rbfK holds the constants of rbf8 and exp8 (ExpNeg's, in order).
+var rbfK = [12]float64{expN / math.Ln2, expMagic, expLn2Hi, expLn2Lo, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, -expLimit, expLimit}
 
 // rbfPanels runs Rows.RBFSum's panels in assembly under AVX-512F and
 // returns how many it ran (all of them, or none: the AVX2 level has no
@@ -230,4 +230,19 @@ func rbfPanels(r *Rows, x []float64, g float64, acc *[8]float64) int {
 	_ = r.data[np*8*r.d-1]
 	rbf8(np, r.d, &r.data[0], &x[0], &r.alpha[0], -g, acc)
 	return np
+}
+
+//go:noescape
+func exp8(n int, dst, src *float64, s float64) int
+
+// expBlocks runs ExpNegScaled's whole blocks of eight in assembly under
+// AVX-512F, up to the first block with an argument above expLimit, and
+// returns how many elements it ran.
+func expBlocks(dst, src []float64, s float64) int {
+	n := len(dst) &^ 7
+	if level < levelAVX512 || n == 0 {
+		return 0
+	}
+	_ = src[n-1]
+	return exp8(n, &dst[0], &src[0], s)
 }

@@ -21,3 +21,5 @@ func balancedBlocks(w, t, tc, o, oc, x []float64, it, io float64, acc *[32]float
 func doubleBlocks(dc, ds, sc, ss []float64, k float64) int { return 0 }
 
 func rbfPanels(r *Rows, x []float64, g float64, acc *[8]float64) int { return 0 }
+
+func expBlocks(dst, src []float64, s float64) int { return 0 }

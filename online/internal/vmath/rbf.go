@@ -83,6 +83,26 @@ func (r *Rows) RBFSum(x []float64, g float64) float64 {
 	return sum8(&acc)
 }
 
+// ExpNegScaled sets dst[i] = ExpNeg(s·src[i]), the product rounded, for
+// i < len(dst) (len(src) ≥ len(dst); dst may be src): the exps of a row of
+// an rbf kernel matrix, s = −γ and src the squared distances. The AVX-512F
+// kernel gives ExpNeg's bits eight at a time (TestExpNegScaledLevels);
+// elsewhere, and for arguments above 707, it runs in Go. It does not
+// allocate.
+func ExpNegScaled(dst, src []float64, s float64) {
+	if len(src) < len(dst) {
+		panic("vmath: ExpNegScaled: src shorter than dst")
+	}
+	src = src[:len(dst)]
+	for i := 0; i < len(dst); {
+		i += expBlocks(dst[i:], src[i:], s)
+		if i < len(dst) {
+			dst[i] = ExpNeg(float64(s * src[i]))
+			i++
+		}
+	}
+}
+
 // ExpNeg is e^v for v ≥ −707, and 0 below (and for NaN): the terms of an rbf
 // sum below 2⁻¹⁰²⁰ are dropped. Within 1 ulp of math.Exp over [−707, 707]
 // (TestExpNegAccuracy), by a table of 16 and a polynomial:

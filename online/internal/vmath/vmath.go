@@ -4,8 +4,9 @@
 // the feature map (SincosRFF), the double-angle step between bandwidths
 // (DoubleAngleRFF), the MAM's score and compensated-sum update fused
 // into one pass (Dot, PlainFused, BalancedFused and their decaying forms),
-// and the score of an exact rbf kernel model over packed rows (Rows.RBFSum,
-// with its exp, ExpNeg; AVX-512F only, AVX2 machines run its Go code).
+// the score of an exact rbf kernel model over packed rows (Rows.RBFSum,
+// with its exp, ExpNeg) and the exps of a row of an rbf kernel matrix
+// (ExpNegScaled; these two AVX-512F only, AVX2 machines run their Go code).
 //
 // Every kernel has one definition, written out in Go in this package
 // (the build tag purego, or a machine without the instructions, runs it):
