@@ -29,7 +29,7 @@ type qmatrix struct {
 	y     []float64
 	qd    []float64 // Q_ii
 	cache *cache
-	ex    []float64 // a row's rbf distances, then their exps (vmath.ExpNegScaled); sparse: first its dot products
+	ex    []float64 // a row's dot products, then (rbf) distances and their exps (vmath.ExpNegScaled)
 
 	// Sparse rows (x nil): sx follows the swaps, orig maps a position to
 	// the row's index in ix (the rows in their original order), acc holds
@@ -43,10 +43,8 @@ type qmatrix struct {
 
 func newQMatrix(k Kernel, x [][]float64, y []float64, cacheBytes int64) *qmatrix {
 	l := len(x)
-	q := &qmatrix{k: k, x: x, y: y, sq: make([]float64, l), qd: make([]float64, l), cache: newCache(l, cacheBytes)}
-	if k.Type == RBF {
-		q.ex = make([]float64, l)
-	}
+	q := &qmatrix{k: k, x: x, y: y, sq: make([]float64, l), qd: make([]float64, l), cache: newCache(l, cacheBytes),
+		ex: make([]float64, l)}
 	for i := range x {
 		q.sq[i] = dot(x[i], x[i])
 		q.qd[i] = k.Eval(x[i], x[i])
@@ -105,30 +103,20 @@ func (q *qmatrix) fill(i int, dst []float32, start int) {
 		g := q.k.Gamma
 		sqi := q.sq[i]
 		sqs := q.sq[start : start+len(dst)]
-		n := len(xi)
 		ex := q.ex[:len(dst)]
-		for j := range dst {
-			xj := xs[j][:n]
-			var s0, s1, s2, s3 float64
-			k := 0
-			for ; k+4 <= n; k += 4 {
-				s0 += xi[k] * xj[k]
-				s1 += xi[k+1] * xj[k+1]
-				s2 += xi[k+2] * xj[k+2]
-				s3 += xi[k+3] * xj[k+3]
-			}
-			for ; k < n; k++ {
-				s0 += xi[k] * xj[k]
-			}
-			ex[j] = max(sqi+sqs[j]-2*((s0+s1)+(s2+s3)), 0)
+		vmath.DotRows(ex, xi, xs) // dot's sums, four rows' products at a time
+		for j, d := range ex {
+			ex[j] = max(sqi+sqs[j]-2*d, 0)
 		}
 		vmath.ExpNegScaled(ex, ex, -g) // ExpNeg(−γ·d), eight at a time
 		for j, e := range ex {
 			dst[j] = float32(yi * ys[j] * e)
 		}
 	case Linear:
-		for j := range dst {
-			dst[j] = float32(yi * ys[j] * dot(xi, xs[j]))
+		ex := q.ex[:len(dst)]
+		vmath.DotRows(ex, xi, xs)
+		for j, d := range ex {
+			dst[j] = float32(yi * ys[j] * d)
 		}
 	default:
 		k := q.k

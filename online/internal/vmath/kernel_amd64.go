@@ -246,3 +246,16 @@ func expBlocks(dst, src []float64, s float64) int {
 	_ = src[n-1]
 	return exp8(n, &dst[0], &src[0], s)
 }
+
+//go:noescape
+func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64)
+
+// dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four
+// lanes) and reports whether it did.
+func dotRowsAsm(dst, x []float64, rows [][]float64) bool {
+	if level < levelAVX2 || len(rows) == 0 || len(x) == 0 {
+		return false
+	}
+	dotRows4(len(rows), &rows[0], &x[0], len(x), &dst[0])
+	return true
+}

@@ -432,3 +432,67 @@ dbloop:
 
 	VZEROUPPER
 	RET
+
+// func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64)
+//
+// DotRows (rbf.go) for n ≥ 1 rows (slice headers of 24 bytes at rows, each
+// at least d long): per row, the four sums s_l of the products
+// x_k·r_k, k ≡ l mod 4, multiplied then added in order in Y0; the tail
+// k ≥ 4⌊d/4⌋ added to s₀ in order (in X0, s₂ and s₃ set aside in X2,
+// since a VEX scalar operation clears the upper half of its register);
+// then dst = (s₀ + s₁) + (s₂ + s₃).
+TEXT ·dotRows4(SB), NOSPLIT, $0-40
+	MOVQ n+0(FP), CX
+	MOVQ rows+8(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ d+24(FP), BX
+	MOVQ dst+32(FP), DX
+	MOVQ BX, R10
+	SHRQ $2, R10
+	MOVQ BX, R11
+	ANDQ $3, R11
+
+drrow:
+	MOVQ   0(SI), R8
+	VXORPD Y0, Y0, Y0
+	XORQ   AX, AX
+	MOVQ   R10, R9
+	TESTQ  R9, R9
+	JE     drtail
+
+drblock:
+	VMOVUPD (DI)(AX*8), Y1
+	VMULPD  (R8)(AX*8), Y1, Y1
+	VADDPD  Y1, Y0, Y0
+	ADDQ    $4, AX
+	DECQ    R9
+	JNE     drblock
+
+drtail:
+	VEXTRACTF128 $1, Y0, X2
+	MOVQ         R11, R9
+	TESTQ        R9, R9
+	JE           drsum
+
+drone:
+	VMOVSD (DI)(AX*8), X1
+	VMULSD (R8)(AX*8), X1, X1
+	VADDSD X1, X0, X0
+	INCQ   AX
+	DECQ   R9
+	JNE    drone
+
+drsum:
+	VUNPCKHPD X0, X0, X3
+	VADDSD    X3, X0, X0
+	VUNPCKHPD X2, X2, X4
+	VADDSD    X4, X2, X2
+	VADDSD    X2, X0, X0
+	VMOVSD    X0, 0(DX)
+	ADDQ      $24, SI
+	ADDQ      $8, DX
+	DECQ      CX
+	JNE       drrow
+
+	VZEROUPPER
+	RET

@@ -270,3 +270,92 @@ func BenchmarkExpNegScaled2000(b *testing.B) {
 		}
 	})
 }
+
+// TestDotRowsLevels checks DotRows against its definition, bit for bit,
+// at every level: dimensions 1 to 41 (every tail), rows longer than x,
+// swapped rows sharing storage, large and tiny magnitudes.
+func TestDotRowsLevels(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 13))
+	type tcase struct {
+		x    []float64
+		rows [][]float64
+		want []float64
+	}
+	var cases []tcase
+	for d := 1; d <= 41; d++ {
+		for _, nrows := range []int{1, 2, 7, 33} {
+			c := tcase{x: randVec(r, d, math.Exp(r.NormFloat64()*20))}
+			for range nrows {
+				c.rows = append(c.rows, randVec(r, d+r.IntN(3), math.Exp(r.NormFloat64()*20)))
+			}
+			c.rows[0], c.rows[nrows-1] = c.rows[nrows-1], c.rows[0]
+			for _, row := range c.rows {
+				var s [4]float64
+				k := 0
+				for ; k+4 <= d; k += 4 {
+					for l := range 4 {
+						s[l] += float64(c.x[k+l] * row[k+l])
+					}
+				}
+				for ; k < d; k++ {
+					s[0] += float64(c.x[k] * row[k])
+				}
+				c.want = append(c.want, (s[0]+s[1])+(s[2]+s[3]))
+			}
+			cases = append(cases, c)
+		}
+	}
+	forLevels(t, func(t *testing.T) {
+		for _, c := range cases {
+			dst := make([]float64, len(c.rows)+1)
+			dst[len(c.rows)] = 7
+			DotRows(dst, c.x, c.rows)
+			for j, w := range c.want {
+				if !same(dst[j], w) {
+					t.Fatalf("d %d, row %d: %v, want %v", len(c.x), j, dst[j], w)
+				}
+			}
+			if dst[len(c.rows)] != 7 {
+				t.Fatalf("d %d: wrote past the rows", len(c.x))
+			}
+		}
+	})
+	for _, f := range []func(){
+		func() { DotRows(make([]float64, 1), make([]float64, 3), [][]float64{make([]float64, 2)}) },
+		func() { DotRows(nil, make([]float64, 3), [][]float64{make([]float64, 3)}) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("no panic for a short row or dst")
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// BenchmarkDotRows2000: the dot products of a row of an svm's kernel
+// matrix, 2 000 rows of d = 16 (letter), against the scalar loop it
+// replaces. Target: ≤ 3 ns a row, 0 allocs.
+func BenchmarkDotRows2000(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	rows := make([][]float64, 2000)
+	for i := range rows {
+		rows[i] = randVec(r, 16, 1)
+	}
+	x, dst := randVec(r, 16, 1), make([]float64, len(rows))
+	b.Run("DotRows", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			DotRows(dst, x, rows)
+		}
+	})
+	b.Run("DotRows-go", func(b *testing.B) {
+		atLevel(levelGo, func() {
+			for b.Loop() {
+				DotRows(dst, x, rows)
+			}
+		})
+	})
+}
