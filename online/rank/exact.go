@@ -183,20 +183,42 @@ func cholSolve(a []float64, m int, rhs []float64) error {
 
 // gramUpper fills the upper triangle of the m × m matrix a with K̄(xᵢ, xⱼ),
 // rows spread over GOMAXPROCS goroutines.
+//
+// For one rbf kernel the entries are those Predict sums (vmath.Rows.RBFSum,
+// bit for bit): the squared distances of a row to the rows from its panel
+// of eight on (vmath.Rows.SqDists), then their exps eight at a time
+// (vmath.ExpNegScaled).
 func gramUpper(ctx context.Context, a, x []float64, d int, k *kernels) error {
 	m := len(x) / d
 	workers := min(runtime.GOMAXPROCS(0), max(1, m/64))
+	g, rbf := k.singleRBF()
+	var rows vmath.Rows
+	if rbf {
+		rows = vmath.PackRows(x, m, d, make([]float64, m))
+	}
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []float64
+			if rbf {
+				buf = make([]float64, (m+7)/8*8)
+			}
 			for i := w; i < m; i += workers { // interleaved: balanced triangle
 				if i%64 == w && ctx.Err() != nil {
 					return
 				}
 				xi := x[i*d : (i+1)*d]
 				row := a[i*m : (i+1)*m]
+				if rbf {
+					p0 := i / 8
+					rows.SqDists(buf, xi, p0)
+					e := buf[i-8*p0 : m-8*p0]
+					vmath.ExpNegScaled(e, e, -g)
+					copy(row[i:], e)
+					continue
+				}
 				for j := i; j < m; j++ {
 					row[j] = k.eval(xi, x[j*d:(j+1)*d])
 				}

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // readBoston returns the boston_ordinal features (row-major, d = 13) and
@@ -535,6 +537,63 @@ func TestPredictSingleRBF(t *testing.T) {
 			}
 			if got2 := dec.Predict(x); math.Float64bits(got2) != math.Float64bits(got) {
 				t.Fatalf("v %v: decoded model %v, fitted %v", v, got2, got)
+			}
+		}
+	}
+}
+
+// TestGramSingleRBF checks the Gram matrix of one rbf kernel (the
+// vectorised path of gramUpper) against the general kernel sum: within
+// 1e-15·(1 + γ‖xᵢ − xⱼ‖²) relative of math.Exp's entries (the two
+// distances' roundings, up to d ulps, scaled by γd², and the exps' ulps),
+// the entries Predict sums bit for
+// bit (e^(−γ‖xᵢ − xⱼ‖²) by FMA distances and vmath.ExpNeg), the diagonal
+// exactly 1, the lower triangle untouched; and two rbf kernels still take
+// the general path.
+func TestGramSingleRBF(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	for _, m := range []int{1, 9, 37, 300} {
+		const d = 5
+		X, _ := randomData(r, m, d)
+		for _, ks := range [][]Kernel{{{Type: RBF, Gamma: 0.4}}, {{Type: RBF, Gamma: 0.4}, {Type: RBF, Gamma: 3, V: 2}}} {
+			k, err := newKernels(ks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := make([]float64, m*m)
+			for i := range a {
+				a[i] = -1
+			}
+			if err := gramUpper(context.Background(), a, X, d, &k); err != nil {
+				t.Fatal(err)
+			}
+			_, single := k.singleRBF()
+			for i := range m {
+				for j := range m {
+					got := a[i*m+j]
+					if j < i {
+						if got != -1 {
+							t.Fatalf("m %d: lower entry (%d, %d) written", m, i, j)
+						}
+						continue
+					}
+					general := k.eval(X[i*d:(i+1)*d], X[j*d:(j+1)*d])
+					if !single {
+						if math.Float64bits(got) != math.Float64bits(general) {
+							t.Fatalf("m %d, two kernels: (%d, %d) = %v, want %v", m, i, j, got, general)
+						}
+						continue
+					}
+					var d2 float64
+					for c := range d {
+						v := X[j*d+c] - X[i*d+c]
+						d2 = math.FMA(v, v, d2)
+					}
+					want := vmath.ExpNeg(-0.4 * d2)
+					if math.Float64bits(got) != math.Float64bits(want) || math.Abs(got-general) > 1e-15*(1+0.4*d2)*general+1e-300 || (i == j && got != 1) {
+						t.Fatalf("m %d: (%d, %d) = %v, want %v (math.Exp: %v)", m, i, j, got, want, general)
+					}
+				}
 			}
 		}
 	}

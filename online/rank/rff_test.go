@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -258,14 +259,21 @@ func BenchmarkSumsFit(b *testing.B) {
 	}
 }
 
-// BenchmarkExactFit is the exact LSRRank refit at m = 1000, d = 13.
+// BenchmarkExactFit is the exact LSRRank refit at m = 1000 and 2 000
+// (krr's and lsrrank's default window), d = 13, one rbf kernel: the Gram
+// matrix by vmath's squared distances and exps (since 2026-11-27), then
+// the Cholesky solve on all CPUs.
 func BenchmarkExactFit(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 1))
-	X, y := randomData(r, 1000, 13)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Fit(context.Background(), X, 13, y, Config{Kernels: []Kernel{{Gamma: 0.05}}, Lambda: 1e-3}); err != nil {
-			b.Fatal(err)
-		}
+	for _, m := range []int{1000, 2000} {
+		b.Run(fmt.Sprint(m), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(1, 1))
+			X, y := randomData(r, m, 13)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Fit(context.Background(), X, 13, y, Config{Kernels: []Kernel{{Gamma: 0.05}}, Lambda: 1e-3}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

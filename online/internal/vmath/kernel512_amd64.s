@@ -414,3 +414,34 @@ edone:
 	MOVQ AX, ret+32(FP)
 	VZEROUPPER
 	RET
+
+// func sqd8(panels, d int, p, x, dst *float64)
+//
+// Rows.SqDists (rbf.go) on eight lanes: per panel, rbf8's squared
+// distances (FMA over the d columns in order), stored to dst.
+TEXT ·sqd8(SB), NOSPLIT, $0-40
+	MOVQ panels+0(FP), CX
+	MOVQ d+8(FP), BX
+	MOVQ p+16(FP), SI
+	MOVQ x+24(FP), DI
+	MOVQ dst+32(FP), R8
+
+spanel:
+	VXORPD Z0, Z0, Z0
+	MOVQ   DI, R9
+	MOVQ   BX, DX
+
+scol:
+	VMOVUPD     (SI), Z1
+	VSUBPD.BCST (R9), Z1, Z1
+	VFMADD231PD Z1, Z1, Z0
+	ADDQ        $64, SI
+	ADDQ        $8, R9
+	DECQ        DX
+	JNE         scol
+	VMOVUPD     Z0, (R8)
+	ADDQ        $64, R8
+	DECQ        CX
+	JNE         spanel
+	VZEROUPPER
+	RET

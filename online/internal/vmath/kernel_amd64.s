@@ -496,3 +496,39 @@ drsum:
 
 	VZEROUPPER
 	RET
+
+// func sqd4(panels, d int, p, x, dst *float64)
+//
+// sqd8 (kernel512_amd64.s) with a panel's eight lanes in two registers.
+TEXT ·sqd4(SB), NOSPLIT, $0-40
+	MOVQ panels+0(FP), CX
+	MOVQ d+8(FP), BX
+	MOVQ p+16(FP), SI
+	MOVQ x+24(FP), DI
+	MOVQ dst+32(FP), R8
+
+s4panel:
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	MOVQ   DI, R9
+	MOVQ   BX, DX
+
+s4col:
+	VBROADCASTSD (R9), Y4
+	VMOVUPD      (SI), Y2
+	VMOVUPD      32(SI), Y3
+	VSUBPD       Y4, Y2, Y2
+	VSUBPD       Y4, Y3, Y3
+	VFMADD231PD  Y2, Y2, Y0
+	VFMADD231PD  Y3, Y3, Y1
+	ADDQ         $64, SI
+	ADDQ         $8, R9
+	DECQ         DX
+	JNE          s4col
+	VMOVUPD      Y0, (R8)
+	VMOVUPD      Y1, 32(R8)
+	ADDQ         $64, R8
+	DECQ         CX
+	JNE          s4panel
+	VZEROUPPER
+	RET

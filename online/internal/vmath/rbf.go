@@ -83,6 +83,38 @@ func (r *Rows) RBFSum(x []float64, g float64) float64 {
 	return sum8(&acc)
 }
 
+// SqDists sets dst[k] = ‖x_i − x‖², i = 8·p0 + k, for the rows of the
+// panels from p0 on (the last panel's padding rows included), summed as
+// RBFSum sums them (FMA over j in order), and returns their number,
+// 8·(⌈Len()/8⌉ − p0). len(x) must be Dim() and len(dst) at least that
+// number. The AVX-512F and AVX2 kernels give the same bits
+// (TestSqDistsLevels). It does not allocate.
+func (r *Rows) SqDists(dst, x []float64, p0 int) int {
+	np := len(r.alpha) / 8
+	if len(x) != r.d || p0 < 0 || p0 > np || len(dst) < 8*(np-p0) {
+		panic("vmath: SqDists: wrong dimensions")
+	}
+	if np == p0 {
+		return 0
+	}
+	d := r.d
+	if !sqDistPanels(r, x, p0, dst) {
+		for p := p0; p < np; p++ {
+			panel := r.data[p*8*d : (p+1)*8*d]
+			out := dst[(p-p0)*8 : (p-p0)*8+8]
+			for l := range 8 {
+				var d2 float64
+				for j, xj := range x {
+					t := panel[j*8+l] - xj
+					d2 = math.FMA(t, t, d2)
+				}
+				out[l] = d2
+			}
+		}
+	}
+	return 8 * (np - p0)
+}
+
 // DotRows sets dst[j] = <x, rows[j]> over the first len(x) entries of
 // each row (len(dst) ≥ len(rows); each row at least len(x) long), summed
 // as an svm's kernel rows sum them: four sums s_l of the products x_k·r_k,

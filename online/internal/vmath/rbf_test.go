@@ -359,3 +359,48 @@ func BenchmarkDotRows2000(b *testing.B) {
 		})
 	})
 }
+
+// TestSqDistsLevels checks Rows.SqDists against its definition, bit for
+// bit, at every level, from every panel (padding rows included).
+func TestSqDistsLevels(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 17))
+	for _, n := range []int{1, 7, 8, 9, 17, 100} {
+		for _, d := range []int{1, 3, 13, 40} {
+			xs := randVec(r, n*d, 1)
+			rows := PackRows(xs, n, d, make([]float64, n))
+			x := randVec(r, d, 1)
+			np := (n + 7) / 8
+			for p0 := 0; p0 <= np; p0++ {
+				want := make([]float64, 8*(np-p0))
+				for k := range want {
+					i := 8*p0 + k
+					var d2 float64
+					for j := range d {
+						v := 0.0 // a padding row is 0
+						if i < n {
+							v = xs[i*d+j]
+						}
+						t := v - x[j]
+						d2 = math.FMA(t, t, d2)
+					}
+					want[k] = d2
+				}
+				forLevels(t, func(t *testing.T) {
+					dst := make([]float64, len(want)+1)
+					dst[len(want)] = 7
+					if got := rows.SqDists(dst, x, p0); got != len(want) {
+						t.Fatalf("n %d, d %d, p0 %d: %d distances, want %d", n, d, p0, got, len(want))
+					}
+					for k, w := range want {
+						if !same(dst[k], w) {
+							t.Fatalf("n %d, d %d, p0 %d, row %d: %v, want %v", n, d, p0, 8*p0+k, dst[k], w)
+						}
+					}
+					if dst[len(want)] != 7 {
+						t.Fatalf("n %d, d %d, p0 %d: wrote past the panels", n, d, p0)
+					}
+				})
+			}
+		}
+	}
+}
