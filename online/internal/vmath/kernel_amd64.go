@@ -248,16 +248,16 @@ func expBlocks(dst, src []float64, s float64) int {
 }
 
 //go:noescape
-func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64)
+func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four
-// lanes) and reports whether it did.
-func dotRowsAsm(dst, x []float64, rows [][]float64) bool {
+// lanes) up to the first row shorter than x and returns the number of
+// rows it ran, or −1 when it has no form for the input.
+func dotRowsAsm(dst, x []float64, rows [][]float64) int {
 	if level < levelAVX2 || len(rows) == 0 || len(x) == 0 {
-		return false
+		return -1
 	}
-	dotRows4(len(rows), &rows[0], &x[0], len(x), &dst[0])
-	return true
+	return dotRows4(len(rows), &rows[0], &x[0], len(x), &dst[0])
 }
 
 //go:noescape

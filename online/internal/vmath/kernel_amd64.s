@@ -433,15 +433,16 @@ dbloop:
 	VZEROUPPER
 	RET
 
-// func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64)
+// func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 //
-// DotRows (rbf.go) for n ≥ 1 rows (slice headers of 24 bytes at rows, each
-// at least d long): per row, the four sums s_l of the products
+// DotRows (rbf.go) for n ≥ 1 rows (slice headers of 24 bytes at rows), up
+// to the first row shorter than d; returns the number of rows done. Per
+// row: the four sums s_l of the products
 // x_k·r_k, k ≡ l mod 4, multiplied then added in order in Y0; the tail
 // k ≥ 4⌊d/4⌋ added to s₀ in order (in X0, s₂ and s₃ set aside in X2,
 // since a VEX scalar operation clears the upper half of its register);
 // then dst = (s₀ + s₁) + (s₂ + s₃).
-TEXT ·dotRows4(SB), NOSPLIT, $0-40
+TEXT ·dotRows4(SB), NOSPLIT, $0-48
 	MOVQ n+0(FP), CX
 	MOVQ rows+8(FP), SI
 	MOVQ x+16(FP), DI
@@ -452,7 +453,11 @@ TEXT ·dotRows4(SB), NOSPLIT, $0-40
 	MOVQ BX, R11
 	ANDQ $3, R11
 
+	XORQ R12, R12
+
 drrow:
+	CMPQ   8(SI), BX
+	JL     drdone
 	MOVQ   0(SI), R8
 	VXORPD Y0, Y0, Y0
 	XORQ   AX, AX
@@ -491,9 +496,12 @@ drsum:
 	VMOVSD    X0, 0(DX)
 	ADDQ      $24, SI
 	ADDQ      $8, DX
-	DECQ      CX
-	JNE       drrow
+	INCQ      R12
+	CMPQ      R12, CX
+	JL        drrow
 
+drdone:
+	MOVQ R12, ret+40(FP)
 	VZEROUPPER
 	RET
 

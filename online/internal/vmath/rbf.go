@@ -127,15 +127,16 @@ func DotRows(dst, x []float64, rows [][]float64) {
 		panic("vmath: DotRows: dst shorter than rows")
 	}
 	n := len(x)
-	for _, r := range rows {
-		if len(r) < n {
+	if k := dotRowsAsm(dst, x, rows); k >= 0 {
+		if k < len(rows) {
 			panic("vmath: DotRows: a row shorter than x")
 		}
-	}
-	if dotRowsAsm(dst, x, rows) {
 		return
 	}
 	for j, r := range rows {
+		if len(r) < n {
+			panic("vmath: DotRows: a row shorter than x")
+		}
 		r = r[:n]
 		var s0, s1, s2, s3 float64
 		k := 0

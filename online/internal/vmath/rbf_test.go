@@ -320,19 +320,24 @@ func TestDotRowsLevels(t *testing.T) {
 			}
 		}
 	})
-	for _, f := range []func(){
-		func() { DotRows(make([]float64, 1), make([]float64, 3), [][]float64{make([]float64, 2)}) },
-		func() { DotRows(nil, make([]float64, 3), [][]float64{make([]float64, 3)}) },
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Error("no panic for a short row or dst")
-				}
+	forLevels(t, func(t *testing.T) {
+		for _, f := range []func(){
+			func() { DotRows(make([]float64, 1), make([]float64, 3), [][]float64{make([]float64, 2)}) },
+			func() {
+				DotRows(make([]float64, 3), make([]float64, 5), [][]float64{make([]float64, 5), make([]float64, 4), make([]float64, 5)})
+			},
+			func() { DotRows(nil, make([]float64, 3), [][]float64{make([]float64, 3)}) },
+		} {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Error("no panic for a short row or dst")
+					}
+				}()
+				f()
 			}()
-			f()
-		}()
-	}
+		}
+	})
 }
 
 // BenchmarkDotRows2000: the dot products of a row of an svm's kernel
