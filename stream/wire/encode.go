@@ -103,8 +103,54 @@ func AppendScore(dst []byte, s *Score) []byte {
 		dst = appendString(dst, s.EventTS)
 	}
 	dst = append(dst, `,"scored_at":"`...)
-	dst = s.ScoredAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = appendTimeUTC(dst, s.ScoredAt)
 	return append(dst, `"}`...)
+}
+
+// appendTimeUTC appends t in UTC as t.UTC().AppendFormat(dst,
+// time.RFC3339Nano) does (the fraction's trailing zeros dropped, none for
+// a whole second), without the layout's interpretation: years 0 to 9999
+// by hand, others by AppendFormat.
+func appendTimeUTC(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		return t.AppendFormat(dst, time.RFC3339Nano)
+	}
+	hour, minute, sec := t.Clock()
+	var b [30]byte // 2006-01-02T15:04:05.999999999Z
+	put4(b[0:4], year)
+	b[4] = '-'
+	put2(b[5:7], int(month))
+	b[7] = '-'
+	put2(b[8:10], day)
+	b[10] = 'T'
+	put2(b[11:13], hour)
+	b[13] = ':'
+	put2(b[14:16], minute)
+	b[16] = ':'
+	put2(b[17:19], sec)
+	n := 19
+	if ns := t.Nanosecond(); ns != 0 {
+		b[19] = '.'
+		for i := 28; i > 19; i-- {
+			b[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n = 29
+		for b[n-1] == '0' { // ns was not 0: a digit is not 0
+			n--
+		}
+	}
+	b[n] = 'Z'
+	return append(dst, b[:n+1]...)
+}
+
+func put2(b []byte, v int) { b[0], b[1] = byte('0'+v/10), byte('0'+v%10) }
+
+func put4(b []byte, v int) {
+	put2(b[0:2], v/100)
+	put2(b[2:4], v%100)
 }
 
 // appendFloat writes v in the shortest 'g' form, or null when v is NaN or ±Inf.

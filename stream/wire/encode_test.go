@@ -210,3 +210,40 @@ func TestAppendFloatShortDecimal(t *testing.T) {
 		check(r.Float64())
 	}
 }
+
+// TestAppendTimeUTC checks the scored_at writer against
+// t.UTC().AppendFormat(time.RFC3339Nano): random instants over years 0 to
+// 9999 and beyond (AppendFormat's own path), whole seconds, fractions with
+// trailing zeros, times in other zones, leap days and the ends of years.
+func TestAppendTimeUTC(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
+	lo, hi := time.Date(-2, 1, 1, 0, 0, 0, 0, time.UTC).Unix(), time.Date(10002, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	times := []time.Time{
+		{}, time.Unix(0, 0), time.Date(2024, 2, 29, 23, 59, 59, 999999999, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 100, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(0, 1, 1, 0, 0, 0, 1, time.UTC), time.Date(-1, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(2026, 11, 27, 9, 5, 7, 120000000, zone),
+	}
+	for range 20000 {
+		sec := lo + r.Int64N(hi-lo)
+		ns := r.Int64N(1e9)
+		switch r.IntN(4) {
+		case 0:
+			ns = 0
+		case 1:
+			ns -= ns % 1000000 // trailing zeros
+		}
+		tm := time.Unix(sec, ns)
+		if r.IntN(2) == 0 {
+			tm = tm.In(zone)
+		}
+		times = append(times, tm)
+	}
+	for _, tm := range times {
+		want := tm.UTC().AppendFormat([]byte("x"), time.RFC3339Nano)
+		if got := appendTimeUTC([]byte("x"), tm); !bytes.Equal(got, want) {
+			t.Fatalf("%v: %s, want %s", tm, got, want)
+		}
+	}
+}

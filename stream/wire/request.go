@@ -304,6 +304,6 @@ func AppendRanking(dst []byte, r *Ranking) []byte {
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"scored_at":"`...)
-	dst = r.ScoredAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = appendTimeUTC(dst, r.ScoredAt)
 	return append(dst, `"}`...)
 }
