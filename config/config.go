@@ -69,8 +69,11 @@ type Explore struct {
 	Policy  string  `yaml:"policy"`  // greedy | epsilon | ucb | thompson
 	Epsilon float64 `yaml:"epsilon"` // epsilon: the probability of a random pick at each position
 	// Alpha scales ucb's uncertainty width and thompson's perturbation
-	// (docs/models.md, "Exploration"); Samples is the number of thompson
-	// draws that estimate its propensities.
+	// (docs/models.md, "Exploration"). Its default depends on the policy:
+	// DefaultAlphaUCB, which Default holds, or DefaultAlphaThompson, which
+	// Parse sets when the policy is thompson and neither the file nor the
+	// environment sets alpha. Samples is the number of thompson draws that
+	// estimate its propensities.
 	Alpha   float64 `yaml:"alpha"`
 	Samples int     `yaml:"samples"`
 	Seed    int     `yaml:"seed"` // the policy's random draws (per shard, seeded with this and the shard)
@@ -89,6 +92,15 @@ const (
 	ExploreEpsilon  = "epsilon"
 	ExploreUCB      = "ucb"
 	ExploreThompson = "thompson"
+)
+
+// The defaults of rank.explore.alpha, per policy: the values that lose
+// nothing against greedy when every request brings fresh random candidates
+// and gain most when a key's candidates repeat (docs/models.md,
+// "Exploration").
+const (
+	DefaultAlphaUCB      = 1.0
+	DefaultAlphaThompson = 0.1
 )
 
 // Kafka is the kafka section: where events come from and where scores and
@@ -430,7 +442,7 @@ func Default() Config {
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
-			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: 0.1, Samples: 100, Seed: 1}},
+			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1}},
 	}
 }
 
@@ -461,6 +473,9 @@ func Parse(data []byte, env []string, reg *online.Registry) (Config, error) {
 	d.env(&c, env)
 	if len(d.errs) > 0 {
 		return Config{}, errors.Join(d.errs...)
+	}
+	if c.Rank.Explore.Policy == ExploreThompson && !d.has("rank.explore.alpha") {
+		c.Rank.Explore.Alpha = DefaultAlphaThompson
 	}
 	if errs := validate(&c, d.src, reg); len(errs) > 0 {
 		return Config{}, errors.Join(errs...)

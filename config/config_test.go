@@ -55,7 +55,7 @@ func TestGoodRoundTrip(t *testing.T) {
 		Metrics:     Metrics{AccuracyWindow: 5000},
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
-		Rank:        Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: 0.1, Samples: 100, Seed: 1}},
+		Rank:        Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1}},
 		Models: []Model{
 			{
 				Name:     "mam_rbf",
@@ -692,6 +692,34 @@ models:
 	} {
 		if _, err := Parse([]byte(tc.yaml), nil, testTypes); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %s", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// rank.explore.alpha's default depends on the policy: 1 for ucb, 0.1 for
+// thompson; a value from the file or the environment is kept, 0 included.
+func TestExploreAlphaDefault(t *testing.T) {
+	const base = "kafka: {brokers: [\"k:9092\"]}\nmodels:\n  - {name: m, type: mam, features: {dim: 2}, scope: key}\nrank:\n  model: m\n"
+	for _, c := range []struct {
+		explore string
+		env     []string
+		want    float64
+	}{
+		{"  explore: {policy: ucb}\n", nil, 1},
+		{"  explore: {policy: thompson}\n", nil, 0.1},
+		{"  explore: {policy: greedy}\n", nil, 1},
+		{"  explore: {policy: thompson, alpha: 0.7}\n", nil, 0.7},
+		{"  explore: {policy: thompson, alpha: 0}\n", nil, 0},
+		{"  explore: {policy: ucb, alpha: 0.25}\n", nil, 0.25},
+		{"  explore: {policy: thompson}\n", []string{"STREAMER_RANK_EXPLORE_ALPHA=2"}, 2},
+		{"", []string{"STREAMER_RANK_EXPLORE_POLICY=thompson"}, 0.1},
+	} {
+		cfg, err := Parse([]byte(base+c.explore), c.env, testTypes)
+		if err != nil {
+			t.Fatalf("%q %v: %v", c.explore, c.env, err)
+		}
+		if got := cfg.Rank.Explore.Alpha; got != c.want {
+			t.Errorf("%q %v: alpha %v, want %v", c.explore, c.env, got, c.want)
 		}
 	}
 }

@@ -104,7 +104,7 @@
 //	                                                  ((dim+1)(dim+2)/2 floats): the rank model needs scope: key,
 //	                                                  dense features, features.dim ≤ 256
 //	rank.explore.epsilon            0.05              epsilon: the probability of a uniform pick at each position
-//	rank.explore.alpha              0.1               ucb: score + alpha × the candidate's uncertainty width;
+//	rank.explore.alpha              1 (thompson: 0.1) ucb: score + alpha × the candidate's uncertainty width;
 //	                                                  thompson: score + alpha × a posterior draw's term; ≥ 0
 //	rank.explore.samples            100               thompson: draws that estimate the propensities; [1, 100000]
 //	rank.explore.seed               1                 the policy's random draws (per shard)
