@@ -23,6 +23,59 @@
 #define K_SIGN ·sincosK+416(SB)
 #define K_HALF ·sincosK+448(SB)
 
+// EXP_CONSTS loads ExpNeg's constants for EXPNEG8: the table of 16 in
+// Z16–Z19 (hi, lo), rbfK's first ten in Z20–Z29 and −707 in Z14.
+#define EXP_CONSTS \
+	VMOVUPD      ·expHi+0(SB), Z16 \
+	VMOVUPD      ·expHi+64(SB), Z17 \
+	VMOVUPD      ·expLo+0(SB), Z18 \
+	VMOVUPD      ·expLo+64(SB), Z19 \
+	VBROADCASTSD ·rbfK+0(SB), Z20 \
+	VBROADCASTSD ·rbfK+8(SB), Z21 \
+	VBROADCASTSD ·rbfK+16(SB), Z22 \
+	VBROADCASTSD ·rbfK+24(SB), Z23 \
+	VBROADCASTSD ·rbfK+32(SB), Z24 \
+	VBROADCASTSD ·rbfK+40(SB), Z25 \
+	VBROADCASTSD ·rbfK+48(SB), Z26 \
+	VBROADCASTSD ·rbfK+56(SB), Z27 \
+	VBROADCASTSD ·rbfK+64(SB), Z28 \
+	VBROADCASTSD ·rbfK+72(SB), Z29 \
+	VBROADCASTSD ·rbfK+80(SB), Z14
+
+// EXPNEG8 sets Z11 = ExpNeg(Z2) in eight lanes (rbf.go: k and the reduced
+// r by two FMAs with ln2/16 in two parts, e^r − 1 by Horner to r⁷, the
+// table entry by two-register permutes of the low bits of k, 2^(k>>4) added
+// to the exponent), lanes with Z2 < −707 or NaN zeroed; K1 and Z3–Z10 are
+// clobbered.
+#define EXPNEG8 \
+	VCMPPD       $0x1d, Z14, Z2, K1 \
+	VMOVAPD      Z21, Z3 \
+	VFMADD231PD  Z20, Z2, Z3 \
+	VSUBPD       Z21, Z3, Z4 \
+	VMOVAPD      Z2, Z5 \
+	VFNMADD231PD Z22, Z4, Z5 \
+	VFNMADD231PD Z23, Z4, Z5 \
+	VMOVAPD      Z25, Z6 \
+	VFMADD231PD  Z24, Z5, Z6 \
+	VFMADD213PD  Z26, Z5, Z6 \
+	VFMADD213PD  Z27, Z5, Z6 \
+	VFMADD213PD  Z28, Z5, Z6 \
+	VFMADD213PD  Z29, Z5, Z6 \
+	VMULPD       Z5, Z5, Z7 \
+	VFMADD213PD  Z5, Z6, Z7 \
+	VPSUBQ       Z21, Z3, Z8 \
+	VMOVAPD      Z8, Z9 \
+	VPERMI2PD    Z17, Z16, Z9 \
+	VMOVAPD      Z8, Z10 \
+	VPERMI2PD    Z19, Z18, Z10 \
+	VFMADD213PD  Z10, Z9, Z7 \
+	VADDPD       Z7, Z9, Z7 \
+	VPSRAQ       $4, Z8, Z8 \
+	VPSLLQ       $52, Z8, Z8 \
+	VPADDQ       Z8, Z7, Z7 \
+	VPXORQ       Z11, Z11, Z11 \
+	VMOVAPD      Z7, K1, Z11
+
 // func sincos8(n int, cs, sn, z *float64, s, a float64) int
 //
 // sincos4 (kernel_amd64.s) on blocks of eight: for k = 0, 8, 16, … < n (n
@@ -279,21 +332,7 @@ TEXT ·rbf8(SB), NOSPLIT, $0-56
 	VBROADCASTSD ng+40(FP), Z12
 	MOVQ         acc+48(FP), R10
 	VMOVUPD      (R10), Z31
-	VMOVUPD      ·expHi+0(SB), Z16
-	VMOVUPD      ·expHi+64(SB), Z17
-	VMOVUPD      ·expLo+0(SB), Z18
-	VMOVUPD      ·expLo+64(SB), Z19
-	VBROADCASTSD ·rbfK+0(SB), Z20
-	VBROADCASTSD ·rbfK+8(SB), Z21
-	VBROADCASTSD ·rbfK+16(SB), Z22
-	VBROADCASTSD ·rbfK+24(SB), Z23
-	VBROADCASTSD ·rbfK+32(SB), Z24
-	VBROADCASTSD ·rbfK+40(SB), Z25
-	VBROADCASTSD ·rbfK+48(SB), Z26
-	VBROADCASTSD ·rbfK+56(SB), Z27
-	VBROADCASTSD ·rbfK+64(SB), Z28
-	VBROADCASTSD ·rbfK+72(SB), Z29
-	VBROADCASTSD ·rbfK+80(SB), Z14
+	EXP_CONSTS
 
 rpanel:
 	VXORPD Z0, Z0, Z0
@@ -309,33 +348,7 @@ rcol:
 	DECQ         DX
 	JNE          rcol
 	VMULPD       Z12, Z0, Z2
-	VCMPPD       $0x1d, Z14, Z2, K1
-	VMOVAPD      Z21, Z3
-	VFMADD231PD  Z20, Z2, Z3
-	VSUBPD       Z21, Z3, Z4
-	VMOVAPD      Z2, Z5
-	VFNMADD231PD Z22, Z4, Z5
-	VFNMADD231PD Z23, Z4, Z5
-	VMOVAPD      Z25, Z6
-	VFMADD231PD  Z24, Z5, Z6
-	VFMADD213PD  Z26, Z5, Z6
-	VFMADD213PD  Z27, Z5, Z6
-	VFMADD213PD  Z28, Z5, Z6
-	VFMADD213PD  Z29, Z5, Z6
-	VMULPD       Z5, Z5, Z7
-	VFMADD213PD  Z5, Z6, Z7
-	VPSUBQ       Z21, Z3, Z8
-	VMOVAPD      Z8, Z9
-	VPERMI2PD    Z17, Z16, Z9
-	VMOVAPD      Z8, Z10
-	VPERMI2PD    Z19, Z18, Z10
-	VFMADD213PD  Z10, Z9, Z7
-	VADDPD       Z7, Z9, Z7
-	VPSRAQ       $4, Z8, Z8
-	VPSLLQ       $52, Z8, Z8
-	VPADDQ       Z8, Z7, Z7
-	VPXORQ       Z11, Z11, Z11
-	VMOVAPD      Z7, K1, Z11
+	EXPNEG8
 	VFMADD231PD  (R8), Z11, Z31
 	ADDQ         $64, R8
 	DECQ         CX
@@ -355,21 +368,7 @@ TEXT ·exp8(SB), NOSPLIT, $0-40
 	MOVQ         dst+8(FP), DI
 	MOVQ         src+16(FP), SI
 	VBROADCASTSD s+24(FP), Z12
-	VMOVUPD      ·expHi+0(SB), Z16
-	VMOVUPD      ·expHi+64(SB), Z17
-	VMOVUPD      ·expLo+0(SB), Z18
-	VMOVUPD      ·expLo+64(SB), Z19
-	VBROADCASTSD ·rbfK+0(SB), Z20
-	VBROADCASTSD ·rbfK+8(SB), Z21
-	VBROADCASTSD ·rbfK+16(SB), Z22
-	VBROADCASTSD ·rbfK+24(SB), Z23
-	VBROADCASTSD ·rbfK+32(SB), Z24
-	VBROADCASTSD ·rbfK+40(SB), Z25
-	VBROADCASTSD ·rbfK+48(SB), Z26
-	VBROADCASTSD ·rbfK+56(SB), Z27
-	VBROADCASTSD ·rbfK+64(SB), Z28
-	VBROADCASTSD ·rbfK+72(SB), Z29
-	VBROADCASTSD ·rbfK+80(SB), Z14
+	EXP_CONSTS
 	VBROADCASTSD ·rbfK+88(SB), Z15
 	XORQ         AX, AX
 
@@ -378,33 +377,7 @@ eblock:
 	VCMPPD       $0x1e, Z15, Z2, K2
 	KORTESTW     K2, K2
 	JNE          edone
-	VCMPPD       $0x1d, Z14, Z2, K1
-	VMOVAPD      Z21, Z3
-	VFMADD231PD  Z20, Z2, Z3
-	VSUBPD       Z21, Z3, Z4
-	VMOVAPD      Z2, Z5
-	VFNMADD231PD Z22, Z4, Z5
-	VFNMADD231PD Z23, Z4, Z5
-	VMOVAPD      Z25, Z6
-	VFMADD231PD  Z24, Z5, Z6
-	VFMADD213PD  Z26, Z5, Z6
-	VFMADD213PD  Z27, Z5, Z6
-	VFMADD213PD  Z28, Z5, Z6
-	VFMADD213PD  Z29, Z5, Z6
-	VMULPD       Z5, Z5, Z7
-	VFMADD213PD  Z5, Z6, Z7
-	VPSUBQ       Z21, Z3, Z8
-	VMOVAPD      Z8, Z9
-	VPERMI2PD    Z17, Z16, Z9
-	VMOVAPD      Z8, Z10
-	VPERMI2PD    Z19, Z18, Z10
-	VFMADD213PD  Z10, Z9, Z7
-	VADDPD       Z7, Z9, Z7
-	VPSRAQ       $4, Z8, Z8
-	VPSLLQ       $52, Z8, Z8
-	VPADDQ       Z8, Z7, Z7
-	VPXORQ       Z11, Z11, Z11
-	VMOVAPD      Z7, K1, Z11
+	EXPNEG8
 	VMOVUPD      Z11, (DI)(AX*8)
 	ADDQ         $8, AX
 	CMPQ         AX, CX

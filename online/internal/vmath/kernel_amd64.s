@@ -452,7 +452,6 @@ TEXT ·dotRows4(SB), NOSPLIT, $0-48
 	SHRQ $2, R10
 	MOVQ BX, R11
 	ANDQ $3, R11
-
 	XORQ R12, R12
 
 drrow:
