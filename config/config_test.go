@@ -710,6 +710,7 @@ func TestExploreAlphaDefault(t *testing.T) {
 		{"  explore: {policy: greedy}\n", nil, 1},
 		{"  explore: {policy: thompson, alpha: 0.7}\n", nil, 0.7},
 		{"  explore: {policy: thompson, alpha: 0}\n", nil, 0},
+		{"  explore: {policy: thompson, alpha: null}\n", nil, 0.1},
 		{"  explore: {policy: ucb, alpha: 0.25}\n", nil, 0.25},
 		{"  explore: {policy: thompson}\n", []string{"STREAMER_RANK_EXPLORE_ALPHA=2"}, 2},
 		{"", []string{"STREAMER_RANK_EXPLORE_POLICY=thompson"}, 0.1},
