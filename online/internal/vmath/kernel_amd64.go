@@ -219,32 +219,78 @@ func rbf8(panels, d int, p, x, alpha *float64, ng float64, acc *[8]float64)
 // rbfK holds the constants of rbf8 and exp8 (ExpNeg's, in order).
 var rbfK = [12]float64{expN / math.Ln2, expMagic, expLn2Hi, expLn2Lo, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, -expLimit, expLimit}
 
-// rbfPanels runs Rows.RBFSum's panels in assembly under AVX-512F and
-// returns how many it ran (all of them, or none: the AVX2 level has no
-// form of it, the two-register permute of the table being AVX-512's).
+//go:noescape
+func rbf4(panels, d int, p, x, alpha *float64, ng float64, acc *[8]float64)
+
+// expK4 holds the constants of the AVX2 exp (E4_… in kernel_amd64.s),
+// each in the four lanes of a 256-bit operand: ExpNeg's, and the integer
+// masks of its table index.
+var expK4 = func() (k [15][4]uint64) {
+	f := func(v float64) uint64 { return math.Float64bits(v) }
+	vals := [...]uint64{
+		f(expN / math.Ln2), // 0
+		f(expMagic),        // 1
+		f(expLn2Hi),        // 2
+		f(expLn2Lo),        // 3
+		f(1.0 / 5040),      // 4
+		f(1.0 / 720),       // 5
+		f(1.0 / 120),       // 6
+		f(1.0 / 24),        // 7
+		f(1.0 / 6),         // 8
+		f(0.5),             // 9
+		f(-expLimit),       // 10
+		f(expLimit),        // 11
+		3,                  // 12: the index within a register of four table entries
+		1 << 32,            // 13: the odd dword of a permute index
+		^uint64(expN - 1),  // 14: k without its table bits
+	}
+	for i, v := range vals {
+		k[i] = [4]uint64{v, v, v, v}
+	}
+	return k
+}()
+
+// rbfPanels runs Rows.RBFSum's panels in assembly (AVX-512F: a panel in
+// one register, the table by two-register permutes; AVX2: in two halves,
+// the table by one-register permutes and blends) and returns how many it
+// ran: all of them, or none on a machine without AVX2.
 func rbfPanels(r *Rows, x []float64, g float64, acc *[8]float64) int {
-	if level < levelAVX512 {
+	if level < levelAVX2 {
 		return 0
 	}
 	np := len(r.alpha) / 8
 	_ = r.data[np*8*r.d-1]
-	rbf8(np, r.d, &r.data[0], &x[0], &r.alpha[0], -g, acc)
+	if level == levelAVX512 {
+		rbf8(np, r.d, &r.data[0], &x[0], &r.alpha[0], -g, acc)
+	} else {
+		rbf4(np, r.d, &r.data[0], &x[0], &r.alpha[0], -g, acc)
+	}
 	return np
 }
 
 //go:noescape
 func exp8(n int, dst, src *float64, s float64) int
 
-// expBlocks runs ExpNegScaled's whole blocks of eight in assembly under
-// AVX-512F, up to the first block with an argument above expLimit, and
-// returns how many elements it ran.
+//go:noescape
+func exp4(n int, dst, src *float64, s float64) int
+
+// expBlocks runs ExpNegScaled's whole blocks of eight (AVX-512F) or four
+// (AVX2) in assembly, up to the first block with an argument above
+// expLimit, and returns how many elements it ran.
 func expBlocks(dst, src []float64, s float64) int {
-	n := len(dst) &^ 7
-	if level < levelAVX512 || n == 0 {
-		return 0
+	switch level {
+	case levelAVX512:
+		if n := len(dst) &^ 7; n > 0 {
+			_ = src[n-1]
+			return exp8(n, &dst[0], &src[0], s)
+		}
+	case levelAVX2:
+		if n := len(dst) &^ 3; n > 0 {
+			_ = src[n-1]
+			return exp4(n, &dst[0], &src[0], s)
+		}
 	}
-	_ = src[n-1]
-	return exp8(n, &dst[0], &src[0], s)
+	return 0
 }
 
 //go:noescape

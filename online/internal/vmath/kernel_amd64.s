@@ -539,3 +539,165 @@ s4col:
 	JNE          s4panel
 	VZEROUPPER
 	RET
+
+// The 256-bit constants of the AVX2 exp (expK4 in kernel_amd64.go).
+#define E4_C0 ·expK4+0(SB)
+#define E4_MAGIC ·expK4+32(SB)
+#define E4_LN2HI ·expK4+64(SB)
+#define E4_LN2LO ·expK4+96(SB)
+#define E4_P7 ·expK4+128(SB)
+#define E4_P6 ·expK4+160(SB)
+#define E4_P5 ·expK4+192(SB)
+#define E4_P4 ·expK4+224(SB)
+#define E4_P3 ·expK4+256(SB)
+#define E4_P2 ·expK4+288(SB)
+#define E4_MIN ·expK4+320(SB)
+#define E4_MAX ·expK4+352(SB)
+#define E4_LOW2 ·expK4+384(SB)
+#define E4_ODD ·expK4+416(SB)
+#define E4_HIGH ·expK4+448(SB)
+
+// EXPNEG4 sets Y11 = ExpNeg(Y2) in four lanes, lanes with Y2 < −707 or
+// NaN zeroed: the operations of rbf8's (kernel512_amd64.s), the table
+// entry j = k mod 16 taken from the four registers of four entries each
+// (expHi, expLo) by one-register permutes (dword indices 2(j mod 4) and
+// 2(j mod 4) + 1) and blends on bits 2 and 3 of j, and 2^(k>>4) added to
+// the exponent as (k with its low four bits cleared) << 48, which is the
+// same modulo 2^64. Clobbers Y2–Y10, Y12–Y14.
+#define EXPNEG4 \
+	VCMPPD       $0x1d, E4_MIN, Y2, Y12 \
+	VMOVUPD      E4_MAGIC, Y3 \
+	VFMADD231PD  E4_C0, Y2, Y3 \
+	VSUBPD       E4_MAGIC, Y3, Y4 \
+	VMOVAPD      Y2, Y5 \
+	VFNMADD231PD E4_LN2HI, Y4, Y5 \
+	VFNMADD231PD E4_LN2LO, Y4, Y5 \
+	VMOVUPD      E4_P6, Y6 \
+	VFMADD231PD  E4_P7, Y5, Y6 \
+	VFMADD213PD  E4_P5, Y5, Y6 \
+	VFMADD213PD  E4_P4, Y5, Y6 \
+	VFMADD213PD  E4_P3, Y5, Y6 \
+	VFMADD213PD  E4_P2, Y5, Y6 \
+	VMULPD       Y5, Y5, Y7 \
+	VFMADD213PD  Y5, Y6, Y7 \
+	VPSUBQ       E4_MAGIC, Y3, Y8 \
+	VPAND        E4_LOW2, Y8, Y9 \
+	VPADDQ       Y9, Y9, Y9 \
+	VPSLLQ       $32, Y9, Y10 \
+	VPADDQ       Y10, Y9, Y9 \
+	VPADDQ       E4_ODD, Y9, Y9 \
+	VPSLLQ       $61, Y8, Y13 \
+	VPSLLQ       $60, Y8, Y14 \
+	VPERMD       ·expHi+0(SB), Y9, Y2 \
+	VPERMD       ·expHi+32(SB), Y9, Y3 \
+	VBLENDVPD    Y13, Y3, Y2, Y2 \
+	VPERMD       ·expHi+64(SB), Y9, Y3 \
+	VPERMD       ·expHi+96(SB), Y9, Y4 \
+	VBLENDVPD    Y13, Y4, Y3, Y3 \
+	VBLENDVPD    Y14, Y3, Y2, Y2 \
+	VPERMD       ·expLo+0(SB), Y9, Y3 \
+	VPERMD       ·expLo+32(SB), Y9, Y4 \
+	VBLENDVPD    Y13, Y4, Y3, Y3 \
+	VPERMD       ·expLo+64(SB), Y9, Y4 \
+	VPERMD       ·expLo+96(SB), Y9, Y6 \
+	VBLENDVPD    Y13, Y6, Y4, Y4 \
+	VBLENDVPD    Y14, Y4, Y3, Y3 \
+	VFMADD213PD  Y3, Y2, Y7 \
+	VADDPD       Y7, Y2, Y7 \
+	VPAND        E4_HIGH, Y8, Y8 \
+	VPSLLQ       $48, Y8, Y8 \
+	VPADDQ       Y8, Y7, Y7 \
+	VANDPD       Y12, Y7, Y11
+
+// func exp4(n int, dst, src *float64, s float64) int
+//
+// exp8 (kernel512_amd64.s) on blocks of four, n a multiple of 4.
+TEXT ·exp4(SB), NOSPLIT, $0-40
+	MOVQ         n+0(FP), CX
+	MOVQ         dst+8(FP), DI
+	MOVQ         src+16(FP), SI
+	VBROADCASTSD s+24(FP), Y15
+	XORQ         AX, AX
+
+e4block:
+	VMULPD    (SI)(AX*8), Y15, Y2
+	VCMPPD    $0x1e, E4_MAX, Y2, Y12
+	VMOVMSKPD Y12, DX
+	TESTQ     DX, DX
+	JNE       e4done
+	EXPNEG4
+	VMOVUPD   Y11, (DI)(AX*8)
+	ADDQ      $4, AX
+	CMPQ      AX, CX
+	JL        e4block
+
+e4done:
+	MOVQ AX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+// func rbf4(panels, d int, p, x, alpha *float64, ng float64, acc *[8]float64)
+//
+// rbf8 (kernel512_amd64.s) with a panel's eight lanes in two halves of
+// four, each half's squared distances, exps and FMA into its accumulator
+// (lanes 0–3 in Y0, 4–7 in Y1) in turn. Y15 holds ng.
+TEXT ·rbf4(SB), NOSPLIT, $0-56
+	MOVQ         panels+0(FP), CX
+	MOVQ         d+8(FP), BX
+	MOVQ         p+16(FP), SI
+	MOVQ         x+24(FP), DI
+	MOVQ         alpha+32(FP), R8
+	VBROADCASTSD ng+40(FP), Y15
+	MOVQ         acc+48(FP), R10
+	VMOVUPD      0(R10), Y0
+	VMOVUPD      32(R10), Y1
+
+r4panel:
+	// Lanes 0–3: the squared distances, then the exps.
+	VXORPD Y2, Y2, Y2
+	MOVQ   DI, R9
+	MOVQ   SI, R11
+	MOVQ   BX, DX
+
+r4colA:
+	VBROADCASTSD (R9), Y4
+	VMOVUPD      (R11), Y3
+	VSUBPD       Y4, Y3, Y3
+	VFMADD231PD  Y3, Y3, Y2
+	ADDQ         $64, R11
+	ADDQ         $8, R9
+	DECQ         DX
+	JNE          r4colA
+	VMULPD       Y15, Y2, Y2
+	EXPNEG4
+	VFMADD231PD  (R8), Y11, Y0
+
+	// Lanes 4–7.
+	VXORPD Y2, Y2, Y2
+	MOVQ   DI, R9
+	LEAQ   32(SI), R11
+	MOVQ   BX, DX
+
+r4colB:
+	VBROADCASTSD (R9), Y4
+	VMOVUPD      (R11), Y3
+	VSUBPD       Y4, Y3, Y3
+	VFMADD231PD  Y3, Y3, Y2
+	ADDQ         $64, R11
+	ADDQ         $8, R9
+	DECQ         DX
+	JNE          r4colB
+	VMULPD       Y15, Y2, Y2
+	EXPNEG4
+	VFMADD231PD  32(R8), Y11, Y1
+
+	MOVQ R11, SI
+	SUBQ $32, SI
+	ADDQ $64, R8
+	DECQ CX
+	JNE  r4panel
+
+	VMOVUPD Y0, 0(R10)
+	VMOVUPD Y1, 32(R10)
+	VZEROUPPER
+	RET

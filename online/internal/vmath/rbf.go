@@ -55,9 +55,9 @@ func (r *Rows) AppendRows(dst []float64) []float64 {
 // Dim()): the score of a kernel model of one rbf kernel. Per row, in its
 // lane: the squared distance summed by FMA over j in order, v = −g·d2
 // rounded, e^v by ExpNeg, then α_i·e^v added to the lane by FMA; the eight
-// lanes added at the end as the package's other sums. The AVX-512F kernel
-// gives the same bits (TestRBFSumLevels); elsewhere it runs in Go. It does
-// not allocate.
+// lanes added at the end as the package's other sums. The AVX-512F and
+// AVX2 kernels give the same bits (TestRBFSumLevels); elsewhere it runs in
+// Go. It does not allocate.
 func (r *Rows) RBFSum(x []float64, g float64) float64 {
 	if len(x) != r.d {
 		panic("vmath: RBFSum: wrong input dimension")
@@ -156,9 +156,9 @@ func DotRows(dst, x []float64, rows [][]float64) {
 // ExpNegScaled sets dst[i] = ExpNeg(s·src[i]), the product rounded, for
 // i < len(dst) (len(src) ≥ len(dst); dst may be src): the exps of a row of
 // an rbf kernel matrix, s = −γ and src the squared distances. The AVX-512F
-// kernel gives ExpNeg's bits eight at a time (TestExpNegScaledLevels);
-// elsewhere, and for arguments above 707, it runs in Go. It does not
-// allocate.
+// and AVX2 kernels give ExpNeg's bits eight or four at a time
+// (TestExpNegScaledLevels); elsewhere, and for arguments above 707, it
+// runs in Go. It does not allocate.
 func ExpNegScaled(dst, src []float64, s float64) {
 	if len(src) < len(dst) {
 		panic("vmath: ExpNegScaled: src shorter than dst")
@@ -180,7 +180,7 @@ func ExpNegScaled(dst, src []float64, s float64) {
 // by two FMAs with ln2/16 in two parts), e^v = 2^k·T_j·e^r, e^r − 1 by
 // Taylor to r⁷ (its remainder below r⁸/8! < 2e-18), and T_j = 2^(j/16) =
 // hi_j + lo_j (to 2⁻¹⁰⁰) so that T_j·e^r = hi_j + (hi_j·p + lo_j) rounds
-// once of note. The AVX-512F kernel computes the same operations.
+// once of note. The AVX-512F and AVX2 kernels compute the same operations.
 func ExpNeg(v float64) float64 {
 	if !(v >= -expLimit && v <= expLimit) {
 		if v > expLimit {

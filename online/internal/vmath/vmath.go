@@ -7,8 +7,7 @@
 // the score of an exact rbf kernel model over packed rows (Rows.RBFSum,
 // with its exp, ExpNeg), and the rows of kernel matrices: squared
 // distances over packed rows (Rows.SqDists), dot products of row slices
-// (DotRows) and the exps of a row (ExpNegScaled; this one and RBFSum
-// AVX-512F only, AVX2 machines run their Go code).
+// (DotRows) and the exps of a row (ExpNegScaled).
 //
 // Every kernel has one definition, written out in Go in this package
 // (the build tag purego, or a machine without the instructions, runs it):
