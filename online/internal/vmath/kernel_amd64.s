@@ -636,11 +636,32 @@ e4done:
 	VZEROUPPER
 	RET
 
+// R4HALF(col, off, acc): rbf4's half of a panel at byte offset off in a
+// column (lanes 0–3 at 0, 4–7 at 32): the squared distances by FMA over
+// the d columns (loop label col), v = d2·ng, EXPNEG4, then acc += α·e by
+// FMA with the half's four weights at off(R8).
+#define R4HALF(col, off, acc) \
+	VXORPD       Y2, Y2, Y2 \
+	MOVQ         DI, R9 \
+	LEAQ         off(SI), R11 \
+	MOVQ         BX, DX \
+col: \
+	VBROADCASTSD (R9), Y4 \
+	VMOVUPD      (R11), Y3 \
+	VSUBPD       Y4, Y3, Y3 \
+	VFMADD231PD  Y3, Y3, Y2 \
+	ADDQ         $64, R11 \
+	ADDQ         $8, R9 \
+	DECQ         DX \
+	JNE          col \
+	VMULPD       Y15, Y2, Y2 \
+	EXPNEG4 \
+	VFMADD231PD  off(R8), Y11, acc
+
 // func rbf4(panels, d int, p, x, alpha *float64, ng float64, acc *[8]float64)
 //
 // rbf8 (kernel512_amd64.s) with a panel's eight lanes in two halves of
-// four, each half's squared distances, exps and FMA into its accumulator
-// (lanes 0–3 in Y0, 4–7 in Y1) in turn. Y15 holds ng.
+// four (R4HALF), lanes 0–3 accumulated in Y0 and 4–7 in Y1. Y15 holds ng.
 TEXT ·rbf4(SB), NOSPLIT, $0-56
 	MOVQ         panels+0(FP), CX
 	MOVQ         d+8(FP), BX
@@ -651,48 +672,13 @@ TEXT ·rbf4(SB), NOSPLIT, $0-56
 	MOVQ         acc+48(FP), R10
 	VMOVUPD      0(R10), Y0
 	VMOVUPD      32(R10), Y1
+	MOVQ         BX, R12
+	SHLQ         $6, R12 // a panel's bytes, 64·d
 
 r4panel:
-	// Lanes 0–3: the squared distances, then the exps.
-	VXORPD Y2, Y2, Y2
-	MOVQ   DI, R9
-	MOVQ   SI, R11
-	MOVQ   BX, DX
-
-r4colA:
-	VBROADCASTSD (R9), Y4
-	VMOVUPD      (R11), Y3
-	VSUBPD       Y4, Y3, Y3
-	VFMADD231PD  Y3, Y3, Y2
-	ADDQ         $64, R11
-	ADDQ         $8, R9
-	DECQ         DX
-	JNE          r4colA
-	VMULPD       Y15, Y2, Y2
-	EXPNEG4
-	VFMADD231PD  (R8), Y11, Y0
-
-	// Lanes 4–7.
-	VXORPD Y2, Y2, Y2
-	MOVQ   DI, R9
-	LEAQ   32(SI), R11
-	MOVQ   BX, DX
-
-r4colB:
-	VBROADCASTSD (R9), Y4
-	VMOVUPD      (R11), Y3
-	VSUBPD       Y4, Y3, Y3
-	VFMADD231PD  Y3, Y3, Y2
-	ADDQ         $64, R11
-	ADDQ         $8, R9
-	DECQ         DX
-	JNE          r4colB
-	VMULPD       Y15, Y2, Y2
-	EXPNEG4
-	VFMADD231PD  32(R8), Y11, Y1
-
-	MOVQ R11, SI
-	SUBQ $32, SI
+	R4HALF(r4colA, 0, Y0)
+	R4HALF(r4colB, 32, Y1)
+	ADDQ R12, SI
 	ADDQ $64, R8
 	DECQ CX
 	JNE  r4panel
