@@ -117,21 +117,9 @@ func powi(base float64, times int) float64 {
 	return ret
 }
 
-func dot(a, b []float64) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
-}
+// dot is the svm's dot product, vmath.Dot4: the sums of its kernel rows
+// (vmath.DotRows), bit for bit.
+func dot(a, b []float64) float64 { return vmath.Dot4(a, b) }
 
 func sqDist(a, b []float64) float64 {
 	b = b[:len(a)]

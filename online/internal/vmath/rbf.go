@@ -137,20 +137,29 @@ func DotRows(dst, x []float64, rows [][]float64) {
 		if len(r) < n {
 			panic("vmath: DotRows: a row shorter than x")
 		}
-		r = r[:n]
-		var s0, s1, s2, s3 float64
-		k := 0
-		for ; k+4 <= n; k += 4 {
-			s0 += float64(x[k] * r[k])
-			s1 += float64(x[k+1] * r[k+1])
-			s2 += float64(x[k+2] * r[k+2])
-			s3 += float64(x[k+3] * r[k+3])
-		}
-		for ; k < n; k++ {
-			s0 += float64(x[k] * r[k])
-		}
-		dst[j] = (s0 + s1) + (s2 + s3)
+		dst[j] = Dot4(x, r)
 	}
+}
+
+// Dot4 returns <a, b> over the first len(a) entries of b (len(b) ≥
+// len(a)), summed as DotRows sums each row: four sums of the products by
+// index mod 4, the tail added to the first, then (s₀ + s₁) + (s₂ + s₃).
+// The svm's kernels take their dot products from it, so that a row of its
+// kernel matrix and a single entry agree to the bit.
+func Dot4(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	k := 0
+	for ; k+4 <= len(a); k += 4 {
+		s0 += float64(a[k] * b[k])
+		s1 += float64(a[k+1] * b[k+1])
+		s2 += float64(a[k+2] * b[k+2])
+		s3 += float64(a[k+3] * b[k+3])
+	}
+	for ; k < len(a); k++ {
+		s0 += float64(a[k] * b[k])
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // ExpNegScaled sets dst[i] = ExpNeg(s·src[i]), the product rounded, for
