@@ -154,6 +154,7 @@ func TestRankLoad(t *testing.T) {
 	var clientOut, clientErr bytes.Buffer
 	client.Stdout, client.Stderr = &clientOut, &clientErr
 	before := p.metrics(t)
+	learned0 := p.metric(t, "streamer_events_learned_total", `model="prefs"`)
 	cpu0 := readCPU(p.cmd.Process.Pid)
 	profiles := []string{"trace", "profile", "allocs"}
 	fetched := make(chan error, len(profiles))
@@ -168,6 +169,7 @@ func TestRankLoad(t *testing.T) {
 		t.Fatalf("the client: %v\n%s", err, clientErr.String())
 	}
 	cpu1 := readCPU(p.cmd.Process.Pid)
+	learned := p.metric(t, "streamer_events_learned_total", `model="prefs"`) - learned0
 	clientCPU := (client.ProcessState.UserTime() + client.ProcessState.SystemTime()).Seconds() / cpu1.at.Sub(cpu0.at).Seconds()
 	var lat []time.Duration
 	for _, f := range strings.Fields(clientOut.String()) {
@@ -197,6 +199,9 @@ func TestRankLoad(t *testing.T) {
 	q := func(f float64) time.Duration { return lat[int(f*float64(len(lat)-1))] }
 	t.Logf("sustained %.0f events/s; during %d requests of 100 candidates the stream ran at %.0f events/s (%d events); latency p50 %v, p90 %v, p99 %v, max %v",
 		maxRate, requests, half, n, q(0.5), q(0.9), q(0.99), lat[len(lat)-1])
+	// What the service learned while the requests ran: the stream's rate
+	// as the service saw it (a starved broker or producer would show here).
+	t.Logf("the service learned %.0f events during the requests (%.0f events/s)", learned, learned/cpu1.at.Sub(cpu0.at).Seconds())
 	if c := cpu1.since(cpu0); c != "" {
 		t.Logf("CPU during the requests: %s; the client process %.2f", c, clientCPU)
 	}
