@@ -11,7 +11,7 @@ import (
 // letterPath is the benchmark copy of the UCI letter data (tests/svmbench).
 const letterPath = "../../tests/svmbench/testdata/letter.csv"
 
-func letterRows(b *testing.B, n int) ([][]float64, []float64) {
+func letterRows(b testing.TB, n int) ([][]float64, []float64) {
 	b.Helper()
 	if _, err := os.Stat(letterPath); err != nil {
 		b.Skipf("%s not present: %v", letterPath, err)

@@ -100,18 +100,10 @@ func (q *qmatrix) fill(i int, dst []float32, start int) {
 	ys := q.y[start : start+len(dst)]
 	switch q.k.Type {
 	case RBF:
-		g := q.k.Gamma
-		sqi := q.sq[i]
-		sqs := q.sq[start : start+len(dst)]
 		ex := q.ex[:len(dst)]
 		vmath.DotRows(ex, xi, xs) // dot's sums, four rows' products at a time
-		for j, d := range ex {
-			ex[j] = max(sqi+sqs[j]-2*d, 0)
-		}
-		vmath.ExpNegScaled(ex, ex, -g) // ExpNeg(−γ·d), eight at a time
-		for j, e := range ex {
-			dst[j] = float32(yi * ys[j] * e)
-		}
+		// y_i·y_j·ExpNeg(−γ·max(‖x_i‖² + ‖x_j‖² − 2<x_i, x_j>, 0)), eight at a time
+		vmath.RBFRow32(dst, ex, q.sq[start:start+len(dst)], ys, q.sq[i], yi, -q.k.Gamma)
 	case Linear:
 		ex := q.ex[:len(dst)]
 		vmath.DotRows(ex, xi, xs)
@@ -153,14 +145,8 @@ func (q *qmatrix) fillSparse(i int, dst []float32, start int) {
 		}
 		return
 	}
-	// rbf: fromDot's distances, then their exps eight at a time.
-	for j, dot := range ex {
-		ex[j] = max(sqi+sqs[j]-2*dot, 0)
-	}
-	vmath.ExpNegScaled(ex, ex, -q.k.Gamma)
-	for j, e := range ex {
-		dst[j] = float32(yi * ys[j] * e)
-	}
+	// rbf: fromDot's distances and their exps, eight at a time.
+	vmath.RBFRow32(dst, ex, sqs, ys, sqi, yi, -q.k.Gamma)
 }
 
 // solver is LIBSVM's Solver (Fan, Chen and Lin 2005) for the C-SVC dual

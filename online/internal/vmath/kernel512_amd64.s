@@ -418,3 +418,48 @@ scol:
 	JNE         spanel
 	VZEROUPPER
 	RET
+
+// func rbfRow8(n int, dst *float32, dots, sqs, ys *float64, sq, yi, s float64) int
+//
+// RBFRow32 (rbf.go) on blocks of eight, n a multiple of 8: the squared
+// distance t = max((sq + sqs) − 2·dots, 0) (2·dots as dots + dots, exact),
+// v = t·s, EXPNEG8, times yi·ys, rounded to float32. It stops before the
+// first block with a v above 707 (ExpNeg's math.Exp range) and returns the
+// number of elements it ran. Z0 holds sq, Z1 yi, Z12 s, Z15 707.
+TEXT ·rbfRow8(SB), NOSPLIT, $0-72
+	MOVQ         n+0(FP), CX
+	MOVQ         dst+8(FP), DI
+	MOVQ         dots+16(FP), SI
+	MOVQ         sqs+24(FP), R8
+	MOVQ         ys+32(FP), R9
+	VBROADCASTSD sq+40(FP), Z0
+	VBROADCASTSD yi+48(FP), Z1
+	VBROADCASTSD s+56(FP), Z12
+	EXP_CONSTS
+	VBROADCASTSD ·rbfK+88(SB), Z15
+	XORQ         AX, AX
+
+rrblock:
+	VADDPD       (R8)(AX*8), Z0, Z2
+	VMOVUPD      (SI)(AX*8), Z3
+	VADDPD       Z3, Z3, Z3
+	VSUBPD       Z3, Z2, Z2
+	VPXORQ       Z4, Z4, Z4
+	VMAXPD       Z2, Z4, Z2
+	VMULPD       Z12, Z2, Z2
+	VCMPPD       $0x1e, Z15, Z2, K2
+	KORTESTW     K2, K2
+	JNE          rrdone
+	EXPNEG8
+	VMULPD       (R9)(AX*8), Z1, Z3
+	VMULPD       Z3, Z11, Z11
+	VCVTPD2PS    Z11, Y11
+	VMOVUPS      Y11, (DI)(AX*4)
+	ADDQ         $8, AX
+	CMPQ         AX, CX
+	JL           rrblock
+
+rrdone:
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET

@@ -294,6 +294,31 @@ func expBlocks(dst, src []float64, s float64) int {
 }
 
 //go:noescape
+func rbfRow8(n int, dst *float32, dots, sqs, ys *float64, sq, yi, s float64) int
+
+//go:noescape
+func rbfRow4(n int, dst *float32, dots, sqs, ys *float64, sq, yi, s float64) int
+
+// rowBlocks runs RBFRow32's whole blocks of eight (AVX-512F) or four
+// (AVX2) in assembly, up to the first block with an exp argument above
+// expLimit, and returns how many elements it ran.
+func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int {
+	switch level {
+	case levelAVX512:
+		if n := len(dst) &^ 7; n > 0 {
+			_, _, _ = dots[n-1], sqs[n-1], ys[n-1]
+			return rbfRow8(n, &dst[0], &dots[0], &sqs[0], &ys[0], sq, yi, s)
+		}
+	case levelAVX2:
+		if n := len(dst) &^ 3; n > 0 {
+			_, _, _ = dots[n-1], sqs[n-1], ys[n-1]
+			return rbfRow4(n, &dst[0], &dots[0], &sqs[0], &ys[0], sq, yi, s)
+		}
+	}
+	return 0
+}
+
+//go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four

@@ -687,3 +687,44 @@ r4panel:
 	VMOVUPD Y1, 32(R10)
 	VZEROUPPER
 	RET
+
+// func rbfRow4(n int, dst *float32, dots, sqs, ys *float64, sq, yi, s float64) int
+//
+// rbfRow8 (kernel512_amd64.s) on blocks of four, n a multiple of 4. Y0
+// holds sq, Y1 yi, Y15 s.
+TEXT ·rbfRow4(SB), NOSPLIT, $0-72
+	MOVQ         n+0(FP), CX
+	MOVQ         dst+8(FP), DI
+	MOVQ         dots+16(FP), SI
+	MOVQ         sqs+24(FP), R8
+	MOVQ         ys+32(FP), R9
+	VBROADCASTSD sq+40(FP), Y0
+	VBROADCASTSD yi+48(FP), Y1
+	VBROADCASTSD s+56(FP), Y15
+	XORQ         AX, AX
+
+r4block:
+	VADDPD     (R8)(AX*8), Y0, Y2
+	VMOVUPD    (SI)(AX*8), Y3
+	VADDPD     Y3, Y3, Y3
+	VSUBPD     Y3, Y2, Y2
+	VXORPD     Y4, Y4, Y4
+	VMAXPD     Y2, Y4, Y2
+	VMULPD     Y15, Y2, Y2
+	VCMPPD     $0x1e, E4_MAX, Y2, Y12
+	VMOVMSKPD  Y12, DX
+	TESTQ      DX, DX
+	JNE        r4done
+	EXPNEG4
+	VMULPD     (R9)(AX*8), Y1, Y3
+	VMULPD     Y3, Y11, Y11
+	VCVTPD2PSY Y11, X11
+	VMOVUPS    X11, (DI)(AX*4)
+	ADDQ       $4, AX
+	CMPQ       AX, CX
+	JL         r4block
+
+r4done:
+	MOVQ AX, ret+64(FP)
+	VZEROUPPER
+	RET

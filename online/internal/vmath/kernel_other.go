@@ -24,6 +24,8 @@ func rbfPanels(r *Rows, x []float64, g float64, acc *[8]float64) int { return 0 
 
 func expBlocks(dst, src []float64, s float64) int { return 0 }
 
+func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { return 0 }
+
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }
 
 func sqDistPanels(r *Rows, x []float64, p0 int, dst []float64) bool { return false }

@@ -182,6 +182,29 @@ func ExpNegScaled(dst, src []float64, s float64) {
 	}
 }
 
+// RBFRow32 sets dst[j] = float32(yi·ys[j]·ExpNeg(s·t_j)) with
+// t_j = max(sq + sqs[j] − 2·dots[j], 0), for j < len(dst) (the other
+// slices at least as long): a row of an svm's kernel matrix
+// y_i·y_j·exp(−γ‖x_i − x_j‖²) as float32, from the dot products
+// dots[j] = <x_i, x_j>, the squared norms sqs[j] = ‖x_j‖² and sq = ‖x_i‖²,
+// with s = −γ. The AVX-512F and AVX2 kernels give these bits eight or four
+// at a time (TestRBFRow32Levels). It does not allocate.
+func RBFRow32(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) {
+	n := len(dst)
+	if len(dots) < n || len(sqs) < n || len(ys) < n {
+		panic("vmath: RBFRow32: an input is shorter than dst")
+	}
+	dots, sqs, ys = dots[:n], sqs[:n], ys[:n]
+	for i := 0; i < n; {
+		i += rowBlocks(dst[i:], dots[i:], sqs[i:], ys[i:], sq, yi, s)
+		if i < n {
+			t := max(sq+sqs[i]-2*dots[i], 0)
+			dst[i] = float32(yi * ys[i] * ExpNeg(s*t))
+			i++
+		}
+	}
+}
+
 // ExpNeg is e^v for v ≥ −707, and 0 below (and for NaN): the terms of an rbf
 // sum below 2⁻¹⁰²⁰ are dropped. Within 1 ulp of math.Exp over [−707, 707]
 // (TestExpNegAccuracy), by a table of 16 and a polynomial:
