@@ -236,64 +236,21 @@ func (s *solver) reconstructGradient() {
 
 // selectWorkingSet is WSS 2; it reports false when the KKT violation is below eps.
 func (s *solver) selectWorkingSet() (int, int, bool) {
-	gmax, gmax2 := math.Inf(-1), math.Inf(-1)
-	gmaxIdx, gminIdx := -1, -1
-	objDiffMin := math.Inf(1)
 	as := s.activeSize
 	y, g, st := s.y[:as], s.g[:as], s.status[:as]
-	for t := range y {
-		if y[t] > 0 {
-			if st[t] != atUpper && -g[t] >= gmax {
-				gmax, gmaxIdx = -g[t], t
-			}
-		} else {
-			if st[t] != atLower && g[t] >= gmax {
-				gmax, gmaxIdx = g[t], t
-			}
-		}
-	}
-	i := gmaxIdx
+	// i: the largest −y_t·G_t over I_up (y = +1 below C, y = −1 above 0),
+	// the last index on ties.
+	gmax, i := vmath.WSSMax(y, g, st, atUpper, atLower)
+	// j: over I_low, the least −(G_max + y_t·G_t)²/quad_it among those
+	// with a positive difference, and G_max2 = max y_t·G_t for the
+	// stopping test (vmath.WSSSecond: eight indices at a time).
+	var gmax2 float64
+	gminIdx := -1
 	if i != -1 {
-		qi := s.q.row(i, as)
-		qd := s.q.qd[:as]
-		qdi, yi := qd[i], y[i]
-		for j := range y {
-			if y[j] > 0 {
-				if st[j] != atLower {
-					gradDiff := gmax + g[j]
-					if g[j] >= gmax2 {
-						gmax2 = g[j]
-					}
-					if gradDiff > 0 {
-						quad := qdi + qd[j] - 2*yi*float64(qi[j])
-						if quad <= 0 {
-							quad = tau
-						}
-						if od := -(gradDiff * gradDiff) / quad; od <= objDiffMin {
-							gminIdx, objDiffMin = j, od
-						}
-					}
-				}
-			} else {
-				if st[j] != atUpper {
-					gradDiff := gmax - g[j]
-					if -g[j] >= gmax2 {
-						gmax2 = -g[j]
-					}
-					if gradDiff > 0 {
-						quad := qdi + qd[j] + 2*yi*float64(qi[j])
-						if quad <= 0 {
-							quad = tau
-						}
-						if od := -(gradDiff * gradDiff) / quad; od <= objDiffMin {
-							gminIdx, objDiffMin = j, od
-						}
-					}
-				}
-			}
-		}
+		gmax2, _, gminIdx = vmath.WSSSecond(s.q.row(i, as), s.q.qd[:as], y, g, st, atLower, atUpper, gmax, s.q.qd[i], y[i], tau)
 	} else {
 		// No i: still compute gmax2 so the stopping test is LIBSVM's.
+		gmax2 = math.Inf(-1)
 		for j := range y {
 			if y[j] > 0 {
 				if st[j] != atLower && g[j] >= gmax2 {
@@ -307,7 +264,7 @@ func (s *solver) selectWorkingSet() (int, int, bool) {
 	if gmax+gmax2 < s.eps || gminIdx == -1 {
 		return 0, 0, false
 	}
-	return gmaxIdx, gminIdx, true
+	return i, gminIdx, true
 }
 
 func (s *solver) beShrunk(i int, gmax1, gmax2 float64) bool {

@@ -463,3 +463,125 @@ rrdone:
 	MOVQ AX, ret+64(FP)
 	VZEROUPPER
 	RET
+
+// func wssMax8(n int, y, gr *float64, st *int8, c *wssConsts, v *[8]float64, idx *[8]int64)
+//
+// WSSMax (wss.go) on blocks of eight, n a multiple of 8: each lane keeps
+// its largest eligible v_t, with ≥, and that t, starting from v and idx
+// and storing them back. Z0: the lanes' maxima, Z1 their indices, Z2 the
+// block's indices, Z3 eight, Z4 skipPos, Z5 skipNeg, Z6 zero, Z7 −0.
+TEXT ·wssMax8(SB), NOSPLIT, $0-56
+	MOVQ         n+0(FP), CX
+	MOVQ         y+8(FP), SI
+	MOVQ         gr+16(FP), DI
+	MOVQ         st+24(FP), R8
+	MOVQ         c+32(FP), R9
+	MOVQ         v+40(FP), R10
+	MOVQ         idx+48(FP), R11
+	VMOVUPD      (R10), Z0
+	VMOVDQU64    (R11), Z1
+	VMOVDQU64    ·wssIota(SB), Z2
+	VPBROADCASTQ 224(R9), Z3
+	VPADDQ       Z3, Z3, Z3
+	VPBROADCASTQ 0(R9), Z4
+	VPBROADCASTQ 32(R9), Z5
+	VPXORQ       Z6, Z6, Z6
+	VPBROADCASTQ 192(R9), Z7
+	XORQ         AX, AX
+
+wm8block:
+	VMOVUPD   (SI)(AX*8), Z8
+	VCMPPD    $0x1e, Z6, Z8, K1
+	VPMOVSXBQ (R8)(AX*1), Z9
+	VMOVDQA64 Z5, Z10
+	VMOVDQA64 Z4, K1, Z10
+	VPCMPQ    $4, Z10, Z9, K2
+	VMOVUPD   (DI)(AX*8), Z11
+	VPXORQ    Z7, Z11, Z12
+	VMOVDQA64 Z12, K1, Z11
+	VCMPPD    $0x1d, Z0, Z11, K2, K3
+	VMOVDQA64 Z11, K3, Z0
+	VMOVDQA64 Z2, K3, Z1
+	VPADDQ    Z3, Z2, Z2
+	ADDQ      $8, AX
+	CMPQ      AX, CX
+	JL        wm8block
+	VMOVUPD   Z0, (R10)
+	VMOVDQU64 Z1, (R11)
+	VZEROUPPER
+	RET
+
+// func wssSecond8(n int, q *float32, qd, y, gr *float64, st *int8, c *wssConsts, v2, vm *[8]float64, idx *[8]int64)
+//
+// WSSSecond (wss.go) on blocks of eight, n a multiple of 8: each lane
+// keeps its largest eligible w_t (≥) and its least −d²/quad with d > 0
+// (≤) and that t. Z0: the lanes' maxima, Z1 their minima, Z2 the minima's
+// indices, Z3 the block's indices, Z4 eight, Z5 skipPos, Z6 skipNeg, Z7
+// zero, Z8 −0, Z9 gmax, Z10 qdi, Z11 2·yi, Z12 tau. quad is a + b, then
+// a − b where y > 0 (a masked subtraction), with a = qdi + qd, b = (2·yi)·q.
+TEXT ·wssSecond8(SB), NOSPLIT, $0-80
+	MOVQ         n+0(FP), CX
+	MOVQ         q+8(FP), SI
+	MOVQ         qd+16(FP), DI
+	MOVQ         y+24(FP), R8
+	MOVQ         gr+32(FP), R9
+	MOVQ         st+40(FP), R10
+	MOVQ         c+48(FP), R11
+	MOVQ         v2+56(FP), DX
+	VMOVUPD      (DX), Z0
+	MOVQ         vm+64(FP), DX
+	VMOVUPD      (DX), Z1
+	MOVQ         idx+72(FP), DX
+	VMOVDQU64    (DX), Z2
+	VMOVDQU64    ·wssIota(SB), Z3
+	VPBROADCASTQ 224(R11), Z4
+	VPADDQ       Z4, Z4, Z4
+	VPBROADCASTQ 0(R11), Z5
+	VPBROADCASTQ 32(R11), Z6
+	VPXORQ       Z7, Z7, Z7
+	VPBROADCASTQ 192(R11), Z8
+	VBROADCASTSD 64(R11), Z9
+	VBROADCASTSD 96(R11), Z10
+	VBROADCASTSD 128(R11), Z11
+	VBROADCASTSD 160(R11), Z12
+	XORQ         AX, AX
+
+ws8block:
+	VMOVUPD   (R8)(AX*8), Z13
+	VCMPPD    $0x1e, Z7, Z13, K1
+	VPMOVSXBQ (R10)(AX*1), Z14
+	VMOVDQA64 Z6, Z15
+	VMOVDQA64 Z5, K1, Z15
+	VPCMPQ    $4, Z15, Z14, K2
+	VMOVUPD   (R9)(AX*8), Z16
+	VPXORQ    Z8, Z16, Z17
+	VMOVDQA64 Z16, K1, Z17
+	VCMPPD    $0x1d, Z0, Z17, K2, K3
+	VMOVDQA64 Z17, K3, Z0
+	VADDPD    Z17, Z9, Z18
+	VCMPPD    $0x1e, Z7, Z18, K2, K4
+	VADDPD    (DI)(AX*8), Z10, Z19
+	VCVTPS2PD (SI)(AX*4), Z20
+	VMULPD    Z20, Z11, Z20
+	VADDPD    Z20, Z19, Z21
+	VSUBPD    Z20, Z19, K1, Z21
+	VCMPPD    $0x12, Z7, Z21, K5
+	VMOVDQA64 Z12, K5, Z21
+	VMULPD    Z18, Z18, Z22
+	VPXORQ    Z8, Z22, Z22
+	VDIVPD    Z21, Z22, Z22
+	VCMPPD    $0x12, Z1, Z22, K4, K6
+	VMOVDQA64 Z22, K6, Z1
+	VMOVDQA64 Z3, K6, Z2
+	VPADDQ    Z4, Z3, Z3
+	ADDQ      $8, AX
+	CMPQ      AX, CX
+	JL        ws8block
+	MOVQ      v2+56(FP), DX
+	VMOVUPD   Z0, (DX)
+	MOVQ      vm+64(FP), DX
+	VMOVUPD   Z1, (DX)
+	MOVQ      idx+72(FP), DX
+	VMOVDQU64 Z2, (DX)
+	VZEROUPPER
+	RET

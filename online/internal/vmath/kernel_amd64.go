@@ -318,6 +318,108 @@ func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int {
 	return 0
 }
 
+// wssConsts are the working-set kernels' operands, four lanes each (the
+// AVX2 kernels read them in place; the AVX-512F ones broadcast lane 0).
+// The kernels address them by byte offset: skipPos 0, skipNeg 32, gmax
+// 64, qdi 96, c2yi 128, tau 160, sign 192, inc 224.
+type wssConsts struct {
+	skipPos, skipNeg           [4]int64
+	gmax, qdi, c2yi, tau, sign [4]float64
+	inc                        [4]int64
+}
+
+// wssIota is the first block's lane indices.
+var wssIota = [8]int64{0, 1, 2, 3, 4, 5, 6, 7}
+
+func newWSSConsts(skipPos, skipNeg int8, gmax, qdi, c2yi, tau float64) wssConsts {
+	var c wssConsts
+	for l := range 4 {
+		c.skipPos[l], c.skipNeg[l] = int64(skipPos), int64(skipNeg)
+		c.gmax[l], c.qdi[l], c.c2yi[l], c.tau[l] = gmax, qdi, c2yi, tau
+		c.sign[l] = math.Copysign(0, -1)
+		c.inc[l] = 4
+	}
+	return c
+}
+
+// wssLanes returns the kernels' lanes per block at this level (0: none).
+func wssLanes() int {
+	switch level {
+	case levelAVX512:
+		return 8
+	case levelAVX2:
+		return 4
+	}
+	return 0
+}
+
+//go:noescape
+func wssMax8(n int, y, gr *float64, st *int8, c *wssConsts, v *[8]float64, idx *[8]int64)
+
+//go:noescape
+func wssMax4(n int, y, gr *float64, st *int8, c *wssConsts, v *[8]float64, idx *[8]int64)
+
+//go:noescape
+func wssSecond8(n int, q *float32, qd, y, gr *float64, st *int8, c *wssConsts, v2, vm *[8]float64, idx *[8]int64)
+
+//go:noescape
+func wssSecond4(n int, q *float32, qd, y, gr *float64, st *int8, c *wssConsts, v2, vm *[8]float64, idx *[8]int64)
+
+// wssMaxBlocks runs WSSMax's whole blocks in assembly, merging them into
+// (m, i), and returns how many indices it ran.
+func wssMaxBlocks(y, g []float64, st []int8, skipPos, skipNeg int8, m *float64, i *int) int {
+	lanes := wssLanes()
+	n := len(y)
+	if lanes == 0 || n < lanes {
+		return 0
+	}
+	n &^= lanes - 1
+	_, _ = g[n-1], st[n-1]
+	c := newWSSConsts(skipPos, skipNeg, 0, 0, 0, 0)
+	v, idx := wssInit()
+	if lanes == 8 {
+		wssMax8(n, &y[0], &g[0], &st[0], &c, &v, &idx)
+	} else {
+		wssMax4(n, &y[0], &g[0], &st[0], &c, &v, &idx)
+	}
+	mergeLanes(&v, &idx, lanes, false, m, i)
+	return n
+}
+
+// wssSecondBlocks runs WSSSecond's whole blocks in assembly, merging them
+// into (max2) and (od, j), and returns how many indices it ran.
+func wssSecondBlocks(q []float32, qd, y, g []float64, st []int8, skipPos, skipNeg int8, gmax, qdi, c2yi, tau float64, max2, od *float64, j *int) int {
+	lanes := wssLanes()
+	n := len(y)
+	if lanes == 0 || n < lanes {
+		return 0
+	}
+	n &^= lanes - 1
+	_, _, _, _ = q[n-1], qd[n-1], g[n-1], st[n-1]
+	c := newWSSConsts(skipPos, skipNeg, gmax, qdi, c2yi, tau)
+	v2, idx := wssInit()
+	var vm [8]float64
+	for l := range vm {
+		vm[l] = math.Inf(1)
+	}
+	if lanes == 8 {
+		wssSecond8(n, &q[0], &qd[0], &y[0], &g[0], &st[0], &c, &v2, &vm, &idx)
+	} else {
+		wssSecond4(n, &q[0], &qd[0], &y[0], &g[0], &st[0], &c, &v2, &vm, &idx)
+	}
+	mergeMax(&v2, lanes, max2)
+	mergeLanes(&vm, &idx, lanes, true, od, j)
+	return n
+}
+
+// wssInit returns lanes at −Inf with no index.
+func wssInit() (v [8]float64, idx [8]int64) {
+	for l := range v {
+		v[l], idx[l] = math.Inf(-1), -1
+	}
+	return v, idx
+}
+
 //go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 

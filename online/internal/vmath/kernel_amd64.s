@@ -728,3 +728,114 @@ r4done:
 	MOVQ AX, ret+64(FP)
 	VZEROUPPER
 	RET
+
+// func wssMax4(n int, y, gr *float64, st *int8, c *wssConsts, v *[8]float64, idx *[8]int64)
+//
+// wssMax8 (kernel512_amd64.s) on blocks of four, n a multiple of 4, the
+// masks as vectors and the constants read from c (wssConsts' offsets).
+// Y0: the lanes' maxima, Y1 their indices, Y2 the block's indices.
+TEXT ·wssMax4(SB), NOSPLIT, $0-56
+	MOVQ    n+0(FP), CX
+	MOVQ    y+8(FP), SI
+	MOVQ    gr+16(FP), DI
+	MOVQ    st+24(FP), R8
+	MOVQ    c+32(FP), R9
+	MOVQ    v+40(FP), R10
+	MOVQ    idx+48(FP), R11
+	VMOVUPD (R10), Y0
+	VMOVDQU (R11), Y1
+	VMOVDQU ·wssIota(SB), Y2
+	VXORPD  Y6, Y6, Y6
+	XORQ    AX, AX
+
+wm4block:
+	VMOVUPD   (SI)(AX*8), Y8
+	VCMPPD    $0x1e, Y6, Y8, Y13
+	VPMOVSXBQ (R8)(AX*1), Y9
+	VMOVDQU   32(R9), Y10
+	VBLENDVPD Y13, 0(R9), Y10, Y10
+	VPCMPEQQ  Y10, Y9, Y14
+	VMOVUPD   (DI)(AX*8), Y11
+	VXORPD    192(R9), Y11, Y12
+	VBLENDVPD Y13, Y12, Y11, Y11
+	VCMPPD    $0x1d, Y0, Y11, Y15
+	VPANDN    Y15, Y14, Y15
+	VBLENDVPD Y15, Y11, Y0, Y0
+	VBLENDVPD Y15, Y2, Y1, Y1
+	VPADDQ    224(R9), Y2, Y2
+	ADDQ      $4, AX
+	CMPQ      AX, CX
+	JL        wm4block
+	VMOVUPD   Y0, (R10)
+	VMOVDQU   Y1, (R11)
+	VZEROUPPER
+	RET
+
+// func wssSecond4(n int, q *float32, qd, y, gr *float64, st *int8, c *wssConsts, v2, vm *[8]float64, idx *[8]int64)
+//
+// wssSecond8 (kernel512_amd64.s) on blocks of four, n a multiple of 4,
+// the masks as vectors and the constants read from c. Y0: the lanes'
+// maxima, Y1 their minima, Y2 the minima's indices, Y3 the block's
+// indices; quad is the blend of a − b and a + b on y > 0.
+TEXT ·wssSecond4(SB), NOSPLIT, $0-80
+	MOVQ    n+0(FP), CX
+	MOVQ    q+8(FP), SI
+	MOVQ    qd+16(FP), DI
+	MOVQ    y+24(FP), R8
+	MOVQ    gr+32(FP), R9
+	MOVQ    st+40(FP), R10
+	MOVQ    c+48(FP), R11
+	MOVQ    v2+56(FP), DX
+	VMOVUPD (DX), Y0
+	MOVQ    vm+64(FP), DX
+	VMOVUPD (DX), Y1
+	MOVQ    idx+72(FP), DX
+	VMOVDQU (DX), Y2
+	VMOVDQU ·wssIota(SB), Y3
+	XORQ    AX, AX
+
+ws4block:
+	VXORPD    Y5, Y5, Y5
+	VMOVUPD   (R8)(AX*8), Y4
+	VCMPPD    $0x1e, Y5, Y4, Y6
+	VPMOVSXBQ (R10)(AX*1), Y7
+	VMOVDQU   32(R11), Y8
+	VBLENDVPD Y6, 0(R11), Y8, Y8
+	VPCMPEQQ  Y8, Y7, Y9
+	VMOVUPD   (R9)(AX*8), Y10
+	VXORPD    192(R11), Y10, Y11
+	VBLENDVPD Y6, Y10, Y11, Y12
+	VCMPPD    $0x1d, Y0, Y12, Y13
+	VPANDN    Y13, Y9, Y13
+	VBLENDVPD Y13, Y12, Y0, Y0
+	VADDPD    64(R11), Y12, Y13
+	VCMPPD    $0x1e, Y5, Y13, Y14
+	VPANDN    Y14, Y9, Y14
+	VMOVUPD   96(R11), Y15
+	VADDPD    (DI)(AX*8), Y15, Y15
+	VCVTPS2PD (SI)(AX*4), Y7
+	VMULPD    128(R11), Y7, Y7
+	VSUBPD    Y7, Y15, Y8
+	VADDPD    Y7, Y15, Y10
+	VBLENDVPD Y6, Y8, Y10, Y8
+	VCMPPD    $0x12, Y5, Y8, Y10
+	VBLENDVPD Y10, 160(R11), Y8, Y8
+	VMULPD    Y13, Y13, Y13
+	VXORPD    192(R11), Y13, Y13
+	VDIVPD    Y8, Y13, Y13
+	VCMPPD    $0x12, Y1, Y13, Y15
+	VPAND     Y14, Y15, Y15
+	VBLENDVPD Y15, Y13, Y1, Y1
+	VBLENDVPD Y15, Y3, Y2, Y2
+	VPADDQ    224(R11), Y3, Y3
+	ADDQ      $4, AX
+	CMPQ      AX, CX
+	JL        ws4block
+	MOVQ      v2+56(FP), DX
+	VMOVUPD   Y0, (DX)
+	MOVQ      vm+64(FP), DX
+	VMOVUPD   Y1, (DX)
+	MOVQ      idx+72(FP), DX
+	VMOVDQU   Y2, (DX)
+	VZEROUPPER
+	RET

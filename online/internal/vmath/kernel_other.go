@@ -24,6 +24,14 @@ func rbfPanels(r *Rows, x []float64, g float64, acc *[8]float64) int { return 0 
 
 func expBlocks(dst, src []float64, s float64) int { return 0 }
 
+func wssMaxBlocks(y, g []float64, st []int8, skipPos, skipNeg int8, m *float64, i *int) int {
+	return 0
+}
+
+func wssSecondBlocks(q []float32, qd, y, g []float64, st []int8, skipPos, skipNeg int8, gmax, qdi, c2yi, tau float64, max2, od *float64, j *int) int {
+	return 0
+}
+
 func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { return 0 }
 
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }
