@@ -223,12 +223,7 @@ func (s *solver) reconstructGradient() {
 	} else {
 		for i := 0; i < as; i++ {
 			if s.status[i] == free {
-				qi := s.q.row(i, l)
-				ai := s.alpha[i]
-				gg := s.g[as:l]
-				for j, v := range qi[as:l] {
-					gg[j] += ai * float64(v)
-				}
+				vmath.AddScaled32(s.g[as:l], s.q.row(i, l)[as:], s.alpha[i])
 			}
 		}
 	}
@@ -338,15 +333,9 @@ func (s *solver) initGradient(ctx context.Context) error {
 			}
 		}
 		qi := s.q.row(i, l)
-		ai := s.alpha[i]
-		for j, v := range qi {
-			s.g[j] += ai * float64(v)
-		}
+		vmath.AddScaled32(s.g[:l], qi, s.alpha[i])
 		if s.status[i] == atUpper {
-			ci := s.c[i]
-			for j, v := range qi {
-				s.gBar[j] += ci * float64(v)
-			}
+			vmath.AddScaled32(s.gBar[:l], qi, s.c[i])
 		}
 	}
 	return nil
@@ -458,11 +447,7 @@ func (s *solver) step(i, j int) {
 	}
 	s.alpha[i], s.alpha[j] = ai, aj
 	dai, daj := ai-oldAi, aj-oldAj
-	g := s.g[:as]
-	qi, qj = qi[:as], qj[:as]
-	for k := range g {
-		g[k] += float64(qi[k])*dai + float64(qj[k])*daj
-	}
+	vmath.AddPair32(s.g[:as], qi, qj, dai, daj) // G += Q_i·Δα_i + Q_j·Δα_j, four at a time
 	ui, uj := s.status[i] == atUpper, s.status[j] == atUpper
 	s.updateStatus(i)
 	s.updateStatus(j)
@@ -479,9 +464,7 @@ func (s *solver) addGBar(i int, c float64, wasUpper bool) {
 	if wasUpper {
 		c = -c
 	}
-	for k, v := range qi {
-		s.gBar[k] += c * float64(v)
-	}
+	vmath.AddScaled32(s.gBar[:len(qi)], qi, c)
 }
 
 // rho is LIBSVM's calculate_rho: the average of y_i G_i over free α, or the midpoint of the

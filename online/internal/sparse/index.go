@@ -16,8 +16,15 @@ type Index struct {
 // NewIndex builds the index of rows.
 func NewIndex(rows []Row) *Index {
 	ix := &Index{n: len(rows), post: map[int32]int32{}}
-	var count []int32
 	total := 0
+	for _, r := range rows {
+		total += len(r.Idx)
+	}
+	// Each entry's list, looked up once (the map's accesses were most of
+	// the build).
+	var count []int32
+	list := make([]int32, total)
+	at := 0
 	for _, r := range rows {
 		for _, i := range r.Idx {
 			p, ok := ix.post[i]
@@ -27,8 +34,9 @@ func NewIndex(rows []Row) *Index {
 				count = append(count, 0)
 			}
 			count[p]++
+			list[at] = p
+			at++
 		}
-		total += len(r.Idx)
 	}
 	ix.start = make([]int32, len(count)+1)
 	for p, c := range count {
@@ -37,11 +45,13 @@ func NewIndex(rows []Row) *Index {
 	ix.rows, ix.vals = make([]int32, total), make([]float64, total)
 	fill := count // reused as the fill position of each list
 	copy(fill, ix.start[:len(count)])
+	at = 0
 	for j, r := range rows {
-		for k, i := range r.Idx {
-			p := ix.post[i]
-			at := fill[p]
-			ix.rows[at], ix.vals[at] = int32(j), r.Val[k]
+		for k := range r.Idx {
+			p := list[at]
+			at++
+			f := fill[p]
+			ix.rows[f], ix.vals[f] = int32(j), r.Val[k]
 			fill[p]++
 		}
 	}

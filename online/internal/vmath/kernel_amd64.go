@@ -421,6 +421,35 @@ func wssInit() (v [8]float64, idx [8]int64) {
 }
 
 //go:noescape
+func addPair4(n int, dst *float64, a, b *float32, s, t float64)
+
+//go:noescape
+func addScaled4(n int, dst *float64, a *float32, s float64)
+
+// addPairBlocks runs AddPair32's whole blocks of four in assembly (AVX2
+// and AVX-512F machines) and returns how many elements it ran.
+func addPairBlocks(dst []float64, a, b []float32, s, t float64) int {
+	n := len(dst) &^ 3
+	if level < levelAVX2 || n == 0 {
+		return 0
+	}
+	_, _ = a[n-1], b[n-1]
+	addPair4(n, &dst[0], &a[0], &b[0], s, t)
+	return n
+}
+
+// addScaledBlocks is addPairBlocks for AddScaled32.
+func addScaledBlocks(dst []float64, a []float32, s float64) int {
+	n := len(dst) &^ 3
+	if level < levelAVX2 || n == 0 {
+		return 0
+	}
+	_ = a[n-1]
+	addScaled4(n, &dst[0], &a[0], s)
+	return n
+}
+
+//go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four

@@ -839,3 +839,52 @@ ws4block:
 	VMOVDQU   Y2, (DX)
 	VZEROUPPER
 	RET
+
+// func addPair4(n int, dst *float64, a, b *float32, s, t float64)
+//
+// AddPair32 (wss.go) four at a time, n a multiple of 4: dst += (a·s + b·t),
+// each product and sum rounded (no FMA).
+TEXT ·addPair4(SB), NOSPLIT, $0-48
+	MOVQ         n+0(FP), CX
+	MOVQ         dst+8(FP), DI
+	MOVQ         a+16(FP), SI
+	MOVQ         b+24(FP), DX
+	VBROADCASTSD s+32(FP), Y14
+	VBROADCASTSD t+40(FP), Y15
+	XORQ         AX, AX
+
+ap4block:
+	VCVTPS2PD (SI)(AX*4), Y0
+	VCVTPS2PD (DX)(AX*4), Y1
+	VMULPD    Y14, Y0, Y0
+	VMULPD    Y15, Y1, Y1
+	VADDPD    Y1, Y0, Y0
+	VADDPD    (DI)(AX*8), Y0, Y0
+	VMOVUPD   Y0, (DI)(AX*8)
+	ADDQ      $4, AX
+	CMPQ      AX, CX
+	JL        ap4block
+	VZEROUPPER
+	RET
+
+// func addScaled4(n int, dst *float64, a *float32, s float64)
+//
+// AddScaled32 (wss.go) four at a time, n a multiple of 4: dst += s·a,
+// the product rounded (no FMA).
+TEXT ·addScaled4(SB), NOSPLIT, $0-32
+	MOVQ         n+0(FP), CX
+	MOVQ         dst+8(FP), DI
+	MOVQ         a+16(FP), SI
+	VBROADCASTSD s+24(FP), Y14
+	XORQ         AX, AX
+
+as4block:
+	VCVTPS2PD (SI)(AX*4), Y0
+	VMULPD    Y14, Y0, Y0
+	VADDPD    (DI)(AX*8), Y0, Y0
+	VMOVUPD   Y0, (DI)(AX*8)
+	ADDQ      $4, AX
+	CMPQ      AX, CX
+	JL        as4block
+	VZEROUPPER
+	RET

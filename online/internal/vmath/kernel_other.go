@@ -32,6 +32,10 @@ func wssSecondBlocks(q []float32, qd, y, g []float64, st []int8, skipPos, skipNe
 	return 0
 }
 
+func addPairBlocks(dst []float64, a, b []float32, s, t float64) int { return 0 }
+
+func addScaledBlocks(dst []float64, a []float32, s float64) int { return 0 }
+
 func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { return 0 }
 
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }

@@ -96,6 +96,29 @@ func WSSSecond(q []float32, qd, y, g []float64, st []int8, skipPos, skipNeg int8
 	return max2, od, j
 }
 
+// AddPair32 adds float64(a[k])·s + float64(b[k])·t to dst[k] for k <
+// len(dst) (a and b at least as long), each product and the sum rounded
+// (never fused): the solver's gradient update G += Q_i·Δα_i + Q_j·Δα_j.
+// Four at a time in assembly on AVX2 and AVX-512F machines, the same bits
+// (TestAddPair32Levels).
+func AddPair32(dst []float64, a, b []float32, s, t float64) {
+	n := len(dst)
+	a, b = a[:n], b[:n]
+	for k := addPairBlocks(dst, a, b, s, t); k < n; k++ {
+		dst[k] += float64(float64(a[k])*s) + float64(float64(b[k])*t)
+	}
+}
+
+// AddScaled32 adds s·float64(a[k]) to dst[k] for k < len(dst) (a at least
+// as long), the product rounded (never fused): the solver's Ḡ update.
+func AddScaled32(dst []float64, a []float32, s float64) {
+	n := len(dst)
+	a = a[:n]
+	for k := addScaledBlocks(dst, a, s); k < n; k++ {
+		dst[k] += float64(s * float64(a[k]))
+	}
+}
+
 // mergeLanes folds the kernels' lanes (extreme v[l] first attained, in
 // the lane's last index, at idx[l]; −1: none) into the running (m, i) of
 // the indices before them: the largest index attaining the extreme, which
