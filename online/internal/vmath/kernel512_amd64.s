@@ -467,8 +467,8 @@ rrdone:
 // func wssMax8(n int, y, gr *float64, st *int8, c *wssConsts, v *[8]float64, idx *[8]int64)
 //
 // WSSMax (wss.go) on blocks of eight, n a multiple of 8: each lane keeps
-// its largest eligible v_t, with ≥, and that t, starting from v and idx
-// and storing them back. Z0: the lanes' maxima, Z1 their indices, Z2 the
+// its largest eligible v_t, with ≥, and that t, from −Inf and −1, and
+// stores them to v and idx. Z0: the lanes' maxima, Z1 their indices, Z2 the
 // block's indices, Z3 eight, Z4 skipPos, Z5 skipNeg, Z6 zero, Z7 −0.
 TEXT ·wssMax8(SB), NOSPLIT, $0-56
 	MOVQ         n+0(FP), CX
@@ -478,15 +478,15 @@ TEXT ·wssMax8(SB), NOSPLIT, $0-56
 	MOVQ         c+32(FP), R9
 	MOVQ         v+40(FP), R10
 	MOVQ         idx+48(FP), R11
-	VMOVUPD      (R10), Z0
-	VMOVDQU64    (R11), Z1
+	VBROADCASTSD ·wssNegInf(SB), Z0
+	VPTERNLOGQ   $0xff, Z1, Z1, Z1
 	VMOVDQU64    ·wssIota(SB), Z2
-	VPBROADCASTQ 224(R9), Z3
+	VPBROADCASTQ ·wssInc(SB), Z3
 	VPADDQ       Z3, Z3, Z3
 	VPBROADCASTQ 0(R9), Z4
 	VPBROADCASTQ 32(R9), Z5
 	VPXORQ       Z6, Z6, Z6
-	VPBROADCASTQ 192(R9), Z7
+	VPBROADCASTQ ·wssSign(SB), Z7
 	XORQ         AX, AX
 
 wm8block:
@@ -527,19 +527,16 @@ TEXT ·wssSecond8(SB), NOSPLIT, $0-80
 	MOVQ         gr+32(FP), R9
 	MOVQ         st+40(FP), R10
 	MOVQ         c+48(FP), R11
-	MOVQ         v2+56(FP), DX
-	VMOVUPD      (DX), Z0
-	MOVQ         vm+64(FP), DX
-	VMOVUPD      (DX), Z1
-	MOVQ         idx+72(FP), DX
-	VMOVDQU64    (DX), Z2
+	VBROADCASTSD ·wssNegInf(SB), Z0
+	VBROADCASTSD ·wssPosInf(SB), Z1
+	VPTERNLOGQ   $0xff, Z2, Z2, Z2
 	VMOVDQU64    ·wssIota(SB), Z3
-	VPBROADCASTQ 224(R11), Z4
+	VPBROADCASTQ ·wssInc(SB), Z4
 	VPADDQ       Z4, Z4, Z4
 	VPBROADCASTQ 0(R11), Z5
 	VPBROADCASTQ 32(R11), Z6
 	VPXORQ       Z7, Z7, Z7
-	VPBROADCASTQ 192(R11), Z8
+	VPBROADCASTQ ·wssSign(SB), Z8
 	VBROADCASTSD 64(R11), Z9
 	VBROADCASTSD 96(R11), Z10
 	VBROADCASTSD 128(R11), Z11

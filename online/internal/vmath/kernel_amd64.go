@@ -318,31 +318,47 @@ func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int {
 	return 0
 }
 
-// wssConsts are the working-set kernels' operands, four lanes each (the
-// AVX2 kernels read them in place; the AVX-512F ones broadcast lane 0).
-// The kernels address them by byte offset: skipPos 0, skipNeg 32, gmax
-// 64, qdi 96, c2yi 128, tau 160, sign 192, inc 224.
+// wssConsts are the working-set kernels' operands for one call, four
+// lanes each (the AVX2 kernels read them in place; the AVX-512F ones
+// broadcast lane 0, the only one filled for them). The kernels address
+// them by byte offset: skipPos 0, skipNeg 32, gmax 64, qdi 96, c2yi 128,
+// tau 160.
 type wssConsts struct {
-	skipPos, skipNeg           [4]int64
-	gmax, qdi, c2yi, tau, sign [4]float64
-	inc                        [4]int64
+	skipPos, skipNeg      [4]int64
+	gmax, qdi, c2yi, tau [4]float64
 }
 
-// wssIota is the first block's lane indices.
-var wssIota = [8]int64{0, 1, 2, 3, 4, 5, 6, 7}
+// The kernels' fixed operands: the first block's lane indices, the
+// AVX2 step, the sign bit and the lanes' starting extremes.
+var (
+	wssIota   = [8]int64{0, 1, 2, 3, 4, 5, 6, 7}
+	wssInc    = [4]int64{4, 4, 4, 4}
+	wssSign   = [4]float64{math.Copysign(0, -1), math.Copysign(0, -1), math.Copysign(0, -1), math.Copysign(0, -1)}
+	wssNegInf = math.Inf(-1)
+	wssPosInf = math.Inf(1)
+)
 
-func newWSSConsts(skipPos, skipNeg int8, gmax, qdi, c2yi, tau float64) wssConsts {
+// wssMinLen is the shortest active set the kernels take: below it the
+// loops are faster than a call (about 60 ns with the lanes' merge).
+const wssMinLen = 32
+
+// newWSSConsts fills the lanes the kernels of a level with lanes per
+// register read: lane 0 for AVX-512F (8), all four for AVX2.
+func newWSSConsts(lanes int, skipPos, skipNeg int8, gmax, qdi, c2yi, tau float64) wssConsts {
 	var c wssConsts
-	for l := range 4 {
+	fill := 4
+	if lanes == 8 {
+		fill = 1
+	}
+	for l := range fill {
 		c.skipPos[l], c.skipNeg[l] = int64(skipPos), int64(skipNeg)
 		c.gmax[l], c.qdi[l], c.c2yi[l], c.tau[l] = gmax, qdi, c2yi, tau
-		c.sign[l] = math.Copysign(0, -1)
-		c.inc[l] = 4
 	}
 	return c
 }
 
-// wssLanes returns the kernels' lanes per block at this level (0: none).
+// wssLanes returns the kernels' lanes per register at this level (0:
+// none).
 func wssLanes() int {
 	switch level {
 	case levelAVX512:
@@ -370,13 +386,14 @@ func wssSecond4(n int, q *float32, qd, y, gr *float64, st *int8, c *wssConsts, v
 func wssMaxBlocks(y, g []float64, st []int8, skipPos, skipNeg int8, m *float64, i *int) int {
 	lanes := wssLanes()
 	n := len(y)
-	if lanes == 0 || n < lanes {
+	if lanes == 0 || n < wssMinLen {
 		return 0
 	}
 	n &^= lanes - 1
 	_, _ = g[n-1], st[n-1]
-	c := newWSSConsts(skipPos, skipNeg, 0, 0, 0, 0)
-	v, idx := wssInit()
+	c := newWSSConsts(lanes, skipPos, skipNeg, 0, 0, 0, 0)
+	var v [8]float64
+	var idx [8]int64
 	if lanes == 8 {
 		wssMax8(n, &y[0], &g[0], &st[0], &c, &v, &idx)
 	} else {
@@ -391,17 +408,14 @@ func wssMaxBlocks(y, g []float64, st []int8, skipPos, skipNeg int8, m *float64, 
 func wssSecondBlocks(q []float32, qd, y, g []float64, st []int8, skipPos, skipNeg int8, gmax, qdi, c2yi, tau float64, max2, od *float64, j *int) int {
 	lanes := wssLanes()
 	n := len(y)
-	if lanes == 0 || n < lanes {
+	if lanes == 0 || n < wssMinLen {
 		return 0
 	}
 	n &^= lanes - 1
 	_, _, _, _ = q[n-1], qd[n-1], g[n-1], st[n-1]
-	c := newWSSConsts(skipPos, skipNeg, gmax, qdi, c2yi, tau)
-	v2, idx := wssInit()
-	var vm [8]float64
-	for l := range vm {
-		vm[l] = math.Inf(1)
-	}
+	c := newWSSConsts(lanes, skipPos, skipNeg, gmax, qdi, c2yi, tau)
+	var v2, vm [8]float64
+	var idx [8]int64
 	if lanes == 8 {
 		wssSecond8(n, &q[0], &qd[0], &y[0], &g[0], &st[0], &c, &v2, &vm, &idx)
 	} else {
@@ -410,14 +424,6 @@ func wssSecondBlocks(q []float32, qd, y, g []float64, st []int8, skipPos, skipNe
 	mergeMax(&v2, lanes, max2)
 	mergeLanes(&vm, &idx, lanes, true, od, j)
 	return n
-}
-
-// wssInit returns lanes at −Inf with no index.
-func wssInit() (v [8]float64, idx [8]int64) {
-	for l := range v {
-		v[l], idx[l] = math.Inf(-1), -1
-	}
-	return v, idx
 }
 
 //go:noescape

@@ -732,7 +732,8 @@ r4done:
 // func wssMax4(n int, y, gr *float64, st *int8, c *wssConsts, v *[8]float64, idx *[8]int64)
 //
 // wssMax8 (kernel512_amd64.s) on blocks of four, n a multiple of 4, the
-// masks as vectors and the constants read from c (wssConsts' offsets).
+// masks as vectors and the operands read from c (wssConsts' offsets)
+// and the package's wssSign and wssInc.
 // Y0: the lanes' maxima, Y1 their indices, Y2 the block's indices.
 TEXT ·wssMax4(SB), NOSPLIT, $0-56
 	MOVQ    n+0(FP), CX
@@ -742,8 +743,8 @@ TEXT ·wssMax4(SB), NOSPLIT, $0-56
 	MOVQ    c+32(FP), R9
 	MOVQ    v+40(FP), R10
 	MOVQ    idx+48(FP), R11
-	VMOVUPD (R10), Y0
-	VMOVDQU (R11), Y1
+	VBROADCASTSD ·wssNegInf(SB), Y0
+	VPCMPEQQ Y1, Y1, Y1
 	VMOVDQU ·wssIota(SB), Y2
 	VXORPD  Y6, Y6, Y6
 	XORQ    AX, AX
@@ -756,13 +757,13 @@ wm4block:
 	VBLENDVPD Y13, 0(R9), Y10, Y10
 	VPCMPEQQ  Y10, Y9, Y14
 	VMOVUPD   (DI)(AX*8), Y11
-	VXORPD    192(R9), Y11, Y12
+	VXORPD    ·wssSign(SB), Y11, Y12
 	VBLENDVPD Y13, Y12, Y11, Y11
 	VCMPPD    $0x1d, Y0, Y11, Y15
 	VPANDN    Y15, Y14, Y15
 	VBLENDVPD Y15, Y11, Y0, Y0
 	VBLENDVPD Y15, Y2, Y1, Y1
-	VPADDQ    224(R9), Y2, Y2
+	VPADDQ    ·wssInc(SB), Y2, Y2
 	ADDQ      $4, AX
 	CMPQ      AX, CX
 	JL        wm4block
@@ -785,12 +786,9 @@ TEXT ·wssSecond4(SB), NOSPLIT, $0-80
 	MOVQ    gr+32(FP), R9
 	MOVQ    st+40(FP), R10
 	MOVQ    c+48(FP), R11
-	MOVQ    v2+56(FP), DX
-	VMOVUPD (DX), Y0
-	MOVQ    vm+64(FP), DX
-	VMOVUPD (DX), Y1
-	MOVQ    idx+72(FP), DX
-	VMOVDQU (DX), Y2
+	VBROADCASTSD ·wssNegInf(SB), Y0
+	VBROADCASTSD ·wssPosInf(SB), Y1
+	VPCMPEQQ Y2, Y2, Y2
 	VMOVDQU ·wssIota(SB), Y3
 	XORQ    AX, AX
 
@@ -803,7 +801,7 @@ ws4block:
 	VBLENDVPD Y6, 0(R11), Y8, Y8
 	VPCMPEQQ  Y8, Y7, Y9
 	VMOVUPD   (R9)(AX*8), Y10
-	VXORPD    192(R11), Y10, Y11
+	VXORPD    ·wssSign(SB), Y10, Y11
 	VBLENDVPD Y6, Y10, Y11, Y12
 	VCMPPD    $0x1d, Y0, Y12, Y13
 	VPANDN    Y13, Y9, Y13
@@ -821,13 +819,13 @@ ws4block:
 	VCMPPD    $0x12, Y5, Y8, Y10
 	VBLENDVPD Y10, 160(R11), Y8, Y8
 	VMULPD    Y13, Y13, Y13
-	VXORPD    192(R11), Y13, Y13
+	VXORPD    ·wssSign(SB), Y13, Y13
 	VDIVPD    Y8, Y13, Y13
 	VCMPPD    $0x12, Y1, Y13, Y15
 	VPAND     Y14, Y15, Y15
 	VBLENDVPD Y15, Y13, Y1, Y1
 	VBLENDVPD Y15, Y3, Y2, Y2
-	VPADDQ    224(R11), Y3, Y3
+	VPADDQ    ·wssInc(SB), Y3, Y3
 	ADDQ      $4, AX
 	CMPQ      AX, CX
 	JL        ws4block

@@ -66,7 +66,7 @@ func refWSSSecond(q []float32, qd, y, g []float64, st []int8, skipPos, skipNeg i
 // repeated values (ties, the last index must win), ±0, ±Inf and NaN;
 // labels ±1 and others (0, NaN, 0.5: the loops' "y > 0" or not);
 // statuses 0–2 skipped by every pair; rows with a negative curvature
-// (tau); every length to 70.
+// (tau); every length to 100, the kernels taking 32 and more.
 func TestWSSLevels(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 13))
 	pool := []float64{-1, -0.5, 0, math.Copysign(0, -1), 0.25, 1, 2}
@@ -83,7 +83,30 @@ func TestWSSLevels(t *testing.T) {
 		wj            int
 	}
 	var cases []tcase
-	for n := range 71 {
+	// Whole-array edges at lengths the kernels take: nothing eligible;
+	// everything eligible at v = −Inf (the last index must win); all ties.
+	for _, n := range []int{32, 37, 64, 99} {
+		for kind := range 3 {
+			c := tcase{q: make([]float32, n), qd: make([]float64, n), y: make([]float64, n), g: make([]float64, n), st: make([]int8, n),
+				sp: 1, sn: 0, qdi: 1, yi: 1}
+			for i := range n {
+				c.y[i], c.qd[i], c.q[i] = 1, 1, 0.25
+				switch kind {
+				case 0:
+					c.st[i] = 1 // skipPos for y > 0 in WSSMax; eligible for the second pass
+				case 1:
+					c.g[i] = math.Inf(1) // v = −Inf
+				default:
+					c.g[i] = -0.5
+				}
+			}
+			c.wm, c.wi = refWSSMax(c.y, c.g, c.st, c.sp, c.sn)
+			c.gmax = 1
+			c.w2, c.wod, c.wj = refWSSSecond(c.q, c.qd, c.y, c.g, c.st, c.sp, c.sn, c.gmax, c.qdi, c.yi, 1e-12)
+			cases = append(cases, c)
+		}
+	}
+	for n := range 101 {
 		for trial := range 16 {
 			c := tcase{q: make([]float32, n), qd: make([]float64, n), y: make([]float64, n), g: make([]float64, n), st: make([]int8, n),
 				sp: int8(r.IntN(3)), sn: int8(r.IntN(3)), qdi: 1, yi: float64(1 - 2*r.IntN(2))}
