@@ -324,7 +324,7 @@ func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int {
 // them by byte offset: skipPos 0, skipNeg 32, gmax 64, qdi 96, c2yi 128,
 // tau 160.
 type wssConsts struct {
-	skipPos, skipNeg      [4]int64
+	skipPos, skipNeg     [4]int64
 	gmax, qdi, c2yi, tau [4]float64
 }
 
