@@ -160,6 +160,20 @@ func (m *Model) DecisionSparse(x sparse.Row, buf []float64) float64 {
 	case m.SparseSV != nil && len(buf) >= n:
 		buf = buf[:n]
 		m.index.Dots(buf, x)
+		if k.Type == RBF {
+			// fromDot's distances, their exps eight at a time
+			// (vmath.ExpNegScaled: ExpNeg's bits), then the sum in order:
+			// the loop below's result, a quarter of its time.
+			sq := m.svSq[:n]
+			for i, d := range buf {
+				buf[i] = max(sq[i]+sx-2*d, 0)
+			}
+			vmath.ExpNegScaled(buf, buf, -k.Gamma)
+			for i, e := range buf {
+				s += m.Coef[i] * e
+			}
+			break
+		}
 		for i, d := range buf {
 			s += m.Coef[i] * k.fromDot(d, m.svSq[i], sx)
 		}

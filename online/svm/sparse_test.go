@@ -212,6 +212,11 @@ func TestSparseMatchesDense(t *testing.T) {
 						t.Fatalf("row %d, %s: decision %v, dense %v", i, name, got, want)
 					}
 				}
+				// The index's path (rbf: the exps eight at a time) is the
+				// merge's, bit for bit.
+				if a, b := ms.DecisionSparse(x, buf), ms.DecisionSparse(x, nil); math.Float64bits(a) != math.Float64bits(b) {
+					t.Fatalf("row %d: index %v, merge %v", i, a, b)
+				}
 			}
 			if a := testing.AllocsPerRun(100, func() { ms.DecisionSparse(Xt[0], buf) }); a != 0 {
 				t.Fatalf("DecisionSparse: %v allocations", a)
