@@ -3,12 +3,12 @@ package rank
 import (
 	"context"
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
 
 	"github.com/streamer/streamer/online/codec"
 	"github.com/streamer/streamer/online/internal/sparse"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // The exact solver on sparse rows (hashed features): the same systems as
@@ -87,6 +87,16 @@ func (m *Model) gramUpperSparse(ctx context.Context, a []float64) error {
 				m.ix.Dots(dots, m.sx[i])
 				row := a[i*n : (i+1)*n]
 				si := m.sq[i]
+				if g, ok := m.k.singleRBF(); ok {
+					// fromDot's entries: the distances, then their exps
+					// eight at a time (ExpNeg's bits).
+					e := row[i:]
+					for j, d := range dots[i:] {
+						e[j] = sparse.Dist2(si, m.sq[i+j], d)
+					}
+					vmath.ExpNegScaled(e, e, -g)
+					continue
+				}
 				for j := i; j < n; j++ {
 					row[j] = m.k.fromDot(dots[j], si, m.sq[j])
 				}
@@ -97,13 +107,15 @@ func (m *Model) gramUpperSparse(ctx context.Context, a []float64) error {
 	return ctx.Err()
 }
 
-// fromDot returns K̄(a, b) from <a, b> = dot, ‖a‖² = sa, ‖b‖² = sb.
+// fromDot returns K̄(a, b) from <a, b> = dot, ‖a‖² = sa, ‖b‖² = sb. Its
+// rbf terms take vmath.ExpNeg (within 1 ulp of math.Exp, 0 below e^−707),
+// whose bits the vector exps of the one-rbf paths give.
 func (k *kernels) fromDot(dot, sa, sb float64) float64 {
 	var s float64
 	for t, kt := range k.ks {
 		switch kt.Type {
 		case RBF:
-			s += math.Exp(-kt.Gamma*sparse.Dist2(sa, sb, dot)) * k.inv[t]
+			s += vmath.ExpNeg(-kt.Gamma*sparse.Dist2(sa, sb, dot)) * k.inv[t]
 		case Linear:
 			s += dot * k.inv[t]
 		}
@@ -130,6 +142,19 @@ func (m *Model) PredictSparse(x sparse.Row, buf []float64) float64 {
 	case m.sx != nil && len(buf) >= n:
 		buf = buf[:n]
 		m.ix.Dots(buf, x)
+		if g, ok := m.k.singleRBF(); ok {
+			// fromDot's terms with the exps eight at a time, summed in
+			// order: the loop's bits.
+			sq := m.sq[:n]
+			for i, d := range buf {
+				buf[i] = sparse.Dist2(sq[i], sx, d)
+			}
+			vmath.ExpNegScaled(buf, buf, -g)
+			for i, a := range m.alpha {
+				s += a * buf[i]
+			}
+			break
+		}
 		for i, a := range m.alpha {
 			s += a * m.k.fromDot(buf[i], m.sq[i], sx)
 		}
