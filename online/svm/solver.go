@@ -29,7 +29,11 @@ type qmatrix struct {
 	y     []float64
 	qd    []float64 // Q_ii
 	cache *cache
-	ex    []float64 // a row's dot products, then (rbf) distances and their exps (vmath.ExpNegScaled)
+	ex    []float64 // a row's dot products
+	// px holds x again packed eight rows to a panel (vmath.PackPanels),
+	// following the swaps: the dot products of an rbf or linear row, a
+	// panel at a time (nil for other kernels and sparse rows).
+	px []float64
 
 	// Sparse rows (x nil): sx follows the swaps, orig maps a position to
 	// the row's index in ix (the rows in their original order), acc holds
@@ -44,12 +48,38 @@ type qmatrix struct {
 func newQMatrix(k Kernel, x [][]float64, y []float64, cacheBytes int64) *qmatrix {
 	l := len(x)
 	q := &qmatrix{k: k, x: x, y: y, sq: make([]float64, l), qd: make([]float64, l), cache: newCache(l, cacheBytes),
-		ex: make([]float64, l)}
+		ex: make([]float64, l+16)} // + 16: the panels around a partial row
 	for i := range x {
 		q.sq[i] = dot(x[i], x[i])
 		q.qd[i] = k.Eval(x[i], x[i])
 	}
+	if (k.Type == RBF || k.Type == Linear) && l > 0 && len(x[0]) > 0 {
+		d := len(x[0])
+		for _, r := range x {
+			if len(r) != d {
+				return q
+			}
+		}
+		q.px = vmath.PackPanels(x, d)
+	}
 	return q
+}
+
+// dots returns <x_i, x_j> for start ≤ j < start + n, each summed as Dot4
+// sums it: from the panels that hold those rows (the panels' extra rows
+// computed and dropped), else row by row.
+func (q *qmatrix) dots(i, start, n int) []float64 {
+	xi := q.x[i]
+	if q.px == nil {
+		ex := q.ex[:n]
+		vmath.DotRows(ex, xi, q.x[start:start+n]) // four rows' products at a time
+		return ex
+	}
+	d := len(xi)
+	p0, p1 := start/8, (start+n+7)/8
+	buf := q.ex[:(p1-p0)*8]
+	vmath.PanelDots4(buf, q.px[p0*8*d:p1*8*d], xi) // a panel of eight rows at a time
+	return buf[start-p0*8 : start-p0*8+n]
 }
 
 // newSparseQMatrix is newQMatrix for sparse rows.
@@ -74,6 +104,9 @@ func (q *qmatrix) swapIndex(i, j int) {
 		q.orig[i], q.orig[j] = q.orig[j], q.orig[i]
 	} else {
 		q.x[i], q.x[j] = q.x[j], q.x[i]
+		if q.px != nil {
+			vmath.SwapPanelRows(q.px, len(q.x[i]), i, j)
+		}
 	}
 	q.sq[i], q.sq[j] = q.sq[j], q.sq[i]
 	q.y[i], q.y[j] = q.y[j], q.y[i]
@@ -100,13 +133,11 @@ func (q *qmatrix) fill(i int, dst []float32, start int) {
 	ys := q.y[start : start+len(dst)]
 	switch q.k.Type {
 	case RBF:
-		ex := q.ex[:len(dst)]
-		vmath.DotRows(ex, xi, xs) // dot's sums, four rows' products at a time
+		ex := q.dots(i, start, len(dst))
 		// y_i·y_j·ExpNeg(−γ·max(‖x_i‖² + ‖x_j‖² − 2<x_i, x_j>, 0)), eight at a time
 		vmath.RBFRow32(dst, ex, q.sq[start:start+len(dst)], ys, q.sq[i], yi, -q.k.Gamma)
 	case Linear:
-		ex := q.ex[:len(dst)]
-		vmath.DotRows(ex, xi, xs)
+		ex := q.dots(i, start, len(dst))
 		for j, d := range ex {
 			dst[j] = float32(yi * ys[j] * d)
 		}

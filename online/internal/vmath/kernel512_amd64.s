@@ -582,3 +582,72 @@ ws8block:
 	VMOVDQU64 Z2, (DX)
 	VZEROUPPER
 	RET
+
+// func panelDots8(np, d int, p, x, dst *float64)
+//
+// PanelDots4 (rbf.go) on eight lanes: per panel, Dot4's four sums by
+// column index mod 4 (Z0–Z3, each product rounded then added in order),
+// the last d mod 4 columns added to Z0, then (Z0 + Z1) + (Z2 + Z3).
+TEXT ·panelDots8(SB), NOSPLIT, $0-40
+	MOVQ np+0(FP), CX
+	MOVQ d+8(FP), BX
+	MOVQ p+16(FP), SI
+	MOVQ x+24(FP), DI
+	MOVQ dst+32(FP), DX
+	MOVQ BX, R10
+	SHRQ $2, R10
+	MOVQ BX, R11
+	ANDQ $3, R11
+
+pd8panel:
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	MOVQ   DI, R9
+	MOVQ   R10, R8
+	TESTQ  R8, R8
+	JE     pd8tail
+
+pd8block:
+	VBROADCASTSD 0(R9), Z4
+	VMULPD       0(SI), Z4, Z4
+	VADDPD       Z4, Z0, Z0
+	VBROADCASTSD 8(R9), Z5
+	VMULPD       64(SI), Z5, Z5
+	VADDPD       Z5, Z1, Z1
+	VBROADCASTSD 16(R9), Z6
+	VMULPD       128(SI), Z6, Z6
+	VADDPD       Z6, Z2, Z2
+	VBROADCASTSD 24(R9), Z7
+	VMULPD       192(SI), Z7, Z7
+	VADDPD       Z7, Z3, Z3
+	ADDQ         $256, SI
+	ADDQ         $32, R9
+	DECQ         R8
+	JNE          pd8block
+
+pd8tail:
+	MOVQ  R11, R8
+	TESTQ R8, R8
+	JE    pd8sum
+
+pd8one:
+	VBROADCASTSD 0(R9), Z4
+	VMULPD       0(SI), Z4, Z4
+	VADDPD       Z4, Z0, Z0
+	ADDQ         $64, SI
+	ADDQ         $8, R9
+	DECQ         R8
+	JNE          pd8one
+
+pd8sum:
+	VADDPD  Z1, Z0, Z0
+	VADDPD  Z3, Z2, Z2
+	VADDPD  Z2, Z0, Z0
+	VMOVUPD Z0, 0(DX)
+	ADDQ    $64, DX
+	DECQ    CX
+	JNE     pd8panel
+	VZEROUPPER
+	RET

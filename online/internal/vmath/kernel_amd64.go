@@ -456,6 +456,25 @@ func addScaledBlocks(dst []float64, a []float32, s float64) int {
 }
 
 //go:noescape
+func panelDots8(np, d int, p, x, dst *float64)
+
+//go:noescape
+func panelDots4(np, d int, p, x, dst *float64)
+
+// panelDotsAsm runs PanelDots4 in assembly and reports whether it did.
+func panelDotsAsm(dst, panels []float64, d int, x []float64, np int) bool {
+	switch level {
+	case levelAVX512:
+		panelDots8(np, d, &panels[0], &x[0], &dst[0])
+	case levelAVX2:
+		panelDots4(np, d, &panels[0], &x[0], &dst[0])
+	default:
+		return false
+	}
+	return true
+}
+
+//go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four

@@ -886,3 +886,82 @@ as4block:
 	JL        as4block
 	VZEROUPPER
 	RET
+
+// PD4COL(off, acc0, acc1): a panel column at off(SI) times the broadcast
+// x entry in Y8, lanes 0–3 added to acc0 and 4–7 to acc1.
+#define PD4COL(off, acc0, acc1) \
+	VMULPD off(SI), Y8, Y9     \
+	VADDPD Y9, acc0, acc0      \
+	VMULPD off+32(SI), Y8, Y10 \
+	VADDPD Y10, acc1, acc1
+
+// func panelDots4(np, d int, p, x, dst *float64)
+//
+// panelDots8 (kernel512_amd64.s) with a panel's eight lanes in two halves
+// of four: the four sums of lanes 0–3 in Y0–Y3, of lanes 4–7 in Y4–Y7.
+TEXT ·panelDots4(SB), NOSPLIT, $0-40
+	MOVQ np+0(FP), CX
+	MOVQ d+8(FP), BX
+	MOVQ p+16(FP), SI
+	MOVQ x+24(FP), DI
+	MOVQ dst+32(FP), DX
+	MOVQ BX, R10
+	SHRQ $2, R10
+	MOVQ BX, R11
+	ANDQ $3, R11
+
+pd4panel:
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	MOVQ   DI, R9
+	MOVQ   R10, R8
+	TESTQ  R8, R8
+	JE     pd4tail
+
+pd4block:
+	VBROADCASTSD 0(R9), Y8
+	PD4COL(0, Y0, Y4)
+	VBROADCASTSD 8(R9), Y8
+	PD4COL(64, Y1, Y5)
+	VBROADCASTSD 16(R9), Y8
+	PD4COL(128, Y2, Y6)
+	VBROADCASTSD 24(R9), Y8
+	PD4COL(192, Y3, Y7)
+	ADDQ         $256, SI
+	ADDQ         $32, R9
+	DECQ         R8
+	JNE          pd4block
+
+pd4tail:
+	MOVQ  R11, R8
+	TESTQ R8, R8
+	JE    pd4sum
+
+pd4one:
+	VBROADCASTSD 0(R9), Y8
+	PD4COL(0, Y0, Y4)
+	ADDQ         $64, SI
+	ADDQ         $8, R9
+	DECQ         R8
+	JNE          pd4one
+
+pd4sum:
+	VADDPD  Y1, Y0, Y0
+	VADDPD  Y3, Y2, Y2
+	VADDPD  Y2, Y0, Y0
+	VADDPD  Y5, Y4, Y4
+	VADDPD  Y7, Y6, Y6
+	VADDPD  Y6, Y4, Y4
+	VMOVUPD Y0, 0(DX)
+	VMOVUPD Y4, 32(DX)
+	ADDQ    $64, DX
+	DECQ    CX
+	JNE     pd4panel
+	VZEROUPPER
+	RET

@@ -36,6 +36,8 @@ func addPairBlocks(dst []float64, a, b []float32, s, t float64) int { return 0 }
 
 func addScaledBlocks(dst []float64, a []float32, s float64) int { return 0 }
 
+func panelDotsAsm(dst, panels []float64, d int, x []float64, np int) bool { return false }
+
 func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { return 0 }
 
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }

@@ -141,6 +141,64 @@ func DotRows(dst, x []float64, rows [][]float64) {
 	}
 }
 
+// Panels are rows packed eight to a panel as Rows packs them: row i's
+// entry k at [8d·⌊i/8⌋ + 8k + i mod 8], the rows of the last panel past
+// the last row zero.
+
+// PackPanels packs the n rows of x (each at least d long; their first d
+// entries) into panels.
+func PackPanels(x [][]float64, d int) []float64 {
+	p := make([]float64, (len(x)+7)/8*8*d)
+	for i, r := range x {
+		base := (i / 8) * 8 * d
+		for k, v := range r[:d] {
+			p[base+8*k+i%8] = v
+		}
+	}
+	return p
+}
+
+// SwapPanelRows exchanges rows i and j of panels of d columns.
+func SwapPanelRows(panels []float64, d, i, j int) {
+	bi, bj := (i/8)*8*d+i%8, (j/8)*8*d+j%8
+	for k := range d {
+		panels[bi+8*k], panels[bj+8*k] = panels[bj+8*k], panels[bi+8*k]
+	}
+}
+
+// PanelDots4 sets dst[8p + l] = Dot4(x, row 8p + l) for every row of the
+// panels (d = len(x) columns; len(dst) ≥ len(panels)/d): DotRows' sums of
+// packed rows, a whole panel per register (AVX-512F) or two (AVX2), the
+// same bits (TestPanelDots4Levels). It does not allocate.
+func PanelDots4(dst, panels, x []float64) {
+	d := len(x)
+	if d == 0 || len(panels)%(8*d) != 0 || len(dst) < len(panels)/d {
+		panic("vmath: PanelDots4: wrong dimensions")
+	}
+	np := len(panels) / (8 * d)
+	if np == 0 || panelDotsAsm(dst, panels, d, x, np) {
+		return
+	}
+	d4 := d &^ 3
+	for p := range np {
+		base := p * 8 * d
+		for l := range 8 {
+			var s0, s1, s2, s3 float64
+			k := 0
+			for ; k < d4; k += 4 {
+				s0 += float64(x[k] * panels[base+8*k+l])
+				s1 += float64(x[k+1] * panels[base+8*(k+1)+l])
+				s2 += float64(x[k+2] * panels[base+8*(k+2)+l])
+				s3 += float64(x[k+3] * panels[base+8*(k+3)+l])
+			}
+			for ; k < d; k++ {
+				s0 += float64(x[k] * panels[base+8*k+l])
+			}
+			dst[8*p+l] = (s0 + s1) + (s2 + s3)
+		}
+	}
+}
+
 // Dot4 returns <a, b> over the first len(a) entries of b (len(b) ≥
 // len(a)), summed as DotRows sums each row: four sums of the products by
 // index mod 4, the tail added to the first, then (s₀ + s₁) + (s₂ + s₃).

@@ -544,3 +544,84 @@ func TestSqDistsLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestPanelDots4Levels checks PanelDots4 against Dot4 row by row, bit for
+// bit (any NaN for a NaN), at every level: 1 to 41 columns (every tail), 1 to 3 panels with
+// the last partly padding, edges (±0, ±Inf, NaN, huge and tiny entries),
+// and SwapPanelRows against swapping the rows before packing.
+func TestPanelDots4Levels(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 15))
+	edges := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 1e300, -1e-300}
+	forLevels(t, func(t *testing.T) {
+		for d := 1; d <= 41; d++ {
+			for _, n := range []int{1, 7, 8, 13, 24} {
+				rows := make([][]float64, n)
+				for i := range rows {
+					rows[i] = make([]float64, d+2) // longer than d: only d entries count
+					for k := range rows[i] {
+						rows[i][k] = r.NormFloat64()
+						if r.IntN(20) == 0 {
+							rows[i][k] = edges[r.IntN(len(edges))]
+						}
+					}
+				}
+				x := make([]float64, d)
+				for k := range x {
+					x[k] = r.NormFloat64() * 3
+				}
+				p := PackPanels(rows, d)
+				i, j := r.IntN(n), r.IntN(n)
+				SwapPanelRows(p, d, i, j)
+				rows[i], rows[j] = rows[j], rows[i]
+				dst := make([]float64, (n+7)/8*8)
+				PanelDots4(dst, p, x)
+				for k, row := range rows {
+					if w := Dot4(x, row); !same(dst[k], w) && !(math.IsNaN(w) && math.IsNaN(dst[k])) { // NaN payloads: the operands' order
+						t.Fatalf("d %d, n %d, row %d: %v, Dot4 %v", d, n, k, dst[k], w)
+					}
+				}
+				for k := n; k < len(dst); k++ {
+					if dst[k] != 0 {
+						t.Fatalf("d %d, n %d: padding row %d: %v", d, n, k, dst[k])
+					}
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkPanelDots2000: the dot products of 2 000 packed rows of d = 16
+// (an svm kernel row of the letter data), against DotRows on the same rows
+// (per row, four lanes). Target: ≤ 1.5 ns a row, 0 allocs: 2.5 µs, at
+// the L2 cache's bandwidth (1 KB a panel), against 7.1 µs for DotRows
+// (AVX2 panels 2.75 µs; 2026-11-27).
+func BenchmarkPanelDots2000(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const n, d = 2000, 16
+	rows := make([][]float64, n)
+	for i := range rows {
+		rows[i] = randVec(r, d, 1)
+	}
+	x := randVec(r, d, 1)
+	p := PackPanels(rows, d)
+	dst := make([]float64, n)
+	b.Run("PanelDots4", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			PanelDots4(dst, p, x)
+		}
+	})
+	b.Run("PanelDots4-avx2", func(b *testing.B) {
+		atLevel(levelAVX2, func() {
+			for b.Loop() {
+				PanelDots4(dst, p, x)
+			}
+		})
+	})
+	b.Run("DotRows", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			DotRows(dst, x, rows)
+		}
+	})
+}
