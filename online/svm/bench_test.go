@@ -33,7 +33,8 @@ func letterRows(b testing.TB, n int) ([][]float64, []float64) {
 // alternating), the same model to the bit; the whole row in one pass
 // (vmath.RBFRow32), the working-set selection eight indices at a time
 // and the cache swaps flushed row by row, the gradient updates four at a
-// time, later that day: 26–31 → 13.4–16.5 ms.
+// time and the dot products from packed panels, later that day: 28–41 →
+// 12.7–14.7 ms (the test binaries of 79517af and after, alternating).
 func BenchmarkTrain(b *testing.B) {
 	X, y := letterRows(b, 2000)
 	p := Params{Kernel: Kernel{Type: RBF, Gamma: 1.0 / 16}, C: 1}
@@ -46,9 +47,9 @@ func BenchmarkTrain(b *testing.B) {
 }
 
 // BenchmarkTrain10k is the largest svmbench case, for profiling. Target:
-// under half svm-train's time (1.15–1.24 s here); 468–507 → 214–234 ms
-// with RBFRow32, the vector selection, the flushed swaps and the vector
-// gradient updates (2026-11-27).
+// under half svm-train's time (1.15–1.76 s here); 522–715 → 187–227 ms
+// with RBFRow32, the vector selection, the flushed swaps, the vector
+// gradient updates and the packed dot products (2026-11-27).
 func BenchmarkTrain10k(b *testing.B) {
 	X, y := letterRows(b, 10000)
 	p := Params{Kernel: Kernel{Type: RBF, Gamma: 1.0 / 16}, C: 1}
@@ -156,7 +157,7 @@ func BenchmarkDecisionSparse500Merge(b *testing.B) {
 // svm-train -s 0 -t 2 -g 0.0322581 -c 4 -e 0.001 -m 100 -h 1). The
 // kernel rows' exps eight at a time (2026-11-27): 105–118 → 78–83 ms, the
 // same model to the bit; with RBFRow32, the vector selection, the
-// flushed swaps and the vector gradient updates, 66–74 → 32.5–35 ms.
+// flushed swaps and the vector gradient updates, 74–89 → 37–49 ms.
 func BenchmarkTrainSparse2000(b *testing.B) {
 	X, y := hashedClicks(1, 2000, 30, 18)
 	p := Params{Kernel: Kernel{Type: RBF, Gamma: 1.0 / 31}, C: 4}
