@@ -30,11 +30,6 @@ import "github.com/streamer/streamer/online/internal/vmath"
 const (
 	sincosN         = vmath.SincosN         // table entries per turn
 	sincosFastLimit = vmath.SincosFastLimit // arguments of the table path: |x| < 2¹⁷
-
-	// roundMagic: adding it rounds a float64 of magnitude < 2⁵¹ to an
-	// integer held in the low bits of the mantissa (also used by
-	// expNegRow).
-	roundMagic = 0x1.8p52
 )
 
 // sincosRFF turns the products z_k = ω_k·x held in p[D:2D] (D = len(p)/2)

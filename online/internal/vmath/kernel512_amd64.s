@@ -651,3 +651,72 @@ pd8sum:
 	JNE     pd8panel
 	VZEROUPPER
 	RET
+
+// func expShift8(n int, dst *float64, gam, m float64)
+//
+// ExpShiftRow (expshift.go) on blocks of eight, n a multiple of 8: the
+// loop's operations unfused, in its order, the table entry by a gather.
+// Z0 holds gam, Z1 m, Z2–Z14 expShiftK.
+TEXT ·expShift8(SB), NOSPLIT, $0-32
+	MOVQ         n+0(FP), CX
+	MOVQ         dst+8(FP), DI
+	VBROADCASTSD gam+16(FP), Z0
+	VBROADCASTSD m+24(FP), Z1
+	VBROADCASTSD ·expShiftK+0(SB), Z2
+	VBROADCASTSD ·expShiftK+8(SB), Z3
+	VBROADCASTSD ·expShiftK+16(SB), Z4
+	VBROADCASTSD ·expShiftK+24(SB), Z5
+	VBROADCASTSD ·expShiftK+32(SB), Z6
+	VBROADCASTSD ·expShiftK+40(SB), Z7
+	VBROADCASTSD ·expShiftK+48(SB), Z8
+	VBROADCASTSD ·expShiftK+56(SB), Z9
+	VBROADCASTSD ·expShiftK+64(SB), Z10
+	VBROADCASTSD ·expShiftK+72(SB), Z11
+	VPBROADCASTQ ·expShiftK+80(SB), Z12
+	VPBROADCASTQ ·expShiftK+88(SB), Z13
+	VPBROADCASTQ ·expShiftK+96(SB), Z14
+	LEAQ         ·expShiftTable(SB), R8
+	XORQ         AX, AX
+
+es8block:
+	VMOVUPD    (DI)(AX*8), Z15
+	VSUBPD     Z1, Z15, Z15
+	VMULPD     Z15, Z0, Z15
+	VMINPD     Z15, Z2, Z15
+	VMULPD     Z3, Z15, Z16
+	VADDPD     Z4, Z16, Z16
+	VSUBPD     Z4, Z16, Z17
+	VMULPD     Z5, Z17, Z18
+	VSUBPD     Z18, Z15, Z18
+	VMULPD     Z6, Z17, Z19
+	VSUBPD     Z19, Z18, Z18
+	VMULPD     Z11, Z18, Z19
+	VSUBPD     Z19, Z10, Z19
+	VMULPD     Z19, Z18, Z19
+	VSUBPD     Z19, Z9, Z19
+	VMULPD     Z19, Z18, Z19
+	VSUBPD     Z19, Z8, Z19
+	VMULPD     Z19, Z18, Z19
+	VSUBPD     Z19, Z7, Z19
+	VMULPD     Z19, Z18, Z19
+	VSUBPD     Z19, Z7, Z19
+	VPANDQ     Z12, Z16, Z20
+	VPSRLQ     $8, Z16, Z21
+	VPANDQ     Z13, Z21, Z21
+	VPSRLQ     $1, Z21, Z22
+	VPSUBQ     Z22, Z21, Z23
+	VPSUBQ     Z22, Z14, Z22
+	VPSLLQ     $52, Z22, Z22
+	VPSUBQ     Z23, Z14, Z23
+	VPSLLQ     $52, Z23, Z23
+	KXNORW     K1, K1, K1
+	VGATHERQPD (R8)(Z20*8), K1, Z24
+	VMULPD     Z19, Z24, Z24
+	VMULPD     Z22, Z24, Z24
+	VMULPD     Z23, Z24, Z24
+	VMOVUPD    Z24, (DI)(AX*8)
+	ADDQ       $8, AX
+	CMPQ       AX, CX
+	JL         es8block
+	VZEROUPPER
+	RET

@@ -475,6 +475,30 @@ func panelDotsAsm(dst, panels []float64, d int, x []float64, np int) bool {
 }
 
 //go:noescape
+func expShift8(n int, dst *float64, gam, m float64)
+
+//go:noescape
+func expShift4(n int, dst *float64, gam, m float64)
+
+// expShiftBlocks runs ExpShiftRow's whole blocks of eight (AVX-512F) or
+// four (AVX2) in assembly and returns how many elements it ran.
+func expShiftBlocks(dst []float64, g, m float64) int {
+	switch level {
+	case levelAVX512:
+		if n := len(dst) &^ 7; n > 0 {
+			expShift8(n, &dst[0], g, m)
+			return n
+		}
+	case levelAVX2:
+		if n := len(dst) &^ 3; n > 0 {
+			expShift4(n, &dst[0], g, m)
+			return n
+		}
+	}
+	return 0
+}
+
+//go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four

@@ -965,3 +965,71 @@ pd4sum:
 	JNE     pd4panel
 	VZEROUPPER
 	RET
+
+// func expShift4(n int, dst *float64, gam, m float64)
+//
+// expShift8 (kernel512_amd64.s) on blocks of four, n a multiple of 4, the
+// constants broadcast from expShiftK as they are used. Y0 holds gam, Y1 m.
+TEXT ·expShift4(SB), NOSPLIT, $0-32
+	MOVQ         n+0(FP), CX
+	MOVQ         dst+8(FP), DI
+	VBROADCASTSD gam+16(FP), Y0
+	VBROADCASTSD m+24(FP), Y1
+	LEAQ         ·expShiftTable(SB), R8
+	XORQ         AX, AX
+
+es4block:
+	VMOVUPD      (DI)(AX*8), Y2
+	VSUBPD       Y1, Y2, Y2
+	VMULPD       Y2, Y0, Y2
+	VBROADCASTSD ·expShiftK+0(SB), Y3
+	VMINPD       Y2, Y3, Y2
+	VBROADCASTSD ·expShiftK+8(SB), Y3
+	VMULPD       Y3, Y2, Y3
+	VBROADCASTSD ·expShiftK+16(SB), Y4
+	VADDPD       Y4, Y3, Y3
+	VSUBPD       Y4, Y3, Y4
+	VBROADCASTSD ·expShiftK+24(SB), Y5
+	VMULPD       Y5, Y4, Y5
+	VSUBPD       Y5, Y2, Y5
+	VBROADCASTSD ·expShiftK+32(SB), Y6
+	VMULPD       Y6, Y4, Y6
+	VSUBPD       Y6, Y5, Y5
+	VBROADCASTSD ·expShiftK+72(SB), Y6
+	VMULPD       Y6, Y5, Y6
+	VBROADCASTSD ·expShiftK+64(SB), Y7
+	VSUBPD       Y6, Y7, Y6
+	VMULPD       Y6, Y5, Y6
+	VBROADCASTSD ·expShiftK+56(SB), Y7
+	VSUBPD       Y6, Y7, Y6
+	VMULPD       Y6, Y5, Y6
+	VBROADCASTSD ·expShiftK+48(SB), Y7
+	VSUBPD       Y6, Y7, Y6
+	VMULPD       Y6, Y5, Y6
+	VBROADCASTSD ·expShiftK+40(SB), Y7
+	VSUBPD       Y6, Y7, Y6
+	VMULPD       Y6, Y5, Y6
+	VSUBPD       Y6, Y7, Y6
+	VPBROADCASTQ ·expShiftK+80(SB), Y8
+	VPAND        Y8, Y3, Y8
+	VPSRLQ       $8, Y3, Y9
+	VPBROADCASTQ ·expShiftK+88(SB), Y10
+	VPAND        Y10, Y9, Y9
+	VPSRLQ       $1, Y9, Y10
+	VPSUBQ       Y10, Y9, Y11
+	VPBROADCASTQ ·expShiftK+96(SB), Y9
+	VPSUBQ       Y10, Y9, Y10
+	VPSLLQ       $52, Y10, Y10
+	VPSUBQ       Y11, Y9, Y11
+	VPSLLQ       $52, Y11, Y11
+	VPCMPEQQ     Y12, Y12, Y12
+	VGATHERQPD   Y12, (R8)(Y8*8), Y13
+	VMULPD       Y6, Y13, Y13
+	VMULPD       Y10, Y13, Y13
+	VMULPD       Y11, Y13, Y13
+	VMOVUPD      Y13, (DI)(AX*8)
+	ADDQ         $4, AX
+	CMPQ         AX, CX
+	JL           es4block
+	VZEROUPPER
+	RET
