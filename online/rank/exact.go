@@ -64,9 +64,9 @@ type Model struct {
 	x      []float64 // m rows of d, row-major (nil with sparse rows)
 	alpha  []float64
 	b      float64
-	// packed holds x and alpha again, packed for vmath's rbf sum, when
-	// the kernel is one rbf (singleRBF) and the rows are dense: Predict's
-	// path, 8·m·d bytes more.
+	// packed holds x and alpha again, packed eight rows to a panel, when
+	// the rows are dense: Predict's path (vmath's rbf sum for one rbf
+	// kernel, else mixtureRows), 8·m·d bytes more.
 	packed *vmath.Rows
 
 	// Sparse rows (FitSparse): the rows, their squared norms, their
@@ -109,11 +109,52 @@ func Fit(ctx context.Context, X []float64, d int, y []float64, cfg Config) (*Mod
 	return mod, nil
 }
 
-// pack builds m.packed for a dense model of one rbf kernel.
+// pack builds m.packed for a dense model.
 func (m *Model) pack() {
-	if _, ok := m.k.singleRBF(); ok && m.sx == nil && m.x != nil {
+	if m.sx == nil && m.x != nil {
 		r := vmath.PackRows(m.x, len(m.alpha), m.d, m.alpha)
 		m.packed = &r
+	}
+}
+
+// mixturePanels is how many panels mixtureRows computes at a time (its
+// scratch, on the stack).
+const mixturePanels = 32
+
+// mixtureRows sets acc[8(p − p0) + l] = K̄(row 8p + l, x) for the panels
+// p0 ≤ p < p1 (p1 − p0 ≤ mixturePanels) of the packed rows r: the squared
+// distances by vmath's FMA panels and their exps eight at a time
+// (vmath.ExpNegScaled, ExpNeg's bits) for the rbf terms, Dot4's sums for
+// the linear ones, each term times 1/v_t added in the kernels' order. The
+// Gram matrix and Predict both take their entries from it.
+func (k *kernels) mixtureRows(acc []float64, r *vmath.Rows, x []float64, p0, p1 int) {
+	var d2, e, dots [8 * mixturePanels]float64
+	n := 8 * (p1 - p0)
+	acc = acc[:n]
+	clear(acc)
+	haveD2, haveDot := false, false
+	for t, kt := range k.ks {
+		inv := k.inv[t]
+		switch kt.Type {
+		case RBF:
+			if !haveD2 {
+				r.SqDistsRange(d2[:n], x, p0, p1)
+				haveD2 = true
+			}
+			ex := e[:n]
+			vmath.ExpNegScaled(ex, d2[:n], -kt.Gamma)
+			for j, v := range ex {
+				acc[j] += v * inv
+			}
+		case Linear:
+			if !haveDot {
+				r.Dots4(dots[:n], x, p0, p1)
+				haveDot = true
+			}
+			for j, v := range dots[:n] {
+				acc[j] += v * inv
+			}
+		}
 	}
 }
 
@@ -187,15 +228,13 @@ func cholSolve(a []float64, m int, rhs []float64) error {
 // For one rbf kernel the entries are those Predict sums (vmath.Rows.RBFSum,
 // bit for bit): the squared distances of a row to the rows from its panel
 // of eight on (vmath.Rows.SqDists), then their exps eight at a time
-// (vmath.ExpNegScaled).
+// (vmath.ExpNegScaled). A mixture's entries are mixtureRows', Predict's
+// too.
 func gramUpper(ctx context.Context, a, x []float64, d int, k *kernels) error {
 	m := len(x) / d
 	workers := min(runtime.GOMAXPROCS(0), max(1, m/64))
 	g, rbf := k.singleRBF()
-	var rows vmath.Rows
-	if rbf {
-		rows = vmath.PackRows(x, m, d, make([]float64, m))
-	}
+	rows := vmath.PackRows(x, m, d, make([]float64, m))
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -219,8 +258,14 @@ func gramUpper(ctx context.Context, a, x []float64, d int, k *kernels) error {
 					copy(row[i:], e)
 					continue
 				}
-				for j := i; j < m; j++ {
-					row[j] = k.eval(xi, x[j*d:(j+1)*d])
+				// A mixture: mixtureRows' entries, Predict's to the bit.
+				var acc [8 * mixturePanels]float64
+				np := (m + 7) / 8
+				for p0 := i / 8; p0 < np; p0 += mixturePanels {
+					p1 := min(np, p0+mixturePanels)
+					k.mixtureRows(acc[:], &rows, xi, p0, p1)
+					lo := max(i, 8*p0)
+					copy(row[lo:min(m, 8*p1)], acc[lo-8*p0:])
 				}
 			}
 		}()
@@ -253,12 +298,26 @@ func (m *Model) Predict(x []float64) float64 {
 	if m.sx != nil {
 		return m.predictDenseSparseModel(x)
 	}
-	if m.packed != nil { // one rbf kernel (pack)
-		g, _ := m.k.singleRBF()
-		// K̄ = exp(−γ‖xᵢ − x‖²) alone: vmath's rbf sum over the packed
-		// rows (AVX-512F: eight rows at a time, its exp within 1 ulp),
-		// about 20 times the loop of math.Exp below.
-		return m.b + m.packed.RBFSum(x, g)
+	if m.packed != nil {
+		if g, ok := m.k.singleRBF(); ok {
+			// K̄ = exp(−γ‖xᵢ − x‖²) alone: vmath's rbf sum over the packed
+			// rows (AVX-512F: eight rows at a time, its exp within 1 ulp),
+			// about 20 times the loop of math.Exp below.
+			return m.b + m.packed.RBFSum(x, g)
+		}
+		// A mixture: its entries a block of panels at a time
+		// (mixtureRows), Σ_i α_i K̄(x_i, x) in row order.
+		var acc [8 * mixturePanels]float64
+		s := m.b
+		np, n := (len(m.alpha)+7)/8, len(m.alpha)
+		for p0 := 0; p0 < np; p0 += mixturePanels {
+			p1 := min(np, p0+mixturePanels)
+			m.k.mixtureRows(acc[:], m.packed, x, p0, p1)
+			for j, a := range m.alpha[8*p0 : min(n, 8*p1)] {
+				s += a * acc[j]
+			}
+		}
+		return s
 	}
 	s := m.b
 	for i, a := range m.alpha {

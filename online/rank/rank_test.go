@@ -494,13 +494,15 @@ func TestPredictDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// TestPredictSingleRBF: a model of one rbf kernel, fitted or decoded,
-// scores through vmath's rbf sum over its packed rows: the general sum
-// Σ αᵢ K̄(xᵢ, x) + b (math.Exp) to 1e-14 of Σ|αᵢ K̄(xᵢ, x)| + |b|, for
-// weights v = 1 and v = 3 (the weight is normalised away).
-func TestPredictSingleRBF(t *testing.T) {
+// TestPredictPacked: a dense model, fitted or decoded, scores through its
+// packed rows — one rbf kernel through vmath's rbf sum, a mixture through
+// mixtureRows a block of 32 panels at a time (300 rows: two blocks) — to
+// the general sum Σ αᵢ K̄(xᵢ, x) + b (math.Exp, row by row) within 1e-14
+// of Σ|αᵢ K̄(xᵢ, x)| + |b|: one rbf with weights v = 1 and 3 (normalised
+// away), two rbf widths, rbf with linear, linear alone.
+func TestPredictPacked(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 3))
-	const m, d = 60, 4
+	const m, d = 300, 4
 	X, y := make([]float64, m*d), make([]float64, m)
 	for i := range X {
 		X[i] = r.NormFloat64()
@@ -508,8 +510,17 @@ func TestPredictSingleRBF(t *testing.T) {
 	for i := range y {
 		y[i] = X[i*d] + 0.1*r.NormFloat64()
 	}
-	for _, v := range []float64{1, 3} {
-		mod, err := Fit(context.Background(), X, d, y, Config{Method: KRR, Kernels: []Kernel{{Type: RBF, Gamma: 0.7, V: v}}, Lambda: 0.01})
+	for _, c := range []struct {
+		name string
+		ks   []Kernel
+	}{
+		{"rbf v=1", []Kernel{{Type: RBF, Gamma: 0.7}}},
+		{"rbf v=3", []Kernel{{Type: RBF, Gamma: 0.7, V: 3}}},
+		{"two rbf", []Kernel{{Type: RBF, Gamma: 0.2}, {Type: RBF, Gamma: 2, V: 3}}},
+		{"rbf+linear", []Kernel{{Type: RBF, Gamma: 0.7}, {Type: Linear, V: 4}}},
+		{"linear", []Kernel{{Type: Linear}}},
+	} {
+		mod, err := Fit(context.Background(), X, d, y, Config{Method: KRR, Kernels: c.ks, Lambda: 0.01})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -521,8 +532,8 @@ func TestPredictSingleRBF(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := mod.k.singleRBF(); !ok || mod.packed == nil || dec.packed == nil {
-			t.Fatalf("v %v: not the single-rbf path", v)
+		if mod.packed == nil || dec.packed == nil {
+			t.Fatalf("%s: not packed", c.name)
 		}
 		for range 50 {
 			x := []float64{r.NormFloat64(), r.NormFloat64(), r.NormFloat64(), r.NormFloat64()}
@@ -533,10 +544,10 @@ func TestPredictSingleRBF(t *testing.T) {
 			}
 			got := mod.Predict(x)
 			if math.Abs(got-want) > 1e-14*mag {
-				t.Fatalf("v %v: Predict %v, the general sum %v", v, got, want)
+				t.Fatalf("%s: Predict %v, the general sum %v", c.name, got, want)
 			}
 			if got2 := dec.Predict(x); math.Float64bits(got2) != math.Float64bits(got) {
-				t.Fatalf("v %v: decoded model %v, fitted %v", v, got2, got)
+				t.Fatalf("%s: decoded model %v, fitted %v", c.name, got2, got)
 			}
 		}
 	}
@@ -548,8 +559,9 @@ func TestPredictSingleRBF(t *testing.T) {
 // distances' roundings, up to d ulps, scaled by γd², and the exps' ulps),
 // the entries Predict sums bit for
 // bit (e^(−γ‖xᵢ − xⱼ‖²) by FMA distances and vmath.ExpNeg), the diagonal
-// exactly 1, the lower triangle untouched; and two rbf kernels still take
-// the general path.
+// exactly 1, the lower triangle untouched; and a mixture of two rbf
+// kernels the same way, term by term (Σ_t ExpNeg(−γ_t d²)/v_t in the
+// kernels' order), and within the same bound of the general sum.
 func TestGramSingleRBF(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 9))
 	for _, m := range []int{1, 9, 37, 300} {
@@ -578,16 +590,20 @@ func TestGramSingleRBF(t *testing.T) {
 						continue
 					}
 					general := k.eval(X[i*d:(i+1)*d], X[j*d:(j+1)*d])
-					if !single {
-						if math.Float64bits(got) != math.Float64bits(general) {
-							t.Fatalf("m %d, two kernels: (%d, %d) = %v, want %v", m, i, j, got, general)
-						}
-						continue
-					}
 					var d2 float64
 					for c := range d {
 						v := X[j*d+c] - X[i*d+c]
 						d2 = math.FMA(v, v, d2)
+					}
+					if !single {
+						var want float64
+						for t, kt := range k.ks {
+							want += vmath.ExpNeg(-kt.Gamma*d2) * k.inv[t]
+						}
+						if math.Float64bits(got) != math.Float64bits(want) || math.Abs(got-general) > 1e-15*(1+3*d2)*general+1e-300 {
+							t.Fatalf("m %d, two kernels: (%d, %d) = %v, want %v (math.Exp: %v)", m, i, j, got, want, general)
+						}
+						continue
 					}
 					want := vmath.ExpNeg(-0.4 * d2)
 					if math.Float64bits(got) != math.Float64bits(want) || math.Abs(got-general) > 1e-15*(1+0.4*d2)*general+1e-300 || (i == j && got != 1) {

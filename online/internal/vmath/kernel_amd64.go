@@ -517,19 +517,18 @@ func sqd8(panels, d int, p, x, dst *float64)
 //go:noescape
 func sqd4(panels, d int, p, x, dst *float64)
 
-// sqDistPanels runs Rows.SqDists's panels from p0 in assembly (AVX-512F:
+// sqDistPanels runs Rows.SqDistsRange's panels p0 ≤ p < p1 in assembly (AVX-512F:
 // a panel in one register; AVX2: in two) and reports whether it did.
-func sqDistPanels(r *Rows, x []float64, p0 int, dst []float64) bool {
-	np := len(r.alpha) / 8
+func sqDistPanels(r *Rows, x []float64, p0, p1 int, dst []float64) bool {
 	if level < levelAVX2 {
 		return false
 	}
-	_ = r.data[np*8*r.d-1]
-	_ = dst[8*(np-p0)-1]
+	_ = r.data[p1*8*r.d-1]
+	_ = dst[8*(p1-p0)-1]
 	if level == levelAVX512 {
-		sqd8(np-p0, r.d, &r.data[p0*8*r.d], &x[0], &dst[0])
+		sqd8(p1-p0, r.d, &r.data[p0*8*r.d], &x[0], &dst[0])
 	} else {
-		sqd4(np-p0, r.d, &r.data[p0*8*r.d], &x[0], &dst[0])
+		sqd4(p1-p0, r.d, &r.data[p0*8*r.d], &x[0], &dst[0])
 	}
 	return true
 }

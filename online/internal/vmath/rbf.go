@@ -90,16 +90,22 @@ func (r *Rows) RBFSum(x []float64, g float64) float64 {
 // number. The AVX-512F and AVX2 kernels give the same bits
 // (TestSqDistsLevels). It does not allocate.
 func (r *Rows) SqDists(dst, x []float64, p0 int) int {
+	return r.SqDistsRange(dst, x, p0, len(r.alpha)/8)
+}
+
+// SqDistsRange is SqDists for the panels p0 ≤ p < p1 only: it sets
+// dst[8(p − p0) + l] and returns 8(p1 − p0).
+func (r *Rows) SqDistsRange(dst, x []float64, p0, p1 int) int {
 	np := len(r.alpha) / 8
-	if len(x) != r.d || p0 < 0 || p0 > np || len(dst) < 8*(np-p0) {
+	if len(x) != r.d || p0 < 0 || p0 > p1 || p1 > np || len(dst) < 8*(p1-p0) {
 		panic("vmath: SqDists: wrong dimensions")
 	}
-	if np == p0 {
+	if p1 == p0 {
 		return 0
 	}
 	d := r.d
-	if !sqDistPanels(r, x, p0, dst) {
-		for p := p0; p < np; p++ {
+	if !sqDistPanels(r, x, p0, p1, dst) {
+		for p := p0; p < p1; p++ {
 			panel := r.data[p*8*d : (p+1)*8*d]
 			out := dst[(p-p0)*8 : (p-p0)*8+8]
 			for l := range 8 {
@@ -112,8 +118,23 @@ func (r *Rows) SqDists(dst, x []float64, p0 int) int {
 			}
 		}
 	}
-	return 8 * (np - p0)
+	return 8 * (p1 - p0)
 }
+
+// Dots4 sets dst[8(p − p0) + l] = Dot4(x, row 8p + l) for the panels
+// p0 ≤ p < p1 (PanelDots4 on the packed rows; padding rows give 0).
+func (r *Rows) Dots4(dst, x []float64, p0, p1 int) {
+	d := r.d
+	if len(x) != d || p0 < 0 || p0 > p1 || p1 > len(r.alpha)/8 {
+		panic("vmath: Dots4: wrong dimensions")
+	}
+	if p1 > p0 {
+		PanelDots4(dst, r.data[p0*8*d:p1*8*d], x)
+	}
+}
+
+// Alpha returns the rows' weights, padded with 0 to whole panels.
+func (r *Rows) Alpha() []float64 { return r.alpha }
 
 // DotRows sets dst[j] = <x, rows[j]> over the first len(x) entries of
 // each row (len(dst) ≥ len(rows); each row at least len(x) long), summed

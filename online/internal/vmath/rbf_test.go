@@ -539,6 +539,29 @@ func TestSqDistsLevels(t *testing.T) {
 					if dst[len(want)] != 7 {
 						t.Fatalf("n %d, d %d, p0 %d: wrote past the panels", n, d, p0)
 					}
+					// Every range [p0, p1): SqDistsRange's distances, and
+					// Dots4's, are the rows' (padding rows: 0).
+					for p1 := p0; p1 <= np; p1++ {
+						part, dots := make([]float64, 8*(p1-p0)+1), make([]float64, 8*(p1-p0)+1)
+						part[len(part)-1], dots[len(dots)-1] = 7, 7
+						if got := rows.SqDistsRange(part, x, p0, p1); got != 8*(p1-p0) {
+							t.Fatalf("n %d, d %d, [%d, %d): %d distances", n, d, p0, p1, got)
+						}
+						rows.Dots4(dots, x, p0, p1)
+						for k := range 8 * (p1 - p0) {
+							i := 8*p0 + k
+							wd := 0.0
+							if i < n {
+								wd = Dot4(x, xs[i*d:(i+1)*d])
+							}
+							if !same(part[k], want[k]) || !same(dots[k], wd) {
+								t.Fatalf("n %d, d %d, [%d, %d), row %d: %v and %v, want %v and %v", n, d, p0, p1, i, part[k], dots[k], want[k], wd)
+							}
+						}
+						if part[len(part)-1] != 7 || dots[len(dots)-1] != 7 {
+							t.Fatalf("n %d, d %d, [%d, %d): wrote past the range", n, d, p0, p1)
+						}
+					}
 				})
 			}
 		}
