@@ -28,11 +28,11 @@ func expShift(v, g, m float64) float64 {
 	if t > expShiftMax {
 		t = expShiftMax
 	}
-	kf := t*(expShiftN/math.Ln2) + roundMagic
+	kf := float64(t*(expShiftN/math.Ln2)) + roundMagic
 	q := kf - roundMagic
 	k := math.Float64bits(kf)
-	r := (t - q*expShiftLn2Hi) - q*expShiftLn2Lo
-	p := 1 - r*(1-r*(0.5-r*(1.0/6-r*(1.0/24-r*(1.0/120)))))
+	r := (t - float64(q*expShiftLn2Hi)) - float64(q*expShiftLn2Lo)
+	p := 1 - float64(r*(1-float64(r*(0.5-float64(r*(1.0/6-float64(r*(1.0/24-float64(r*(1.0/120))))))))))
 	e := (k >> expShiftBits) & 0x7ff // ≤ 1077 for t ≤ 746
 	e1 := e >> 1
 	s1 := math.Float64frombits((1023 - e1) << 52)

@@ -277,7 +277,7 @@ func RBFRow32(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) {
 	for i := 0; i < n; {
 		i += rowBlocks(dst[i:], dots[i:], sqs[i:], ys[i:], sq, yi, s)
 		if i < n {
-			t := max(sq+sqs[i]-2*dots[i], 0)
+			t := max(sq+sqs[i]-float64(2*dots[i]), 0)
 			dst[i] = float32(yi * ys[i] * ExpNeg(s*t))
 			i++
 		}

@@ -6,8 +6,12 @@
 // into one pass (Dot, PlainFused, BalancedFused and their decaying forms),
 // the score of an exact rbf kernel model over packed rows (Rows.RBFSum,
 // with its exp, ExpNeg), and the rows of kernel matrices: squared
-// distances over packed rows (Rows.SqDists), dot products of row slices
-// (DotRows) and the exps of a row (ExpNegScaled).
+// distances and dot products over packed rows (Rows.SqDists,
+// Rows.Dots4, PanelDots4), dot products of row slices (DotRows), the exps
+// of a row (ExpNegScaled), an svm's whole float32 row (RBFRow32) and an
+// exact-kernel model's shifted exps (ExpShiftRow); and the svm solver's
+// working-set selection (WSSMax, WSSSecond) and gradient updates
+// (AddPair32, AddScaled32).
 //
 // Every kernel has one definition, written out in Go in this package
 // (the build tag purego, or a machine without the instructions, runs it):

@@ -66,7 +66,7 @@ func WSSSecond(q []float32, qd, y, g []float64, st []int8, skipPos, skipNeg int8
 				max2 = g[t]
 			}
 			if d > 0 {
-				quad := qdi + qd[t] - 2*yi*float64(q[t])
+				quad := qdi + qd[t] - float64(2*yi*float64(q[t]))
 				if quad <= 0 {
 					quad = tau
 				}
@@ -83,7 +83,7 @@ func WSSSecond(q []float32, qd, y, g []float64, st []int8, skipPos, skipNeg int8
 				max2 = -g[t]
 			}
 			if d > 0 {
-				quad := qdi + qd[t] + 2*yi*float64(q[t])
+				quad := qdi + qd[t] + float64(2*yi*float64(q[t]))
 				if quad <= 0 {
 					quad = tau
 				}
