@@ -163,3 +163,26 @@ func BenchmarkTrainSparse2000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecisionSparseLinear scores a hashed event (31 entries) with a
+// linear model of 1 500 rows of the click log (2^18 indices). Target:
+// O(entries), ≤ 200 ns, 0 allocs: 40 ns through dense primal weights
+// since 2026-11-27 (6.7–7.1 µs through the support vectors' index).
+func BenchmarkDecisionSparseLinear(b *testing.B) {
+	X, y := hashedClicks(1, 1500, 30, 18)
+	m, err := TrainSparse(context.Background(), X, 1<<18, y, Params{Kernel: Kernel{Type: Linear}, C: 1}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	Xt, _ := hashedClicks(2, 64, 30, 18)
+	buf := make([]float64, m.NSV())
+	b.ReportAllocs()
+	var s float64
+	i := 0
+	for b.Loop() {
+		s += m.DecisionSparse(Xt[i&63], buf)
+		i++
+	}
+	_ = s
+	b.ReportMetric(float64(m.NSV()), "SVs")
+}

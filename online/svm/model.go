@@ -40,14 +40,31 @@ type Model struct {
 	// packed holds SV and Coef again, packed for vmath's rbf sum, for a
 	// dense rbf model made by Train or UnmarshalBinary: Decision's path.
 	packed *vmath.Rows
-	// w is Σ_i Coef_i·SV_i, the primal weights of a dense linear model
-	// made by Train or UnmarshalBinary: Decision's path, O(Dim).
+	// w is Σ_i Coef_i·SV_i, the primal weights of a linear model made by
+	// Train, TrainSparse (Dim ≤ maxSparsePrimal) or UnmarshalBinary:
+	// Decision's path, O(Dim), and DecisionSparse's, O(entries).
 	w []float64
 }
 
-// pack builds m.packed for a dense rbf model, m.w for a dense linear one.
+// maxSparsePrimal is the largest Dim for which a sparse linear model keeps
+// dense primal weights (8 MB).
+const maxSparsePrimal = 1 << 20
+
+// pack builds m.packed for a dense rbf model, m.w for a linear one.
 func (m *Model) pack() {
 	m.packed, m.w = nil, nil
+	if m.Kernel.Type == Linear && m.SparseSV != nil && len(m.SparseSV) == len(m.Coef) && m.Dim <= maxSparsePrimal {
+		// f(x) = Σ_i c_i <SV_i, x> + B = <w, x> + B, w summed in support
+		// vector order (scores agree with the index's to rounding).
+		m.w = make([]float64, m.Dim)
+		for i, sv := range m.SparseSV {
+			c := m.Coef[i]
+			for k, j := range sv.Idx {
+				m.w[j] += c * sv.Val[k]
+			}
+		}
+		return
+	}
 	if m.SV == nil || len(m.SV) != len(m.Coef) {
 		return
 	}
@@ -106,6 +123,9 @@ func (m *Model) Decision(x []float64) float64 {
 		panic(fmt.Sprintf("svm: Decision got %d features, model has %d", len(x), m.Dim))
 	}
 	var s float64
+	if m.w != nil { // linear: the primal weights
+		return dot(x, m.w) + m.B
+	}
 	if m.SparseSV != nil {
 		k, sx := m.Kernel, dot(x, x)
 		for i, sv := range m.SparseSV {
@@ -125,9 +145,6 @@ func (m *Model) Decision(x []float64) float64 {
 			s += m.Coef[i] * vmath.ExpNeg(g*sqDist(x, sv))
 		}
 	case Linear:
-		if m.w != nil {
-			return dot(x, m.w) + m.B
-		}
 		for i, sv := range m.SV {
 			s += m.Coef[i] * dot(x, sv)
 		}
@@ -153,6 +170,13 @@ func (m *Model) DecisionSparse(x sparse.Row, buf []float64) float64 {
 		if uint32(i) >= uint32(m.Dim) {
 			panic(fmt.Sprintf("svm: DecisionSparse: index %d, model has %d features", i, m.Dim))
 		}
+	}
+	if m.w != nil { // linear: the primal weights, O(entries)
+		s := m.B
+		for k, j := range x.Idx {
+			s += x.Val[k] * m.w[j]
+		}
+		return s
 	}
 	k, sx := m.Kernel, sparse.Sq(x)
 	var s float64
@@ -309,6 +333,7 @@ func (m *Model) UnmarshalBinary(b []byte) error {
 		if err := out.decodeSparse(r, n, nsv); err != nil {
 			return err
 		}
+		out.pack()
 		*m = out
 		return nil
 	}
