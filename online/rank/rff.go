@@ -39,6 +39,9 @@ type FeatureMap struct {
 	d     int
 	dim   int
 	omega [][]float64 // per kernel: F/2 rows of d (nil for linear)
+	// panels holds each omega again packed eight rows to a panel
+	// (vmath.PackPanels): the projections eight frequencies at a time.
+	panels [][]float64
 }
 
 // NewFeatureMap draws the frequencies for inputs of dimension d.
@@ -50,7 +53,7 @@ func NewFeatureMap(d int, cfg FeatureConfig) (*FeatureMap, error) {
 	if d < 1 || d > maxFeatures {
 		return nil, fmt.Errorf("%w: dimension %d", ErrConfig, d)
 	}
-	fm := &FeatureMap{cfg: cfg, k: ks, d: d, omega: make([][]float64, len(ks.ks))}
+	fm := &FeatureMap{cfg: cfg, k: ks, d: d, omega: make([][]float64, len(ks.ks)), panels: make([][]float64, len(ks.ks))}
 	fm.cfg.Kernels = ks.ks
 	for t, kt := range ks.ks {
 		switch kt.Type {
@@ -67,6 +70,11 @@ func NewFeatureMap(d int, cfg FeatureConfig) (*FeatureMap, error) {
 				om[i] = sd * r.NormFloat64()
 			}
 			fm.omega[t] = om
+			rows := make([][]float64, len(om)/d)
+			for k := range rows {
+				rows[k] = om[k*d : (k+1)*d]
+			}
+			fm.panels[t] = vmath.PackPanels(rows, d)
 			fm.dim += cfg.Features
 		}
 	}
@@ -100,15 +108,27 @@ func (fm *FeatureMap) Map(dst, x []float64) {
 			o += fm.d
 			continue
 		}
-		om := fm.omega[t]
-		h := len(om) / fm.d
+		h := len(fm.omega[t]) / fm.d
 		c := sv * math.Sqrt(1/float64(h))
 		z := dst[o+h : o+2*h] // the projections, then their sines in place
-		for k := range z {
-			z[k] = dotp(om[k*fm.d:(k+1)*fm.d], x)
-		}
+		fm.project(z, t, 0, x)
 		vmath.SincosScaledRFF(dst[o:o+2*h], z, 1, c)
 		o += 2 * h
+	}
+}
+
+// project sets z[k] = ω_{k0+k}·x for k < len(z) (k0 a multiple of 8), the
+// plain loop's sums (dotp's), from kernel t's panels eight frequencies at
+// a time (vmath.PanelDotsSeq).
+func (fm *FeatureMap) project(z []float64, t, k0 int, x []float64) {
+	d := fm.d
+	full := len(z) &^ 7
+	pan := fm.panels[t][k0*d:]
+	vmath.PanelDotsSeq(z[:full], pan[:full*d], x)
+	if rest := len(z) - full; rest > 0 {
+		var tail [8]float64
+		vmath.PanelDotsSeq(tail[:], pan[full*d:(full+8)*d], x)
+		copy(z[full:], tail[:rest])
 	}
 }
 
@@ -127,8 +147,7 @@ func (fm *FeatureMap) dotPhi(w, x []float64) float64 {
 			o += fm.d
 			continue
 		}
-		om := fm.omega[t]
-		h := len(om) / fm.d
+		h := len(fm.omega[t]) / fm.d
 		c := sv * math.Sqrt(1/float64(h))
 		var a float64
 		var buf [2 * sincosBlock]float64
@@ -136,9 +155,7 @@ func (fm *FeatureMap) dotPhi(w, x []float64) float64 {
 			n := min(sincosBlock, h-k0)
 			p := buf[:2*n]
 			z := p[n:]
-			for k := range z {
-				z[k] = dotp(om[(k0+k)*fm.d:(k0+k+1)*fm.d], x)
-			}
+			fm.project(z, t, k0, x)
 			vmath.SincosScaledRFF(p, z, 1, 1)
 			for k := range n {
 				a += w[o+k0+k]*p[k] + w[o+h+k0+k]*p[n+k]

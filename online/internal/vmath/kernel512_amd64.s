@@ -720,3 +720,34 @@ es8block:
 	JL         es8block
 	VZEROUPPER
 	RET
+
+// func panelSeq8(np, d int, p, x, dst *float64)
+//
+// PanelDotsSeq (rbf.go) on eight lanes: per panel, each lane's products
+// added in column order (a product, rounded, then the sum).
+TEXT ·panelSeq8(SB), NOSPLIT, $0-40
+	MOVQ np+0(FP), CX
+	MOVQ d+8(FP), BX
+	MOVQ p+16(FP), SI
+	MOVQ x+24(FP), DI
+	MOVQ dst+32(FP), DX
+
+ps8panel:
+	VPXORQ Z0, Z0, Z0
+	MOVQ   DI, R9
+	MOVQ   BX, R8
+
+ps8col:
+	VBROADCASTSD 0(R9), Z1
+	VMULPD       0(SI), Z1, Z1
+	VADDPD       Z1, Z0, Z0
+	ADDQ         $64, SI
+	ADDQ         $8, R9
+	DECQ         R8
+	JNE          ps8col
+	VMOVUPD      Z0, 0(DX)
+	ADDQ         $64, DX
+	DECQ         CX
+	JNE          ps8panel
+	VZEROUPPER
+	RET

@@ -499,6 +499,25 @@ func expShiftBlocks(dst []float64, g, m float64) int {
 }
 
 //go:noescape
+func panelSeq8(np, d int, p, x, dst *float64)
+
+//go:noescape
+func panelSeq4(np, d int, p, x, dst *float64)
+
+// panelSeqAsm runs PanelDotsSeq in assembly and reports whether it did.
+func panelSeqAsm(dst, panels []float64, d int, x []float64, np int) bool {
+	switch level {
+	case levelAVX512:
+		panelSeq8(np, d, &panels[0], &x[0], &dst[0])
+	case levelAVX2:
+		panelSeq4(np, d, &panels[0], &x[0], &dst[0])
+	default:
+		return false
+	}
+	return true
+}
+
+//go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four

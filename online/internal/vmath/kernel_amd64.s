@@ -1033,3 +1033,38 @@ es4block:
 	JL           es4block
 	VZEROUPPER
 	RET
+
+// func panelSeq4(np, d int, p, x, dst *float64)
+//
+// panelSeq8 (kernel512_amd64.s) with a panel's lanes in two halves of
+// four, Y0 and Y1.
+TEXT ·panelSeq4(SB), NOSPLIT, $0-40
+	MOVQ np+0(FP), CX
+	MOVQ d+8(FP), BX
+	MOVQ p+16(FP), SI
+	MOVQ x+24(FP), DI
+	MOVQ dst+32(FP), DX
+
+ps4panel:
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	MOVQ   DI, R9
+	MOVQ   BX, R8
+
+ps4col:
+	VBROADCASTSD 0(R9), Y8
+	VMULPD       0(SI), Y8, Y9
+	VADDPD       Y9, Y0, Y0
+	VMULPD       32(SI), Y8, Y10
+	VADDPD       Y10, Y1, Y1
+	ADDQ         $64, SI
+	ADDQ         $8, R9
+	DECQ         R8
+	JNE          ps4col
+	VMOVUPD      Y0, 0(DX)
+	VMOVUPD      Y1, 32(DX)
+	ADDQ         $64, DX
+	DECQ         CX
+	JNE          ps4panel
+	VZEROUPPER
+	RET

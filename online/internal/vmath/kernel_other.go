@@ -40,6 +40,8 @@ func panelDotsAsm(dst, panels []float64, d int, x []float64, np int) bool { retu
 
 func expShiftBlocks(dst []float64, g, m float64) int { return 0 }
 
+func panelSeqAsm(dst, panels []float64, d int, x []float64, np int) bool { return false }
+
 func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { return 0 }
 
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }

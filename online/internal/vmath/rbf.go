@@ -220,6 +220,32 @@ func PanelDots4(dst, panels, x []float64) {
 	}
 }
 
+// PanelDotsSeq sets dst[8p + l] = Σ_k x_k·(row 8p + l)_k for every row of
+// the panels (d = len(x) columns; len(dst) ≥ len(panels)/d), each product
+// rounded and added in column order from 0: the plain loop's sums (a
+// random-feature projection's), a panel per register (AVX-512F) or two
+// (AVX2), the same bits (TestPanelDotsSeqLevels). It does not allocate.
+func PanelDotsSeq(dst, panels, x []float64) {
+	d := len(x)
+	if d == 0 || len(panels)%(8*d) != 0 || len(dst) < len(panels)/d {
+		panic("vmath: PanelDotsSeq: wrong dimensions")
+	}
+	np := len(panels) / (8 * d)
+	if np == 0 || panelSeqAsm(dst, panels, d, x, np) {
+		return
+	}
+	for p := range np {
+		base := p * 8 * d
+		for l := range 8 {
+			var s float64
+			for k, xk := range x {
+				s += float64(xk * panels[base+8*k+l])
+			}
+			dst[8*p+l] = s
+		}
+	}
+}
+
 // Dot4 returns <a, b> over the first len(a) entries of b (len(b) ≥
 // len(a)), summed as DotRows sums each row: four sums of the products by
 // index mod 4, the tail added to the first, then (s₀ + s₁) + (s₂ + s₃).
