@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/streamer/streamer/online/codec"
+	"github.com/streamer/streamer/online/internal/vmath"
 
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack/lapack64"
@@ -401,24 +402,13 @@ func (k *ldaClass) scale(f float64) {
 	k.wt *= f
 	k.wtC *= f
 	for _, v := range [][]float64{k.s, k.sC, k.q, k.qC} {
-		for i := range v {
-			v[i] *= f
-		}
+		vmath.Scale(v, f)
 	}
 }
 
-// accumScaled adds a·v to the compensated sum (s, c) as twoSumAcc does.
-func accumScaled(s, c, v []float64, a float64) {
-	s, c = s[:len(v)], c[:len(v)]
-	for j, vj := range v {
-		x := a * vj
-		sj := s[j]
-		t := sj + x
-		bp := t - sj
-		c[j] += (sj - (t - bp)) + (x - bp)
-		s[j] = t
-	}
-}
+// accumScaled adds a·v to the compensated sum (s, c) as twoSumAcc does:
+// vmath.AccumScaled, eight at a time, the loop's bits.
+func accumScaled(s, c, v []float64, a float64) { vmath.AccumScaled(s, c, v, a) }
 
 // solve recomputes w and b from the statistics (O(d³)).
 func (m *LDA) solve() {

@@ -65,3 +65,30 @@ var expShiftK = [...]uint64{
 	math.Float64bits(1), math.Float64bits(0.5), math.Float64bits(1.0 / 6), math.Float64bits(1.0 / 24), math.Float64bits(1.0 / 120),
 	expShiftN - 1, 0x7ff, 1023,
 }
+
+// AccumScaled adds a·v[j] to the compensated sums (s[j], c[j]) for j <
+// len(v) (s and c at least as long): x = a·v[j] rounded, then Knuth's
+// TwoSum, t = s + x, b = t − s, c += (s − (t − b)) + (x − b), s = t, no
+// operation fused: the lda's covariance update, eight (AVX-512F) or four
+// (AVX2) at a time with the loop's bits (TestAccumScaledLevels).
+func AccumScaled(s, c, v []float64, a float64) {
+	n := len(v)
+	s, c = s[:n], c[:n]
+	for j := accumBlocks(s, c, v, a); j < n; j++ {
+		x := float64(a * v[j])
+		sj := s[j]
+		t := sj + x
+		bp := t - sj
+		c[j] += (sj - (t - bp)) + (x - bp)
+		s[j] = t
+	}
+}
+
+// Scale multiplies every v[i] by f (each product rounded): the forgetting
+// of decayed sums, eight at a time in assembly on AVX2 and AVX-512F
+// machines (TestAccumScaledLevels checks it too).
+func Scale(v []float64, f float64) {
+	for i := scaleBlocks(v, f); i < len(v); i++ {
+		v[i] *= f
+	}
+}

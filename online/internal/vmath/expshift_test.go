@@ -114,3 +114,71 @@ func BenchmarkExpShiftRow1000(b *testing.B) {
 		}
 	})
 }
+
+// TestAccumScaledLevels checks AccumScaled against its loop at every
+// level, bit for bit (any NaN for a NaN): sums built by repeated updates
+// with magnitudes from 1e-8 to 1e8 (so that the compensations matter),
+// edges (±0, ±Inf, NaN), every length to 40.
+func TestAccumScaledLevels(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 19))
+	edges := []float64{0, math.Copysign(0, -1), math.Inf(1), math.NaN(), 1e300}
+	for n := range 41 {
+		for trial := range 8 {
+			s, c := make([]float64, n), make([]float64, n)
+			for j := range s {
+				s[j] = r.NormFloat64() * math.Pow(10, float64(r.IntN(17)-8))
+				c[j] = s[j] * 1e-17
+			}
+			type step struct {
+				v []float64
+				a float64
+			}
+			var steps []step
+			for range 6 {
+				v := make([]float64, n)
+				for j := range v {
+					v[j] = r.NormFloat64() * math.Pow(10, float64(r.IntN(17)-8))
+					if trial >= 4 && r.IntN(6) == 0 {
+						v[j] = edges[r.IntN(len(edges))]
+					}
+				}
+				steps = append(steps, step{v, r.NormFloat64()})
+			}
+			ws, wc := clone(s), clone(c)
+			for _, st := range steps {
+				for j, vj := range st.v {
+					x := float64(st.a * vj)
+					t := ws[j] + x
+					bp := t - ws[j]
+					wc[j] += (ws[j] - (t - bp)) + (x - bp)
+					ws[j] = t
+				}
+			}
+			f := r.NormFloat64()
+			wf := clone(steps[0].v)
+			for j := range wf {
+				wf[j] *= f
+			}
+			forLevels(t, func(t *testing.T) {
+				gs, gc := clone(s), clone(c)
+				for _, st := range steps {
+					AccumScaled(gs, gc, st.v, st.a)
+				}
+				gf := clone(steps[0].v)
+				Scale(gf, f)
+				for j := range gf {
+					if !same(gf[j], wf[j]) && !(math.IsNaN(gf[j]) && math.IsNaN(wf[j])) {
+						t.Fatalf("n %d: Scale %v, want %v", n, gf[j], wf[j])
+					}
+				}
+				for j := range n {
+					for _, p := range [][2]float64{{gs[j], ws[j]}, {gc[j], wc[j]}} {
+						if !same(p[0], p[1]) && !(math.IsNaN(p[0]) && math.IsNaN(p[1])) {
+							t.Fatalf("n %d, trial %d, j %d: sum %v (%v), compensation %v (%v)", n, trial, j, gs[j], ws[j], gc[j], wc[j])
+						}
+					}
+				}
+			})
+		}
+	}
+}

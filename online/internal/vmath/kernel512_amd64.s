@@ -751,3 +751,33 @@ ps8col:
 	JNE          ps8panel
 	VZEROUPPER
 	RET
+
+// func accumScaled8(n int, s, c, v *float64, a float64)
+//
+// AccumScaled (expshift.go) on blocks of eight, n a multiple of 8: x = a·v,
+// t = s + x, b = t − s, c += (s − (t − b)) + (x − b), s = t, unfused.
+TEXT ·accumScaled8(SB), NOSPLIT, $0-40
+	MOVQ         n+0(FP), CX
+	MOVQ         s+8(FP), DI
+	MOVQ         c+16(FP), SI
+	MOVQ         v+24(FP), DX
+	VBROADCASTSD a+32(FP), Z0
+	XORQ         AX, AX
+
+ac8block:
+	VMULPD  (DX)(AX*8), Z0, Z1
+	VMOVUPD (DI)(AX*8), Z2
+	VADDPD  Z1, Z2, Z3
+	VSUBPD  Z2, Z3, Z4
+	VSUBPD  Z4, Z3, Z5
+	VSUBPD  Z5, Z2, Z5
+	VSUBPD  Z4, Z1, Z6
+	VADDPD  Z6, Z5, Z5
+	VADDPD  (SI)(AX*8), Z5, Z5
+	VMOVUPD Z5, (SI)(AX*8)
+	VMOVUPD Z3, (DI)(AX*8)
+	ADDQ    $8, AX
+	CMPQ    AX, CX
+	JL      ac8block
+	VZEROUPPER
+	RET

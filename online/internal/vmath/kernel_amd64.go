@@ -518,6 +518,44 @@ func panelSeqAsm(dst, panels []float64, d int, x []float64, np int) bool {
 }
 
 //go:noescape
+func accumScaled8(n int, s, c, v *float64, a float64)
+
+//go:noescape
+func accumScaled4(n int, s, c, v *float64, a float64)
+
+// accumBlocks runs AccumScaled's whole blocks in assembly and returns
+// how many elements it ran.
+func accumBlocks(s, c, v []float64, a float64) int {
+	switch level {
+	case levelAVX512:
+		if n := len(v) &^ 7; n > 0 {
+			accumScaled8(n, &s[0], &c[0], &v[0], a)
+			return n
+		}
+	case levelAVX2:
+		if n := len(v) &^ 3; n > 0 {
+			accumScaled4(n, &s[0], &c[0], &v[0], a)
+			return n
+		}
+	}
+	return 0
+}
+
+//go:noescape
+func scale4(n int, v *float64, f float64)
+
+// scaleBlocks runs Scale's whole blocks of eight in assembly (AVX2 and
+// AVX-512F machines) and returns how many elements it ran.
+func scaleBlocks(v []float64, f float64) int {
+	n := len(v) &^ 7
+	if level < levelAVX2 || n == 0 {
+		return 0
+	}
+	scale4(n, &v[0], f)
+	return n
+}
+
+//go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four

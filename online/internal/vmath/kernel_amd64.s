@@ -1068,3 +1068,53 @@ ps4col:
 	JNE          ps4panel
 	VZEROUPPER
 	RET
+
+// func accumScaled4(n int, s, c, v *float64, a float64)
+//
+// accumScaled8 (kernel512_amd64.s) on blocks of four, n a multiple of 4.
+TEXT ·accumScaled4(SB), NOSPLIT, $0-40
+	MOVQ         n+0(FP), CX
+	MOVQ         s+8(FP), DI
+	MOVQ         c+16(FP), SI
+	MOVQ         v+24(FP), DX
+	VBROADCASTSD a+32(FP), Y0
+	XORQ         AX, AX
+
+ac4block:
+	VMULPD  (DX)(AX*8), Y0, Y1
+	VMOVUPD (DI)(AX*8), Y2
+	VADDPD  Y1, Y2, Y3
+	VSUBPD  Y2, Y3, Y4
+	VSUBPD  Y4, Y3, Y5
+	VSUBPD  Y5, Y2, Y5
+	VSUBPD  Y4, Y1, Y6
+	VADDPD  Y6, Y5, Y5
+	VADDPD  (SI)(AX*8), Y5, Y5
+	VMOVUPD Y5, (SI)(AX*8)
+	VMOVUPD Y3, (DI)(AX*8)
+	ADDQ    $4, AX
+	CMPQ    AX, CX
+	JL      ac4block
+	VZEROUPPER
+	RET
+
+// func scale4(n int, v *float64, f float64)
+//
+// Scale (expshift.go) four at a time, two registers a step, n a multiple
+// of 8 (AVX2 and AVX-512F machines).
+TEXT ·scale4(SB), NOSPLIT, $0-24
+	MOVQ         n+0(FP), CX
+	MOVQ         v+8(FP), DI
+	VBROADCASTSD f+16(FP), Y0
+	XORQ         AX, AX
+
+sc4block:
+	VMULPD  (DI)(AX*8), Y0, Y1
+	VMULPD  32(DI)(AX*8), Y0, Y2
+	VMOVUPD Y1, (DI)(AX*8)
+	VMOVUPD Y2, 32(DI)(AX*8)
+	ADDQ    $8, AX
+	CMPQ    AX, CX
+	JL      sc4block
+	VZEROUPPER
+	RET

@@ -42,6 +42,10 @@ func expShiftBlocks(dst []float64, g, m float64) int { return 0 }
 
 func panelSeqAsm(dst, panels []float64, d int, x []float64, np int) bool { return false }
 
+func accumBlocks(s, c, v []float64, a float64) int { return 0 }
+
+func scaleBlocks(v []float64, f float64) int { return 0 }
+
 func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { return 0 }
 
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }
