@@ -781,3 +781,116 @@ ac8block:
 	JL      ac8block
 	VZEROUPPER
 	RET
+
+// func plainDecay8(n int, w, s, c, x *float64, y, lam float64, acc *[8]float64)
+//
+// PlainDecay (mam.go) on blocks of eight, n a multiple of 8: (s, c)
+// scaled by lam with the product's rounding error (VFMSUB) into c, y·x
+// added by TwoSum, w = s + c, ww's lanes (Z8) by FMA. Z13 holds lam, Z15 y.
+TEXT ·plainDecay8(SB), NOSPLIT, $0-64
+	MOVQ         n+0(FP), CX
+	MOVQ         w+8(FP), DX
+	MOVQ         s+16(FP), SI
+	MOVQ         c+24(FP), DI
+	MOVQ         x+32(FP), R10
+	VBROADCASTSD y+40(FP), Z15
+	VBROADCASTSD lam+48(FP), Z13
+	MOVQ         acc+56(FP), R11
+	VMOVUPD      0(R11), Z8
+	XORQ         AX, AX
+
+pd8loop:
+	VMOVUPD     (SI)(AX*8), Z1
+	VMULPD      Z13, Z1, Z2
+	VMOVUPD     (DI)(AX*8), Z3
+	VMULPD      Z13, Z3, Z3
+	VMOVAPD     Z2, Z4
+	VFMSUB231PD Z13, Z1, Z4
+	VADDPD      Z4, Z3, Z3
+	VMULPD      (R10)(AX*8), Z15, Z0
+	VADDPD      Z0, Z2, Z5
+	VSUBPD      Z2, Z5, Z6
+	VSUBPD      Z6, Z5, Z7
+	VSUBPD      Z7, Z2, Z7
+	VSUBPD      Z6, Z0, Z6
+	VADDPD      Z6, Z7, Z7
+	VADDPD      Z7, Z3, Z3
+	VMOVUPD     Z5, (SI)(AX*8)
+	VMOVUPD     Z3, (DI)(AX*8)
+	VADDPD      Z3, Z5, Z5
+	VMOVUPD     Z5, (DX)(AX*8)
+	VFMADD231PD Z5, Z5, Z8
+	ADDQ        $8, AX
+	CMPQ        AX, CX
+	JL          pd8loop
+	VMOVUPD     Z8, 0(R11)
+	VZEROUPPER
+	RET
+
+// func balancedDecay8(n int, w, t, tc, o, oc, x *float64, it, io, lam float64, acc *[32]float64)
+//
+// BalancedDecay (mam.go) on blocks of eight, n a multiple of 8: both
+// classes' sums scaled by lam as in plainDecay8, x added to (t, tc), then
+// balanced8's derived values (ww, pt, po lanes in Z8, Z10, Z12). Z13 holds
+// lam, Z14 it, Z15 io.
+TEXT ·balancedDecay8(SB), NOSPLIT, $0-88
+	MOVQ         n+0(FP), CX
+	MOVQ         w+8(FP), DX
+	MOVQ         t+16(FP), SI
+	MOVQ         tc+24(FP), DI
+	MOVQ         o+32(FP), R8
+	MOVQ         oc+40(FP), R9
+	MOVQ         x+48(FP), R10
+	VBROADCASTSD it+56(FP), Z14
+	VBROADCASTSD io+64(FP), Z15
+	VBROADCASTSD lam+72(FP), Z13
+	MOVQ         acc+80(FP), R11
+	VMOVUPD      64(R11), Z8
+	VMOVUPD      128(R11), Z10
+	VMOVUPD      192(R11), Z12
+	XORQ         AX, AX
+
+bd8loop:
+	VMOVUPD     (SI)(AX*8), Z1
+	VMULPD      Z13, Z1, Z2
+	VMOVUPD     (DI)(AX*8), Z3
+	VMULPD      Z13, Z3, Z3
+	VMOVAPD     Z2, Z4
+	VFMSUB231PD Z13, Z1, Z4
+	VADDPD      Z4, Z3, Z3
+	VMOVUPD     (R10)(AX*8), Z0
+	VADDPD      Z0, Z2, Z5
+	VSUBPD      Z2, Z5, Z6
+	VSUBPD      Z6, Z5, Z7
+	VSUBPD      Z7, Z2, Z7
+	VSUBPD      Z6, Z0, Z6
+	VADDPD      Z6, Z7, Z7
+	VADDPD      Z7, Z3, Z3
+	VMOVUPD     Z5, (SI)(AX*8)
+	VMOVUPD     Z3, (DI)(AX*8)
+	VMOVUPD     (R8)(AX*8), Z1
+	VMULPD      Z13, Z1, Z2
+	VMOVUPD     (R9)(AX*8), Z4
+	VMULPD      Z13, Z4, Z4
+	VMOVAPD     Z2, Z6
+	VFMSUB231PD Z13, Z1, Z6
+	VADDPD      Z6, Z4, Z4
+	VMOVUPD     Z2, (R8)(AX*8)
+	VMOVUPD     Z4, (R9)(AX*8)
+	VADDPD      Z3, Z5, Z5
+	VADDPD      Z4, Z2, Z2
+	VMULPD      Z14, Z5, Z5
+	VMULPD      Z15, Z2, Z2
+	VSUBPD      Z2, Z5, Z6
+	VMOVUPD     Z6, (DX)(AX*8)
+	VFMADD231PD Z6, Z6, Z8
+	VFMADD231PD Z5, Z6, Z10
+	VFMADD231PD Z2, Z6, Z12
+	ADDQ        $8, AX
+	CMPQ        AX, CX
+	JL          bd8loop
+	VMOVUPD     Z8, 64(R11)
+	VMOVUPD     Z10, 128(R11)
+	VMOVUPD     Z12, 192(R11)
+	VZEROUPPER
+	RET

@@ -556,6 +556,50 @@ func scaleBlocks(v []float64, f float64) int {
 }
 
 //go:noescape
+func plainDecay8(n int, w, s, c, x *float64, y, lam float64, acc *[8]float64)
+
+//go:noescape
+func plainDecay4(n int, w, s, c, x *float64, y, lam float64, acc *[8]float64)
+
+//go:noescape
+func balancedDecay8(n int, w, t, tc, o, oc, x *float64, it, io, lam float64, acc *[32]float64)
+
+//go:noescape
+func balancedDecay4(n int, w, t, tc, o, oc, x *float64, k *[8]float64, lam float64, acc *[32]float64)
+
+// plainDecayBlocks runs PlainDecay's whole blocks of eight in assembly and
+// returns how many elements it ran.
+func plainDecayBlocks(w, s, c, x []float64, y, lam float64, acc *[8]float64) int {
+	n := len(x) &^ 7
+	if level < levelAVX2 || n == 0 {
+		return 0
+	}
+	_, _, _ = w[n-1], s[n-1], c[n-1]
+	if level == levelAVX512 {
+		plainDecay8(n, &w[0], &s[0], &c[0], &x[0], y, lam, acc)
+	} else {
+		plainDecay4(n, &w[0], &s[0], &c[0], &x[0], y, lam, acc)
+	}
+	return n
+}
+
+// balancedDecayBlocks is plainDecayBlocks for BalancedDecay.
+func balancedDecayBlocks(w, t, tc, o, oc, x []float64, it, io, lam float64, acc *[32]float64) int {
+	n := len(x) &^ 7
+	if level < levelAVX2 || n == 0 {
+		return 0
+	}
+	_, _, _, _, _ = w[n-1], t[n-1], tc[n-1], o[n-1], oc[n-1]
+	if level == levelAVX512 {
+		balancedDecay8(n, &w[0], &t[0], &tc[0], &o[0], &oc[0], &x[0], it, io, lam, acc)
+	} else {
+		k := [8]float64{it, it, it, it, io, io, io, io}
+		balancedDecay4(n, &w[0], &t[0], &tc[0], &o[0], &oc[0], &x[0], &k, lam, acc)
+	}
+	return n
+}
+
+//go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four

@@ -1118,3 +1118,135 @@ sc4block:
 	JL      sc4block
 	VZEROUPPER
 	RET
+
+// PD4HALF(off, acc): plainDecay8's (kernel512_amd64.s) operations on the
+// four elements at off bytes into the block at AX, ww's lanes in acc.
+// Y13 holds lam, Y15 y.
+#define PD4HALF(off, acc) \
+	VMOVUPD     off(SI)(AX*8), Y1 \
+	VMULPD      Y13, Y1, Y2 \
+	VMOVUPD     off(DI)(AX*8), Y3 \
+	VMULPD      Y13, Y3, Y3 \
+	VMOVAPD     Y2, Y4 \
+	VFMSUB231PD Y13, Y1, Y4 \
+	VADDPD      Y4, Y3, Y3 \
+	VMULPD      off(R10)(AX*8), Y15, Y0 \
+	VADDPD      Y0, Y2, Y5 \
+	VSUBPD      Y2, Y5, Y6 \
+	VSUBPD      Y6, Y5, Y7 \
+	VSUBPD      Y7, Y2, Y7 \
+	VSUBPD      Y6, Y0, Y6 \
+	VADDPD      Y6, Y7, Y7 \
+	VADDPD      Y7, Y3, Y3 \
+	VMOVUPD     Y5, off(SI)(AX*8) \
+	VMOVUPD     Y3, off(DI)(AX*8) \
+	VADDPD      Y3, Y5, Y5 \
+	VMOVUPD     Y5, off(DX)(AX*8) \
+	VFMADD231PD Y5, Y5, acc
+
+// func plainDecay4(n int, w, s, c, x *float64, y, lam float64, acc *[8]float64)
+//
+// plainDecay8 (kernel512_amd64.s) on blocks of eight as two halves of
+// four (PD4HALF), lanes 0–3 in Y8 and 4–7 in Y9; n a multiple of 8.
+TEXT ·plainDecay4(SB), NOSPLIT, $0-64
+	MOVQ         n+0(FP), CX
+	MOVQ         w+8(FP), DX
+	MOVQ         s+16(FP), SI
+	MOVQ         c+24(FP), DI
+	MOVQ         x+32(FP), R10
+	VBROADCASTSD y+40(FP), Y15
+	VBROADCASTSD lam+48(FP), Y13
+	MOVQ         acc+56(FP), R11
+	VMOVUPD      0(R11), Y8
+	VMOVUPD      32(R11), Y9
+	XORQ         AX, AX
+
+pd4loop:
+	PD4HALF(0, Y8)
+	PD4HALF(32, Y9)
+	ADDQ    $8, AX
+	CMPQ    AX, CX
+	JL      pd4loop
+	VMOVUPD Y8, 0(R11)
+	VMOVUPD Y9, 32(R11)
+	VZEROUPPER
+	RET
+
+// BD4HALF(off, ww, pt, po): balancedDecay8's operations on four elements
+// at off bytes into the block at AX. Y14 holds lam; it and io are read
+// from k (R12: four of each).
+#define BD4HALF(off, ww, pt, po) \
+	VMOVUPD     off(SI)(AX*8), Y1 \
+	VMULPD      Y14, Y1, Y2 \
+	VMOVUPD     off(DI)(AX*8), Y3 \
+	VMULPD      Y14, Y3, Y3 \
+	VMOVAPD     Y2, Y4 \
+	VFMSUB231PD Y14, Y1, Y4 \
+	VADDPD      Y4, Y3, Y3 \
+	VMOVUPD     off(R10)(AX*8), Y0 \
+	VADDPD      Y0, Y2, Y5 \
+	VSUBPD      Y2, Y5, Y6 \
+	VSUBPD      Y6, Y5, Y7 \
+	VSUBPD      Y7, Y2, Y7 \
+	VSUBPD      Y6, Y0, Y6 \
+	VADDPD      Y6, Y7, Y7 \
+	VADDPD      Y7, Y3, Y3 \
+	VMOVUPD     Y5, off(SI)(AX*8) \
+	VMOVUPD     Y3, off(DI)(AX*8) \
+	VMOVUPD     off(R8)(AX*8), Y1 \
+	VMULPD      Y14, Y1, Y2 \
+	VMOVUPD     off(R9)(AX*8), Y4 \
+	VMULPD      Y14, Y4, Y4 \
+	VMOVAPD     Y2, Y6 \
+	VFMSUB231PD Y14, Y1, Y6 \
+	VADDPD      Y6, Y4, Y4 \
+	VMOVUPD     Y2, off(R8)(AX*8) \
+	VMOVUPD     Y4, off(R9)(AX*8) \
+	VADDPD      Y3, Y5, Y5 \
+	VADDPD      Y4, Y2, Y2 \
+	VMULPD      0(R12), Y5, Y5 \
+	VMULPD      32(R12), Y2, Y2 \
+	VSUBPD      Y2, Y5, Y6 \
+	VMOVUPD     Y6, off(DX)(AX*8) \
+	VFMADD231PD Y6, Y6, ww \
+	VFMADD231PD Y5, Y6, pt \
+	VFMADD231PD Y2, Y6, po
+
+// func balancedDecay4(n int, w, t, tc, o, oc, x *float64, k *[8]float64, lam float64, acc *[32]float64)
+//
+// balancedDecay8 (kernel512_amd64.s) on blocks of eight as two halves of
+// four (BD4HALF): ww, pt, po of lanes 0–3 in Y8, Y10, Y12 and of 4–7 in
+// Y9, Y11, Y13; k holds it four times, then io; n a multiple of 8.
+TEXT ·balancedDecay4(SB), NOSPLIT, $0-80
+	MOVQ         n+0(FP), CX
+	MOVQ         w+8(FP), DX
+	MOVQ         t+16(FP), SI
+	MOVQ         tc+24(FP), DI
+	MOVQ         o+32(FP), R8
+	MOVQ         oc+40(FP), R9
+	MOVQ         x+48(FP), R10
+	MOVQ         k+56(FP), R12
+	VBROADCASTSD lam+64(FP), Y14
+	MOVQ         acc+72(FP), R11
+	VMOVUPD      64(R11), Y8
+	VMOVUPD      96(R11), Y9
+	VMOVUPD      128(R11), Y10
+	VMOVUPD      160(R11), Y11
+	VMOVUPD      192(R11), Y12
+	VMOVUPD      224(R11), Y13
+	XORQ         AX, AX
+
+bd4loop:
+	BD4HALF(0, Y8, Y10, Y12)
+	BD4HALF(32, Y9, Y11, Y13)
+	ADDQ    $8, AX
+	CMPQ    AX, CX
+	JL      bd4loop
+	VMOVUPD Y8, 64(R11)
+	VMOVUPD Y9, 96(R11)
+	VMOVUPD Y10, 128(R11)
+	VMOVUPD Y11, 160(R11)
+	VMOVUPD Y12, 192(R11)
+	VMOVUPD Y13, 224(R11)
+	VZEROUPPER
+	RET

@@ -46,6 +46,12 @@ func accumBlocks(s, c, v []float64, a float64) int { return 0 }
 
 func scaleBlocks(v []float64, f float64) int { return 0 }
 
+func plainDecayBlocks(w, s, c, x []float64, y, lam float64, acc *[8]float64) int { return 0 }
+
+func balancedDecayBlocks(w, t, tc, o, oc, x []float64, it, io, lam float64, acc *[32]float64) int {
+	return 0
+}
+
 func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { return 0 }
 
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }

@@ -125,11 +125,14 @@ func balancedDerived(w []float64, i, l int, T, O, it, io float64, acc *[32]float
 // PlainDecay is PlainFused under exponential decay, without the score: (s,
 // c) is first multiplied by lam, the exact rounding error of the product
 // (FMA) added to c, c_i = fl(c_i·lam) + (s_i·lam − fl(s_i·lam)), then y·x
-// is added and w and ww computed exactly as PlainFused does.
+// is added and w and ww computed exactly as PlainFused does. Eight at a
+// time in assembly (AVX-512F; AVX2 in two registers), the same bits
+// (TestDecayLevels).
 func PlainDecay(w, s, c, x []float64, y, lam float64) (ww float64) {
 	w, s, c = w[:len(x)], s[:len(x)], c[:len(x)]
 	var acc [8]float64
-	for i, xi := range x {
+	for i := plainDecayBlocks(w, s, c, x, y, lam, &acc); i < len(x); i++ {
+		xi := x[i]
 		r := s[i]
 		si := float64(r * lam)
 		ci := float64(c[i]*lam) + math.FMA(r, lam, -si)
@@ -148,11 +151,12 @@ func PlainDecay(w, s, c, x []float64, y, lam float64) (ww float64) {
 // BalancedDecay is BalancedFused under exponential decay, without the
 // score: both classes' sums are first multiplied by lam as in PlainDecay,
 // then x is added to (t, tc) and w, ww, pt, po computed exactly as
-// BalancedFused does.
+// BalancedFused does. Eight at a time in assembly as PlainDecay.
 func BalancedDecay(w, t, tc, o, oc, x []float64, it, io, lam float64) (ww, pt, po float64) {
 	w, t, tc, o, oc = w[:len(x)], t[:len(x)], tc[:len(x)], o[:len(x)], oc[:len(x)]
 	var acc [32]float64
-	for i, xi := range x {
+	for i := balancedDecayBlocks(w, t, tc, o, oc, x, it, io, lam, &acc); i < len(x); i++ {
+		xi := x[i]
 		r := t[i]
 		ti := float64(r * lam)
 		ci := float64(tc[i]*lam) + math.FMA(r, lam, -ti)
