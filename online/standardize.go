@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/streamer/streamer/online/codec"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // standardizedTag is the type tag of a Standardized encoding. It is not a
@@ -210,17 +211,10 @@ func (s *Standardized) Observe(x []float64, y float64, labelled bool) Prediction
 // add adds x to the Welford statistics and recomputes 1/sd.
 func (s *Standardized) add(x []float64) {
 	s.n++
-	invN := 1 / float64(s.n)
-	mean, meanC := s.mean[:len(x)], s.meanC[:len(x)]
-	m2, m2C, inv := s.m2[:len(x)], s.m2C[:len(x)], s.inv[:len(x)]
-	for i, xi := range x {
-		d := xi - (mean[i] + meanC[i])
-		mi, mc := twoSumAcc(mean[i], meanC[i], d*invN)
-		mean[i], meanC[i] = mi, mc
-		qi, qc := twoSumAcc(m2[i], m2C[i], d*(xi-(mi+mc)))
-		m2[i], m2C[i] = qi, qc
-		inv[i] = stdInv((qi + qc) * invN)
-	}
+	// vmath.WelfordAdd: this loop, eight features at a time.
+	//	d := x_i − (mean_i + meanC_i); (mean_i, meanC_i) += d/n (TwoSum);
+	//	(m2_i, m2C_i) += d·(x_i − (mean_i + meanC_i)); inv_i = stdInv((m2_i + m2C_i)/n)
+	vmath.WelfordAdd(s.mean, s.meanC, s.m2, s.m2C, s.inv, x, 1/float64(s.n), stdVarFloor)
 }
 
 // stdInv is 1/sqrt(v), or 1 (centre only) when v < stdVarFloor.

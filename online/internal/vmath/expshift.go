@@ -92,3 +92,39 @@ func Scale(v []float64, f float64) {
 		v[i] *= f
 	}
 }
+
+// WelfordAdd adds x to running per-feature statistics, as the loop
+//
+//	d := x_i − (mean_i + meanC_i)
+//	(mean_i, meanC_i) += d·invN             (TwoSum, the error into meanC)
+//	(m2_i, m2C_i) += d·(x_i − (mean_i + meanC_i))   (the new mean; TwoSum)
+//	inv_i = v < floor ? 1 : 1/sqrt(v),  v = (m2_i + m2C_i)·invN
+//
+// does for i < len(x) (the other slices at least as long), every product
+// rounded before it is added: the streaming standardisation's update
+// (Welford), eight (AVX-512F) or four (AVX2) features at a time with the
+// loop's bits (TestWelfordAddLevels).
+func WelfordAdd(mean, meanC, m2, m2C, inv, x []float64, invN, floor float64) {
+	n := len(x)
+	mean, meanC, m2, m2C, inv = mean[:n], meanC[:n], m2[:n], m2C[:n], inv[:n]
+	for i := welfordBlocks(mean, meanC, m2, m2C, inv, x, invN, floor); i < n; i++ {
+		xi := x[i]
+		d := xi - (mean[i] + meanC[i])
+		mi, mc := twoSum(mean[i], meanC[i], float64(d*invN))
+		mean[i], meanC[i] = mi, mc
+		qi, qc := twoSum(m2[i], m2C[i], float64(d*(xi-(mi+mc))))
+		m2[i], m2C[i] = qi, qc
+		inv[i] = 1
+		if v := float64((qi + qc) * invN); !(v < floor) {
+			inv[i] = 1 / math.Sqrt(v)
+		}
+	}
+}
+
+// twoSum adds v to the compensated sum (s, c): t = s + v, b = t − s,
+// c + ((s − (t − b)) + (v − b)).
+func twoSum(s, c, v float64) (float64, float64) {
+	t := s + v
+	bp := t - s
+	return t, c + ((s - (t - bp)) + (v - bp))
+}

@@ -894,3 +894,63 @@ bd8loop:
 	VMOVUPD     Z12, 192(R11)
 	VZEROUPPER
 	RET
+
+// func welford8(n int, mean, meanC, m2, m2C, inv, x *float64, invN, floor float64)
+//
+// WelfordAdd (expshift.go) on blocks of eight, n a multiple of 8. Z14
+// holds invN, Z15 floor, Z13 one.
+TEXT ·welford8(SB), NOSPLIT, $0-72
+	MOVQ         n+0(FP), CX
+	MOVQ         mean+8(FP), SI
+	MOVQ         meanC+16(FP), DI
+	MOVQ         m2+24(FP), R8
+	MOVQ         m2C+32(FP), R9
+	MOVQ         inv+40(FP), R10
+	MOVQ         x+48(FP), R11
+	VBROADCASTSD invN+56(FP), Z14
+	VBROADCASTSD floor+64(FP), Z15
+	VBROADCASTSD ·one(SB), Z13
+	XORQ         AX, AX
+
+wf8loop:
+	VMOVUPD (R11)(AX*8), Z0
+	VMOVUPD (SI)(AX*8), Z1
+	VMOVUPD (DI)(AX*8), Z2
+	VADDPD  Z2, Z1, Z3
+	VSUBPD  Z3, Z0, Z3
+	VMULPD  Z14, Z3, Z4
+	VADDPD  Z4, Z1, Z5
+	VSUBPD  Z1, Z5, Z6
+	VSUBPD  Z6, Z5, Z7
+	VSUBPD  Z7, Z1, Z7
+	VSUBPD  Z6, Z4, Z6
+	VADDPD  Z6, Z7, Z7
+	VADDPD  Z7, Z2, Z2
+	VMOVUPD Z5, (SI)(AX*8)
+	VMOVUPD Z2, (DI)(AX*8)
+	VADDPD  Z2, Z5, Z5
+	VSUBPD  Z5, Z0, Z5
+	VMULPD  Z5, Z3, Z4
+	VMOVUPD (R8)(AX*8), Z1
+	VMOVUPD (R9)(AX*8), Z2
+	VADDPD  Z4, Z1, Z5
+	VSUBPD  Z1, Z5, Z6
+	VSUBPD  Z6, Z5, Z7
+	VSUBPD  Z7, Z1, Z7
+	VSUBPD  Z6, Z4, Z6
+	VADDPD  Z6, Z7, Z7
+	VADDPD  Z7, Z2, Z2
+	VMOVUPD Z5, (R8)(AX*8)
+	VMOVUPD Z2, (R9)(AX*8)
+	VADDPD  Z2, Z5, Z5
+	VMULPD  Z14, Z5, Z5
+	VCMPPD  $0x11, Z15, Z5, K1
+	VSQRTPD Z5, Z6
+	VDIVPD  Z6, Z13, Z6
+	VMOVAPD Z13, K1, Z6
+	VMOVUPD Z6, (R10)(AX*8)
+	ADDQ    $8, AX
+	CMPQ    AX, CX
+	JL      wf8loop
+	VZEROUPPER
+	RET

@@ -600,6 +600,30 @@ func balancedDecayBlocks(w, t, tc, o, oc, x []float64, it, io, lam float64, acc 
 }
 
 //go:noescape
+func welford8(n int, mean, meanC, m2, m2C, inv, x *float64, invN, floor float64)
+
+//go:noescape
+func welford4(n int, mean, meanC, m2, m2C, inv, x *float64, invN, floor float64)
+
+// welfordBlocks runs WelfordAdd's whole blocks in assembly and returns
+// how many features it ran.
+func welfordBlocks(mean, meanC, m2, m2C, inv, x []float64, invN, floor float64) int {
+	switch level {
+	case levelAVX512:
+		if n := len(x) &^ 7; n > 0 {
+			welford8(n, &mean[0], &meanC[0], &m2[0], &m2C[0], &inv[0], &x[0], invN, floor)
+			return n
+		}
+	case levelAVX2:
+		if n := len(x) &^ 3; n > 0 {
+			welford4(n, &mean[0], &meanC[0], &m2[0], &m2C[0], &inv[0], &x[0], invN, floor)
+			return n
+		}
+	}
+	return 0
+}
+
+//go:noescape
 func dotRows4(n int, rows *[]float64, x *float64, d int, dst *float64) int
 
 // dotRowsAsm runs DotRows in assembly (AVX2 or AVX-512F machines: four

@@ -1250,3 +1250,63 @@ bd4loop:
 	VMOVUPD Y13, 224(R11)
 	VZEROUPPER
 	RET
+
+// func welford4(n int, mean, meanC, m2, m2C, inv, x *float64, invN, floor float64)
+//
+// welford8 (kernel512_amd64.s) on blocks of four, n a multiple of 4. Y14
+// holds invN, Y15 floor, Y13 one.
+TEXT ·welford4(SB), NOSPLIT, $0-72
+	MOVQ         n+0(FP), CX
+	MOVQ         mean+8(FP), SI
+	MOVQ         meanC+16(FP), DI
+	MOVQ         m2+24(FP), R8
+	MOVQ         m2C+32(FP), R9
+	MOVQ         inv+40(FP), R10
+	MOVQ         x+48(FP), R11
+	VBROADCASTSD invN+56(FP), Y14
+	VBROADCASTSD floor+64(FP), Y15
+	VBROADCASTSD ·one(SB), Y13
+	XORQ         AX, AX
+
+wf4loop:
+	VMOVUPD   (R11)(AX*8), Y0
+	VMOVUPD   (SI)(AX*8), Y1
+	VMOVUPD   (DI)(AX*8), Y2
+	VADDPD    Y2, Y1, Y3
+	VSUBPD    Y3, Y0, Y3
+	VMULPD    Y14, Y3, Y4
+	VADDPD    Y4, Y1, Y5
+	VSUBPD    Y1, Y5, Y6
+	VSUBPD    Y6, Y5, Y7
+	VSUBPD    Y7, Y1, Y7
+	VSUBPD    Y6, Y4, Y6
+	VADDPD    Y6, Y7, Y7
+	VADDPD    Y7, Y2, Y2
+	VMOVUPD   Y5, (SI)(AX*8)
+	VMOVUPD   Y2, (DI)(AX*8)
+	VADDPD    Y2, Y5, Y5
+	VSUBPD    Y5, Y0, Y5
+	VMULPD    Y5, Y3, Y4
+	VMOVUPD   (R8)(AX*8), Y1
+	VMOVUPD   (R9)(AX*8), Y2
+	VADDPD    Y4, Y1, Y5
+	VSUBPD    Y1, Y5, Y6
+	VSUBPD    Y6, Y5, Y7
+	VSUBPD    Y7, Y1, Y7
+	VSUBPD    Y6, Y4, Y6
+	VADDPD    Y6, Y7, Y7
+	VADDPD    Y7, Y2, Y2
+	VMOVUPD   Y5, (R8)(AX*8)
+	VMOVUPD   Y2, (R9)(AX*8)
+	VADDPD    Y2, Y5, Y5
+	VMULPD    Y14, Y5, Y5
+	VCMPPD    $0x11, Y15, Y5, Y7
+	VSQRTPD   Y5, Y6
+	VDIVPD    Y6, Y13, Y6
+	VBLENDVPD Y7, Y13, Y6, Y6
+	VMOVUPD   Y6, (R10)(AX*8)
+	ADDQ      $4, AX
+	CMPQ      AX, CX
+	JL        wf4loop
+	VZEROUPPER
+	RET

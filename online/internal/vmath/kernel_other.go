@@ -52,6 +52,8 @@ func balancedDecayBlocks(w, t, tc, o, oc, x []float64, it, io, lam float64, acc 
 	return 0
 }
 
+func welfordBlocks(mean, meanC, m2, m2C, inv, x []float64, invN, floor float64) int { return 0 }
+
 func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { return 0 }
 
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }
