@@ -313,14 +313,7 @@ func TestLinearDecisionPrimal(t *testing.T) {
 	if m.w == nil || m.NSV() < 20 {
 		t.Fatalf("w %v, %d support vectors", m.w != nil, m.NSV())
 	}
-	b, err := m.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m2 Model
-	if err := m2.UnmarshalBinary(b); err != nil {
-		t.Fatal(err)
-	}
+	m2 := decoded(t, m)
 	for i, x := range X {
 		var sum, mag float64
 		for k, sv := range m.SV {
@@ -356,14 +349,7 @@ func TestSparseLinearDecisionPrimal(t *testing.T) {
 	if m.w == nil || m.NSV() < 100 {
 		t.Fatalf("w %v, %d support vectors", m.w != nil, m.NSV())
 	}
-	b, err := m.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m2 Model
-	if err := m2.UnmarshalBinary(b); err != nil {
-		t.Fatal(err)
-	}
+	m2 := decoded(t, m)
 	Xt, _ := hashedClicks(2, 200, 30, 18)
 	buf := make([]float64, m.NSV())
 	dense := make([]float64, 1<<18)
@@ -393,4 +379,18 @@ func TestSparseLinearDecisionPrimal(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { m.DecisionSparse(Xt[0], buf) }); a != 0 {
 		t.Errorf("DecisionSparse allocates %v times", a)
 	}
+}
+
+// decoded returns m encoded and decoded again.
+func decoded(t *testing.T, m *Model) *Model {
+	t.Helper()
+	b, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Model
+	if err := out.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	return &out
 }

@@ -6,50 +6,11 @@ import (
 	"testing"
 )
 
-// refPlainDecay and refBalancedDecay are PlainDecay's and BalancedDecay's
-// loops, element by element with lane i mod 8.
-func refPlainDecay(w, s, c, x []float64, y, lam float64) float64 {
-	var acc [8]float64
-	for i, xi := range x {
-		r := s[i]
-		si := float64(r * lam)
-		ci := float64(c[i]*lam) + math.FMA(r, lam, -si)
-		v := float64(y * xi)
-		t := si + v
-		bp := t - si
-		ci += (si - (t - bp)) + (v - bp)
-		s[i], c[i] = t, ci
-		wi := t + ci
-		w[i] = wi
-		acc[i&7] = math.FMA(wi, wi, acc[i&7])
-	}
-	return sum8(&acc)
-}
-
-func refBalancedDecay(w, t, tc, o, oc, x []float64, it, io, lam float64) (float64, float64, float64) {
-	var acc [32]float64
-	for i, xi := range x {
-		r := t[i]
-		ti := float64(r * lam)
-		ci := float64(tc[i]*lam) + math.FMA(r, lam, -ti)
-		s := ti + xi
-		bp := s - ti
-		ci += (ti - (s - bp)) + (xi - bp)
-		t[i], tc[i] = s, ci
-		q := o[i]
-		oi := float64(q * lam)
-		oci := float64(oc[i]*lam) + math.FMA(q, lam, -oi)
-		o[i], oc[i] = oi, oci
-		balancedDerived(w, i, i&7, s+ci, oi+oci, it, io, &acc)
-	}
-	_, ww, pt, po := sums4(&acc)
-	return ww, pt, po
-}
-
-// TestDecayLevels checks PlainDecay and BalancedDecay against their loops
-// at every level, bit for bit, over twenty successive updates of the same
-// sums (decay 1 − 2⁻⁷ … 1 − 2⁻¹⁴, inputs from 1e-6 to 1e6 so that the
-// compensations carry), every length to 41.
+// TestDecayLevels checks PlainDecay and BalancedDecay against their Go
+// loops (the go level; TestPassesLevels ties those at λ = 1
+// to the fused forms) at every level, bit for bit, over twenty successive
+// updates of the same sums (decay 1 − 2⁻⁷ … 1 − 2⁻¹⁴, inputs from 1e-6 to
+// 1e6 so that the compensations carry), every length to 41.
 func TestDecayLevels(t *testing.T) {
 	r := rand.New(rand.NewPCG(20, 20))
 	vec := func(n int) []float64 {
@@ -74,11 +35,13 @@ func TestDecayLevels(t *testing.T) {
 		wt, wtc, wo, woc := clone(t0), clone(tc0), clone(o0), clone(oc0)
 		ww1, ww2, pt2, po2 := make([]float64, 20), make([]float64, 20), make([]float64, 20), make([]float64, 20)
 		w1, w2 := make([][]float64, 20), make([][]float64, 20)
-		for k := range xs {
-			w1[k], w2[k] = make([]float64, n), make([]float64, n)
-			ww1[k] = refPlainDecay(w1[k], ws, wc, xs[k], ys[k], lams[k])
-			ww2[k], pt2[k], po2[k] = refBalancedDecay(w2[k], wt, wtc, wo, woc, xs[k], it, io, lams[k])
-		}
+		atLevel(levelGo, func() {
+			for k := range xs {
+				w1[k], w2[k] = make([]float64, n), make([]float64, n)
+				ww1[k] = PlainDecay(w1[k], ws, wc, xs[k], ys[k], lams[k])
+				ww2[k], pt2[k], po2[k] = BalancedDecay(w2[k], wt, wtc, wo, woc, xs[k], it, io, lams[k])
+			}
+		})
 		forLevels(t, func(t *testing.T) {
 			s, c := clone(s0), clone(c0)
 			tt, tc, o, oc := clone(t0), clone(tc0), clone(o0), clone(oc0)

@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "twosum.h"
 
 // AVX-512F kernels: eight lanes per register, element i of a sum in lane
 // i mod 8. Every kernel computes its Go definition (vmath.go, mam.go) bit
@@ -767,12 +768,7 @@ TEXT ·accumScaled8(SB), NOSPLIT, $0-40
 ac8block:
 	VMULPD  (DX)(AX*8), Z0, Z1
 	VMOVUPD (DI)(AX*8), Z2
-	VADDPD  Z1, Z2, Z3
-	VSUBPD  Z2, Z3, Z4
-	VSUBPD  Z4, Z3, Z5
-	VSUBPD  Z5, Z2, Z5
-	VSUBPD  Z4, Z1, Z6
-	VADDPD  Z6, Z5, Z5
+	TWOSUM(Z2, Z1, Z3, Z4, Z5)
 	VADDPD  (SI)(AX*8), Z5, Z5
 	VMOVUPD Z5, (SI)(AX*8)
 	VMOVUPD Z3, (DI)(AX*8)
@@ -808,12 +804,7 @@ pd8loop:
 	VFMSUB231PD Z13, Z1, Z4
 	VADDPD      Z4, Z3, Z3
 	VMULPD      (R10)(AX*8), Z15, Z0
-	VADDPD      Z0, Z2, Z5
-	VSUBPD      Z2, Z5, Z6
-	VSUBPD      Z6, Z5, Z7
-	VSUBPD      Z7, Z2, Z7
-	VSUBPD      Z6, Z0, Z6
-	VADDPD      Z6, Z7, Z7
+	TWOSUM(Z2, Z0, Z5, Z6, Z7)
 	VADDPD      Z7, Z3, Z3
 	VMOVUPD     Z5, (SI)(AX*8)
 	VMOVUPD     Z3, (DI)(AX*8)
@@ -859,12 +850,7 @@ bd8loop:
 	VFMSUB231PD Z13, Z1, Z4
 	VADDPD      Z4, Z3, Z3
 	VMOVUPD     (R10)(AX*8), Z0
-	VADDPD      Z0, Z2, Z5
-	VSUBPD      Z2, Z5, Z6
-	VSUBPD      Z6, Z5, Z7
-	VSUBPD      Z7, Z2, Z7
-	VSUBPD      Z6, Z0, Z6
-	VADDPD      Z6, Z7, Z7
+	TWOSUM(Z2, Z0, Z5, Z6, Z7)
 	VADDPD      Z7, Z3, Z3
 	VMOVUPD     Z5, (SI)(AX*8)
 	VMOVUPD     Z3, (DI)(AX*8)
@@ -919,12 +905,7 @@ wf8loop:
 	VADDPD  Z2, Z1, Z3
 	VSUBPD  Z3, Z0, Z3
 	VMULPD  Z14, Z3, Z4
-	VADDPD  Z4, Z1, Z5
-	VSUBPD  Z1, Z5, Z6
-	VSUBPD  Z6, Z5, Z7
-	VSUBPD  Z7, Z1, Z7
-	VSUBPD  Z6, Z4, Z6
-	VADDPD  Z6, Z7, Z7
+	TWOSUM(Z1, Z4, Z5, Z6, Z7)
 	VADDPD  Z7, Z2, Z2
 	VMOVUPD Z5, (SI)(AX*8)
 	VMOVUPD Z2, (DI)(AX*8)
@@ -933,12 +914,7 @@ wf8loop:
 	VMULPD  Z5, Z3, Z4
 	VMOVUPD (R8)(AX*8), Z1
 	VMOVUPD (R9)(AX*8), Z2
-	VADDPD  Z4, Z1, Z5
-	VSUBPD  Z1, Z5, Z6
-	VSUBPD  Z6, Z5, Z7
-	VSUBPD  Z7, Z1, Z7
-	VSUBPD  Z6, Z4, Z6
-	VADDPD  Z6, Z7, Z7
+	TWOSUM(Z1, Z4, Z5, Z6, Z7)
 	VADDPD  Z7, Z2, Z2
 	VMOVUPD Z5, (R8)(AX*8)
 	VMOVUPD Z2, (R9)(AX*8)

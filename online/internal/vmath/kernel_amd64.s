@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "twosum.h"
 
 // AVX2 and FMA kernels: four lanes per register. Every kernel computes its
 // Go definition (vmath.go, mam.go, double.go) bit for bit: the same
@@ -1083,12 +1084,7 @@ TEXT ·accumScaled4(SB), NOSPLIT, $0-40
 ac4block:
 	VMULPD  (DX)(AX*8), Y0, Y1
 	VMOVUPD (DI)(AX*8), Y2
-	VADDPD  Y1, Y2, Y3
-	VSUBPD  Y2, Y3, Y4
-	VSUBPD  Y4, Y3, Y5
-	VSUBPD  Y5, Y2, Y5
-	VSUBPD  Y4, Y1, Y6
-	VADDPD  Y6, Y5, Y5
+	TWOSUM(Y2, Y1, Y3, Y4, Y5)
 	VADDPD  (SI)(AX*8), Y5, Y5
 	VMOVUPD Y5, (SI)(AX*8)
 	VMOVUPD Y3, (DI)(AX*8)
@@ -1131,12 +1127,7 @@ sc4block:
 	VFMSUB231PD Y13, Y1, Y4 \
 	VADDPD      Y4, Y3, Y3 \
 	VMULPD      off(R10)(AX*8), Y15, Y0 \
-	VADDPD      Y0, Y2, Y5 \
-	VSUBPD      Y2, Y5, Y6 \
-	VSUBPD      Y6, Y5, Y7 \
-	VSUBPD      Y7, Y2, Y7 \
-	VSUBPD      Y6, Y0, Y6 \
-	VADDPD      Y6, Y7, Y7 \
+	TWOSUM(Y2, Y0, Y5, Y6, Y7) \
 	VADDPD      Y7, Y3, Y3 \
 	VMOVUPD     Y5, off(SI)(AX*8) \
 	VMOVUPD     Y3, off(DI)(AX*8) \
@@ -1184,12 +1175,7 @@ pd4loop:
 	VFMSUB231PD Y14, Y1, Y4 \
 	VADDPD      Y4, Y3, Y3 \
 	VMOVUPD     off(R10)(AX*8), Y0 \
-	VADDPD      Y0, Y2, Y5 \
-	VSUBPD      Y2, Y5, Y6 \
-	VSUBPD      Y6, Y5, Y7 \
-	VSUBPD      Y7, Y2, Y7 \
-	VSUBPD      Y6, Y0, Y6 \
-	VADDPD      Y6, Y7, Y7 \
+	TWOSUM(Y2, Y0, Y5, Y6, Y7) \
 	VADDPD      Y7, Y3, Y3 \
 	VMOVUPD     Y5, off(SI)(AX*8) \
 	VMOVUPD     Y3, off(DI)(AX*8) \
@@ -1275,12 +1261,7 @@ wf4loop:
 	VADDPD    Y2, Y1, Y3
 	VSUBPD    Y3, Y0, Y3
 	VMULPD    Y14, Y3, Y4
-	VADDPD    Y4, Y1, Y5
-	VSUBPD    Y1, Y5, Y6
-	VSUBPD    Y6, Y5, Y7
-	VSUBPD    Y7, Y1, Y7
-	VSUBPD    Y6, Y4, Y6
-	VADDPD    Y6, Y7, Y7
+	TWOSUM(Y1, Y4, Y5, Y6, Y7)
 	VADDPD    Y7, Y2, Y2
 	VMOVUPD   Y5, (SI)(AX*8)
 	VMOVUPD   Y2, (DI)(AX*8)
@@ -1289,12 +1270,7 @@ wf4loop:
 	VMULPD    Y5, Y3, Y4
 	VMOVUPD   (R8)(AX*8), Y1
 	VMOVUPD   (R9)(AX*8), Y2
-	VADDPD    Y4, Y1, Y5
-	VSUBPD    Y1, Y5, Y6
-	VSUBPD    Y6, Y5, Y7
-	VSUBPD    Y7, Y1, Y7
-	VSUBPD    Y6, Y4, Y6
-	VADDPD    Y6, Y7, Y7
+	TWOSUM(Y1, Y4, Y5, Y6, Y7)
 	VADDPD    Y7, Y2, Y2
 	VMOVUPD   Y5, (R8)(AX*8)
 	VMOVUPD   Y2, (R9)(AX*8)

@@ -574,24 +574,10 @@ func TestSqDistsLevels(t *testing.T) {
 // and SwapPanelRows against swapping the rows before packing.
 func TestPanelDots4Levels(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 15))
-	edges := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 1e300, -1e-300}
 	forLevels(t, func(t *testing.T) {
 		for d := 1; d <= 41; d++ {
 			for _, n := range []int{1, 7, 8, 13, 24} {
-				rows := make([][]float64, n)
-				for i := range rows {
-					rows[i] = make([]float64, d+2) // longer than d: only d entries count
-					for k := range rows[i] {
-						rows[i][k] = r.NormFloat64()
-						if r.IntN(20) == 0 {
-							rows[i][k] = edges[r.IntN(len(edges))]
-						}
-					}
-				}
-				x := make([]float64, d)
-				for k := range x {
-					x[k] = r.NormFloat64() * 3
-				}
+				rows, x := panelCase(r, n, d, 2) // rows longer than d: only d entries count
 				p := PackPanels(rows, d)
 				i, j := r.IntN(n), r.IntN(n)
 				SwapPanelRows(p, d, i, j)
@@ -611,6 +597,27 @@ func TestPanelDots4Levels(t *testing.T) {
 			}
 		}
 	})
+}
+
+// panelCase returns n random rows of d + extra entries (one in twenty an
+// edge: ±0, ±Inf, NaN, 1e300, −1e-300) and an x of d entries.
+func panelCase(r *rand.Rand, n, d, extra int) ([][]float64, []float64) {
+	edges := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 1e300, -1e-300}
+	rows := make([][]float64, n)
+	for i := range rows {
+		rows[i] = make([]float64, d+extra)
+		for k := range rows[i] {
+			rows[i][k] = r.NormFloat64()
+			if r.IntN(20) == 0 {
+				rows[i][k] = edges[r.IntN(len(edges))]
+			}
+		}
+	}
+	x := make([]float64, d)
+	for k := range x {
+		x[k] = r.NormFloat64() * 3
+	}
+	return rows, x
 }
 
 // BenchmarkPanelDots2000: the dot products of 2 000 packed rows of d = 16
@@ -654,24 +661,10 @@ func BenchmarkPanelDots2000(b *testing.B) {
 // level: 1 to 41 columns, 1 to 3 panels, edges as TestPanelDots4Levels.
 func TestPanelDotsSeqLevels(t *testing.T) {
 	r := rand.New(rand.NewPCG(18, 18))
-	edges := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 1e300, -1e-300}
 	forLevels(t, func(t *testing.T) {
 		for d := 1; d <= 41; d++ {
 			for _, n := range []int{1, 7, 8, 13, 24} {
-				rows := make([][]float64, n)
-				for i := range rows {
-					rows[i] = make([]float64, d)
-					for k := range rows[i] {
-						rows[i][k] = r.NormFloat64()
-						if r.IntN(20) == 0 {
-							rows[i][k] = edges[r.IntN(len(edges))]
-						}
-					}
-				}
-				x := make([]float64, d)
-				for k := range x {
-					x[k] = r.NormFloat64() * 3
-				}
+				rows, x := panelCase(r, n, d, 0)
 				dst := make([]float64, (n+7)/8*8)
 				PanelDotsSeq(dst, PackPanels(rows, d), x)
 				for i, row := range rows {
