@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/streamer/streamer/online/internal/sparse"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // The exact kernel mode of mam on hashed features (features.hash): the
@@ -144,7 +145,7 @@ func (sp *exactSparse) row(k *Kernel, dst []float64) (s float64) {
 		dst[i] = v
 		m = min(m, v)
 	}
-	expNegRow(dst, k.gamma, m)
+	vmath.ExpShiftRow(dst, k.gamma, m)
 	return k.gamma * m
 }
 

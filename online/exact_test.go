@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -818,4 +819,12 @@ func FuzzExactRestore(f *testing.F) {
 			s.ObserveSparse([]int32{0, 1, 0}, []float64{0.5, -1, 2}, -1, true)
 		}
 	})
+}
+
+// expNeg is e^−t for t ≥ 0 as the exact kernel rows take it
+// (vmath.ExpShiftRow with no shift).
+func expNeg(t float64) float64 {
+	a := [1]float64{t}
+	vmath.ExpShiftRow(a[:], 1, 0)
+	return a[0]
 }

@@ -268,21 +268,8 @@ func (k *Kernel) row(dst, xs, x []float64) (s float64) {
 		}
 		m = math.Sqrt(m)
 	}
-	expNegRow(dst, g, m)
+	vmath.ExpShiftRow(dst, g, m) // e^−(g·(d − m)), eight at a time
 	return g * m
-}
-
-// expNegRow sets dst[i] = e^−(g·(dst[i] − m)) for g·(dst[i] − m) ≥ 0 (0 for
-// arguments beyond 746; NaN for NaN), within 2.5 ulp of math.Exp:
-// vmath.ExpShiftRow, eight at a time under AVX-512F (four under AVX2), the
-// bits of its element loop (the loop this package ran before 2026-11-27).
-func expNegRow(dst []float64, g, m float64) { vmath.ExpShiftRow(dst, g, m) }
-
-// expNeg returns e^−t for t ≥ 0 as expNegRow does.
-func expNeg(t float64) float64 {
-	a := [1]float64{t}
-	expNegRow(a[:], 1, 0)
-	return a[0]
 }
 
 // sqDist returns ‖a − b‖², len(a) == len(b).

@@ -1,6 +1,7 @@
 package online
 
 import (
+	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 	"math/rand/v2"
 )
@@ -89,14 +90,14 @@ func orthoBlock(block, scales []float64, d int, r *rand.Rand, laplace bool) {
 			for j := range v {
 				v[j] = r.NormFloat64()
 			}
-			g := math.Sqrt(orthoDot(v, v))
+			g := math.Sqrt(vmath.Dot4(v, v))
 			orthoProject(v, prev, d)
-			if n := math.Sqrt(orthoDot(v, v)); n > orthoDegenerate*g {
+			if n := math.Sqrt(vmath.Dot4(v, v)); n > orthoDegenerate*g {
 				break
 			}
 		}
 		orthoProject(v, prev, d)
-		n := math.Sqrt(orthoDot(v, v))
+		n := math.Sqrt(vmath.Dot4(v, v))
 		for j := range v {
 			v[j] /= n
 		}
@@ -123,27 +124,9 @@ func orthoBlock(block, scales []float64, d int, r *rand.Rand, laplace bool) {
 func orthoProject(v, q []float64, d int) {
 	for j := 0; j < len(q); j += d {
 		qj := q[j : j+d]
-		c := orthoDot(qj, v)
+		c := vmath.Dot4(qj, v)
 		for t := range v {
 			v[t] -= float64(c * qj[t])
 		}
 	}
-}
-
-// orthoDot returns <a, b> summed in four lanes without fused multiply–add;
-// len(a) == len(b).
-func orthoDot(a, b []float64) float64 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += float64(a[i] * b[i])
-		s1 += float64(a[i+1] * b[i+1])
-		s2 += float64(a[i+2] * b[i+2])
-		s3 += float64(a[i+3] * b[i+3])
-	}
-	for ; i < len(a); i++ {
-		s0 += float64(a[i] * b[i])
-	}
-	return (s0 + s1) + (s2 + s3)
 }

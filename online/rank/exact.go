@@ -298,30 +298,24 @@ func (m *Model) Predict(x []float64) float64 {
 	if m.sx != nil {
 		return m.predictDenseSparseModel(x)
 	}
-	if m.packed != nil {
-		if g, ok := m.k.singleRBF(); ok {
-			// K̄ = exp(−γ‖xᵢ − x‖²) alone: vmath's rbf sum over the packed
-			// rows (AVX-512F: eight rows at a time, its exp within 1 ulp),
-			// about 20 times the loop of math.Exp below.
-			return m.b + m.packed.RBFSum(x, g)
-		}
-		// A mixture: its entries a block of panels at a time
-		// (mixtureRows), Σ_i α_i K̄(x_i, x) in row order.
-		var acc [8 * mixturePanels]float64
-		s := m.b
-		np, n := (len(m.alpha)+7)/8, len(m.alpha)
-		for p0 := 0; p0 < np; p0 += mixturePanels {
-			p1 := min(np, p0+mixturePanels)
-			m.k.mixtureRows(acc[:], m.packed, x, p0, p1)
-			for j, a := range m.alpha[8*p0 : min(n, 8*p1)] {
-				s += a * acc[j]
-			}
-		}
-		return s
+	// Every dense model is packed (Fit and the decoder call pack).
+	if g, ok := m.k.singleRBF(); ok {
+		// K̄ = exp(−γ‖xᵢ − x‖²) alone: vmath's rbf sum over the packed
+		// rows (AVX-512F: eight rows at a time, its exp within 1 ulp),
+		// about 20 times a loop of math.Exp.
+		return m.b + m.packed.RBFSum(x, g)
 	}
+	// A mixture: its entries a block of panels at a time
+	// (mixtureRows), Σ_i α_i K̄(x_i, x) in row order.
+	var acc [8 * mixturePanels]float64
 	s := m.b
-	for i, a := range m.alpha {
-		s += a * m.k.eval(m.x[i*m.d:(i+1)*m.d], x)
+	np, n := (len(m.alpha)+7)/8, len(m.alpha)
+	for p0 := 0; p0 < np; p0 += mixturePanels {
+		p1 := min(np, p0+mixturePanels)
+		m.k.mixtureRows(acc[:], m.packed, x, p0, p1)
+		for j, a := range m.alpha[8*p0 : min(n, 8*p1)] {
+			s += a * acc[j]
+		}
 	}
 	return s
 }

@@ -37,7 +37,9 @@ func fixedModel(t *testing.T) *Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Model{method: KRR, k: k, lambda: 0.03, d: 3, x: pattern(4*3, -1.5), alpha: pattern(4, 0.25), b: -0.125}
+	m := &Model{method: KRR, k: k, lambda: 0.03, d: 3, x: pattern(4*3, -1.5), alpha: pattern(4, 0.25), b: -0.125}
+	m.pack() // as Fit and the decoder do
+	return m
 }
 
 func fixedFeatureMap(t *testing.T) *FeatureMap {

@@ -121,7 +121,12 @@ func hashedModel(b *testing.B, n, nsv int) (*Model, []sparse.Row) {
 // at a time (2026-11-27; 6.2 µs before).
 func BenchmarkDecisionSparse500(b *testing.B) {
 	m, Xt := hashedModel(b, 600, 500)
-	buf := make([]float64, m.NSV())
+	benchSparseScore(b, m, Xt, make([]float64, m.NSV()))
+}
+
+// benchSparseScore scores the 64 hashed events Xt in turn with m, through
+// its index when buf has room for it.
+func benchSparseScore(b *testing.B, m *Model, Xt []sparse.Row, buf []float64) {
 	b.ReportAllocs()
 	var s float64
 	i := 0
@@ -130,20 +135,14 @@ func BenchmarkDecisionSparse500(b *testing.B) {
 		i++
 	}
 	_ = s
+	b.ReportMetric(float64(m.NSV()), "SVs")
 }
 
 // BenchmarkDecisionSparse500Merge is BenchmarkDecisionSparse500 without
 // the index (no scratch space: a merge per support vector).
 func BenchmarkDecisionSparse500Merge(b *testing.B) {
 	m, Xt := hashedModel(b, 600, 500)
-	b.ReportAllocs()
-	var s float64
-	i := 0
-	for b.Loop() {
-		s += m.DecisionSparse(Xt[i&63], nil)
-		i++
-	}
-	_ = s
+	benchSparseScore(b, m, Xt, nil)
 }
 
 // BenchmarkTrainSparse2000 trains rbf on 2 000 rows of the hashed click
@@ -175,14 +174,5 @@ func BenchmarkDecisionSparseLinear(b *testing.B) {
 		b.Fatal(err)
 	}
 	Xt, _ := hashedClicks(2, 64, 30, 18)
-	buf := make([]float64, m.NSV())
-	b.ReportAllocs()
-	var s float64
-	i := 0
-	for b.Loop() {
-		s += m.DecisionSparse(Xt[i&63], buf)
-		i++
-	}
-	_ = s
-	b.ReportMetric(float64(m.NSV()), "SVs")
+	benchSparseScore(b, m, Xt, make([]float64, m.NSV()))
 }

@@ -133,9 +133,6 @@ func (r *Rows) Dots4(dst, x []float64, p0, p1 int) {
 	}
 }
 
-// Alpha returns the rows' weights, padded with 0 to whole panels.
-func (r *Rows) Alpha() []float64 { return r.alpha }
-
 // DotRows sets dst[j] = <x, rows[j]> over the first len(x) entries of
 // each row (len(dst) ≥ len(rows); each row at least len(x) long), summed
 // as an svm's kernel rows sum them: four sums s_l of the products x_k·r_k,
