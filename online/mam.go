@@ -859,11 +859,7 @@ func (m *MAM) refresh() {
 // twoSumAcc adds x to the compensated sum (s, c): the new s is fl(s + x)
 // and the exact rounding error of that addition (Knuth's TwoSum, equal to
 // Neumaier's branchy form) is added to c. The value of the sum is s + c.
-func twoSumAcc(s, c, x float64) (float64, float64) {
-	t := s + x
-	bp := t - s
-	return t, c + ((s - (t - bp)) + (x - bp))
-}
+func twoSumAcc(s, c, x float64) (float64, float64) { return vmath.TwoSum(s, c, x) }
 
 // scaleAcc multiplies the compensated sum (s, c) by lam, adding the exact
 // rounding error of the product (FMA) to c, then adds x as twoSumAcc does.

@@ -75,12 +75,7 @@ func AccumScaled(s, c, v []float64, a float64) {
 	n := len(v)
 	s, c = s[:n], c[:n]
 	for j := accumBlocks(s, c, v, a); j < n; j++ {
-		x := float64(a * v[j])
-		sj := s[j]
-		t := sj + x
-		bp := t - sj
-		c[j] += (sj - (t - bp)) + (x - bp)
-		s[j] = t
+		s[j], c[j] = TwoSum(s[j], c[j], float64(a*v[j]))
 	}
 }
 
@@ -110,9 +105,9 @@ func WelfordAdd(mean, meanC, m2, m2C, inv, x []float64, invN, floor float64) {
 	for i := welfordBlocks(mean, meanC, m2, m2C, inv, x, invN, floor); i < n; i++ {
 		xi := x[i]
 		d := xi - (mean[i] + meanC[i])
-		mi, mc := twoSum(mean[i], meanC[i], float64(d*invN))
+		mi, mc := TwoSum(mean[i], meanC[i], float64(d*invN))
 		mean[i], meanC[i] = mi, mc
-		qi, qc := twoSum(m2[i], m2C[i], float64(d*(xi-(mi+mc))))
+		qi, qc := TwoSum(m2[i], m2C[i], float64(d*(xi-(mi+mc))))
 		m2[i], m2C[i] = qi, qc
 		inv[i] = 1
 		if v := float64((qi + qc) * invN); !(v < floor) {
@@ -121,9 +116,10 @@ func WelfordAdd(mean, meanC, m2, m2C, inv, x []float64, invN, floor float64) {
 	}
 }
 
-// twoSum adds v to the compensated sum (s, c): t = s + v, b = t − s,
-// c + ((s − (t − b)) + (v − b)).
-func twoSum(s, c, v float64) (float64, float64) {
+// TwoSum adds v to the compensated sum (s, c) by Knuth's TwoSum: t = s +
+// v, b = t − s, and the compensation c + ((s − (t − b)) + (v − b)). The
+// kernels' compensated sums (and the models' scalar ones) add this way.
+func TwoSum(s, c, v float64) (float64, float64) {
 	t := s + v
 	bp := t - s
 	return t, c + ((s - (t - bp)) + (v - bp))

@@ -211,9 +211,9 @@ func TestWelfordAddLevels(t *testing.T) {
 		ref := func(mean, meanC, m2, m2C, inv, x []float64, invN float64) {
 			for i, xi := range x {
 				d := xi - (mean[i] + meanC[i])
-				mi, mc := twoSum(mean[i], meanC[i], float64(d*invN))
+				mi, mc := TwoSum(mean[i], meanC[i], float64(d*invN))
 				mean[i], meanC[i] = mi, mc
-				qi, qc := twoSum(m2[i], m2C[i], float64(d*(xi-(mi+mc))))
+				qi, qc := TwoSum(m2[i], m2C[i], float64(d*(xi-(mi+mc))))
 				m2[i], m2C[i] = qi, qc
 				inv[i] = 1
 				if v := float64((qi + qc) * invN); !(v < 1e-12) {
