@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -89,7 +90,9 @@ func TestRankLoad(t *testing.T) {
 	})
 	maxRate := flood / time.Since(start).Seconds()
 
-	// Half that rate, in batches every 50 ms, while the requests run.
+	// Half that rate, in batches every 50 ms, while the requests run: the
+	// flood's events again, encoded before (a producer elsewhere in a
+	// deployment; formatting them here took a quarter of a core).
 	half := maxRate / 2
 	if f, err := strconv.ParseFloat(os.Getenv("RANK_LOAD_FRACTION"), 64); err == nil && f >= 0 {
 		half = maxRate * f
@@ -113,7 +116,8 @@ func TestRankLoad(t *testing.T) {
 			due := int(half*time.Since(begin).Seconds()) - n
 			batch := make([]kafka.Message, 0, due)
 			for range due {
-				batch = append(batch, event(flood+n+len(batch)))
+				m := msgs[(n+len(batch))%flood]
+				batch = append(batch, kafka.Message{Key: m.Key, Value: m.Value})
 			}
 			if len(batch) > 0 {
 				if err := w.WriteMessages(t.Context(), batch...); err != nil {
@@ -151,8 +155,27 @@ func TestRankLoad(t *testing.T) {
 	}
 	client := exec.CommandContext(t.Context(), self)
 	client.Env = append(os.Environ(), rankClientEnv+"="+p.http+","+bodies)
-	var clientOut, clientErr bytes.Buffer
-	client.Stdout, client.Stderr = &clientOut, &clientErr
+	var clientErr bytes.Buffer
+	client.Stderr = &clientErr
+	goSignal, err := client.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := client.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads and prepares its requests, says "ready", and
+	// starts on a line from us: the accounting below covers the requests
+	// alone.
+	clientOut := bufio.NewReader(stdout)
+	if line, err := clientOut.ReadString('\n'); line != "ready\n" {
+		client.Wait()
+		t.Fatalf("the client said %q (%v)\n%s", line, err, clientErr.String())
+	}
 	before := p.metrics(t)
 	learned0 := p.metric(t, "streamer_events_learned_total", `model="prefs"`)
 	cpu0 := readCPU(p.cmd.Process.Pid)
@@ -165,14 +188,31 @@ func TestRankLoad(t *testing.T) {
 			go func() { fetched <- fetchProfile(p, name, filepath.Join(pprofDir, name+".out"), 3) }()
 		}
 	}
-	if err := client.Run(); err != nil {
-		t.Fatalf("the client: %v\n%s", err, clientErr.String())
+	if _, err := io.WriteString(goSignal, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	results, err := io.ReadAll(clientOut)
+	if err != nil {
+		t.Fatal(err)
 	}
 	cpu1 := readCPU(p.cmd.Process.Pid)
 	learned := p.metric(t, "streamer_events_learned_total", `model="prefs"`) - learned0
-	clientCPU := (client.ProcessState.UserTime() + client.ProcessState.SystemTime()).Seconds() / cpu1.at.Sub(cpu0.at).Seconds()
+	if err := client.Wait(); err != nil {
+		t.Fatalf("the client: %v\n%s", err, clientErr.String())
+	}
+	// The client's last line is its CPU seconds over the requests.
+	fields := strings.Fields(string(results))
+	if len(fields) == 0 {
+		t.Fatal("the client printed nothing")
+	}
+	clientSec, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+	if err != nil {
+		t.Fatalf("the client's CPU %q", fields[len(fields)-1])
+	}
+	fields = fields[:len(fields)-1]
+	clientCPU := clientSec / cpu1.at.Sub(cpu0.at).Seconds()
 	var lat []time.Duration
-	for _, f := range strings.Fields(clientOut.String()) {
+	for _, f := range fields {
 		ns, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
 			t.Fatalf("the client's output %q", f)
@@ -375,9 +415,11 @@ func (s cpuSample) since(s0 cpuSample) string {
 const rankClientEnv = "STREAMER_RANK_LOAD_CLIENT"
 
 // rankClientMode runs the client when the process was started as one,
-// and reports whether it was. The client POSTs each body to /v1/rank in
-// turn, on one keep-alive connection, and prints each request's latency
-// in nanoseconds, one a line; a failed request exits 1 naming it.
+// and reports whether it was. The client builds its requests, prints
+// "ready" and waits for a line on stdin; then it POSTs each body to
+// /v1/rank in turn, on one keep-alive connection, and prints each
+// request's latency in nanoseconds, one a line, and last its CPU seconds
+// over the requests; a failed request exits 1 naming it.
 func rankClientMode() bool {
 	v := os.Getenv(rankClientEnv)
 	if v == "" {
@@ -395,27 +437,75 @@ func rankClientMode() bool {
 	if err != nil {
 		fail("%v", err)
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
+	// Each request is written whole, in one write from one reused buffer
+	// (its header and body put together before the clock starts), and
+	// the response is read with net/http's parser on the same connection:
+	// a client that costs the shared machine little, as one on another
+	// machine would cost it nothing. net/http's Client, with its
+	// connection goroutines and 4 KB writes, took about as much CPU a
+	// request as the service; and on this VM the kernel's copy from a
+	// thousand different buffers (64 MB) was most of a client's CPU
+	// (perf: _copy_from_iter 16% of the machine's samples), from one
+	// reused buffer under 1%.
+	bodies := bytes.Split(bytes.TrimSpace(all), []byte("\n"))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		fail("%v", err)
+	}
+	br := bufio.NewReaderSize(conn, 64<<10)
+	var send, got []byte
 	out := bufio.NewWriter(os.Stdout)
-	for i, body := range bytes.Split(bytes.TrimSpace(all), []byte("\n")) {
+	fmt.Fprintln(out, "ready")
+	if err := out.Flush(); err != nil {
+		fail("%v", err)
+	}
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fail("waiting for the start: %v", err)
+	}
+	cpu0, _, _ := procCPU(os.Getpid())
+	for i, body := range bodies {
+		send = fmt.Appendf(send[:0], "POST /v1/rank HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, len(body))
+		send = append(send, body...)
 		t0 := time.Now()
-		resp, err := client.Post("http://"+addr+"/v1/rank", "application/json", bytes.NewReader(body))
+		if _, err := conn.Write(send); err != nil {
+			fail("request %d: %v", i, err)
+		}
+		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			fail("request %d: %v", i, err)
 		}
-		got, _ := io.ReadAll(resp.Body)
+		got, err = readBody(got[:0], resp.Body)
 		resp.Body.Close()
 		d := time.Since(t0)
-		if resp.StatusCode != http.StatusOK || !bytes.Contains(got, []byte(`"ranked":[`)) {
-			fail("request %d: %d %s", i, resp.StatusCode, got)
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(got, []byte(`"ranked":[`)) {
+			fail("request %d: %d %s %v", i, resp.StatusCode, got, err)
 		}
 		fmt.Fprintln(out, d.Nanoseconds())
 	}
+	cpu1, _, _ := procCPU(os.Getpid())
+	fmt.Fprintln(out, cpu1-cpu0)
 	if err := out.Flush(); err != nil {
 		fail("%v", err)
 	}
 	os.Exit(0)
 	return true
+}
+
+// readBody appends what r yields to dst.
+func readBody(dst []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = slices.Grow(dst, 4096)
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return dst, err
+		}
+	}
 }
 
 // envInt is the integer in the environment variable name, or def.
