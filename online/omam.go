@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/streamer/streamer/online/codec"
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // OMAMName is the configuration's name of the ordinal MAM type.
@@ -254,7 +255,7 @@ type OMAM struct {
 	n         int64     // labelled examples learned
 	cnt, cntC []float64 // N_ℓ and compensation (ℓ = 0..m−1 for levels 1..m)
 	sqw, sqwC float64   // decay: Σ w_i² (for n_eff) and compensation
-	sum, sumC []float64 // S_ℓ and compensation, i-major: sum[i*m+ℓ] = S_ℓ[i]
+	sum, sumC []float64 // S_ℓ and compensation: S_ℓ[i] at ℓ·sl + i·si (strides)
 	winX      []float64 // window: inputs, Window×d ring
 	winL      []int32   // window: levels (0-based)
 	winNext   int       // window: slot of the next example
@@ -542,9 +543,9 @@ func (o *OMAM) learn(phi, x []float64, l int, s float64) {
 	o.cnt[l], o.cntC[l] = twoSumAcc(o.cnt[l], o.cntC[l], 1)
 	o.derive()
 	if lo >= 0 {
-		omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, phi, l, o.phiO, lo)
+		o.pass(phi, l, o.phiO, lo)
 	} else {
-		omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, phi, l, nil, 0)
+		o.pass(phi, l, nil, 0)
 	}
 	o.normalise()
 	o.record(s, l, o.n)
@@ -591,15 +592,47 @@ func (o *OMAM) normalise() {
 func (o *OMAM) refresh() {
 	o.derive()
 	clear(o.phi)
-	omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, o.phi, 0, nil, 0)
+	o.pass(o.phi, 0, nil, 0)
 	o.normalise()
 	o.recount()
 }
 
-// omamPass adds add to level la and subtracts sub (if not nil) from level
-// ls of the compensated sums (i-major, m = len(coef) levels), and sets
-// w = Σ_ℓ coef[ℓ]·S_ℓ and tot = Σ_ℓ S_ℓ with S_ℓ = sum + sumC.
-func omamPass(w, tot, sum, sumC, coef, add []float64, la int, sub []float64, ls int) {
+// levelMajorMax is the largest φ dimension p whose sums are stored
+// level-major (S_ℓ[i] at ℓ·p + i), where the pass over all coordinates
+// runs eight at a time (vmath.LevelSums): random features, dense inputs.
+// Beyond it (hashed inputs, p up to 2^24) a sparse event touches a few
+// coordinates, and i-major rows (S_ℓ[i] at i·m + ℓ, a coordinate's levels
+// together) cost it one cache miss a coordinate instead of m.
+const levelMajorMax = 1 << 14
+
+// strides returns the sums' layout: S_ℓ[i] is at ℓ·sl + i·si.
+func (o *OMAM) strides() (sl, si int) {
+	if o.p <= levelMajorMax {
+		return o.p, 1
+	}
+	return 1, o.m
+}
+
+// pass adds add to level la and subtracts sub (if not nil) from level ls
+// of the compensated sums, and sets w = Σ_ℓ c(ℓ)·S_ℓ and T = Σ_ℓ S_ℓ with
+// S_ℓ = sum + sumC, the levels in order (the bits do not depend on the
+// layout).
+func (o *OMAM) pass(add []float64, la int, sub []float64, ls int) {
+	p, m := o.p, o.m
+	sum, sumC := o.sum[:m*p], o.sumC[:m*p]
+	if sl, _ := o.strides(); sl == 1 {
+		omamPassRows(o.w, o.tot, sum, sumC, o.coef, add, la, sub, ls)
+		return
+	}
+	vmath.AccumScaled(sum[la*p:la*p+p], sumC[la*p:la*p+p], add[:p], 1)
+	if sub != nil {
+		vmath.AccumScaled(sum[ls*p:ls*p+p], sumC[ls*p:ls*p+p], sub[:p], -1)
+	}
+	vmath.LevelSums(o.w, o.tot, sum, sumC, o.coef)
+}
+
+// omamPassRows is pass on i-major sums (m = len(coef) levels).
+func omamPassRows(w, tot, sum, sumC, coef, add []float64, la int, sub []float64, ls int) {
 	m, p := len(coef), len(w)
 	sum, sumC, tot = sum[:p*m], sumC[:p*m], tot[:p]
 	omamTwoSumStrided(sum, sumC, add[:p], la, m, 1)
@@ -614,7 +647,7 @@ func omamPass(w, tot, sum, sumC, coef, add []float64, la int, sub []float64, ls 
 		var wi, ti float64
 		for l, s := range row {
 			v := s + rowC[l]
-			wi += c[l] * v
+			wi += float64(c[l] * v)
 			ti += v
 		}
 		w[i], tot[i] = wi, ti
@@ -632,6 +665,35 @@ func omamTwoSumStrided(sum, sumC, x []float64, l, m int, sgn float64) {
 		bp := t - s
 		sumC[j] += (s - (t - bp)) + (v - bp)
 		sum[j] = t
+	}
+}
+
+// appendSums appends the sums x i-major (S_ℓ[i] at i·m + ℓ), as the
+// encoding has them whatever the layout in memory.
+func (o *OMAM) appendSums(dst []byte, x []float64) []byte {
+	sl, si := o.strides()
+	if sl == 1 {
+		return codec.AppendF64s(dst, x)
+	}
+	for i := range o.p {
+		for l := range o.m {
+			dst = codec.AppendF64(dst, x[l*sl+i*si])
+		}
+	}
+	return dst
+}
+
+// readSums reads sums stored i-major into x.
+func (o *OMAM) readSums(r *codec.Reader, x []float64) {
+	sl, si := o.strides()
+	if sl == 1 {
+		r.F64s(x)
+		return
+	}
+	for i := range o.p {
+		for l := range o.m {
+			x[l*sl+i*si] = r.F64()
+		}
 	}
 }
 
@@ -671,8 +733,8 @@ func (o *OMAM) AppendBinary(dst []byte) ([]byte, error) {
 	}
 	dst = codec.AppendF64(dst, o.sqw)
 	dst = codec.AppendF64(dst, o.sqwC)
-	dst = codec.AppendF64s(dst, o.sum)
-	dst = codec.AppendF64s(dst, o.sumC)
+	dst = o.appendSums(dst, o.sum)
+	dst = o.appendSums(dst, o.sumC)
 	if W := o.par.Window.Events; W > 0 {
 		d := o.dim
 		dst = codec.AppendU32(dst, uint32(o.winFill))
@@ -729,8 +791,8 @@ func (o *OMAM) UnmarshalBinary(b []byte) error {
 		no.cnt[i], no.cntC[i] = r.F64(), r.F64()
 	}
 	no.sqw, no.sqwC = r.F64(), r.F64()
-	r.F64s(no.sum)
-	r.F64s(no.sumC)
+	no.readSums(r, no.sum)
+	no.readSums(r, no.sumC)
 	m := no.m
 	if W := par.Window.Events; W > 0 {
 		fill := int(r.U32())
@@ -812,12 +874,17 @@ func (o *OMAM) checkState() error {
 	}
 	// ‖S_ℓ‖ ≤ N_ℓ since ‖φ‖ ≤ 1.
 	ss := make([]float64, o.m)
+	sl, _ := o.strides()
 	for i := range o.sum {
 		if !isFinite(o.sum[i]) || !isFinite(o.sumC[i]) {
 			return fmt.Errorf("non-finite sum")
 		}
 		v := o.sum[i] + o.sumC[i]
-		ss[i%o.m] += v * v
+		l := i % o.m // i-major
+		if sl != 1 {
+			l = i / sl
+		}
+		ss[l] += v * v
 	}
 	for l, v := range ss {
 		if c := o.cnt[l] + o.cntC[l]; math.Sqrt(v) > c*(1+tol)+tol {

@@ -115,20 +115,28 @@ func (o *OMAM) ObserveSparse(idx []int32, val []float64, y float64, labelled boo
 		return pr // neither scored nor learned, as Observe
 	}
 	// φ in place, and <w, φ>, <T, φ> with w and T at the touched
-	// coordinates computed as omamPass computes them.
-	m := o.m
-	coef := o.coef[:m]
+	// coordinates computed as pass computes them.
+	stL, stI := o.strides()
 	var num, den float64
 	for k, i := range si {
 		v := sx[k] * inv
 		sx[k] = v
-		row := o.sum[int(i)*m : int(i)*m+m]
-		rowC := o.sumC[int(i)*m : int(i)*m+m]
 		var wi, ti float64
-		for l, s := range row {
-			u := s + rowC[l]
-			wi += coef[l] * u
-			ti += u
+		if stL == 1 { // i-major: the coordinate's levels in a row
+			j := int(i) * stI
+			row, rowC := o.sum[j:j+len(o.coef)], o.sumC[j:j+len(o.coef)]
+			for l, c := range o.coef {
+				u := row[l] + rowC[l]
+				wi += float64(c * u)
+				ti += u
+			}
+		} else {
+			for l, c := range o.coef {
+				j := l*stL + int(i)
+				u := o.sum[j] + o.sumC[j]
+				wi += float64(c * u)
+				ti += u
+			}
 		}
 		num += wi * v
 		den += ti * v
@@ -150,7 +158,7 @@ func (o *OMAM) ObserveSparse(idx []int32, val []float64, y float64, labelled boo
 	o.cnt[l], o.cntC[l] = twoSumAcc(o.cnt[l], o.cntC[l], 1)
 	o.derive()
 	for k, i := range si {
-		j := int(i)*m + l
+		j := l*stL + int(i)*stI
 		v := sx[k]
 		t := o.sum[j]
 		u := t + v
@@ -170,7 +178,7 @@ func (o *OMAM) syncSparse() {
 	if sp.zero == nil {
 		sp.zero = make([]float64, o.p)
 	}
-	omamPass(o.w, o.tot, o.sum, o.sumC, o.coef, sp.zero, 0, nil, 0)
+	o.pass(sp.zero, 0, nil, 0)
 	o.normalise()
 	sp.stale = false
 }

@@ -62,7 +62,9 @@ var (
 func (o *OMAM) levelSum(level int) []float64 {
 	v := make([]float64, o.p)
 	for i := range v {
-		v[i] = o.sum[i*o.m+level-1] + o.sumC[i*o.m+level-1]
+		sl, si := o.strides()
+		j := (level-1)*sl + i*si
+		v[i] = o.sum[j] + o.sumC[j]
 	}
 	return v
 }

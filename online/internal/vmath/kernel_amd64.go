@@ -657,3 +657,31 @@ func sqDistPanels(r *Rows, x []float64, p0, p1 int, dst []float64) bool {
 	}
 	return true
 }
+
+//go:noescape
+func levelSums8(n, p int, w, tot, sum, sumC, coef *float64, m int)
+
+//go:noescape
+func levelSums4(n, p int, w, tot, sum, sumC, coef *float64, m int)
+
+// levelSumBlocks runs LevelSums's whole blocks in assembly and returns how
+// many elements it ran (sum and sumC are len(coef)·len(w) long).
+func levelSumBlocks(w, tot, sum, sumC, coef []float64) int {
+	p, m := len(w), len(coef)
+	if m == 0 {
+		return 0
+	}
+	switch level {
+	case levelAVX512:
+		if n := p &^ 7; n > 0 {
+			levelSums8(n, p, &w[0], &tot[0], &sum[0], &sumC[0], &coef[0], m)
+			return n
+		}
+	case levelAVX2:
+		if n := p &^ 3; n > 0 {
+			levelSums4(n, p, &w[0], &tot[0], &sum[0], &sumC[0], &coef[0], m)
+			return n
+		}
+	}
+	return 0
+}

@@ -59,3 +59,5 @@ func rowBlocks(dst []float32, dots, sqs, ys []float64, sq, yi, s float64) int { 
 func dotRowsAsm(dst, x []float64, rows [][]float64) int { return -1 }
 
 func sqDistPanels(r *Rows, x []float64, p0, p1 int, dst []float64) bool { return false }
+
+func levelSumBlocks(w, tot, sum, sumC, coef []float64) int { return 0 }
