@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "twosum.h"
+#include "levelsums.h"
 
 // AVX-512F kernels: eight lanes per register, element i of a sum in lane
 // i mod 8. Every kernel computes its Go definition (vmath.go, mam.go) bit
@@ -933,44 +934,6 @@ wf8loop:
 
 // func levelSums8(n, p int, w, tot, sum, sumC, coef *float64, m int)
 //
-// LevelSums (levelsum.go) on blocks of eight, n a multiple of 8, m ≥ 1:
-// per block, for each level in order, v = s + sC, w += coef·v (the
-// product rounded), tot += v, from +0. R8 is the levels' stride in bytes.
+// LevelSums (levelsum.go) on blocks of eight (levelsums.h).
 TEXT ·levelSums8(SB), NOSPLIT, $0-64
-	MOVQ n+0(FP), CX
-	MOVQ p+8(FP), R8
-	SHLQ $3, R8
-	MOVQ w+16(FP), DX
-	MOVQ tot+24(FP), BX
-	MOVQ sum+32(FP), SI
-	MOVQ sumC+40(FP), DI
-	MOVQ coef+48(FP), R9
-	MOVQ m+56(FP), R10
-	XORQ AX, AX
-
-ls8block:
-	VPXORQ Z0, Z0, Z0
-	VPXORQ Z1, Z1, Z1
-	LEAQ   (SI)(AX*8), R11
-	LEAQ   (DI)(AX*8), R12
-	XORQ   R13, R13
-
-ls8level:
-	VMOVUPD      (R11), Z2
-	VADDPD       (R12), Z2, Z2
-	VBROADCASTSD (R9)(R13*8), Z3
-	VMULPD       Z2, Z3, Z3
-	VADDPD       Z3, Z0, Z0
-	VADDPD       Z2, Z1, Z1
-	ADDQ         R8, R11
-	ADDQ         R8, R12
-	INCQ         R13
-	CMPQ         R13, R10
-	JL           ls8level
-	VMOVUPD      Z0, (DX)(AX*8)
-	VMOVUPD      Z1, (BX)(AX*8)
-	ADDQ         $8, AX
-	CMPQ         AX, CX
-	JL           ls8block
-	VZEROUPPER
-	RET
+	LEVELSUMS(VPXORQ, Z0, Z1, Z2, Z3, 8)

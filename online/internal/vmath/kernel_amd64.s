@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "twosum.h"
+#include "levelsums.h"
 
 // AVX2 and FMA kernels: four lanes per register. Every kernel computes its
 // Go definition (vmath.go, mam.go, double.go) bit for bit: the same
@@ -1289,42 +1290,6 @@ wf4loop:
 
 // func levelSums4(n, p int, w, tot, sum, sumC, coef *float64, m int)
 //
-// levelSums8 (kernel512_amd64.s) on blocks of four, n a multiple of 4.
+// LevelSums (levelsum.go) on blocks of four (levelsums.h).
 TEXT ·levelSums4(SB), NOSPLIT, $0-64
-	MOVQ n+0(FP), CX
-	MOVQ p+8(FP), R8
-	SHLQ $3, R8
-	MOVQ w+16(FP), DX
-	MOVQ tot+24(FP), BX
-	MOVQ sum+32(FP), SI
-	MOVQ sumC+40(FP), DI
-	MOVQ coef+48(FP), R9
-	MOVQ m+56(FP), R10
-	XORQ AX, AX
-
-ls4block:
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	LEAQ   (SI)(AX*8), R11
-	LEAQ   (DI)(AX*8), R12
-	XORQ   R13, R13
-
-ls4level:
-	VMOVUPD      (R11), Y2
-	VADDPD       (R12), Y2, Y2
-	VBROADCASTSD (R9)(R13*8), Y3
-	VMULPD       Y2, Y3, Y3
-	VADDPD       Y3, Y0, Y0
-	VADDPD       Y2, Y1, Y1
-	ADDQ         R8, R11
-	ADDQ         R8, R12
-	INCQ         R13
-	CMPQ         R13, R10
-	JL           ls4level
-	VMOVUPD      Y0, (DX)(AX*8)
-	VMOVUPD      Y1, (BX)(AX*8)
-	ADDQ         $4, AX
-	CMPQ         AX, CX
-	JL           ls4block
-	VZEROUPPER
-	RET
+	LEVELSUMS(VXORPD, Y0, Y1, Y2, Y3, 4)
