@@ -32,7 +32,9 @@ writes, into DIR (default: this script's directory),
                                 and test error, bias; the parameters
     pred_rank<r>.csv            the decision value of every test row
 
-Needs numpy and scikit-learn (1.2.1 made the stored outputs).
+Needs numpy and scikit-learn (1.2.1 made the stored outputs, numpy on
+OpenBLAS 0.3.21's SkylakeX kernels: OPENBLAS_CORETYPE=SkylakeX reproduces
+them on another AVX-512 machine).
 """
 
 import argparse
