@@ -99,8 +99,11 @@ func TestPartitionFetcher(t *testing.T) {
 	// reconnects where it was, the caller sees nothing of it. (The
 	// deadline is not renewed here: a renewal before the next socket read
 	// would let the connection go on.)
-	f = newPartitionFetcher(d, b.Addrs(), "in", 0, 4<<20, 100*time.Millisecond, kafka.FirstOffset)
-	f.timeout, f.rearm = 150*time.Millisecond, n
+	// Fetches of 256 KB and a 500 ms deadline: a 4 MB fetch under a
+	// 150 ms one timed out twice running under -race on a loaded CI
+	// machine, before any record was held.
+	f = newPartitionFetcher(d, b.Addrs(), "in", 0, 256<<10, 100*time.Millisecond, kafka.FirstOffset)
+	f.timeout, f.rearm = 500*time.Millisecond, n
 	readN(t, ctx, f, 0, n, func(i int) {
 		if i == 100 || i == 20000 {
 			time.Sleep(3 * f.timeout)
