@@ -128,13 +128,14 @@ func waitLearned(t *testing.T, p *proc, n int, timeout time.Duration) {
 
 // TestCrashRecovery: the real binary is SIGKILLed at five random moments
 // (one of them inside a snapshot write, one after the newest snapshot was
-// corrupted on disk) while it works through 200 k labelled events. After the
+// corrupted on disk) while it works through 100 k labelled events (200 k
+// with -tags e2efull). After the
 // stream ends: every event has a published score; every model has learned
 // each event exactly once; and the final state equals that of an
 // uninterrupted run over the same stream.
 func TestCrashRecovery(t *testing.T) {
 	t.Parallel() // see "Parallel tests" in harness_test.go
-	const n, kills = 200_000, 5
+	const n, kills = 100_000 * e2eScale, 5
 	useFastBinary(t)
 	b := crashBroker(t)
 

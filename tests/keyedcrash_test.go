@@ -84,7 +84,7 @@ snapshot:
 ` + keyedCrashModels
 
 const (
-	keyedCrashEvents = 200_000
+	keyedCrashEvents = 100_000 * e2eScale
 	keyedCrashKeys   = 101
 )
 
@@ -310,16 +310,17 @@ func waitKeyedExactly(t *testing.T, p *proc, n int, timeout time.Duration) {
 // the binary built without -race anyway and have run in the plain step.
 func skipUnderRace(t *testing.T) {
 	if raceEnabled {
-		t.Skip("200 k events: runs in the step without -race")
+		t.Skip("100 k events (200 k with -tags e2efull): runs in the step without -race")
 	}
 }
 
 // TestKeyedCrashRecovery: key-scoped models (101 keys, max_keys 20, so the
 // instances churn between memory and the key store all the time) in
 // instance scope with file snapshots every second; the real binary is
-// SIGKILLed at five random moments while it works through 200 k labelled
-// events. Afterwards every event has a score from each model,
-// streamer_model_examples is exactly 200 000, and every key's state in the
+// SIGKILLed at five random moments while it works through 100 k labelled
+// events (200 k with -tags e2efull). Afterwards every event has a score
+// from each model, streamer_model_examples is exactly their number, and
+// every key's state in the
 // key store equals that of an uninterrupted run over the same stream, with
 // the key's count of examples.
 func TestKeyedCrashRecovery(t *testing.T) {
@@ -399,7 +400,8 @@ func TestKeyedCrashRecovery(t *testing.T) {
 
 // TestKeyedCrashRecoveryPartitioned: the same key-scoped models in
 // partition scope (the states in the changelog, each key's as a key
-// record) with two instances in one group over 200 k events: one is
+// record) with two instances in one group over 100 k events (200 k with
+// -tags e2efull): one is
 // SIGKILLed at a random moment and a new one added, so partitions move and
 // are restored from the changelog's key records. Afterwards every event
 // has a score, each partition's newest state includes the whole partition,

@@ -51,7 +51,8 @@ func scaleYAML(group, output, changelog string) string {
 
 const scalePartitions = 6
 
-// TestScaleOut: three instances share a 6-partition input; one is
+// TestScaleOut: three instances share a 6-partition input (150 k events,
+// 300 k with -tags e2efull); one is
 // SIGKILLed and another added mid-stream. Afterwards every event has a
 // score, each partition's state in the changelog includes each of its
 // events exactly once, the merge of all partitions' MAM statistics equals
@@ -59,7 +60,7 @@ const scalePartitions = 6
 // in its partition's state with that user's count.
 func TestScaleOut(t *testing.T) {
 	t.Parallel() // see "Parallel tests" in harness_test.go
-	const n, half = 300_000, 150_000
+	const n, half = 150_000 * e2eScale, 75_000 * e2eScale
 	useFastBinary(t)
 	b, err := stream.StartBrokerWith(stream.BrokerConfig{
 		MinSessionTimeout: 500 * time.Millisecond,
