@@ -166,7 +166,7 @@ func TestScaleOut(t *testing.T) {
 	if err != nil {
 		t.Fatalf("streamer snapshot changelog: %v\n%s", err, out)
 	}
-	for _, want := range []string{"partition 0: seq", "partition 5: seq", "merged mam_rbf          over 6 partitions: n=300000"} {
+	for _, want := range []string{"partition 0: seq", "partition 5: seq", "merged mam_rbf          over 6 partitions: n=" + strconv.Itoa(n)} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("streamer snapshot changelog output lacks %q:\n%s", want, out)
 		}
