@@ -60,6 +60,15 @@ func TestMain(m *testing.M) {
 		fastBinary = filepath.Join(dir, "streamer-norace")
 		builds = append(builds, []string{"build", "-o", fastBinary})
 	}
+	// E2E_STREAMER_BINARY: a streamer already built from this tree without
+	// -race (CI builds one first), used instead of building it again.
+	if prebuilt := os.Getenv("E2E_STREAMER_BINARY"); prebuilt != "" {
+		if raceEnabled {
+			fastBinary, builds = prebuilt, builds[:1]
+		} else {
+			binary, fastBinary, builds = prebuilt, prebuilt, nil
+		}
+	}
 	for _, args := range builds {
 		cmd := exec.Command("go", append(args, "../cmd/streamer")...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
