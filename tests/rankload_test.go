@@ -453,7 +453,8 @@ func rankClientMode() bool {
 		fail("%v", err)
 	}
 	br := bufio.NewReaderSize(conn, 64<<10)
-	var send, got []byte
+	var send []byte
+	var got bytes.Buffer // reused: the response's body
 	out := bufio.NewWriter(os.Stdout)
 	fmt.Fprintln(out, "ready")
 	if err := out.Flush(); err != nil {
@@ -474,11 +475,12 @@ func rankClientMode() bool {
 		if err != nil {
 			fail("request %d: %v", i, err)
 		}
-		got, err = readBody(got[:0], resp.Body)
+		got.Reset()
+		_, err = got.ReadFrom(resp.Body)
 		resp.Body.Close()
 		d := time.Since(t0)
-		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(got, []byte(`"ranked":[`)) {
-			fail("request %d: %d %s %v", i, resp.StatusCode, got, err)
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(got.Bytes(), []byte(`"ranked":[`)) {
+			fail("request %d: %d %s %v", i, resp.StatusCode, got.Bytes(), err)
 		}
 		fmt.Fprintln(out, d.Nanoseconds())
 	}
@@ -489,23 +491,6 @@ func rankClientMode() bool {
 	}
 	os.Exit(0)
 	return true
-}
-
-// readBody appends what r yields to dst.
-func readBody(dst []byte, r io.Reader) ([]byte, error) {
-	for {
-		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, 4096)
-		}
-		n, err := r.Read(dst[len(dst):cap(dst)])
-		dst = dst[:len(dst)+n]
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return dst, err
-		}
-	}
 }
 
 // envInt is the integer in the environment variable name, or def.
