@@ -51,7 +51,8 @@ models:
 // logged, not asserted (wall-clock figures flake on a loaded machine):
 // issue 16's target is p99 ≤ 2 ms. RANK_LOAD_REQUESTS sets the number
 // of requests (default 1 000), RANK_LOAD_FRACTION the stream's
-// rate as a fraction of the sustained one (default 0.5).
+// rate as a fraction of the sustained one (default 0.5), RANK_LOAD_RATE
+// a fixed request rate (default: one request after another).
 func TestRankLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
@@ -464,7 +465,17 @@ func rankClientMode() bool {
 		fail("waiting for the start: %v", err)
 	}
 	cpu0, _, _ := procCPU(os.Getpid())
+	// RANK_LOAD_RATE: requests a second, each sent at its due time (the
+	// latency still from its actual send); default back to back.
+	gap := time.Duration(0)
+	if r := envInt("RANK_LOAD_RATE", 0); r > 0 {
+		gap = time.Second / time.Duration(r)
+	}
+	begin := time.Now()
 	for i, body := range bodies {
+		if gap > 0 {
+			time.Sleep(time.Until(begin.Add(time.Duration(i) * gap)))
+		}
 		send = fmt.Appendf(send[:0], "POST /v1/rank HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, len(body))
 		send = append(send, body...)
 		t0 := time.Now()

@@ -937,3 +937,82 @@ wf8loop:
 // LevelSums (levelsum.go) on blocks of eight (levelsums.h).
 TEXT ·levelSums8(SB), NOSPLIT, $0-64
 	LEVELSUMS(VPXORQ, Z0, Z1, Z2, Z3, 8)
+
+// PANEL32_COL(off, xb, a0, a1, a2, a3): one column of two panels of 16
+// rows (the first at off(SI), the second at off(R11)), 8 float32 entries
+// per conversion to float64, times the broadcast xb, added to a0..a3 by FMA.
+#define PANEL32_COL(off, xb, a0, a1, a2, a3) \
+	VCVTPS2PD   off(SI), Z10     \
+	VCVTPS2PD   off+32(SI), Z11  \
+	VCVTPS2PD   off(R11), Z12    \
+	VCVTPS2PD   off+32(R11), Z13 \
+	VFMADD231PD Z10, xb, a0      \
+	VFMADD231PD Z11, xb, a1      \
+	VFMADD231PD Z12, xb, a2      \
+	VFMADD231PD Z13, xb, a3
+
+// func gemv32(pairs, n int, p *float32, x, z *float64)
+//
+// gemv16 two panels at a time (pairs of them, 32 rows each): the same sums
+// per row (the even columns by FMA in order, the odd ones, then E + O) in
+// eight accumulators of eight rows.
+TEXT ·gemv32(SB), NOSPLIT, $0-40
+	MOVQ pairs+0(FP), CX
+	MOVQ n+8(FP), BX
+	MOVQ p+16(FP), SI
+	MOVQ x+24(FP), DI
+	MOVQ z+32(FP), DX
+	MOVQ BX, R10
+	SHRQ $1, R10
+	MOVQ BX, R12
+	SHLQ $6, R12 // a panel's bytes: 16 rows × n × 4
+
+g32pair:
+	LEAQ   (SI)(R12*1), R11
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	MOVQ   DI, R9
+	MOVQ   R10, R8
+	TESTQ  R8, R8
+	JE     g32odd
+
+g32cols:
+	VBROADCASTSD 0(R9), Z8
+	VBROADCASTSD 8(R9), Z9
+	PANEL32_COL(0, Z8, Z0, Z1, Z2, Z3)
+	PANEL32_COL(64, Z9, Z4, Z5, Z6, Z7)
+	ADDQ         $128, SI
+	ADDQ         $128, R11
+	ADDQ         $16, R9
+	DECQ         R8
+	JNE          g32cols
+
+g32odd:
+	TESTQ        $1, BX
+	JE           g32sum
+	VBROADCASTSD 0(R9), Z8
+	PANEL32_COL(0, Z8, Z0, Z1, Z2, Z3)
+	ADDQ         $64, R11
+
+g32sum:
+	VADDPD  Z4, Z0, Z0
+	VADDPD  Z5, Z1, Z1
+	VADDPD  Z6, Z2, Z2
+	VADDPD  Z7, Z3, Z3
+	VMOVUPD Z0, 0(DX)
+	VMOVUPD Z1, 64(DX)
+	VMOVUPD Z2, 128(DX)
+	VMOVUPD Z3, 192(DX)
+	ADDQ    $256, DX
+	MOVQ    R11, SI // past the second panel
+	DECQ    CX
+	JNE     g32pair
+
+	VZEROUPPER
+	RET
