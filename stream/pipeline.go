@@ -491,6 +491,9 @@ func (p *Pipeline) startGeneration(gen *kafka.Generation) {
 		gen.Start(func(ctx context.Context) { p.consume(ctx, gen, sh, part, off) })
 	}
 	gen.Start(func(ctx context.Context) { p.checkpointLoop(ctx, gen) })
+	if r := p.rank; r != nil && (p.partitioned || r.keyed) { // its requests map keys to partitions
+		gen.Start(r.refreshPartitions)
+	}
 	p.ready.Store(true)
 }
 

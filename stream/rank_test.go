@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -312,5 +313,76 @@ func requestsAheadOfBatches(t *testing.T, e *Engine, dim int) {
 	t.Logf("%d events applied; a request waited for at most %d of them", out.n.Load(), worst)
 	if worst > 1 {
 		t.Errorf("a request waited while %d events were applied, want at most the one being applied", worst)
+	}
+}
+
+// TestRankPartitionsOffRequestPath: POST /v1/rank for a key-scoped model
+// maps the key to its input partition with the count refreshPartitions
+// keeps. Before any count is kept a request asks the brokers itself (and
+// is answered 503 when they do not answer); once refreshPartitions has
+// one, requests never ask, and are answered while the brokers are down;
+// refreshPartitions returns when its generation ends.
+func TestRankPartitionsOffRequestPath(t *testing.T) {
+	const dim = 8
+	p := rankPipeline(t, exploreEngine(t, dim, 2, nil, PolicyGreedy, 0))
+	if !p.rank.keyed {
+		t.Fatal("the model is not key-scoped")
+	}
+	var asked atomic.Int64
+	var down atomic.Bool
+	p.rank.cfg.Partitions = func(context.Context) (int, error) {
+		asked.Add(1)
+		if down.Load() {
+			return 0, errors.New("brokers down")
+		}
+		return 3, nil
+	}
+	body := request32(10, dim, 3)
+	serve := func() *discardWriter {
+		req := httptest.NewRequest(http.MethodPost, "/v1/rank", bytes.NewReader(body))
+		w := &discardWriter{h: http.Header{}}
+		p.ServeRank(w, req)
+		return w
+	}
+	down.Store(true)
+	if w := serve(); w.status != http.StatusServiceUnavailable || !bytes.Contains(w.body, []byte("brokers down")) {
+		t.Fatalf("no count and the brokers down: %d %s, want 503 naming the error", w.status, w.body)
+	}
+	if asked.Load() != 1 {
+		t.Fatalf("the request asked the brokers %d times, want 1", asked.Load())
+	}
+
+	down.Store(false)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { p.rank.refreshPartitions(ctx); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.rank.mu.Lock()
+		n := len(p.rank.parts)
+		p.rank.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("refreshPartitions kept no count")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	down.Store(true)
+	before := asked.Load()
+	for i := range 20 {
+		if w := serve(); w.status != http.StatusOK {
+			t.Fatalf("request %d with the count kept and the brokers down: %d %s", i, w.status, w.body)
+		}
+	}
+	if got := asked.Load(); got != before {
+		t.Fatalf("20 requests asked the brokers %d times, want 0", got-before)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("refreshPartitions did not return when its context ended")
 	}
 }
