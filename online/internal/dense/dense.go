@@ -9,8 +9,11 @@
 // (kc × nc) are packed into contiguous slivers and a 6 × 8 micro-kernel
 // accumulates one tile of C in twelve registers. On amd64 with AVX2 and
 // FMA the micro-kernel and axpy are assembly (kernel_amd64.s, 16 flops per
-// cycle per core at best); elsewhere, or with the build tag purego, they
-// are plain Go. The Cholesky factorisation is recursive (Gustavson): half
+// cycle per core at best); where AVX-512 runs at full width (Zen 5, Intel:
+// cpuinfo.Wide512) a second micro-kernel takes two tiles side by side in
+// twelve 512-bit registers (32 flops per cycle at best; every element
+// summed in the same order, so the same bits). Elsewhere, or with the
+// build tag purego, they are plain Go. The Cholesky factorisation is recursive (Gustavson): half
 // the matrix is factorised, the off-diagonal block solved by a recursive
 // triangular solve and the trailing block updated by SyrkTN, so nearly all
 // of its m³/3 flops run in the micro-kernel; the triangular solves and the
@@ -111,38 +114,74 @@ func (w *Workspace) gemm(m, n, k int, alpha float64, a []float64, lda int, b []f
 	}
 }
 
-// macro multiplies the packed blocks into C[ic:ic+mcc, jc:jc+ncc].
+// macro multiplies the packed blocks into C[ic:ic+mcc, jc:jc+ncc]: one B
+// sliver at a time, or two where useWide (kernel2 on each pair of full
+// tiles).
 func (w *Workspace) macro(kcc, mcc, ncc, ic, jc int, alpha float64, c []float64, ldc int, upper bool, off int) {
-	for jr := 0; jr < ncc; jr += nr {
-		cols := min(nr, ncc-jr)
-		bs := w.bp[jr*kcc : (jr+nr)*kcc]
-		gj := jc + jr
+	for jr := 0; jr < ncc; {
+		if useWide && jr+2*nr <= ncc {
+			w.macroPair(kcc, mcc, jr, ic, jc, alpha, c, ldc, upper, off)
+			jr += 2 * nr
+			continue
+		}
 		for ir := 0; ir < mcc; ir += mr {
-			gi := ic + ir
-			if upper && gi > gj+cols-1+off {
-				break // this tile and the ones below it are under the diagonal
-			}
-			rows := min(mr, mcc-ir)
-			as := w.ap[ir*kcc : (ir+mr)*kcc]
-			if rows == mr && cols == nr && (!upper || gi+mr-1 <= gj+off) {
-				kernel(kcc, as, bs, c[gi*ldc+gj:], ldc, alpha)
-				continue
-			}
-			clear(w.tile[:])
-			kernel(kcc, as, bs, w.tile[:], nr, alpha)
-			for r := range rows {
-				crow := c[(gi+r)*ldc+gj : (gi+r)*ldc+gj+cols]
-				t := w.tile[r*nr : r*nr+cols]
-				q0 := 0
-				if upper {
-					q0 = max(0, gi+r-gj-off)
-				}
-				for q := q0; q < cols; q++ {
-					crow[q] += t[q]
-				}
+			if !w.tileAt(kcc, mcc, ncc, ir, jr, ic, jc, alpha, c, ldc, upper, off) {
+				break
 			}
 		}
+		jr += nr
 	}
+}
+
+// macroPair is macro for the full B slivers at jr and jr + nr.
+func (w *Workspace) macroPair(kcc, mcc, jr, ic, jc int, alpha float64, c []float64, ldc int, upper bool, off int) {
+	bs := w.bp[jr*kcc : (jr+2*nr)*kcc]
+	gj := jc + jr
+	for ir := 0; ir < mcc; ir += mr {
+		gi := ic + ir
+		if mcc-ir >= mr && (!upper || gi+mr-1 <= gj+off) {
+			kernel2(kcc, w.ap[ir*kcc:(ir+mr)*kcc], bs, c[gi*ldc+gj:], ldc, alpha)
+			continue
+		}
+		left := w.tileAt(kcc, mcc, jr+2*nr, ir, jr, ic, jc, alpha, c, ldc, upper, off)
+		right := w.tileAt(kcc, mcc, jr+2*nr, ir, jr+nr, ic, jc, alpha, c, ldc, upper, off)
+		if !left && !right {
+			break // these tiles and the ones below them are under the diagonal
+		}
+	}
+}
+
+// tileAt multiplies A sliver ir by B sliver jr into their tile of C,
+// ncc bounding the block's columns; with upper it reports false, and
+// computes nothing, when the tile (and so every one below it) is under
+// the diagonal.
+func (w *Workspace) tileAt(kcc, mcc, ncc, ir, jr, ic, jc int, alpha float64, c []float64, ldc int, upper bool, off int) bool {
+	cols := min(nr, ncc-jr)
+	bs := w.bp[jr*kcc : (jr+nr)*kcc]
+	gi, gj := ic+ir, jc+jr
+	if upper && gi > gj+cols-1+off {
+		return false
+	}
+	rows := min(mr, mcc-ir)
+	as := w.ap[ir*kcc : (ir+mr)*kcc]
+	if rows == mr && cols == nr && (!upper || gi+mr-1 <= gj+off) {
+		kernel(kcc, as, bs, c[gi*ldc+gj:], ldc, alpha)
+		return true
+	}
+	clear(w.tile[:])
+	kernel(kcc, as, bs, w.tile[:], nr, alpha)
+	for r := range rows {
+		crow := c[(gi+r)*ldc+gj : (gi+r)*ldc+gj+cols]
+		t := w.tile[r*nr : r*nr+cols]
+		q0 := 0
+		if upper {
+			q0 = max(0, gi+r-gj-off)
+		}
+		for q := q0; q < cols; q++ {
+			crow[q] += t[q]
+		}
+	}
+	return true
 }
 
 // pack copies src[0:kcc, 0:cols] (row stride ld) into slivers of w

@@ -2,14 +2,26 @@
 
 package dense
 
-import "golang.org/x/sys/cpu"
+import (
+	"golang.org/x/sys/cpu"
+
+	"github.com/streamer/streamer/online/internal/cpuinfo"
+)
 
 // useAsm selects the AVX2/FMA kernels of kernel_amd64.s (the tests turn it
 // off to check the portable ones on this machine too).
 var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// useWide selects kern6x16, two tiles at once on AVX-512, where 512-bit
+// instructions are full width (cpuinfo.Wide512); the products then take
+// two B slivers at a time (macro). The same bits as two kern6x8 calls.
+var useWide = useAsm && cpuinfo.Wide512
+
 //go:noescape
 func kern6x8(k int, a, b, c *float64, ldc int, alpha float64)
+
+//go:noescape
+func kern6x16(k int, a, b, c *float64, ldc int, alpha float64)
 
 //go:noescape
 func axpy(n int, alpha float64, x, y *float64)
@@ -25,6 +37,20 @@ func kernel(k int, a, b, c []float64, ldc int, alpha float64) {
 		return
 	}
 	kernelGo(k, a, b, c, ldc, alpha)
+}
+
+// kernel2 is kernel on two tiles side by side, C[0:mr, 0:2nr], from two
+// packed B slivers one after the other in b.
+func kernel2(k int, a, b, c []float64, ldc int, alpha float64) {
+	_ = a[k*mr-1]
+	_ = b[2*k*nr-1]
+	_ = c[(mr-1)*ldc+2*nr-1]
+	if useWide && useAsm {
+		kern6x16(k, &a[0], &b[0], &c[0], ldc, alpha)
+		return
+	}
+	kernel(k, a, b, c, ldc, alpha)
+	kernel(k, a, b[k*nr:], c[nr:], ldc, alpha)
 }
 
 // axpyTo computes y += alpha·x (len(y) ≥ len(x)).

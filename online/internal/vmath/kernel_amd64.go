@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/streamer/streamer/online/internal/cpuinfo"
 )
 
 // level selects the kernels: AVX-512F where the machine (and its operating
@@ -14,36 +16,12 @@ import (
 var level = detectLevel()
 
 // wideGemv runs MulVec's projection on AVX-512 (gemv32, eight rows per
-// conversion) where a 512-bit instruction does twice a 256-bit one's work:
-// on Zen 5 the projection for D = 256, d = 32 went from about 400 to 265 ns
-// (BenchmarkMulVec256x32). Zen 4 (AMD family 19h) runs 512-bit
-// instructions in two halves, and the AVX-512 forms measured no faster
-// there, so it keeps gemv16 (AVX2), as every machine without AVX-512F
-// does. Both give the same bits.
-var wideGemv = cpu.X86.HasAVX512F && !halfWidth512()
-
-// halfWidth512 reports an AMD family 19h processor (Zen 3 and 4).
-func halfWidth512() bool {
-	_, b, c, d := cpuid(0, 0)
-	a, _, _, _ := cpuid(1, 0)
-	return amdFamily19(b, c, d, a)
-}
-
-// amdFamily19 reports whether CPUID leaf 0's vendor (b, c, d) is
-// "AuthenticAMD" and leaf 1's eax a gives family 19h.
-func amdFamily19(b, c, d, a uint32) bool {
-	if b != 0x68747541 || d != 0x69746e65 || c != 0x444d4163 {
-		return false
-	}
-	family := (a >> 8) & 0xf
-	if family == 0xf {
-		family += (a >> 20) & 0xff
-	}
-	return family == 0x19
-}
-
-//go:noescape
-func cpuid(leaf, sub uint32) (a, b, c, d uint32)
+// conversion) where 512-bit instructions are full width
+// (cpuinfo.Wide512): on Zen 5 the projection for D = 256, d = 32 went from
+// about 400 to 265 ns (BenchmarkMulVec256x32). Elsewhere (Zen 4 among
+// them, where the AVX-512 forms measured no faster) it is gemv16, AVX2.
+// Both give the same bits.
+var wideGemv = cpuinfo.Wide512
 
 func detectLevel() int {
 	switch {

@@ -1293,14 +1293,3 @@ wf4loop:
 // LevelSums (levelsum.go) on blocks of four (levelsums.h).
 TEXT ·levelSums4(SB), NOSPLIT, $0-64
 	LEVELSUMS(VXORPD, Y0, Y1, Y2, Y3, 4)
-
-// func cpuid(leaf, sub uint32) (a, b, c, d uint32)
-TEXT ·cpuid(SB), NOSPLIT, $0-24
-	MOVL leaf+0(FP), AX
-	MOVL sub+4(FP), CX
-	CPUID
-	MOVL AX, a+8(FP)
-	MOVL BX, b+12(FP)
-	MOVL CX, c+16(FP)
-	MOVL DX, d+20(FP)
-	RET
