@@ -386,13 +386,13 @@ func TestHashedPartitionScope(t *testing.T) {
 	if err := online.StateClose(merged, ref, 1e-9); err != nil {
 		t.Fatalf("the partitions' merged statistics differ from one pass over the events: %v", err)
 	}
-	perKey := keysInPartitions(t, keyRecordStates(t, b, "state.hashed", "per_user", scalePartitions), scalePartitions)
+	perKey := keysInPartitions(t, durableKeyStates(t, b, "state.hashed", "per_user", scalePartitions), scalePartitions)
 	for key, m := range perKey {
 		if m.Examples() != counts[key] {
 			t.Errorf("key %s: %d examples, want %d", key, m.Examples(), counts[key])
 		}
 	}
 	if len(perKey) != len(counts) {
-		t.Errorf("%d keys in the changelog's key records, want %d", len(perKey), len(counts))
+		t.Errorf("%d keys in the changelog's durable key states, want %d", len(perKey), len(counts))
 	}
 }

@@ -172,21 +172,23 @@ func TestScaleOut(t *testing.T) {
 		}
 	}
 
-	// Per-key models: each key's newest key record in the changelog (the
-	// snapshots carry only the keys changed at their checkpoint) is in the
-	// scope of its events' partition, with the key's count.
+	// Per-key models: each key's durable state in the changelog (its
+	// newest key record, or the newer one in its partition's snapshot,
+	// which carries the keys changed since the last checkpoint whose
+	// records were written) is in the scope of its events' partition, with
+	// the key's count.
 	counts := map[string]int64{}
 	for i := range n {
 		counts["u"+strconv.Itoa(i%101)]++
 	}
-	perKey := keysInPartitions(t, keyRecordStates(t, b, "state.scaled", "per_user", scalePartitions), scalePartitions)
+	perKey := keysInPartitions(t, durableKeyStates(t, b, "state.scaled", "per_user", scalePartitions), scalePartitions)
 	for key, m := range perKey {
 		if m.Examples() != counts[key] {
 			t.Errorf("key %s: %d examples, want %d", key, m.Examples(), counts[key])
 		}
 	}
 	if len(perKey) != len(counts) {
-		t.Errorf("%d keys in the changelog's key records, want %d", len(perKey), len(counts))
+		t.Errorf("%d keys in the changelog's durable key states, want %d", len(perKey), len(counts))
 	}
 }
 

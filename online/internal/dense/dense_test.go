@@ -26,6 +26,10 @@ func bothKernels(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	savedAsm, savedWide := useAsm, useWide
 	defer func() { useAsm, useWide = savedAsm, savedWide }()
+	if raceEnabled { // one level is enough to check the goroutines
+		f(t)
+		return
+	}
 	if savedWide {
 		t.Run("avx512", f)
 	}
@@ -264,6 +268,9 @@ func BenchmarkCholesky(b *testing.B) {
 func TestWideSameBits(t *testing.T) {
 	if !useWide {
 		t.Skip("no full-width AVX-512 here: the wide kernel does not run")
+	}
+	if raceEnabled {
+		t.Skip("-race: a test of the kernels' bits, not of concurrency (go test runs it)")
 	}
 	defer func() { useWide = true }()
 	run := func(wide bool, f func() []float64) []float64 {
