@@ -305,15 +305,6 @@ func waitKeyedExactly(t *testing.T, p *proc, n int, timeout time.Duration) {
 	})
 }
 
-// skipUnderRace skips the long crash tests in the -race step of CI (which
-// skips TestCrashRecovery and TestScaleOut for the same reason): they run
-// the binary built without -race anyway and have run in the plain step.
-func skipUnderRace(t *testing.T) {
-	if raceEnabled {
-		t.Skip("100 k events (200 k with -tags e2efull): runs in the step without -race")
-	}
-}
-
 // TestKeyedCrashRecovery: key-scoped models (101 keys, max_keys 20, so the
 // instances churn between memory and the key store all the time) in
 // instance scope with file snapshots every second; the real binary is
@@ -326,7 +317,6 @@ func skipUnderRace(t *testing.T) {
 func TestKeyedCrashRecovery(t *testing.T) {
 	t.Parallel() // see "Parallel tests" in harness_test.go
 	const n = keyedCrashEvents
-	skipUnderRace(t)
 	useFastBinary(t)
 	b := crashBroker(t)
 	counts := produceKeyed(t, b, n)
@@ -411,7 +401,6 @@ func TestKeyedCrashRecovery(t *testing.T) {
 func TestKeyedCrashRecoveryPartitioned(t *testing.T) {
 	t.Parallel() // see "Parallel tests" in harness_test.go
 	const n, parts = keyedCrashEvents, 3
-	skipUnderRace(t)
 	useFastBinary(t)
 	b := crashBroker(t)
 	counts := produceKeyed(t, b, n)
@@ -509,10 +498,11 @@ func TestKeyedCrashRecoveryPartitioned(t *testing.T) {
 func durableKeyStates(t *testing.T, b *stream.Broker, changelog, model string, parts int) map[int]map[string]online.Model {
 	t.Helper()
 	out := keyRecordStates(t, b, changelog, model, parts)
-	for part, snap := range partitionStatesErr(b, changelog) {
-		if part >= parts {
-			continue
-		}
+	snaps := partitionStatesErr(b, changelog)
+	if len(snaps) != parts {
+		t.Fatalf("%s holds the state of %d partitions, want %d", changelog, len(snaps), parts)
+	}
+	for part, snap := range snaps {
 		keys, states, err := stream.DecodeKeyed(modelData(t, snap, model))
 		if err != nil {
 			t.Fatalf("%s: partition %d's %s delta: %v", changelog, part, model, err)

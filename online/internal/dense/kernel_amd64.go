@@ -12,10 +12,13 @@ import (
 // off to check the portable ones on this machine too).
 var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// canWide: the machine can run kern6x16 (AVX-512F).
+var canWide = useAsm && cpu.X86.HasAVX512F
+
 // useWide selects kern6x16, two tiles at once on AVX-512, where 512-bit
 // instructions are full width (cpuinfo.Wide512); the products then take
 // two B slivers at a time (macro). The same bits as two kern6x8 calls.
-var useWide = useAsm && cpuinfo.Wide512
+var useWide = canWide && cpuinfo.Wide512
 
 //go:noescape
 func kern6x8(k int, a, b, c *float64, ldc int, alpha float64)

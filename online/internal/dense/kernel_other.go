@@ -6,8 +6,8 @@ package dense
 // tests' switch between kernels is then a no-op).
 var useAsm = false
 
-// useWide is false: kernel2 is two kernel calls.
-var useWide = false
+// canWide and useWide are false: kernel2 is two kernel calls.
+var canWide, useWide = false, false
 
 // kernel2 is kernel on two tiles side by side, C[0:mr, 0:2nr], from two
 // packed B slivers one after the other in b.

@@ -2,7 +2,7 @@
 
 package dense
 
-// raceEnabled: under the race detector the tests run the kernels of one
-// level only (the machine's): the concurrency they check is the same Go
-// code whichever kernel the goroutines call.
+// raceEnabled: under the race detector bothKernels runs the machine's
+// kernels only: the concurrency checked is the same Go code whichever
+// kernel the goroutines call.
 const raceEnabled = true

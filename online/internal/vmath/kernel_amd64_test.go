@@ -12,7 +12,7 @@ import (
 // where not) gives the definition's bits too.
 func TestMulVecOtherWidth(t *testing.T) {
 	if level < levelAVX512 {
-		t.Skip("no AVX-512F here: gemv32 cannot run")
+		t.Skip("needs AVX-512F (cpu.X86.HasAVX512F false here): gemv32 cannot run")
 	}
 	saved := wideGemv
 	defer func() { wideGemv = saved }()
