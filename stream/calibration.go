@@ -141,16 +141,19 @@ func (c *calibration) add(p online.Prediction, y float64) {
 		return // the previous fit is still running: the next turn
 	}
 	c.buf = c.win.CopyRecentTo(c.buf[:0])
-	go c.fit(c.buf)
+	go c.fit(c.buf, c.win.Added()-int64(len(c.buf)))
 }
 
-// fit fits pairs (a copy of the window's recent pairs) and swaps the table in.
-func (c *calibration) fit(pairs []calibrate.Pair) {
+// fit fits pairs (a copy of the window's recent pairs, the first of them
+// the first-th the window was given) and swaps the table in. The fitter
+// updates the last fit's sorted scores with the pairs that left and entered
+// since, rather than sorting them all again.
+func (c *calibration) fit(pairs []calibrate.Pair, first int64) {
 	defer c.fitting.Store(false)
 	if c.kind == online.Classifier {
-		c.va.Store(c.fitter.VennAbers(pairs))
+		c.va.Store(c.fitter.VennAbersAt(pairs, first))
 	} else {
-		c.cf.Store(calibrate.FitConformal(pairs))
+		c.cf.Store(c.fitter.ConformalAt(pairs, first))
 	}
 }
 

@@ -16,11 +16,14 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/bench"
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream"
 )
 
 func newBenchCmd() *cobra.Command {
 	var cfg bench.Config
 	var kernel, configPath, cpuProfile string
+	var calWindow, calEvery int
+	var calDelta float64
 	var asJSON bool
 	var instances []int
 	cmd := &cobra.Command{
@@ -60,12 +63,19 @@ ordinal (omam, or a ranking model with levels; m is the fewest levels among
 them). A configuration mixing a classifier with an ordinal model is refused:
 their labels have nothing in common.
 
+The score pipelines keep the calibrated certainty as the service does by
+default (a window of 2 000 pairs refitted every 100: --calibration-window,
+--calibration-every; --config: the file's calibration section), so the
+figures are the default service's; --calibration-window 0 measures without
+it. (Before 2026-11-27 the bench ran without calibration.)
+
 --json writes the report as JSON to stdout (the text tables go to stderr):
 
   {"setup": {"events", "dim", "partitions", "rounds", "warmup_rounds",
              "snapshot_every_s" (0: no score+snapshot), "models", "labels",
              "pipelines": ["passthrough", "score", "score+snapshot"],
-             "gomaxprocs"},
+             "gomaxprocs", "calibration_window" (0: off),
+             "calibration_every"},
    "warmup": [round, …] (discarded; "round": 0),
    "rounds": [{"round": 1…, "order": [pipeline, …],
                "results": [{"pipeline", "position" (0-based, in "order"),
@@ -115,6 +125,13 @@ interleaving; --json does not apply.`,
 				}
 				models.Name = configPath + ": " + models.Name
 				cfg.Models, cfg.Dim = models, models.Dim
+				if !cmd.Flags().Changed("calibration-window") {
+					calWindow = c.Calibration.Window
+				}
+				if !cmd.Flags().Changed("calibration-every") {
+					calEvery = c.Calibration.Every
+				}
+				calDelta = c.Calibration.Delta
 			} else {
 				cfg.Kernel = online.KernelSpec{Type: kernel}
 				if kernel == "rbf" {
@@ -122,6 +139,10 @@ interleaving; --json does not apply.`,
 				}
 				cfg.Models = bench.BuiltinMAM(cfg.Dim, cfg.Kernel)
 			}
+			if calWindow < 0 || calWindow > 0 && calEvery < 1 {
+				return fmt.Errorf("--calibration-window must be ≥ 0 (0 = off) and --calibration-every ≥ 1")
+			}
+			cfg.Calibration = stream.CalibrationConfig{Window: calWindow, Every: calEvery, Delta: calDelta}
 			stderr := cmd.ErrOrStderr()
 			cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
 			if cpuProfile != "" {
@@ -168,6 +189,10 @@ interleaving; --json does not apply.`,
 	cmd.Flags().StringVarP(&configPath, "config", "c", "", "benchmark the models of this config file (YAML) instead of the built-in MAM")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench (broker included) to this file (go tool pprof)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON to stdout (schema above), the tables to stderr")
+	calDefault := config.Default().Calibration
+	calDelta = calDefault.Delta
+	cmd.Flags().IntVar(&calWindow, "calibration-window", calDefault.Window, "calibrated certainty: the window of (score, label) pairs, as calibration.window (0 = off; --config: its calibration)")
+	cmd.Flags().IntVar(&calEvery, "calibration-every", calDefault.Every, "calibrated certainty: labelled pairs between refits, as calibration.every")
 	cmd.Flags().IntSliceVar(&instances, "instances", nil, "scale-out: instance counts to measure, e.g. 1,2,3 (partitioned state; --partitions 6 suits up to 6)")
 	return cmd
 }

@@ -49,6 +49,7 @@ models:
     kernel: {type: linear}
     window: {events: 200}
     refit: {every_events: 500}
+calibration: {window: 500, every: 50}
 `)
 	const events = 2000
 	stdout, stderr, err := runBench(t, "--config", path, "--events", "2000", "--rounds", "2", "--warmup", "0",
@@ -61,8 +62,9 @@ models:
 		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
 	}
 	if !strings.Contains(rep.Setup.Models, "lr (logistic)") || !strings.Contains(rep.Setup.Models, "rank (lsrrank)") ||
-		rep.Setup.Dim != 4 || rep.Setup.Labels != "±1" || len(rep.Setup.Pipelines) != 2 {
-		t.Errorf("setup %+v", rep.Setup)
+		rep.Setup.Dim != 4 || rep.Setup.Labels != "±1" || len(rep.Setup.Pipelines) != 2 ||
+		rep.Setup.CalibrationWindow != 500 || rep.Setup.CalibrationEvery != 50 {
+		t.Errorf("setup %+v (want the config's calibration: window 500, every 50)", rep.Setup)
 	}
 	if len(rep.Rounds) != 2 || len(rep.Warmup) != 0 {
 		t.Fatalf("%d rounds, %d warm-up, want 2 and 0", len(rep.Rounds), len(rep.Warmup))
@@ -89,6 +91,38 @@ models:
 	}
 	if !strings.Contains(stderr, "| ratio, within each round |") {
 		t.Errorf("the text tables are not on stderr:\n%s", stderr)
+	}
+}
+
+// TestBenchCalibrationFlags: the built-in model's bench keeps the
+// service's default calibration; --calibration-window 0 turns it off; a
+// refit period below 1 is refused.
+func TestBenchCalibrationFlags(t *testing.T) {
+	def := config.Default().Calibration
+	for _, c := range []struct {
+		args          []string
+		window, every int
+	}{
+		{nil, def.Window, def.Every},
+		{[]string{"--calibration-window", "0"}, 0, def.Every},
+		{[]string{"--calibration-window", "300", "--calibration-every", "30"}, 300, 30},
+	} {
+		args := append([]string{"--events", "500", "--rounds", "1", "--warmup", "0", "--snapshot-every", "0", "--json"}, c.args...)
+		stdout, stderr, err := runBench(t, args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", c.args, err, stderr)
+		}
+		var rep bench.Report
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("%v: stdout is not the JSON report: %v", c.args, err)
+		}
+		if rep.Setup.CalibrationWindow != c.window || rep.Setup.CalibrationEvery != c.every {
+			t.Errorf("%v: calibration window %d every %d, want %d and %d", c.args,
+				rep.Setup.CalibrationWindow, rep.Setup.CalibrationEvery, c.window, c.every)
+		}
+	}
+	if _, _, err := runBench(t, "--events", "500", "--calibration-every", "0"); err == nil || !strings.Contains(err.Error(), "--calibration-every") {
+		t.Errorf("--calibration-every 0: %v, want an error naming it", err)
 	}
 }
 

@@ -47,8 +47,12 @@ type Config struct {
 	// the model to a temporary directory at this period.
 	SnapshotEvery time.Duration
 	Kernel        online.KernelSpec // the built-in MAM's kernel
-	Models        *Models           // what the score pipelines run; nil: BuiltinMAM(Dim, Kernel)
-	Progress      func(string)      // optional progress messages
+	// Calibration is the score pipelines' calibrated certainty, as the
+	// service's calibration section (Window 0: off). The service has it on
+	// by default, so `streamer bench` does too.
+	Calibration stream.CalibrationConfig
+	Models      *Models      // what the score pipelines run; nil: BuiltinMAM(Dim, Kernel)
+	Progress    func(string) // optional progress messages
 }
 
 func (cfg *Config) complete() *Models {
@@ -85,6 +89,9 @@ type Setup struct {
 	Labels         string   `json:"labels"` // "±1" or "1..m"
 	Pipelines      []string `json:"pipelines"`
 	GOMAXPROCS     int      `json:"gomaxprocs"`
+	// The calibration window and refit period (0: calibration off).
+	CalibrationWindow int `json:"calibration_window"`
+	CalibrationEvery  int `json:"calibration_every"`
 }
 
 // Topics of the embedded broker: the preloaded input and the dead-letter
@@ -116,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{
 		Setup: Setup{Events: cfg.Events, Dim: cfg.Dim, Partitions: cfg.Partitions, Rounds: cfg.Rounds, WarmupRounds: cfg.Warmup,
 			SnapshotEveryS: cfg.SnapshotEvery.Seconds(), Models: models.Name, Labels: models.Labels(), Pipelines: pipelines,
-			GOMAXPROCS: runtime.GOMAXPROCS(0)},
+			GOMAXPROCS: runtime.GOMAXPROCS(0), CalibrationWindow: cfg.Calibration.Window, CalibrationEvery: cfg.Calibration.Every},
 		Warmup: []Round{}, Rounds: []Round{},
 	}
 	b, err := stream.StartBroker(0, stream.TopicSpec{Name: inputTopic, Partitions: cfg.Partitions}, stream.TopicSpec{Name: dlqTopic, Partitions: 1})
@@ -227,7 +234,7 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 		if models, err = cfg.Models.New(); err != nil {
 			return res, err
 		}
-		engine, err = stream.NewEngine(stream.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim}, models, nil)
+		engine, err = stream.NewEngine(stream.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Calibration: cfg.Calibration}, models, nil)
 		if err != nil {
 			return res, err
 		}

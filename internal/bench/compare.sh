@@ -9,7 +9,10 @@
 #
 # REV defaults to f1faf3b (the last commit before the state moved into
 # shards); BENCH FLAGS default to "--kernel rbf --partitions 3 --events
-# 300000 --rounds 3 --snapshot-every 0".
+# 300000 --rounds 3 --snapshot-every 0". The bench keeps the service's
+# calibrated certainty since 2026-11-27; when REV's bench has no
+# --calibration-window (it ran without calibration), the new binary runs
+# with --calibration-window 0, so that both do the same work.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rev=f1faf3b pairs=3
@@ -27,7 +30,16 @@ git worktree add --detach "$work/old" "$rev" >/dev/null
 (cd "$work/old" && go build -o "$work/streamer-old" ./cmd/streamer)
 go build -o "$work/streamer-new" ./cmd/streamer
 
-run() { "$work/streamer-$1" bench "${flags[@]}" --json 2>/dev/null >"$work/$1-$2.json"; }
+new_flags=()
+if ! "$work/streamer-old" bench --help 2>&1 | grep -q -- --calibration-window; then
+  new_flags=(--calibration-window 0)
+  echo "$rev's bench runs without calibration: the new binary too (--calibration-window 0)" >&2
+fi
+run() {
+  local extra=()
+  [ "$1" = new ] && extra=("${new_flags[@]}")
+  "$work/streamer-$1" bench "${flags[@]}" "${extra[@]}" --json 2>/dev/null >"$work/$1-$2.json"
+}
 for i in $(seq 1 "$pairs"); do
   if [ $((i % 2)) -eq 1 ]; then run old "$i"; run new "$i"; else run new "$i"; run old "$i"; fi
   echo "pair $i of $pairs done" >&2

@@ -111,7 +111,7 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 			return res, err
 		}
 		perEvent = int64(len(models))
-		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Partitioned: true}, models, nil)
+		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Partitioned: true, Calibration: cfg.Calibration}, models, nil)
 		if err != nil {
 			return res, err
 		}

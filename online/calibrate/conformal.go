@@ -16,14 +16,35 @@ type Conformal struct {
 // made before the label, Y the actual value y; Window.AddResidual). Pairs
 // with a non-finite residual are skipped. pairs is not modified. O(n log n).
 func FitConformal(pairs []Pair) *Conformal {
-	r := make([]float64, 0, len(pairs))
-	for _, p := range pairs {
-		if d := math.Abs(p.Y - p.Score); d <= math.MaxFloat64 { // false for NaN, +Inf
-			r = append(r, d)
+	return &Conformal{r: values(make([]float64, 0, len(pairs)), pairs, residual)}
+}
+
+// ConformalAt is FitConformal(pairs) on f, the same table bit for bit, for
+// pairs whose first is the first-th pair of a stream, as VennAbersAt: when
+// the last ConformalAt was on the same stream and most pairs are the same,
+// its sorted residuals are updated with those that left and entered instead
+// of sorted again. Every table is a new slice (tables are immutable).
+func (f *Fitter) ConformalAt(pairs []Pair, first int64) *Conformal {
+	var c *Conformal
+	if leave, enter, ok := f.cf.step(pairs, first); ok && f.conf != nil {
+		f.out = values(f.out, leave, residual)
+		f.in = values(f.in, enter, residual)
+		if r, ok := resorted(nil, f.conf.r, f.out, f.in); ok {
+			c = &Conformal{r: r}
 		}
 	}
-	slices.Sort(r)
-	return &Conformal{r: r}
+	if c == nil {
+		c = &Conformal{r: values(make([]float64, 0, len(pairs)), pairs, residual)}
+	}
+	f.cf.record(pairs, first)
+	f.conf = c
+	return c
+}
+
+// residual is a regression pair's absolute residual |y − ŷ| if finite.
+func residual(p Pair) (float64, bool) {
+	d := math.Abs(p.Y - p.Score)
+	return d, d <= math.MaxFloat64 // false for NaN, +Inf
 }
 
 // FitConformalResiduals fits the table on residuals y_i − ŷ_i (their

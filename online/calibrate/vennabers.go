@@ -42,33 +42,92 @@ type Fitter struct {
 	pos, neg, s     []float64
 	w, y, cw, cy, g []float64
 	pts, st         []point
+
+	// For VennAbersAt and ConformalAt: the last fits' inputs, and scratch
+	// for the values that left and entered and for the merge.
+	va, cf        slide
+	out, in, free []float64
+	conf          *Conformal // the last ConformalAt table
 }
 
 // VennAbers is FitVennAbers(pairs) on f's working memory.
 func (f *Fitter) VennAbers(pairs []Pair) *VennAbers {
+	f.va.valid = false
+	f.pos = values(f.pos, pairs, positiveScore)
+	f.neg = values(f.neg, pairs, negativeScore)
+	return f.table()
+}
+
+// VennAbersAt is VennAbers(pairs), the same table bit for bit, for pairs
+// whose first is the first-th pair of a stream (Window.Added() − len(pairs)
+// for Window.CopyRecentTo): when the last VennAbersAt was on the same stream
+// and most pairs are the same, the scores sorted for it are updated with
+// the pairs that left and entered (O(n + K log K) for K of them) instead of
+// sorted again (O(n log n)).
+func (f *Fitter) VennAbersAt(pairs []Pair, first int64) *VennAbers {
+	leave, enter, ok := f.va.step(pairs, first)
+	ok = ok && f.shift(&f.pos, leave, enter, positiveScore) && f.shift(&f.neg, leave, enter, negativeScore)
+	if !ok {
+		f.pos = values(f.pos, pairs, positiveScore)
+		f.neg = values(f.neg, pairs, negativeScore)
+	}
+	f.va.record(pairs, first)
+	return f.table()
+}
+
+// shift updates *sorted, the sorted values of the pairs before a step,
+// with the values of the pairs that left and entered; false if they do not
+// match (*sorted is then unchanged).
+func (f *Fitter) shift(sorted *[]float64, leave, enter []Pair, value func(Pair) (float64, bool)) bool {
+	f.out = values(f.out, leave, value)
+	f.in = values(f.in, enter, value)
+	dst, ok := resorted(f.free, *sorted, f.out, f.in)
+	if !ok {
+		f.free = dst
+		return false
+	}
+	f.free, *sorted = *sorted, dst
+	return true
+}
+
+// positiveScore and negativeScore are a pair's score if finite and the
+// pair of that class (a positive: Y > 0), with −0 made +0 (so that equal
+// scores are equal bits, which slide's merges rely on).
+func positiveScore(p Pair) (float64, bool) {
+	s := p.Score
+	if !(p.Y > 0) || math.IsNaN(s) || math.IsInf(s, 0) {
+		return 0, false
+	}
+	if s == 0 {
+		s = 0
+	}
+	return s, true
+}
+
+func negativeScore(p Pair) (float64, bool) {
+	s := p.Score
+	if p.Y > 0 || math.IsNaN(s) || math.IsInf(s, 0) {
+		return 0, false
+	}
+	if s == 0 {
+		s = 0
+	}
+	return s, true
+}
+
+// table fits the table from f.pos and f.neg, the positive and the negative
+// scores, each sorted.
+func (f *Fitter) table() *VennAbers {
 	// The positive and the negative scores, each sorted as plain float64
 	// (the ordered sort, without a comparison function: 2.5 times faster
-	// than sorting the pairs), then merged into the distinct scores
+	// than sorting the pairs), are merged into the distinct scores
 	// s'_1 < … < s'_k with their multiplicities w_i and positive counts
 	// y_i. The cumulative sum diagram is P_i = (Σ_{j≤i} w_j, Σ_{j≤i} y_j),
 	// P_0 = (0, 0). Counts are integers held exactly in float64.
-	if cap(f.pos) < len(pairs) || cap(f.neg) < len(pairs) {
-		f.pos, f.neg = make([]float64, 0, len(pairs)), make([]float64, 0, len(pairs))
-		f.w, f.y, f.s = make([]float64, 0, len(pairs)), make([]float64, 0, len(pairs)), make([]float64, 0, len(pairs))
+	pos, neg := f.pos, f.neg
+	if n := len(pos) + len(neg); cap(f.w) < n {
+		f.w, f.y, f.s = make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
 	}
-	pos, neg := f.pos[:0], f.neg[:0]
-	for _, p := range pairs {
-		switch {
-		case math.IsNaN(p.Score) || math.IsInf(p.Score, 0):
-		case p.Y > 0:
-			pos = append(pos, p.Score)
-		default:
-			neg = append(neg, p.Score)
-		}
-	}
-	f.pos, f.neg = pos, neg
-	slices.Sort(pos)
-	slices.Sort(neg)
 	w, y, ds := f.w[:0], f.y[:0], f.s[:0] // per distinct score
 	v := &VennAbers{n: len(pos) + len(neg), np: len(pos)}
 	for i, j := 0, 0; i < len(pos) || j < len(neg); {
