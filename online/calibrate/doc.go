@@ -14,7 +14,10 @@
 // labelled events (Window.Added) it snapshots the window's recent pairs
 // (Window.CopyRecentTo)
 // and fits a new table on a background goroutine (a Fitter, whose working
-// memory serves every refit, or FitVennAbers; FitConformal), then
+// memory serves every refit, or FitVennAbers; FitConformal; the Fitter's
+// VennAbersAt and ConformalAt update the last fit's sorted scores with the
+// pairs that left and entered the window since, the same table in
+// O(n + K log K)), then
 // publishes it with an atomic pointer store. A fitted
 // table is immutable, so lookups (VennAbers.Probability,
 // Conformal.Interval) run on the previous table while the next is fitted,
