@@ -15,9 +15,11 @@ var useAsm = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 // canWide: the machine can run kern6x16 (AVX-512F).
 var canWide = useAsm && cpu.X86.HasAVX512F
 
-// useWide selects kern6x16, two tiles at once on AVX-512, where 512-bit
-// instructions are full width (cpuinfo.Wide512); the products then take
-// two B slivers at a time (macro). The same bits as two kern6x8 calls.
+// useWide makes the products take two B slivers at a time (macro, kernel2)
+// where 512-bit instructions are full width (cpuinfo.Wide512), for
+// kern6x16: two tiles at once on AVX-512. The same bits as two kern6x8
+// calls. (The tests turn it on elsewhere too: kernel2 is then two kernel
+// calls.)
 var useWide = canWide && cpuinfo.Wide512
 
 //go:noescape
@@ -48,7 +50,7 @@ func kernel2(k int, a, b, c []float64, ldc int, alpha float64) {
 	_ = a[k*mr-1]
 	_ = b[2*k*nr-1]
 	_ = c[(mr-1)*ldc+2*nr-1]
-	if useWide && useAsm {
+	if canWide && useAsm {
 		kern6x16(k, &a[0], &b[0], &c[0], ldc, alpha)
 		return
 	}

@@ -6,6 +6,10 @@ package vmath
 // tests' switch between kernels is then a no-op).
 var level = levelGo
 
+// wideGemv is MulVec's AVX-512 kernel choice, which does not arise here
+// (the tests' switch is then a no-op).
+var wideGemv = false
+
 func mulVec(m *Matrix, z, x []float64) { mulVecGo(m, z, x, 0, 0) }
 
 func sincosBlocks(cs, sn, z []float64, s, a float64) int { return 0 }

@@ -20,6 +20,22 @@ func forLevels(t *testing.T, f func(t *testing.T)) {
 	}
 }
 
+// forMulVecKernels is forLevels, and at AVX-512 f runs again with the
+// other projection kernel than the machine selected (gemv16 where
+// wideGemv, gemv32 where not).
+func forMulVecKernels(t *testing.T, f func(t *testing.T)) {
+	forLevels(t, func(t *testing.T) {
+		f(t)
+		if level != levelAVX512 {
+			return
+		}
+		saved := wideGemv
+		defer func() { wideGemv = saved }()
+		wideGemv = !saved
+		t.Run(map[bool]string{true: "gemv32", false: "gemv16"}[wideGemv], f)
+	})
+}
+
 // atLevel calls f with the kernels of level l (at most the machine's),
 // restoring the switch.
 func atLevel(l int, f func()) {
@@ -75,7 +91,7 @@ var mulVecShapes = func() (s [][2]int) {
 }()
 
 func TestMulVec(t *testing.T) {
-	forLevels(t, func(t *testing.T) {
+	forMulVecKernels(t, func(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, 2))
 		for _, sh := range mulVecShapes {
 			rows, cols := sh[0], sh[1]
@@ -99,7 +115,7 @@ func TestMulVec(t *testing.T) {
 // TestMulVecSpecial: zeros give +0, non-finite entries propagate as in the
 // definition.
 func TestMulVecSpecial(t *testing.T) {
-	forLevels(t, func(t *testing.T) {
+	forMulVecKernels(t, func(t *testing.T) {
 		for _, sh := range [][2]int{{16, 3}, {4, 2}, {3, 5}, {21, 4}} {
 			rows, cols := sh[0], sh[1]
 			for _, v := range []float64{0, math.Copysign(0, -1), math.Inf(1), math.NaN(), math.MaxFloat64} {
