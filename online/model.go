@@ -19,6 +19,14 @@ type Prediction struct {
 	// Probability of class +1, for models that estimate one (logistic).
 	Probability    float64
 	HasProbability bool
+	// Value is the predicted label on the label's own scale, published by
+	// regression models that predict one (fm with the squared loss: its
+	// score clipped to the range of the labels learned so far) as the
+	// wire's "prediction". HasValue is false for models that publish none
+	// (krr: the score is the answer) and before the model has learned a
+	// label.
+	Value    float64
+	HasValue bool
 }
 
 // Model is an online scorer/learner owned by one goroutine at a time (not

@@ -91,6 +91,14 @@ type Hashed interface {
 	SetHashed()
 }
 
+// Namespaced is implemented by parameters whose model reads the fields of
+// hashed inputs (FieldModel): the configuration calls SetNamespaces with
+// features.namespaces before Complete, so that field f ≥ 1 of an entry is
+// the namespace ns[f-1].
+type Namespaced interface {
+	SetNamespaces(ns []string)
+}
+
 // AutoKeys is implemented by parameters with number keys that also take
 // the value auto, which the configuration decodes as 0: the model chooses
 // (kernel.gamma: auto). AutoKeys returns them, dotted.

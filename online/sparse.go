@@ -18,6 +18,22 @@ type SparseModel interface {
 
 var _ SparseModel = (*Logistic)(nil)
 
+// FieldModel is a SparseModel whose input entries can carry a field: the
+// hashed namespace each entry came from, numbered from 1 in the order of
+// features.namespaces (0: the top level, a namespace not listed, or a
+// crossed feature of features.interactions). A model may use it (fm
+// factorizes only the pairs of namespaces its factorize key names).
+type FieldModel interface {
+	SparseModel
+	// ObserveFields is ObserveSparse with field[k] the field of entry k
+	// (len(field) == len(idx)); nil fields mean every entry has field 0.
+	ObserveFields(idx []int32, val []float64, field []uint8, y float64, labelled bool) Prediction
+}
+
+// MaxFields is the largest field number (features.namespaces lists at
+// most MaxFields namespaces when a FieldModel reads them).
+const MaxFields = 255
+
 // SparseParams is implemented by the parameters of a model type that
 // keeps its inputs — a refit window, support vectors, the exact kernel
 // mode's budget of examples — and can keep them sparse when the features
