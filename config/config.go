@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -306,6 +307,14 @@ type Model struct {
 	Features Features `yaml:"features"`
 	Scope    string   `yaml:"scope"`    // "" or global (one model) | key (one instance per event key)
 	MaxKeys  int      `yaml:"max_keys"` // scope key: instances kept in memory (LRU)
+	// Label maps the wire label before the model reads it (LabelMap):
+	// label.positive for classifiers, label.edges for ordinal models. The
+	// zero value maps nothing.
+	Label Label `yaml:"label"`
+	// Fallback names a global model listed before this key-scoped one:
+	// until a key's own instance decides, the key's records carry the
+	// fallback's answer. "" = none.
+	Fallback string `yaml:"fallback"`
 
 	// Params holds every other key of the entry, decoded into the type's
 	// parameter struct (online.Type.NewParams: its defaults, then the keys
@@ -338,6 +347,44 @@ func (m Model) InputDim() int { return len(m.Members()) + m.Features.Dim }
 
 // KeyScoped reports whether the model has one instance per event key.
 func (m Model) KeyScoped() bool { return m.Scope == ScopeKey }
+
+// Label is models[i].label: how the model reads the wire's label, so that
+// one stream of labels (say ratings 0.5..5) feeds models of every kind.
+// At most one key applies, by the model's kind.
+type Label struct {
+	// Positive is a classifier's condition on the wire label for class +1,
+	// an operator (>=, >, <=, <, ==) and a finite number: ">= 4". The
+	// label is −1 where it does not hold.
+	Positive string `yaml:"positive"`
+	// Edges bin an ordinal model's wire labels into its levels 1..m: m−1
+	// strictly increasing finite numbers, level = 1 + #{edges ≤ label}.
+	Edges []float64 `yaml:"edges"`
+}
+
+// IsZero reports whether no key of the label section is set.
+func (l Label) IsZero() bool { return l.Positive == "" && l.Edges == nil }
+
+// Map returns the label map of l: nil when no key is set, an error when a
+// key does not parse (the validator reports it on its key).
+func (l Label) Map() (*online.LabelMap, error) {
+	switch {
+	case l.Positive != "":
+		return online.PositiveWhen(l.Positive)
+	case l.Edges != nil:
+		return online.BinnedBy(l.Edges)
+	}
+	return nil, nil
+}
+
+// LabelMap returns the model's label map (nil: none) of a validated
+// configuration.
+func (m Model) LabelMap() *online.LabelMap {
+	l, err := m.Label.Map()
+	if err != nil {
+		return nil
+	}
+	return l
+}
 
 // Features is models[i].features: the input dimension and, optionally, the
 // names that let events send features as a JSON object.
@@ -502,10 +549,12 @@ func (c Config) Fingerprint() string {
 }
 
 // Fingerprint returns the hex SHA-256 of a canonical encoding of this one
-// model: name, type, features, scope, max_keys and the canonical encoding
+// model: name, type, features, scope, max_keys, the canonical encoding
 // of its parameters (online/codec: by key, zero values left out, so a key
 // added later whose zero value keeps the old behaviour changes no
-// fingerprint). State saved under one fingerprint is restored only into a
+// fingerprint) and, when set, the label section (what the model learned
+// depends on it; fallback does not change the model's state and is left
+// out). State saved under one fingerprint is restored only into a
 // model with the same one. Unlike [Config.Fingerprint] it does not change
 // when other models are added, removed or reordered.
 func (m Model) Fingerprint() string {
@@ -529,6 +578,16 @@ func (m Model) Fingerprint() string {
 				b = codec.AppendBytes(b, []byte(ns))
 			}
 		}
+		// A model that reads an entry's namespace by its position in
+		// features.namespaces (online.Namespaced: fm) learned under that
+		// numbering; other types' fingerprints are unchanged.
+		if _, ok := m.Params.(online.Namespaced); ok {
+			b = append(b, "namespaces\x00"...)
+			b = codec.AppendU32(b, uint32(len(m.Features.Namespaces)))
+			for _, ns := range m.Features.Namespaces {
+				b = codec.AppendBytes(b, []byte(ns))
+			}
+		}
 	}
 	scope := m.Scope
 	if scope == ScopeGlobal {
@@ -540,7 +599,22 @@ func (m Model) Fingerprint() string {
 	if m.Params != nil {
 		b = codec.AppendParams(b, m.Params)
 	}
-	h := sha256.Sum256(codec.EndFrame(b, at))
+	b = codec.EndFrame(b, at)
+	if !m.Label.IsZero() { // absent before label mapping existed: old fingerprints unchanged
+		b = append(b, "label\x00"...)
+		if l, err := m.Label.Map(); err == nil {
+			op, x := l.Condition()
+			b = codec.AppendBytes(b, []byte(op))
+			b = codec.AppendU64(b, math.Float64bits(x))
+			b = codec.AppendU32(b, uint32(len(l.Edges())))
+			for _, e := range l.Edges() {
+				b = codec.AppendU64(b, math.Float64bits(e))
+			}
+		} else { // not a valid configuration: only distinct
+			b = codec.AppendBytes(b, []byte(m.Label.Positive))
+		}
+	}
+	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
 }
 

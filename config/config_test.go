@@ -168,7 +168,7 @@ func TestBad(t *testing.T) {
 		{"too_many_rff", `config: models[0].kernel.features: must be in [1, 65536], got 100000 (line 4)`},
 		{"duplicate_names", `config: models[1].name: "m" is already the name of models[0]`},
 		{"bad_name_chars", `config: models[0].name: "My.Model" must be 1 to 64 characters from [a-z0-9_-]`},
-		{"unknown_model_type", `config: models[0].type: "rbm" is not a supported model type (supported: mam, omam, logistic, lda, svm, lsrrank, mlsrrank, krr, lowrank, adaboost)`},
+		{"unknown_model_type", `config: models[0].type: "rbm" is not a supported model type (supported: mam, omam, logistic, lda, fm, svm, lsrrank, mlsrrank, krr, lowrank, adaboost)`},
 		{"unknown_kernel_type", `config: models[0].kernel.type: unknown kernel "poly" (want "linear", "rbf", "laplacian", or "polynomial" with budget > 0) (line 2)`},
 		{"names_len_ne_dim", `config: models[0].features.names: has 2 names but models[0].features.dim is 3`},
 		{"duplicate_feature_names", `config: models[0].features.names[1]: "xs" repeats models[0].features.names[0]`},
@@ -481,6 +481,8 @@ func perturb(t *testing.T, v reflect.Value, prefix string, fn func(key string, c
 			perturb(t, fv.Index(fv.Len()-1), fmt.Sprintf("%s[%d].", key, fv.Len()-1), fn)
 		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Float64:
 			fn(key, func() { fv.Set(reflect.Append(fv, reflect.ValueOf(1.5))) })
+		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Slice && fv.Type().Elem().Elem().Kind() == reflect.String:
+			fn(key, func() { fv.Set(reflect.Append(fv, reflect.ValueOf([]string{"a", "b"}))) })
 		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.String:
 			fn(key, func() { fv.Set(reflect.Append(fv, reflect.ValueOf("x"))) })
 		case fv.Kind() == reflect.Bool:

@@ -404,6 +404,36 @@ func (d *decoder) strings(v *yaml.Node, path string, p *[]string) {
 	}
 }
 
+// stringLists decodes a list of lists of strings, such as [[user, item],
+// [user, ctx]] (how long each list must be is the model's to check).
+func (d *decoder) stringLists(v *yaml.Node, path string, p *[][]string) {
+	v = resolve(v)
+	if isNull(v) {
+		return
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(path, v, "must be a list of lists of strings, such as [[a, b]], got %s", kindName(v))
+		return
+	}
+	out := make([][]string, len(v.Content))
+	ok := true
+	for i, item := range v.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		if r := resolve(item); isNull(r) || r.Kind != yaml.SequenceNode {
+			d.errorf(ip, r, "must be a list of strings, such as [a, b], got %s", kindName(r))
+			ok = false
+			continue
+		}
+		before := len(d.errs)
+		d.strings(item, ip, &out[i])
+		ok = ok && len(d.errs) == before
+	}
+	if ok {
+		*p = out
+		d.set(path, v)
+	}
+}
+
 func (d *decoder) models(c *Config, n *yaml.Node) {
 	n = resolve(n)
 	if isNull(n) {
@@ -420,7 +450,7 @@ func (d *decoder) models(c *Config, n *yaml.Node) {
 }
 
 // commonKeys are the keys of every model; the others are the type's own.
-var commonKeys = []string{"name", "type", "features", "scope", "max_keys"}
+var commonKeys = []string{"name", "type", "features", "scope", "max_keys", "label", "fallback"}
 
 // model decodes one models entry: the common keys, then the type's keys
 // into the type's parameter struct (its defaults first, completed after).
@@ -443,6 +473,11 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 			d.str(v, p, &m.Scope)
 		case "max_keys":
 			d.integer(v, p, &m.MaxKeys)
+		case "label":
+			d.set(p, k)
+			d.label(v, p, &m.Label)
+		case "fallback":
+			d.str(v, p, &m.Fallback)
 		default:
 			own = append(own, entry{k, v})
 		}
@@ -492,6 +527,9 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 		if h, ok := params.(online.Hashed); ok {
 			h.SetHashed() // e.g. mam's random features generate their frequencies (kernel.sparse)
 		}
+		if ns, ok := params.(online.Namespaced); ok {
+			ns.SetNamespaces(slices.Clone(f.Namespaces)) // fm: field i+1 is namespaces[i]
+		}
 	}
 	if f := &m.Features; len(f.Shape) == 2 && f.Shape[0] > 0 && f.Shape[1] > 0 {
 		if f.Dim == 0 { // features.shape gives the dimension
@@ -530,7 +568,8 @@ func keyList(extra []string, fields []codec.Field) []string {
 
 // value decodes the YAML value v of key k (at path) into the parameter
 // field f, by its type: numbers, booleans, strings, durations, lists of
-// numbers or strings, nested mappings and lists of mappings. owner names
+// numbers or strings, lists of lists of strings, nested mappings and lists
+// of mappings. owner names
 // what the enclosing keys belong to, for the message of a key that does not
 // apply.
 func (d *decoder) value(f reflect.Value, k, v *yaml.Node, path, owner string) {
@@ -547,6 +586,8 @@ func (d *decoder) value(f reflect.Value, k, v *yaml.Node, path, owner string) {
 		d.floats(v, path, f.Addr().Interface().(*[]float64))
 	case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.String:
 		d.strings(v, path, f.Addr().Interface().(*[]string))
+	case f.Type() == reflect.TypeOf([][]string(nil)):
+		d.stringLists(v, path, f.Addr().Interface().(*[][]string))
 	case f.Kind() == reflect.Float64:
 		if r := resolve(v); d.auto[path] && r.Kind == yaml.ScalarNode && r.Value == "auto" {
 			f.SetFloat(0) // the model chooses
@@ -649,6 +690,21 @@ func (d *decoder) features(n *yaml.Node, path string, f *Features) {
 			d.integer(v, p, &f.MaxFeatures)
 		default:
 			d.unknown(p, k)
+		}
+	})
+}
+
+// label decodes models[i].label.
+func (d *decoder) label(n *yaml.Node, path string, l *Label) {
+	d.mapping(n, path, func(key string, k, v *yaml.Node) {
+		p := join(path, key)
+		switch key {
+		case "positive":
+			d.str(v, p, &l.Positive)
+		case "edges":
+			d.floats(v, p, &l.Edges)
+		default:
+			d.errs = append(d.errs, &Error{Key: p, Line: k.Line, kind: errUnknownKey, Msg: "(label takes: positive, edges)"})
 		}
 	})
 }

@@ -13,7 +13,7 @@
 // with list indices, and its line or environment variable:
 //
 //	config: unknown key "models[0].kernel.gama" (line 12) (models[0].kernel takes: type, gamma, features, seed, degree, coef0, orthogonal, sparse)
-//	config: models[0].balance: does not apply to model type svm (it takes: name, type, features, scope, max_keys, kernel, C, …) (line 14)
+//	config: models[0].balance: does not apply to model type svm (it takes: name, type, features, scope, max_keys, label, fallback, kernel, C, …) (line 14)
 //	config: models[0].kernel.gamma: must be > 0 and finite, got -1 (line 13)
 //	config: kafka.commit_interval: "5 seconds" is not a duration (write e.g. 1s, 250ms, 1m30s) (line 9)
 //	config: kafka.start_offset: "middle" is not one of earliest, latest (from STREAMER_KAFKA_START_OFFSET)
@@ -128,13 +128,22 @@
 //	features.standardize false      keep running per-feature means and variances (Welford) and standardise
 //	                                inputs before the model (every model type)
 //	features.hash       (off)      {bits: B, seed: S}: hashed categorical features; dim is 2^B (B in [1, 30])
-//	features.namespaces (none)     hashing: the namespaces events may use (needed by interactions)
+//	features.namespaces (none)     hashing: the namespaces events may use (needed by interactions), at most 255;
+//	                                namespace i is field i+1 of the models that read fields (fm's factorize)
 //	features.interactions (none)   hashing: [[a, b], …] pairs of namespaces whose features are crossed
 //	features.max_features 4096     hashing: an event with more hashed features is dead-lettered too_many_features
 //	scope               global      global (one model) | key (one instance per event key, e.g. per user; created on
 //	                                first sight; max_keys in memory, every key in the key store,
 //	                                snapshot.dir/keystore)
 //	max_keys            10000       scope key: instances kept in memory; only with scope key
+//	label.positive      (none)      classifiers: the wire label's condition for class +1, an operator
+//	                                (>=, >, <=, <, ==) and a finite number, quoted: ">= 4"; −1 elsewhere
+//	label.edges         (none)      ordinal models: levels − 1 strictly increasing finite numbers;
+//	                                level = 1 + #{edges ≤ label} (not with omam's own edges)
+//	fallback            (none)      scope key: a global model listed before this one, of the same kind
+//	                                (an ordinal model with label.edges: or a regression model that
+//	                                publishes values); a key's records carry its answer, with
+//	                                "fallback": its name, until the key's own instance decides
 //
 // Every other key of a models entry belongs to the model type: it is a
 // field of the type's parameter struct (nested keys such as kernel.gamma
@@ -228,8 +237,9 @@
 //
 // [Config.Fingerprint] (all models, in order) and [Model.Fingerprint] (one
 // model) are hex SHA-256 digests of a canonical encoding of every model
-// key after defaults: name, type, features, scope, max_keys and the
+// key after defaults: name, type, features, scope, max_keys, the
 // canonical encoding of the type's parameters (online/codec: by key, zero
-// values left out). Saved model state records the fingerprint, and state
+// values left out) and the label section when set (not fallback, which
+// changes no model's state). Saved model state records the fingerprint, and state
 // is not restored into a model configured differently.
 package config

@@ -7,5 +7,5 @@ import (
 
 // testTypes is the registry the tests parse with: every model type the
 // service registers (cmd/streamer's newModelTypes).
-var testTypes = online.MustRegistry(online.MAMType(), online.OMAMType(), online.LogisticType(), online.LDAType(),
+var testTypes = online.MustRegistry(online.MAMType(), online.OMAMType(), online.LogisticType(), online.LDAType(), online.FMType(),
 	refit.SVMType(), refit.LSRRankType(), refit.MLSRRankType(), refit.KRRType(), refit.LowRankType(), refit.AdaBoostType())

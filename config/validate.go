@@ -209,6 +209,10 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 		}
 	}
 	v.members(c.Models, reg)
+	for i, m := range c.Models {
+		v.label(fmt.Sprintf("models[%d]", i), m, reg)
+	}
+	v.fallbacks(c.Models, reg)
 	v.rank(c, reg)
 	if cw := c.Calibration.Window; cw < 0 || cw > 1_000_000 {
 		v.errorf("calibration.window", "must be in [0, 1000000] (0 = off), got %d", cw)
@@ -601,6 +605,9 @@ func (v *validator) hashed(fp string, m Model) {
 	}
 	if f.MaxFeatures < 1 || f.MaxFeatures > 1<<20 {
 		v.errorf(fp+".max_features", "must be in [1, %d], got %d", 1<<20, f.MaxFeatures)
+	}
+	if len(f.Namespaces) > online.MaxFields {
+		v.errorf(fp+".namespaces", "lists %d namespaces, at most %d (an event's hashed features carry their namespace's number as a byte)", len(f.Namespaces), online.MaxFields)
 	}
 	known := map[string]bool{}
 	for i, ns := range f.Namespaces {

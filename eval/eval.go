@@ -236,6 +236,8 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 	states := make([]*modelState, len(models))
 	for i, nm := range models {
 		st := newModelState(nm.Model, nm.Traits, cfg.Metrics.AccuracyWindow)
+		// models[i].label, as the service maps it.
+		st.label = cfg.Models[i].LabelMap()
 		for _, name := range cfg.Models[i].Members() { // an aggregator: scored after its members (listed before it)
 			j := slices.IndexFunc(cfg.Models[:i], func(o config.Model) bool { return o.Name == name })
 			if j < 0 {
@@ -262,7 +264,7 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 	fr := &fileRunner{format: opt.Format, dim: m0.Dim, names: m0.Names, maxBytes: cfg.Kafka.MaxMessageBytes,
 		states: states, prog: prog}
 	if h := m0.Hash; h != nil {
-		fr.hash = &wire.HashConfig{Bits: h.Bits, Seed: uint64(h.Seed), MaxFeatures: m0.MaxFeatures}
+		fr.hash = &wire.HashConfig{Bits: h.Bits, Seed: uint64(h.Seed), MaxFeatures: m0.MaxFeatures, Namespaces: m0.Namespaces}
 		for _, p := range m0.Interactions {
 			fr.hash.Interactions = append(fr.hash.Interactions, [2]string{p[0], p[1]})
 		}
@@ -589,7 +591,7 @@ func readShuffled(ctx context.Context, next func(*Row) (bool, error), dim int, s
 			break
 		}
 		if len(r.X) == 0 { // hashed: sparse rows, each kept as read
-			sparse = append(sparse, Row{Idx: slices.Clone(r.Idx), Val: slices.Clone(r.Val)})
+			sparse = append(sparse, Row{Idx: slices.Clone(r.Idx), Val: slices.Clone(r.Val), Field: slices.Clone(r.Field)})
 		}
 		xs = append(xs, r.X...)
 		labels = append(labels, r.Label)
@@ -598,7 +600,7 @@ func readShuffled(ctx context.Context, next func(*Row) (bool, error), dim int, s
 	rows := make([]Row, len(labels))
 	for i := range rows {
 		if sparse != nil {
-			rows[i] = Row{Idx: sparse[i].Idx, Val: sparse[i].Val, Label: labels[i], HasLabel: has[i]}
+			rows[i] = Row{Idx: sparse[i].Idx, Val: sparse[i].Val, Field: sparse[i].Field, Label: labels[i], HasLabel: has[i]}
 			continue
 		}
 		rows[i] = Row{X: xs[i*dim : (i+1)*dim : (i+1)*dim], Label: labels[i], HasLabel: has[i]}
@@ -656,9 +658,10 @@ const (
 type modelState struct {
 	m       online.Model
 	traits  online.Traits
-	bounder online.Bounder // nil when the model has no bound
-	ordinal bool           // judged by τ (and levels) rather than accuracy
-	ranking bool           // ranking or regression: real targets, no predicted level
+	label   *online.LabelMap // maps the file's label before m.Label (nil: none)
+	bounder online.Bounder   // nil when the model has no bound
+	ordinal bool             // judged by τ (and levels) rather than accuracy
+	ranking bool             // ranking or regression: real targets, no predicted level
 	learn   bool
 	out     []outcome
 	window  int
@@ -674,10 +677,10 @@ type modelState struct {
 }
 
 // observe is the model's Observe of row i of the batch (ObserveSparse for
-// a hashed row).
+// a hashed row, ObserveFields for a model that reads its fields).
 func (st *modelState) observe(i int, r *Row, y float64, learn bool) online.Prediction {
 	if len(r.X) == 0 && r.Idx != nil {
-		return st.m.(online.SparseModel).ObserveSparse(r.Idx, r.Val, y, learn)
+		return online.ObserveFields(st.m.(online.SparseModel), r.Idx, r.Val, r.Field, y, learn)
 	}
 	return st.m.Observe(st.input(i, r.X), y, learn)
 }
@@ -773,7 +776,7 @@ func (st *modelState) run(rows []Row) {
 				o.kind, o.p = outcomeScored, st.observe(i, r, 0, false)
 				continue
 			}
-			y, ok := st.m.Label(r.Label)
+			y, ok := st.m.Label(st.label.Map(r.Label))
 			if !ok {
 				o.kind = outcomeRejected
 				continue

@@ -488,3 +488,42 @@ func TestTooManySkipped(t *testing.T) {
 		t.Fatalf("1 bad row in 20: %v", err)
 	}
 }
+
+// TestLabelMapping: eval reads labels as the service does, through each
+// model's label section: a ratings file feeds a regression model, a
+// classifier with label.positive and an ordinal model with label.edges,
+// and no model rejects a row (without label.positive the classifier
+// rejects every rating but 1).
+func TestLabelMapping(t *testing.T) {
+	var src strings.Builder
+	src.WriteString("x0,x1,rating\n")
+	for i := range 300 {
+		y := 0.5 * float64(1+i%10)
+		fmt.Fprintf(&src, "%g,%g,%g\n", y/5, 1-y/5, y)
+	}
+	path := filepath.Join(t.TempDir(), "ratings.csv")
+	if err := os.WriteFile(path, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(`models:
+  - {name: plain, type: logistic, features: {dim: 2}}
+  - {name: like, type: logistic, label: {positive: ">= 4"}, features: {dim: 2}}
+  - {name: stars, type: omam, levels: 5, label: {edges: [1.5, 2.5, 3.5, 4.5]}, kernel: {type: linear}, features: {dim: 2}}
+  - {name: rating, type: krr, solver: exact, window: {events: 100}, refit: {every_events: 50}, features: {dim: 2}}
+`), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), cfg, testTypes, Options{Data: path, Format: "csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{"plain": 270, "like": 0, "stars": 0, "rating": 0} {
+		if got := rep.Models[name].Prequential.Rejected; got != want {
+			t.Errorf("%s: %d rows rejected, want %d", name, got, want)
+		}
+	}
+	if acc := rep.Models["like"].Prequential; acc.N != 300 {
+		t.Errorf("like: %d rows judged, want 300", acc.N)
+	}
+}

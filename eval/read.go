@@ -42,9 +42,12 @@ type Row struct {
 	X []float64
 	// Idx and Val are a hashed row's features (JSON Lines read with
 	// features.hash): x is all zero but x[Idx[k]] += Val[k]; X is then
-	// empty.
+	// empty. Field[k] is entry k's field (wire.Event.Field: its
+	// namespace's place in features.namespaces), for the models that read
+	// fields (online.FieldModel); nil means every field is 0.
 	Idx      []int32
 	Val      []float64
+	Field    []uint8
 	Label    float64 // wire value (true/false arrive as 1/0); only when HasLabel
 	HasLabel bool
 }
@@ -261,7 +264,7 @@ type jsonlReader struct {
 
 // NewHashedReader returns a reader of JSON Lines events whose features are
 // hashed as the service hashes them (features.hash): the rows are sparse
-// (Row.Idx, Row.Val).
+// (Row.Idx, Row.Val, Row.Field).
 func NewHashedReader(src io.Reader, h wire.HashConfig, maxBytes int) (Reader, error) {
 	dec, err := wire.NewDecoder(1, nil, maxBytes) // WithHashing sets the dimension, 2^Bits
 	if err != nil {
@@ -291,6 +294,7 @@ func (j *jsonlReader) Next(r *Row) error {
 		r.X = r.X[:0]
 		r.Idx = append(r.Idx[:0], j.ev.Idx...)
 		r.Val = append(r.Val[:0], j.ev.Val...)
+		r.Field = append(r.Field[:0], j.ev.Field...)
 	} else {
 		r.X = resize(r.X, j.dec.Dim())
 		copy(r.X, j.ev.Features)

@@ -29,7 +29,8 @@ import (
 //   - lda: counts, shift, window examples (oldest first) identical, class
 //     statistics and the last solve to rtol;
 //   - the Standardize wrapper: its count, its means and M2 to rtol, then
-//     the inner models as above.
+//     the inner models as above;
+//   - a type with its own stateClose method (fm): that method.
 //
 // Models of different concrete types never compare equal.
 func StateClose(a, b Model, rtol float64) error {
@@ -51,6 +52,9 @@ func StateClose(a, b Model, rtol float64) error {
 		return ldaStateClose(ma, b.(*LDA), rtol)
 	case *Standardized:
 		return stdStateClose(ma, b.(*Standardized), rtol)
+	}
+	if c, ok := a.(interface{ stateClose(Model, float64) error }); ok { // a type that compares itself (fm)
+		return c.stateClose(b, rtol)
 	}
 	return fmt.Errorf("online: compare %s with %s: unsupported model type %T", a.Type(), b.Type(), a)
 }
@@ -172,6 +176,9 @@ func omamStateClose(a, b *OMAM, rtol float64) error {
 		}
 	}
 	if err := sumsClose("level sums", a.sum, a.sumC, b.sum, b.sumC, rtol); err != nil {
+		return err
+	}
+	if err := omamAutoClose(a, b, rtol); err != nil { // omam_auto.go
 		return err
 	}
 	return thresholdsClose(&a.omamThresholds, &b.omamThresholds, rtol)

@@ -22,8 +22,11 @@ const JudgeCheckEvery = 100
 //     window, and Kendall's τ-b of score against level (every
 //     JudgeCheckEvery labelled events);
 //   - Ranking: Kendall's τ-b of score against the real target;
-//   - Regression: τ-b and the root mean squared error of the score as a
-//     predicted value;
+//   - Regression: τ-b and the root mean squared error of the predicted
+//     value (Prediction.Value when HasValue, else the score; a model that
+//     publishes values, Traits.Value, is not judged before it has one);
+//   - Ordinal with values (AddValue: the service's "expected" label), the
+//     root mean squared error of those values against the raw labels;
 //   - with a bound (Traits.Bound), the live check of the bound: every
 //     JudgeCheckEvery labelled events the observed fraction of the window's
 //     margins y·f ≤ −ρ is compared with the model's bound(ρ) on the grid
@@ -37,6 +40,8 @@ type Judge struct {
 	preq *Prequential   // Classifier
 	ord  *OrdinalWindow // Ordinal
 	sw   *scoreWindow   // Ranking, Regression
+	vw   *scoreWindow   // Ordinal: AddValue's (value, raw label) pairs (nil before the first)
+	win  int
 
 	bounds   *BoundMonitor // Traits.Bound
 	limits   []float64     // bound(ρ) at the last check
@@ -56,7 +61,7 @@ func NewJudge(t Traits, window int) *Judge {
 	if window <= 0 {
 		window = 1000
 	}
-	j := &Judge{traits: t, tau: math.NaN(), rmse: math.NaN()}
+	j := &Judge{traits: t, tau: math.NaN(), rmse: math.NaN(), win: window}
 	switch t.Kind {
 	case Ordinal:
 		j.ord = NewOrdinalWindow(window)
@@ -92,9 +97,20 @@ func (j *Judge) Add(p Prediction, y float64, b Bounder) (checked bool) {
 		j.ord.Add(p.Score, p.Label, int(math.Round(y)))
 		if checked {
 			j.tau = j.ord.KendallTau()
+			if j.vw != nil {
+				j.rmse = j.vw.rmse()
+			}
 		}
 	case j.sw != nil:
-		j.sw.add(p.Score, y)
+		// A model that publishes values had none to publish before its
+		// first label: nothing to judge.
+		if !j.traits.Value || p.HasValue {
+			v := p.Score
+			if p.HasValue {
+				v = p.Value
+			}
+			j.sw.addValue(p.Score, v, y)
+		}
 		if checked {
 			j.tau = j.sw.kendallTau()
 			if j.traits.Kind == Regression {
@@ -123,6 +139,21 @@ func (j *Judge) Add(p Prediction, y float64, b Bounder) (checked bool) {
 		}
 	}
 	return checked
+}
+
+// AddValue records, for an ordinal model, the value it published for a
+// labelled event (the label it expects, on the raw label's scale) and the
+// raw label, before the event's Add: RMSE is then their root mean squared
+// error over the window's recent values, at Add's checks. O(1); the first
+// call allocates the window.
+func (j *Judge) AddValue(value, raw float64) {
+	if j.ord == nil {
+		return
+	}
+	if j.vw == nil {
+		j.vw = newScoreWindow(j.win)
+	}
+	j.vw.add(value, raw)
 }
 
 // Labelled returns the number of labelled events judged.
@@ -172,7 +203,8 @@ func (j *Judge) ZeroOne() float64 {
 func (j *Judge) KendallTau() float64 { return j.tau }
 
 // RMSE returns the regression model's root mean squared error over the
-// window at the last check (NaN otherwise).
+// window at the last check (an ordinal model's, of the values given to
+// AddValue; NaN otherwise).
 func (j *Judge) RMSE() float64 { return j.rmse }
 
 // BoundGrid returns the ρ grid of the bound check (nil without a bound).
@@ -197,17 +229,20 @@ func (j *Judge) Violations() (last, all int) { return j.violations, j.violations
 // scoreWindow holds the (score, real target) pairs of the last events of a
 // ranking or regression model.
 type scoreWindow struct {
-	score, truth []float64
-	next, count  int
-	scratch      kendallScratch
+	score, value, truth []float64 // value: the predicted value the RMSE judges
+	next, count         int
+	scratch             kendallScratch
 }
 
 func newScoreWindow(n int) *scoreWindow {
-	return &scoreWindow{score: make([]float64, n), truth: make([]float64, n)}
+	return &scoreWindow{score: make([]float64, n), value: make([]float64, n), truth: make([]float64, n)}
 }
 
-func (w *scoreWindow) add(score, truth float64) {
-	w.score[w.next], w.truth[w.next] = score, truth
+func (w *scoreWindow) add(score, truth float64) { w.addValue(score, score, truth) }
+
+// addValue records a score, the value predicted with it and the truth.
+func (w *scoreWindow) addValue(score, value, truth float64) {
+	w.score[w.next], w.value[w.next], w.truth[w.next] = score, value, truth
 	if w.count < len(w.score) {
 		w.count++
 	}
@@ -230,7 +265,7 @@ func (w *scoreWindow) rmse() float64 {
 	}
 	var s float64
 	for i := range w.count {
-		e := w.score[i] - w.truth[i]
+		e := w.value[i] - w.truth[i]
 		s += e * e
 	}
 	return math.Sqrt(s / float64(w.count))

@@ -194,6 +194,7 @@ func legacyTolerance(m Model, x []float64) (tol float64, moved bool) {
 		delta := 0x1p-24 * (1 + 1e-9) * m.fm.argBound(x)
 		phi := make([]float64, m.fm.Dim())
 		m.fm.Map(phi, x)
+		m.syncDense() // w and T: derived by the first dense score
 		nw := math.Sqrt(dot(m.w, m.w))
 		if !m.par.Normalize {
 			return nw * m.k * delta, true

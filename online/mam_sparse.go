@@ -223,7 +223,7 @@ func (m *MAM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool
 	}
 	sp := m.sp
 	if sp == nil {
-		sp = &mamSparse{acc: make([]float64, d), dim: d, every: int64(max(4096, 2*d))}
+		sp = &mamSparse{dim: d, every: int64(max(4096, 2*d))} // acc: by its first use
 		m.sp = sp
 	}
 	si, sx := sp.distinct(idx, val)
@@ -457,7 +457,13 @@ func (m *MAM) sparseDerive() bool {
 }
 
 // syncSparse rebuilds the dense derived state (w and the scalars) after
-// sparse events, before a dense score: derive with x = 0.
+// sparse events, before a dense score: derive with x = 0 (acc, allocated
+// here when no event was long enough to need it: a model fed only hashed
+// events holds no such vector).
 func (m *MAM) syncSparse() {
-	m.update(m.sp.acc[:len(m.w)], 1)
+	sp := m.sp
+	if sp.acc == nil {
+		sp.acc = make([]float64, sp.dim)
+	}
+	m.update(sp.acc[:len(m.w)], 1)
 }

@@ -297,6 +297,9 @@ func TestMAMSparseAllocs(t *testing.T) {
 		}); a != 0 {
 			t.Fatalf("balance %v: %v allocations per event", balance, a)
 		}
+		if m.sp.acc != nil { // a model per key would hold one each
+			t.Fatalf("balance %v: a dim-sized accumulator allocated for events of at most 30 entries", balance)
+		}
 	}
 }
 

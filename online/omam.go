@@ -49,7 +49,7 @@ func DefaultOMAMParams() OMAMParams {
 // exact kernel mode has no random features or seed.
 func (p *OMAMParams) Complete(_ int, given func(string) bool) {
 	p.Kernel.complete(given, p.Budget > 0)
-	if !given("kernel.gamma") && p.Budget == 0 && !p.Kernel.Sparse && (p.Kernel.Type == KernelRBF || p.Kernel.Type == KernelLaplacian) {
+	if !given("kernel.gamma") && p.Budget == 0 && (p.Kernel.Type == KernelRBF || p.Kernel.Type == KernelLaplacian) {
 		p.Kernel.Gamma = 0 // auto (omam_auto.go)
 	}
 }
@@ -81,7 +81,11 @@ func (p *OMAMParams) Validate(dim int) error {
 	case p.Budget < 0:
 		c.add("budget", "must be ≥ 0 (0 = random features), got %d", p.Budget)
 	case p.Budget > 0:
-		c.add1(validateExactKernel(p.Kernel, dim))
+		if p.Kernel.Gamma == 0 && (p.Kernel.Type == KernelRBF || p.Kernel.Type == KernelLaplacian) {
+			c.add("kernel.gamma", "auto is not available in the exact kernel mode (budget > 0), whose kernel sums over the stored examples are kept at one width from the first event on: give a number")
+		} else {
+			c.add1(validateExactKernel(p.Kernel, dim))
+		}
 		c.sparseKernel(p.Kernel, p.Budget)
 		if per := dim + 2*max(p.Levels, 0) + 3; p.Budget > maxBudgetFloats/per {
 			c.add("budget", "must be ≥ 1 (0 = random-feature mode) with budget×(dim+2·levels+3) ≤ %d, got %d×%d", maxBudgetFloats, p.Budget, per)
@@ -130,7 +134,11 @@ func OMAMType() *Type {
 			auto.Kernel.Gamma = 0
 			autoWindow := window
 			autoWindow.Kernel.Gamma = 0
-			return []OMAMParams{rff, raw, window, decay, exact, edges, sparse, auto, autoWindow}
+			sparseAuto := auto // generated frequencies: warm-up inputs kept by their entries
+			sparseAuto.Kernel.Sparse = true
+			sparseAutoWindow := autoWindow // dense input only (a window): replays densify the kept entries
+			sparseAutoWindow.Kernel.Type, sparseAutoWindow.Kernel.Sparse = KernelLaplacian, true
+			return []OMAMParams{rff, raw, window, decay, exact, edges, sparse, auto, autoWindow, sparseAuto, sparseAutoWindow}
 		},
 		Restore:    restoreOMAM,
 		LegacyTags: []string{legacyTagExactOMAM},
@@ -247,9 +255,8 @@ type OMAM struct {
 	dim   int
 	fm    *FeatureMap
 	m, p  int       // levels, dim φ
-	prep  []float64 // scratch: Observe's preparation of the current event, [φ(x); ok]
-	phi   []float64 // prep[:dim φ]: φ(x) of the current event (Observe)
-	phiO  []float64 // scratch: φ(x) of the event leaving the window
+	prep  []float64 // scratch: Observe's preparation of the current event, [φ(x); ok] (nil until the first)
+	phiO  []float64 // scratch: φ(x) of the event leaving the window (window only)
 	decay float64   // 2^(−1/HalfLife); 1 without decay
 
 	n         int64     // labelled examples learned
@@ -261,15 +268,22 @@ type OMAM struct {
 	winNext   int       // window: slot of the next example
 	winFill   int       // window: examples held
 	coef      []float64 // derived: c(ℓ)
-	w, tot    []float64 // derived: w = Σ c(ℓ) S_ℓ, T = Σ S_ℓ
 	total     float64   // derived: W = Σ N_ℓ
-	k         float64   // derived: 1/‖w‖ (0 when w = 0)
 	held      int64     // derived: Prediction.N
+
+	// Derived for the dense score (syncDense): nil until the first, and
+	// stale when the sums changed without them (a restore, sparse events).
+	// The sparse linear path reads the sums at an event's coordinates
+	// instead, so that a model fed only hashed events holds no dim φ
+	// vector besides its sums.
+	w, tot []float64 // w = Σ c(ℓ) S_ℓ, T = Σ S_ℓ
+	k      float64   // 1/‖w‖ (0 when w = 0)
+	stale  bool      // w, T and k lag behind the sums
 
 	omamThresholds // levels from scores, shared with ExactOMAM
 
-	sp   *omamSparse // ObserveSparse's state (omam_sparse.go); nil until its first call
-	auto *omamAuto   // gamma auto (omam_auto.go); nil for a fixed gamma
+	sp   *mamSparse // ObserveSparse's scratch (omam_sparse.go); nil until its first call
+	auto *omamAuto  // gamma auto (omam_auto.go); nil for a fixed gamma
 }
 
 var (
@@ -307,21 +321,15 @@ func NewOMAM(dim int, p OMAMParams) (*OMAM, error) {
 		o.decay = math.Exp2(-1 / p.Decay.HalfLife)
 	}
 	m, dp := o.m, o.p
-	o.prep, o.phiO = make([]float64, o.PreparedLen()), make([]float64, dp)
-	if o.auto != nil {
-		o.phi = make([]float64, dp) // refresh's zero φ (the event's φ is auto.phi)
-	} else {
-		o.phi = o.prep[:dp:dp]
-	}
 	o.cnt, o.cntC = make([]float64, m), make([]float64, m)
 	o.sum, o.sumC = make([]float64, m*dp), make([]float64, m*dp)
 	if w := p.Window.Events; w > 0 {
 		o.winX = make([]float64, w*dim)
 		o.winL = make([]int32, w)
+		o.phiO = make([]float64, dp)
 	}
 	o.omamThresholds = newOMAMThresholds(m)
 	o.coef = make([]float64, m)
-	o.w, o.tot = make([]float64, dp), make([]float64, dp)
 	o.refresh()
 	return o, nil
 }
@@ -400,6 +408,7 @@ func omamIsLevel(y float64, m int) bool {
 
 // score returns the score of φ = phi with the current state.
 func (o *OMAM) score(phi []float64) float64 {
+	o.syncDense()
 	num := dot(o.w, phi)
 	var s float64
 	if o.par.Normalize {
@@ -420,9 +429,20 @@ func (o *OMAM) score(phi []float64) float64 {
 // len(x) != Dim() or if labelled and y is not a level 1..m (see Label).
 // It is Prepare into the model's own scratch followed by ObservePrepared.
 func (o *OMAM) Observe(x []float64, y float64, labelled bool) (pr Prediction) {
-	o.Prepare(o.prep, x)
-	o.observePrepared(&pr, o.prep, x, y, labelled)
+	prep := o.prepBuf()
+	o.Prepare(prep, x)
+	o.observePrepared(&pr, prep, x, y, labelled)
 	return pr
+}
+
+// prepBuf returns the model's own preparation buffer (PreparedLen floats,
+// dim + 1 for the linear kernel), allocated by its first use: a model
+// that learns hashed events through the sparse linear path never needs it.
+func (o *OMAM) prepBuf() []float64 {
+	if o.prep == nil {
+		o.prep = make([]float64, o.PreparedLen())
+	}
+	return o.prep
 }
 
 // PreparedLen returns dim φ + 1, the length of Prepare's buffer (D + 1
@@ -464,7 +484,8 @@ func (o *OMAM) Prepare(dst, x []float64) {
 // Prepare(prep, x): it scores and learns φ(x) from prep without mapping x
 // again (the window still stores x itself, and maps the example leaving
 // it). It panics as Observe does, or if len(prep) != PreparedLen(); it
-// does not allocate or modify prep. It needs exclusive use of the model.
+// does not modify prep, nor allocate but on its first call (w and T, of
+// dim φ each: see syncDense). It needs exclusive use of the model.
 func (o *OMAM) ObservePrepared(prep, x []float64, y float64, labelled bool) (pr Prediction) {
 	if len(x) != o.dim {
 		panic("online: OMAM.ObservePrepared: len(x) != Dim()")
@@ -475,9 +496,6 @@ func (o *OMAM) ObservePrepared(prep, x []float64, y float64, labelled bool) (pr 
 
 // observePrepared is ObservePrepared writing to *pr (see MAM.observePrepared).
 func (o *OMAM) observePrepared(pr *Prediction, prep, x []float64, y float64, labelled bool) {
-	if o.sp != nil && o.sp.stale {
-		o.syncSparse() // w and T after sparse events (omam_sparse.go)
-	}
 	np := o.p
 	if len(prep) != o.PreparedLen() {
 		panic("online: OMAM.ObservePrepared: len(prep) != PreparedLen()")
@@ -502,7 +520,7 @@ func (o *OMAM) observePrepared(pr *Prediction, prep, x []float64, y float64, lab
 	pr.Score = s
 	pr.Label = o.predict(s)
 	if labelled {
-		if o.auto != nil && o.auto.buf != nil && o.keep(x, int(y)-1) {
+		if o.auto != nil && o.auto.warming() && o.keep(x, int(y)-1) {
 			return // the warm-up relearned every kept example, this one included
 		}
 		o.learn(phi, x, int(y)-1, s)
@@ -511,6 +529,7 @@ func (o *OMAM) observePrepared(pr *Prediction, prep, x []float64, y float64, lab
 
 // learn adds φ(x) = phi at 0-based level l; s is x's score before.
 func (o *OMAM) learn(phi, x []float64, l int, s float64) {
+	o.syncDense() // allocated (and current, as after score)
 	o.n++
 	// Window: the oldest example leaves when the window is full.
 	lo := -1
@@ -588,13 +607,31 @@ func (o *OMAM) normalise() {
 }
 
 // refresh recomputes the derived state from counts and sums (new or
-// restored model) with the same code as an update, adding nothing.
+// restored model) with the same code as an update, adding nothing; w, T
+// and k follow at the next dense score (syncDense).
 func (o *OMAM) refresh() {
 	o.derive()
-	clear(o.phi)
-	o.pass(o.phi, 0, nil, 0)
-	o.normalise()
+	o.stale = true
 	o.recount()
+}
+
+// syncDense brings w, T and k = 1/‖w‖ up to date with the sums (the pass
+// of an update, adding nothing), allocating w and T on the first call.
+// They are derived for the dense score alone, O(m·dim φ) to rebuild: after
+// a restore or sparse events they are left stale until a dense score
+// needs them, so that a model fed only hashed events through the sparse
+// linear path (which reads the sums at the event's coordinates) holds no
+// dim φ vector but its sums.
+func (o *OMAM) syncDense() {
+	if !o.stale {
+		return
+	}
+	if o.w == nil {
+		o.w, o.tot = make([]float64, o.p), make([]float64, o.p)
+	}
+	o.pass(nil, 0, nil, 0)
+	o.normalise()
+	o.stale = false
 }
 
 // levelMajorMax is the largest φ dimension p whose sums are stored
@@ -613,10 +650,10 @@ func (o *OMAM) strides() (sl, si int) {
 	return 1, o.m
 }
 
-// pass adds add to level la and subtracts sub (if not nil) from level ls
-// of the compensated sums, and sets w = Σ_ℓ c(ℓ)·S_ℓ and T = Σ_ℓ S_ℓ with
-// S_ℓ = sum + sumC, the levels in order (the bits do not depend on the
-// layout).
+// pass adds add (if not nil) to level la and subtracts sub (if not nil)
+// from level ls of the compensated sums, and sets w = Σ_ℓ c(ℓ)·S_ℓ and
+// T = Σ_ℓ S_ℓ with S_ℓ = sum + sumC, the levels in order (the bits do not
+// depend on the layout).
 func (o *OMAM) pass(add []float64, la int, sub []float64, ls int) {
 	p, m := o.p, o.m
 	sum, sumC := o.sum[:m*p], o.sumC[:m*p]
@@ -624,7 +661,9 @@ func (o *OMAM) pass(add []float64, la int, sub []float64, ls int) {
 		omamPassRows(o.w, o.tot, sum, sumC, o.coef, add, la, sub, ls)
 		return
 	}
-	vmath.AccumScaled(sum[la*p:la*p+p], sumC[la*p:la*p+p], add[:p], 1)
+	if add != nil {
+		vmath.AccumScaled(sum[la*p:la*p+p], sumC[la*p:la*p+p], add[:p], 1)
+	}
 	if sub != nil {
 		vmath.AccumScaled(sum[ls*p:ls*p+p], sumC[ls*p:ls*p+p], sub[:p], -1)
 	}
@@ -635,7 +674,9 @@ func (o *OMAM) pass(add []float64, la int, sub []float64, ls int) {
 func omamPassRows(w, tot, sum, sumC, coef, add []float64, la int, sub []float64, ls int) {
 	m, p := len(coef), len(w)
 	sum, sumC, tot = sum[:p*m], sumC[:p*m], tot[:p]
-	omamTwoSumStrided(sum, sumC, add[:p], la, m, 1)
+	if add != nil {
+		omamTwoSumStrided(sum, sumC, add[:p], la, m, 1)
+	}
 	if sub != nil {
 		omamTwoSumStrided(sum, sumC, sub[:p], ls, m, -1)
 	}

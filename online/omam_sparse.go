@@ -13,11 +13,15 @@ import (
 //     event's nonzero coordinates, and learning adds φ to S_ℓ₀ at those
 //     coordinates: O(m·nnz) per event. The derived w and T of the dense
 //     path (every coordinate of w changes with the counts) are rebuilt
-//     lazily, by the next dense Observe.
+//     lazily, by the next dense Observe (syncDense), and not allocated
+//     before it: a model fed only hashed events holds its sums and
+//     nothing else of size dim.
 //   - rbf and laplacian random features with generated frequencies
 //     (kernel.sparse, which features.hash sets): the event's projection in
 //     O(D·nnz) (featuremap_hashed.go), then the dense model's own code on
-//     φ (ObservePrepared), O(m·D).
+//     φ (ObservePrepared), O(m·D); fixed gamma or auto (the projection with
+//     the reference map, the warm-up's inputs kept by their entries:
+//     omam_auto.go).
 //
 // Not (Sparse says why): the raw linear form (its normaliser ‖w‖ changes
 // in every coordinate at every event), a window (it stores inputs densely),
@@ -32,13 +36,6 @@ var _ SparseModel = (*OMAM)(nil)
 func (p *OMAMParams) SetHashed() { p.Kernel.Sparse = true }
 
 var _ Hashed = (*OMAMParams)(nil)
-
-// omamSparse is the part of an OMAM only ObserveSparse uses.
-type omamSparse struct {
-	mamSparse           // distinct's buffers and table; acc is also the all-zero x
-	stale     bool      // w and T lag behind the sums (linear): rebuild before a dense score
-	zero      []float64 // an all-zero φ (linear, dim φ = d): the rebuild's input
-}
 
 // Sparse reports whether o takes sparse input (ObserveSparse): nil for the
 // normalised linear form without window or decay and for the random
@@ -91,15 +88,19 @@ func (o *OMAM) ObserveSparse(idx []int32, val []float64, y float64, labelled boo
 	}
 	sp := o.sp
 	if sp == nil {
-		sp = &omamSparse{mamSparse: mamSparse{dim: d}}
+		sp = &mamSparse{dim: d} // acc (dim floats) only for events of more than 2^dedupBits/4 entries
 		o.sp = sp
 	}
 	si, sx := sp.distinct(idx, val)
 	if gen := o.fm.gen; gen != nil {
 		si, sx = nonzeroEntries(si, sx)
 		sortEntries(si, sx)
+		prep := o.prepBuf()
+		if o.auto != nil {
+			o.observeSparseAuto(&pr, prep, si, sx, y, labelled) // omam_auto.go
+			return pr
+		}
 		np := o.p
-		prep := o.prep
 		gen.projectSparse(prep[np/2:np], si, sx)
 		prep[np] = 0
 		if sq := sincosRFF(prep[:np], o.fm.scale); !math.IsNaN(sq) {
@@ -166,21 +167,9 @@ func (o *OMAM) ObserveSparse(idx []int32, val []float64, y float64, labelled boo
 		o.sumC[j] += (t - (u - bp)) + (v - bp)
 		o.sum[j] = u
 	}
-	sp.stale = true
+	o.stale = true // w and T: rebuilt by the next dense score (syncDense)
 	o.record(s, l, o.n)
 	return pr
-}
-
-// syncSparse rebuilds w, T and ‖w‖ from the sums after sparse events,
-// before a dense score: the pass of refresh, adding nothing.
-func (o *OMAM) syncSparse() {
-	sp := o.sp
-	if sp.zero == nil {
-		sp.zero = make([]float64, o.p)
-	}
-	o.pass(sp.zero, 0, nil, 0)
-	o.normalise()
-	sp.stale = false
 }
 
 // nonzeroEntries drops the entries whose value is 0.

@@ -54,8 +54,9 @@ func newOMAM(t testing.TB, dim int, p OMAMParams) *OMAM {
 var (
 	omamLinear = KernelSpec{Type: KernelLinear}
 	omamRBF    = KernelSpec{Type: KernelRBF, Gamma: 0.3, Features: 64, Seed: 5}
-	omamAutoK  = KernelSpec{Type: KernelRBF, Features: 64, Seed: 5}       // gamma auto
-	omamAutoL  = KernelSpec{Type: KernelLaplacian, Features: 64, Seed: 7} // gamma auto
+	omamAutoK  = KernelSpec{Type: KernelRBF, Features: 64, Seed: 5}               // gamma auto
+	omamAutoL  = KernelSpec{Type: KernelLaplacian, Features: 64, Seed: 7}         // gamma auto
+	omamAutoS  = KernelSpec{Type: KernelRBF, Features: 64, Seed: 5, Sparse: true} // gamma auto, generated frequencies
 )
 
 // levelSum returns S_ℓ (level 1..m) as a vector.
@@ -259,7 +260,7 @@ func TestOMAMSpecValidate(t *testing.T) {
 		{"window and half-life", func(p *OMAMParams) { p.Window.Events, p.Decay.HalfLife = 10, 10 }, "decay.half_life"},
 		{"gamma", func(p *OMAMParams) { p.Kernel.Gamma = -1 }, "kernel.gamma"},
 		{"valid gamma auto", func(p *OMAMParams) { p.Kernel.Gamma = 0 }, ""},
-		{"gamma auto with hashed features", func(p *OMAMParams) { p.Kernel.Gamma, p.Kernel.Sparse = 0, true }, "kernel.gamma"},
+		{"valid gamma auto with hashed features", func(p *OMAMParams) { p.Kernel.Gamma, p.Kernel.Sparse = 0, true }, ""},
 		{"gamma auto exact", func(p *OMAMParams) { p.Kernel, p.Budget = KernelSpec{Type: KernelRBF}, 10 }, "kernel.gamma"},
 	}
 	for _, tc := range tests {
@@ -455,6 +456,7 @@ var omamSpecs = []OMAMParams{
 	{Kernel: omamAutoK, Levels: 5, Normalize: true},
 	{Kernel: omamAutoL, Levels: 3, Window: Window{Events: 40}},
 	{Kernel: omamAutoK, Levels: 4, Decay: Decay{HalfLife: 30}},
+	{Kernel: omamAutoS, Levels: 4, Normalize: true},
 }
 
 // TestOMAMRoundTrip restores models at several points (before the first

@@ -49,6 +49,10 @@ type Traits struct {
 	Bound       bool // publishes certainty.mistake_bound (the model is a Bounder)
 	Probability bool // publishes probability
 	Refitted    bool // refitted in the background from a window of events
+	// Value: a regression model that publishes Prediction.Value (the
+	// predicted label, HasValue once it has learned one), such as fm with
+	// the squared loss.
+	Value bool
 }
 
 // Params is implemented by a pointer to a model type's parameter struct.

@@ -71,7 +71,7 @@ const MaxDenseDim = maxDim
 func SparseSupport(m Model) error {
 	s, ok := m.(SparseModel)
 	if !ok {
-		return fmt.Errorf("type %s does not take hashed (sparse) features yet; logistic, mam (linear, rbf and laplacian random features, or budget > 0), omam, svm, krr, lsrrank and mlsrrank (solver exact) do", m.Type())
+		return fmt.Errorf("type %s does not take hashed (sparse) features yet; logistic, fm, mam (linear, rbf and laplacian random features, or budget > 0), omam, svm, krr, lsrrank and mlsrrank (solver exact) do", m.Type())
 	}
 	if c, ok := s.(interface{ Sparse() error }); ok {
 		if err := c.Sparse(); err != nil {
@@ -87,6 +87,25 @@ func SparseSupport(m Model) error {
 // m (it uses m's scratch space) and does not allocate.
 func PeekSparse(m SparseModel, idx []int32, val []float64) Prediction {
 	return m.ObserveSparse(idx, val, 0, false)
+}
+
+// ObserveFields is m.ObserveFields(idx, val, field, y, labelled) when m
+// reads the entries' fields (a FieldModel), and m.ObserveSparse(idx, val,
+// y, labelled) otherwise: the caller that has the fields of hashed
+// entries passes them, and the models that do not read them never see
+// them. field is nil or as long as idx.
+func ObserveFields(m SparseModel, idx []int32, val []float64, field []uint8, y float64, labelled bool) Prediction {
+	if f, ok := m.(FieldModel); ok {
+		return f.ObserveFields(idx, val, field, y, labelled)
+	}
+	return m.ObserveSparse(idx, val, y, labelled)
+}
+
+// PeekFields is PeekSparse with the entries' fields, for a model that
+// reads them: ObserveFields(m, idx, val, field, 0, false), which leaves
+// m's state as it was.
+func PeekFields(m SparseModel, idx []int32, val []float64, field []uint8) Prediction {
+	return ObserveFields(m, idx, val, field, 0, false)
 }
 
 // sparseState is the part of a Logistic only ObserveSparse uses.
@@ -106,12 +125,10 @@ func PeekSparse(m SparseModel, idx []int32, val []float64) Prediction {
 // exactly). With L2 = 0 the idle step is the identity and nothing is
 // deferred.
 type sparseState struct {
-	stamp []int64   // clock at which (w_i, G_i) were last made current by ObserveSparse
-	floor int64     // clock at which every coordinate was current when dirty became true
-	dirty bool      // some coordinates lag behind n: flush before a dense read
-	acc   []float64 // zero between calls: x accumulated by index
-	si    []int32   // the event's distinct nonzero indices
-	sx    []float64 // and their summed values
+	stamp []int64    // clock at which (w_i, G_i) were last made current by ObserveSparse
+	floor int64      // clock at which every coordinate was current when dirty became true
+	dirty bool       // some coordinates lag behind n: flush before a dense read
+	dd    *mamSparse // the event's distinct entries (mamSparse.distinct; nil before the first sparse event)
 }
 
 // ObserveSparse is Observe on the dense x with x[idx[k]] += val[k]: the
@@ -151,28 +168,17 @@ func (m *Logistic) ObserveSparse(idx []int32, val []float64, y float64, labelled
 			panic(fmt.Sprintf("online: Logistic.ObserveSparse: index %d outside [0, %d)", i, d))
 		}
 	}
-	if m.acc == nil {
-		m.acc = make([]float64, d)
+	if m.dd == nil {
+		// No dim-sized scratch for the hashed events (a few dozen entries):
+		// distinct finds their duplicates in a small table.
+		m.dd = &mamSparse{dim: d}
 		if m.p.L2 > 0 {
 			m.stamp = make([]int64, d)
 		}
 	}
 	// Sum duplicates in idx order (as x[idx[k]] += val[k] does) and list the
-	// distinct nonzero entries; acc is left all zero again.
-	acc := m.acc[:d]
-	for k, i := range idx {
-		acc[i] += val[k]
-	}
-	si, sx := m.si[:0], m.sx[:0]
-	for _, i := range idx {
-		if xi := acc[i]; xi != 0 {
-			si = append(si, i)
-			sx = append(sx, xi)
-			acc[i] = 0
-		}
-	}
-	m.si, m.sx = si, sx
-	sx = sx[:len(si)]
+	// distinct nonzero entries in the order of their first occurrence.
+	si, sx := nonzeroEntries(m.dd.distinct(idx, val))
 
 	p := Prediction{N: m.n}
 	// <w, x> and ‖x‖² with dotSq's two accumulators, by index parity: for

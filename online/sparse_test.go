@@ -231,7 +231,7 @@ func TestLogisticPeekSparse(t *testing.T) {
 			t.Fatalf("PeekSparse %+v, unlabelled ObserveSparse %+v", p1, p2)
 		}
 	}
-	if !slices.Equal(w, m.w) || !slices.Equal(g, m.g) || !slices.Equal(st, m.stamp) || b != m.b || gb != m.gb || n != m.n || !allZero(m.acc) {
+	if !slices.Equal(w, m.w) || !slices.Equal(g, m.g) || !slices.Equal(st, m.stamp) || b != m.b || gb != m.gb || n != m.n || !(m.dd == nil || allZero(m.dd.acc)) {
 		t.Fatal("unlabelled ObserveSparse changed the state")
 	}
 	before, _ := m.MarshalBinary()
@@ -250,7 +250,7 @@ func TestLogisticSparseRejects(t *testing.T) {
 	if p := m.ObserveSparse([]int32{1, 1}, []float64{1, -1}, 1, true); !p.HasProbability || p.Score != 0 || m.n != 1 {
 		t.Fatalf("cancelling duplicates: %+v", p) // x = 0: scored 0, learned (the bias)
 	}
-	if !allZero(m.acc) {
+	if !(m.dd == nil || allZero(m.dd.acc)) {
 		t.Fatal("scratch not cleared")
 	}
 	for _, f := range []func(){
@@ -268,7 +268,7 @@ func TestLogisticSparseRejects(t *testing.T) {
 			f()
 		}()
 	}
-	if !allZero(m.acc) {
+	if !(m.dd == nil || allZero(m.dd.acc)) {
 		t.Fatal("scratch not cleared after a panic")
 	}
 }
@@ -288,6 +288,9 @@ func TestLogisticSparseAllocs(t *testing.T) {
 		PeekSparse(m, e.idx, e.val)
 	}); a != 0 {
 		t.Fatalf("%v allocations per event", a)
+	}
+	if m.dd.acc != nil { // a model per key would hold 2^bits floats each
+		t.Fatal("a dim-sized accumulator allocated for events of at most 30 entries")
 	}
 }
 

@@ -62,6 +62,14 @@ type NamedModel struct {
 	// in the list. Its input is their predictions' signs, then the event's
 	// features: dimension len(Members) + EngineConfig.Dim.
 	Members []int
+
+	// Label maps the wire label before Model.Label (nil: none): a
+	// condition for a classifier, edges for an ordinal model.
+	Label *online.LabelMap
+	// Fallback names a global model before this key-scoped one: until a
+	// key's own instance decides, its records carry the fallback's answer
+	// (fallback.go). "" = none.
+	Fallback string
 }
 
 // EngineConfig configures an Engine.
@@ -192,6 +200,16 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		}
 		e.defs = append(e.defs, d)
 	}
+	fallbacks, _ := checkFallbacks(models) // checked by checkEngine
+	for i, j := range fallbacks {
+		if d := e.defs[i]; j >= 0 {
+			d.fallback = j
+			e.defs[j].keepRec = true
+			if e.defs[j].traits.Kind != d.traits.Kind { // an ordinal model on a regression model's value
+				d.fbBins = d.label
+			}
+		}
+	}
 	if rankIdx >= 0 && usesStats(cfg.Rank.Policy) {
 		// Every key of the rank model keeps its exploration statistics.
 		d := e.defs[rankIdx]
@@ -232,6 +250,9 @@ func checkEngine(cfg *EngineConfig, models []NamedModel) (int, error) {
 	}
 	rankIdx, err := checkRank(cfg, models)
 	if err != nil {
+		return 0, err
+	}
+	if _, err := checkFallbacks(models); err != nil {
 		return 0, err
 	}
 	if err := checkHashed(*cfg, models); err != nil {
@@ -350,7 +371,7 @@ type Worker struct {
 	dec      *wire.Decoder
 	ev       wire.Event
 	err      error
-	prep     [][]float64 // per model: its preparation of ev.Features (nil: it does not prepare)
+	prep     [][]float64 // per model: its preparation of ev.Features (nil: it does not prepare, or features are hashed)
 	prepared bool        // prep holds ev.Features'
 }
 
@@ -371,6 +392,12 @@ func (e *Engine) NewWorker() *Worker {
 		dec, _ = dec.WithHashing(*e.cfg.Hash) // checked by NewEngine
 	}
 	w := &Worker{e: e, dec: dec, prep: make([][]float64, len(e.defs))}
+	if e.cfg.Hash != nil {
+		// Prepare skips hashed events (the models take their entries,
+		// observeSparse): a dense buffer would be 2^bits floats per model
+		// in each of a partition's prepared-event slots, for nothing.
+		return w
+	}
 	for i, d := range e.defs {
 		if d.prep != nil {
 			w.prep[i] = make([]float64, d.prep.PreparedLen())
@@ -408,6 +435,7 @@ type Shard struct {
 	labels []float64
 	preds  []online.Prediction
 	rec    wire.Score
+	recs   []wire.Score // per model: its record for the event being applied, kept for the models others fall back on
 	idBuf  []byte
 	join   *joinBuffer  // nil: delayed labels off
 	rk     *rankScratch // ranking requests' scratch (nil until the first)
@@ -483,7 +511,7 @@ func (m *shardModel) input(x []float64, preds []online.Prediction) []float64 {
 // scope). Call Restore before processing, with the saved state or nil.
 func (e *Engine) NewShard(scope string) (*Shard, error) {
 	s := &Shard{e: e, scope: scope, part: -1,
-		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs))}
+		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs))}
 	if scope != "" {
 		p, err := strconv.Atoi(scope)
 		if err != nil || p < 0 {
@@ -649,7 +677,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	ev := &w.ev
 	if ev.HasLabel {
 		for i, d := range s.e.defs {
-			y, ok := d.proto.Label(ev.Label)
+			y, ok := d.proto.Label(d.label.Map(ev.Label))
 			if !ok {
 				s.e.reject(msg, pub, wire.ReasonBadLabel,
 					fmt.Sprintf("label %v is not in model %s's label set", ev.Label, d.name))
@@ -664,7 +692,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 			s.idBuf = itemID(s.idBuf[:0], ev.ID, ev.Item)
 			id = s.idBuf
 		}
-		s.lateLabel(id, msg.Key, now.UnixNano())
+		s.lateLabel(id, msg.Key, ev.Label, now.UnixNano())
 		return
 	}
 	id := ev.ID
@@ -696,31 +724,42 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 			if i == 0 {
 				s.e.hashed.add(ev.Hash, ev.Idx)
 			}
-			p, version = m.observeSparse(msg.Key, ev.Idx, ev.Val, s.labels[i], ev.HasLabel)
+			p, version = m.observeSparse(msg.Key, ev.Idx, ev.Val, ev.Field, s.labels[i], ev.HasLabel)
 		} else {
 			p, version = m.observe(msg.Key, prep, m.input(ev.Features, s.preds), s.labels[i], ev.HasLabel)
 		}
-		s.preds[i] = p
+		d := m.def
 		r := &s.rec
 		*r = wire.Score{
-			ID: id, Key: key, Model: m.def.name, Version: version,
+			ID: id, Key: key, Model: d.name, Version: version,
 			Score: p.Score, Prediction: p.Label, Probability: p.Probability, HasProbability: p.HasProbability,
 			HasBound: p.HasBound, MistakeBound: p.MistakeBound, Delta: p.Delta, N: p.N,
 			EventTS: ev.TS, ScoredAt: now,
 		}
-		if c := m.def.cal; c != nil {
-			c.certainty(&p, r)
+		if d.traits.Kind == online.Regression && p.HasValue {
+			r.Value, r.HasValue = p.Value, true
 		}
+		decided := d.decided(&p)
+		if c := d.cal; c != nil && (decided || d.traits.Kind == online.Classifier) {
+			c.certainty(&p, r) // an ordinal model's expected label goes to p.Value too, for the judge
+		}
+		if !decided && d.fallback >= 0 {
+			d.fallbackRecord(r, &s.recs[d.fallback])
+		}
+		if d.keepRec {
+			s.recs[i] = *r
+		}
+		s.preds[i] = p
 		pub.Publish(kafka.Message{Topic: s.e.cfg.OutputTopic, Key: msg.Key, Value: wire.AppendScore(pub.Buffer(), r)})
-		m.def.scored(p)
+		d.scored(p)
 		if ev.HasLabel {
-			m.def.judge(p, s.labels[i])
+			d.judge(p, s.labels[i], ev.Label, s.preds)
 		}
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
 		before := s.join.pending()
 		if s.e.cfg.Hash != nil {
-			s.e.met.joinDropped.Add(float64(s.join.putSparse(ev.ID, ev.Idx, ev.Val, s.preds, now.UnixNano())))
+			s.e.met.joinDropped.Add(float64(s.join.putSparse(ev.ID, ev.Idx, ev.Val, ev.Field, s.preds, now.UnixNano())))
 		} else {
 			s.e.met.joinDropped.Add(float64(s.join.put(ev.ID, ev.Features, s.preds, now.UnixNano())))
 		}
@@ -788,9 +827,9 @@ func (m *shardModel) observe(key []byte, prep, x []float64, y float64, labelled 
 	return p, version
 }
 
-// lateLabel learns from the impression a label-only event labels, judging
-// the predictions published at impression time.
-func (s *Shard) lateLabel(id, key []byte, now int64) {
+// lateLabel learns from the impression a label-only event labels (raw:
+// the wire label), judging the predictions published at impression time.
+func (s *Shard) lateLabel(id, key []byte, raw float64, now int64) {
 	if s.join == nil {
 		return // the decoder only accepts label-only events with a join buffer
 	}
@@ -809,14 +848,14 @@ func (s *Shard) lateLabel(id, key []byte, now int64) {
 	s.e.met.labelsJoined.Inc()
 	for i, m := range s.models {
 		if s.e.cfg.Hash != nil {
-			m.observeSparse(key, sl.idx, sl.val, s.labels[i], true)
+			m.observeSparse(key, sl.idx, sl.val, sl.field, s.labels[i], true)
 		} else {
 			m.observe(key, nil, m.input(sl.x, sl.preds), s.labels[i], true)
 		}
-		m.def.judge(sl.preds[i], s.labels[i])
+		m.def.judge(sl.preds[i], s.labels[i], raw, sl.preds)
 	}
 	if sl.ope.first {
-		s.e.ope.add(sl.ope, s.e.reward(s.labels[s.e.rankIdx]))
+		s.e.ope.add(sl.ope, s.e.reward(s.labels[s.e.rankIdx], raw))
 	}
 }
 

@@ -39,18 +39,21 @@ func checkHashed(cfg EngineConfig, models []NamedModel) error {
 	return nil
 }
 
-// observeSparse is observe for a hashed event (idx, val).
-func (m *shardModel) observeSparse(key []byte, idx []int32, val []float64, y float64, labelled bool) (online.Prediction, int64) {
+// observeSparse is observe for a hashed event (idx, val), field[k] the
+// field of entry k (wire.Event.Field): a model that reads fields
+// (online.FieldModel) gets them, the others ObserveSparse. The merge of a
+// partition-scoped mam reads none.
+func (m *shardModel) observeSparse(key []byte, idx []int32, val []float64, field []uint8, y float64, labelled bool) (online.Prediction, int64) {
 	var inst online.Model
 	if m.keyed != nil {
 		ent, err := m.keyed.get(key)
 		if err != nil {
 			m.def.met.keyErrors.Inc()
 			inst, _ = m.keyed.factory()
-			return inst.(online.SparseModel).ObserveSparse(idx, val, y, false), inst.Version()
+			return online.ObserveFields(inst.(online.SparseModel), idx, val, field, y, false), inst.Version()
 		}
 		inst = ent.m
-		p := inst.(online.SparseModel).ObserveSparse(idx, val, y, labelled)
+		p := online.ObserveFields(inst.(online.SparseModel), idx, val, field, y, labelled)
 		if labelled {
 			m.keyed.learned(ent)
 		}
@@ -69,9 +72,13 @@ func (m *shardModel) observeSparse(key []byte, idx []int32, val []float64, y flo
 		return p, versionOf(p, m.own)
 	}
 	inst = m.m
-	p := inst.(online.SparseModel).ObserveSparse(idx, val, y, labelled)
+	p := online.ObserveFields(inst.(online.SparseModel), idx, val, field, y, labelled)
 	if labelled {
 		m.examples.Store(inst.Examples())
+		if m.bwWanted.Load() { // a scrape asked: at most one snapshot per scrape
+			m.bwWanted.Store(false)
+			m.snapshotBandwidths(inst)
+		}
 	}
 	return p, versionOf(p, inst)
 }

@@ -34,6 +34,7 @@ type joinSlot struct {
 	x     []float64
 	idx   []int32   // hashed features (putSparse): x all zero but x[idx[k]] += val[k]
 	val   []float64 // (x is then nil)
+	field []uint8   // entry k's field (wire.Event.Field)
 	at    int64
 	preds []online.Prediction
 	ope   opeMark // an item a ranking request put first: what off-policy estimates need
@@ -106,13 +107,14 @@ func (j *joinBuffer) put(id []byte, x []float64, preds []online.Prediction, now 
 }
 
 // putSparse is put for hashed features: the impression keeps the event's
-// entries (idx, val), in slices it reuses (no allocation once every slot
-// has held an event as long as this one).
-func (j *joinBuffer) putSparse(id []byte, idx []int32, val []float64, preds []online.Prediction, now int64) (dropped int) {
+// entries (idx, val) and their fields, in slices it reuses (no allocation
+// once every slot has held an event as long as this one).
+func (j *joinBuffer) putSparse(id []byte, idx []int32, val []float64, field []uint8, preds []online.Prediction, now int64) (dropped int) {
 	dropped = j.put(id, nil, preds, now)
 	s := &j.slots[(j.head+j.size-1)%len(j.slots)]
 	s.idx = append(s.idx[:0], idx...)
 	s.val = append(s.val[:0], val...)
+	s.field = append(s.field[:0], field...)
 	return dropped
 }
 

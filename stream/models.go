@@ -37,7 +37,11 @@ type modelDef struct {
 	traits      online.Traits
 	onRefit     func(refit.Report)
 	met         modelMetrics
-	members     []int // the models whose predictions this one aggregates (NamedModel.Members)
+	members     []int            // the models whose predictions this one aggregates (NamedModel.Members)
+	label       *online.LabelMap // maps the wire label before proto.Label (nil: none)
+	fallback    int              // the model whose answer a key without one gets (fallback.go; -1: none)
+	fbBins      *online.LabelMap // an ordinal model on a regression model's value: its label edges (else nil)
+	keepRec     bool             // another model falls back on this one: shards keep its record (Shard.recs)
 
 	// Prequential quality, shared by the shards: judged on the prediction
 	// published before the model learned from the event. Shards judge
@@ -113,7 +117,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		mae:        gauge("streamer_model_mae", "Ordinal models: prequential mean absolute level error over the recent window.", byModel...),
 		zeroOne:    gauge("streamer_model_zero_one", "Ordinal models: prequential zero-one level error over the recent window.", byModel...),
 		tau:        gauge("streamer_model_kendall_tau", "Ordinal, ranking and regression models: Kendall's tau-b of score against the label over the recent window (every 100 labelled events).", byModel...),
-		rmse:       gauge("streamer_model_rmse", "Regression models: root mean squared error of the score over the recent window (every 100 labelled events).", byModel...),
+		rmse:       gauge("streamer_model_rmse", "Regression models: root mean squared error of the predicted value (the prediction published, else the score) over the recent window; ordinal models with calibration: of the expected label published against the label as sent (every 100 labelled events).", byModel...),
 		version:    gauge("streamer_model_version", "Version of the model that is serving scores.", byModel...),
 		observed:   gauge("streamer_bound_observed", "Observed fraction of recent labelled events with y·f ≤ −rho.", "model", "rho"),
 		limit:      gauge("streamer_bound_limit", "The model's current certainty bound at rho.", "model", "rho"),
@@ -178,7 +182,7 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 		return nil, fmt.Errorf("its traits say it has a bound, but %T has no Bound method", nm.Model)
 	}
 	d := &modelDef{name: name, fingerprint: nm.Fingerprint, proto: nm.Model, traits: t, newInst: nm.New,
-		keyFactory: nm.Factory, maxKeys: nm.MaxKeys, members: nm.Members}
+		keyFactory: nm.Factory, maxKeys: nm.MaxKeys, members: nm.Members, label: nm.Label, fallback: -1}
 	if d.newInst == nil {
 		// Only the first shard gets an instance: nm.Model itself.
 		d.newInst = func() (online.Model, error) {
@@ -205,7 +209,7 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 		d.met.keyErrors = met.keyErrors.WithLabelValues(name)
 	}
 	if c := cfg.Calibration; c.Window > 0 {
-		d.cal = newCalibration(name, t.Kind, c, met)
+		d.cal = newCalibration(name, t, c, met)
 	}
 	// The live bound check needs one bound for the whole stream: not for
 	// key-scoped models, nor for partitioned ones other than the merged
@@ -231,6 +235,9 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 		d.met.mae = met.mae.WithLabelValues(name)
 		d.met.zeroOne = met.zeroOne.WithLabelValues(name)
 		d.met.tau = met.tau.WithLabelValues(name)
+		if cfg.Calibration.Window > 0 { // the expected label's error (calibration's per-level means)
+			d.met.rmse = met.rmse.WithLabelValues(name)
+		}
 	case online.Ranking:
 		d.met.tau = met.tau.WithLabelValues(name)
 	case online.Regression:
@@ -258,19 +265,26 @@ func (d *modelDef) scored(p online.Prediction) {
 	}
 }
 
-// judge records a labelled event: p is the prediction published for it
-// before the model learned from it, y its label (as mapped by the model).
-// The judging is online.Judge's; this exports it. Shards call it
+// judge records a labelled event: p is the model's own prediction for it
+// before it learned from it, y its label (as mapped by the model), raw the
+// wire label, preds every model's prediction for the event (a fallback's
+// among them). What the model published (p, or its fallback's answer) is
+// judged; the calibration window takes p when it is a decision. The
+// judging is online.Judge's; this exports it. Shards call it
 // concurrently.
-func (d *modelDef) judge(p online.Prediction, y float64) {
+func (d *modelDef) judge(p online.Prediction, y, raw float64, preds []online.Prediction) {
 	d.met.learned.Inc()
+	pub := d.published(p, preds)
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
 	j := d.quality
-	if d.cal != nil {
-		d.cal.add(p, y)
+	if d.cal != nil && d.decided(&p) {
+		d.cal.add(p, y, raw)
 	}
-	checked := j.Add(p, y, d.bound)
+	if d.traits.Kind == online.Ordinal && pub.HasValue {
+		j.AddValue(pub.Value, raw) // the expected label published
+	}
+	checked := j.Add(pub, y, d.bound)
 	switch d.traits.Kind {
 	case online.Classifier:
 		if n := j.Mistakes(); n != d.mistakes {

@@ -18,9 +18,9 @@ import (
 
 // Ranking requests: an event with "candidates" asks the rank model to
 // order them for the event's key. It is scored, never learned: every
-// candidate is scored with online.Peek (hashed features: online.PeekSparse
+// candidate is scored with online.Peek (hashed features: online.PeekFields
 // on the candidate's entries combined with the request's own features,
-// wire.Event.CandidateHashed) on the live state of the key's
+// and their fields, wire.Event.CandidateHashed) on the live state of the key's
 // instance, the exploration policy orders the top k, and one response
 // record goes to the response topic. With delayed labels on, each item
 // shown waits in the join buffer under (request id, item), so that a label
@@ -58,14 +58,16 @@ func usesStats(policy string) bool { return policy == PolicyUCB || policy == Pol
 
 // rankScratch is a shard's scratch for requests.
 type rankScratch struct {
-	preds []online.Prediction // per candidate: the rank model's
-	score []float64           // per candidate: its score
-	order []int               // candidates, best first, then as the policy picked
-	prop  []float64           // per position: the policy's propensity
-	all   []online.Prediction // per model: a shown item's predictions
-	resp  wire.Ranking
-	rng   *rand.Rand
-	jid   []byte // (request id, item) of the join
+	preds    []online.Prediction // per candidate: the rank model's (or its fallback's: fellBack)
+	own      []online.Prediction // fellBack: per candidate, the rank model's own
+	fellBack bool                // the key's instance had no answer: its fallback scored the candidates
+	score    []float64           // per candidate: its score
+	order    []int               // candidates, best first, then as the policy picked
+	prop     []float64           // per position: the policy's propensity
+	all      []online.Prediction // per model: a shown item's predictions
+	resp     wire.Ranking
+	rng      *rand.Rand
+	jid      []byte // (request id, item) of the join
 
 	ex    explorer  // ucb and thompson: the key's statistics at work
 	draw  []int     // thompson: a draw's order
@@ -203,14 +205,19 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 		var p online.Prediction
 		var v int64
 		if hashed {
-			idx, val, _ := ev.CandidateHashed(i)
-			p, v = m.peekSparseWith(inst, idx, val)
+			idx, val, _, field := ev.CandidateHashed(i)
+			p, v = m.peekSparseWith(inst, idx, val, field)
 		} else {
 			p, v = m.peekWith(inst, ev.CandidateFeatures(i))
 		}
 		rk.preds = append(rk.preds, p)
 		rk.score = append(rk.score, p.Score)
 		version = v
+	}
+	fallback := ""
+	rk.fellBack = m.def.fallback >= 0 && m.keyed != nil && rk.undecided(m.def)
+	if rk.fellBack {
+		fallback, version = s.rankFallback(ev, key)
 	}
 	if usesStats(cfg.Policy) && ex != nil && !rk.explore(ex, ev, cfg) {
 		ex = nil // not positive definite (cannot happen): greedy
@@ -219,13 +226,17 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	k := ev.K
 	best := rk.orderCandidates(n, k, cfg, ex)
 	r := &rk.resp
-	r.ID, r.Key, r.Model, r.ScoredAt = id, key, m.def.name, now
+	r.ID, r.Key, r.Model, r.ScoredAt, r.Fallback = id, key, m.def.name, now, fallback
 	r.Ranked = r.Ranked[:0]
 	for j := range k {
 		c := rk.order[j]
 		p := &rk.preds[c]
 		r.Ranked = append(r.Ranked, wire.Ranked{Item: ev.Cands[c].Item, Score: p.Score, Prediction: p.Label,
 			HasBound: p.HasBound, MistakeBound: p.MistakeBound, Delta: p.Delta, N: p.N, Propensity: rk.prop[j]})
+		if m.def.traits.Kind == online.Regression && p.HasValue {
+			it := &r.Ranked[len(r.Ranked)-1]
+			it.Value, it.HasValue = p.Value, true
+		}
 	}
 	r.Version = version
 	e.met.rankRequests.Inc()
@@ -239,22 +250,23 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 		rk.jid = itemID(rk.jid[:0], ev.ID, ev.Cands[c].Item)
 		if hashed {
 			// The item's hashed entries (the request's features and its
-			// own, interactions included) wait for its label.
-			idx, val, hash := ev.CandidateHashed(c)
+			// own, interactions included) wait for its label, with their
+			// fields.
+			idx, val, hash, field := ev.CandidateHashed(c)
 			for i, mm := range s.models {
 				if i == e.rankIdx {
-					rk.all[i] = rk.preds[c]
+					rk.all[i] = rk.ownPred(c)
 					continue
 				}
-				rk.all[i], _ = mm.peekSparse(key, idx, val)
+				rk.all[i], _ = mm.peekSparse(key, idx, val, field)
 			}
 			e.hashed.add(hash, idx)
-			e.met.joinDropped.Add(float64(s.join.putSparse(rk.jid, idx, val, rk.all, now.UnixNano())))
+			e.met.joinDropped.Add(float64(s.join.putSparse(rk.jid, idx, val, field, rk.all, now.UnixNano())))
 		} else {
 			x := ev.CandidateFeatures(c)
 			for i, mm := range s.models {
 				if i == e.rankIdx {
-					rk.all[i] = rk.preds[c]
+					rk.all[i] = rk.ownPred(c)
 					continue
 				}
 				rk.all[i], _ = mm.peek(key, mm.input(x, rk.all))
@@ -292,10 +304,11 @@ func (rk *rankScratch) explore(ex *explored, ev *wire.Event, cfg *RankConfig) bo
 	return true
 }
 
-// reward is the off-policy reward of label y (as the rank model maps it).
-func (e *Engine) reward(y float64) float64 {
+// reward is the off-policy reward of label y (as the rank model maps it;
+// raw: as sent): a classifier's 1 or 0, another kind's label as sent.
+func (e *Engine) reward(y, raw float64) float64 {
 	if e.defs[e.rankIdx].traits.Kind != online.Classifier {
-		return y
+		return raw
 	}
 	if y > 0 {
 		return 1
@@ -362,19 +375,20 @@ func (m *shardModel) peekWith(inst online.Model, x []float64) (online.Prediction
 	return p, v
 }
 
-// peekSparseWith is peekWith for hashed features (idx, val): online.PeekSparse.
-func (m *shardModel) peekSparseWith(inst online.Model, idx []int32, val []float64) (online.Prediction, int64) {
+// peekSparseWith is peekWith for hashed features (idx, val, and the
+// entries' fields for a model that reads them): online.PeekFields.
+func (m *shardModel) peekSparseWith(inst online.Model, idx []int32, val []float64, field []uint8) (online.Prediction, int64) {
 	if inst == nil {
 		return m.def.merged.peekSparse(idx, val), 1
 	}
-	p := online.PeekSparse(inst.(online.SparseModel), idx, val) // checkHashed: every model is one
+	p := online.PeekFields(inst.(online.SparseModel), idx, val, field) // checkHashed: every model is one
 	return p, versionOf(p, inst)
 }
 
 // peekSparse is peek for hashed features.
-func (m *shardModel) peekSparse(key []byte, idx []int32, val []float64) (online.Prediction, int64) {
+func (m *shardModel) peekSparse(key []byte, idx []int32, val []float64, field []uint8) (online.Prediction, int64) {
 	inst, _ := m.rankInstance(key)
-	return m.peekSparseWith(inst, idx, val)
+	return m.peekSparseWith(inst, idx, val, field)
 }
 
 // peek scores x with the model's instance for key without changing any

@@ -117,7 +117,8 @@ func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) 
 		if err != nil {
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
-		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), Traits: t.Traits(mc.Params), New: build}
+		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), Traits: t.Traits(mc.Params), New: build,
+			Label: mc.LabelMap(), Fallback: mc.Fallback}
 		for _, name := range mc.Members() {
 			j := slices.IndexFunc(cfg.Models[:i], func(o config.Model) bool { return o.Name == name })
 			if j < 0 {
@@ -696,7 +697,7 @@ func hashConfig(f config.Features) *wire.HashConfig {
 	if f.Hash == nil {
 		return nil
 	}
-	h := &wire.HashConfig{Bits: f.Hash.Bits, Seed: uint64(f.Hash.Seed), MaxFeatures: f.MaxFeatures}
+	h := &wire.HashConfig{Bits: f.Hash.Bits, Seed: uint64(f.Hash.Seed), MaxFeatures: f.MaxFeatures, Namespaces: f.Namespaces}
 	for _, p := range f.Interactions {
 		h.Interactions = append(h.Interactions, [2]string{p[0], p[1]})
 	}

@@ -7,6 +7,6 @@ import (
 
 // testTypes holds every model type, as cmd/streamer registers them.
 var testTypes = online.MustRegistry(
-	online.MAMType(), online.OMAMType(), online.LogisticType(), online.LDAType(),
+	online.MAMType(), online.OMAMType(), online.LogisticType(), online.LDAType(), online.FMType(),
 	refit.SVMType(), refit.LSRRankType(), refit.MLSRRankType(), refit.KRRType(), refit.LowRankType(), refit.AdaBoostType(),
 )

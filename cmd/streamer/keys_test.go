@@ -118,6 +118,8 @@ func paramKeysOf(t *testing.T, v reflect.Value, prefix string) []paramKey {
 			out = append(out, paramKeysOf(t, reflect.New(ft.Elem()).Elem(), path+"[0].")...)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.String:
 			out = append(out, paramKey{path, "[a, b]"})
+		case ft == reflect.TypeOf([][]string(nil)):
+			out = append(out, paramKey{path, "[[a, b]]"})
 		case ft.Kind() == reflect.Slice:
 			out = append(out, paramKey{path, "[1, 2]"})
 		case ft.Kind() == reflect.Bool:

@@ -15,6 +15,7 @@ func newModelTypes() *online.Registry {
 		online.OMAMType(),
 		online.LogisticType(),
 		online.LDAType(),
+		online.FMType(),
 		refit.SVMType(),
 		refit.LSRRankType(),
 		refit.MLSRRankType(),

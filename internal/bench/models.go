@@ -96,7 +96,7 @@ func FromConfig(cfg config.Config, types *online.Registry) (*Models, error) {
 	}
 	for i, nm := range models {
 		for _, y := range labels {
-			if _, ok := nm.Model.Label(y); !ok {
+			if _, ok := nm.Model.Label(nm.Label.Map(y)); !ok { // through models[i].label, as the service reads it
 				kind := types.Lookup(cfg.Models[i].Type).Traits(cfg.Models[i].Params).Kind
 				why := ""
 				if m.Levels > 0 {

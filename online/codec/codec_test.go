@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"math"
 	"reflect"
@@ -94,6 +95,7 @@ type params struct {
 	Edges   []float64     `yaml:"edges"`
 	Names   []string      `yaml:"names"`
 	Kernels []inner       `yaml:"kernels"`
+	Pairs   [][]string    `yaml:"pairs"`
 	Skipped int           `yaml:"-"`
 	NoTag   int
 }
@@ -103,7 +105,7 @@ func TestFields(t *testing.T) {
 	for _, f := range Fields(reflect.ValueOf(&params{})) {
 		keys = append(keys, f.Key)
 	}
-	want := "kernel lambda budget seed on every edges names kernels"
+	want := "kernel lambda budget seed on every edges names kernels pairs"
 	if got := strings.Join(keys, " "); got != want {
 		t.Fatalf("keys %q, want %q (inline flattened, unexported, '-' and untagged skipped)", got, want)
 	}
@@ -117,14 +119,23 @@ func TestFields(t *testing.T) {
 	type bad struct {
 		M map[string]int `yaml:"m"`
 	}
-	if CheckParams(reflect.TypeOf(dup{})) == nil || CheckParams(reflect.TypeOf(bad{})) == nil || CheckParams(reflect.TypeOf(0)) == nil {
-		t.Fatal("CheckParams accepts a repeated key, a map or a non-struct")
+	type deep struct {
+		L [][][]string `yaml:"l"`
+	}
+	type numbers struct {
+		L [][]float64 `yaml:"l"`
+	}
+	for _, tp := range []reflect.Type{reflect.TypeOf(dup{}), reflect.TypeOf(bad{}), reflect.TypeOf(0), reflect.TypeOf(deep{}), reflect.TypeOf(numbers{})} {
+		if CheckParams(tp) == nil {
+			t.Errorf("CheckParams accepts %v (a repeated key, a map, a non-struct, lists of lists other than of strings)", tp)
+		}
 	}
 }
 
 func TestParamsRoundTrip(t *testing.T) {
 	p := params{Kernel: inner{"rbf", 0.5}, Shared: shared{Lambda: 1e-3}, Budget: -3, Seed: math.MaxUint64, On: true,
-		Every: time.Minute, Edges: []float64{1, 2}, Names: []string{"a", ""}, Kernels: []inner{{"rbf", 1}, {}}}
+		Every: time.Minute, Edges: []float64{1, 2}, Names: []string{"a", ""}, Kernels: []inner{{"rbf", 1}, {}},
+		Pairs: [][]string{{"user", "item"}, {"ctx", "", "x"}, {}}}
 	b := AppendParams(nil, &p)
 	var q params
 	r := NewReader(b, errTest)
@@ -132,6 +143,7 @@ func TestParamsRoundTrip(t *testing.T) {
 	if err := r.End(); err != nil {
 		t.Fatal(err)
 	}
+	p.Pairs[2] = []string{} // decoded as an empty list, not nil
 	if !reflect.DeepEqual(p, q) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", q, p)
 	}
@@ -156,6 +168,32 @@ func TestParamsZeroLeftOut(t *testing.T) {
 	if !bytes.Equal(AppendParams(nil, v1{2}), AppendParams(nil, v2{Gamma: 2})) {
 		t.Fatal("a new zero field changed the encoding")
 	}
+	if b := AppendParams(nil, &params{Pairs: [][]string{}}); len(b) != 0 {
+		t.Fatalf("an empty list of lists encodes to %d bytes", len(b))
+	}
+}
+
+// TestParamsPinned: the encoding of parameters of every kind but the
+// lists of string lists, as the codec wrote it before that kind existed
+// (so that no existing fingerprint changed), and that kind's own bytes.
+func TestParamsPinned(t *testing.T) {
+	p := params{Kernel: inner{"rbf", 0.5}, Shared: shared{Lambda: 1e-3}, Budget: -3, Seed: math.MaxUint64, On: true,
+		Every: time.Minute, Edges: []float64{1, 2}, Names: []string{"a", ""}, Kernels: []inner{{"rbf", 1}, {}}}
+	const before = "066b65726e656c6d1c000000047479706573030000007262660567616d6d6166000000000000e03f066c616d62646166fca9f1d24d62503f" +
+		"0662756467657469fdffffffffffffff047365656475ffffffffffffffff026f6e620105657665727969005847f80d00000005656467657346" +
+		"02000000000000000000f03f0000000000000040056e616d65735302000000010000006100000000076b65726e656c734d020000001c0000" +
+		"00047479706573030000007262660567616d6d6166000000000000f03f00000000"
+	if got := hex.EncodeToString(AppendParams(nil, &p)); got != before {
+		t.Errorf("the encoding changed (and every fingerprint with it):\n got %s\nwant %s", got, before)
+	}
+	want := AppendStr(nil, "pairs")
+	want = append(want, 'L')
+	want = AppendU32(want, 2)
+	want = AppendBytes(AppendBytes(AppendU32(want, 2), []byte("user")), []byte("item"))
+	want = AppendU32(want, 0)
+	if got := AppendParams(nil, &params{Pairs: [][]string{{"user", "item"}, nil}}); !bytes.Equal(got, want) {
+		t.Errorf("lists of string lists: % x, want % x", got, want)
+	}
 }
 
 func TestParamsErrors(t *testing.T) {
@@ -166,14 +204,18 @@ func TestParamsErrors(t *testing.T) {
 		b    []byte
 		want string
 	}{
-		"unknown key":   {enc("gama", kindFloat, AppendF64(nil, 1)), `unknown parameter "gama"`},
-		"repeated key":  {append(enc("budget", kindInt, AppendI64(nil, 1)), enc("budget", kindInt, AppendI64(nil, 2))...), `parameter "budget" repeated`},
-		"wrong kind":    {enc("budget", kindFloat, AppendF64(nil, 1)), `parameter "budget": kind`},
-		"truncated":     {enc("budget", kindInt, []byte{1, 2}), "truncated"},
-		"bad bool":      {enc("on", kindBool, []byte{7}), "on flag 7"},
-		"huge list":     {enc("edges", kindFloats, AppendU32(nil, 1<<30)), "edges"},
-		"nested error":  {enc("kernel", kindStruct, AppendBytes(nil, enc("x", kindInt, AppendI64(nil, 1)))), `unknown parameter "x"`},
-		"list item bad": {enc("kernels", kindStructs, AppendBytes(AppendU32(nil, 1), enc("v", kindInt, AppendI64(nil, 1)))), `unknown parameter "v"`},
+		"unknown key":      {enc("gama", kindFloat, AppendF64(nil, 1)), `unknown parameter "gama"`},
+		"repeated key":     {append(enc("budget", kindInt, AppendI64(nil, 1)), enc("budget", kindInt, AppendI64(nil, 2))...), `parameter "budget" repeated`},
+		"wrong kind":       {enc("budget", kindFloat, AppendF64(nil, 1)), `parameter "budget": kind`},
+		"truncated":        {enc("budget", kindInt, []byte{1, 2}), "truncated"},
+		"bad bool":         {enc("on", kindBool, []byte{7}), "on flag 7"},
+		"huge list":        {enc("edges", kindFloats, AppendU32(nil, 1<<30)), "edges"},
+		"nested error":     {enc("kernel", kindStruct, AppendBytes(nil, enc("x", kindInt, AppendI64(nil, 1)))), `unknown parameter "x"`},
+		"list item bad":    {enc("kernels", kindStructs, AppendBytes(AppendU32(nil, 1), enc("v", kindInt, AppendI64(nil, 1)))), `unknown parameter "v"`},
+		"lists as strings": {enc("pairs", kindStrings, AppendBytes(AppendU32(nil, 1), []byte("a"))), `parameter "pairs": kind`},
+		"strings as lists": {enc("names", kindLists, AppendU32(nil, 0)), `parameter "names": kind`},
+		"huge inner list":  {enc("pairs", kindLists, AppendU32(AppendU32(nil, 1), 1<<30)), "pairs"},
+		"truncated inner":  {enc("pairs", kindLists, AppendBytes(AppendU32(AppendU32(nil, 1), 2), []byte("a"))), "truncated"},
 	} {
 		var p params
 		r := NewReader(tc.b, errTest)
@@ -186,6 +228,7 @@ func TestParamsErrors(t *testing.T) {
 
 func FuzzReadParams(f *testing.F) {
 	f.Add(AppendParams(nil, &params{Kernel: inner{"rbf", 0.5}, Budget: 3, Edges: []float64{1}, Kernels: []inner{{"a", 1}}}))
+	f.Add(AppendParams(nil, &params{Pairs: [][]string{{"user", "item"}, {}, {"a"}}}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p params

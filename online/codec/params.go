@@ -19,6 +19,7 @@ import (
 //	'u' uint64       'f' float64
 //	's' bytes (a string)
 //	'F' count u32 + float64 each       'S' count u32 + bytes each
+//	'L' count u32 + per list: count u32 + bytes each (a list of string lists)
 //	'm' frame: a nested struct's canonical encoding
 //	'M' count u32 + a frame per struct
 //
@@ -76,6 +77,7 @@ const (
 	kindString  = 's'
 	kindFloats  = 'F'
 	kindStrings = 'S'
+	kindLists   = 'L' // [][]string
 	kindStruct  = 'm'
 	kindStructs = 'M'
 )
@@ -103,6 +105,8 @@ func paramKind(t reflect.Type) byte {
 			return kindStrings
 		case kindStruct:
 			return kindStructs
+		case kindStrings:
+			return kindLists
 		}
 	}
 	return 0
@@ -180,9 +184,11 @@ func appendStruct(dst []byte, v reflect.Value) []byte {
 				dst = AppendF64(dst, fv.Index(i).Float())
 			}
 		case kindStrings:
+			dst = appendStrings(dst, fv)
+		case kindLists:
 			dst = AppendU32(dst, uint32(fv.Len()))
 			for i := range fv.Len() {
-				dst = AppendBytes(dst, []byte(fv.Index(i).String()))
+				dst = appendStrings(dst, fv.Index(i))
 			}
 		case kindStruct:
 			var at int
@@ -204,6 +210,15 @@ func appendStruct(dst []byte, v reflect.Value) []byte {
 		default:
 			panic(fmt.Sprintf("codec: parameter %q has unsupported type %v", f.Key, fv.Type()))
 		}
+	}
+	return dst
+}
+
+// appendStrings appends the list of strings v: its length, then each.
+func appendStrings(dst []byte, v reflect.Value) []byte {
+	dst = AppendU32(dst, uint32(v.Len()))
+	for i := range v.Len() {
+		dst = AppendBytes(dst, []byte(v.Index(i).String()))
 	}
 	return dst
 }
@@ -282,10 +297,12 @@ func readStruct(r *Reader, v reflect.Value) {
 			}
 			fv.Set(s)
 		case kindStrings:
+			fv.Set(readStrings(r, key, fv.Type()))
+		case kindLists:
 			n := r.Count(key, maxParamList, 4)
 			s := reflect.MakeSlice(fv.Type(), n, n)
 			for i := range n {
-				s.Index(i).SetString(string(r.Bytes()))
+				s.Index(i).Set(readStrings(r, key, fv.Type().Elem()))
 			}
 			fv.Set(s)
 		case kindStruct:
@@ -303,4 +320,14 @@ func readStruct(r *Reader, v reflect.Value) {
 			fv.Set(s)
 		}
 	}
+}
+
+// readStrings reads a list of strings of key into a new slice of type t.
+func readStrings(r *Reader, key string, t reflect.Type) reflect.Value {
+	n := r.Count(key, maxParamList, 4)
+	s := reflect.MakeSlice(t, n, n)
+	for i := range n {
+		s.Index(i).SetString(string(r.Bytes()))
+	}
+	return s
 }

@@ -596,6 +596,8 @@ func badValues(t reflect.Type) []reflect.Value {
 		vals = []any{[]float64{}, []float64{math.NaN()}, []float64{3, 1}, make([]float64, 100)}
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
 		vals = []any{[]string{}, []string{""}}
+	case t == reflect.TypeOf([][]string(nil)):
+		vals = []any{[][]string{}, [][]string{{}}, [][]string{{"", ""}}, [][]string{{"a", "b", "c"}}, [][]string{{"a", "a"}, {"a", "a"}}}
 	}
 	out := make([]reflect.Value, len(vals))
 	for i, v := range vals {

@@ -34,8 +34,8 @@ type Event struct {
 	// A ranking request (a "candidates" array, accepted by a Decoder
 	// WithRequests): IsRequest is true, Features is unused, and the
 	// candidates are Cands, candidate i's features CandidateFeatures(i)
-	// (with hashing CandidateHashed(i): Idx, Val and Hash then hold every
-	// candidate's features, one after the other).
+	// (with hashing CandidateHashed(i): Idx, Val, Hash and Field then hold
+	// every candidate's features, one after the other).
 	// K is the number of items to rank (the request's "k", at most
 	// len(Cands); len(Cands) when absent).
 	IsRequest bool
@@ -53,6 +53,10 @@ type Event struct {
 	// Hash holds feature k's full 64-bit hash (Idx[k] is its low bits),
 	// for estimating collisions.
 	Hash []uint64
+	// Field holds feature k's field: 1 + the index of its namespace in
+	// HashConfig.Namespaces, 0 for the top level, a namespace not listed
+	// and an interaction (see WithHashing).
+	Field []uint8
 
 	buf   []byte    // backing store for ID, Key, TS, items and escaped object keys
 	seen  []bool    // named features seen so far
@@ -86,7 +90,7 @@ func (ev *Event) reset(dim int) {
 	ev.HasFeatures = true
 	ev.IsRequest, ev.Cands, ev.K, ev.Item = false, ev.Cands[:0], 0, nil
 	ev.candX = ev.candX[:0]
-	ev.Idx, ev.Val, ev.Hash = ev.Idx[:0], ev.Val[:0], ev.Hash[:0]
+	ev.Idx, ev.Val, ev.Hash, ev.Field = ev.Idx[:0], ev.Val[:0], ev.Hash[:0], ev.Field[:0]
 	ev.buf = ev.buf[:0]
 	if cap(ev.Features) < dim {
 		ev.Features = make([]float64, dim)
@@ -232,10 +236,11 @@ func (d *Decoder) Decode(src []byte, ev *Event) error {
 
 // scanner holds the state of one Decode call.
 type scanner struct {
-	src []byte
-	pos int
-	d   *Decoder
-	ev  *Event
+	src   []byte
+	pos   int
+	d     *Decoder
+	ev    *Event
+	field uint8 // hashing: the field of the namespace being read
 }
 
 // field identifies a top-level member.

@@ -15,14 +15,27 @@ type Score struct {
 	Version    int64
 	Score      float64
 	Prediction int // class, or level for ordinal models
+	// Value, when HasValue, is written as "prediction" instead of
+	// Prediction: a regression model's predicted label (a float).
+	Value    float64
+	HasValue bool
 	// Probability of class +1, written as "probability" after "prediction"
 	// only when HasProbability (models that estimate one, e.g. logistic).
 	Probability    float64
 	HasProbability bool
-	HasBound       bool
-	MistakeBound   float64 // written only when HasBound
-	Delta          float64 // written only when HasBound
-	N              int64
+	// Expected, when HasExpected, is written as "expected" after
+	// "prediction" and "probability": an ordinal model's expected label on
+	// the raw label's scale.
+	Expected    float64
+	HasExpected bool
+	// Fallback, when not empty, is written as "fallback" after "expected":
+	// the name of the model whose answer the record carries (a key-scoped
+	// model's fallback, while the key's own instance has none).
+	Fallback     string
+	HasBound     bool
+	MistakeBound float64 // written only when HasBound
+	Delta        float64 // written only when HasBound
+	N            int64
 	// Calibrated probability of class +1 with its Venn–Abers interval,
 	// written as certainty.probability {p, lower, upper, n} only when
 	// HasCal (classifiers, once their calibration table is fitted).
@@ -47,6 +60,9 @@ type Score struct {
 //	 "certainty":{"mistake_bound":0.31,"delta":0.05,"n":120000,
 //	              "probability":{"p":0.83,"lower":0.81,"upper":0.85,"n":2000}},"event_ts":"…","scored_at":"…"}
 //
+// "probability", "expected" and "fallback" follow "prediction" when set,
+// in this order; "prediction" is a float when HasValue.
+//
 // Without a bound, mistake_bound and delta are null. A non-finite float is
 // written as null so that the output is always valid JSON. Strings are
 // escaped like encoding/json does, invalid UTF-8 becoming U+FFFD.
@@ -62,10 +78,22 @@ func AppendScore(dst []byte, s *Score) []byte {
 	dst = append(dst, `,"score":`...)
 	dst = appendFloat(dst, s.Score)
 	dst = append(dst, `,"prediction":`...)
-	dst = strconv.AppendInt(dst, int64(s.Prediction), 10)
+	if s.HasValue {
+		dst = appendFloat(dst, s.Value)
+	} else {
+		dst = strconv.AppendInt(dst, int64(s.Prediction), 10)
+	}
 	if s.HasProbability {
 		dst = append(dst, `,"probability":`...)
 		dst = appendFloat(dst, s.Probability)
+	}
+	if s.HasExpected {
+		dst = append(dst, `,"expected":`...)
+		dst = appendFloat(dst, s.Expected)
+	}
+	if s.Fallback != "" {
+		dst = append(dst, `,"fallback":`...)
+		dst = appendString(dst, unsafe.Slice(unsafe.StringData(s.Fallback), len(s.Fallback)))
 	}
 	if s.HasBound {
 		dst = append(dst, `,"certainty":{"mistake_bound":`...)

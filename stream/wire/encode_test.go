@@ -93,6 +93,44 @@ func TestAppendScoreFieldOrder(t *testing.T) {
 	}
 }
 
+// TestAppendScoreAdditions: a regression model's value is a float
+// "prediction"; "expected" and "fallback" follow "prediction" and
+// "probability", in that order, and only when set.
+func TestAppendScoreAdditions(t *testing.T) {
+	at := time.Date(2026, 11, 22, 4, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		s    Score
+		want string
+	}{
+		{"value", Score{Model: "fm", Version: 1, Score: 3.71, Value: 3.71, HasValue: true, ScoredAt: at},
+			`{"id":"","key":"","model":"fm","version":1,"score":3.71,"prediction":3.71,"certainty":{"mistake_bound":null,"delta":null,"n":0},"scored_at":"2026-11-22T04:00:00Z"}`},
+		{"whole value", Score{Model: "fm", Version: 1, Score: 4, Value: 4, HasValue: true, Prediction: 7, ScoredAt: at},
+			`{"id":"","key":"","model":"fm","version":1,"score":4,"prediction":4,"certainty":{"mistake_bound":null,"delta":null,"n":0},"scored_at":"2026-11-22T04:00:00Z"}`},
+		{"expected", Score{Model: "o", Version: 1, Score: 0.2, Prediction: 4, Expected: 3.625, HasExpected: true, ScoredAt: at},
+			`{"id":"","key":"","model":"o","version":1,"score":0.2,"prediction":4,"expected":3.625,"certainty":{"mistake_bound":null,"delta":null,"n":0},"scored_at":"2026-11-22T04:00:00Z"}`},
+		{"fallback with probability", Score{Model: "k", Version: 1, Score: 0.5, Prediction: 1, Probability: 0.62, HasProbability: true, Fallback: "global", ScoredAt: at},
+			`{"id":"","key":"","model":"k","version":1,"score":0.5,"prediction":1,"probability":0.62,"fallback":"global","certainty":{"mistake_bound":null,"delta":null,"n":0},"scored_at":"2026-11-22T04:00:00Z"}`},
+		{"expected and fallback", Score{Model: "k", Version: 1, Score: 3.2, Prediction: 3, Expected: 3.2, HasExpected: true, Fallback: "fm", ScoredAt: at},
+			`{"id":"","key":"","model":"k","version":1,"score":3.2,"prediction":3,"expected":3.2,"fallback":"fm","certainty":{"mistake_bound":null,"delta":null,"n":0},"scored_at":"2026-11-22T04:00:00Z"}`},
+		{"non-finite value", Score{Model: "fm", Score: 1, Value: math.Inf(1), HasValue: true, ScoredAt: at},
+			`{"id":"","key":"","model":"fm","version":0,"score":1,"prediction":null,"certainty":{"mistake_bound":null,"delta":null,"n":0},"scored_at":"2026-11-22T04:00:00Z"}`},
+	} {
+		if got := string(AppendScore(nil, &tc.s)); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+		if !json.Valid([]byte(tc.want)) {
+			t.Errorf("%s: invalid JSON", tc.name)
+		}
+	}
+	s := benchScore()
+	s.HasValue, s.Value, s.HasExpected, s.Expected, s.Fallback = true, 3.5, true, 3.25, "global"
+	buf := AppendScore(nil, s)
+	if n := testing.AllocsPerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
+		t.Errorf("AppendScore with value, expected and fallback: %v allocs/op, want 0", n)
+	}
+}
+
 func TestAppendScoreEscaping(t *testing.T) {
 	for _, key := range []string{
 		``,

@@ -19,7 +19,16 @@ type HashConfig struct {
 	Seed         uint64      // part of every hashed string: another seed, another model
 	Interactions [][2]string // pairs of namespaces whose features are crossed (VW's -q); "" is the top level
 	MaxFeatures  int         // > 0: an event with more hashed features (interactions included) is too_many_features; 0: no limit (not with Interactions)
+	// Namespaces numbers the fields of Event.Field: a feature of
+	// Namespaces[i] has field i+1; one of the top level, of a namespace
+	// not listed, or an interaction has field 0. At most MaxFields
+	// distinct, non-empty names.
+	Namespaces []string
 }
+
+// MaxFields is the largest number of HashConfig.Namespaces (a field is a
+// uint8, and 0 is the unlisted one).
+const MaxFields = 255
 
 // hashing is a Decoder's compiled HashConfig.
 type hashing struct {
@@ -29,14 +38,42 @@ type hashing struct {
 	ns    []string // the distinct namespaces named by Interactions
 	pairs [][2]int // Interactions, as indices into ns
 	top   int      // index of "" in ns, or -1
+
+	// Every namespace with a slot in ns or a field (nsSlot[i], nsField[i]
+	// for nsName[i]); nsMap indexes nsName when it is long.
+	nsName  []string
+	nsSlot  []int32
+	nsField []uint8
+	nsMap   map[string]int32
+}
+
+// nsLinear is the longest nsName searched without nsMap.
+const nsLinear = 8
+
+// namespace returns the slot (-1: in no interaction) and the field of the
+// namespace ns.
+func (h *hashing) namespace(ns []byte) (slot int, field uint8) {
+	if h.nsMap != nil {
+		if i, ok := h.nsMap[string(ns)]; ok {
+			return int(h.nsSlot[i]), h.nsField[i]
+		}
+		return -1, 0
+	}
+	for i, n := range h.nsName {
+		if n == string(ns) {
+			return int(h.nsSlot[i]), h.nsField[i]
+		}
+	}
+	return -1, 0
 }
 
 // hashed is a first-order feature of a namespace that takes part in an
 // interaction, kept until the interactions are crossed.
 type hashed struct {
-	h    uint64  // its 64-bit hash
-	v    float64 // its value, unsigned
-	slot int     // its namespace's index in hashing.ns
+	h     uint64  // its 64-bit hash
+	v     float64 // its value, unsigned (signed in Event.cf)
+	slot  int32   // its namespace's index in hashing.ns
+	field uint8   // its field (HashConfig.Namespaces)
 }
 
 // WithHashing returns a copy of d that decodes "features" as a sparse,
@@ -111,15 +148,25 @@ type hashed struct {
 // features object has been read (a malformed value in it is reported
 // instead).
 //
+// # Fields
+//
+// Field[k] is the field of feature k, for models that treat namespaces
+// differently (a factorization machine that crosses only some pairs): 1 +
+// the index of its namespace in Namespaces, or 0 for a feature of the top
+// level (and of the namespace "", the top level too), of a namespace not
+// in Namespaces, and for an interaction. Fields are not hashed: listing a
+// namespace changes no index or value.
+//
 // Ranking requests (WithRequests, before or after WithHashing) take
 // hashed candidates, combined with the request's own features: see
 // [Event.CandidateHashed].
 //
 // It returns an error if Bits is not in [1, 30], MaxFeatures < 0,
 // MaxFeatures is 0 (no limit) with Interactions (whose count is quadratic
-// in the size of a message), or d has feature names (NewDecoder's names)
-// or a shape (WithShape). Namespaces named by Interactions cannot be
-// checked here: any name is accepted.
+// in the size of a message), Namespaces holds more than MaxFields names,
+// an empty or a repeated one, or d has feature names (NewDecoder's names)
+// or a shape (WithShape). Namespaces named by Interactions need not be
+// listed in Namespaces: any name is accepted.
 func (d *Decoder) WithHashing(h HashConfig) (*Decoder, error) {
 	switch {
 	case h.Bits < 1 || h.Bits > 30:
@@ -133,9 +180,27 @@ func (d *Decoder) WithHashing(h HashConfig) (*Decoder, error) {
 		return nil, fmt.Errorf("wire: WithHashing: the decoder has feature names (hashing takes any name)")
 	case d.rows > 0:
 		return nil, fmt.Errorf("wire: WithHashing: the decoder has a matrix shape")
+	case len(h.Namespaces) > MaxFields:
+		return nil, fmt.Errorf("wire: WithHashing: %d namespaces, at most %d", len(h.Namespaces), MaxFields)
 	}
 	hs := &hashing{mask: 1<<h.Bits - 1, max: h.MaxFeatures, top: -1}
 	binary.LittleEndian.PutUint64(hs.seed[:], h.Seed)
+	// entry returns the index of namespace ns in nsName, added if new.
+	entry := func(ns string) int {
+		if i := slices.Index(hs.nsName, ns); i >= 0 {
+			return i
+		}
+		hs.nsName = append(hs.nsName, ns)
+		hs.nsSlot = append(hs.nsSlot, -1)
+		hs.nsField = append(hs.nsField, 0)
+		return len(hs.nsName) - 1
+	}
+	for i, ns := range h.Namespaces {
+		if ns == "" || slices.Contains(h.Namespaces[:i], ns) {
+			return nil, fmt.Errorf("wire: WithHashing: namespaces[%d]: empty or repeated namespace %q", i, ns)
+		}
+		hs.nsField[entry(ns)] = uint8(i + 1)
+	}
 	slot := func(ns string) int {
 		for i, n := range hs.ns {
 			if n == ns {
@@ -146,10 +211,17 @@ func (d *Decoder) WithHashing(h HashConfig) (*Decoder, error) {
 		if ns == "" {
 			hs.top = len(hs.ns) - 1
 		}
+		hs.nsSlot[entry(ns)] = int32(len(hs.ns) - 1)
 		return len(hs.ns) - 1
 	}
 	for _, p := range h.Interactions {
 		hs.pairs = append(hs.pairs, [2]int{slot(p[0]), slot(p[1])})
+	}
+	if len(hs.nsName) > nsLinear {
+		hs.nsMap = make(map[string]int32, len(hs.nsName))
+		for i, n := range hs.nsName {
+			hs.nsMap[n] = int32(i)
+		}
 	}
 	c := *d
 	c.hash = hs
@@ -158,7 +230,7 @@ func (d *Decoder) WithHashing(h HashConfig) (*Decoder, error) {
 }
 
 // hashedFeatures parses a "features" value of a hashing Decoder into
-// ev.Idx and ev.Val.
+// ev.Idx, ev.Val, ev.Hash and ev.Field.
 func (s *scanner) hashedFeatures() *Error {
 	h, ev := s.d.hash, s.ev
 	switch c := s.src[s.pos]; c {
@@ -173,7 +245,7 @@ func (s *scanner) hashedFeatures() *Error {
 	default:
 		return &Error{Reason: ReasonWrongType, Detail: "features: got " + kindOf(c) + ", want object"}
 	}
-	ev.Idx, ev.Val, ev.Hash, ev.hx, ev.hn = ev.Idx[:0], ev.Val[:0], ev.Hash[:0], ev.hx[:0], 0
+	ev.Idx, ev.Val, ev.Hash, ev.Field, ev.hx, ev.hn = ev.Idx[:0], ev.Val[:0], ev.Hash[:0], ev.Field[:0], ev.hx[:0], 0
 	if cap(ev.hcnt) < len(h.ns) {
 		ev.hcnt = make([]int, len(h.ns))
 	} else {
@@ -199,12 +271,12 @@ func (s *scanner) hashedFeatures() *Error {
 	var k [16]byte
 	for _, p := range h.pairs {
 		for _, a := range ev.hx {
-			if a.slot != p[0] {
+			if int(a.slot) != p[0] {
 				continue
 			}
 			binary.LittleEndian.PutUint64(k[:8], a.h)
 			for _, b := range ev.hx {
-				if b.slot != p[1] {
+				if int(b.slot) != p[1] {
 					continue
 				}
 				binary.LittleEndian.PutUint64(k[8:], b.h)
@@ -325,18 +397,13 @@ func (s *scanner) hashedMember(top bool, plen, slot int) *Error {
 			return &Error{Reason: ReasonWrongType, Detail: s.hashPath(top, plen, nameEnd) + ": got object, want number, string, boolean, null or array of strings (namespaces do not nest)"}
 		}
 		// The prefix becomes seed ‖ name ‖ 0x00 (it was seed ‖ 0x00 ‖ name).
-		h := s.d.hash
 		ns := ev.hkey[plen:nameEnd]
-		nslot := -1
-		for i, n := range h.ns {
-			if n == string(ns) {
-				nslot = i
-				break
-			}
-		}
+		nslot, field := s.d.hash.namespace(ns)
 		n := copy(ev.hkey[8:], ns)
 		ev.hkey = append(ev.hkey[:8+n], 0)
+		s.field = field
 		e := s.hashedObject(false, nslot)
+		s.field = 0
 		ev.hkey = append(ev.hkey[:8], 0) // the top level's prefix again
 		return e
 	case 't':
@@ -460,8 +527,9 @@ func (s *scanner) hashPath(top bool, plen, nameEnd int) string {
 }
 
 // emit adds the first-order feature whose hashed bytes are hk, with
-// value v. Beyond MaxFeatures features are only counted (the event will be
-// rejected), so that hostile input cannot grow the buffers without bound.
+// value v, of namespace slot and field s.field. Beyond MaxFeatures
+// features are only counted (the event will be rejected), so that hostile
+// input cannot grow the buffers without bound.
 func (s *scanner) emit(hk []byte, v float64, slot int) {
 	ev, hs := s.ev, s.d.hash
 	ev.hn++
@@ -475,16 +543,19 @@ func (s *scanner) emit(hk []byte, v float64, slot int) {
 	ev.Hash = append(ev.Hash, h)
 	ev.Idx = append(ev.Idx, int32(h&hs.mask))
 	ev.Val = append(ev.Val, math.Float64frombits(math.Float64bits(v)^h&(1<<63)))
+	ev.Field = append(ev.Field, s.field)
 	if slot >= 0 {
 		ev.hcnt[slot]++
-		ev.hx = append(ev.hx, hashed{h: h, v: v, slot: slot})
+		ev.hx = append(ev.hx, hashed{h: h, v: v, slot: int32(slot)})
 	}
 }
 
-// push appends the feature of hash h and unsigned value v to Idx and Val.
+// push appends the interaction of hash h and unsigned value v to Idx,
+// Val, Hash and Field (field 0).
 func (s *scanner) push(h uint64, v float64) {
 	ev := s.ev
 	ev.Hash = append(ev.Hash, h)
 	ev.Idx = append(ev.Idx, int32(h&s.d.hash.mask))
 	ev.Val = append(ev.Val, math.Float64frombits(math.Float64bits(v)^h&(1<<63)))
+	ev.Field = append(ev.Field, 0)
 }

@@ -18,8 +18,9 @@ import (
 
 // hpair is one hashed feature.
 type hpair struct {
-	idx int32
-	val float64
+	idx   int32
+	val   float64
+	field uint8 // not in String: compared by sameMultiset and ==
 }
 
 func (p hpair) String() string { return fmt.Sprintf("%d:%g", p.idx, p.val) }
@@ -47,7 +48,15 @@ func refPair(bits int, h uint64, v float64) hpair {
 	if h>>63 == 1 {
 		sign = -1
 	}
-	return hpair{int32(h & (1<<bits - 1)), sign * v}
+	return hpair{idx: int32(h & (1<<bits - 1)), val: sign * v}
+}
+
+// refField is the documented field of a feature of namespace ns.
+func refField(cfg HashConfig, ns string) uint8 {
+	if ns == "" {
+		return 0
+	}
+	return uint8(slices.Index(cfg.Namespaces, ns) + 1) // 0 when not listed
 }
 
 // refHashed walks a "features" value with encoding/json as the
@@ -135,7 +144,9 @@ func refHashed(cfg HashConfig, maxAbs float64, raw []byte) ([]hpair, Reason, str
 	}
 	var out []hpair
 	for _, f := range feats {
-		out = append(out, refPair(cfg.Bits, f.h, f.v))
+		p := refPair(cfg.Bits, f.h, f.v)
+		p.field = refField(cfg, f.ns)
+		out = append(out, p)
 	}
 	for _, in := range cfg.Interactions {
 		for _, a := range feats {
@@ -159,7 +170,7 @@ func refHashed(cfg HashConfig, maxAbs float64, raw []byte) ([]hpair, Reason, str
 func pairsOf(ev *Event) []hpair {
 	out := make([]hpair, len(ev.Idx))
 	for i := range ev.Idx {
-		out[i] = hpair{ev.Idx[i], ev.Val[i]}
+		out[i] = hpair{ev.Idx[i], ev.Val[i], ev.Field[i]}
 	}
 	return out
 }
@@ -173,6 +184,9 @@ func sameMultiset(a, b []hpair) bool {
 	cmp := func(x, y hpair) int {
 		if x.idx != y.idx {
 			return int(x.idx - y.idx)
+		}
+		if x.field != y.field {
+			return int(x.field) - int(y.field)
 		}
 		bx, by := math.Float64bits(x.val), math.Float64bits(y.val)
 		switch {
@@ -199,6 +213,7 @@ var fuzzHashedConfig = HashConfig{
 	Seed:         7,
 	Interactions: [][2]string{{"user", "item"}, {"", "user"}, {"item", "item"}},
 	MaxFeatures:  64,
+	Namespaces:   []string{"ctx", "user", "item"}, // not "other", "u", …: field 0
 }
 
 var fuzzHashedSeeds = []string{
@@ -228,6 +243,7 @@ var fuzzHashedSeeds = []string{
 	"{\"features\":{\"a\":\t\"b\",\"c\":\n1,\"d\":\r[\"e\"] , \"u\" : { \"x\" :1 ,\"y\":\"z\"} }}",
 	`{"features":{"a":"b\"c\\d","c\"d":["\u0000","\t"],"e":"\/"}}`,
 	`{"features":{"abcdefghijklmnopqrstuvwxyz":"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789","u":{"é":"ü"}}}`,
+	`{"features":{"ctx":{"d":"ios"},"other":{"x":1},"user":{"id":"u"},"ctx":{"h":["1","2"]},"t":true}}`,
 }
 
 // FuzzDecodeHashed checks a hashing Decoder against refHashed: whatever it
@@ -296,8 +312,8 @@ func FuzzDecodeHashed(f *testing.F) {
 		if reason != "" {
 			t.Fatalf("%q: accepted, reference %s at %s", in, reason, path)
 		}
-		if len(ev.Hash) != len(ev.Idx) {
-			t.Fatalf("%q: %d hashes for %d indices", in, len(ev.Hash), len(ev.Idx))
+		if len(ev.Hash) != len(ev.Idx) || len(ev.Field) != len(ev.Idx) {
+			t.Fatalf("%q: %d hashes and %d fields for %d indices", in, len(ev.Hash), len(ev.Field), len(ev.Idx))
 		}
 		for k, h := range ev.Hash {
 			if int32(h&(1<<fuzzHashedConfig.Bits-1)) != ev.Idx[k] {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -17,9 +18,12 @@ func mustHashing(t testing.TB, h HashConfig) *Decoder {
 	return d
 }
 
-// feat is the expected pair of feature f of namespace ns with value v.
+// feat is the expected pair of feature f of namespace ns with value v
+// (and its field, of h.Namespaces).
 func feat(h HashConfig, ns, f string, v float64) hpair {
-	return refPair(h.Bits, refFeatureHash(h.Seed, ns, f), v)
+	p := refPair(h.Bits, refFeatureHash(h.Seed, ns, f), v)
+	p.field = refField(h, ns)
+	return p
 }
 
 // cross is the expected pair of the interaction of (nsA, fa, va) and (nsB, fb, vb).
@@ -150,11 +154,11 @@ func TestHashedPinned(t *testing.T) {
 	d := mustHashing(t, h)
 	got := decodeHashed(t, d, `{"features":{"price":2,"color":"red","user":{"id":"u42"},"item":{"id":"i7"}}}`)
 	want := []hpair{
-		{12031052, -2}, // price: 2, sign −1
-		{1769745, 1},   // color=red
-		{6169038, 1},   // user ‖ id=u42
-		{14907658, 1},  // item ‖ id=i7
-		{10268120, 1},  // user.id=u42 × item.id=i7
+		{12031052, -2, 0}, // price: 2, sign −1
+		{1769745, 1, 0},   // color=red
+		{6169038, 1, 0},   // user ‖ id=u42
+		{14907658, 1, 0},  // item ‖ id=i7
+		{10268120, 1, 0},  // user.id=u42 × item.id=i7
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("the hashing changed (this breaks saved models):\n got %#v\nwant %#v", got, want)
@@ -186,6 +190,11 @@ func TestWithHashingConfig(t *testing.T) {
 		{plain.WithRequests(5), HashConfig{Bits: 10}, ""}, // hashed candidates (hashreq.go)
 		{plain.WithLabelOnly().WithMaxAbs(9), HashConfig{Bits: 10, Interactions: [][2]string{{"a", "b"}, {"", "zz"}}, MaxFeatures: 1}, ""},
 		{plain, HashConfig{Bits: 10, Interactions: [][2]string{{"a", "b"}}}, "interactions need a limit"},
+		{plain, HashConfig{Bits: 10, Namespaces: []string{"user", "item"}}, ""},
+		{plain, HashConfig{Bits: 10, Namespaces: manyNamespaces(MaxFields)}, ""},
+		{plain, HashConfig{Bits: 10, Namespaces: manyNamespaces(MaxFields + 1)}, "256 namespaces, at most 255"},
+		{plain, HashConfig{Bits: 10, Namespaces: []string{"user", ""}}, `namespaces[1]: empty or repeated namespace ""`},
+		{plain, HashConfig{Bits: 10, Namespaces: []string{"user", "item", "user"}}, `namespaces[2]: empty or repeated namespace "user"`},
 	} {
 		d, err := c.d.WithHashing(c.h)
 		switch {
@@ -367,8 +376,9 @@ func TestHashedAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = d.Decode(src, &ev) }); n != 0 {
 		t.Errorf("%v allocations per warm Decode, want 0", n)
 	}
-	// With interactions and namespaces too.
-	di := mustHashing(t, HashConfig{Bits: 24, Interactions: [][2]string{{"u", "i"}, {"", "u"}}, MaxFeatures: 100})
+	// With interactions and namespaces too, their fields numbered (by a
+	// table and by a map).
+	di := mustHashing(t, HashConfig{Bits: 24, Interactions: [][2]string{{"u", "i"}, {"", "u"}}, MaxFeatures: 100, Namespaces: []string{"i", "u"}})
 	src2 := []byte(`{"features":{"x":1,"u":{"id":"u1","age":3,"t":["a","b"]},"i":{"\u0069d":"i1","p":2.5}}}`)
 	if n := testing.AllocsPerRun(100, func() {
 		if err := di.Decode(src2, &ev); err != nil {
@@ -376,6 +386,80 @@ func TestHashedAllocs(t *testing.T) {
 		}
 	}); n != 0 {
 		t.Errorf("%v allocations per warm Decode with interactions, want 0", n)
+	}
+	dm := mustHashing(t, HashConfig{Bits: 24, Interactions: [][2]string{{"u", "i"}}, MaxFeatures: 100, Namespaces: append(manyNamespaces(20), "i", "u")})
+	if n := testing.AllocsPerRun(100, func() {
+		if err := dm.Decode(src2, &ev); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 || ev.Field[1] != 22 {
+		t.Errorf("%v allocations per warm Decode with 22 namespaces, want 0 (fields %v)", n, ev.Field)
+	}
+}
+
+// manyNamespaces returns n namespaces ns0, ns1, ….
+func manyNamespaces(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint("ns", i)
+	}
+	return out
+}
+
+// TestHashedFields: Field numbers each feature by its namespace's place
+// in Namespaces (1-based), 0 for the top level (and the namespace ""), a
+// namespace not listed and the interactions; bags and every value kind
+// take their namespace's field; listing namespaces changes no index or
+// value. With more namespaces than the linear table holds, the map gives
+// the same fields.
+func TestHashedFields(t *testing.T) {
+	for _, extra := range [][]string{nil, manyNamespaces(2 * nsLinear)} {
+		h := HashConfig{Bits: 20, Seed: 9, MaxFeatures: 100, Interactions: [][2]string{{"user", "item"}, {"ctx", "ctx"}},
+			Namespaces: append(slices.Clone(extra), "item", "ctx", "user")}
+		base := len(extra)
+		d := mustHashing(t, h)
+		in := `{"features":{"x":2,"user":{"id":"u1","tags":["p","q"],"vip":true,"age":30},"other":{"k":"v"},"c":"r",` +
+			`"item":{"id":"i1","cat":["a"]},"ctx":{"hour":3},"":{"z":1},"item":{"price":1.5}}}`
+		var ev Event
+		if err := d.Decode([]byte(in), &ev); err != nil {
+			t.Fatal(err)
+		}
+		item, ctx, user := uint8(base+1), uint8(base+2), uint8(base+3)
+		want := []uint8{
+			0,                      // x
+			user, user, user, user, // user: id, tags=p, tags=q, vip
+			user,       // user.age
+			0,          // other.k: not listed
+			0,          // c
+			item, item, // item: id, cat=a
+			ctx,  // ctx.hour
+			0,    // "".z: the top level
+			item, // item.price: the namespace given again
+		}
+		want = append(want, make([]uint8, 5*3+1)...) // the interactions: 5 user × 3 item, 1 ctx × ctx
+		if !slices.Equal(ev.Field, want) {
+			t.Errorf("%d namespaces: fields\n got %v\nwant %v", len(h.Namespaces), ev.Field, want)
+		}
+		// The same indices and values as without namespaces.
+		h0 := h
+		h0.Namespaces = nil
+		var ev0 Event
+		if err := mustHashing(t, h0).Decode([]byte(in), &ev0); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ev.Idx, ev0.Idx) || !slices.Equal(ev.Hash, ev0.Hash) || !slices.Equal(ev.Val, ev0.Val) {
+			t.Errorf("listing namespaces changed the features")
+		}
+		if !slices.Equal(ev0.Field, make([]uint8, len(ev0.Idx))) {
+			t.Errorf("without namespaces: fields %v, want all 0", ev0.Field)
+		}
+		// The decoder's own fields agree with the documented rule.
+		got := decodeHashed(t, d, in)
+		raw := in[len(`{"features":`) : len(in)-1]
+		ref, reason, _ := refHashed(h, 0, []byte(raw))
+		if reason != "" || !slices.Equal(got, ref) {
+			t.Errorf("reference %v %s:\n got %v\nwant %v", reason, raw, got, ref)
+		}
 	}
 }
 

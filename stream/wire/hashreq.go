@@ -19,22 +19,23 @@ import (
 // Candidate i's hashed features are those of the event whose features
 // object holds the request's members followed by candidate i's (see
 // Event.CandidateHashed). While decoding, each candidate's first-order
-// features wait in Event.cf (hash, signed value) and those of its
+// features wait in Event.cf (hash, signed value, field) and those of its
 // namespaces in interactions in Event.cp (hash, unsigned value,
 // namespace); the request's own are hashed as an event's features are. Once
 // the whole request is read, hashedRequest writes every candidate's
-// features, interactions included, to Idx, Val and Hash.
+// features, interactions included, to Idx, Val, Hash and Field.
 
 // candHashed locates a candidate's hashed features: while decoding, its
 // first-order features ev.cf[f0:f1] and those in interactions ev.cp[p0:p1];
-// once the request is decoded, all of them in Idx, Val and Hash[lo:hi].
+// once the request is decoded, all of them in Idx, Val, Hash and
+// Field[lo:hi].
 type candHashed struct{ f0, f1, p0, p1, lo, hi int }
 
 // CandidateHashed returns the hashed features of candidate i of a ranking
 // request decoded WithHashing: feature k has index idx[k], signed value
-// val[k] and 64-bit hash hash[k], as Idx, Val and Hash hold an event's.
-// They are slices of memory owned by the Event, valid until the next
-// Decode.
+// val[k], 64-bit hash hash[k] and field field[k], as Idx, Val, Hash and
+// Field hold an event's. They are slices of memory owned by the Event,
+// valid until the next Decode.
 //
 // They are exactly the features of the event
 //
@@ -48,9 +49,9 @@ type candHashed struct{ f0, f1, p0, p1, lo, hi int }
 // namespace given in both has the features of both. MaxFeatures bounds
 // each candidate's count, the request's features and the interactions
 // included (too_many_features, the detail naming the candidate).
-func (ev *Event) CandidateHashed(i int) (idx []int32, val []float64, hash []uint64) {
+func (ev *Event) CandidateHashed(i int) (idx []int32, val []float64, hash []uint64, field []uint8) {
 	c := ev.Cands[i].h
-	return ev.Idx[c.lo:c.hi:c.hi], ev.Val[c.lo:c.hi:c.hi], ev.Hash[c.lo:c.hi:c.hi]
+	return ev.Idx[c.lo:c.hi:c.hi], ev.Val[c.lo:c.hi:c.hi], ev.Hash[c.lo:c.hi:c.hi], ev.Field[c.lo:c.hi:c.hi]
 }
 
 // hashedCandidate parses a candidate's "features" value of a hashing
@@ -91,30 +92,31 @@ func (s *scanner) hashedCandidate() (candHashed, *Error) {
 	if e == nil {
 		c.f0 = len(ev.cf)
 		for k := i0; k < len(ev.Hash); k++ {
-			ev.cf = append(ev.cf, hashed{h: ev.Hash[k], v: ev.Val[k]})
+			ev.cf = append(ev.cf, hashed{h: ev.Hash[k], v: ev.Val[k], field: ev.Field[k]})
 		}
 		c.f1, c.p0 = len(ev.cf), len(ev.cp)
 		ev.cp = append(ev.cp, ev.hx[x0:]...)
 		c.p1 = len(ev.cp)
 	}
-	ev.Idx, ev.Val, ev.Hash, ev.hx = ev.Idx[:i0], ev.Val[:i0], ev.Hash[:i0], ev.hx[:x0]
+	ev.Idx, ev.Val, ev.Hash, ev.Field, ev.hx = ev.Idx[:i0], ev.Val[:i0], ev.Hash[:i0], ev.Field[:i0], ev.hx[:x0]
 	return c, e
 }
 
 // hashedRequest writes every candidate's features, combined with the
 // request's own (shared: the request has a features object, whose
-// first-order features head Idx, Val and Hash), to Idx, Val and Hash.
+// first-order features head Idx, Val, Hash and Field), to Idx, Val, Hash
+// and Field.
 func (s *scanner) hashedRequest(shared bool) *Error {
 	ev, h := s.ev, s.d.hash
 	sf0, sp0 := len(ev.cf), len(ev.cp)
 	if shared {
 		for k := range ev.hn { // ≤ MaxFeatures: hashedFeatures checked
-			ev.cf = append(ev.cf, hashed{h: ev.Hash[k], v: ev.Val[k]})
+			ev.cf = append(ev.cf, hashed{h: ev.Hash[k], v: ev.Val[k], field: ev.Field[k]})
 		}
 		ev.cp = append(ev.cp, ev.hx...)
 	}
 	sf, sp := ev.cf[sf0:], ev.cp[sp0:]
-	ev.Idx, ev.Val, ev.Hash = ev.Idx[:0], ev.Val[:0], ev.Hash[:0]
+	ev.Idx, ev.Val, ev.Hash, ev.Field = ev.Idx[:0], ev.Val[:0], ev.Hash[:0], ev.Field[:0]
 	var k [16]byte
 	for i := range ev.Cands {
 		c := &ev.Cands[i].h
@@ -137,11 +139,13 @@ func (s *scanner) hashedRequest(shared bool) *Error {
 			ev.Hash = append(ev.Hash, f.h)
 			ev.Idx = append(ev.Idx, int32(f.h&h.mask))
 			ev.Val = append(ev.Val, f.v)
+			ev.Field = append(ev.Field, f.field)
 		}
 		for _, f := range cf {
 			ev.Hash = append(ev.Hash, f.h)
 			ev.Idx = append(ev.Idx, int32(f.h&h.mask))
 			ev.Val = append(ev.Val, f.v)
+			ev.Field = append(ev.Field, f.field)
 		}
 		// The request's features precede the candidate's, as in one
 		// features object: crossed in that order.
@@ -149,13 +153,13 @@ func (s *scanner) hashedRequest(shared bool) *Error {
 		for _, p := range h.pairs {
 			for ai := range n {
 				a := at(sp, cp, ai)
-				if a.slot != p[0] {
+				if int(a.slot) != p[0] {
 					continue
 				}
 				binary.LittleEndian.PutUint64(k[:8], a.h)
 				for bi := range n {
 					b := at(sp, cp, bi)
-					if b.slot != p[1] {
+					if int(b.slot) != p[1] {
 						continue
 					}
 					binary.LittleEndian.PutUint64(k[8:], b.h)
@@ -172,7 +176,7 @@ func (s *scanner) hashedRequest(shared bool) *Error {
 func inSlot(fs []hashed, slot int) int {
 	n := 0
 	for _, f := range fs {
-		if f.slot == slot {
+		if int(f.slot) == slot {
 			n++
 		}
 	}

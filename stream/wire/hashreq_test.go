@@ -10,7 +10,8 @@ import (
 	"testing"
 )
 
-var reqHashConfig = HashConfig{Bits: 10, Seed: 3, Interactions: [][2]string{{"user", "item"}, {"item", "item"}, {"", "item"}}, MaxFeatures: 64}
+var reqHashConfig = HashConfig{Bits: 10, Seed: 3, Interactions: [][2]string{{"user", "item"}, {"item", "item"}, {"", "item"}}, MaxFeatures: 64,
+	Namespaces: []string{"item", "user"}}
 
 func hashedRequestDecoder(t testing.TB, h HashConfig) *Decoder {
 	t.Helper()
@@ -36,11 +37,14 @@ func combined(parts ...string) string {
 }
 
 // sameHashed reports whether candidate i of req has exactly (in order, bit
-// for bit) the features ev has.
+// for bit) the features ev has, fields included.
 func sameHashed(req *Event, i int, ev *Event) error {
-	idx, val, hash := req.CandidateHashed(i)
+	idx, val, hash, field := req.CandidateHashed(i)
 	if !slices.Equal(idx, ev.Idx) || !slices.Equal(hash, ev.Hash) || len(val) != len(ev.Val) {
 		return fmt.Errorf("candidate %d: idx %v hash %v, want %v %v", i, idx, hash, ev.Idx, ev.Hash)
+	}
+	if !slices.Equal(field, ev.Field) || len(field) != len(idx) {
+		return fmt.Errorf("candidate %d: fields %v, want %v", i, field, ev.Field)
 	}
 	for k := range val {
 		if math.Float64bits(val[k]) != math.Float64bits(ev.Val[k]) {
@@ -116,10 +120,10 @@ func TestHashedRequest(t *testing.T) {
 	if err := d.Decode([]byte(`{"features":{"user":{"id":"u42"}},"candidates":[{"item":"a","features":{"item":{"id":"i1"}}}]}`), &ev); err != nil {
 		t.Fatal(err)
 	}
-	idx, val, _ := ev.CandidateHashed(0)
+	idx, val, _, field := ev.CandidateHashed(0)
 	got := make([]hpair, len(idx))
 	for k := range idx {
-		got[k] = hpair{idx[k], val[k]}
+		got[k] = hpair{idx[k], val[k], field[k]}
 	}
 	h := reqHashConfig
 	want := []hpair{feat(h, "user", "id=u42", 1), feat(h, "item", "id=i1", 1),
@@ -190,7 +194,7 @@ func TestHashedRequestAllocs(t *testing.T) {
 	if err := d.Decode(src, &ev); err != nil {
 		t.Fatal(err)
 	}
-	if idx, _, _ := ev.CandidateHashed(99); len(idx) != 4+4+3*4 {
+	if idx, _, _, _ := ev.CandidateHashed(99); len(idx) != 4+4+3*4 {
 		t.Fatalf("%d features, want 20", len(idx))
 	}
 	if n := testing.AllocsPerRun(50, func() { _ = d.Decode(src, &ev) }); n != 0 {
@@ -230,6 +234,7 @@ func FuzzDecodeHashedRequest(f *testing.F) {
 		`{"features":{"item":{"a":"1","b":"2","c":"3","d":"4","e":"5","f":"6","g":"7","h":"8"}},"candidates":[{"item":"a","features":{"item":{"i":"9"}}}]}`,
 		`{"candidates":[{"item":"a","features":{"user":{"x":1e999}}}]}`,
 		`{"candidates":[{"item":"a","features":{}}],"candidates":[{"item":"b","features":{"item":{"q":"1"}}}]}`,
+		`{"candidates":[{"item":"a","features":{"ctx":{"d":"x"},"other":{"o":1}}}],"features":{"ctx":{"h":2},"user":{"u":["1"]}}}`,
 	} {
 		f.Add([]byte(s))
 	}

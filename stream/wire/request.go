@@ -239,9 +239,13 @@ func (s *scanner) request(haveFeatures bool) *Error {
 // Ranking is the response to a ranking request: its candidates in the
 // order chosen, the first K of them.
 type Ranking struct {
-	ID, Key  []byte // the request's id and key
-	Model    string
-	Version  int64
+	ID, Key []byte // the request's id and key
+	Model   string
+	Version int64
+	// Fallback, when not empty, is written as "fallback" after "version":
+	// the model that scored the candidates instead of Model (a key-scoped
+	// model's fallback, while the key's own instance has no answer).
+	Fallback string
 	Ranked   []Ranked
 	ScoredAt time.Time
 }
@@ -251,6 +255,8 @@ type Ranked struct {
 	Item         []byte
 	Score        float64
 	Prediction   int
+	Value        float64 // written as "prediction" instead of Prediction when HasValue
+	HasValue     bool
 	HasBound     bool
 	MistakeBound float64 // written only when HasBound
 	Delta        float64 // written only when HasBound
@@ -277,6 +283,10 @@ func AppendRanking(dst []byte, r *Ranking) []byte {
 	dst = appendString(dst, unsafe.Slice(unsafe.StringData(r.Model), len(r.Model)))
 	dst = append(dst, `,"version":`...)
 	dst = strconv.AppendInt(dst, r.Version, 10)
+	if r.Fallback != "" {
+		dst = append(dst, `,"fallback":`...)
+		dst = appendString(dst, unsafe.Slice(unsafe.StringData(r.Fallback), len(r.Fallback)))
+	}
 	dst = append(dst, `,"ranked":[`...)
 	for i := range r.Ranked {
 		it := &r.Ranked[i]
@@ -288,7 +298,11 @@ func AppendRanking(dst []byte, r *Ranking) []byte {
 		dst = append(dst, `,"score":`...)
 		dst = appendFloat(dst, it.Score)
 		dst = append(dst, `,"prediction":`...)
-		dst = strconv.AppendInt(dst, int64(it.Prediction), 10)
+		if it.HasValue {
+			dst = appendFloat(dst, it.Value)
+		} else {
+			dst = strconv.AppendInt(dst, int64(it.Prediction), 10)
+		}
 		if it.HasBound {
 			dst = append(dst, `,"certainty":{"mistake_bound":`...)
 			dst = appendFloat(dst, it.MistakeBound)

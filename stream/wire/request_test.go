@@ -218,6 +218,19 @@ func TestAppendRanking(t *testing.T) {
 	if n := testing.AllocsPerRun(10, func() { out = AppendRanking(out[:0], &r) }); n != 0 {
 		t.Fatalf("%v allocations", n)
 	}
+	if bytes.Contains(out, []byte(`"fallback"`)) {
+		t.Fatalf("fallback without one: %s", out)
+	}
+	// A fallback's name follows the version; a value is a float prediction.
+	r.Fallback = "global"
+	r.Ranked[0].Value, r.Ranked[0].HasValue = 3.5, true
+	out = AppendRanking(out[:0], &r)
+	if !bytes.Contains(out, []byte(`"version":3,"fallback":"global","ranked":[{"item":"a","score":0.5,"prediction":3.5,`)) {
+		t.Fatalf("%s", out)
+	}
+	if n := testing.AllocsPerRun(10, func() { out = AppendRanking(out[:0], &r) }); n != 0 {
+		t.Fatalf("with a fallback: %v allocations", n)
+	}
 }
 
 // FuzzDecodeRequest: whatever a request decoder accepts as a request,

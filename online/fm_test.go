@@ -1,0 +1,395 @@
+package online
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// fmBrute is ŷ of an FM computed the slow way: the pairwise sum over every
+// pair of distinct entries (duplicates summed into their first
+// occurrence), from the model's rows (or the initial factors of unseen
+// indices) and an explicit pair rule.
+func fmBrute(m *FM, idx []int32, val []float64, field []uint8) float64 {
+	var ii []int32
+	var xs []float64
+	var fs []uint8
+	for e, i := range idx {
+		if p := slices.Index(ii, i); p >= 0 {
+			xs[p] += val[e]
+			continue
+		}
+		f := uint8(0)
+		if field != nil {
+			f = field[e]
+		}
+		ii, xs, fs = append(ii, i), append(xs, val[e]), append(fs, f)
+	}
+	weight := func(i int32) (float64, []float64) {
+		v := make([]float64, m.k)
+		if r := m.rows.find(i); r >= 0 {
+			row := m.rows.row(r)
+			copy(v, row[fmRowV:])
+			return row[fmRowW], v
+		}
+		m.initFactors(v, i)
+		return 0, v
+	}
+	pairs := func(a, b uint8) bool {
+		if m.k == 0 {
+			return false
+		}
+		if len(m.p.Factorize) == 0 {
+			return true
+		}
+		if a == 0 || b == 0 {
+			return false
+		}
+		na, nb := m.p.namespaces[a-1], m.p.namespaces[b-1]
+		for _, pr := range m.p.Factorize {
+			if pr[0] == na && pr[1] == nb || pr[0] == nb && pr[1] == na {
+				return true
+			}
+		}
+		return false
+	}
+	y := m.b
+	if m.sq && m.n > 0 {
+		y = (m.ySum + m.yComp) / float64(m.n)
+	}
+	for j := range ii {
+		if xs[j] == 0 {
+			continue
+		}
+		w, vj := weight(ii[j])
+		y += w * xs[j]
+		for l := j + 1; l < len(ii); l++ {
+			if xs[l] == 0 || !pairs(fs[j], fs[l]) {
+				continue
+			}
+			_, vl := weight(ii[l])
+			var s float64
+			for f := range vj {
+				s += vj[f] * vl[f]
+			}
+			y += s * xs[j] * xs[l]
+		}
+	}
+	return y
+}
+
+// fmEvent draws a hashed event: a user entry (field 1), an item entry
+// (field 2) and 0–3 genre entries (field 2), from small pools so that
+// features repeat, sometimes with a duplicate index.
+func fmEvent(rng *rand.Rand, dim int) ([]int32, []float64, []uint8) {
+	idx := []int32{int32(rng.IntN(50)), int32(100 + rng.IntN(80))}
+	val := []float64{1, -1}
+	field := []uint8{1, 2}
+	for range rng.IntN(4) {
+		idx = append(idx, int32(200+rng.IntN(10)))
+		val = append(val, 0.5)
+		field = append(field, 2)
+	}
+	if rng.IntN(5) == 0 {
+		idx = append(idx, idx[0])
+		val = append(val, 0.25)
+		field = append(field, 1)
+	}
+	for k := range idx {
+		idx[k] = int32((int(idx[k]) * 7919) % dim)
+	}
+	return idx, val, field
+}
+
+// TestFMScoreMatchesPairwiseSum checks Rendle's identity with namespace
+// pairs against the explicit pairwise sum, for every pairing mode and
+// both losses, along a stream that learns.
+func TestFMScoreMatchesPairwiseSum(t *testing.T) {
+	const dim = 1 << 12
+	modes := map[string]func(*FMParams){
+		"all pairs":   func(*FMParams) {},
+		"user x item": func(p *FMParams) { p.Factorize = [][]string{{"user", "item"}} },
+		"item self":   func(p *FMParams) { p.Factorize = [][]string{{"item", "item"}} },
+		"both":        func(p *FMParams) { p.Factorize = [][]string{{"item", "user"}, {"user", "user"}} },
+		"logistic":    func(p *FMParams) { p.Loss = FMLogistic; p.Factorize = [][]string{{"user", "item"}} },
+		"linear":      func(p *FMParams) { p.Factors = 0 },
+	}
+	for name, set := range modes {
+		t.Run(name, func(t *testing.T) {
+			p := DefaultFMParams()
+			p.Factors, p.InitStdev = 5, 0.3
+			p.SetNamespaces([]string{"user", "item", "ctx"})
+			set(&p)
+			m, err := NewFM(dim, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			for n := range 400 {
+				idx, val, field := fmEvent(rng, dim)
+				want := fmBrute(m, idx, val, field)
+				y := float64(rng.IntN(5) + 1)
+				if !m.sq {
+					y = float64(2*rng.IntN(2) - 1)
+				}
+				pr := m.ObserveFields(idx, val, field, y, n%3 != 2)
+				if math.Abs(pr.Score-want) > 1e-12*max(1, math.Abs(want)) {
+					t.Fatalf("event %d: score %v, pairwise sum %v", n, pr.Score, want)
+				}
+			}
+		})
+	}
+}
+
+// TestFMFactorGradient checks ∂ŷ/∂vⱼ (the factor step's direction) against
+// central differences of ŷ, with namespace pairs and a self pair: one SGD
+// step of the factors with an isolated entry must move ŷ by −η·‖∂ŷ/∂v‖²·g
+// to first order; here each coordinate's derivative is compared directly.
+func TestFMFactorGradient(t *testing.T) {
+	const dim = 1 << 10
+	p := DefaultFMParams()
+	p.Factors, p.InitStdev = 4, 0.5
+	p.SetNamespaces([]string{"user", "item"})
+	p.Factorize = [][]string{{"user", "item"}, {"item", "item"}}
+	m, err := NewFM(dim, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 { // learned rows
+		idx, val, field := fmEvent(rng, dim)
+		m.ObserveFields(idx, val, field, float64(rng.IntN(5)+1), true)
+	}
+	idx, val, field := []int32{3, 17, 40, 41}, []float64{1, 0.7, -0.4, 0.5}, []uint8{1, 2, 2, 2}
+	for e, i := range idx {
+		r := m.rows.find(i)
+		if r < 0 {
+			m.rows.add(i, nil)
+			r = m.rows.find(i)
+			m.initFactors(m.rows.row(r)[fmRowV:], i)
+		}
+		row := m.rows.row(r)
+		// analytic derivative, as learn computes it
+		if !m.distinct(idx, val, field) {
+			t.Fatal("distinct")
+		}
+		m.score()
+		k, ns := m.k, m.nslots
+		a := int(m.sc.ents[e].slot)
+		var ta []float64
+		for b := range ns {
+			if m.adj[a*ns+b] {
+				ta = append(ta, m.sc.s[b*k:b*k+k]...)
+			}
+		}
+		for f := range k {
+			var tf float64
+			for b := 0; b < len(ta); b += k {
+				tf += ta[b+f]
+			}
+			want := val[e] * tf
+			if m.self[a] {
+				want -= val[e] * m.sc.u[e*k+f]
+			}
+			const h = 1e-6
+			old := row[fmRowV+f]
+			row[fmRowV+f] = old + h
+			up := fmBrute(m, idx, val, field)
+			row[fmRowV+f] = old - h
+			down := fmBrute(m, idx, val, field)
+			row[fmRowV+f] = old
+			if num := (up - down) / (2 * h); math.Abs(num-want) > 1e-6 {
+				t.Fatalf("entry %d factor %d: analytic %v, numeric %v", e, f, want, num)
+			}
+		}
+	}
+}
+
+// TestFMUnlabelledStoresNothing: scoring (unlabelled events, peeks) keeps
+// no state for unseen features, so requests cannot grow the model.
+func TestFMUnlabelledStoresNothing(t *testing.T) {
+	m, err := NewFM(1<<20, DefaultFMParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ObserveSparse([]int32{1, 2}, []float64{1, 1}, 4, true)
+	before, _ := m.MarshalBinary()
+	for i := range 10000 {
+		m.ObserveSparse([]int32{int32(1000 + i), 1}, []float64{1, 1}, 0, false)
+		PeekSparse(m, []int32{int32(500000 + i)}, []float64{1})
+	}
+	after, _ := m.MarshalBinary()
+	if !bytes.Equal(before, after) || m.Features() != 2 {
+		t.Fatalf("unlabelled events changed the state: %d features", m.Features())
+	}
+}
+
+// TestFMValueClipped: the squared loss's Value is ŷ clipped to the labels'
+// range, absent before the first label.
+func TestFMValueClipped(t *testing.T) {
+	p := DefaultFMParams()
+	p.LearningRate = 50 // overshoots on purpose
+	m, err := NewFM(8, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := m.ObserveSparse([]int32{1}, []float64{1}, 3, true); pr.HasValue || pr.Score != 0 {
+		t.Fatalf("first prediction %+v, want no value", pr)
+	}
+	// the first step overshoots: w = 50 (AdaGrad's first step is η), so
+	// ŷ = 3 + 50 while every label seen was 3
+	pr := m.ObserveSparse([]int32{1}, []float64{1}, 0, false)
+	if !pr.HasValue || pr.Value != 3 || math.Abs(pr.Score-53) > 1e-6 {
+		t.Fatalf("prediction %+v: want score 53 and value 3 (clipped to [3, 3])", pr)
+	}
+	m.ObserveSparse([]int32{1}, []float64{1}, 5, true)
+	for range 20 {
+		pr := m.ObserveSparse([]int32{1, 2}, []float64{1, 1}, 1e6, false)
+		if !pr.HasValue || pr.Value < 3 || pr.Value > 5 {
+			t.Fatalf("prediction %+v: value outside [3, 5]", pr)
+		}
+	}
+}
+
+// TestFMLearnsInteractions: on ratings generated by biases plus a rank-3
+// user × item interaction, the fm's prequential error over the second half
+// is far below a linear fm's (biases only) and close to the noise.
+func TestFMLearnsInteractions(t *testing.T) {
+	const users, items, k, n = 60, 80, 3, 40000
+	rng := rand.New(rand.NewPCG(5, 6))
+	draw := func(c int) [][]float64 {
+		out := make([][]float64, c)
+		for i := range out {
+			out[i] = make([]float64, k+1)
+			for f := range out[i] {
+				out[i][f] = rng.NormFloat64() * 0.76 // k terms of variance 0.76⁴: interaction sd 1
+			}
+		}
+		return out
+	}
+	us, is := draw(users), draw(items)
+	run := func(factors int) float64 {
+		p := DefaultFMParams()
+		p.Factors = factors
+		p.SetNamespaces([]string{"user", "item"})
+		if factors > 0 {
+			p.Factorize = [][]string{{"user", "item"}}
+		}
+		m, err := NewFM(1<<16, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(7, 8))
+		var se float64
+		for e := range n {
+			u, i := r.IntN(users), r.IntN(items)
+			y := 3 + 0.5*us[u][k] + 0.5*is[i][k] + 0.3*r.NormFloat64()
+			for f := range k {
+				y += us[u][f] * is[i][f]
+			}
+			pr := m.ObserveFields([]int32{int32(u), int32(1000 + i)}, []float64{1, 1}, []uint8{1, 2}, y, true)
+			if e >= n/2 {
+				se += (pr.Value - y) * (pr.Value - y)
+			}
+		}
+		return math.Sqrt(se / (n / 2))
+	}
+	linear, fm := run(0), run(8)
+	t.Logf("second-half RMSE: linear %.3f, fm %.3f (noise 0.3)", linear, fm)
+	if !(fm < 0.5 && fm < 0.6*linear) {
+		t.Errorf("fm RMSE %.3f, linear %.3f: want < 0.5 and < 0.6 × linear", fm, linear)
+	}
+}
+
+// TestFMEncodingCountsRows: the encoding of a model over 2^20 indices
+// holds its learned rows, not 2^20 of anything, and re-encodes exactly.
+func TestFMEncodingCountsRows(t *testing.T) {
+	m, err := NewFM(1<<20, DefaultFMParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3000 {
+		m.ObserveSparse([]int32{int32(i * 331 % (1 << 20)), 7}, []float64{1, 1}, float64(i%5+1), true)
+	}
+	b, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Features() != 3001 && m.Features() != 3000 {
+		t.Fatalf("%d features", m.Features())
+	}
+	// 2^20 indices, 3 001 learned: the encoding holds the rows, not 2^20 of anything
+	if want := 3001 * (4 + 8*(fmRowV+DefaultFMFactors)); len(b) > want+512 {
+		t.Fatalf("encoding %d bytes, want about %d", len(b), want)
+	}
+	r, err := MustRegistry(FMType()).Restore(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := r.MarshalBinary()
+	if !bytes.Equal(b, b2) {
+		t.Fatal("re-encoding differs")
+	}
+}
+
+// BenchmarkFM30 scores and learns events of 30 hashed entries in a 2^20
+// space with k = 16, drawn as a ratings stream draws them: a user (1 000,
+// activity skewed as raters' is) with 10 attributes from small pools, and
+// an item (10 000, popularity skewed: a few hot, many cold) with 3 genres
+// of 20 and 15 tags of 2 000 (skewed); user × item factorized.
+func BenchmarkFM30(b *testing.B) {
+	p := DefaultFMParams()
+	p.SetNamespaces([]string{"user", "item"})
+	p.Factorize = [][]string{{"user", "item"}}
+	m, err := NewFM(1<<20, p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	zipf := func(n int, s float64) func() int {
+		z := rand.NewZipf(rand.New(rand.NewPCG(uint64(n), 11)), s, 1, uint64(n-1))
+		return func() int { return int(z.Uint64()) }
+	}
+	user, item, tag := zipf(1000, 1.1), zipf(10000, 1.1), zipf(2000, 1.1)
+	const nev = 1 << 14
+	type ev struct {
+		idx   []int32
+		val   []float64
+		field []uint8
+		y     float64
+	}
+	evs := make([]ev, nev)
+	hash := func(ns, v int) int32 { return int32(fmix64(uint64(ns)<<40|uint64(v)) & (1<<20 - 1)) }
+	for i := range evs {
+		var e ev
+		add := func(ns, v int, f uint8) {
+			e.idx, e.val, e.field = append(e.idx, hash(ns, v)), append(e.val, 1), append(e.field, f)
+		}
+		u, it := user(), item()
+		add(1, u, 1)
+		for a := range 10 { // user attributes: pools of 2..50 values
+			add(2+a, (u*31+a)%(2+5*a), 1)
+		}
+		add(20, it, 2)
+		for g := range 3 {
+			add(21, (it*7+g*3)%20, 2)
+		}
+		for range 15 {
+			add(22, tag(), 2)
+		}
+		e.y = float64(1 + rng.IntN(5))
+		evs[i] = e
+	}
+	for _, e := range evs { // warm: every row exists
+		m.ObserveFields(e.idx, e.val, e.field, e.y, true)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		e := &evs[i&(nev-1)]
+		m.ObserveFields(e.idx, e.val, e.field, e.y, true)
+		i++
+	}
+}

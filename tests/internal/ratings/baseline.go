@@ -1,0 +1,101 @@
+package ratings
+
+import "math"
+
+// Clip bounds x to [lo, hi].
+func Clip(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
+
+// kahan is a compensated sum.
+type kahan struct{ sum, c float64 }
+
+func (k *kahan) add(x float64) {
+	y := x - k.c
+	t := k.sum + y
+	k.c = (t - k.sum) - y
+	k.sum = t
+}
+
+// Mean is the running mean of the ratings learned so far; 0 before the
+// first.
+type Mean struct {
+	sum kahan
+	n   int
+}
+
+// Predict returns the mean so far (0 before any rating).
+func (m *Mean) Predict() float64 {
+	if m.n == 0 {
+		return 0
+	}
+	return m.sum.sum / float64(m.n)
+}
+
+// Learn adds y.
+func (m *Mean) Learn(y float64) { m.sum.add(y); m.n++ }
+
+// N returns the ratings learned.
+func (m *Mean) N() int { return m.n }
+
+// Biases is the running mean plus a user bias and an item bias learned by
+// SGD on the squared error without L2: after predicting ŷ = μ + b_u + b_i
+// (μ the mean of the ratings before this one, the biases 0 until their
+// user's or item's first rating is learned), Learn moves both biases by
+// Step·(y − ŷ), then adds y to the mean.
+type Biases struct {
+	Step   float64
+	mean   Mean
+	bu, bi map[int]float64
+}
+
+// NewBiases returns the baseline with the given step (0.05 in the
+// reference figures).
+func NewBiases(step float64) *Biases {
+	return &Biases{Step: step, bu: map[int]float64{}, bi: map[int]float64{}}
+}
+
+// Predict returns μ + b_u + b_i, unclipped.
+func (b *Biases) Predict(user, item int) float64 {
+	return b.mean.Predict() + b.bu[user] + b.bi[item]
+}
+
+// Learn takes rating y of item by user.
+func (b *Biases) Learn(user, item int, y float64) {
+	e := y - b.Predict(user, item)
+	b.bu[user] += b.Step * e
+	b.bi[item] += b.Step * e
+	b.mean.Learn(y)
+}
+
+// Baselines holds every event's prequential prediction by the baselines,
+// clipped to the rating range: each rating is predicted before it is
+// learned.
+type Baselines struct {
+	Mean, Biases []float64 // indexed like the ratings
+}
+
+// RunBaselines predicts then learns every rating of rs, in the order given
+// by order (indices into rs; nil: rs's own order), with the running mean and
+// the biases (step), and returns the predictions clipped to [lo, hi]
+// indexed like rs.
+func RunBaselines(rs []Rating, order []int, step, lo, hi float64) Baselines {
+	out := Baselines{Mean: make([]float64, len(rs)), Biases: make([]float64, len(rs))}
+	var m Mean
+	b := NewBiases(step)
+	visit := func(i int) {
+		r := rs[i]
+		out.Mean[i] = Clip(m.Predict(), lo, hi)
+		out.Biases[i] = Clip(b.Predict(r.User, r.Item), lo, hi)
+		m.Learn(r.Value)
+		b.Learn(r.User, r.Item, r.Value)
+	}
+	if order == nil {
+		for i := range rs {
+			visit(i)
+		}
+	} else {
+		for _, i := range order {
+			visit(i)
+		}
+	}
+	return out
+}
