@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/streamer/streamer/online/codec"
@@ -235,19 +236,18 @@ var (
 )
 
 // fmRows holds the learned features' rows: row r is
-// [w, G_w, G_v, v_0 … v_{k−1}] at chunk r>>fmChunkBits, found by index
+// [w, G_w, G_v, v_0 … v_{k−1}] (fmRowChunk), found by index
 // through an open-addressing table.
 type fmRows struct {
 	stride int
 	n      int         // rows
 	idx    []int32     // row → its input index (creation order)
-	chunks [][]float64 // fmChunk rows each
+	chunks [][]float64 // chunk 0 holds rows [0, 16), chunk c ≥ 1 rows [16·2^(c−1), 16·2^c)
 	table  []uint64    // open addressing: 0 empty, else uint64(index+1) | uint64(row)<<32
 }
 
 const (
-	fmChunkBits = 10
-	fmChunk     = 1 << fmChunkBits
+	fmChunkBits = 4 // the first chunk's rows: 16 (a key-scoped model's few features take little)
 	fmRowW      = 0 // weight
 	fmRowGW     = 1 // AdaGrad Σ g² of the weight
 	fmRowGV     = 2 // AdaGrad Σ ‖g‖²/k of the factors
@@ -256,8 +256,20 @@ const (
 
 // row returns row r.
 func (t *fmRows) row(r int32) []float64 {
-	off := int(r&(fmChunk-1)) * t.stride
-	return t.chunks[r>>fmChunkBits][off : off+t.stride : off+t.stride]
+	c, off := fmRowChunk(r)
+	off *= t.stride
+	return t.chunks[c][off : off+t.stride : off+t.stride]
+}
+
+// fmRowChunk returns the chunk of row r and r's place in it: the chunks
+// double, so that rows never move and a model with few features holds
+// little.
+func fmRowChunk(r int32) (chunk, off int) {
+	c := bits.Len32(uint32(r) >> fmChunkBits)
+	if c == 0 {
+		return 0, int(r)
+	}
+	return c, int(r) - 1<<(fmChunkBits+c-1)
 }
 
 // slot hashes an index into the table (Fibonacci hashing).
@@ -287,8 +299,8 @@ func (t *fmRows) find(i int32) int32 {
 // returns its number.
 func (t *fmRows) add(i int32, init []float64) int32 {
 	r := int32(t.n)
-	if t.n&(fmChunk-1) == 0 {
-		t.chunks = append(t.chunks, make([]float64, fmChunk*t.stride))
+	if _, off := fmRowChunk(r); off == 0 { // a new chunk, as large as the rows so far (16 at first)
+		t.chunks = append(t.chunks, make([]float64, max(t.n, 1<<fmChunkBits)*t.stride))
 	}
 	t.n++
 	t.idx = append(t.idx, i)
@@ -337,20 +349,32 @@ type fmScratch struct {
 // fmEnt is one distinct entry of an event (no pointers: the scratch is
 // written without write barriers).
 type fmEnt struct {
-	idx  int32
-	row  int32   // its row, or when new its initial row's number in fmScratch.init
-	slot int8    // its slot among the factorized namespaces (−1: linear only)
-	new  bool    // the feature has not been learned
-	x    float64 // its value (duplicates summed)
+	idx   int32
+	row   int32   // its row, or when new its initial row's number in fmScratch.init
+	chunk int32   // its row's chunk (−1: the initial row in fmScratch.init)
+	off   int32   // and offset there
+	slot  int8    // its slot among the factorized namespaces (−1: linear only)
+	new   bool    // the feature has not been learned
+	x     float64 // its value (duplicates summed)
 }
 
 // row returns the row of entry en: learned, or initial.
 func (m *FM) row(en *fmEnt) []float64 {
-	if en.new {
-		st := m.rows.stride
-		return m.sc.init[int(en.row)*st : int(en.row+1)*st : int(en.row+1)*st]
+	st, o := m.rows.stride, int(en.off)
+	if en.chunk < 0 {
+		return m.sc.init[o : o+st : o+st]
 	}
-	return m.rows.row(en.row)
+	return m.rows.chunks[en.chunk][o : o+st : o+st]
+}
+
+// locate sets en's chunk and offset from its row.
+func (m *FM) locate(en *fmEnt) {
+	if en.new {
+		en.chunk, en.off = -1, en.row*int32(m.rows.stride)
+		return
+	}
+	c, o := fmRowChunk(en.row)
+	en.chunk, en.off = int32(c), int32(o*m.rows.stride)
 }
 
 // NewFM builds an empty factorization machine for inputs of dimension dim.
@@ -476,17 +500,12 @@ func (m *FM) ObserveSparse(idx []int32, val []float64, y float64, labelled bool)
 // duplicate indices are summed and take the field of their first
 // occurrence; entries whose values sum to 0 are left out. O(k·nnz), no
 // allocation once the scratch space and the row table have grown (a new
-// feature's row is appended to a chunk of 1024 rows). It panics on
+// feature's row goes into the last chunk of rows; the chunks double). It panics on
 // mismatched lengths or an index outside [0, Dim()), and if labelled with
 // a label Label does not return.
 func (m *FM) ObserveFields(idx []int32, val []float64, field []uint8, y float64, labelled bool) Prediction {
 	if len(idx) != len(val) || field != nil && len(field) != len(idx) {
 		panic("online: FM.ObserveFields: len(idx), len(val) and len(field) differ")
-	}
-	for _, i := range idx {
-		if uint32(i) >= uint32(m.dim) {
-			panic(fmt.Sprintf("online: FM.ObserveFields: index %d outside [0, %d)", i, m.dim))
-		}
 	}
 	if labelled {
 		if _, ok := m.Label(y); !ok || !m.sq && y == 0 {
@@ -545,6 +564,9 @@ func (m *FM) distinct(idx []int32, val []float64, field []uint8) bool {
 	mask := uint64(size - 1)
 	ents := sc.ents[:0]
 	for e, i := range idx {
+		if uint32(i) >= uint32(m.dim) { // (before any change of state)
+			panic(fmt.Sprintf("online: FM.ObserveFields: index %d outside [0, %d)", i, m.dim))
+		}
 		for s := fmSlot(i, mask); ; s = (s + 1) & mask {
 			st := seen[s]
 			if st&^0xffffffff != gen { // a slot of an earlier event: free
@@ -575,6 +597,7 @@ func (m *FM) distinct(idx []int32, val []float64, field []uint8) bool {
 			en.new, en.row = true, int32(newRows)
 			newRows++
 		}
+		m.locate(en)
 	}
 	if zeros {
 		w := 0
@@ -586,6 +609,7 @@ func (m *FM) distinct(idx []int32, val []float64, field []uint8) bool {
 			if en.new {
 				en.row = int32(newRows)
 				newRows++
+				m.locate(&en)
 			}
 			ents[w] = en
 			w++
@@ -653,6 +677,7 @@ func (m *FM) score() float64 {
 		v := row[fmRowV : fmRowV+k]
 		sa := s[a*k : a*k+k]
 		if !m.self[a] { // (vⱼxⱼ is needed only for a self-paired slot's own terms)
+			sa = sa[:len(v)]
 			for f, vf := range v {
 				sa[f] += vf * xe
 			}
@@ -712,6 +737,7 @@ func (m *FM) learn(g float64) {
 	for e := range sc.ents {
 		if en := &sc.ents[e]; en.new {
 			en.row, en.new = m.rows.add(en.idx, m.row(en)), false
+			m.locate(en)
 		}
 	}
 	// One pass: each weight's AdaGrad step, and each factor gradient
@@ -727,7 +753,7 @@ func (m *FM) learn(g float64) {
 	}
 	for e := range sc.ents {
 		en := &sc.ents[e]
-		row, xe := m.rows.row(en.row), en.x
+		row, xe := m.row(en), en.x
 		w := row[fmRowW]
 		gw := g*xe + l2*w
 		G := row[fmRowGW] + gw*gw
@@ -768,7 +794,7 @@ func (m *FM) learn(g float64) {
 	for e := range sc.ents {
 		en := &sc.ents[e]
 		if en.slot >= 0 {
-			sc.step[e] = etaV / (math.Sqrt(m.rows.row(en.row)[fmRowGV]) + adagradEps)
+			sc.step[e] = etaV / (math.Sqrt(m.row(en)[fmRowGV]) + adagradEps)
 		}
 	}
 	for e := range sc.ents {
@@ -777,9 +803,10 @@ func (m *FM) learn(g float64) {
 		if a < 0 {
 			continue
 		}
-		v, step := m.rows.row(en.row)[fmRowV:fmRowV+k], sc.step[e]
+		v, step := m.row(en)[fmRowV:fmRowV+k], sc.step[e]
 		if l2v == 0 && !m.self[a] {
 			c, ta := step*g*en.x, t[a*k:a*k+k]
+			v = v[:len(ta)]
 			for f, tf := range ta {
 				v[f] -= c * tf
 			}

@@ -393,3 +393,37 @@ func BenchmarkFM30(b *testing.B) {
 		i++
 	}
 }
+
+// TestFMRowsSmall: a model with a few features (a key-scoped one) holds
+// rows for about those, not a large first chunk; rows keep their place as
+// the chunks double.
+func TestFMRowsSmall(t *testing.T) {
+	p := DefaultFMParams()
+	p.Factors = 0
+	m, err := NewFM(1<<20, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func() int {
+		n := 0
+		for _, c := range m.rows.chunks {
+			n += len(c) / m.rows.stride
+		}
+		return n
+	}
+	m.ObserveSparse([]int32{5, 9, 700}, []float64{1, 1, 1}, 4, true)
+	if h := held(); h != 16 {
+		t.Fatalf("3 features hold %d rows, want the first chunk's 16", h)
+	}
+	for i := range 1000 {
+		m.ObserveSparse([]int32{int32(1000 + i)}, []float64{1}, float64(i%5), true)
+	}
+	if h := held(); h < m.Features() || h > 2*m.Features() {
+		t.Fatalf("%d features hold %d rows", m.Features(), h)
+	}
+	for r, i := range m.rows.idx {
+		if got := m.rows.find(i); got != int32(r) {
+			t.Fatalf("index %d: row %d, want %d", i, got, r)
+		}
+	}
+}
