@@ -236,7 +236,7 @@ var (
 )
 
 // fmRows holds the learned features' rows: row r is
-// [w, G_w, G_v, v_0 … v_{k−1}] (fmRowChunk), found by index
+// [w, G_w, G_v, s, v_0 … v_{k−1}] (fmRowChunk), found by index
 // through an open-addressing table.
 type fmRows struct {
 	stride int
@@ -251,7 +251,8 @@ const (
 	fmRowW      = 0 // weight
 	fmRowGW     = 1 // AdaGrad Σ g² of the weight
 	fmRowGV     = 2 // AdaGrad Σ ‖g‖²/k of the factors
-	fmRowV      = 3 // first factor
+	fmRowS      = 3 // the feature's scale: the largest |x| learned
+	fmRowV      = 4 // first factor
 )
 
 // row returns row r.
@@ -355,7 +356,9 @@ type fmEnt struct {
 	off   int32   // and offset there
 	slot  int8    // its slot among the factorized namespaces (−1: linear only)
 	new   bool    // the feature has not been learned
+	grow  bool    // |x| exceeds the feature's scale (score sets it)
 	x     float64 // its value (duplicates summed)
+	xs    float64 // and scaled: x/s with s the row's scale
 }
 
 // row returns the row of entry en: learned, or initial.
@@ -593,7 +596,7 @@ func (m *FM) distinct(idx []int32, val []float64, field []uint8) bool {
 		x := en.x
 		xx += x * x
 		zeros = zeros || x == 0
-		if en.row < 0 {
+		if en.row < 0 { // new: its initial row takes |x| as its scale
 			en.new, en.row = true, int32(newRows)
 			newRows++
 		}
@@ -625,8 +628,12 @@ func (m *FM) distinct(idx []int32, val []float64, field []uint8) bool {
 		sc.init = slices.Grow(sc.init[:0], newRows*st)[:newRows*st]
 		clear(sc.init)
 		for e := range sc.ents {
-			if en := &sc.ents[e]; en.new && m.k > 0 && en.slot >= 0 {
-				m.initFactors(m.row(en)[fmRowV:], en.idx)
+			if en := &sc.ents[e]; en.new {
+				row := m.row(en)
+				row[fmRowS] = math.Abs(en.x)
+				if m.k > 0 && en.slot >= 0 {
+					m.initFactors(row[fmRowV:], en.idx)
+				}
 			}
 		}
 	}
@@ -658,7 +665,13 @@ func (m *FM) score() float64 {
 	if k == 0 {
 		for e := range sc.ents {
 			en := &sc.ents[e]
-			lin += m.row(en)[fmRowW] * en.x
+			row := m.row(en)
+			en.xs = en.x
+			if s := row[fmRowS]; s != 1 || en.x > 1 || en.x < -1 {
+				en.xs /= s
+				en.grow = math.Abs(en.x) > s
+			}
+			lin += row[fmRowW] * en.xs
 		}
 		return lin
 	}
@@ -669,6 +682,11 @@ func (m *FM) score() float64 {
 	for e := range sc.ents {
 		en := &sc.ents[e]
 		row, xe := m.row(en), en.x
+		if s := row[fmRowS]; s != 1 || xe > 1 || xe < -1 { // the value on the feature's scale
+			xe /= s
+			en.grow = math.Abs(en.x) > s
+		}
+		en.xs = xe
 		lin += row[fmRowW] * xe
 		a := int(en.slot)
 		if a < 0 {
@@ -733,11 +751,31 @@ func (m *FM) learn(g float64) {
 		}
 	}
 	// New features get their rows (the initial ones), so that the passes
-	// below read learned rows only.
+	// below read learned rows only; a feature whose |x| exceeds its scale
+	// takes |x| as its new scale, its weight and factors rescaled so that
+	// the model's function is the same (sums S unchanged), its AdaGrad sums
+	// too (the gradients scale with x/s).
 	for e := range sc.ents {
-		if en := &sc.ents[e]; en.new {
+		en := &sc.ents[e]
+		if en.new {
 			en.row, en.new = m.rows.add(en.idx, m.row(en)), false
 			m.locate(en)
+			continue
+		}
+		if !en.grow {
+			continue
+		}
+		row := m.row(en)
+		if a := math.Abs(en.x); a > row[fmRowS] {
+			r := a / row[fmRowS]
+			row[fmRowW] *= r
+			row[fmRowGW] /= r * r
+			row[fmRowGV] /= r * r
+			for f := fmRowV; f < len(row); f++ {
+				row[f] *= r
+			}
+			row[fmRowS] = a
+			en.xs = en.x / a
 		}
 	}
 	// One pass: each weight's AdaGrad step, and each factor gradient
@@ -753,7 +791,7 @@ func (m *FM) learn(g float64) {
 	}
 	for e := range sc.ents {
 		en := &sc.ents[e]
-		row, xe := m.row(en), en.x
+		row, xe := m.row(en), en.xs
 		w := row[fmRowW]
 		gw := g*xe + l2*w
 		G := row[fmRowGW] + gw*gw
@@ -763,11 +801,13 @@ func (m *FM) learn(g float64) {
 		if a < 0 || k == 0 {
 			continue
 		}
-		gx := g * en.x
+		gx := g * xe
 		if l2v == 0 && !m.self[a] {
 			// the gradient is gx·t_a: its squared norm from ‖t_a‖², no
 			// pass over the factors until the step
-			row[fmRowGV] += gx * gx * sc.tt[a] * invK
+			Gv := row[fmRowGV] + gx*gx*sc.tt[a]*invK
+			row[fmRowGV] = Gv
+			sc.step[e] = etaV / (math.Sqrt(Gv) + adagradEps)
 			continue
 		}
 		ta, v, d := t[a*k:a*k+k], row[fmRowV:fmRowV+k], sc.d[e*k:e*k+k]
@@ -786,16 +826,12 @@ func (m *FM) learn(g float64) {
 				gg += gf * gf
 			}
 		}
-		row[fmRowGV] += gg * invK
+		Gv := row[fmRowGV] + gg*invK
+		row[fmRowGV] = Gv
+		sc.step[e] = etaV / (math.Sqrt(Gv) + adagradEps)
 	}
 	if k == 0 {
 		return
-	}
-	for e := range sc.ents {
-		en := &sc.ents[e]
-		if en.slot >= 0 {
-			sc.step[e] = etaV / (math.Sqrt(m.row(en)[fmRowGV]) + adagradEps)
-		}
 	}
 	for e := range sc.ents {
 		en := &sc.ents[e]
@@ -805,7 +841,7 @@ func (m *FM) learn(g float64) {
 		}
 		v, step := m.row(en)[fmRowV:fmRowV+k], sc.step[e]
 		if l2v == 0 && !m.self[a] {
-			c, ta := step*g*en.x, t[a*k:a*k+k]
+			c, ta := step*g*en.xs, t[a*k:a*k+k]
 			v = v[:len(ta)]
 			for f, tf := range ta {
 				v[f] -= c * tf
@@ -948,7 +984,7 @@ func (m *FM) checkState() error {
 	for r := range m.rows.n {
 		row := m.rows.row(int32(r))
 		for c, x := range row {
-			if !isFinite(x) || (c == fmRowGW || c == fmRowGV) && x < 0 {
+			if !isFinite(x) || (c == fmRowGW || c == fmRowGV) && x < 0 || c == fmRowS && !(x > 0) {
 				return fmt.Errorf("row %d (index %d): column %d is %v", r, m.rows.idx[r], c, x)
 			}
 		}

@@ -27,15 +27,17 @@ func fmBrute(m *FM, idx []int32, val []float64, field []uint8) float64 {
 		}
 		ii, xs, fs = append(ii, i), append(xs, val[e]), append(fs, f)
 	}
-	weight := func(i int32) (float64, []float64) {
+	// weight returns w, v and the scale s of index i, whose value is x
+	// (a feature not learned yet takes |x| as its scale)
+	weight := func(i int32, x float64) (float64, []float64, float64) {
 		v := make([]float64, m.k)
 		if r := m.rows.find(i); r >= 0 {
 			row := m.rows.row(r)
 			copy(v, row[fmRowV:])
-			return row[fmRowW], v
+			return row[fmRowW], v, row[fmRowS]
 		}
 		m.initFactors(v, i)
-		return 0, v
+		return 0, v, math.Abs(x)
 	}
 	pairs := func(a, b uint8) bool {
 		if m.k == 0 {
@@ -63,18 +65,18 @@ func fmBrute(m *FM, idx []int32, val []float64, field []uint8) float64 {
 		if xs[j] == 0 {
 			continue
 		}
-		w, vj := weight(ii[j])
-		y += w * xs[j]
+		w, vj, sj := weight(ii[j], xs[j])
+		y += w * xs[j] / sj
 		for l := j + 1; l < len(ii); l++ {
 			if xs[l] == 0 || !pairs(fs[j], fs[l]) {
 				continue
 			}
-			_, vl := weight(ii[l])
+			_, vl, sl := weight(ii[l], xs[l])
 			var s float64
 			for f := range vj {
 				s += vj[f] * vl[f]
 			}
-			y += s * xs[j] * xs[l]
+			y += s * (xs[j] / sj) * (xs[l] / sl)
 		}
 	}
 	return y
@@ -168,6 +170,7 @@ func TestFMFactorGradient(t *testing.T) {
 		if r < 0 {
 			m.rows.add(i, nil)
 			r = m.rows.find(i)
+			m.rows.row(r)[fmRowS] = math.Abs(val[e])
 			m.initFactors(m.rows.row(r)[fmRowV:], i)
 		}
 		row := m.rows.row(r)
@@ -189,9 +192,10 @@ func TestFMFactorGradient(t *testing.T) {
 			for b := 0; b < len(ta); b += k {
 				tf += ta[b+f]
 			}
-			want := val[e] * tf
+			xe := m.sc.ents[e].xs
+			want := xe * tf
 			if m.self[a] {
-				want -= val[e] * m.sc.u[e*k+f]
+				want -= xe * m.sc.u[e*k+f]
 			}
 			const h = 1e-6
 			old := row[fmRowV+f]
@@ -353,6 +357,8 @@ func BenchmarkFM30(b *testing.B) {
 		return func() int { return int(z.Uint64()) }
 	}
 	user, item, tag := zipf(1000, 1.1), zipf(10000, 1.1), zipf(2000, 1.1)
+	// The events lie one after the other in three arrays, as a decoder
+	// leaves them in its buffers (read in order, not scattered in memory).
 	const nev = 1 << 14
 	type ev struct {
 		idx   []int32
@@ -361,11 +367,14 @@ func BenchmarkFM30(b *testing.B) {
 		y     float64
 	}
 	evs := make([]ev, nev)
+	var idx []int32
+	var val []float64
+	var field []uint8
 	hash := func(ns, v int) int32 { return int32(fmix64(uint64(ns)<<40|uint64(v)) & (1<<20 - 1)) }
+	starts := make([]int, nev+1)
 	for i := range evs {
-		var e ev
 		add := func(ns, v int, f uint8) {
-			e.idx, e.val, e.field = append(e.idx, hash(ns, v)), append(e.val, 1), append(e.field, f)
+			idx, val, field = append(idx, hash(ns, v)), append(val, 1), append(field, f)
 		}
 		u, it := user(), item()
 		add(1, u, 1)
@@ -379,8 +388,12 @@ func BenchmarkFM30(b *testing.B) {
 		for range 15 {
 			add(22, tag(), 2)
 		}
-		e.y = float64(1 + rng.IntN(5))
-		evs[i] = e
+		evs[i].y = float64(1 + rng.IntN(5))
+		starts[i+1] = len(idx)
+	}
+	for i := range evs {
+		a, z := starts[i], starts[i+1]
+		evs[i].idx, evs[i].val, evs[i].field = idx[a:z], val[a:z], field[a:z]
 	}
 	for _, e := range evs { // warm: every row exists
 		m.ObserveFields(e.idx, e.val, e.field, e.y, true)
@@ -424,6 +437,37 @@ func TestFMRowsSmall(t *testing.T) {
 	for r, i := range m.rows.idx {
 		if got := m.rows.find(i); got != int32(r) {
 			t.Fatalf("index %d: row %d, want %d", i, got, r)
+		}
+	}
+}
+
+// TestFMScaleInvariant: each feature's values are divided by the largest
+// |x| learned for it, so a numeric feature sent in other units (an age in
+// months rather than years) gives the same predictions, to rounding.
+func TestFMScaleInvariant(t *testing.T) {
+	p := DefaultFMParams()
+	p.SetNamespaces([]string{"user", "item"})
+	p.Factorize = [][]string{{"user", "item"}}
+	run := func(unit float64) []float64 {
+		m, err := NewFM(1<<16, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(11, 12))
+		var out []float64
+		for n := range 3000 {
+			u, i := rng.IntN(40), rng.IntN(60)
+			age := 18 + float64((u*7)%50)
+			y := 3 + 0.02*(age-40) + 0.3*rng.NormFloat64()
+			pr := m.ObserveFields([]int32{int32(u), 500, int32(1000 + i)}, []float64{1, age * unit, 1}, []uint8{1, 1, 2}, y, n%4 != 3)
+			out = append(out, pr.Score)
+		}
+		return out
+	}
+	years, months := run(1), run(12)
+	for n := range years {
+		if math.Abs(years[n]-months[n]) > 1e-9*max(1, math.Abs(years[n])) {
+			t.Fatalf("event %d: %v in years, %v in months", n, years[n], months[n])
 		}
 	}
 }

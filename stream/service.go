@@ -151,7 +151,7 @@ func engineConfig(cfg config.Config) EngineConfig {
 		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
 		JoinTime:        cfg.Labels.JoinWindow.Time,
 		Partitioned:     cfg.Snapshot.Partitioned(),
-		Hash:            hashConfig(m0.Features),
+		Hash:            HashConfig(cfg),
 		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
 		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
 			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
@@ -691,6 +691,12 @@ func topicKeys(cfg config.Config) map[string]string {
 	}
 	return m
 }
+
+// HashConfig is the hashing the service's engine decodes cfg's events with
+// (EngineConfig.Hash): models[0]'s features.hash, namespaces, interactions
+// and max_features, shared by every model; nil for dense features. cfg
+// must have a model.
+func HashConfig(cfg config.Config) *wire.HashConfig { return hashConfig(cfg.Models[0].Features) }
 
 // hashConfig is the decoder's hashing of features f (nil: dense features).
 func hashConfig(f config.Features) *wire.HashConfig {

@@ -63,6 +63,26 @@ ordinal (omam, or a ranking model with levels; m is the fewest levels among
 them). A configuration mixing a classifier with an ordinal model is refused:
 their labels have nothing in common.
 
+With features.hash the events are instead users rating items, hashed as the
+service hashes them (features.hash, namespaces, interactions, max_features):
+  key u42: {"id": "b-1", "features": {"user": {"id": "u42"},
+            "item": {"id": "i7", "genres": ["g3", "g11"]}}, "label": 4.5}
+user ids of 10 000 users and item ids of 50 000 items drawn from Zipf
+distributions (seeded), each item with 1–3 of 20 genres; the user's id is the
+message key. The user's and the item's features go into the namespaces user
+and item when features.namespaces lists them, else into its first
+namespaces, else to the top level ("user": "u42", "item": "i7", "genres":
+[…]). The labels are ratings 0.5..5 in half stars (a user bias plus an item
+bias plus noise) when every model accepts them through its label mapping or
+kind (regression models, classifiers with label.positive, ordinal models
+with label.edges), else ±1 or levels as above. The report's setup says what
+the events held: their features, the distinct users and items, the hashed
+entries per event.
+
+Every score run checks that each model learned every event
+(streamer_model_examples; a key-scoped model's over every key) and that none
+was dead-lettered.
+
 The score pipelines keep the calibrated certainty as the service does by
 default (a window of 2 000 pairs refitted every 100: --calibration-window,
 --calibration-every; --config: the file's calibration section), so the
@@ -72,7 +92,13 @@ it. (Before 2026-11-27 the bench ran without calibration.)
 --json writes the report as JSON to stdout (the text tables go to stderr):
 
   {"setup": {"events", "dim", "partitions", "rounds", "warmup_rounds",
-             "snapshot_every_s" (0: no score+snapshot), "models", "labels",
+             "input": {"kind": "dense" | "hashed"; hashed: "bits",
+                       "features" (["user.id", "item.id", "item.genres"]),
+                       "users", "user_ids", "items", "item_ids" (ids drawn,
+                       of ids possible), "genres", "entries_per_event" (mean
+                       hashed entries, interactions included)},
+             "snapshot_every_s" (0: no score+snapshot), "models",
+             "labels" ("±1", "1..m" or "0.5..5 (ratings)"),
              "pipelines": ["passthrough", "score", "score+snapshot"],
              "gomaxprocs", "calibration_window" (0: off),
              "calibration_every"},
@@ -82,7 +108,8 @@ it. (Before 2026-11-27 the bench ran without calibration.)
                             "events", "records" (acknowledged), "seconds",
                             "events_per_s", "snapshots", "cpu_s" (the
                             process's CPU time over "seconds", broker
-                            included), "cpu_us_per_event"}, …],
+                            included), "cpu_us_per_event", "learned"
+                            (score pipelines: {model: examples learned})}, …],
                "ratios": {"score/passthrough": r, "score+snapshot/score": r}}, …],
    "summary": {"pipelines": [{"pipeline", "n", "median", "p25", "p75", "min",
                               "max" (events/s), "rel_iqr",
@@ -203,12 +230,12 @@ func benchScale(ctx context.Context, w io.Writer, cfg bench.Config, instances []
 			return fmt.Errorf("--instances: %d is outside 1..%d (--partitions)", k, cfg.Partitions)
 		}
 	}
-	res, err := bench.ScaleOut(ctx, cfg, instances)
+	res, in, err := bench.ScaleOut(ctx, cfg, instances)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nscale-out, %d events, d=%d, %s, %d partitions, snapshots every %s, GOMAXPROCS=%d\n\n",
-		cfg.Events, cfg.Dim, cfg.Models.Name, cfg.Partitions, cfg.SnapshotEvery, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "\nscale-out, %d events, %s, %s, %d partitions, snapshots every %s, GOMAXPROCS=%d\n\n",
+		cfg.Events, in.Describe(cfg.Dim), cfg.Models.Name, cfg.Partitions, cfg.SnapshotEvery, runtime.GOMAXPROCS(0))
 	fmt.Fprintf(w, "| round | instances | events/s | events/s once stable | seconds | score records | snapshots | changelog bytes | changelog bytes/event |\n|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range res {
 		fmt.Fprintf(w, "| %d | %d | %.0f | %.0f | %.2f | %d | %d | %d | %.3g |\n", i/len(instances)+1, r.Instances, r.Rate(), r.StableRate(),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,5 +161,106 @@ models:
 `), "--events", "10")
 	if err == nil || !strings.Contains(err.Error(), "lr (logistic, classifier) does not accept label 2") {
 		t.Errorf("classifier with ordinal models: err %v\n%s", err, stderr)
+	}
+}
+
+// TestBenchHashed benchmarks configurations with features.hash: the bench
+// preloads hashed rating events (not 2^bits dense numbers), decoded by
+// every score run's engine with the configuration's hashing (no dead
+// letters), and every model learns every event (the bench fails
+// otherwise; the JSON report's "learned" says so too). With models that
+// all take ratings (a regression fm, a classifier with label.positive, a
+// key-scoped fm) the labels are ratings; a plain classifier gets ±1; with
+// no namespaces listed the features are top-level.
+func TestBenchHashed(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		models     []string
+		labels     string
+		features   []string
+		entries    [2]float64 // bounds of the mean hashed entries per event
+	}{
+		{
+			name: "ratings",
+			yaml: `
+models:
+  - name: rating
+    type: fm
+    loss: squared
+    factors: 4
+    factorize: [[user, item]]
+    features: &f
+      hash: {bits: 16, seed: 3}
+      namespaces: [user, item]
+      interactions: [[user, item]]
+      max_features: 64
+  - name: liked
+    type: logistic
+    label: {positive: ">= 4"}
+    features: *f
+  - name: per_user
+    type: fm
+    loss: squared
+    factors: 0
+    scope: key
+    max_keys: 20000
+    features: *f
+`,
+			models:   []string{"rating", "liked", "per_user"},
+			labels:   "0.5..5 (ratings)",
+			features: []string{"user.id", "item.id", "item.genres"},
+			// user.id, item.id, 1–3 genres (mean 2), and user × item: 1 × (1 + genres)
+			entries: [2]float64{6.5, 7.5},
+		},
+		{
+			name: "classifier, top level",
+			yaml: `
+models:
+  - name: clicks
+    type: logistic
+    features: {hash: {bits: 12, seed: 1}, max_features: 16}
+`,
+			models:   []string{"clicks"},
+			labels:   "±1",
+			features: []string{"user", "item", "genres"},
+			entries:  [2]float64{3.5, 4.5},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const events = 3000
+			stdout, stderr, err := runBench(t, "--config", writeConfig(t, c.yaml), "--events", "3000", "--rounds", "1", "--warmup", "0",
+				"--snapshot-every", "0", "--partitions", "2", "--json")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			var rep bench.Report
+			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+				t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+			}
+			in := rep.Setup.Input
+			if in.Kind != "hashed" || rep.Setup.Labels != c.labels || !slices.Equal(in.Features, c.features) ||
+				in.Users < 100 || in.Users > in.UserIDs || in.Items < 100 || in.Items > in.ItemIDs ||
+				in.EntriesPerEvent < c.entries[0] || in.EntriesPerEvent > c.entries[1] {
+				t.Errorf("setup %+v, input %+v; want hashed %v events, labels %s, %v entries per event", rep.Setup, in, c.features, c.labels, c.entries)
+			}
+			if !strings.Contains(stderr, "hashed events in 2^") {
+				t.Errorf("the text report does not say the events were hashed:\n%s", stderr)
+			}
+			if len(rep.Rounds) != 1 {
+				t.Fatalf("%d rounds, want 1", len(rep.Rounds))
+			}
+			r, ok := rep.Rounds[0].Result(bench.Score)
+			if !ok {
+				t.Fatalf("no score run: %+v", rep.Rounds[0])
+			}
+			if r.Events != events || r.Records != int64(len(c.models)*events) {
+				t.Errorf("score: %d events, %d records; want %d and one record per model", r.Events, r.Records, events)
+			}
+			for _, m := range c.models {
+				if r.Learned[m] != events {
+					t.Errorf("model %s learned %d events, want %d (learned %v)", m, r.Learned[m], events, r.Learned)
+				}
+			}
+		})
 	}
 }

@@ -18,17 +18,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
@@ -81,12 +79,13 @@ type Report struct {
 type Setup struct {
 	Events         int      `json:"events"`
 	Dim            int      `json:"dim"`
+	Input          Input    `json:"input"` // what the events hold: dense arrays of dim numbers, or hashed categorical events
 	Partitions     int      `json:"partitions"`
 	Rounds         int      `json:"rounds"`
 	WarmupRounds   int      `json:"warmup_rounds"`
 	SnapshotEveryS float64  `json:"snapshot_every_s"` // 0: no score+snapshot pipeline
 	Models         string   `json:"models"`
-	Labels         string   `json:"labels"` // "±1" or "1..m"
+	Labels         string   `json:"labels"` // "±1", "1..m" or "0.5..5 (ratings)"
 	Pipelines      []string `json:"pipelines"`
 	GOMAXPROCS     int      `json:"gomaxprocs"`
 	// The calibration window and refit period (0: calibration off).
@@ -132,12 +131,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer b.Close()
 
-	say(fmt.Sprintf("preloading %d events (d=%d, labels %s) into %s …", cfg.Events, cfg.Dim, models.Labels(), inputTopic))
+	say(fmt.Sprintf("preloading %d events (%s, labels %s) into %s …", cfg.Events, models.input(), models.Labels(), inputTopic))
 	t0 := time.Now()
-	if err := preload(ctx, b.Addrs(), inputTopic, cfg.Events, cfg.Dim, models.Levels); err != nil {
+	in, err := preload(ctx, b.Addrs(), inputTopic, cfg.Events, models)
+	if err != nil {
 		return nil, err
 	}
-	say(fmt.Sprintf("preloaded in %s", time.Since(t0).Round(time.Millisecond)))
+	rep.Setup.Input = in
+	say(fmt.Sprintf("preloaded in %s: %s", time.Since(t0).Round(time.Millisecond), in.Describe(cfg.Dim)))
 
 	sched := Schedule(len(pipelines), cfg.Rounds)
 	for i := range cfg.Warmup + cfg.Rounds {
@@ -225,6 +226,7 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 	var engine *stream.Engine
 	var models []stream.NamedModel
 	var store *stream.StateStore
+	var reg *prometheus.Registry // the engine's metrics: what the models learned
 	if mode == PassThrough {
 		proc = stream.ProcessorFunc(func(msg *kafka.Message, sink stream.Sink) {
 			sink.Publish(kafka.Message{Topic: out, Key: msg.Key, Value: msg.Value})
@@ -234,7 +236,9 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 		if models, err = cfg.Models.New(); err != nil {
 			return res, err
 		}
-		engine, err = stream.NewEngine(stream.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Calibration: cfg.Calibration}, models, nil)
+		reg = prometheus.NewRegistry()
+		engine, err = stream.NewEngine(stream.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
+			Calibration: cfg.Calibration}, models, reg)
 		if err != nil {
 			return res, err
 		}
@@ -253,16 +257,14 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 			defer store.Close()
 		}
 	}
-	r, err := benchOne(ctx, b.Addrs(), "bench-"+slug, proc, engine, cfg.Events, store, cfg.SnapshotEvery)
+	r, err := benchOne(ctx, b.Addrs(), "bench-"+slug, proc, engine, reg, cfg.Events, store, cfg.SnapshotEvery)
 	r.Mode = mode
 	if err != nil {
 		return r, err
 	}
-	if cfg.Models.builtin {
-		for _, nm := range models {
-			if n := nm.Model.Examples(); n != int64(cfg.Events) {
-				return r, fmt.Errorf("bench: %s: model learned %d events, want %d", mode, n, cfg.Events)
-			}
+	for _, nm := range models {
+		if n := r.Learned[nm.Name]; n != int64(cfg.Events) {
+			return r, fmt.Errorf("bench: %s: model %s learned %d events, want %d", mode, nm.Name, n, cfg.Events)
 		}
 	}
 	if store != nil {
@@ -274,7 +276,10 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 
 // benchOne runs proc over the input topic in consumer group group until
 // every event is processed and every record it published acknowledged.
-func benchOne(ctx context.Context, brokers []string, group string, proc stream.Processor, engine *stream.Engine, events int, store *stream.StateStore, every time.Duration) (Result, error) {
+// With an engine, Result.Learned is what its models had learned then
+// (streamer_model_examples of reg, the engine's registry).
+func benchOne(ctx context.Context, brokers []string, group string, proc stream.Processor, engine *stream.Engine, reg *prometheus.Registry,
+	events int, store *stream.StateStore, every time.Duration) (Result, error) {
 	var processed, acked atomic.Int64
 	sink := &countingSink{}
 	done := make(chan struct{})
@@ -338,12 +343,20 @@ func benchOne(ctx context.Context, brokers []string, group string, proc stream.P
 	}
 	end := time.Now()
 	cpu1, cpuOK := processCPU()
+	var learned map[string]int64
+	if reg != nil && err == nil {
+		// Before the pipeline stops: closing a shard zeroes its figures.
+		var gerr error
+		if learned, gerr = modelExamples(reg); gerr != nil {
+			err = fmt.Errorf("bench: %s: %w", group, gerr)
+		}
+	}
 	cancel()
 	if !stopped {
 		<-errc
 	}
 	_ = pub.Close(context.Background())
-	res := Result{Events: int(processed.Load()), Records: acked.Load(), Elapsed: end.Sub(time.Unix(0, first.Load()))}
+	res := Result{Events: int(processed.Load()), Records: acked.Load(), Elapsed: end.Sub(time.Unix(0, first.Load())), Learned: learned}
 	if cpuOK {
 		res.CPU = cpu1 - time.Duration(cpu0.Load())
 	}
@@ -351,6 +364,29 @@ func benchOne(ctx context.Context, brokers []string, group string, proc stream.P
 		err = fmt.Errorf("bench: %s: %d of %d events were dead-lettered (%s): the figures would not be the service's", group, n, events, sink.reason())
 	}
 	return res, err
+}
+
+// modelExamples reads every model's streamer_model_examples from reg: the
+// examples it has learned, a key-scoped model's over every key.
+func modelExamples(reg prometheus.Gatherer) (map[string]int64, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "streamer_model_examples" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "model" {
+					out[l.GetValue()] = int64(m.GetGauge().GetValue())
+				}
+			}
+		}
+	}
+	return out, nil
 }
 
 // countingSink counts the records a processor publishes, and those it
@@ -397,50 +433,25 @@ func deleteTopic(brokers []string, topic string) error {
 	return resp.Errors[topic]
 }
 
-// preload writes n labelled events with dim features in large synchronous
-// batches. With levels = 0 the label is the sign of a fixed random linear
-// function of the features; with levels = m it is the level 1..m of that
-// function's value, in m equally likely bins.
-func preload(ctx context.Context, brokers []string, topic string, n, dim, levels int) error {
-	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.RoundRobin{},
+// preload writes n labelled events of models' kind (newSource) in large
+// synchronous batches, each event to the partition of its key (round
+// robin without one), and returns what the events hold.
+func preload(ctx context.Context, brokers []string, topic string, n int, models *Models) (Input, error) {
+	src, err := newSource(models)
+	if err != nil {
+		return Input{}, err
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: topic, Balancer: &kafka.Hash{},
 		BatchSize: 2000, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireOne}
 	defer w.Close()
-	rng := rand.New(rand.NewPCG(7, 11))
-	dir := make([]float64, dim)
-	var norm float64
-	for i := range dir {
-		dir[i] = rng.NormFloat64()
-		norm += dir[i] * dir[i]
-	}
-	norm = math.Sqrt(norm)
 	const batch = 20000
 	msgs := make([]kafka.Message, 0, batch)
 	for i := 0; i < n; i++ {
-		v := make([]byte, 0, 24*dim+96)
-		v = append(v, `{"id":"b-`...)
-		v = strconv.AppendInt(v, int64(i), 10)
-		v = append(v, `","features":[`...)
-		var dot float64
-		for j := range dim {
-			x := rng.NormFloat64()
-			dot += x * dir[j]
-			if j > 0 {
-				v = append(v, ',')
-			}
-			v = strconv.AppendFloat(v, x, 'f', 6, 64)
+		k, v, err := src.next(i)
+		if err != nil {
+			return Input{}, err
 		}
-		v = append(v, `],"label":`...)
-		switch {
-		case levels > 0:
-			u := 0.5 * math.Erfc(-dot/norm/math.Sqrt2) // dot/norm is standard normal
-			v = strconv.AppendInt(v, int64(min(levels, 1+int(u*float64(levels)))), 10)
-		case dot < 0:
-			v = append(v, "-1"...)
-		default:
-			v = append(v, '1')
-		}
-		v = append(v, '}')
-		msgs = append(msgs, kafka.Message{Value: v})
+		msgs = append(msgs, kafka.Message{Key: k, Value: v})
 		if len(msgs) == batch || i == n-1 {
 			if err := w.WriteMessages(ctx, msgs...); err != nil {
 				var werr kafka.WriteErrors
@@ -452,10 +463,10 @@ func preload(ctx context.Context, brokers []string, topic string, n, dim, levels
 						}
 					}
 				}
-				return fmt.Errorf("bench: preload: %w", err)
+				return Input{}, fmt.Errorf("bench: preload: %w", err)
 			}
 			msgs = msgs[:0]
 		}
 	}
-	return nil
+	return src.input(), nil
 }

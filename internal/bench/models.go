@@ -7,6 +7,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/wire"
 )
 
 // Models is what the score pipelines run: the built-in MAM (BuiltinMAM) or
@@ -15,22 +16,72 @@ type Models struct {
 	Name string // for the report: "linear MAM", or the configured models
 	Dim  int    // input dimension of every model
 	// Levels > 0 makes the preloaded labels the levels 1..Levels (equally
-	// likely bins of a fixed random linear function) instead of ±1 (its
-	// sign): for configurations with an ordinal model.
+	// likely bins of the events' latent score) instead of ±1 (its sign):
+	// for configurations with an ordinal model.
 	Levels int
+	// Hash, for a configuration with features.hash, is the hashing the
+	// service's engine would decode with (stream.HashConfig): the bench
+	// then preloads hashed categorical events (users rating items) and
+	// gives every score run's engine this hashing. nil: dense events of
+	// Dim numbers.
+	Hash *wire.HashConfig
+	// Ratings makes the labels of hashed events ratings 0.5..5 in half
+	// stars (the latent score shifted to a mean of 3.5, rounded, clipped):
+	// set when every model accepts them through its label mapping or its
+	// kind (regression, ranking, a classifier with label.positive, an
+	// ordinal model with label.edges).
+	Ratings bool
 	// New builds fresh, empty models; every run of a score pipeline gets
 	// its own.
 	New func() ([]stream.NamedModel, error)
-
-	builtin bool // the built-in MAM: check that it learned every event
 }
 
-// Labels describes the preloaded labels: "±1" or "1..m".
+// Labels describes the preloaded labels: "±1", "1..m" or "0.5..5 (ratings)".
 func (m *Models) Labels() string {
-	if m.Levels > 0 {
+	switch {
+	case m.Ratings:
+		return fmt.Sprintf("%g..%g (ratings)", minRating, maxRating)
+	case m.Levels > 0:
 		return fmt.Sprintf("1..%d", m.Levels)
 	}
 	return "±1"
+}
+
+// input names the events the bench preloads for m: "d=32", or
+// "hashed events in 2^20".
+func (m *Models) input() string {
+	if m.Hash != nil {
+		return fmt.Sprintf("hashed events in 2^%d", m.Hash.Bits)
+	}
+	return fmt.Sprintf("d=%d", m.Dim)
+}
+
+// labelValues are every label the events can carry.
+func (m *Models) labelValues() []float64 {
+	switch {
+	case m.Ratings:
+		return ratingValues()
+	case m.Levels > 0:
+		var out []float64
+		for l := 1; l <= m.Levels; l++ {
+			out = append(out, float64(l))
+		}
+		return out
+	}
+	return []float64{-1, 1}
+}
+
+// accepts reports whether every model takes every label of ys through its
+// label mapping, as the service reads it.
+func accepts(models []stream.NamedModel, ys []float64) bool {
+	for _, nm := range models {
+		for _, y := range ys {
+			if _, ok := nm.Model.Label(nm.Label.Map(y)); !ok {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // BuiltinMAM is the bench's own model: a class-balanced MAM with kernel.
@@ -38,9 +89,8 @@ func BuiltinMAM(dim int, kernel online.KernelSpec) *Models {
 	params := online.MAMParams{Kernel: kernel, Balance: true, Delta: online.DefaultDelta}
 	newModel := func() (online.Model, error) { return online.NewMAM(dim, params) }
 	return &Models{
-		Name:    kernel.Type + " MAM",
-		Dim:     dim,
-		builtin: true,
+		Name: kernel.Type + " MAM",
+		Dim:  dim,
 		New: func() ([]stream.NamedModel, error) {
 			m, err := newModel()
 			if err != nil {
@@ -52,13 +102,15 @@ func BuiltinMAM(dim int, kernel online.KernelSpec) *Models {
 }
 
 // FromConfig benchmarks the models of a loaded configuration (the
-// service's, as stream.BuildModels builds them; the other sections of the
-// file are not used: the bench has its own broker, topics, producer
-// settings and snapshot directory). The events get labels every model
-// accepts: ±1 unless a model is ordinal (omam, or a ranking model with
-// levels), then the levels 1..m with m the fewest levels of the ordinal
-// models. A configuration whose models accept no common labels (a
-// classifier and an ordinal model) is refused.
+// service's, as stream.BuildModels builds them, with the service's hashing
+// of features, stream.HashConfig; the other sections of the file are not
+// used: the bench has its own broker, topics, producer settings and
+// snapshot directory). The events get labels every model accepts: with
+// features.hash, ratings 0.5..5 when every model takes them through its
+// label mapping or kind; otherwise ±1 unless a model is ordinal (omam, or
+// a ranking model with levels), then the levels 1..m with m the fewest
+// levels of the ordinal models. A configuration whose models accept no
+// common labels (a classifier and an ordinal model) is refused.
 func FromConfig(cfg config.Config, types *online.Registry) (*Models, error) {
 	if len(cfg.Models) == 0 {
 		return nil, fmt.Errorf("bench: the configuration has no models")
@@ -66,7 +118,7 @@ func FromConfig(cfg config.Config, types *online.Registry) (*Models, error) {
 	// Key-scoped models evict to snapshot.dir/keys: never into the user's
 	// directory from a bench.
 	cfg.Snapshot.Dir = ""
-	m := &Models{Dim: cfg.Models[0].Features.Dim}
+	m := &Models{Dim: cfg.Models[0].Features.Dim, Hash: stream.HashConfig(cfg)}
 	var names []string
 	for i, mc := range cfg.Models {
 		if mc.Features.Dim != m.Dim {
@@ -87,13 +139,10 @@ func FromConfig(cfg config.Config, types *online.Registry) (*Models, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	labels := []float64{-1, 1}
-	if m.Levels > 0 {
-		labels = labels[:0]
-		for l := 1; l <= m.Levels; l++ {
-			labels = append(labels, float64(l))
-		}
+	if m.Hash != nil && accepts(models, ratingValues()) {
+		m.Ratings, m.Levels = true, 0
 	}
+	labels := m.labelValues()
 	for i, nm := range models {
 		for _, y := range labels {
 			if _, ok := nm.Model.Label(nm.Label.Map(y)); !ok { // through models[i].label, as the service reads it

@@ -21,8 +21,8 @@ func (rep *Report) WriteText(w io.Writer) {
 	if s.CalibrationWindow > 0 {
 		cal = fmt.Sprintf("calibration window %d refitted every %d", s.CalibrationWindow, s.CalibrationEvery)
 	}
-	fmt.Fprintf(w, "\nend-to-end throughput, %d events, d=%d, %s, labels %s, %d partitions, %s, %s, GOMAXPROCS=%d\n",
-		s.Events, s.Dim, s.Models, s.Labels, s.Partitions, snap, cal, s.GOMAXPROCS)
+	fmt.Fprintf(w, "\nend-to-end throughput, %d events, %s, %s, labels %s, %d partitions, %s, %s, GOMAXPROCS=%d\n",
+		s.Events, s.Input.Describe(s.Dim), s.Models, s.Labels, s.Partitions, snap, cal, s.GOMAXPROCS)
 	fmt.Fprintf(w, "%d rounds after %d discarded warm-up round(s); the pipelines' order rotates and reverses from round to round\n\n",
 		len(rep.Rounds), len(rep.Warmup))
 

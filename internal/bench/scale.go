@@ -46,20 +46,23 @@ func (r ScaleResult) StableRate() float64 { return float64(r.StableEvents) / r.S
 //
 // The instance counts run in the order given in every round (no
 // interleaving, no warm-up: cfg.Warmup is not used), each round on fresh
-// consumer groups and changelog topics.
-func ScaleOut(ctx context.Context, cfg Config, instances []int) ([]ScaleResult, error) {
+// consumer groups and changelog topics. ScaleOut also returns what the
+// preloaded events hold.
+func ScaleOut(ctx context.Context, cfg Config, instances []int) ([]ScaleResult, Input, error) {
 	defer brokerHeapGC()()
 	models := cfg.complete()
 	say := cfg.Progress
 	b, err := stream.StartBroker(0, stream.TopicSpec{Name: inputTopic, Partitions: cfg.Partitions}, stream.TopicSpec{Name: "bench.scores", Partitions: cfg.Partitions}, stream.TopicSpec{Name: dlqTopic, Partitions: 1})
 	if err != nil {
-		return nil, err
+		return nil, Input{}, err
 	}
 	defer b.Close()
-	say(fmt.Sprintf("preloading %d events (d=%d, labels %s) into %s (%d partitions) …", cfg.Events, cfg.Dim, models.Labels(), inputTopic, cfg.Partitions))
-	if err := preload(ctx, b.Addrs(), inputTopic, cfg.Events, cfg.Dim, models.Levels); err != nil {
-		return nil, err
+	say(fmt.Sprintf("preloading %d events (%s, labels %s) into %s (%d partitions) …", cfg.Events, models.input(), models.Labels(), inputTopic, cfg.Partitions))
+	in, err := preload(ctx, b.Addrs(), inputTopic, cfg.Events, models)
+	if err != nil {
+		return nil, in, err
 	}
+	say("preloaded: " + in.Describe(cfg.Dim))
 	every := cfg.SnapshotEvery
 	if every <= 0 {
 		every = time.Second
@@ -70,14 +73,14 @@ func ScaleOut(ctx context.Context, cfg Config, instances []int) ([]ScaleResult, 
 			say(fmt.Sprintf("round %d: %d instance(s) …", round, k))
 			r, err := benchScaleOne(ctx, b.Addrs(), cfg, k, every, fmt.Sprintf("%d-%d", k, round))
 			if err != nil {
-				return out, err
+				return out, in, err
 			}
 			say(fmt.Sprintf("round %d: %d instance(s): %d events in %s (%.0f events/s; %.0f events/s once the group was stable), %d score records, changelog %.3g bytes/event",
 				round, k, r.Events, r.Elapsed.Round(time.Millisecond), r.Rate(), r.StableRate(), r.Scored, float64(r.ChangelogBytes)/float64(r.Events)))
 			out = append(out, r)
 		}
 	}
-	return out, nil
+	return out, in, nil
 }
 
 func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, every time.Duration, tag string) (ScaleResult, error) {
@@ -111,7 +114,8 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 			return res, err
 		}
 		perEvent = int64(len(models))
-		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Partitioned: true, Calibration: cfg.Calibration}, models, nil)
+		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
+			Partitioned: true, Calibration: cfg.Calibration}, models, nil)
 		if err != nil {
 			return res, err
 		}

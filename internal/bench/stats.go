@@ -69,6 +69,10 @@ type Result struct {
 	// CPU is the CPU time the whole process (the embedded broker's
 	// goroutines included) used over Elapsed; 0 where it cannot be read.
 	CPU time.Duration
+	// Learned is, for a score pipeline, the examples each model had
+	// learned when the run ended (by model name; a key-scoped model's over
+	// every key): Events each, or Run fails.
+	Learned map[string]int64
 }
 
 // CPUPerEvent is the process's CPU time per event, in µs (0 when CPU was
@@ -86,21 +90,22 @@ func (r Result) Rate() float64 { return float64(r.Events) / r.Elapsed.Seconds() 
 
 // resultJSON is a Result in the report's JSON.
 type resultJSON struct {
-	Pipeline   string  `json:"pipeline"`
-	Position   int     `json:"position"`
-	Events     int     `json:"events"`
-	Records    int64   `json:"records"`
-	Seconds    float64 `json:"seconds"`
-	EventsPerS float64 `json:"events_per_s"`
-	Snapshots  int     `json:"snapshots"`
-	CPUS       float64 `json:"cpu_s"`            // the process's CPU time (user + system) over seconds
-	CPUPerEv   float64 `json:"cpu_us_per_event"` // cpu_s / events, in µs
+	Pipeline   string           `json:"pipeline"`
+	Position   int              `json:"position"`
+	Events     int              `json:"events"`
+	Records    int64            `json:"records"`
+	Seconds    float64          `json:"seconds"`
+	EventsPerS float64          `json:"events_per_s"`
+	Snapshots  int              `json:"snapshots"`
+	CPUS       float64          `json:"cpu_s"`             // the process's CPU time (user + system) over seconds
+	CPUPerEv   float64          `json:"cpu_us_per_event"`  // cpu_s / events, in µs
+	Learned    map[string]int64 `json:"learned,omitempty"` // score pipelines: examples learned, by model
 }
 
 // MarshalJSON writes the result as the report's JSON schema says.
 func (r Result) MarshalJSON() ([]byte, error) {
 	return json.Marshal(resultJSON{r.Mode, r.Position, r.Events, r.Records, r.Elapsed.Seconds(), finite(r.Rate()), r.Snapshots,
-		r.CPU.Seconds(), finite(r.CPUPerEvent())})
+		r.CPU.Seconds(), finite(r.CPUPerEvent()), r.Learned})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes (Round is not in it: the
@@ -111,7 +116,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = Result{Mode: j.Pipeline, Position: j.Position, Events: j.Events, Records: j.Records, Snapshots: j.Snapshots,
-		Elapsed: time.Duration(j.Seconds * float64(time.Second)), CPU: time.Duration(j.CPUS * float64(time.Second))}
+		Elapsed: time.Duration(j.Seconds * float64(time.Second)), CPU: time.Duration(j.CPUS * float64(time.Second)), Learned: j.Learned}
 	return nil
 }
 
