@@ -60,10 +60,36 @@ type Rank struct {
 	// partition, so that POST /v1/rank can tell whether this instance owns
 	// the key's partition: murmur2 (the Java client's default, kafka-go's
 	// Murmur2Balancer), fnv1a (kafka-go's Hash) or crc32 (librdkafka's
-	// consistent, kafka-go's CRC32Balancer).
-	Partitioner string  `yaml:"partitioner"`
-	Explore     Explore `yaml:"explore"`
+	// consistent, kafka-go's CRC32Balancer). The service checks it
+	// against the keyed events it consumes (stream/partguard.go).
+	Partitioner string   `yaml:"partitioner"`
+	Explore     Explore  `yaml:"explore"`
+	Join        RankJoin `yaml:"join"`
 }
+
+// RankJoin is rank.join: with delayed labels on, the join window of the
+// items ranking requests show (each waits under (request id, item) for
+// its label), per shard like labels.join_window and apart from it, so
+// that requests never push the stream's impressions out.
+type RankJoin struct {
+	// Events bounds the items kept (the oldest leaves first); 0 = none
+	// (their labels count as unknown ids).
+	Events int `yaml:"events"`
+	// Time is the longest an item waits; 0 = labels.join_window.time.
+	Time time.Duration `yaml:"time"`
+	// PerKey bounds the items of one key kept; an item whose key has
+	// PerKey waiting is not kept. 0 = no limit.
+	PerKey int `yaml:"per_key"`
+	// Entries, with hashed features, bounds the hashed entries the items
+	// keep, all together (13 bytes each); 0 = 64 × Events.
+	Entries int `yaml:"entries"`
+}
+
+// The defaults of rank.join.
+const (
+	DefaultRankJoinEvents = 100_000
+	DefaultRankJoinPerKey = 10_000
+)
 
 // Explore is rank.explore: the policy that orders the top k.
 type Explore struct {
@@ -235,6 +261,8 @@ type HTTP struct {
 	WriteTimeout time.Duration `yaml:"write_timeout"` // from the end of the request headers to the end of the response
 	IdleTimeout  time.Duration `yaml:"idle_timeout"`  // keep-alive connections
 	PProf        bool          `yaml:"pprof"`         // serve net/http/pprof under /debug/pprof/
+	TLS          HTTPTLS       `yaml:"tls"`           // HTTPS, mutual TLS (config/http.go)
+	Auth         HTTPAuth      `yaml:"auth"`          // bearer tokens per endpoint group
 }
 
 // Log is the log section.
@@ -483,13 +511,15 @@ func Default() Config {
 				RequiredAcks: AcksAll,
 			},
 		},
-		HTTP:        HTTP{Listen: "127.0.0.1:9464", ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute},
+		HTTP: HTTP{Listen: "127.0.0.1:9464", ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+			Auth: HTTPAuth{Protect: DefaultProtect()}},
 		Log:         Log{Level: LevelInfo, Format: FormatText},
 		Metrics:     Metrics{AccuracyWindow: 1000},
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
-			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1}},
+			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
+			Join:    RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey}},
 	}
 }
 

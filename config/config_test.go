@@ -50,12 +50,14 @@ func TestGoodRoundTrip(t *testing.T) {
 			TLS:             TLS{Enabled: true, ServerName: "kafka.internal"},
 			SASL:            SASL{Mechanism: "scram-sha-512", Username: "scorer", Password: "pa55: word"},
 		},
-		HTTP:        HTTP{Listen: "127.0.0.1:9100", ReadTimeout: 5 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 30 * time.Second, PProf: true},
+		HTTP: HTTP{Listen: "127.0.0.1:9100", ReadTimeout: 5 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 30 * time.Second, PProf: true,
+			Auth: HTTPAuth{Protect: DefaultProtect()}},
 		Log:         Log{Level: "debug", Format: "json"},
 		Metrics:     Metrics{AccuracyWindow: 5000},
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
-		Rank:        Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1}},
+		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
+			Join: RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey}},
 		Models: []Model{
 			{
 				Name:     "mam_rbf",
@@ -196,6 +198,8 @@ func TestBad(t *testing.T) {
 		{"rank_bad_alpha", `config: rank.explore.alpha: must be a finite number ≥ 0, got -1 (line 3)`},
 		{"rank_bad_samples", `config: rank.explore.samples: must be in [1, 100000], got 0 (line 3)`},
 		{"rank_aggregator", `config: rank.model: "boost" aggregates other models' predictions (type adaboost)`},
+		{"rank_join_negative", `config: rank.join.events: must be in [0, 100000000] (0 = shown items are not kept), got -1 (line 3)`},
+		{"rank_join_entries", `config: rank.join.entries: 100 is fewer than features.max_features (256) of rank.model "m": an item with that many hashed entries could never wait for its label (line 3)`},
 		{"aggregator_standardized", `config: models[1].features.standardize: does not apply to model type adaboost`},
 		{"hash_bits_logistic", `config: models[0].features.hash.bits: 22 gives 2^22 = 4194304 hashed indices, more than model type logistic takes in this configuration (input dimension: must be in [1, 1048576], got 4194304). The types that keep state per input dimension`},
 		{"hash_bits_mam", `config: models[0].features.hash.bits: 24 gives 2^24 = 16777216 hashed indices, more than model type mam takes in this configuration (input dimension: must be in [1, 1048576], got 16777216)`},
@@ -315,7 +319,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 55 {
+	if len(vars) != len(leaves) || len(vars) != 64 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

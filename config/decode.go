@@ -55,6 +55,11 @@ var leaves = []leaf{
 	{"http.write_timeout", func(c *Config) any { return &c.HTTP.WriteTimeout }},
 	{"http.idle_timeout", func(c *Config) any { return &c.HTTP.IdleTimeout }},
 	{"http.pprof", func(c *Config) any { return &c.HTTP.PProf }},
+	{"http.tls.cert_file", func(c *Config) any { return &c.HTTP.TLS.CertFile }},
+	{"http.tls.key_file", func(c *Config) any { return &c.HTTP.TLS.KeyFile }},
+	{"http.tls.client_ca_file", func(c *Config) any { return &c.HTTP.TLS.ClientCAFile }},
+	{"http.auth.tokens_file", func(c *Config) any { return &c.HTTP.Auth.TokensFile }},
+	{"http.auth.protect", func(c *Config) any { return &c.HTTP.Auth.Protect }},
 	{"log.level", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", func(c *Config) any { return &c.Log.Format }},
 	{"metrics.accuracy_window", func(c *Config) any { return &c.Metrics.AccuracyWindow }},
@@ -76,6 +81,10 @@ var leaves = []leaf{
 	{"rank.explore.alpha", func(c *Config) any { return &c.Rank.Explore.Alpha }},
 	{"rank.explore.samples", func(c *Config) any { return &c.Rank.Explore.Samples }},
 	{"rank.explore.seed", func(c *Config) any { return &c.Rank.Explore.Seed }},
+	{"rank.join.events", func(c *Config) any { return &c.Rank.Join.Events }},
+	{"rank.join.time", func(c *Config) any { return &c.Rank.Join.Time }},
+	{"rank.join.per_key", func(c *Config) any { return &c.Rank.Join.PerKey }},
+	{"rank.join.entries", func(c *Config) any { return &c.Rank.Join.Entries }},
 	{"calibration.window", func(c *Config) any { return &c.Calibration.Window }},
 	{"calibration.every", func(c *Config) any { return &c.Calibration.Every }},
 	{"calibration.delta", func(c *Config) any { return &c.Calibration.Delta }},
@@ -83,7 +92,7 @@ var leaves = []leaf{
 
 // sections are the mappings outside models that hold leaves.
 var sections = map[string]bool{
-	"kafka": true, "kafka.producer": true, "kafka.tls": true, "kafka.sasl": true, "http": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true, "rank": true, "rank.explore": true, "calibration": true,
+	"kafka": true, "kafka.producer": true, "kafka.tls": true, "kafka.sasl": true, "http": true, "http.tls": true, "http.auth": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true, "rank": true, "rank.explore": true, "rank.join": true, "calibration": true,
 }
 
 var leafByPath = func() map[string]leaf {
@@ -229,12 +238,33 @@ func (d *decoder) section(c *Config, n *yaml.Node, path string) {
 		default:
 			l, ok := leafByPath[full]
 			if !ok {
-				d.unknown(full, k)
+				d.errs = append(d.errs, &Error{Key: full, Line: k.Line, kind: errUnknownKey, Msg: sectionTakes(path)})
 				return
 			}
 			d.leaf(l.ptr(c), v, full)
 		}
 	})
+}
+
+// sectionTakes says which keys the section at path ("" = the top level)
+// takes, in the order of the leaves table: "(http takes: listen, …)".
+func sectionTakes(path string) string {
+	prefix, name := path+".", path
+	if path == "" {
+		prefix, name = "", "the top level"
+	}
+	var keys []string
+	for _, l := range leaves {
+		if rest, ok := strings.CutPrefix(l.path, prefix); ok {
+			if k, _, _ := strings.Cut(rest, "."); !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if path == "" {
+		keys = append(keys, "models")
+	}
+	return "(" + name + " takes: " + strings.Join(keys, ", ") + ")"
 }
 
 // leaf decodes one YAML value into p. A null value keeps the default.

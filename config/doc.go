@@ -66,12 +66,24 @@
 //	kafka.sasl.password             ""                the password; better from STREAMER_KAFKA_SASL_PASSWORD or password_file.
 //	                                                  Never logged or printed: it shows as [redacted]
 //	kafka.sasl.password_file        ""                file holding the password (one trailing newline dropped); not with password
-//	http.listen                     127.0.0.1:9464    address of /metrics, /healthz, /readyz; host:port, empty host = all interfaces
+//	http.listen                     127.0.0.1:9464    address of /v1/rank, /metrics, /healthz, /readyz; host:port, empty host = all interfaces
 //	http.read_timeout               10s               longest time to read a request, headers included; > 0
 //	http.write_timeout              30s               longest time to write a response; > 0 (a /debug/pprof/profile
 //	                                                  must ask for fewer seconds than this)
 //	http.idle_timeout               2m                keep-alive connections idle longer are closed; > 0
 //	http.pprof                      false             serve the net/http/pprof handlers under /debug/pprof/ (404 when false)
+//	http.tls.cert_file              ""                HTTPS on http.listen: the certificate (PEM, leaf first) served; needs
+//	                                                  key_file; "" = plain HTTP. TLS 1.2 or later
+//	http.tls.key_file               ""                its private key (PEM); must match the certificate
+//	http.tls.client_ca_file         ""                mutual TLS: every connection must present a client certificate one
+//	                                                  of these CAs (PEM) signed; needs cert_file
+//	                                                  (the tls files are read again when they change and on SIGHUP: a bad
+//	                                                  new file keeps the old one, logged and counted)
+//	http.auth.tokens_file           ""                bearer tokens, one a line (# comments), each ≥ 16 characters; requests
+//	                                                  to the protect groups need "Authorization: Bearer <token>" (else 401);
+//	                                                  read again when it changes and on SIGHUP; "" = no authentication
+//	http.auth.protect               [rank, pprof]     groups that need a token (with tokens_file): rank (/v1/*), metrics,
+//	                                                  pprof (/debug/pprof/*), health (/healthz, /readyz)
 //	log.level                       info              debug | info | warn | error
 //	log.format                      text              text | json
 //	metrics.accuracy_window         1000              events in the sliding prequential-accuracy window; > 0
@@ -99,6 +111,8 @@
 //	                                                  ("" = kafka.output_topic)
 //	rank.partitioner                murmur2           how the input's producers map a key to a partition, for
 //	                                                  POST /v1/rank's ownership check: murmur2 | fnv1a | crc32
+//	                                                  (checked against the keyed events consumed: a mismatch is
+//	                                                  counted, logged and said on /readyz)
 //	rank.explore.policy             greedy            greedy | epsilon | ucb | thompson: how the top k are ordered;
 //	                                                  ucb and thompson keep exploration statistics per key
 //	                                                  ((dim+1)(dim+2)/2 floats): the rank model needs scope: key,
@@ -108,6 +122,13 @@
 //	                                                  thompson: score + alpha × a posterior draw's term; ≥ 0
 //	rank.explore.samples            100               thompson: draws that estimate the propensities; [1, 100000]
 //	rank.explore.seed               1                 the policy's random draws (per shard)
+//	rank.join.events                100000            delayed labels: most items shown by ranking requests kept waiting
+//	                                                  for their label, per shard, apart from labels.join_window's
+//	                                                  impressions (0 = not kept: their labels count as unknown ids)
+//	rank.join.time                  0s                longest a shown item waits (0 = labels.join_window.time)
+//	rank.join.per_key               10000             most shown items of one key kept; more are not kept (0 = no limit)
+//	rank.join.entries               0                 hashed features: the hashed entries the shown items keep, all
+//	                                                  together, 13 bytes each (0 = 64 × events); ≥ features.max_features
 //	calibration.window              2000              each model's window of prequential (score, label) pairs its
 //	                                                  calibrated certainty is fitted on (0 = off); [0, 1000000]
 //	calibration.every               100               labelled pairs between refits of the calibration table; > 0
@@ -203,6 +224,11 @@
 //	STREAMER_HTTP_WRITE_TIMEOUT
 //	STREAMER_HTTP_IDLE_TIMEOUT
 //	STREAMER_HTTP_PPROF
+//	STREAMER_HTTP_TLS_CERT_FILE
+//	STREAMER_HTTP_TLS_KEY_FILE
+//	STREAMER_HTTP_TLS_CLIENT_CA_FILE
+//	STREAMER_HTTP_AUTH_TOKENS_FILE
+//	STREAMER_HTTP_AUTH_PROTECT             comma-separated list: rank,metrics,pprof
 //	STREAMER_LOG_LEVEL
 //	STREAMER_LOG_FORMAT
 //	STREAMER_METRICS_ACCURACY_WINDOW
@@ -224,6 +250,10 @@
 //	STREAMER_RANK_EXPLORE_ALPHA
 //	STREAMER_RANK_EXPLORE_SAMPLES
 //	STREAMER_RANK_EXPLORE_SEED
+//	STREAMER_RANK_JOIN_EVENTS
+//	STREAMER_RANK_JOIN_TIME
+//	STREAMER_RANK_JOIN_PER_KEY
+//	STREAMER_RANK_JOIN_ENTRIES
 //	STREAMER_CALIBRATION_WINDOW
 //	STREAMER_CALIBRATION_EVERY
 //	STREAMER_CALIBRATION_DELTA

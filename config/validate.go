@@ -140,6 +140,7 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 			v.errorf(t.key, "must be > 0, got %v", t.d)
 		}
 	}
+	v.http(c.HTTP)
 	v.oneOf("log.level", c.Log.Level, LevelDebug, LevelInfo, LevelWarn, LevelError)
 	v.oneOf("log.format", c.Log.Format, FormatText, FormatJSON)
 	v.positive("metrics.accuracy_window", int64(c.Metrics.AccuracyWindow))
@@ -224,6 +225,13 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	return v.errs
 }
 
+// The largest rank.join.events and rank.join.entries: the window's memory
+// is allocated whole at start.
+const (
+	maxRankJoinEvents  = 100_000_000
+	maxRankJoinEntries = 1 << 27
+)
+
 // maxExploreDim is the largest features.dim of a rank model whose policy
 // keeps exploration statistics (stream's limit too).
 const maxExploreDim = 256
@@ -245,6 +253,18 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 	if n := r.Explore.Samples; n < 1 || n > 100000 {
 		v.errorf("rank.explore.samples", "must be in [1, 100000], got %d", n)
 	}
+	if n := r.Join.Events; n < 0 || n > maxRankJoinEvents {
+		v.errorf("rank.join.events", "must be in [0, %d] (0 = shown items are not kept), got %d", maxRankJoinEvents, n)
+	}
+	if r.Join.Time < 0 {
+		v.errorf("rank.join.time", "must be >= 0 (0 = labels.join_window.time), got %v", r.Join.Time)
+	}
+	if r.Join.PerKey < 0 {
+		v.errorf("rank.join.per_key", "must be >= 0 (0 = no limit), got %d", r.Join.PerKey)
+	}
+	if n := r.Join.Entries; n < 0 || n > maxRankJoinEntries {
+		v.errorf("rank.join.entries", "must be in [0, %d] (0 = 64 × rank.join.events), got %d", maxRankJoinEntries, n)
+	}
 	if t := r.ResponseTopic; t != "" {
 		if len(t) > 249 || t == "." || t == ".." || !topicRE.MatchString(t) {
 			v.errorf("rank.response_topic", "%q is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", t)
@@ -264,6 +284,9 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 		}
 		if len(m.Members()) > 0 {
 			v.errorf("rank.model", "%q aggregates other models' predictions (type %s); rank with a model that scores the features alone", r.Model, m.Type)
+		}
+		if f := m.Features; f.Hash != nil && r.Join.Entries > 0 && r.Join.Entries < f.MaxFeatures {
+			v.errorf("rank.join.entries", "%d is fewer than features.max_features (%d) of rank.model %q: an item with that many hashed entries could never wait for its label", r.Join.Entries, f.MaxFeatures, r.Model)
 		}
 		if p := r.Explore.Policy; p == ExploreUCB || p == ExploreThompson {
 			switch {

@@ -38,17 +38,19 @@ func parseFileName(name string) (uint64, bool) {
 	return seq, err == nil
 }
 
-// fileSystem is what FileStore needs from the operating system. Tests wrap
-// osFS to inject faults.
-type fileSystem interface {
-	CreateTemp(dir, pattern string) (tempFile, error)
+// FS is what a FileStore needs from the operating system to write: the
+// operating system's own by default (OpenFileStore); tests give
+// OpenFileStoreFS one that injects faults (a full disk).
+type FS interface {
+	CreateTemp(dir, pattern string) (TempFile, error)
 	Rename(oldpath, newpath string) error
 	Remove(name string) error
 	ReadDir(dir string) ([]os.DirEntry, error)
 	SyncDir(dir string) error
 }
 
-type tempFile interface {
+// TempFile is a file FS.CreateTemp created.
+type TempFile interface {
 	io.Writer
 	Sync() error
 	Close() error
@@ -57,9 +59,9 @@ type tempFile interface {
 
 type osFS struct{}
 
-var _ fileSystem = osFS{}
+var _ FS = osFS{}
 
-func (osFS) CreateTemp(dir, pattern string) (tempFile, error) { return os.CreateTemp(dir, pattern) }
+func (osFS) CreateTemp(dir, pattern string) (TempFile, error) { return os.CreateTemp(dir, pattern) }
 func (osFS) Rename(oldpath, newpath string) error             { return os.Rename(oldpath, newpath) }
 func (osFS) Remove(name string) error                         { return os.Remove(name) }
 func (osFS) ReadDir(dir string) ([]os.DirEntry, error)        { return os.ReadDir(dir) }
@@ -82,7 +84,7 @@ func (osFS) SyncDir(dir string) error {
 type FileStore struct {
 	dir  string
 	keep int
-	fs   fileSystem
+	fs   FS
 	mu   sync.Mutex // serialises Save (write + prune)
 	hook func()     // fault injection: runs after the temp file is written
 }
@@ -107,7 +109,12 @@ func OpenFileStore(dir string, keep int) (*FileStore, error) {
 	return openFileStore(dir, keep, osFS{})
 }
 
-func openFileStore(dir string, keep int, fsys fileSystem) (*FileStore, error) {
+// OpenFileStoreFS is OpenFileStore writing through fsys.
+func OpenFileStoreFS(dir string, keep int, fsys FS) (*FileStore, error) {
+	return openFileStore(dir, keep, fsys)
+}
+
+func openFileStore(dir string, keep int, fsys FS) (*FileStore, error) {
 	if keep < 1 {
 		return nil, fmt.Errorf("snapshot: open %s: keep must be at least 1, got %d", dir, keep)
 	}

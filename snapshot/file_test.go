@@ -228,7 +228,7 @@ func (f faultFile) Sync() error {
 	return f.File.Sync()
 }
 
-func (fs faultFS) CreateTemp(dir, pattern string) (tempFile, error) {
+func (fs faultFS) CreateTemp(dir, pattern string) (TempFile, error) {
 	if fs.fail == "create" {
 		return nil, errInjected
 	}

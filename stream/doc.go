@@ -14,6 +14,9 @@
 // A Service's Run starts, and stops before it returns:
 //
 //   - the HTTP server (/metrics, /healthz, /readyz, optional pprof);
+//   - with http.tls or http.auth, or a reload signal (WithReloadSignal),
+//     the loop that reads their files again when they change or on the
+//     signal (httpsec.go; stopped with the HTTP server);
 //   - the Pipeline's consumer-group loop (Run's own goroutine), which joins
 //     generations; per generation, kafka-go's Generation runs per assigned
 //     partition a reader goroutine (fetch from the partition's leader on

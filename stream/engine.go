@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -86,7 +87,8 @@ type EngineConfig struct {
 	// Delayed labels: with JoinEvents > 0, unlabelled events with an id are
 	// kept (at most JoinEvents of them per shard, each at most JoinTime when
 	// > 0) until a label-only event with their id arrives; the models learn
-	// then.
+	// then. The items ranking requests show wait in a window of their own
+	// (RankConfig.JoinEvents).
 	JoinEvents int
 	JoinTime   time.Duration
 
@@ -123,6 +125,15 @@ type EngineConfig struct {
 	// may take at most (checkKeyMemory): 0 = the process's GOMEMLIMIT when
 	// set, else the machine's memory (/proc/meminfo); < 0 = no check.
 	MemoryLimit int64
+
+	// AllowKeyLoss (--allow-empty-state) lets a restore rebuild a
+	// key-scoped model's table that does not belong to the snapshot, with
+	// nothing else to rebuild it from, from the snapshot's own keys: the
+	// others' states are lost (keyedModels.restore).
+	AllowKeyLoss bool
+	// Log receives what key-scoped models report: failed keys, rebuilt
+	// tables (nil: discarded).
+	Log *slog.Logger
 }
 
 // Engine is the scoring state machine: for each input event it decodes and
@@ -156,7 +167,7 @@ type Engine struct {
 	rankIdx int        // the rank model's index in defs (-1: requests off)
 	ope     *opeStats  // off-policy estimates from the labels of requests' first items
 
-	joinWaiting atomic.Int64                   // impressions waiting in every shard's join buffer
+	joinWaiting [2]atomic.Int64                // by joinSource: events waiting in every shard's join buffers
 	wantCkpt    atomic.Bool                    // a key-scoped model holds more than KeyHold
 	refits      atomic.Pointer[[]*refit.Model] // every shard's models refitted in the background (read per event without a lock)
 }
@@ -219,7 +230,7 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 		e.hashed = newHashStats(cfg.Hash.Bits, reg)
 	}
 	if reg != nil {
-		reg.MustRegister(&stateCollector{e: e})
+		reg.MustRegister(&stateCollector{e: e}, &keyFaultCollector{e: e})
 		if rankIdx >= 0 {
 			reg.MustRegister(newOPECollector(e.ope))
 		}
@@ -437,7 +448,8 @@ type Shard struct {
 	rec    wire.Score
 	recs   []wire.Score // per model: its record for the event being applied, kept for the models others fall back on
 	idBuf  []byte
-	join   *joinBuffer  // nil: delayed labels off
+	join   *joinBuffer  // the stream's impressions (nil: delayed labels off)
+	shown  *joinBuffer  // the items ranking requests showed (nil: delayed labels or requests off, or rank JoinEvents < 0)
 	rk     *rankScratch // ranking requests' scratch (nil until the first)
 	w      *Worker      // Process's
 	closed bool
@@ -520,11 +532,10 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 		s.part = p
 	}
 	if e.cfg.JoinEvents > 0 {
-		dim := e.cfg.Dim
-		if e.cfg.Hash != nil {
-			dim = 0 // impressions keep their hashed entries (hashed.go)
+		s.join = newJoinBuffer(e.joinConfig(srcImpressions))
+		if e.rankIdx >= 0 && e.cfg.Rank.JoinEvents > 0 {
+			s.shown = newJoinBuffer(e.joinConfig(srcRequests))
 		}
-		s.join = newJoinBuffer(e.cfg.JoinEvents, dim, len(e.defs), int64(e.cfg.JoinTime))
 	}
 	e.mu.Lock()
 	first := e.built == 0
@@ -561,6 +572,10 @@ func (e *Engine) buildModels(s *Shard, first bool) ([]*shardModel, error) {
 				if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
 					k.legacy = dir
 				}
+			}
+			k.name = d.name
+			if e.cfg.Log != nil {
+				k.log = e.cfg.Log
 			}
 			sm.keyed = k
 		case first && !e.cfg.Partitioned:
@@ -618,7 +633,10 @@ func (s *Shard) Close() {
 	s.closed = true
 	s.stop()
 	if s.join != nil {
-		s.e.joinMoved(-s.join.pending())
+		s.e.joinMoved(srcImpressions, -s.join.pending())
+	}
+	if s.shown != nil {
+		s.e.joinMoved(srcRequests, -s.shown.pending())
 	}
 	for _, m := range s.models {
 		if m.own != nil {
@@ -687,12 +705,14 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		}
 	}
 	if !ev.HasFeatures {
-		id := ev.ID
+		// A label: for an impression, or (with an item) for an item a
+		// ranking request showed, kept apart.
+		id, src := ev.ID, srcImpressions
 		if ev.Item != nil {
 			s.idBuf = itemID(s.idBuf[:0], ev.ID, ev.Item)
-			id = s.idBuf
+			id, src = s.idBuf, srcRequests
 		}
-		s.lateLabel(id, msg.Key, ev.Label, now.UnixNano())
+		s.lateLabel(src, id, msg.Key, ev.Label, now.UnixNano())
 		return
 	}
 	id := ev.ID
@@ -758,12 +778,14 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
 		before := s.join.pending()
+		var d joinDrops
 		if s.e.cfg.Hash != nil {
-			s.e.met.joinDropped.Add(float64(s.join.putSparse(ev.ID, ev.Idx, ev.Val, ev.Field, s.preds, now.UnixNano())))
+			_, d = s.join.putSparse(ev.ID, key, ev.Idx, ev.Val, ev.Field, s.preds, now.UnixNano())
 		} else {
-			s.e.met.joinDropped.Add(float64(s.join.put(ev.ID, ev.Features, s.preds, now.UnixNano())))
+			_, d = s.join.put(ev.ID, key, ev.Features, s.preds, now.UnixNano())
 		}
-		s.e.joinMoved(s.join.pending() - before)
+		s.e.joinDropped(srcImpressions, d)
+		s.e.joinMoved(srcImpressions, s.join.pending()-before)
 	}
 }
 
@@ -827,16 +849,22 @@ func (m *shardModel) observe(key []byte, prep, x []float64, y float64, labelled 
 	return p, version
 }
 
-// lateLabel learns from the impression a label-only event labels (raw:
-// the wire label), judging the predictions published at impression time.
-func (s *Shard) lateLabel(id, key []byte, raw float64, now int64) {
-	if s.join == nil {
-		return // the decoder only accepts label-only events with a join buffer
+// lateLabel learns from the event a label-only event labels (src: an
+// impression, or an item a ranking request showed; raw: the wire label),
+// judging the predictions published when it was scored.
+func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64) {
+	j := s.join // the decoder only accepts label-only events with one
+	if src == srcRequests {
+		j = s.shown
 	}
-	before := s.join.pending()
-	sl, status, dropped := s.join.take(id, now)
-	s.e.met.joinDropped.Add(float64(dropped))
-	s.e.joinMoved(s.join.pending() - before)
+	if j == nil { // shown items are not kept
+		s.e.met.labelsUnknown.Inc()
+		return
+	}
+	before := j.pending()
+	sl, status, dropped := j.take(id, now)
+	s.e.joinDropped(src, joinDrops{expired: dropped})
+	s.e.joinMoved(src, j.pending()-before)
 	switch status {
 	case unknownID:
 		s.e.met.labelsUnknown.Inc()
@@ -859,11 +887,53 @@ func (s *Shard) lateLabel(id, key []byte, raw float64, now int64) {
 	}
 }
 
-// joinMoved adds n impressions (n < 0: removes) to the count waiting in
-// every shard's join buffer.
-func (e *Engine) joinMoved(n int) {
+// joinSource is what a join buffer keeps: the stream's impressions
+// (Shard.join) or the items ranking requests showed (Shard.shown).
+type joinSource int
+
+const (
+	srcImpressions joinSource = iota
+	srcRequests
+)
+
+// joinSources are the sources' names (the label source of the join
+// metrics).
+var joinSources = [...]string{"impressions", "requests"}
+
+// joinConfig sizes a shard's join buffer for src.
+func (e *Engine) joinConfig(src joinSource) joinConfig {
+	c := joinConfig{events: e.cfg.JoinEvents, dim: e.cfg.Dim, models: len(e.defs), maxAge: int64(e.cfg.JoinTime)}
+	if src == srcRequests {
+		r := &e.cfg.Rank
+		c.events, c.maxAge, c.perKey, c.entries = r.JoinEvents, int64(r.JoinTime), r.JoinPerKey, r.JoinEntries
+	}
+	if e.cfg.Hash != nil {
+		c.dim = 0 // hashed entries (hashed.go)
+	} else {
+		c.entries = 0
+	}
+	return c
+}
+
+// joinMoved adds n events of src (n < 0: removes) to the count waiting in
+// every shard's join buffers.
+func (e *Engine) joinMoved(src joinSource, n int) {
 	if n != 0 {
-		e.met.joinPending.Set(float64(e.joinWaiting.Add(int64(n))))
+		e.met.joinPending[src].Set(float64(e.joinWaiting[src].Add(int64(n))))
+	}
+}
+
+// joinDropped counts the events of src that left unlabelled.
+func (e *Engine) joinDropped(src joinSource, d joinDrops) {
+	c := &e.met.joinDropped[src]
+	if d.full > 0 {
+		c[0].Add(float64(d.full))
+	}
+	if d.expired > 0 {
+		c[1].Add(float64(d.expired))
+	}
+	if d.quota > 0 {
+		c[2].Add(float64(d.quota))
 	}
 }
 
@@ -934,20 +1004,27 @@ func (s *Shard) Capture() (*Checkpoint, error) {
 
 // Durable writes the key deltas of c, whose snapshot is now durable, to
 // the key store. It needs no lock; Settle, with the shard's lock, then
-// marks the written keys clean.
+// marks the written keys clean, also after an error (of the models whose
+// keys were not written: the others' are).
 func (s *Shard) Durable(c *Checkpoint) error {
 	c.markers = make([]keystore.Marker, len(s.models))
+	var errs []error
 	for i, m := range s.models {
 		if d := c.deltas[i]; d != nil {
 			mk, err := m.keyed.apply(d)
 			if err != nil {
-				c.deltas[i] = nil // not settled: the keys stay dirty and the next checkpoint writes them again
-				return fmt.Errorf("stream: model %s: write keys to the key store: %w", m.def.name, err)
+				// Not settled: the keys stay dirty and the next checkpoint
+				// writes them again. The other models' writes go on, and
+				// are settled: a model whose keys were written and not
+				// settled would write the same checkpoint twice.
+				c.deltas[i] = nil
+				errs = append(errs, fmt.Errorf("stream: model %s: write keys to the key store: %w", m.def.name, err))
+				continue
 			}
 			c.markers[i] = mk
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Settle marks the keys Durable wrote clean (the caller holds the shard's
@@ -1006,6 +1083,7 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 		if d.examples < 0 { // the encoding of earlier versions: every key in memory
 			d.examples, d.known = sum, int64(len(d.keys))
 		}
+		d.sum = sum
 		deltas[i] = d
 	}
 	for i, m := range s.models {
@@ -1026,7 +1104,7 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 				name := m.def.name
 				from = func() ([][]byte, [][]byte, error) { return src(name) }
 			}
-			err = m.keyed.restore(deltas[i], from)
+			err = m.keyed.restore(deltas[i], from, s.e.cfg.AllowKeyLoss)
 		} else {
 			// Restore into the configured model: it has the type and the
 			// configuration (equal fingerprints) that wrote the state.

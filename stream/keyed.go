@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -36,10 +37,17 @@ import (
 // to the snapshot's offsets (redo): every key learns every event exactly
 // once. A restore reads the snapshot and the table's marker, never the cold
 // keys; they are read on their first event (a cache miss).
+//
+// A key whose stored state cannot be read back (a damaged block of the key
+// store, a state that does not decode) is failed (keyfault.go): its events
+// are scored by a fresh instance and never learned, and it is not read again.
 type keyedModels struct {
 	factory func() (online.Model, error)
 	max     int
 	table   *keystore.Table
+	name    string       // the model's, for messages
+	log     *slog.Logger // never nil
+	faults  *keyFaults   // failed keys
 
 	index   map[string]*list.Element
 	lru     *list.List // front = most recent
@@ -49,7 +57,7 @@ type keyedModels struct {
 	gen      uint64 // bumped by every change; entries and pending states carry theirs
 	ckpt     uint64 // number of the last checkpoint applied to the table
 	examples int64  // every key's examples, in memory or not
-	known    int64  // keys in the table or created since the last checkpoint
+	known    int64  // distinct keys with a state: in the table, or learned and not written to it yet
 	stored   int64  // keys in the table (its marker)
 	buf      []byte // scratch of cold reads
 
@@ -66,13 +74,15 @@ type keyedEntry struct {
 	key     string
 	m       online.Model
 	changed uint64 // gen of its last change since the table was written; 0 = clean
+	inTable bool   // the table holds a state of the key (known counts it)
 }
 
 // pendingState is the state of a dirty key evicted before the checkpoint
 // that writes it to the table.
 type pendingState struct {
-	state []byte
-	gen   uint64
+	state   []byte
+	gen     uint64
+	inTable bool
 }
 
 func newKeyedModels(factory func() (online.Model, error), max int, table *keystore.Table) (*keyedModels, error) {
@@ -83,7 +93,7 @@ func newKeyedModels(factory func() (online.Model, error), max int, table *keysto
 	if err != nil {
 		return nil, fmt.Errorf("keyed models: %w", err)
 	}
-	k := &keyedModels{factory: factory, max: max, table: table,
+	k := &keyedModels{factory: factory, max: max, table: table, log: slog.New(slog.DiscardHandler), faults: newKeyFaults(),
 		index: map[string]*list.Element{}, lru: list.New(), pending: map[string]pendingState{}}
 	k.adoptMarker(mk)
 	return k, nil
@@ -97,11 +107,18 @@ func (k *keyedModels) adoptMarker(mk keystore.Marker) {
 }
 
 // get returns the entry for key, loading it (from pending or the table) or
-// creating it if it is not in memory.
+// creating it if it is not in memory. A failed key (keyfault.go) is an
+// error, without a read; so is a key whose read fails now, which a read
+// that cannot succeed later (damage, a state that does not decode) fails.
+// On an error nothing changes but the failed keys: the caller scores the
+// event with a fresh instance and the key does not learn.
 func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 	if e, ok := k.index[string(key)]; ok {
 		k.lru.MoveToFront(e)
 		return e.Value.(*keyedEntry), nil
+	}
+	if err := k.faults.get(key); err != nil {
+		return nil, err
 	}
 	m, err := k.factory()
 	if err != nil {
@@ -110,45 +127,46 @@ func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 	ent := &keyedEntry{key: string(key), m: m}
 	if p, ok := k.pending[ent.key]; ok {
 		if err := restoreKeyState(m, p.state); err != nil {
-			return nil, fmt.Errorf("keyed models: reload %q: %w", key, err)
+			return nil, k.fail(ent.key, fmt.Errorf("keyed models: reload %q: %w", key, err), true)
 		}
 		// Still dirty: the table does not have it yet.
-		ent.changed = p.gen
+		ent.changed, ent.inTable = p.gen, p.inTable
 		delete(k.pending, ent.key)
 		k.held -= len(p.state)
 		k.reloaded++
 	} else {
 		b, found, err := k.table.Get(key, k.buf[:0])
 		if err != nil {
-			return nil, fmt.Errorf("keyed models: reload %q: %w", key, err)
+			return nil, k.fail(ent.key, fmt.Errorf("keyed models: reload %q: %w", key, err), false)
 		}
 		k.buf = b[:0]
 		switch {
 		case found:
 			if err := restoreKeyState(m, b); err != nil {
-				return nil, fmt.Errorf("keyed models: reload %q: %w", key, err)
+				return nil, k.fail(ent.key, fmt.Errorf("keyed models: reload %q: its stored state does not decode: %w", key, err), true)
 			}
+			ent.inTable = true
 			k.reloaded++
-		default:
-			if k.legacy != "" {
-				ok, err := k.migrate(key, m)
-				if err != nil {
-					return nil, err
-				}
-				if ok {
-					// Dirty: the next checkpoint writes it to the table.
-					k.gen++
-					ent.changed = k.gen
-					k.examples += m.Examples()
-				}
+		case k.legacy != "":
+			ok, err := k.migrate(key, m)
+			if err != nil {
+				return nil, err
 			}
-			k.known++
+			if ok {
+				// Dirty: the next checkpoint writes it to the table.
+				k.dirty(ent)
+				k.examples += m.Examples()
+			}
 		}
 	}
 	k.index[ent.key] = k.lru.PushFront(ent)
 	for k.lru.Len() > k.max {
 		if err := k.evict(); err != nil {
-			return nil, err
+			// The least recent instance stays in memory, beyond max,
+			// rather than lose what it learned; ent is in the index and
+			// learns this event.
+			k.log.Error("key-scoped model: an instance could not be evicted; kept in memory", "model", k.name, "err", err)
+			break
 		}
 	}
 	return ent, nil
@@ -173,9 +191,19 @@ func (k *keyedModels) migrate(key []byte, m online.Model) (bool, error) {
 
 // learned records that ent's model learned an example.
 func (k *keyedModels) learned(ent *keyedEntry) {
+	k.dirty(ent)
+	k.examples++
+}
+
+// dirty marks ent changed since the table was written. A key the table
+// does not hold becomes known when it first changes: lookups of keys that
+// never learn (ranking requests, events without labels) count nothing.
+func (k *keyedModels) dirty(ent *keyedEntry) {
+	if ent.changed == 0 && !ent.inTable {
+		k.known++
+	}
 	k.gen++
 	ent.changed = k.gen
-	k.examples++
 }
 
 func (k *keyedModels) evict() error {
@@ -189,7 +217,7 @@ func (k *keyedModels) evict() error {
 		if p, ok := k.pending[ent.key]; ok {
 			k.held -= len(p.state)
 		}
-		k.pending[ent.key] = pendingState{state: b, gen: ent.changed}
+		k.pending[ent.key] = pendingState{state: b, gen: ent.changed, inTable: ent.inTable}
 		k.held += len(b)
 	}
 	k.lru.Remove(e)
@@ -206,6 +234,7 @@ type keyDelta struct {
 	ckpt     uint64 // the checkpoint's number: the table's marker once applied
 	examples int64
 	known    int64
+	sum      int64  // examples of the keys in the delta (set by a restore)
 	gen      uint64 // k.gen at capture
 	keys     [][]byte
 	states   [][]byte
@@ -258,13 +287,20 @@ func (k *keyedModels) settle(d *keyDelta, mk keystore.Marker) {
 	k.ckpt, k.stored = mk.Seq, mk.Keys
 	for _, key := range d.keys {
 		if e, ok := k.index[string(key)]; ok {
-			if ent := e.Value.(*keyedEntry); ent.changed <= d.gen {
+			ent := e.Value.(*keyedEntry)
+			ent.inTable = true
+			if ent.changed <= d.gen {
 				ent.changed = 0
 			}
 		}
-		if p, ok := k.pending[string(key)]; ok && p.gen <= d.gen {
-			delete(k.pending, string(key))
-			k.held -= len(p.state)
+		if p, ok := k.pending[string(key)]; ok {
+			if p.gen <= d.gen {
+				delete(k.pending, string(key))
+				k.held -= len(p.state)
+			} else {
+				p.inTable = true
+				k.pending[string(key)] = p
+			}
 		}
 	}
 }
@@ -277,6 +313,7 @@ func (k *keyedModels) reset() error {
 		return fmt.Errorf("keyed models: %w", err)
 	}
 	k.index, k.lru, k.pending, k.held = map[string]*list.Element{}, list.New(), map[string]pendingState{}, 0
+	k.faults.clear()
 	k.adoptMarker(keystore.Marker{})
 	return nil
 }
@@ -284,38 +321,43 @@ func (k *keyedModels) reset() error {
 // restore brings the table to the state of a snapshot holding delta d (a
 // restarted shard): the table either has d applied already, or is one
 // checkpoint behind (the crash came between the snapshot and the table's
-// write), and then d is applied now, or one ahead (the newest snapshot was
-// found corrupt and the one before restored), and then the table's last
-// checkpoint is undone. A table at any other checkpoint does
-// not belong to the snapshot (the partition moved between instances, or the
-// disk is new): it is rebuilt from src, the keys as kept elsewhere (the
-// changelog), with d on top; without src that is an error. The instances
+// write), and then d is applied now, or ahead (the newest snapshots were
+// found corrupt and an older one restored), and then the table's last
+// checkpoints are undone, as far back as its undo records reach (as many
+// as snapshot.keep). A table at any other checkpoint does not belong to
+// the snapshot (the partition moved between instances, the disk is new,
+// the key store was moved aside): it is rebuilt from src, the keys as kept
+// elsewhere (the changelog), with d on top; without src and with lossy
+// (--allow-empty-state), from d alone: the keys d's checkpoint changed
+// keep their state, every other key's is lost (logged with the counts);
+// otherwise it is a *keyStoreMismatch, and nothing changes. The instances
 // in memory are dropped; keys load on their first event.
-func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error)) error {
+func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error), lossy bool) error {
 	mk, err := k.table.Marker()
 	if err != nil {
 		return fmt.Errorf("keyed models: %w", err)
 	}
-	if mk.Seq == d.ckpt+1 && d.ckpt > 0 {
-		// The newest snapshot was lost (a corrupt file skipped at start-up)
-		// after its keys were written: take them back.
-		if undone, err := k.table.Undo(); err == nil {
+	if mk.Seq > d.ckpt && d.ckpt > 0 {
+		// The newest snapshots were lost (corrupt files skipped at
+		// start-up) after their keys were written: take them back.
+		undone, err := k.table.UndoTo(d.ckpt)
+		switch {
+		case err == nil:
+			k.log.Info("key-scoped model: the key store taken back to the restored snapshot's checkpoint", "model", k.name, "from", mk.Seq, "to", d.ckpt)
 			mk = undone
-		} else if !errors.Is(err, keystore.ErrNoUndo) {
-			return fmt.Errorf("keyed models: undo checkpoint %d: %w", mk.Seq, err)
+		case !errors.Is(err, keystore.ErrNoUndo):
+			return fmt.Errorf("keyed models: undo checkpoints %d to %d: %w", mk.Seq, d.ckpt+1, err)
 		}
 	}
-	redone := true
-	switch {
+	redone, examples := true, d.examples
+	switch from := mk.Seq; {
 	case mk.Seq == d.ckpt && d.ckpt > 0:
 		redone = false
 	case mk.Seq+1 == d.ckpt || d.ckpt == 0:
 		if mk, err = k.table.Apply(max(d.ckpt, mk.Seq+1), metaOf(d.examples), d.keys, d.states); err != nil {
 			return fmt.Errorf("keyed models: redo checkpoint %d: %w", d.ckpt, err)
 		}
-	case src == nil:
-		return fmt.Errorf("keyed models: the key store is at checkpoint %d, the snapshot at %d: they do not belong together (a key store from another deployment, or a snapshot older than the newest one); move snapshot.dir/keystore aside to start the key-scoped models empty", mk.Seq, d.ckpt)
-	default:
+	case src != nil:
 		keys, states, err := src()
 		if err != nil {
 			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
@@ -329,20 +371,58 @@ func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error
 		if mk, err = k.table.Apply(d.ckpt, metaOf(d.examples), keys, states); err != nil {
 			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
 		}
+	case lossy:
+		if err := k.table.Clear(); err != nil {
+			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
+		}
+		if mk, err = k.table.Apply(d.ckpt, metaOf(d.sum), d.keys, d.states); err != nil {
+			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
+		}
+		examples = d.sum
+		k.log.Warn("--allow-empty-state: the key store did not hold the restored snapshot's checkpoint; the key-scoped model's keys are rebuilt from the snapshot, which holds those its checkpoint changed: every other key's state is lost, and it starts empty on its next event",
+			"model", k.name, "key_store_checkpoint", from, "snapshot_checkpoint", d.ckpt,
+			"keys_kept", len(d.keys), "examples_kept", d.sum,
+			"keys_lost", max(0, d.known-int64(len(d.keys))), "examples_lost", max(0, d.examples-d.sum))
+	default:
+		return &keyStoreMismatch{table: mk.Seq, snapshot: d.ckpt, keys: len(d.keys), known: d.known, examples: d.examples, kept: d.sum}
 	}
 	k.index, k.lru, k.pending, k.held = map[string]*list.Element{}, list.New(), map[string]pendingState{}, 0
+	k.faults.clear()
 	k.adoptMarker(mk)
-	k.examples, k.known = d.examples, max(d.known, mk.Keys)
+	// The table holds the snapshot's keys now, each once.
+	k.examples, k.known = examples, mk.Keys
 	if redone {
 		// The crash may have come before the checkpoint's keys reached
 		// the changelog too: they go with the next checkpoint again.
 		for i, key := range d.keys {
 			k.gen++
-			k.pending[string(key)] = pendingState{state: d.states[i], gen: k.gen}
+			k.pending[string(key)] = pendingState{state: d.states[i], gen: k.gen, inTable: true}
 			k.held += len(d.states[i])
 		}
 	}
 	return nil
+}
+
+// keyStoreMismatch is a key-scoped model's table that does not belong to
+// the snapshot restored, with nothing to rebuild it from.
+type keyStoreMismatch struct {
+	table, snapshot uint64 // their checkpoints
+	keys            int    // in the snapshot's delta
+	known           int64  // keys the snapshot counts
+	examples, kept  int64  // the snapshot's examples, and its delta's
+}
+
+func (e *keyStoreMismatch) Error() string {
+	why := "the key store's undo records (of the last snapshot.keep checkpoints) do not reach back to it"
+	if e.table < e.snapshot {
+		why = "more than one checkpoint behind it"
+	}
+	return fmt.Sprintf("keyed models: the key store is at checkpoint %d, the snapshot at %d, %s: "+
+		"they do not belong together (a key store moved aside, lost or from another deployment, or a snapshot older than the undo records reach); nothing was changed. "+
+		"Put back the key store that belongs to the snapshot; or accept the loss: with --allow-empty-state the key store is rebuilt from the snapshot, "+
+		"which holds %d of the %d keys it counts (%d of %d examples), the keys its checkpoint changed; every other key's state is lost and starts empty on its next event "+
+		"(with snapshot.changelog_topic set, the key store is rebuilt from the changelog, losing nothing)",
+		e.table, e.snapshot, why, e.keys, max(e.known, int64(e.keys)), e.kept, e.examples)
 }
 
 // Encoding of a keyed delta in a snapshot (online/codec's conventions):

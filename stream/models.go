@@ -76,8 +76,9 @@ type engineMetrics struct {
 	bound                                 *prometheus.HistogramVec
 	rejectedBy                            map[wire.Reason]prometheus.Counter
 
-	labelsJoined, labelsUnknown, labelsLate, joinDropped prometheus.Counter
-	joinPending                                          prometheus.Gauge
+	labelsJoined, labelsUnknown, labelsLate prometheus.Counter
+	joinDropped                             [2][3]prometheus.Counter // by joinSource, then reason (full, expired, quota)
+	joinPending                             [2]prometheus.Gauge      // by joinSource
 
 	rankRequests, rankCandidates prometheus.Counter
 	rankSeconds, rankWait        prometheus.Histogram
@@ -124,14 +125,10 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		bound: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "streamer_model_mistake_bound", Help: "Distribution of published certainty.mistake_bound values.",
 			Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.999}}, byModel),
-		rejectedBy:    map[wire.Reason]prometheus.Counter{},
-		labelsJoined:  labels.WithLabelValues("joined"),
-		labelsUnknown: labels.WithLabelValues("unknown_id"),
-		labelsLate:    labels.WithLabelValues("too_late"),
-		joinDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamer_join_dropped_total",
-			Help: "Impressions that left the join window unlabelled (too old, or evicted by newer ones)."}),
-		joinPending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamer_join_pending",
-			Help: "Impressions waiting for a delayed label."}),
+		rejectedBy:      map[wire.Reason]prometheus.Counter{},
+		labelsJoined:    labels.WithLabelValues("joined"),
+		labelsUnknown:   labels.WithLabelValues("unknown_id"),
+		labelsLate:      labels.WithLabelValues("too_late"),
 		versionAccuracy: gauge("streamer_model_version_accuracy", "Classifiers: prequential accuracy of the version serving now, since it was swapped in.", byModel...),
 		refits:          counter("streamer_refits_total", "Background refits by outcome: accepted, rejected (guard kept the old model), failed, cancelled.", "model", "outcome"),
 		refitSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "streamer_refit_duration_seconds",
@@ -162,9 +159,22 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	for _, r := range reasons {
 		m.rejectedBy[r] = m.rejected.WithLabelValues(string(r))
 	}
+	joinDropped := counter("streamer_join_dropped_total",
+		"Events that left a join window unlabelled, by source (impressions: the stream's unlabelled events; requests: the items ranking requests showed, in a window of their own) and reason (full: evicted by a newer one; expired: older than the window's time; quota: not kept, its key had rank.join.per_key items waiting).",
+		"source", "reason")
+	joinPending := gauge("streamer_join_pending", "Events waiting for a delayed label, by source (impressions, requests).", "source")
+	for src, name := range joinSources {
+		for r, reason := range []string{"full", "expired", "quota"} {
+			if joinSource(src) == srcImpressions && r == 2 {
+				continue // impressions have no per-key limit (nil: never counted)
+			}
+			m.joinDropped[src][r] = joinDropped.WithLabelValues(name, reason)
+		}
+		m.joinPending[src] = joinPending.WithLabelValues(name)
+	}
 	if reg != nil {
 		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.accuracy,
-			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, m.joinDropped, m.joinPending,
+			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, joinDropped, joinPending,
 			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keyErrors,
 			m.rankRequests, m.rankCandidates, m.rankSeconds, m.rankWait, m.calObserved, m.calLower, m.calUpper, m.calCount, m.calWidth, m.calCoverage, m.calPairs)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/snapshot"
 )
 
@@ -50,12 +51,18 @@ func (p *Pipeline) restorePartition(ctx context.Context, part int, groupOffset i
 		if ctx.Err() != nil {
 			return nil, 0, false
 		}
-		if lost, ok := errors.AsType[*partitionStateLost](err); ok {
+		_, lost := errors.AsType[*partitionStateLost](err)
+		if damaged := errors.Is(err, keystore.ErrCorrupt); lost || damaged {
 			// Not consumed while owned: starting it empty would forget what
-			// was learned without a word.
-			p.log.Error("partition held", "partition", part, "err", lost)
+			// was learned without a word; a damaged key store fails the
+			// same way at every try.
+			reason := err.Error()
+			if damaged {
+				reason = fmt.Sprintf("partition %d: %v: the key store (snapshot.dir/keystore) is damaged (`streamer snapshot verify` lists the damage): stop the service, move it aside and start again: every partition's keys are rebuilt from snapshot.changelog_topic, losing nothing", part, err)
+			}
+			p.log.Error("partition held", "partition", part, "err", reason)
 			p.mu.Lock()
-			p.held["partition "+strconv.Itoa(part)] = lost.Error()
+			p.held["partition "+strconv.Itoa(part)] = reason
 			p.mu.Unlock()
 			<-ctx.Done()
 			p.mu.Lock()

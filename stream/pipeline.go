@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,7 +124,8 @@ type Pipeline struct {
 	since     atomic.Int64       // events since the last checkpoint
 	kick      chan struct{}      // asks for a checkpoint (snapshot.every_events)
 	ready     atomic.Bool
-	rank      *rankHTTP // POST /v1/rank (nil: off)
+	rank      *rankHTTP   // POST /v1/rank (nil: off)
+	saves     *saveHealth // the checkpoints' saves: failures, backoff (saves.go)
 
 	// aborted ends the final checkpoints' waits for deliveries that will
 	// never come (the brokers refuse the output): see Abort.
@@ -292,7 +294,7 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 	p := &Pipeline{
 		cfg: cfg, proc: proc, pub: pub, log: log, met: newPipelineMetrics(reg), smet: newScaleMetrics(reg),
 		committed: map[int]int64{}, shards: map[string]*pshard{}, owned: map[int]bool{},
-		kick: make(chan struct{}, 1), aborted: aborted, abort: abort,
+		kick: make(chan struct{}, 1), aborted: aborted, abort: abort, saves: newSaveHealth(cfg.SnapshotEvery),
 	}
 	if proc != nil {
 		p.shards[""] = newPShard("", nil)
@@ -644,11 +646,16 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	}
 	ready := sh.attach()
 	defer sh.detach()
+	var check *partitionCheck // rank.partitioner against the partition (partguard.go)
+	if p.rank != nil {
+		check = p.rank.guard.checker(partition)
+	}
 	for {
 		msg, ok := fetch()
 		if !ok {
 			break
 		}
+		check.check(msg.Key)
 		s := <-free
 		s.msg = msg
 		start := monotonic()
@@ -810,6 +817,9 @@ func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
 		case <-t.C:
 		case <-p.kick:
 		}
+		if p.saves.backingOff() { // saves fail: the next attempt waits
+			continue
+		}
 		p.checkpoint(ctx, gen)
 	}
 }
@@ -839,14 +849,19 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	slices.SortFunc(shards, func(a, b *pshard) int { return strings.Compare(a.scope, b.scope) })
 	caps := make([]shardCapture, 0, len(shards))
 	captured := false
+	var failed error // the first capture or save that failed
+	lost := false    // a shard's state is not durable: its capture or snapshot failed
 	for _, sh := range shards {
 		sh.mu.Lock()
 		c := shardCapture{sh: sh, offsets: maps.Clone(sh.next)}
-		if p.store != nil && sh.st != nil && !maps.Equal(c.offsets, sh.saved) {
+		// While saves fail, a shard whose snapshot is durable may still
+		// have keys the key store did not take: captured again.
+		if p.store != nil && sh.st != nil && (!maps.Equal(c.offsets, sh.saved) || p.saves.failing()) {
 			cp, err := sh.st.Capture()
 			if err != nil {
 				sh.mu.Unlock()
 				p.log.Error("checkpoint: capture state", "shard", sh.scope, "err", err)
+				failed, lost = cmp.Or(failed, err), true
 				continue
 			}
 			c.cp, captured = cp, true
@@ -863,13 +878,20 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	if captured && p.partitioned {
 		// The fence of partition snapshots judges the changelog as last read.
 		if err := p.store.RefreshChangelog(ctx); err != nil {
-			p.log.Error("checkpoint: partition states not saved, offsets not committed", "err", err)
+			p.saves.logFailure(p.log, "", "checkpoint: partition states not saved, offsets not committed", err)
+			p.saves.failed(err, true)
 			return
 		}
 	}
 	commit := map[int]int64{}
 	for _, c := range caps {
-		if c.cp != nil && !p.save(ctx, c) {
+		durable := true
+		if c.cp != nil {
+			var err error
+			durable, err = p.save(ctx, c)
+			failed, lost = cmp.Or(failed, err), lost || (err != nil && !durable)
+		}
+		if !durable {
 			continue
 		}
 		if p.store != nil && !maps.Equal(c.offsets, c.sh.saved) {
@@ -883,6 +905,7 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 		}
 		p.mu.Unlock()
 	}
+	p.savedAll(captured, failed, lost)
 	if len(commit) == 0 {
 		return
 	}
@@ -893,12 +916,36 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	}
 	p.met.commits.Inc()
 	maps.Copy(p.committed, commit)
+	p.saves.setCommitted(p.committed)
 }
+
+// savedAll records the outcome of a checkpoint's saves (captured: there
+// was state to save; failed: the first save that failed, nil if none;
+// lost: a shard's snapshot, or its capture, failed).
+func (p *Pipeline) savedAll(captured bool, failed error, lost bool) {
+	switch {
+	case failed != nil:
+		p.saves.failed(failed, lost)
+	case captured:
+		if d, n := p.saves.saved(); n > 0 {
+			p.log.Info("checkpoint: saving again", "failed_for", roundDur(d), "failed_attempts", n)
+		}
+	}
+}
+
+// SavesFailing says why the service is not ready because its checkpoints'
+// saves fail ("" when they do not; see saveHealth.NotReady).
+func (p *Pipeline) SavesFailing(grace time.Duration) string { return p.saves.NotReady(grace) }
+
+// Unsaved says what a stop leaves unsaved because the last checkpoint's
+// saves failed, or because it did not finish (stuck): "" when neither.
+func (p *Pipeline) Unsaved(stuck bool) string { return p.saves.unsaved(stuck) }
 
 // save makes a captured shard durable: its snapshot, then its key deltas in
 // the key store and, with a changelog, the changelog's key records. It
-// reports whether the snapshot is durable.
-func (p *Pipeline) save(ctx context.Context, c shardCapture) bool {
+// reports whether the snapshot is durable, and the first of these saves
+// that failed.
+func (p *Pipeline) save(ctx context.Context, c shardCapture) (durable bool, failed error) {
 	sh := c.sh
 	if err := p.store.Save(ctx, sh.scope, p.cfg.Topic, c.offsets, c.cp.Models); err != nil {
 		if errors.Is(err, ErrPartitionTakenOver) {
@@ -906,25 +953,27 @@ func (p *Pipeline) save(ctx context.Context, c shardCapture) bool {
 			// expired) and the partition has a new owner: the state here
 			// is stale; the group will revoke the partition.
 			p.log.Warn("checkpoint: partition was taken over by another instance; not saving or committing its stale state", "shard", sh.scope, "err", err)
-			return false
+			return false, nil
 		}
-		p.log.Error("checkpoint: snapshot not durable; offsets not committed", "shard", sh.scope, "err", err)
-		return false
+		p.saves.logFailure(p.log, sh.scope, "checkpoint: snapshot not durable; offsets not committed", err)
+		return false, err
 	}
 	sh.saved = c.offsets
 	// The snapshot holds the key deltas: if what follows fails, the
 	// keys stay dirty and the next checkpoint writes them again, and a
 	// restart redoes them from the snapshot.
 	if err := p.store.PutKeys(ctx, sh.scope, c.cp); err != nil {
-		p.log.Error("checkpoint: key records not written to the changelog (the next checkpoint writes them again)", "shard", sh.scope, "err", err)
-		return true
+		p.saves.logFailure(p.log, sh.scope, "checkpoint: key records not written to the changelog (the next checkpoint writes them again)", err)
+		return true, err
 	}
-	if err := sh.st.Durable(c.cp); err != nil {
-		p.log.Error("checkpoint: keys not written to the key store (the next checkpoint writes them again)", "shard", sh.scope, "err", err)
-		return true
+	err := sh.st.Durable(c.cp)
+	if err != nil {
+		p.saves.logFailure(p.log, sh.scope, "checkpoint: keys not written to the key store (the next checkpoint writes them again)", err)
 	}
+	// The models whose keys were written are settled, also when another
+	// model's write failed.
 	sh.mu.Lock()
 	sh.st.Settle(c.cp)
 	sh.mu.Unlock()
-	return true
+	return true, err
 }

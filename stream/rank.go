@@ -23,10 +23,13 @@ import (
 // and their fields, wire.Event.CandidateHashed) on the live state of the key's
 // instance, the exploration policy orders the top k, and one response
 // record goes to the response topic. With delayed labels on, each item
-// shown waits in the join buffer under (request id, item), so that a label
-// {"id": request id, "item": item, "label": …} later teaches every model
-// the item's features, and the first item's label feeds the off-policy
-// estimates of the greedy policy (metrics streamer_ope_*).
+// shown waits under (request id, item) in a join buffer of its own
+// (Shard.shown: RankConfig.JoinEvents items at most, JoinPerKey of one
+// key), apart from the stream's impressions, which requests therefore
+// never push out; a label {"id": request id, "item": item, "label": …}
+// later teaches every model the item's features, and the first item's
+// label feeds the off-policy estimates of the greedy policy (metrics
+// streamer_ope_*).
 
 // RankConfig configures ranking requests (EngineConfig.Rank).
 type RankConfig struct {
@@ -41,7 +44,29 @@ type RankConfig struct {
 	Alpha   float64
 	Samples int
 	Seed    uint64
+
+	// The join window of the items requests show (with delayed labels
+	// on: EngineConfig.JoinEvents > 0), per shard. JoinEvents bounds the
+	// items kept (0 = EngineConfig.JoinEvents; < 0 = none: their labels
+	// count as unknown ids), JoinTime how long each waits (0 =
+	// EngineConfig.JoinTime), JoinPerKey the items of one key kept (0 =
+	// no limit; more are not kept). JoinEntries, with hashed features,
+	// bounds the hashed entries the items keep, all together (0 =
+	// DefaultJoinEntriesPerItem × JoinEvents).
+	JoinEvents  int
+	JoinTime    time.Duration
+	JoinPerKey  int
+	JoinEntries int
 }
+
+// DefaultJoinEntriesPerItem sizes the ring of the hashed entries of the
+// items requests show when RankConfig.JoinEntries is 0: that many entries
+// per item on average.
+const DefaultJoinEntriesPerItem = 64
+
+// maxJoinEntries bounds RankConfig.JoinEntries (a slot's room in the
+// ring is an int32).
+const maxJoinEntries = 1 << 27
 
 // Exploration policies (RankConfig.Policy). ucb and thompson keep
 // exploration statistics per key (explore.go): they need a key-scoped rank
@@ -241,13 +266,15 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	r.Version = version
 	e.met.rankRequests.Inc()
 	e.met.rankCandidates.Add(float64(n))
-	if s.join == nil || !ev.HasID {
+	if s.shown == nil || !ev.HasID {
 		return
 	}
-	before := s.join.pending()
+	before := s.shown.pending()
 	for j := range k {
 		c := rk.order[j]
 		rk.jid = itemID(rk.jid[:0], ev.ID, ev.Cands[c].Item)
+		var kept bool
+		var d joinDrops
 		if hashed {
 			// The item's hashed entries (the request's features and its
 			// own, interactions included) wait for its label, with their
@@ -261,7 +288,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 				rk.all[i], _ = mm.peekSparse(key, idx, val, field)
 			}
 			e.hashed.add(hash, idx)
-			e.met.joinDropped.Add(float64(s.join.putSparse(rk.jid, idx, val, field, rk.all, now.UnixNano())))
+			kept, d = s.shown.putSparse(rk.jid, key, idx, val, field, rk.all, now.UnixNano())
 		} else {
 			x := ev.CandidateFeatures(c)
 			for i, mm := range s.models {
@@ -271,13 +298,14 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 				}
 				rk.all[i], _ = mm.peek(key, mm.input(x, rk.all))
 			}
-			e.met.joinDropped.Add(float64(s.join.put(rk.jid, x, rk.all, now.UnixNano())))
+			kept, d = s.shown.put(rk.jid, key, x, rk.all, now.UnixNano())
 		}
-		if j == 0 {
-			s.join.mark(opeMark{first: true, prop: rk.prop[0], greedy: c == best})
+		e.joinDropped(srcRequests, d)
+		if j == 0 && kept {
+			s.shown.mark(opeMark{first: true, prop: rk.prop[0], greedy: c == best})
 		}
 	}
-	e.joinMoved(s.join.pending() - before)
+	e.joinMoved(srcRequests, s.shown.pending()-before)
 }
 
 // explore sets rk.ex.ind, the policy's index of every candidate, from the
@@ -527,6 +555,21 @@ func checkRank(cfg *EngineConfig, models []NamedModel) (int, error) {
 	}
 	if r.Samples < 1 || r.Samples > 100000 {
 		return 0, fmt.Errorf("stream: rank samples %d not in [1, 100000]", r.Samples)
+	}
+	if r.JoinEvents == 0 {
+		r.JoinEvents = cfg.JoinEvents
+	}
+	if r.JoinTime == 0 {
+		r.JoinTime = cfg.JoinTime
+	}
+	if r.JoinTime < 0 || r.JoinPerKey < 0 || r.JoinEntries < 0 {
+		return 0, fmt.Errorf("stream: rank join: time %v, per key %d, entries %d: want ≥ 0", r.JoinTime, r.JoinPerKey, r.JoinEntries)
+	}
+	if r.JoinEntries == 0 && r.JoinEvents > 0 {
+		r.JoinEntries = min(DefaultJoinEntriesPerItem*r.JoinEvents, maxJoinEntries)
+	}
+	if r.JoinEntries > maxJoinEntries {
+		return 0, fmt.Errorf("stream: rank join: %d entries (at most %d)", r.JoinEntries, maxJoinEntries)
 	}
 	for i, nm := range models {
 		if nm.Name != r.Model {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/stream/wire"
@@ -34,6 +35,9 @@ type RankHTTPConfig struct {
 	// (refreshPartitions); a request asks it only while no answer is kept.
 	Partitions func(ctx context.Context) (int, error)
 	MaxBytes   int // the largest body
+	// Registerer receives the metrics of the partitioner's check
+	// (partguard.go); nil: none.
+	Registerer prometheus.Registerer
 }
 
 // rankHTTP is the pipeline's state for POST /v1/rank.
@@ -47,6 +51,8 @@ type rankHTTP struct {
 	mu    sync.Mutex
 	parts []int // 0..n−1 for the balancer
 	keyed bool  // a model is key-scoped: its keys live where their partition is consumed
+
+	guard *partitionGuard // checks Partitioner against the events consumed
 }
 
 // EnableRankHTTP makes ServeRank answer requests; without it (or without
@@ -67,6 +73,11 @@ func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
 	default:
 		return fmt.Errorf("stream: partitioner %q", cfg.Partitioner)
 	}
+	name := cfg.Partitioner
+	if name == "" {
+		name = "murmur2"
+	}
+	r.guard = newPartitionGuard(name, r.balancer, cfg.Registerer, p.log)
 	dec, err := wire.NewDecoder(e.cfg.Dim, e.cfg.FeatureNames, cfg.MaxBytes)
 	if err != nil {
 		return err
@@ -271,12 +282,24 @@ func (r *rankHTTP) partitionCount(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// setParts keeps the partition count n (r.mu held).
+// setParts keeps the partition count n (r.mu held); the partitioner's
+// check starts with the first.
 func (r *rankHTTP) setParts(n int) {
 	r.parts = r.parts[:0]
 	for i := range n {
 		r.parts = append(r.parts, i)
 	}
+	r.guard.parts.Store(int32(n))
+}
+
+// RankWarning says what /readyz reports beside readiness: a
+// rank.partitioner that does not map the keys consumed to the partitions
+// they came on in the last 10 minutes (partguard.go); "" when none.
+func (p *Pipeline) RankWarning() string {
+	if p.rank == nil {
+		return ""
+	}
+	return p.rank.guard.warning()
 }
 
 // refreshPartitions keeps the input topic's partition count for the

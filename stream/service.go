@@ -40,6 +40,7 @@ type Service struct {
 	store    *StateStore
 	ln       net.Listener
 	srv      *http.Server
+	httpSec  *httpSec // http.tls, http.auth
 	health   *BrokerHealth
 	sec      *KafkaSecurity
 	keys     *keyStore
@@ -57,7 +58,9 @@ type Option func(*options)
 
 type options struct {
 	snapshotWriteHook func()
+	stateFS           *stateFS // WithStateFS (diskfull.go)
 	allowEmptyState   bool
+	reload            <-chan os.Signal // WithReloadSignal (httpsec.go)
 }
 
 // WithSnapshotWriteHook calls fn inside every snapshot file write, after the
@@ -155,7 +158,8 @@ func engineConfig(cfg config.Config) EngineConfig {
 		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
 		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
 			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
-			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed)},
+			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed),
+			JoinEvents: rankJoinEvents(cfg.Rank.Join), JoinTime: cfg.Rank.Join.Time, JoinPerKey: cfg.Rank.Join.PerKey, JoinEntries: cfg.Rank.Join.Entries},
 	}
 }
 
@@ -175,6 +179,15 @@ func joinEvents(j config.JoinWindow) int {
 	default:
 		return defaultJoinEvents
 	}
+}
+
+// rankJoinEvents is the engine's RankConfig.JoinEvents for rank.join:
+// events 0 (shown items not kept) is the engine's −1.
+func rankJoinEvents(j config.RankJoin) int {
+	if j.Events == 0 {
+		return -1
+	}
+	return j.Events
 }
 
 func requiredAcks(s string) kafka.RequiredAcks {
@@ -216,7 +229,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	health := NewBrokerHealth(reg, log)
 	s := &Service{cfg: cfg, reg: reg, log: log, health: health}
 	s.phase.Store(ptr("checking the brokers"))
-	if err := s.serveHTTP(); err != nil {
+	if err := s.serveHTTP(o.reload); err != nil {
 		return nil, err
 	}
 	ok := false
@@ -272,7 +285,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}
 	batchBytes := max(4<<10, smallest-batchOverhead)
 	log.Debug("producer batches", "batch_bytes", batchBytes, "max_message_bytes", limits)
-	keys, err := openKeyStore(cfg, models, log)
+	keys, err := s.openKeys(ctx, cfg, models, o.stateFS)
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +294,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		legacyKeys = filepath.Join(cfg.Snapshot.Dir, "keys")
 	}
 	ecfg.KeyStore, ecfg.LegacyKeyDir = keys.db, legacyKeys
+	ecfg.Log, ecfg.AllowKeyLoss = log, o.allowEmptyState
 	engine, err := NewEngine(ecfg, models, reg)
 	if err != nil {
 		keys.close()
@@ -334,6 +348,9 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}
 	s.store, err = OpenStateStore(ctx, cfg.Snapshot, cfg.Kafka.Brokers, cfg.Kafka.ClientID, cfg.Fingerprint(), reg, log, health,
 		sec.ChangelogOption(cfg.Kafka.ClientID))
+	if err == nil && s.store != nil && o.stateFS != nil {
+		err = s.store.useFileFS(cfg.Snapshot, o.stateFS.snap)
+	}
 	if err == nil && s.store != nil && o.snapshotWriteHook != nil {
 		s.store.setWriteHook(o.snapshotWriteHook)
 	}
@@ -341,12 +358,15 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		err = pipeline.UseEngine(engine, s.store, cfg.Snapshot.Partitioned(), cfg.Snapshot.RemoteRefresh)
 	}
 	if err == nil {
-		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes,
+		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes, Registerer: reg,
 			Partitions: func(ctx context.Context) (int, error) { return sec.Partitions(ctx, cfg.Kafka, AuthCheckTimeout) }})
 	}
 	if err == nil && !cfg.Snapshot.Partitioned() {
-		s.phase.Store(ptr("restoring the models' state"))
-		err = pipeline.Restore(ctx)
+		// Bringing the key store to the snapshot writes to it: on a full
+		// disk it waits for room (/readyz says so).
+		status := s.phaseDetail("restoring the models' state")
+		status("")
+		err = retryDisk(ctx, log, "restore the models' state", status, func() error { return pipeline.Restore(ctx) })
 	}
 	if err == nil && pipeline.StartedEmpty() && o.allowEmptyState {
 		log.Warn("no valid state found; --allow-empty-state: the models start empty, at the consumer group's committed offsets if it has any")
@@ -369,11 +389,12 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		_ = s.store.Close()
 		engine.Close()
 		keys.close()
-		return nil, err
+		return nil, explainKeyStore(cfg, err)
 	}
 	if s.store == nil {
 		log.Warn("snapshots are off (no snapshot.dir or snapshot.changelog_topic): model state is lost on restart")
 	}
+	s.noteKeysUnwritable()
 	s.ranker.Store(pipeline)
 	s.phase.Store(ptr("")) // started: readiness is the pipeline's from now
 	ok = true
@@ -403,9 +424,16 @@ func stateWhere(cfg config.Snapshot) string {
 	return strings.Join(where, " and ")
 }
 
-// serveHTTP opens http.listen and serves /metrics, /healthz and /readyz
-// (and /debug/pprof/ when configured) until stopHTTP.
-func (s *Service) serveHTTP() error {
+// serveHTTP opens http.listen and serves POST /v1/rank, /metrics,
+// /healthz and /readyz (and /debug/pprof/ when configured) until stopHTTP:
+// over TLS with http.tls, the protected groups only with a token with
+// http.auth (httpsec.go). A bad TLS or tokens file fails it, before
+// anything connects to the brokers.
+func (s *Service) serveHTTP(reload <-chan os.Signal) error {
+	sec, err := newHTTPSec(s.cfg.HTTP, s.reg, s.log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.cfg.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("http.listen: %w", err)
@@ -419,10 +447,10 @@ func (s *Service) serveHTTP() error {
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if reason := s.NotReady(); reason != "" {
-			http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
+			http.Error(w, "not ready: "+reason+s.readyWarning(), http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		fmt.Fprintln(w, "ready"+s.readyWarning())
 	})
 	mux.HandleFunc("POST /v1/rank", func(w http.ResponseWriter, r *http.Request) {
 		p := s.ranker.Load()
@@ -439,15 +467,24 @@ func (s *Service) serveHTTP() error {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, cfg.HTTP.ReadTimeout),
-		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout}
+	s.srv = &http.Server{Handler: sec.guard(mux), ReadHeaderTimeout: min(5*time.Second, cfg.HTTP.ReadTimeout),
+		ReadTimeout: cfg.HTTP.ReadTimeout, WriteTimeout: cfg.HTTP.WriteTimeout, IdleTimeout: cfg.HTTP.IdleTimeout,
+		TLSConfig: sec.serverTLS(), ErrorLog: errorLog(s.log)}
 	s.served = make(chan struct{})
 	go func() {
 		defer close(s.served)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if s.srv.TLSConfig != nil {
+			err = s.srv.ServeTLS(ln, "", "") // the certificate: TLSConfig.GetConfigForClient
+		} else {
+			err = s.srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
 		}
 	}()
+	s.httpSec = sec
+	sec.start(reload)
 	return nil
 }
 
@@ -458,6 +495,7 @@ func (s *Service) stopHTTP(ctx context.Context) {
 		_ = s.srv.Close()
 	}
 	<-s.served
+	s.httpSec.stop()
 }
 
 // keyStore is the embedded store of key-scoped models (nil db without
@@ -469,7 +507,7 @@ type keyStore struct {
 	tmp string
 }
 
-func openKeyStore(cfg config.Config, models []NamedModel, log *slog.Logger) (*keyStore, error) {
+func openKeyStore(cfg config.Config, models []NamedModel, log *slog.Logger, opts ...keystore.Option) (*keyStore, error) {
 	if !slices.ContainsFunc(models, func(m NamedModel) bool { return m.Factory != nil }) {
 		return &keyStore{}, nil
 	}
@@ -486,13 +524,16 @@ func openKeyStore(cfg config.Config, models []NamedModel, log *slog.Logger) (*ke
 		}
 		dir = tmp
 	}
-	db, err := keystore.Open(dir, log)
+	db, err := keystore.Open(dir, log, opts...)
 	if err != nil {
 		if tmp != "" {
 			_ = os.RemoveAll(tmp)
 		}
-		return nil, fmt.Errorf("snapshot.dir: key store: %w", err)
+		return nil, explainKeyStoreOpen(cfg, fmt.Errorf("snapshot.dir: key store: %w", err))
 	}
+	// A restore that falls back to an older snapshot takes the key store
+	// back as far (keystore.Table.UndoTo).
+	db.SetUndoDepth(cfg.Snapshot.Keep)
 	return &keyStore{db: db, tmp: tmp}, nil
 }
 
@@ -517,6 +558,22 @@ func (s *Service) Addr() string { return s.ln.Addr().String() }
 // Registry is the registry holding the service's metrics.
 func (s *Service) Registry() *prometheus.Registry { return s.reg }
 
+// readyWarning is what /readyz says beside readiness, each on a line of
+// its own after a newline: a rank.partitioner that does not map keys as
+// the producers do (Pipeline.RankWarning); "" when nothing.
+func (s *Service) readyWarning() string {
+	var out string
+	if p := s.ranker.Load(); p != nil { // set once start-up is done
+		if w := p.RankWarning(); w != "" {
+			out = "\nwarning: " + w
+		}
+		if d := s.engine.KeyFaults(); d != "" { // keyfault.go
+			out += "\ndegraded: " + d
+		}
+	}
+	return out
+}
+
 // Ready reports whether the service has joined its consumer group and the
 // brokers refuse it nothing.
 func (s *Service) Ready() bool { return s.NotReady() == "" }
@@ -535,6 +592,9 @@ func (s *Service) NotReady() string {
 		return "starting: " + p
 	}
 	if r := s.health.Reason(); r != "" {
+		return r
+	}
+	if r := s.pipeline.SavesFailing(s.cfg.Kafka.UnreadyAfter); r != "" {
 		return r
 	}
 	if r := s.pipeline.Held(); r != "" {
@@ -597,7 +657,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-pctx.Done():
 		}
 	}()
-	err := s.pipeline.Run(pctx)
+	stuck, err := s.runPipeline(pctx, late) // stuck: gave up on it at shutdown_timeout
 	stop()
 	<-watched
 	if fatal != nil {
@@ -606,7 +666,9 @@ func (s *Service) Run(ctx context.Context) error {
 		s.log.Error("the brokers refuse this configuration: stopping", "key", r.Key, "err", &r)
 		err = &r
 	}
-	s.engine.Close()
+	if !stuck {
+		s.engine.Close()
+	}
 	s.log.Info("stopping: flushing producer")
 	cctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -625,18 +687,28 @@ func (s *Service) Run(ctx context.Context) error {
 	if perr := s.pub.Close(pctx); perr != nil && err == nil {
 		err = perr
 	}
+	loss := s.stopLoss(stuck) // what the final checkpoint did not save
 	select {
 	case <-late:
 		if fatal == nil {
 			pending := s.pub.Pending()
 			err = fmt.Errorf("stream: the stop took longer than shutdown_timeout (%v): gave up with %d records not delivered; the offsets of their events are not committed, so they are processed again after the restart", s.cfg.ShutdownTimeout, pending)
+			if loss != "" {
+				err = fmt.Errorf("%w; %s", err, loss)
+			}
 			s.log.Error("stop timed out", "shutdown_timeout", s.cfg.ShutdownTimeout.String(), "undelivered_records", pending)
 		}
 	default:
+		if loss != "" && err == nil {
+			err = errors.New("stream: " + loss)
+		}
 	}
+	logStopLoss(s.log, loss)
 	s.stopHTTP(cctx)
 	_ = s.store.Close()
-	s.keys.close()
+	if kerr := s.closeKeys(late); kerr != nil {
+		s.log.Error("stopping", "err", kerr)
+	}
 	s.log.Info("stopped")
 	return err
 }

@@ -86,8 +86,8 @@ func TestDelayedLabels(t *testing.T) {
 		{"streamer_labels_total", `outcome="joined"`, 200},
 		{"streamer_labels_total", `outcome="too_late"`, 50},
 		{"streamer_labels_total", `outcome="unknown_id"`, 20},
-		{"streamer_join_dropped_total", "", 100},
-		{"streamer_join_pending", "", 0},
+		{"streamer_join_dropped_total", `reason="expired",source="impressions"`, 100},
+		{"streamer_join_pending", `source="impressions"`, 0},
 		{"streamer_events_rejected_total", `reason="missing_features"`, 0},
 	}
 	for _, c := range checks {

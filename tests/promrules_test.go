@@ -49,6 +49,9 @@ func TestPromtoolRules(t *testing.T) {
 	} {
 		cmd := exec.Command(promtool, args...)
 		cmd.Dir = dir
+		if args[0] == "check" && args[1] == "config" {
+			cmd.Dir = promConfigDir(t) // with the secrets the compose stack mounts
+		}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -687,6 +690,7 @@ func runDeployed(t *testing.T, b *stream.Broker, cfgPath string, env map[string]
 	addr := freeAddr(t)
 	env["STREAMER_KAFKA_BROKERS"] = strings.Join(b.Addrs(), ",")
 	env["STREAMER_HTTP_LISTEN"] = addr
+	sec := deploySecrets(t, &cfgPath, env) // test files for the mounted TLS and token files (deploysec_test.go)
 	abs, err := filepath.Abs(cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -715,12 +719,8 @@ func runDeployed(t *testing.T, b *stream.Broker, cfgPath string, env map[string]
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if sec.get(addr, "/readyz", false) == http.StatusOK {
+			break
 		}
 		select {
 		case err := <-done:
@@ -734,6 +734,7 @@ func runDeployed(t *testing.T, b *stream.Broker, cfgPath string, env map[string]
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	sec.checkProtected(t, addr)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-done:

@@ -61,6 +61,25 @@ func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
+// exitAfterStop ends the process with status 1 when it still runs
+// shutdown_timeout and 5 s after ctx ends, saying so on a best-effort
+// basis: the line is given a second, so that a log that blocks (stderr
+// not read) cannot keep the process alive.
+func exitAfterStop(ctx context.Context, log *slog.Logger, timeout time.Duration) {
+	<-ctx.Done()
+	time.Sleep(timeout + 5*time.Second)
+	logged := make(chan struct{})
+	go func() {
+		log.Error("stop did not finish after shutdown_timeout: exiting", "shutdown_timeout", timeout.String())
+		close(logged)
+	}()
+	select {
+	case <-logged:
+	case <-time.After(time.Second):
+	}
+	os.Exit(1)
+}
+
 func newRunCmd() *cobra.Command {
 	var path string
 	var faultPause time.Duration
@@ -70,9 +89,14 @@ func newRunCmd() *cobra.Command {
 		Short: "Run the service against a Kafka cluster",
 		Long: `Run joins the consumer group on kafka.input_topic, scores every event with every
 configured model, publishes scores to kafka.output_topic and bad events to
-kafka.dlq_topic, and serves /metrics, /healthz and /readyz on http.listen.
+kafka.dlq_topic, and serves POST /v1/rank, /metrics, /healthz and /readyz on
+http.listen (HTTPS with http.tls, bearer tokens with http.auth).
 Environment variables STREAMER_<KEY> override config keys (see README).
-SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
+SIGINT/SIGTERM stop consuming, flush the producer, take a last checkpoint,
+commit and exit 0 (1 when something could not be saved or delivered within
+shutdown_timeout, saying what).
+SIGHUP reads the files of http.tls and http.auth again (they are also read
+again when they change).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if path == "" {
 				path = os.Getenv("STREAMER_CONFIG")
@@ -88,7 +112,13 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 			log := newLogger(cfg.Log)
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var opts []stream.Option
+			// SIGHUP reloads the HTTP certificate and tokens (and no longer
+			// ends the process), from the start: start-up may wait long for
+			// the brokers.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			opts := []stream.Option{stream.WithReloadSignal(hup)}
 			if allowEmpty {
 				opts = append(opts, stream.WithAllowEmptyState())
 			}
@@ -98,6 +128,10 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 					time.Sleep(faultPause)
 				}))
 			}
+			// The service bounds its own stop by shutdown_timeout; should
+			// anything still hang, in start-up too (a store on a disk that
+			// does not answer), the process ends a little later anyway.
+			go exitAfterStop(ctx, log, cfg.ShutdownTimeout)
 			svc, err := stream.NewService(ctx, cfg, types, nil, log, opts...)
 			if err != nil {
 				if ctx.Err() != nil { // SIGTERM while starting: nothing processed, nothing to flush
@@ -106,14 +140,6 @@ SIGINT/SIGTERM stop consuming, flush the producer, commit and exit 0.`,
 				}
 				return err
 			}
-			// The service bounds its own stop by shutdown_timeout; should
-			// anything still hang, the process ends a little later anyway.
-			go func() {
-				<-ctx.Done()
-				time.Sleep(cfg.ShutdownTimeout + 5*time.Second)
-				log.Error("stop did not finish after shutdown_timeout: exiting", "shutdown_timeout", cfg.ShutdownTimeout.String())
-				os.Exit(1)
-			}()
 			return svc.Run(ctx)
 		},
 	}

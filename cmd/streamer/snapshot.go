@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream"
@@ -24,7 +25,7 @@ func newSnapshotCmd() *cobra.Command {
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "inspect PATH",
-		Short: "Print what a snapshot holds (a file, or every snapshot in a directory)",
+		Short: "Print what a snapshot holds (a file, or every snapshot in a directory, and its key store's tables)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return inspectSnapshots(cmd.OutOrStdout(), newModelTypes(), args[0], true)
@@ -32,7 +33,7 @@ func newSnapshotCmd() *cobra.Command {
 	})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "verify PATH",
-		Short: "Check snapshot files; exit non-zero if any is corrupt",
+		Short: "Check snapshot files and read every block of the key store in PATH/keystore; exit non-zero if anything is corrupt",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return inspectSnapshots(cmd.OutOrStdout(), newModelTypes(), args[0], false)
@@ -281,8 +282,69 @@ func inspectSnapshots(w io.Writer, types *online.Registry, path string, detail b
 			fmt.Fprintf(w, "    %s\n", r)
 		}
 	}
+	var errs []error
 	if bad > 0 {
-		return fmt.Errorf("%d of %d snapshots are bad", bad, len(files))
+		errs = append(errs, fmt.Errorf("%d of %d snapshots are bad", bad, len(files)))
 	}
-	return nil
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		if dir := filepath.Join(path, "keystore"); dirExists(dir) {
+			errs = append(errs, inspectKeyStore(w, types, dir, detail))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func dirExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// inspectKeyStore prints the key store of key-scoped models in dir: with
+// detail (inspect) each table's marker, its checkpoint and count of
+// distinct keys stored (markers only); without (verify) it reads every
+// block of every file and every key, decoding each state through the
+// model registry, and reports damage with what to do.
+func inspectKeyStore(w io.Writer, types *online.Registry, dir string, detail bool) error {
+	if detail {
+		tables, err := keystore.Summary(dir)
+		if err != nil {
+			fmt.Fprintf(w, "%s: %v\n", dir, err)
+			return nil // inspect shows what it can; verify judges
+		}
+		fmt.Fprintf(w, "%s (the key store of key-scoped models: every key's state as of the table's checkpoint)\n", dir)
+		for _, t := range tables {
+			fmt.Fprintf(w, "  table %-24s checkpoint %d  keys=%d\n", fmt.Sprintf("%q/%s", t.Scope, t.Model), t.Marker.Seq, t.Marker.Keys)
+		}
+		return nil
+	}
+	r, err := keystore.Check(dir, func(_, _ string, _, state []byte) error {
+		b, err := stream.KeyModelState(state)
+		if err == nil {
+			_, err = types.Restore(b)
+		}
+		if errors.Is(err, online.ErrNeedsConfig) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		fmt.Fprintf(w, "%s: NOT CHECKED: %v\n", dir, err)
+		return fmt.Errorf("the key store %s could not be checked: %w", dir, err)
+	}
+	if len(r.Problems) == 0 {
+		fmt.Fprintf(w, "%s: ok (%d table files, %d bytes, every block and key read)\n", dir, r.Files, r.Bytes)
+		for _, t := range r.Tables {
+			fmt.Fprintf(w, "  table %-24s checkpoint %d  keys=%d  undo=%d\n", fmt.Sprintf("%q/%s", t.Scope, t.Model), t.Marker.Seq, t.Keys, t.Undo)
+		}
+		return nil
+	}
+	fmt.Fprintf(w, "%s: DAMAGED:\n", dir)
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  %s\n", p)
+	}
+	fmt.Fprintf(w, "  what to do: the service serves the other keys and fails the damaged ones (not learning; streamer_model_keys_failed), or refuses to start when a table's marker is damaged. "+
+		"To repair: stop the service, move %s aside and start it again: with snapshot.changelog_topic every key is rebuilt from the changelog, losing nothing; "+
+		"without one, start it with --allow-empty-state: each key-scoped model keeps the keys its newest snapshot's checkpoint changed, and every other key's state is lost "+
+		"(docs/operations.md, \"Key store damage\")\n", dir)
+	return fmt.Errorf("the key store %s is damaged", dir)
 }

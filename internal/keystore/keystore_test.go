@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -710,17 +711,17 @@ func TestUndo(t *testing.T) {
 	mustApply(t, tb, 1, nil, bs("a"), bs("A"))
 	mustApply(t, tb, 2, nil, bs("a", "b"), bs("AA", "B"))
 	after2 := stateOf(t, tb)
-	rec, closer, err := db.p.Get(tb.undo)
+	rec, closer, err := db.p.Get(tb.undoKey(2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec = bytes.Clone(rec[:len(rec)-1])
 	closer.Close()
-	if err := db.p.Set(tb.undo, rec, nil); err != nil {
+	if err := db.p.Set(tb.undoKey(2), rec, pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.Undo(); err == nil || errors.Is(err, ErrNoUndo) {
-		t.Fatalf("Undo of a corrupt record: %v", err)
+	if _, err := tb.Undo(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Undo of a corrupt record: %v, want ErrCorrupt", err)
 	}
 	checkState(t, tb, after2)
 }
@@ -1004,7 +1005,9 @@ func TestApplySkipsUndoRecord(t *testing.T) {
 		}
 		mustApply(t, tb, seq, nil, keys, states)
 	}
-	if err := db.p.Flush(); err != nil {
+	// Every write is flushed: compact them, so that no compaction runs
+	// in the background (and reads) while the Apply below is measured.
+	if err := db.p.Compact(context.Background(), []byte{0}, []byte{0xff}, true); err != nil {
 		t.Fatal(err)
 	}
 	keys, states = keys[:1000], states[:1000]
@@ -1035,7 +1038,7 @@ func TestRestoreCost(t *testing.T) {
 	fillStore(t, small, 10)
 	fillStore(t, big, 200_000)
 	size := dirSize(t, big)
-	if size < 10<<20 {
+	if size < 3<<20 { // 200k keys of 100 bytes, compressed (there is no write-ahead log)
 		t.Fatalf("the 200k-key store has only %d bytes", size)
 	}
 
@@ -1268,7 +1271,11 @@ func BenchmarkGet(b *testing.B) {
 // of it reading the blocks that tell which keys are already stored. The undo
 // record (the 5 000 overwritten states) adds about 15% (45–50 ms/op against
 // 42–45 at -benchtime 60x on a busy machine), 1.5 times the bytes written
-// (WAL-B/op: 2.62 MB against 1.73 MB) and 5.8 MB allocated per op.
+// (WAL-B/op: 2.62 MB against 1.73 MB) and 5.8 MB allocated per op. Since
+// writes are flushed rather than logged (no write-ahead log), flushed-B/op
+// counts the sstable bytes each writes: 2.97 MB, 90–190 ms/op and 10 MB
+// allocated per op on a busy 2-core machine (150–310 ms/op with the log on
+// the same machine then).
 func BenchmarkApply10k(b *testing.B) {
 	db, err := Open(b.TempDir(), nil)
 	if err != nil {
@@ -1298,7 +1305,7 @@ func BenchmarkApply10k(b *testing.B) {
 	}
 	seq := uint64(preload / batch)
 	next := preload
-	wal := db.p.Metrics().WAL.BytesWritten
+	flushed := db.p.Metrics().Flush.WriteThroughput.Bytes
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
@@ -1314,5 +1321,5 @@ func BenchmarkApply10k(b *testing.B) {
 		b.StartTimer()
 		mustApply(b, tb, seq, []byte("meta"), keys, states)
 	}
-	b.ReportMetric(float64(db.p.Metrics().WAL.BytesWritten-wal)/float64(b.N), "WAL-B/op")
+	b.ReportMetric(float64(db.p.Metrics().Flush.WriteThroughput.Bytes-flushed)/float64(b.N), "flushed-B/op")
 }
