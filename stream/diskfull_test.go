@@ -435,7 +435,14 @@ func TestStopOnHungDisk(t *testing.T) {
 	r.produce(1000)
 	waitFor(t, 30*time.Second, "the first events saved and committed", func() bool { return r.caughtUp(run.s) })
 	r.vol.Hang()
-	defer r.vol.Release()
+	// Run returns while a checkpoint is stuck in a write (that is the
+	// point); released, that write goes on in the background: let it
+	// finish before the test's directories are removed (cleanups run last
+	// registered first, so this one before t.TempDir's).
+	t.Cleanup(func() {
+		r.vol.Release()
+		settle(t, r.dir)
+	})
 	r.produce(500)
 	time.Sleep(500 * time.Millisecond) // a checkpoint is stuck in a write
 	took, err := run.stop(t)
@@ -481,4 +488,30 @@ func TestKeyStoreFull(t *testing.T) {
 		t.Fatalf("stop: %v", err)
 	}
 	r.checkExact()
+}
+
+// settle waits until dir's tree has not changed for half a second (at most
+// 15 s): what a write released after the service stopped still does.
+func settle(t *testing.T, dir string) {
+	list := func() string {
+		var b strings.Builder
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil {
+				if fi, err := d.Info(); err == nil {
+					fmt.Fprintf(&b, "%s %d\n", p, fi.Size())
+				}
+			}
+			return nil
+		})
+		return b.String()
+	}
+	last, since := list(), time.Now()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if now := list(); now != last {
+			last, since = now, time.Now()
+		} else if time.Since(since) > 500*time.Millisecond {
+			return
+		}
+	}
+	t.Logf("%s still changing 15 s after the release", dir)
 }
