@@ -313,7 +313,7 @@ func TestHashedRankHTTP(t *testing.T) {
 		}
 	}
 	_, err = p.Rank(t.Context(), []byte(`{"key":"u2","candidates":[{"item":"a","features":{"item":{"tags":["x",1]}}}]}`), nil)
-	if re, ok := err.(*rankError); !ok || re.status != 400 || re.msg != "wrong_type: candidates[0].features.item.tags[1]: got number, want string" {
+	if re, ok := err.(*rankError); !ok || re.status != 400 || re.Error() != "wrong_type: candidates[0].features.item.tags[1]: got number, want string" {
 		t.Errorf("a malformed candidate: %v", err)
 	}
 }

@@ -295,10 +295,8 @@ func (s *httpSec) guard(next http.Handler) http.Handler {
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusUnauthorized)
-		_ = json.NewEncoder(w).Encode(struct {
-			Error  string `json:"error"`
-			Detail string `json:"detail"`
-		}{"unauthorized", detail})
+		// The body of every error of the API (rankhttp.go).
+		_ = json.NewEncoder(w).Encode(rankErrorBody{Error: rankErrorFields{Reason: "unauthorized", Detail: detail}})
 	})
 }
 

@@ -95,8 +95,8 @@ func TestHTTPGuard(t *testing.T) {
 		if c.code != 401 {
 			continue
 		}
-		var body struct{ Error, Detail string }
-		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error != "unauthorized" || !strings.Contains(body.Detail, c.detail) {
+		var body rankErrorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error.Reason != "unauthorized" || !strings.Contains(body.Error.Detail, c.detail) {
 			t.Errorf("%s %q: body %s, want error unauthorized, detail %q", c.path, c.auth, w.Body, c.detail)
 		}
 		if ch := w.Header().Get("WWW-Authenticate"); !strings.HasPrefix(ch, `Bearer realm="streamer"`) || w.Header().Get("Content-Type") != "application/json" {

@@ -68,6 +68,8 @@ type keyedModels struct {
 	legacy string
 
 	reloaded int64 // keys read back from pending or the table
+
+	fresh online.Model // blank's instance; nil until asked
 }
 
 type keyedEntry struct {
@@ -112,7 +114,31 @@ func (k *keyedModels) adoptMarker(mk keystore.Marker) {
 // that cannot succeed later (damage, a state that does not decode) fails.
 // On an error nothing changes but the failed keys: the caller scores the
 // event with a fresh instance and the key does not learn.
-func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
+func (k *keyedModels) get(key []byte) (*keyedEntry, error) { return k.load(key, true) }
+
+// find is get for a look that must not create state: a key with a state
+// (in memory, pending or in the table) is loaded and kept as get keeps it,
+// while for a key with none, nil is returned and nothing is kept, evicted
+// or counted. Ranking requests look keys up this way: a flood of requests
+// for keys that never learned cannot push real keys' instances out of
+// memory (blank returns the instance that scores them).
+func (k *keyedModels) find(key []byte) (*keyedEntry, error) { return k.load(key, false) }
+
+// blank returns the instance that scores a key without state for find's
+// callers: fresh, made once, never learning and never kept in the index
+// (its callers only peek at it).
+func (k *keyedModels) blank() (online.Model, error) {
+	if k.fresh == nil {
+		m, err := k.factory()
+		if err != nil {
+			return nil, err
+		}
+		k.fresh = m
+	}
+	return k.fresh, nil
+}
+
+func (k *keyedModels) load(key []byte, create bool) (*keyedEntry, error) {
 	if e, ok := k.index[string(key)]; ok {
 		k.lru.MoveToFront(e)
 		return e.Value.(*keyedEntry), nil
@@ -120,12 +146,13 @@ func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 	if err := k.faults.get(key); err != nil {
 		return nil, err
 	}
-	m, err := k.factory()
-	if err != nil {
-		return nil, err
-	}
-	ent := &keyedEntry{key: string(key), m: m}
-	if p, ok := k.pending[ent.key]; ok {
+	var ent *keyedEntry
+	if p, ok := k.pending[string(key)]; ok {
+		m, err := k.factory()
+		if err != nil {
+			return nil, err
+		}
+		ent = &keyedEntry{key: string(key), m: m}
 		if err := restoreKeyState(m, p.state); err != nil {
 			return nil, k.fail(ent.key, fmt.Errorf("keyed models: reload %q: %w", key, err), true)
 		}
@@ -137,26 +164,37 @@ func (k *keyedModels) get(key []byte) (*keyedEntry, error) {
 	} else {
 		b, found, err := k.table.Get(key, k.buf[:0])
 		if err != nil {
-			return nil, k.fail(ent.key, fmt.Errorf("keyed models: reload %q: %w", key, err), false)
+			return nil, k.fail(string(key), fmt.Errorf("keyed models: reload %q: %w", key, err), false)
 		}
 		k.buf = b[:0]
+		if found || create || k.legacy != "" {
+			m, err := k.factory()
+			if err != nil {
+				return nil, err
+			}
+			ent = &keyedEntry{key: string(key), m: m}
+		}
 		switch {
 		case found:
-			if err := restoreKeyState(m, b); err != nil {
+			if err := restoreKeyState(ent.m, b); err != nil {
 				return nil, k.fail(ent.key, fmt.Errorf("keyed models: reload %q: its stored state does not decode: %w", key, err), true)
 			}
 			ent.inTable = true
 			k.reloaded++
 		case k.legacy != "":
-			ok, err := k.migrate(key, m)
+			ok, err := k.migrate(key, ent.m)
 			if err != nil {
 				return nil, err
 			}
 			if ok {
 				// Dirty: the next checkpoint writes it to the table.
 				k.dirty(ent)
-				k.examples += m.Examples()
+				k.examples += ent.m.Examples()
+			} else if !create {
+				return nil, nil
 			}
+		case !create:
+			return nil, nil
 		}
 	}
 	k.index[ent.key] = k.lru.PushFront(ent)

@@ -368,12 +368,18 @@ func (s *Shard) rankScratch() *rankScratch {
 func (m *shardModel) rankInstance(key []byte) (online.Model, *explored) {
 	switch {
 	case m.keyed != nil:
+		// find, not get: a request for a key that never learned scores
+		// with the blank instance and keeps nothing (no place in memory,
+		// no eviction of a key that did learn).
 		var inst online.Model
-		ent, err := m.keyed.get(key)
-		if err != nil {
+		ent, err := m.keyed.find(key)
+		switch {
+		case err != nil:
 			m.def.met.keyErrors.Inc()
 			inst, _ = m.keyed.factory()
-		} else {
+		case ent == nil:
+			inst, _ = m.keyed.blank()
+		default:
 			inst = ent.m
 		}
 		ex, _ := inst.(*explored)

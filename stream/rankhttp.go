@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -38,7 +39,38 @@ type RankHTTPConfig struct {
 	// Registerer receives the metrics of the partitioner's check
 	// (partguard.go); nil: none.
 	Registerer prometheus.Registerer
+	// Refused counts the requests refused, by code and reason
+	// (NewRankRefused); nil: not counted.
+	Refused *prometheus.CounterVec
 }
+
+// NewRankRefused returns streamer_rank_refused_total, the counter of the
+// POST /v1/rank requests answered with an error, by HTTP status code and
+// reason (the reasons of the dead-letter topic, and the service's own:
+// not_ready, misdirected, ranking_off, method_not_allowed, read_error,
+// internal). The codes and reasons a client's mistake gives start at 0.
+func NewRankRefused() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamer_rank_refused_total",
+		Help: "POST /v1/rank requests answered with an error (4xx, 5xx; a JSON body names the reason), by HTTP status code and reason."},
+		[]string{"code", "reason"})
+	for _, r := range []wire.Reason{wire.ReasonNotJSON, wire.ReasonBadRequest, wire.ReasonWrongType, wire.ReasonWrongDimension,
+		wire.ReasonMissingFeatures, wire.ReasonNonFinite, wire.ReasonOutOfRange, wire.ReasonTooManyFeatures} {
+		c.WithLabelValues("400", string(r))
+	}
+	c.WithLabelValues("413", string(wire.ReasonTooLarge))
+	c.WithLabelValues("503", reasonNotReady)
+	return c
+}
+
+// The reasons of POST /v1/rank's errors beside the wire's.
+const (
+	reasonNotReady    = "not_ready"          // 503: start-up not done, or the group not joined
+	reasonMisdirected = "misdirected"        // 421: another instance owns the key's partition
+	reasonRankingOff  = "ranking_off"        // 404: no rank.model
+	reasonMethod      = "method_not_allowed" // 405: not a POST
+	reasonReadError   = "read_error"         // 400: the body could not be read
+	reasonInternal    = "internal"           // 500
+)
 
 // rankHTTP is the pipeline's state for POST /v1/rank.
 type rankHTTP struct {
@@ -82,7 +114,9 @@ func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
 	if err != nil {
 		return err
 	}
-	dec = dec.WithMaxAbs(e.cfg.MaxFeatureAbs).WithRequests(e.cfg.Rank.MaxCandidates)
+	// Strict: an unknown field is an error the client sees at once, not
+	// skipped as the stream's additive contract has it.
+	dec = dec.WithMaxAbs(e.cfg.MaxFeatureAbs).WithRequests(e.cfg.Rank.MaxCandidates).WithStrict()
 	if e.cfg.Rows > 0 {
 		dec = dec.WithShape(e.cfg.Rows)
 	}
@@ -103,20 +137,53 @@ func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
 	return nil
 }
 
-// rankError is an HTTP error answer.
+// rankError is an error answer of POST /v1/rank: its status code, and the
+// reason and detail of its JSON body.
 type rankError struct {
-	status int
-	msg    string
+	status         int
+	reason, detail string
 }
 
-func (e *rankError) Error() string { return e.msg }
+func (e *rankError) Error() string { return e.reason + ": " + e.detail }
+
+// WriteRankError answers a POST /v1/rank request with an error — status,
+// and {"error": {"reason": reason, "detail": detail}} — counting it in
+// refused (nil: not counted).
+func WriteRankError(w http.ResponseWriter, refused *prometheus.CounterVec, status int, reason, detail string) {
+	if refused != nil {
+		refused.WithLabelValues(strconv.Itoa(status), reason).Inc()
+	}
+	b, _ := json.Marshal(rankErrorBody{Error: rankErrorFields{Reason: reason, Detail: detail}})
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h.Set("Cache-Control", "no-store")
+	if status == http.StatusMethodNotAllowed {
+		h.Set("Allow", http.MethodPost)
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+type rankErrorBody struct {
+	Error rankErrorFields `json:"error"`
+}
+
+type rankErrorFields struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
+}
 
 // ServeRank is the handler of POST /v1/rank.
 func (p *Pipeline) ServeRank(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	r := p.rank
 	if r == nil {
-		http.Error(w, "ranking requests are off: set rank.model", http.StatusNotFound)
+		WriteRankError(w, nil, http.StatusNotFound, reasonRankingOff, "ranking requests are off: set rank.model")
+		return
+	}
+	fail := func(status int, reason, detail string) { WriteRankError(w, r.cfg.Refused, status, reason, detail) }
+	if req.Method != http.MethodPost {
+		fail(http.StatusMethodNotAllowed, reasonMethod, req.Method+" /v1/rank: send the request with POST")
 		return
 	}
 	bufs := r.bufs.Get().(*rankBufs)
@@ -127,20 +194,20 @@ func (p *Pipeline) ServeRank(w http.ResponseWriter, req *http.Request) {
 	reg.End()
 	bufs.body = body[:0]
 	if err != nil {
-		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		fail(http.StatusBadRequest, reasonReadError, "reading the request: "+err.Error())
 		return
 	}
 	if len(body) > r.cfg.MaxBytes {
-		http.Error(w, fmt.Sprintf("too_large: the request is over %d bytes (kafka.max_message_bytes)", r.cfg.MaxBytes), http.StatusRequestEntityTooLarge)
+		fail(http.StatusRequestEntityTooLarge, string(wire.ReasonTooLarge), fmt.Sprintf("the request is over %d bytes (kafka.max_message_bytes)", r.cfg.MaxBytes))
 		return
 	}
 	out, err := p.Rank(ctx, body, bufs.out[:0])
 	if err != nil {
 		var re *rankError
 		if !errors.As(err, &re) {
-			re = &rankError{http.StatusInternalServerError, err.Error()}
+			re = &rankError{http.StatusInternalServerError, reasonInternal, err.Error()}
 		}
-		http.Error(w, re.msg, re.status)
+		fail(re.status, re.reason, re.detail)
 		return
 	}
 	out = append(out, '\n')
@@ -196,15 +263,19 @@ func (p *Pipeline) Rank(ctx context.Context, body, dst []byte) ([]byte, error) {
 	if err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) {
-			return nil, &rankError{http.StatusBadRequest, string(we.Reason) + ": " + we.Detail}
+			return nil, &rankError{http.StatusBadRequest, string(we.Reason), we.Detail}
 		}
-		return nil, &rankError{http.StatusBadRequest, err.Error()}
+		return nil, &rankError{http.StatusBadRequest, string(wire.ReasonBadRequest), err.Error()}
 	}
 	if !ev.IsRequest {
-		return nil, &rankError{http.StatusBadRequest, "bad_request: not a ranking request (no candidates)"}
+		return nil, &rankError{http.StatusBadRequest, string(wire.ReasonBadRequest), "not a ranking request (no candidates)"}
+	}
+	if len(ev.Key) == 0 {
+		return nil, &rankError{http.StatusBadRequest, string(wire.ReasonBadRequest),
+			"key: missing: the key the candidates are ranked for, as the input topic's messages are keyed (e.g. the user's id)"}
 	}
 	if !p.Ready() {
-		return nil, &rankError{http.StatusServiceUnavailable, "not ready: the consumer group is not joined"}
+		return nil, &rankError{http.StatusServiceUnavailable, reasonNotReady, "the consumer group is not joined"}
 	}
 	sh, err := p.rankShard(ctx, ev.Key)
 	if err != nil {
@@ -234,7 +305,7 @@ func (p *Pipeline) rankShard(ctx context.Context, key []byte) (*pshard, error) {
 	}
 	part, err := r.partition(ctx, key)
 	if err != nil {
-		return nil, &rankError{http.StatusServiceUnavailable, "the input topic's partitions: " + err.Error()}
+		return nil, &rankError{http.StatusServiceUnavailable, reasonNotReady, "the input topic's partitions: " + err.Error()}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -252,7 +323,7 @@ func (p *Pipeline) rankShard(ctx context.Context, key []byte) (*pshard, error) {
 		for i, o := range owned {
 			list[i] = strconv.Itoa(o)
 		}
-		return nil, &rankError{http.StatusMisdirectedRequest, fmt.Sprintf(
+		return nil, &rankError{http.StatusMisdirectedRequest, reasonMisdirected, fmt.Sprintf(
 			"key %q is in partition %d of the input topic (rank.partitioner %s), which another instance owns: this one owns [%s]; ask that instance",
 			key, part, r.cfg.Partitioner, strings.Join(list, ", "))}
 	}

@@ -51,6 +51,8 @@ type Service struct {
 	phase atomic.Pointer[string]
 	// ranker answers POST /v1/rank once start-up is done.
 	ranker atomic.Pointer[Pipeline]
+	// rankRefused counts the POST /v1/rank requests refused (NewRankRefused).
+	rankRefused *prometheus.CounterVec
 }
 
 // Option tunes a Service.
@@ -358,7 +360,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		err = pipeline.UseEngine(engine, s.store, cfg.Snapshot.Partitioned(), cfg.Snapshot.RemoteRefresh)
 	}
 	if err == nil {
-		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes, Registerer: reg,
+		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes, Registerer: reg, Refused: s.rankRefused,
 			Partitions: func(ctx context.Context) (int, error) { return sec.Partitions(ctx, cfg.Kafka, AuthCheckTimeout) }})
 	}
 	if err == nil && !cfg.Snapshot.Partitioned() {
@@ -452,10 +454,16 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 		}
 		fmt.Fprintln(w, "ready"+s.readyWarning())
 	})
-	mux.HandleFunc("POST /v1/rank", func(w http.ResponseWriter, r *http.Request) {
+	s.rankRefused = NewRankRefused()
+	if err := s.reg.Register(s.rankRefused); err != nil {
+		return err
+	}
+	// Every method: ServeRank answers another than POST with a 405 and a
+	// JSON body, as it answers every error.
+	mux.HandleFunc("/v1/rank", func(w http.ResponseWriter, r *http.Request) {
 		p := s.ranker.Load()
 		if p == nil {
-			http.Error(w, "not ready: "+s.NotReady(), http.StatusServiceUnavailable)
+			WriteRankError(w, s.rankRefused, http.StatusServiceUnavailable, reasonNotReady, s.NotReady())
 			return
 		}
 		p.ServeRank(w, r)

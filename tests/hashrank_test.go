@@ -239,7 +239,7 @@ func TestHashedRankOverKafka(t *testing.T) {
 
 	// Bad requests name the candidate and the feature.
 	code, out = postRank(t, client, p.http, []byte(`{"key":"u1","features":{"user":{"id":"u1"}},"candidates":[{"item":"a","features":{"item":{"tags":["x",7]}}}]}`))
-	if code != http.StatusBadRequest || !strings.Contains(string(out), "wrong_type: candidates[0].features.item.tags[1]: got number, want string") {
+	if code != http.StatusBadRequest || !strings.Contains(string(out), `{"reason":"wrong_type","detail":"candidates[0].features.item.tags[1]: got number, want string"}`) {
 		t.Errorf("malformed candidate: %d %s", code, out)
 	}
 	tags := make([]string, 40)

@@ -184,9 +184,9 @@ func want401(t *testing.T, what string, r httpsResult) {
 	if r.err != nil || r.code != http.StatusUnauthorized {
 		t.Fatalf("%s: %d %v %s, want 401", what, r.code, r.err, r.body)
 	}
-	var body struct{ Error, Detail string }
-	if err := json.Unmarshal([]byte(r.body), &body); err != nil || body.Error != "unauthorized" || body.Detail == "" {
-		t.Fatalf("%s: body %q, want {\"error\":\"unauthorized\",\"detail\":…}", what, r.body)
+	var body apiError
+	if err := json.Unmarshal([]byte(r.body), &body); err != nil || body.Error.Reason != "unauthorized" || body.Error.Detail == "" {
+		t.Fatalf("%s: body %q, want {\"error\":{\"reason\":\"unauthorized\",\"detail\":…}}", what, r.body)
 	}
 	if ch := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(ch, "Bearer") {
 		t.Fatalf("%s: WWW-Authenticate %q", what, ch)

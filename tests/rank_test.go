@@ -41,6 +41,11 @@ models:
     features: {dim: 4}
 `
 
+// apiError is the body of an error answer of the HTTP API.
+type apiError struct {
+	Error struct{ Reason, Detail string }
+}
+
 // rankResponse is the response record of a ranking request.
 type rankResponse struct {
 	ID, Key, Model string
@@ -191,22 +196,56 @@ func TestRankRequests(t *testing.T) {
 			t.Fatalf("HTTP %s, Kafka %s", body, msgs[0].Value)
 		}
 	}
+	// POST /v1/rank is as strict as the config: every refusal a 4xx with
+	// a JSON body naming the reason (the dead-letter topic's) and the
+	// problem, counted by code and reason.
+	large := append([]byte(`{"key":"u0","id":"`), bytes.Repeat([]byte("x"), 2<<20)...)
+	large = append(large, `"}`...)
 	for _, c := range []struct {
-		body string
-		want string
+		body           string
+		code           int
+		reason, detail string
 	}{
-		{`{"key":"u0","candidates":[]}`, "bad_request: candidates: empty"},
-		{`{"key":"u0","candidates":[{"item":"a","features":[1,2]}]}`, "wrong_dimension: candidates[0].got 2 features, want 4"},
-		{`{"key":"u0","features":[1,2,3,4]}`, "not a ranking request"},
-		{`{"key":"u0",`, "not_json"},
+		{`{"key":"u0","candidates":[]}`, 400, "bad_request", "candidates: empty"},
+		{`{"key":"u0","candidates":[{"item":"a","features":[1,2]}]}`, 400, "wrong_dimension", "candidates[0]: got 2 features, want 4"},
+		{`{"key":"u0","features":[1,2,3,4]}`, 400, "bad_request", "not a ranking request"},
+		{`{"key":"u0",`, 400, "not_json", ""},
+		{`{"id":"r-2","candidates":[{"item":"a","features":[1,2,3,4]}]}`, 400, "bad_request", "key: missing"},
+		{`{"id":"r-2","key":"","candidates":[{"item":"a","features":[1,2,3,4]}]}`, 400, "bad_request", "key: missing"},
+		{`{"id":"r-2","key":"u0","top":3,"candidates":[{"item":"a","features":[1,2,3,4]}]}`, 400, "bad_request", `unknown field "top"`},
+		{`{"id":"r-2","key":"u0","candidates":[{"item":"a","features":[1,2,3,4],"price":3}]}`, 400, "bad_request", `unknown field "candidates[0].price"`},
+		{string(large), 413, "too_large", "over 1048576 bytes"},
 	} {
 		code, body := post([]byte(c.body))
-		if code != http.StatusBadRequest || !strings.Contains(string(body), c.want) {
-			t.Errorf("%s: %d %s, want 400 %q", c.body, code, body, c.want)
+		var e apiError
+		if err := json.Unmarshal(body, &e); err != nil || code != c.code || e.Error.Reason != c.reason || !strings.Contains(e.Error.Detail, c.detail) {
+			t.Errorf("%.80s: %d %s, want %d {\"error\":{\"reason\":%q,\"detail\":…%s…}}", c.body, code, body, c.code, c.reason, c.detail)
 		}
 	}
-	if resp, err := http.Get("http://" + p.http + "/v1/rank"); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("GET /v1/rank: %v %v", resp.StatusCode, err)
+	resp, err := http.Get("http://" + p.http + "/v1/rank")
+	if err != nil {
+		t.Fatal(err)
+	}
+	getBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Allow") != "POST" ||
+		!strings.Contains(string(getBody), `"reason":"method_not_allowed"`) {
+		t.Errorf("GET /v1/rank: %d %v %s, want 405, Allow: POST and a JSON body", resp.StatusCode, resp.Header, getBody)
+	}
+	for _, c := range []struct {
+		labels string
+		want   float64
+	}{
+		{`code="400",reason="bad_request"`, 6},
+		{`code="400",reason="wrong_dimension"`, 1},
+		{`code="400",reason="not_json"`, 1},
+		{`code="413",reason="too_large"`, 1},
+		{`code="405",reason="method_not_allowed"`, 1},
+		{`code="400",reason="non_finite"`, 0},
+	} {
+		if got := p.metric(t, "streamer_rank_refused_total", c.labels); got != c.want {
+			t.Errorf("streamer_rank_refused_total{%s} = %v, want %v", c.labels, got, c.want)
+		}
 	}
 
 	// A click on the first item: joined, learned by u0's model, counted by
@@ -318,6 +357,13 @@ func TestRankMisdirected(t *testing.T) {
 			out, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			codes[i], msgs[i] = resp.StatusCode, string(out)
+			if resp.StatusCode != http.StatusOK { // the error's detail
+				var e apiError
+				if err := json.Unmarshal(out, &e); err != nil || e.Error.Reason != "misdirected" {
+					t.Fatalf("user-%d: %d %s, want a JSON error body with reason misdirected", u, resp.StatusCode, out)
+				}
+				msgs[i] = e.Error.Detail
+			}
 		}
 		ok, mis := 0, 1
 		if codes[1] == http.StatusOK {

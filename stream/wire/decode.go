@@ -113,6 +113,7 @@ type Decoder struct {
 
 	labelOnly bool // accept label-only events (delayed labels)
 	maxCands  int  // > 0: ranking requests with at most maxCands candidates
+	strict    bool // unknown members are bad_request (WithStrict), not skipped
 
 	hash *hashing // non-nil: features are hashed (WithHashing); dim is then 2^Bits
 }
@@ -130,6 +131,18 @@ func (d *Decoder) WithRequests(max int) *Decoder {
 	}
 	c := *d
 	c.maxCands = max
+	return &c
+}
+
+// WithStrict returns a copy of d that refuses an unknown member, at the
+// top level or in a candidate, as bad_request naming it by its path
+// (`unknown field "candidates[2].score"`), where d otherwise skips it as
+// the wire contract's additive rule asks of events: for the requests of
+// POST /v1/rank, which a client sends and reads the answer of at once,
+// so that a misspelt field is an error, not a silent default.
+func (d *Decoder) WithStrict() *Decoder {
+	c := *d
+	c.strict = true
 	return &c
 }
 
@@ -314,6 +327,9 @@ func (s *scanner) document() *Error {
 				f = s.requestField(fieldK)
 			case "item":
 				f = s.requestField(fieldItem)
+			}
+			if f == fieldUnknown && s.d.strict && sem == nil {
+				sem = &Error{Reason: ReasonBadRequest, Detail: "unknown field " + quoteShort(key) + " (" + s.d.knownFields() + ")"}
 			}
 			s.ev.buf = s.ev.buf[:mark] // drop an unescaped key
 			if i = skipSpace(src, i); i >= len(src) || src[i] != ':' {
@@ -1042,6 +1058,15 @@ func kindOf(c byte) string {
 		return "number"
 	}
 	return "invalid value"
+}
+
+// knownFields names the top-level members d reads, for the error of an
+// unknown one (WithStrict).
+func (d *Decoder) knownFields() string {
+	if d.maxCands > 0 {
+		return "a ranking request has id, key, ts, k, candidates and, with hashed features, features"
+	}
+	return "an event has id, key, ts, features and label"
 }
 
 // quoteShort quotes b for an error detail, cut to a readable length.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -163,11 +164,14 @@ func (s *scanner) candidate(i int) *Error {
 					e = s.features()
 				}
 			default:
+				if s.d.strict {
+					return &Error{Reason: ReasonBadRequest, Detail: "unknown field " + strconv.Quote("candidates["+strconv.Itoa(i)+"]."+string(key)) + " (a candidate has item and features)"}
+				}
 				e = s.skipValue(0)
 			}
 			if e != nil {
 				if e.Reason != ReasonNotJSON {
-					e = &Error{Reason: e.Reason, Detail: "candidates[" + strconv.Itoa(i) + "]." + e.Detail}
+					e = &Error{Reason: e.Reason, Detail: candidatePath(i, e.Detail)}
 				}
 				return e
 			}
@@ -192,6 +196,17 @@ func (s *scanner) candidate(i int) *Error {
 	}
 	ev.Cands = append(ev.Cands, Candidate{Item: item, h: hf})
 	return nil
+}
+
+// candidatePath puts candidate i's path before detail, the error of its
+// member: "candidates[3].features[1]: …" for a detail that starts with
+// the member's name, "candidates[3]: got 2 features, want 4" for the others.
+func candidatePath(i int, detail string) string {
+	p := "candidates[" + strconv.Itoa(i) + "]"
+	if strings.HasPrefix(detail, "features") || strings.HasPrefix(detail, "item") {
+		return p + "." + detail
+	}
+	return p + ": " + detail
 }
 
 // k parses a request's "k": an integer ≥ 1.

@@ -66,7 +66,7 @@ func TestDecodeRequest(t *testing.T) {
 		{`{"candidates":[1]}`, ReasonWrongType, "candidates[0]: got number, want object"},
 		{`{"candidates":[{"features":[1,2]}]}`, ReasonBadRequest, "candidates[0]: no item"},
 		{`{"candidates":[{"item":"a"}]}`, ReasonMissingFeatures, "candidates[0]: no features"},
-		{`{"candidates":[{"item":"a","features":[1,2]},{"item":"b","features":[1]}]}`, ReasonWrongDimension, "candidates[1].got 1 features, want 2"},
+		{`{"candidates":[{"item":"a","features":[1,2]},{"item":"b","features":[1]}]}`, ReasonWrongDimension, "candidates[1]: got 1 features, want 2"},
 		{`{"candidates":[{"item":"a","features":[1,"x"]}]}`, ReasonWrongType, "candidates[0].features[1]"},
 		{`{"candidates":[{"item":"a","features":{"a":1}}]}`, ReasonMissingFeatures, `candidates[0].features: missing "b"`},
 		{`{"candidates":[{"item":"a","features":[1,2]},{"item":"a","features":[1,2]}]}`, ReasonBadRequest, `candidates[1]: item "a" repeats candidates[0]`},
@@ -86,6 +86,35 @@ func TestDecodeRequest(t *testing.T) {
 		if !errors.As(err, &we) || we.Reason != c.reason || !strings.Contains(we.Detail, c.detail) {
 			t.Errorf("%s: %v, want %s containing %q", c.in, err, c.reason, c.detail)
 		}
+	}
+
+	// The contract is additive: unknown members are skipped, at the top
+	// level and in candidates; a strict decoder (POST /v1/rank) refuses
+	// them by their path, the first one, and only them.
+	extra := []struct{ in, detail string }{
+		{`{"id":"r","key":"u","candidates":[{"item":"a","features":[1,2]}],"limit":3}`, `unknown field "limit"`},
+		{`{"id":"r","key":"u","candidates":[{"item":"a","features":[1,2]},{"item":"b","features":[1,2],"score":0.5}]}`, `unknown field "candidates[1].score"`},
+		{`{"id":"r","ky":"u","candidates":[{"item":"a","features":[1,2],"x":1}],"y":2}`, `unknown field "ky"`},
+		{`{"id":"r","key":"u","candidates":[{"item":"a","features":[1,2]}],"\u006Ba":3}`, `unknown field "ka"`},
+	}
+	strict := d.WithStrict()
+	for _, c := range extra {
+		if err := d.Decode([]byte(c.in), &ev); err != nil || !ev.IsRequest || len(ev.Cands) == 0 {
+			t.Errorf("lenient %s: %v", c.in, err)
+		}
+		err := strict.Decode([]byte(c.in), &ev)
+		var we *Error
+		if !errors.As(err, &we) || we.Reason != ReasonBadRequest || !strings.Contains(we.Detail, c.detail) {
+			t.Errorf("strict %s: %v, want bad_request containing %q", c.in, err, c.detail)
+		}
+	}
+	if err := strict.Decode([]byte(`{"id":"r","key":"u","ts":"2026-12-05T00:00:00Z","k":1,"candidates":[{"item":"a","features":[1,2]}]}`), &ev); err != nil {
+		t.Errorf("strict, known fields only: %v", err)
+	}
+	// A syntax error after an unknown field is still not_json.
+	var we *Error
+	if err := strict.Decode([]byte(`{"x":1,"candidates":[}`), &ev); !errors.As(err, &we) || we.Reason != ReasonNotJSON {
+		t.Errorf("strict, unknown field then bad syntax: %v, want not_json", err)
 	}
 
 	// Without WithRequests, candidates, k and item are unknown members.
