@@ -158,9 +158,9 @@ type ModelReport struct {
 	// more than their measures (adaboost's weights).
 	Fit *FitInfo `json:"fit,omitempty"`
 
-	typ     string
-	ordinal bool
-	plots   plotData
+	typ   string
+	kind  online.Kind // which summary table the model is in
+	plots plotData
 }
 
 // Measures of one model over one section (see the package documentation);
@@ -251,7 +251,7 @@ func Run(ctx context.Context, cfg config.Config, reg *online.Registry, opt Optio
 		states[i] = st
 		rep.order = append(rep.order, nm.Name)
 		rep.Config.Types[nm.Name] = nm.Model.Type()
-		rep.Models[nm.Name] = &ModelReport{typ: nm.Model.Type(), ordinal: st.ordinal}
+		rep.Models[nm.Name] = &ModelReport{typ: nm.Model.Type(), kind: nm.Traits.Kind}
 	}
 	sizes := []int64{fileSize(opt.Data)}
 	if opt.Test != "" {

@@ -139,7 +139,7 @@ func checkHTML(t *testing.T, dir string, plots int) {
 			t.Errorf("report.html contains %q: not self-contained", bad)
 		}
 	}
-	if !strings.Contains(html, "<table>") {
+	if !strings.Contains(html, `<table class="summary">`) {
 		t.Errorf("report.html has no summary table")
 	}
 }

@@ -472,7 +472,7 @@ func TestSummary(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("%d lines, want a header and 2", len(lines))
 	}
-	if f := strings.Fields(lines[0]); !slices.Equal(f, []string{"model", "type", "section", "rows", "error", "95%", "CI", "abstain", "auc", "log_loss"}) {
+	if f := strings.Fields(lines[0]); !slices.Equal(f, []string{"model", "type", "section", "n", "error", "error", "95%", "CI", "abstained", "decided", "error", "decided", "95%", "CI", "auc", "log", "loss"}) {
 		t.Errorf("header %q", f)
 	}
 	for _, l := range lines[1:] {
@@ -482,7 +482,7 @@ func TestSummary(t *testing.T) {
 	}
 	h := rep.Models["svm"].Holdout
 	want := fmt.Sprintf("svm  %s  holdout  ", rep.Config.Types["svm"])
-	for _, v := range []string{"1000", fmtPtr(h.DecidedError, 4), fmtCI(h.DecidedErrorCI, 4), fmtAbstentions(h), fmtAUC(h), fmtPtr(h.LogLoss, 4)} {
+	for _, v := range []string{"1000", fmtPtr(h.Error, 4), fmtCI(h.ErrorCI, 4), fmtAbstentions(h), fmtPtr(h.DecidedError, 4), fmtCI(h.DecidedErrorCI, 4), fmtAUC(h), fmtPtr(h.LogLoss, 4)} {
 		want += v + " "
 	}
 	if got := strings.Join(strings.Fields(lines[2]), " ") + " "; got != strings.Join(strings.Fields(want), " ")+" " {

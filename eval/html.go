@@ -39,12 +39,6 @@ func (r *Report) WriteDir(dir string) error {
 	return write(ReportHTML, r.WriteHTML)
 }
 
-// column is one measure of the summary table.
-type column struct {
-	name string
-	get  func(*Measures) string
-}
-
 func fmtPtr(v *float64, prec int) string {
 	if v == nil {
 		return ""
@@ -83,36 +77,6 @@ func fmtAUC(m *Measures) string {
 	return strconv.FormatFloat(m.ROCAUC.Value, 'f', 4, 64)
 }
 
-var columns = []column{
-	{"n", func(m *Measures) string { return strconv.FormatInt(m.N, 10) }},
-	{"error", func(m *Measures) string { return fmtPtr(m.Error, 4) }},
-	{"error 95% CI", func(m *Measures) string { return fmtCI(m.ErrorCI, 4) }},
-	{"abstentions", fmtAbstentions},
-	{"decided_error", func(m *Measures) string { return fmtPtr(m.DecidedError, 4) }},
-	{"decided 95% CI", func(m *Measures) string { return fmtCI(m.DecidedErrorCI, 4) }},
-	{"roc_auc", fmtAUC},
-	{"log_loss", func(m *Measures) string { return fmtPtr(m.LogLoss, 4) }},
-	{"mean_mistake_bound", func(m *Measures) string { return fmtPtr(m.MeanMistakeBound, 4) }},
-	{"bound_violations", func(m *Measures) string {
-		if m.BoundViolations == nil {
-			return ""
-		}
-		return strconv.Itoa(*m.BoundViolations)
-	}},
-	{"kendall_tau", func(m *Measures) string { return fmtPtr(m.KendallTau, 4) }},
-	{"mae", func(m *Measures) string { return fmtPtr(m.MAE, 4) }},
-	{"zero_one", func(m *Measures) string { return fmtPtr(m.ZeroOne, 4) }},
-	{"zero_one 95% CI", func(m *Measures) string { return fmtCI(m.ZeroOneCI, 4) }},
-	{"rmse", func(m *Measures) string { return fmtPtr(m.RMSE, 4) }},
-	{"events_per_s", func(m *Measures) string { return strconv.FormatFloat(m.EventsPerS, 'f', 0, 64) }},
-	{"rejected", func(m *Measures) string { return strconv.FormatInt(m.Rejected, 10) }},
-}
-
-type htmlRow struct {
-	Model, Type, Section string
-	Cells                []string
-}
-
 type htmlConfusion struct {
 	Section string
 	*Confusion
@@ -128,8 +92,7 @@ type htmlPage struct {
 	Config   string
 	Data     []*DataInfo
 	Warnings []string
-	Columns  []string
-	Rows     []htmlRow
+	Tables   []table // the summary tables, then the detail table
 	Models   []htmlModel
 }
 
@@ -144,6 +107,11 @@ table { border-collapse: collapse; margin-bottom: 1.5em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f0f0f0; }
 td.l { text-align: left; }
+.scroll { max-width: 100%; overflow-x: auto; }
+table.summary { margin-bottom: 1em; }
+table.summary th, table.summary td { font-size: 0.9em; padding: 0.25em 0.5em; }
+table.summary th { vertical-align: bottom; }
+table.summary td { white-space: nowrap; font-variant-numeric: tabular-nums; }
 .plots { display: flex; flex-wrap: wrap; gap: 1em; }
 .plots svg { width: 31em; height: auto; }
 h2 { margin-top: 1.5em; border-bottom: 1px solid #ccc; }
@@ -156,14 +124,18 @@ caption { text-align: left; font-weight: bold; padding-bottom: 0.2em; }
 <h1>streamer eval</h1>
 <p>{{if .Config}}Configuration <code>{{.Config}}</code>. {{end}}{{range .Data}}<code>{{.Path}}</code> ({{.Format}}, {{.Rows}} rows{{if .Unlabelled}}, {{.Unlabelled}} unlabelled{{end}}{{range $r, $n := .Skipped}}, {{$n}} skipped: {{$r}}{{end}}{{if .Shuffled}}, shuffled with seed {{.Seed}}{{end}}). {{end}}
 Prequential: every row is scored, then learned. Holdout: rows scored only, by the models learned from the data file.
-Error counts "no decision" (prediction 0) as a mistake, as the service does; decided_error is the error over the rows with a decision, and abstentions are the others.
-Intervals are 95% Wilson score intervals.</p>
+<b>error</b> counts "no decision" (prediction 0) as a mistake, as the service's accuracy does; <b>decided error</b> is the error over the rows with a decision, and <b>abstained</b> counts the others (and their share of n).
+<b>zero-one</b> is an ordinal model's level error (level 0, "no decision", counts as wrong).
+Intervals are 95% Wilson score intervals.
+The terminal summary prints the same tables, all but the last.</p>
 {{range .Warnings}}<p class="warn">Warning: {{.}}</p>
 {{end}}
-<table>
-<tr><th>model</th><th>type</th><th>section</th>{{range .Columns}}<th>{{.}}</th>{{end}}</tr>
-{{range .Rows}}<tr><td class="l">{{.Model}}</td><td class="l">{{.Type}}</td><td class="l">{{.Section}}</td>{{range .Cells}}<td>{{.}}</td>{{end}}</tr>
-{{end}}</table>
+{{range .Tables}}<div class="scroll"><table class="summary">
+<caption>{{.Caption}}</caption>
+<tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if lt $i 3}} class="l"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table></div>
+{{end}}
 {{range .Models}}<h2>{{.Name}} <small>({{.Type}})</small></h2>
 {{if .Confusion}}<div class="confusion">
 {{range .Confusion}}<table>
@@ -180,11 +152,14 @@ Intervals are 95% Wilson score intervals.</p>
 </html>
 `))
 
-// WriteHTML writes a self-contained HTML page: the warnings, a summary
-// table, then per model the confusion matrices (classifiers) and the plots
-// (inline SVG) of quality over the stream, bound against observed violation
-// rate, score histograms per class or level, and the reliability curve
-// (models with a probability).
+// WriteHTML writes a self-contained HTML page: the warnings, the summary
+// tables (those of WriteSummary, with the same headers and cells, then a
+// table of every model's bound, rejected labels and speed; each scrolls
+// sideways within the page should it not fit), then per model the
+// confusion matrices (classifiers) and the plots (inline SVG) of quality
+// over the stream, bound against observed violation rate, score histograms
+// per class or level, and the reliability curve (models with a
+// probability).
 func (r *Report) WriteHTML(w io.Writer) error {
 	pg := htmlPage{Config: r.Config.Path, Warnings: r.Warnings}
 	for _, sec := range []string{sectionPrequential, sectionHoldout} {
@@ -192,43 +167,9 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			pg.Data = append(pg.Data, d)
 		}
 	}
-	// Only the columns some model has.
-	used := make([]bool, len(columns))
+	pg.Tables = append(r.summaryTables(), r.detailTable())
 	for _, name := range r.order {
 		mr := r.Models[name]
-		for _, ms := range []*Measures{mr.Prequential, mr.Holdout} {
-			if ms == nil {
-				continue
-			}
-			for i, c := range columns {
-				if c.get(ms) != "" {
-					used[i] = true
-				}
-			}
-		}
-	}
-	for i, c := range columns {
-		if used[i] {
-			pg.Columns = append(pg.Columns, c.name)
-		}
-	}
-	for _, name := range r.order {
-		mr := r.Models[name]
-		for _, sec := range []struct {
-			name string
-			ms   *Measures
-		}{{sectionPrequential, mr.Prequential}, {sectionHoldout, mr.Holdout}} {
-			if sec.ms == nil {
-				continue
-			}
-			row := htmlRow{Model: name, Type: mr.typ, Section: sec.name}
-			for i, c := range columns {
-				if used[i] {
-					row.Cells = append(row.Cells, c.get(sec.ms))
-				}
-			}
-			pg.Rows = append(pg.Rows, row)
-		}
 		hm := htmlModel{Name: name, Type: mr.typ}
 		for _, sec := range []struct {
 			name string

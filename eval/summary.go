@@ -9,44 +9,93 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/streamer/streamer/online"
 )
 
-// summaryColumn is one column of the terminal summary.
-type summaryColumn struct {
+// column is one measure of the summary tables, the terminal's
+// (WriteSummary) and report.html's: a column has the same header, the same
+// meaning and the same text in both.
+type column struct {
 	name string
-	get  func(*Measures) string
+	get  func(*Measures) string // "" where the measure does not apply
 }
 
-// summaryColumns are the terminal summary's measures; a column no model
-// has is left out. The error shown is decided_error, beside the
-// abstentions: the two together are what error (in the report) merges.
-var summaryColumns = []summaryColumn{
-	{"rows", func(m *Measures) string { return strconv.FormatInt(m.N, 10) }},
-	{"error", func(m *Measures) string { return fmtPtr(m.DecidedError, 4) }},
-	{"95% CI", func(m *Measures) string { return fmtCI(m.DecidedErrorCI, 4) }},
-	{"abstain", fmtAbstentions},
-	{"auc", fmtAUC},
-	{"log_loss", func(m *Measures) string { return fmtPtr(m.LogLoss, 4) }},
-	{"tau_b", func(m *Measures) string { return fmtPtr(m.KendallTau, 4) }},
-	{"zero_one", func(m *Measures) string { return fmtPtr(m.ZeroOne, 4) }},
-	{"mae", func(m *Measures) string { return fmtPtr(m.MAE, 4) }},
-	{"rmse", func(m *Measures) string { return fmtPtr(m.RMSE, 4) }},
+// The columns of the summary tables. error is the service's error (an
+// abstention, "no decision", counts as a mistake); decided error leaves
+// the abstentions out, and abstained counts them: error·n = decided
+// error·(n − abstained) + abstained.
+var (
+	colN            = column{"n", func(m *Measures) string { return strconv.FormatInt(m.N, 10) }}
+	colError        = column{"error", func(m *Measures) string { return fmtPtr(m.Error, 4) }}
+	colErrorCI      = column{"error 95% CI", func(m *Measures) string { return fmtCI(m.ErrorCI, 4) }}
+	colAbstained    = column{"abstained", fmtAbstentions}
+	colDecidedError = column{"decided error", func(m *Measures) string { return fmtPtr(m.DecidedError, 4) }}
+	colDecidedCI    = column{"decided 95% CI", func(m *Measures) string { return fmtCI(m.DecidedErrorCI, 4) }}
+	colAUC          = column{"auc", fmtAUC}
+	colLogLoss      = column{"log loss", func(m *Measures) string { return fmtPtr(m.LogLoss, 4) }}
+	colTau          = column{"tau_b", func(m *Measures) string { return fmtPtr(m.KendallTau, 4) }}
+	colZeroOne      = column{"zero-one", func(m *Measures) string { return fmtPtr(m.ZeroOne, 4) }}
+	colZeroOneCI    = column{"zero-one 95% CI", func(m *Measures) string { return fmtCI(m.ZeroOneCI, 4) }}
+	colMAE          = column{"mae", func(m *Measures) string { return fmtPtr(m.MAE, 4) }}
+	colRMSE         = column{"rmse", func(m *Measures) string { return fmtPtr(m.RMSE, 4) }}
+)
+
+// summarySpec is one summary table: the models of some kinds, and the
+// measures that judge them. A table per kind keeps each narrow (a
+// classifier has no τ-b, an ordinal model no AUC) and without empty cells.
+type summarySpec struct {
+	caption string
+	kinds   []online.Kind
+	columns []column
 }
 
-// WriteSummary writes a compact table for a terminal: a row per model and
-// section (prequential, holdout) with the rows judged, the error over the
-// rows with a decision and its 95% Wilson interval, the abstentions ("no
-// decision"), the ROC AUC ("n/a" with one class), the log loss for models
-// with a probability, and for ordinal, ranking and regression models
-// Kendall's τ-b, the zero-one and mean absolute level errors and the RMSE,
-// as they apply. Columns no model has are left out; "-" marks a measure
-// that does not apply to a row's model.
-func (r *Report) WriteSummary(w io.Writer) error {
-	type row struct {
-		model, typ, section string
-		ms                  *Measures
-	}
-	var rows []row
+var summarySpecs = []summarySpec{
+	{"classifiers", []online.Kind{online.Classifier},
+		[]column{colN, colError, colErrorCI, colAbstained, colDecidedError, colDecidedCI, colAUC, colLogLoss}},
+	{"ordinal models", []online.Kind{online.Ordinal},
+		[]column{colN, colAbstained, colTau, colZeroOne, colZeroOneCI, colMAE}},
+	{"ranking and regression models", []online.Kind{online.Ranking, online.Regression},
+		[]column{colN, colTau, colRMSE}},
+}
+
+// detailColumns are report.html's last table, of every model: what the
+// terminal leaves out.
+var detailColumns = []column{
+	{"mean mistake bound", func(m *Measures) string { return fmtPtr(m.MeanMistakeBound, 4) }},
+	{"bound violations", func(m *Measures) string {
+		if m.BoundViolations == nil {
+			return ""
+		}
+		return strconv.Itoa(*m.BoundViolations)
+	}},
+	{"rejected", func(m *Measures) string { return strconv.FormatInt(m.Rejected, 10) }},
+	{"events/s", func(m *Measures) string { return strconv.FormatFloat(m.EventsPerS, 'f', 0, 64) }},
+}
+
+// rowHead is the head of every summary table: the text columns.
+var rowHead = []string{"model", "type", "section"}
+
+// table is a summary table as both outputs show it: the header (model,
+// type, section, then the measures) and a row of cells per model and
+// section, "-" where a measure does not apply or is undefined.
+type table struct {
+	Caption string
+	Header  []string
+	Rows    [][]string
+}
+
+// sectionRow is one model's measures over one section.
+type sectionRow struct {
+	model, typ, section string
+	kind                online.Kind
+	ms                  *Measures
+}
+
+// sectionRows are the rows of the summary tables, per model in
+// configuration order, prequential then holdout.
+func (r *Report) sectionRows() []sectionRow {
+	var rows []sectionRow
 	for _, name := range r.order {
 		mr := r.Models[name]
 		for _, sec := range []struct {
@@ -54,12 +103,18 @@ func (r *Report) WriteSummary(w io.Writer) error {
 			ms   *Measures
 		}{{sectionPrequential, mr.Prequential}, {sectionHoldout, mr.Holdout}} {
 			if sec.ms != nil {
-				rows = append(rows, row{name, mr.typ, sec.name, sec.ms})
+				rows = append(rows, sectionRow{name, mr.typ, sec.name, mr.kind, sec.ms})
 			}
 		}
 	}
-	var cols []summaryColumn
-	for _, c := range summaryColumns {
+	return rows
+}
+
+// makeTable lays out rows with the columns some row has (the others are
+// left out).
+func makeTable(caption string, rows []sectionRow, columns []column) table {
+	var cols []column
+	for _, c := range columns {
 		for _, rw := range rows {
 			if c.get(rw.ms) != "" {
 				cols = append(cols, c)
@@ -67,9 +122,9 @@ func (r *Report) WriteSummary(w io.Writer) error {
 			}
 		}
 	}
-	table := [][]string{{"model", "type", "section"}}
+	t := table{Caption: caption, Header: slices.Clone(rowHead)}
 	for _, c := range cols {
-		table[0] = append(table[0], c.name)
+		t.Header = append(t.Header, c.name)
 	}
 	for _, rw := range rows {
 		cells := []string{rw.model, rw.typ, rw.section}
@@ -80,10 +135,58 @@ func (r *Report) WriteSummary(w io.Writer) error {
 			}
 			cells = append(cells, v)
 		}
-		table = append(table, cells)
+		t.Rows = append(t.Rows, cells)
 	}
-	if err := writeTable(w, table, 3); err != nil {
-		return err
+	return t
+}
+
+// summaryTables are the summary tables, one per kind of model the report
+// has, in the order of summarySpecs. A model of a kind no spec lists is in
+// the first.
+func (r *Report) summaryTables() []table {
+	byTable := make([][]sectionRow, len(summarySpecs))
+	for _, rw := range r.sectionRows() {
+		i := slices.IndexFunc(summarySpecs, func(s summarySpec) bool { return slices.Contains(s.kinds, rw.kind) })
+		byTable[max(i, 0)] = append(byTable[max(i, 0)], rw)
+	}
+	var out []table
+	for i, s := range summarySpecs {
+		if len(byTable[i]) > 0 {
+			out = append(out, makeTable(s.caption, byTable[i], s.columns))
+		}
+	}
+	return out
+}
+
+// detailTable is report.html's table of every model's bound, rejected
+// labels and speed.
+func (r *Report) detailTable() table {
+	return makeTable("bound, rejected labels and speed", r.sectionRows(), detailColumns)
+}
+
+// WriteSummary writes the summary tables for a terminal, a blank line
+// apart: one per kind of model (classifiers; ordinal models; ranking and
+// regression models), a row per model and section (prequential, holdout).
+// Classifiers: n (the rows judged), error (an abstention, prediction 0,
+// counts as a mistake, as in the service's accuracy) and its 95% Wilson
+// interval, the abstentions ("no decision"), the error over the rows with
+// a decision and its interval, the ROC AUC ("n/a" with one class) and the
+// log loss of the models with a probability. Ordinal models: n, the
+// abstentions, Kendall's τ-b, the zero-one level error and its interval,
+// the mean absolute level error. Ranking and regression models: n, τ-b and
+// the RMSE. Columns no model of the table has are left out; "-" marks a
+// measure that does not apply to a row's model or is undefined. report.html
+// shows the same tables, with the same headers and cells.
+func (r *Report) WriteSummary(w io.Writer) error {
+	for i, t := range r.summaryTables() {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if err := writeTable(w, append([][]string{t.Header}, t.Rows...), len(rowHead)); err != nil {
+			return err
+		}
 	}
 	return r.writeFits(w)
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/streamer/streamer/config"
 )
 
+// CreateTopicsCommand is the command that makes the topics a config
+// names, as the service's messages suggest it.
+const CreateTopicsCommand = "streamer topics create --config <your config>"
+
 // topicUse is a topic the service uses, the key that names it and the
 // access it needs ("READ", "WRITE", "READ and WRITE").
 type topicUse struct {
@@ -38,24 +42,24 @@ func (u *topicUse) verb() string {
 // use (GROUP_AUTHORIZATION_FAILED) is a *BrokerRefusal naming the key.
 // Brokers that do not answer are not an error here (CheckBrokers has
 // warned; the service retries), nor are topics that do not exist. It
-// creates nothing: the metadata it asks for does not create topics.
-func (s *KafkaSecurity) CheckAccess(ctx context.Context, k config.Kafka, changelog, responses string, timeout time.Duration) error {
+// creates nothing: the metadata it asks for does not create topics. The
+// topics are cfg's ServiceTopics.
+func (s *KafkaSecurity) CheckAccess(ctx context.Context, cfg config.Config, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	uses := []topicUse{
-		{"kafka.input_topic", k.InputTopic, "READ"},
-		{"kafka.output_topic", k.OutputTopic, "WRITE"},
-		{"kafka.dlq_topic", k.DLQTopic, "WRITE"},
-	}
-	if responses != "" {
-		uses = append(uses, topicUse{"rank.response_topic", responses, "WRITE"})
-	}
-	if changelog != "" {
-		uses = append(uses, topicUse{"snapshot.changelog_topic", changelog, "READ and WRITE"})
-	}
-	names := make([]string, len(uses))
-	for i, u := range uses {
-		names[i] = u.topic
+	k := cfg.Kafka
+	var uses []topicUse
+	var names []string
+	for _, t := range ServiceTopics(cfg) {
+		needs := "WRITE" // output, dead-letter, response topics
+		switch {
+		case t.Changelog:
+			needs = "READ and WRITE"
+		case t.Key == "kafka.input_topic":
+			needs = "READ"
+		}
+		uses = append(uses, topicUse{t.Key, t.Name, needs})
+		names = append(names, t.Name)
 	}
 	tr := s.Transport(k.ClientID)
 	tr.MetadataTopics = names // explicit topics: per-topic errors, nothing created
@@ -84,7 +88,7 @@ func (s *KafkaSecurity) CheckAccess(ctx context.Context, k config.Kafka, changel
 				// everything silently (publishing retried forever).
 				if u.key != "snapshot.changelog_topic" {
 					return &BrokerRefusal{Key: u.key, Code: kafka.UnknownTopicOrPartition, Err: kafka.UnknownTopicOrPartition,
-						Msg: fmt.Sprintf("topic %q does not exist: create it, or correct the name", u.topic)}
+						Msg: fmt.Sprintf("topic %q does not exist: create it with: %s (it makes every topic the config names), or correct the name", u.topic, CreateTopicsCommand)}
 				}
 			}
 		}

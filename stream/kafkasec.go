@@ -220,6 +220,28 @@ func (s *KafkaSecurity) CheckBrokers(ctx context.Context, brokers []string, clie
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	reached, err := s.reach(ctx, brokers, clientID)
+	if reached {
+		return true, err
+	}
+	log.Warn("kafka: no broker answered at start-up; retrying in the background"+s.securityHint(), "brokers", brokers, "err", err)
+	return false, nil
+}
+
+// securityHint completes a message that no broker answered when TLS or
+// SASL is off.
+func (s *KafkaSecurity) securityHint() string {
+	if s.TLSConfig() == nil || s.SASLMechanism() == nil {
+		return " (if the brokers require TLS or SASL, set kafka.tls / kafka.sasl)"
+	}
+	return ""
+}
+
+// reach probes the brokers in turn until one answers: reached and nil
+// then; reached and a *KafkaAuthError when a broker was reached but the TLS
+// handshake or the SASL exchange failed; not reached and every broker's
+// error otherwise.
+func (s *KafkaSecurity) reach(ctx context.Context, brokers []string, clientID string) (reached bool, err error) {
 	var errs []error
 	for _, addr := range brokers {
 		err := s.probe(ctx, addr, clientID)
@@ -234,12 +256,7 @@ func (s *KafkaSecurity) CheckBrokers(ctx context.Context, brokers []string, clie
 			break
 		}
 	}
-	hint := ""
-	if s.TLSConfig() == nil || s.SASLMechanism() == nil {
-		hint = " (if the brokers require TLS or SASL, set kafka.tls / kafka.sasl)"
-	}
-	log.Warn("kafka: no broker answered at start-up; retrying in the background"+hint, "brokers", brokers, "err", errors.Join(errs...))
-	return false, nil
+	return false, errors.Join(errs...)
 }
 
 // probe dials addr, doing the TLS handshake itself so that its failures

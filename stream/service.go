@@ -263,7 +263,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	// A topic or group the brokers will never let this client use stops
 	// start-up with the key to fix, rather than being retried forever.
 	if reachable {
-		if err := sec.CheckAccess(ctx, cfg.Kafka, cfg.Snapshot.ChangelogTopic, responseTopic(cfg), AuthCheckTimeout); err != nil {
+		if err := sec.CheckAccess(ctx, cfg, AuthCheckTimeout); err != nil {
 			return nil, err
 		}
 	}

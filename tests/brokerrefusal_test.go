@@ -310,10 +310,12 @@ func TestRefusedRead(t *testing.T) {
 }
 
 // TestMissingTopic: an output or dead-letter topic that does not exist (a
-// typo, with the brokers' auto-creation off) stops start-up naming the key,
-// instead of a silent stall with publishing retried forever.
+// typo, with the brokers' auto-creation off) stops start-up naming the key
+// and the command that creates the topics, instead of a silent stall with
+// publishing retried forever.
 func TestMissingTopic(t *testing.T) {
 	b := startBroker(t, 2)
-	expectRefusal(t, b, secureConfig("  output_topic: scroes", "", ""), "kafka.output_topic:", `topic "scroes" does not exist`)
+	expectRefusal(t, b, secureConfig("  output_topic: scroes", "", ""), "kafka.output_topic:", `topic "scroes" does not exist`,
+		"create it with: streamer topics create --config <your config>", "UNKNOWN_TOPIC_OR_PARTITION")
 	expectRefusal(t, b, secureConfig("  dlq_topic: events.dql", "", ""), "kafka.dlq_topic:", `topic "events.dql" does not exist`)
 }

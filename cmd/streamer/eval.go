@@ -29,10 +29,15 @@ self-contained page: summary table, confusion matrices, quality over the
 stream, bound against observed violation rate, score histograms, reliability
 curves), then prints a summary table and the two paths.
 
-The table shows per model and section the rows judged, the error over the
-rows with a decision and its 95% Wilson score interval, the abstentions
-(prediction 0, "no decision"), the ROC AUC and, as they apply, log loss,
-Kendall's tau-b, zero-one and mean absolute level error, RMSE.
+The summary has a table per kind of model (classifiers; ordinal models;
+ranking and regression models), a row per model and section; report.html
+shows the same tables with the same column names. Classifiers: n (rows
+judged), error (an abstention, prediction 0 or "no decision", counts as a
+mistake, as in the service's accuracy) and its 95% Wilson score interval,
+abstained (count and share of n), decided error (over the rows with a
+decision) and its interval, auc, log loss. Ordinal models: n, abstained,
+tau_b (Kendall), zero-one and its interval, mae. Ranking and regression
+models: n, tau_b, rmse.
 
 The prequential measures depend on the order of --data. --shuffle runs its
 rows in a random order drawn from --seed (the file is then read whole into

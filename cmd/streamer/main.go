@@ -38,7 +38,7 @@ func newRoot() *cobra.Command {
 		Version:       version(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd(), newEvalCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd(), newEvalCmd(), newTopicsCmd(), newVersionCmd())
 	return root
 }
 
