@@ -49,8 +49,13 @@ func newDemoCmd() *cobra.Command {
 two-class data into it (cycled, with small noise, 10% unlabelled, a few malformed
 events to show the dead-letter topic), runs the real service against it with
 configs/demo.yaml and shows live progress: events/s, prequential accuracy,
-recent scores with their mistake bounds, and where /metrics is served.`,
+recent scores with their mistake bounds, and where /metrics is served.
+--rate 0 produces nothing: the screen and the service still run, on your own
+events only. "streamer demo recommend" runs the recommendation loop instead.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.rate < 0 {
+				return fmt.Errorf("--rate %d: must be >= 0 (0: the demo produces nothing, only your events are processed)", o.rate)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.duration > 0 {
@@ -62,10 +67,11 @@ recent scores with their mistake bounds, and where /metrics is served.`,
 		},
 	}
 	cmd.Flags().DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
-	cmd.Flags().IntVar(&o.rate, "rate", 5000, "events per second to produce")
+	cmd.Flags().IntVar(&o.rate, "rate", 5000, "events per second to produce (0: none, only yours)")
 	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9464", "address for /metrics, /healthz, /readyz (falls back to a free port)")
 	cmd.Flags().StringVar(&o.brokerListen, "broker-listen", "127.0.0.1:9092", "address of the embedded broker, for kcat or your own producer (127.0.0.1 only; falls back to a free port)")
 	cmd.Flags().Float64Var(&o.noise, "noise", 0.02, "standard deviation of the noise added to the cycled features")
+	cmd.AddCommand(newDemoRecommendCmd())
 	return cmd
 }
 
@@ -180,7 +186,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		consumed := gauge(svc.Registry(), "streamer_events_consumed_total", nil)
 		rate := (consumed - lastConsumed) / now.Sub(lastT).Seconds()
 		lastConsumed, lastT = consumed, now
-		frame := renderFrame(svc, view, brokers, rate, consumed, now.Sub(start))
+		frame := renderFrame(svc, view, brokers, rate, consumed, now.Sub(start), o.rate == 0)
 		if tty {
 			fmt.Fprint(out, "\033[H\033[2J", frame)
 		} else {
@@ -195,7 +201,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	return nil
 }
 
-func renderFrame(svc *stream.Service, view *scoreView, brokers string, rate, consumed float64, up time.Duration) string {
+func renderFrame(svc *stream.Service, view *scoreView, brokers string, rate, consumed float64, up time.Duration, paused bool) string {
 	var b strings.Builder
 	reg := svc.Registry()
 	fmt.Fprintf(&b, "streamer demo — embedded Kafka-protocol broker, Ripley's data (up %s)\n", up.Round(time.Second))
@@ -204,6 +210,9 @@ func renderFrame(svc *stream.Service, view *scoreView, brokers string, rate, con
 	fmt.Fprintf(&b, "events consumed %.0f   %.0f events/s   dead-lettered %.0f   published %.0f\n\n",
 		consumed, rate, gauge(reg, "streamer_events_rejected_total", nil),
 		gauge(reg, "streamer_records_published_total", nil))
+	if paused {
+		b.WriteString("the demo produces nothing (--rate 0): only the events you send are processed\n\n")
+	}
 	fmt.Fprintf(&b, "snapshots %.0f (model state with the offsets it includes, every 5s)\n\n", gauge(reg, "streamer_snapshots_total", nil))
 	fmt.Fprintf(&b, "%-12s %10s %22s %8s\n", "model", "n", "prequential accuracy", "version")
 	for _, name := range labelValues(reg, "streamer_model_examples", "model") {
@@ -228,6 +237,9 @@ func renderFrame(svc *stream.Service, view *scoreView, brokers string, rate, con
 }
 
 func produceDemo(ctx context.Context, brokers []string, pts []point, o demoOptions) {
+	if o.rate <= 0 {
+		return // paused: the service processes only the events others send
+	}
 	w := &kafka.Writer{Addr: kafka.TCP(brokers...), Topic: "events", Balancer: &kafka.Murmur2Balancer{},
 		BatchTimeout: 5 * time.Millisecond, BatchSize: 1000, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
