@@ -68,8 +68,7 @@ func newDemoRecommendCmd() *cobra.Command {
 		Short: "Run the recommendation loop (ratings, POST /v1/rank, labels) on an embedded broker",
 		Long: `Recommend starts an in-process Kafka-protocol broker on 127.0.0.1 with the topics of
 configs/recommendation-ratings.yaml (ratings, rating-scores, ratings.dlq, ranked),
-runs the real service on that configuration (with a join window for the items
-requests show) and simulates 300 movies (m1…m300, each with genres) and 100 users
+runs the real service on that configuration and simulates 300 movies (m1…m300, each with genres) and 100 users
 (u1…u100) with hidden tastes: it produces 5000 ratings at once, then a stream of
 ratings of random (user, movie) pairs (--rate), asks POST /v1/rank for 5 of 20
 random candidates for a random user (--requests-rate) and, a second later, sends
@@ -361,12 +360,8 @@ func runDemoRecommend(ctx context.Context, o recOptions, out io.Writer) error {
 	var svc *stream.Service
 	var cfg config.Config
 	for _, listen := range []string{o.listen, "127.0.0.1:0"} {
-		// The join windows: a label for an item a request showed joins
-		// it (rank.join) only with delayed labels on.
 		env := []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + listen,
-			"STREAMER_SNAPSHOT_DIR=" + stateDir,
-			"STREAMER_LABELS_JOIN_WINDOW_EVENTS=10000", "STREAMER_LABELS_JOIN_WINDOW_TIME=1h",
-			"STREAMER_RANK_JOIN_EVENTS=20000", "STREAMER_RANK_JOIN_TIME=1h"}
+			"STREAMER_SNAPSHOT_DIR=" + stateDir}
 		if cfg, err = config.Parse(raw, env, types); err != nil {
 			return err
 		}
