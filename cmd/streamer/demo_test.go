@@ -8,7 +8,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,4 +102,131 @@ func TestDemoModelsOnRipley(t *testing.T) {
 		}
 		t.Logf("%s: holdout error %.3f", name, m.Holdout.Error)
 	}
+}
+
+// TestReadmeFirstEvent runs the README's "Send your first event" against
+// the demo, command by command (kcat's producer and consumer done with
+// kafka-go on the demo's broker, kcat's -f '%h %s\n' as kcat writes it),
+// and checks every output the README shows: the event's score records,
+// one per model of configs/demo.yaml, found by the event's id among the
+// demo's own, and the malformed event on the dead-letter topic with its
+// reason.
+func TestReadmeFirstEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo")
+	}
+	blocks := readmeBlocks(t, "../../README.md", "## Send your first event")
+	broker := freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	screen := &lockedWriter{}
+	done := make(chan error, 1)
+	go func() {
+		done <- runDemo(ctx, demoOptions{rate: 500, listen: "127.0.0.1:0", brokerListen: broker, noise: 0.02}, screen)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var (
+		produceRe = regexp.MustCompile(`^echo '([^']*)' \| kcat -P -b 127\.0\.0\.1:9092 -t (\S+) -k (\S+)$`)
+		consumeRe = regexp.MustCompile(`^kcat -C -b 127\.0\.0\.1:9092 -t (\S+) -o beginning -q (?:-f '%h %s\\n' )?\| grep -m(\d+) '([^']*)'$`)
+	)
+	// consume is kcat -C -o beginning (-f '%h %s\n') | grep -m n.
+	consume := func(line string) []string {
+		m := consumeRe.FindStringSubmatch(line)
+		n, _ := strconv.Atoi(m[2])
+		headers := strings.Contains(line, "-f '%h %s")
+		// A group of its own reads every partition from the first offset.
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{broker}, Topic: m[1], GroupID: fmt.Sprint("readme-", time.Now().UnixNano()),
+			StartOffset: kafka.FirstOffset, MaxWait: 100 * time.Millisecond})
+		defer r.Close()
+		var out []string
+		for len(out) < n {
+			msg, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v (%d of %d lines)", line, err, len(out), n)
+			}
+			s := string(msg.Value)
+			if headers {
+				hs := make([]string, len(msg.Headers))
+				for i, h := range msg.Headers {
+					hs[i] = h.Key + "=" + string(h.Value)
+				}
+				s = strings.Join(hs, ",") + " " + s
+			}
+			if strings.Contains(s, m[3]) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	// The demo's broker, with its stream under way.
+	waitUntil := time.Now().Add(30 * time.Second)
+	for !strings.Contains(screen.String(), "events/s") {
+		if time.Now().After(waitUntil) {
+			t.Fatalf("the demo shows no screen within 30 s:\n%s", screen.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(broker), BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
+	defer w.Close()
+	steps := 0
+	for i := 0; i < len(blocks); i++ {
+		if blocks[i].lang != "sh" {
+			t.Fatalf("README block %d (%s) follows no sh block", i, blocks[i].lang)
+		}
+		var out []string
+		for _, line := range blocks[i].lines {
+			switch {
+			case produceRe.MatchString(line):
+				m := produceRe.FindStringSubmatch(line)
+				if err := w.WriteMessages(ctx, kafka.Message{Topic: m[2], Key: []byte(m[3]), Value: []byte(m[1])}); err != nil {
+					t.Fatal(err)
+				}
+			case consumeRe.MatchString(line):
+				out = append(out, consume(line)...)
+			default:
+				t.Fatalf("README: a command the test cannot run (write it as the others are): %q", line)
+			}
+			steps++
+		}
+		if i+1 >= len(blocks) || blocks[i+1].lang != "text" {
+			t.Fatalf("README: the commands of block %d show no output", i)
+		}
+		i++
+		want := blocks[i].lines
+		if len(want) != len(out) {
+			t.Fatalf("README shows %d lines, the commands print %d:\n%s", len(want), len(out), strings.Join(out, "\n"))
+		}
+		for j := range want {
+			if !documentedPattern(want[j]).MatchString(out[j]) {
+				t.Errorf("README: the commands print\n  %s\nthe README shows\n  %s", out[j], want[j])
+			}
+		}
+	}
+	if steps != 4 {
+		t.Errorf("%d commands run, want the README's 4", steps)
+	}
+}
+
+// lockedWriter serialises writes to w and reads of it (the demo writes its
+// screen from its own goroutine).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  bytes.Buffer
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
