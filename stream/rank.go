@@ -92,7 +92,8 @@ type rankScratch struct {
 	all      []online.Prediction // per model: a shown item's predictions
 	resp     wire.Ranking
 	rng      *rand.Rand
-	jid      []byte // (request id, item) of the join
+	jid      []byte     // (request id, item) of the join
+	cert     wire.Score // a ranked item's calibrated certainty, as calibration.certainty sets it
 
 	ex    explorer  // ucb and thompson: the key's statistics at work
 	draw  []int     // thompson: a draw's order
@@ -253,14 +254,31 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	r := &rk.resp
 	r.ID, r.Key, r.Model, r.ScoredAt, r.Fallback = id, key, m.def.name, now, fallback
 	r.Ranked = r.Ranked[:0]
+	// The calibration of the model whose predictions these are: the
+	// fallback's when it scored them as they are, none when they were
+	// mapped to the rank model's levels.
+	cd := m.def
+	if rk.fellBack {
+		cd = s.models[m.def.fallback].def
+		if m.def.fbBins != nil {
+			cd = nil
+		}
+	}
 	for j := range k {
 		c := rk.order[j]
 		p := &rk.preds[c]
 		r.Ranked = append(r.Ranked, wire.Ranked{Item: ev.Cands[c].Item, Score: p.Score, Prediction: p.Label,
 			HasBound: p.HasBound, MistakeBound: p.MistakeBound, Delta: p.Delta, N: p.N, Propensity: rk.prop[j]})
+		it := &r.Ranked[len(r.Ranked)-1]
 		if m.def.traits.Kind == online.Regression && p.HasValue {
-			it := &r.Ranked[len(r.Ranked)-1]
 			it.Value, it.HasValue = p.Value, true
+		}
+		if cd != nil && cd.cal != nil && (cd.decided(p) || cd.traits.Kind == online.Classifier) {
+			rk.cert = wire.Score{}
+			q := *p // an ordinal model's expected label goes to q.Value
+			cd.cal.certainty(&q, &rk.cert)
+			it.HasCal, it.CalP, it.CalLower, it.CalUpper, it.CalN = rk.cert.HasCal, rk.cert.CalP, rk.cert.CalLower, rk.cert.CalUpper, rk.cert.CalN
+			it.HasInterval, it.IntLower, it.IntUpper, it.IntLevel = rk.cert.HasInterval, rk.cert.IntLower, rk.cert.IntUpper, rk.cert.IntLevel
 		}
 	}
 	r.Version = version

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -384,5 +386,84 @@ func TestRankPartitionsOffRequestPath(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("refreshPartitions did not return when its context ended")
+	}
+}
+
+// TestRankCalibratedCertainty: a ranked item carries the calibrated
+// certainty its model publishes in score records — a classifier's
+// probability, an ordinal model's interval — equal to the score record of
+// an unlabelled event with the candidate's features at the same state.
+func TestRankCalibratedCertainty(t *testing.T) {
+	const dim = 4
+	mam, err := online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	om, err := online.NewOMAM(dim, online.OMAMParams{Kernel: online.KernelSpec{Type: "linear"}, Levels: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		nm     NamedModel
+		member string // of certainty
+	}{
+		{NamedModel{Name: "m", Model: mam}, "probability"},
+		{NamedModel{Name: "m", Model: om, Traits: online.Traits{Kind: online.Ordinal}}, "interval"},
+	} {
+		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 20,
+			Calibration: CalibrationConfig{Window: 200, Every: 20, Delta: 0.1}, Rank: RankConfig{Model: "m", Seed: 7}},
+			[]NamedModel{c.nm}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := instanceShard(t, e)
+		sink := &memSink{keep: true}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range 600 {
+			x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
+			y := 1
+			if c.member == "interval" {
+				y = 1 + int(min(2, max(0, math.Round(x[0]+1))))
+			} else if x[0] < 0 {
+				y = -1
+			}
+			v, _ := json.Marshal(map[string]any{"features": x, "label": y})
+			s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: v}, sink)
+			waitCalibrationFit(e)
+		}
+		cands := [][]float64{{1.5, 0, 0, 0}, {-0.2, 0.3, 0, 0}, {0.4, 0, 1, 0}}
+		req := []byte(`{"id":"r","key":"u","candidates":[`)
+		for i, x := range cands {
+			if i > 0 {
+				req = append(req, ',')
+			}
+			fx, _ := json.Marshal(x)
+			req = fmt.Appendf(req, `{"item":"c%d","features":%s}`, i, fx)
+		}
+		req = append(req, "]}"...)
+		s.Process(&kafka.Message{Topic: "events", Offset: 600, Value: req}, sink)
+		var resp struct {
+			Ranked []struct {
+				Item      string
+				Certainty map[string]json.RawMessage
+			}
+		}
+		if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &resp); err != nil || len(resp.Ranked) != len(cands) {
+			t.Fatalf("%s: %v %s", c.member, err, sink.msgs[len(sink.msgs)-1].Value)
+		}
+		for _, it := range resp.Ranked {
+			var i int
+			fmt.Sscanf(it.Item, "c%d", &i)
+			fx, _ := json.Marshal(cands[i])
+			s.Process(&kafka.Message{Topic: "events", Offset: int64(601 + i), Value: fmt.Appendf(nil, `{"features":%s}`, fx)}, sink)
+			var rec struct{ Certainty map[string]json.RawMessage }
+			if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+			got, want := it.Certainty[c.member], rec.Certainty[c.member]
+			if len(want) == 0 || string(got) != string(want) {
+				t.Errorf("%s of %s: ranked %s, score record %s", c.member, it.Item, got, want)
+			}
+		}
 	}
 }

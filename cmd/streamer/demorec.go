@@ -259,7 +259,10 @@ type rankResponse struct {
 		Score      float64 `json:"score"`
 		Propensity float64 `json:"propensity"`
 		Certainty  struct {
-			N int64 `json:"n"`
+			N        int64 `json:"n"`
+			Interval *struct {
+				Lower, Upper, Level float64
+			} `json:"interval"`
 		} `json:"certainty"`
 	} `json:"ranked"`
 }
@@ -284,10 +287,9 @@ type recStats struct {
 	outcomes  []recOutcome // the last recOutcomes requests
 	recent    []*recRequest
 	// ratings sent: a running mean's prequential errors
-	sum, n   float64
-	sqErrs   []float64 // ring of the last recRMSEWindow
-	sqNext   int
-	interval recInterval // the rating model's latest conformal interval
+	sum, n float64
+	sqErrs []float64 // ring of the last recRMSEWindow
+	sqNext int
 }
 
 type recLatency struct {
@@ -296,11 +298,6 @@ type recLatency struct {
 }
 
 type recOutcome struct{ served, random, best float64 }
-
-type recInterval struct {
-	q, level float64
-	ok       bool
-}
 
 // sent counts a rating sent (background or label) in the running mean's
 // RMSE, judged before it is learned as the service judges its models.
@@ -379,7 +376,7 @@ func runDemoRecommend(ctx context.Context, o recOptions, out io.Writer) error {
 	stats := &recStats{}
 	var wg sync.WaitGroup
 	svcErr := make(chan error, 1)
-	wg.Add(4)
+	wg.Add(3)
 	go func() { defer wg.Done(); svcErr <- svc.Run(ctx) }()
 	go func() {
 		defer wg.Done()
@@ -388,10 +385,6 @@ func runDemoRecommend(ctx context.Context, o recOptions, out io.Writer) error {
 	go func() {
 		defer wg.Done()
 		requestLoop(ctx, svc, broker.Addrs(), cfg.Kafka.InputTopic, world, stats, o.requestsRate)
-	}()
-	go func() {
-		defer wg.Done()
-		watchIntervals(ctx, broker.Addrs(), cfg.Kafka.OutputTopic, cfg.Rank.Model, stats)
 	}()
 
 	tty := isTerminal(out)
@@ -633,38 +626,6 @@ func outcomeOf(world *recWorld, u int, cands []int, resp *rankResponse) recOutco
 	return o
 }
 
-// watchIntervals reads the output topic back, as any consumer would, for
-// the rank model's latest conformal interval ŷ ± q: the ranked items
-// carry the model's score, and their interval is the same ŷ ± q.
-func watchIntervals(ctx context.Context, brokers []string, topic, model string, stats *recStats) {
-	r := kafka.NewReader(kafka.ReaderConfig{Brokers: brokers, Topic: topic, MaxWait: 200 * time.Millisecond})
-	defer r.Close()
-	_ = r.SetOffset(kafka.LastOffset)
-	var rec struct {
-		Model      string   `json:"model"`
-		Prediction *float64 `json:"prediction"`
-		Certainty  struct {
-			Interval *struct {
-				Lower, Upper, Level float64
-			} `json:"interval"`
-		} `json:"certainty"`
-	}
-	for {
-		m, err := r.ReadMessage(ctx)
-		if err != nil {
-			return
-		}
-		rec.Model, rec.Prediction, rec.Certainty.Interval = "", nil, nil
-		if json.Unmarshal(m.Value, &rec) != nil || rec.Model != model || rec.Prediction == nil || rec.Certainty.Interval == nil {
-			continue
-		}
-		in, p := rec.Certainty.Interval, *rec.Prediction
-		stats.mu.Lock()
-		stats.interval = recInterval{q: max(in.Upper-p, p-in.Lower), level: in.Level, ok: true}
-		stats.mu.Unlock()
-	}
-}
-
 func renderRecFrame(svc *stream.Service, cfg config.Config, world *recWorld, stats *recStats, brokers string,
 	rates [2]float64, consumed float64, up time.Duration, o recOptions) string {
 	var b strings.Builder
@@ -700,7 +661,6 @@ func renderRecFrame(svc *stream.Service, cfg config.Config, world *recWorld, sta
 		sq += e
 	}
 	nSq := len(stats.sqErrs)
-	interval := stats.interval
 	var shown []recRequest
 	for i := len(stats.recent) - 1; i >= 0 && len(shown) < 3; i-- {
 		if r := stats.recent[i]; r.rated {
@@ -760,7 +720,15 @@ func renderRecFrame(svc *stream.Service, cfg config.Config, world *recWorld, sta
 		runMean, gauge(reg, "streamer_calibration_coverage", rm))
 	b.WriteString(calibrationTable(reg, "liked"))
 
-	fmt.Fprintf(&b, "\nrecent ranked lists: item (genres) score [%s interval] propensity → the rating given a second later\n", levelName(interval))
+	level := "conformal"
+	for _, r := range shown {
+		for _, it := range r.resp.Ranked {
+			if in := it.Certainty.Interval; in != nil {
+				level = fmt.Sprintf("%.0f%%", 100*in.Level)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "\nrecent ranked lists: item (genres) score [%s interval] propensity → the rating given a second later\n", level)
 	if len(shown) == 0 {
 		b.WriteString("  (none rated yet)\n")
 	}
@@ -776,8 +744,8 @@ func renderRecFrame(svc *stream.Service, cfg config.Config, world *recWorld, sta
 				genres = strings.Join(world.items[i].genres, ",")
 			}
 			iv := "      —     "
-			if interval.ok {
-				iv = fmt.Sprintf("[%.2f, %.2f]", max(recMinRating, it.Score-interval.q), min(recMaxRating, it.Score+interval.q))
+			if in := it.Certainty.Interval; in != nil {
+				iv = fmt.Sprintf("[%.2f, %.2f]", in.Lower, in.Upper)
 			}
 			given := "?"
 			if j < len(r.ratings) {
@@ -815,13 +783,6 @@ func exploreName(cfg config.Config) string {
 		return "epsilon " + strconv.FormatFloat(e.Epsilon, 'f', -1, 64)
 	}
 	return e.Policy
-}
-
-func levelName(in recInterval) string {
-	if !in.ok {
-		return "conformal"
-	}
-	return fmt.Sprintf("%.0f%%", 100*in.level)
 }
 
 // msQuantile is the q-quantile of sorted milliseconds, formatted.

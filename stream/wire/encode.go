@@ -105,26 +105,7 @@ func AppendScore(dst []byte, s *Score) []byte {
 	}
 	dst = append(dst, `,"n":`...)
 	dst = strconv.AppendInt(dst, s.N, 10)
-	if s.HasCal {
-		dst = append(dst, `,"probability":{"p":`...)
-		dst = appendFloat(dst, s.CalP)
-		dst = append(dst, `,"lower":`...)
-		dst = appendFloat(dst, s.CalLower)
-		dst = append(dst, `,"upper":`...)
-		dst = appendFloat(dst, s.CalUpper)
-		dst = append(dst, `,"n":`...)
-		dst = strconv.AppendInt(dst, s.CalN, 10)
-		dst = append(dst, '}')
-	}
-	if s.HasInterval {
-		dst = append(dst, `,"interval":{"lower":`...)
-		dst = appendFloat(dst, s.IntLower)
-		dst = append(dst, `,"upper":`...)
-		dst = appendFloat(dst, s.IntUpper)
-		dst = append(dst, `,"level":`...)
-		dst = appendFloat(dst, s.IntLevel)
-		dst = append(dst, '}')
-	}
+	dst = appendCalibrated(dst, s.HasCal, s.CalP, s.CalLower, s.CalUpper, s.CalN, s.HasInterval, s.IntLower, s.IntUpper, s.IntLevel)
 	dst = append(dst, '}')
 	if len(s.EventTS) > 0 {
 		dst = append(dst, `,"event_ts":`...)
@@ -296,4 +277,31 @@ func appendString(dst, b []byte) []byte {
 	}
 	dst = append(dst, b[start:]...)
 	return append(dst, '"')
+}
+
+// appendCalibrated appends a certainty's calibrated members: "probability"
+// {p, lower, upper, n} when hasCal, "interval" {lower, upper, level} when
+// hasInt.
+func appendCalibrated(dst []byte, hasCal bool, p, lower, upper float64, n int64, hasInt bool, lo, hi, level float64) []byte {
+	if hasCal {
+		dst = append(dst, `,"probability":{"p":`...)
+		dst = appendFloat(dst, p)
+		dst = append(dst, `,"lower":`...)
+		dst = appendFloat(dst, lower)
+		dst = append(dst, `,"upper":`...)
+		dst = appendFloat(dst, upper)
+		dst = append(dst, `,"n":`...)
+		dst = strconv.AppendInt(dst, n, 10)
+		dst = append(dst, '}')
+	}
+	if hasInt {
+		dst = append(dst, `,"interval":{"lower":`...)
+		dst = appendFloat(dst, lo)
+		dst = append(dst, `,"upper":`...)
+		dst = appendFloat(dst, hi)
+		dst = append(dst, `,"level":`...)
+		dst = appendFloat(dst, level)
+		dst = append(dst, '}')
+	}
+	return dst
 }

@@ -276,6 +276,14 @@ type Ranked struct {
 	MistakeBound float64 // written only when HasBound
 	Delta        float64 // written only when HasBound
 	N            int64
+	// The calibrated certainty, as in a score record (Score's fields of
+	// the same names): certainty.probability when HasCal, certainty.interval
+	// when HasInterval.
+	HasCal                       bool
+	CalP, CalLower, CalUpper     float64
+	CalN                         int64
+	HasInterval                  bool
+	IntLower, IntUpper, IntLevel float64
 	// Propensity is the probability with which the exploration policy
 	// would have put this item at this position (1 for greedy's order).
 	Propensity float64
@@ -284,7 +292,8 @@ type Ranked struct {
 // AppendRanking appends the JSON encoding of r to dst:
 //
 //	{"id":"r-1","key":"user-42","model":"clicks","version":3,"ranked":[
-//	 {"item":"a","score":0.42,"prediction":1,"certainty":{"mistake_bound":0.31,"delta":0.05,"n":1200},"propensity":0.95},…],
+//	 {"item":"a","score":0.42,"prediction":1,"certainty":{"mistake_bound":0.31,"delta":0.05,"n":1200,
+//	  "probability":{"p":0.6,"lower":0.58,"upper":0.63,"n":2000}},"propensity":0.95},…],
 //	 "scored_at":"…"}
 //
 // Floats and strings are written as AppendScore writes them. It does not
@@ -328,6 +337,7 @@ func AppendRanking(dst []byte, r *Ranking) []byte {
 		}
 		dst = append(dst, `,"n":`...)
 		dst = strconv.AppendInt(dst, it.N, 10)
+		dst = appendCalibrated(dst, it.HasCal, it.CalP, it.CalLower, it.CalUpper, it.CalN, it.HasInterval, it.IntLower, it.IntUpper, it.IntLevel)
 		dst = append(dst, `},"propensity":`...)
 		dst = appendFloat(dst, it.Propensity)
 		dst = append(dst, '}')
