@@ -257,6 +257,7 @@ type rankResponse struct {
 	Ranked   []struct {
 		Item       string  `json:"item"`
 		Score      float64 `json:"score"`
+		Prediction float64 `json:"prediction"` // the predicted rating: the score clipped to the ratings' range
 		Propensity float64 `json:"propensity"`
 		Certainty  struct {
 			N        int64 `json:"n"`
@@ -728,7 +729,7 @@ func renderRecFrame(svc *stream.Service, cfg config.Config, world *recWorld, sta
 			}
 		}
 	}
-	fmt.Fprintf(&b, "\nrecent ranked lists: item (genres) score [%s interval] propensity → the rating given a second later\n", level)
+	fmt.Fprintf(&b, "\nrecent ranked lists: item (genres) predicted rating [%s interval] propensity → the rating given a second later\n", level)
 	if len(shown) == 0 {
 		b.WriteString("  (none rated yet)\n")
 	}
@@ -751,7 +752,7 @@ func renderRecFrame(svc *stream.Service, cfg config.Config, world *recWorld, sta
 			if j < len(r.ratings) {
 				given = strconv.FormatFloat(r.ratings[j], 'f', 1, 64)
 			}
-			fmt.Fprintf(&b, "    %d. %-5s %-28s %5.2f %s  p %.3f  → %s\n", j+1, it.Item, genres, it.Score, iv, it.Propensity, given)
+			fmt.Fprintf(&b, "    %d. %-5s %-28s %5.2f %s  p %.3f  → %s\n", j+1, it.Item, genres, it.Prediction, iv, it.Propensity, given)
 		}
 	}
 
