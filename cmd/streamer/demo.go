@@ -123,15 +123,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo data: %w", err)
 	}
-	port, err := brokerPort(o.brokerListen)
-	if err != nil {
-		return err
-	}
-	topics := []stream.TopicSpec{{Name: "events", Partitions: 3}, {Name: "scores", Partitions: 3}, {Name: "events.dlq", Partitions: 1}}
-	broker, err := stream.StartBroker(port, topics...)
-	if err != nil && port != 0 {
-		broker, err = stream.StartBroker(0, topics...) // the port is taken: any free one (shown on screen)
-	}
+	broker, err := startDemoBroker(o.brokerListen, []stream.TopicSpec{{Name: "events", Partitions: 3}, {Name: "scores", Partitions: 3}, {Name: "events.dlq", Partitions: 1}})
 	if err != nil {
 		return err
 	}
@@ -141,27 +133,11 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		return err
 	}
 	brokers := strings.Join(broker.Addrs(), ",")
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stateDir, err := os.MkdirTemp("", "streamer-demo-state")
-	if err != nil {
+	svc, _, stop, err := startDemoService(ctx, "demo", raw, brokers, o.listen)
+	if err != nil || svc == nil {
 		return err
 	}
-	defer os.RemoveAll(stateDir)
-	var svc *stream.Service
-	types := newModelTypes()
-	for _, listen := range []string{o.listen, "127.0.0.1:0"} {
-		cfg, err := config.Parse(raw, []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + listen,
-			"STREAMER_SNAPSHOT_DIR=" + stateDir}, types)
-		if err != nil {
-			return err
-		}
-		if svc, err = stream.NewService(ctx, cfg, types, nil, log); err == nil {
-			break
-		}
-	}
-	if svc == nil {
-		return fmt.Errorf("demo: cannot listen on %s or a free port", o.listen)
-	}
+	defer stop()
 	var wg sync.WaitGroup
 	svcErr := make(chan error, 1)
 	wg.Add(3)
@@ -170,29 +146,13 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	view := &scoreView{}
 	go func() { defer wg.Done(); view.watch(ctx, broker.Addrs()) }()
 
-	tty := isTerminal(out)
-	start := time.Now()
 	var lastConsumed float64
-	lastT := start
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			done = true
-		case <-tick.C:
-		}
-		now := time.Now()
+	showFrames(ctx, out, func(up, dt time.Duration) string {
 		consumed := gauge(svc.Registry(), "streamer_events_consumed_total", nil)
-		rate := (consumed - lastConsumed) / now.Sub(lastT).Seconds()
-		lastConsumed, lastT = consumed, now
-		frame := renderFrame(svc, view, brokers, rate, consumed, now.Sub(start), o.rate == 0)
-		if tty {
-			fmt.Fprint(out, "\033[H\033[2J", frame)
-		} else {
-			fmt.Fprintln(out, frame)
-		}
-	}
+		rate := (consumed - lastConsumed) / dt.Seconds()
+		lastConsumed = consumed
+		return renderFrame(svc, view, brokers, rate, consumed, up, o.rate == 0)
+	})
 	wg.Wait()
 	if err := <-svcErr; err != nil {
 		return err
@@ -407,6 +367,76 @@ func eachMetric(g prometheus.Gatherer, name string, fn func(*dto.Metric)) {
 			for _, m := range mf.GetMetric() {
 				fn(m)
 			}
+		}
+	}
+}
+
+// startDemoBroker starts the embedded broker with topics on the port of
+// listen (--broker-listen), or on any free port when that one is taken
+// (the screens show where).
+func startDemoBroker(listen string, topics []stream.TopicSpec) (*stream.Broker, error) {
+	port, err := brokerPort(listen)
+	if err != nil {
+		return nil, err
+	}
+	broker, err := stream.StartBroker(port, topics...)
+	if err != nil && port != 0 {
+		broker, err = stream.StartBroker(0, topics...)
+	}
+	return broker, err
+}
+
+// startDemoService starts the service on the config raw against brokers,
+// its HTTP on listen (--listen) or a free port when that one is taken, its
+// state in a temporary directory that stop removes. A nil service and no
+// error: ctx ended meanwhile.
+func startDemoService(ctx context.Context, name string, raw []byte, brokers, listen string) (svc *stream.Service, cfg config.Config, stop func(), err error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	stateDir, err := os.MkdirTemp("", "streamer-"+strings.ReplaceAll(name, " ", "-"))
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	types := newModelTypes()
+	for _, l := range []string{listen, "127.0.0.1:0"} {
+		env := []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + l, "STREAMER_SNAPSHOT_DIR=" + stateDir}
+		if cfg, err = config.Parse(raw, env, types); err != nil {
+			os.RemoveAll(stateDir)
+			return nil, cfg, nil, err
+		}
+		if svc, err = stream.NewService(ctx, cfg, types, nil, log); err == nil {
+			return svc, cfg, func() { os.RemoveAll(stateDir) }, nil
+		}
+		if ctx.Err() != nil {
+			os.RemoveAll(stateDir)
+			return nil, cfg, nil, nil
+		}
+	}
+	os.RemoveAll(stateDir)
+	return nil, cfg, nil, fmt.Errorf("%s: cannot listen on %s or a free port: %v", name, listen, err)
+}
+
+// showFrames writes the frame render returns every second until ctx ends
+// (and once more then): on a terminal in place of the last, else one after
+// the other. render gets the time since the start and since the last frame.
+func showFrames(ctx context.Context, out io.Writer, render func(up, dt time.Duration) string) {
+	tty := isTerminal(out)
+	start := time.Now()
+	last := start
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+		}
+		now := time.Now()
+		frame := render(now.Sub(start), now.Sub(last))
+		last = now
+		if tty {
+			fmt.Fprint(out, "\033[H\033[2J", frame)
+		} else {
+			fmt.Fprintln(out, frame)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -328,51 +327,23 @@ func runDemoRecommend(ctx context.Context, o recOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	port, err := brokerPort(o.brokerListen)
-	if err != nil {
-		return err
-	}
 	// One partition each: kcat's default partitioner and the Java
 	// client's then agree with rank.partitioner on every key.
 	var topics []stream.TopicSpec
-	for _, name := range []string{base.Kafka.InputTopic, base.Kafka.OutputTopic, base.Kafka.DLQTopic, base.Rank.ResponseTopic} {
-		if name != "" && !slices.ContainsFunc(topics, func(t stream.TopicSpec) bool { return t.Name == name }) {
-			topics = append(topics, stream.TopicSpec{Name: name, Partitions: 1})
-		}
+	for _, t := range stream.ServiceTopics(base) { // those streamer topics create makes
+		topics = append(topics, stream.TopicSpec{Name: t.Name, Partitions: 1})
 	}
-	broker, err := stream.StartBroker(port, topics...)
-	if err != nil && port != 0 {
-		broker, err = stream.StartBroker(0, topics...) // the port is taken: any free one (shown on screen)
-	}
+	broker, err := startDemoBroker(o.brokerListen, topics)
 	if err != nil {
 		return err
 	}
 	defer broker.Close()
 	brokers := strings.Join(broker.Addrs(), ",")
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	stateDir, err := os.MkdirTemp("", "streamer-demo-recommend")
-	if err != nil {
+	svc, cfg, stop, err := startDemoService(ctx, "demo recommend", raw, brokers, o.listen)
+	if err != nil || svc == nil {
 		return err
 	}
-	defer os.RemoveAll(stateDir)
-	var svc *stream.Service
-	var cfg config.Config
-	for _, listen := range []string{o.listen, "127.0.0.1:0"} {
-		env := []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + listen,
-			"STREAMER_SNAPSHOT_DIR=" + stateDir}
-		if cfg, err = config.Parse(raw, env, types); err != nil {
-			return err
-		}
-		if svc, err = stream.NewService(ctx, cfg, types, nil, log); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-	}
-	if svc == nil {
-		return fmt.Errorf("demo recommend: cannot listen on %s or a free port: %v", o.listen, err)
-	}
+	defer stop()
 	world := newRecWorld(recSeed)
 	stats := &recStats{}
 	var wg sync.WaitGroup
@@ -388,34 +359,17 @@ func runDemoRecommend(ctx context.Context, o recOptions, out io.Writer) error {
 		requestLoop(ctx, svc, broker.Addrs(), cfg.Kafka.InputTopic, world, stats, o.requestsRate)
 	}()
 
-	tty := isTerminal(out)
-	start := time.Now()
 	var lastConsumed float64
 	var lastAnswered int
-	lastT := start
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for done := false; !done; {
-		select {
-		case <-ctx.Done():
-			done = true
-		case <-tick.C:
-		}
-		now := time.Now()
+	showFrames(ctx, out, func(up, dt time.Duration) string {
 		consumed := gauge(svc.Registry(), "streamer_events_consumed_total", nil)
 		stats.mu.Lock()
 		answered := stats.answered
 		stats.mu.Unlock()
-		dt := now.Sub(lastT).Seconds()
-		rates := [2]float64{(consumed - lastConsumed) / dt, float64(answered-lastAnswered) / dt}
-		lastConsumed, lastAnswered, lastT = consumed, answered, now
-		frame := renderRecFrame(svc, cfg, world, stats, brokers, rates, consumed, now.Sub(start), o)
-		if tty {
-			fmt.Fprint(out, "\033[H\033[2J", frame)
-		} else {
-			fmt.Fprintln(out, frame)
-		}
-	}
+		rates := [2]float64{(consumed - lastConsumed) / dt.Seconds(), float64(answered-lastAnswered) / dt.Seconds()}
+		lastConsumed, lastAnswered = consumed, answered
+		return renderRecFrame(svc, cfg, world, stats, brokers, rates, consumed, up, o)
+	})
 	wg.Wait()
 	if err := <-svcErr; err != nil {
 		return err
