@@ -214,7 +214,7 @@ interleaving; --json does not apply.`,
 	cmd.Flags().IntVar(&cfg.Partitions, "partitions", 3, "input topic partitions")
 	cmd.Flags().StringVar(&kernel, "kernel", "linear", "built-in MAM kernel: linear | rbf (D=256, gamma=1/dim)")
 	cmd.Flags().StringVarP(&configPath, "config", "c", "", "benchmark the models of this config file (YAML) instead of the built-in MAM")
-	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench (broker included) to this file (go tool pprof)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench (broker included) to this file (go tool pprof); the pipelines' goroutines carry the label pipeline=passthrough|score|score+snapshot (go tool pprof -tags FILE; -tagfocus pipeline=score)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON to stdout (schema above), the tables to stderr")
 	calDefault := config.Default().Calibration
 	calDelta = calDefault.Delta

@@ -21,6 +21,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,7 +157,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		say(fmt.Sprintf("%s: order %s", name, strings.Join(rd.Order, ", ")))
 		for pos, mode := range rd.Order {
-			r, err := runOne(ctx, b, cfg, mode, tag)
+			// The run's goroutines (the service's, the clients') carry the
+			// profiler label pipeline=MODE, the broker's none: `go tool pprof
+			// -tags` splits a --cpuprofile between the pipelines and the rest.
+			var r Result
+			var err error
+			pprof.Do(ctx, pprof.Labels("pipeline", mode), func(ctx context.Context) { r, err = runOne(ctx, b, cfg, mode, tag) })
 			r.Round, r.Position = rd.Round, pos
 			if err != nil {
 				return rep, err
