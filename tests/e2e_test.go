@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -279,6 +281,17 @@ func TestDeadLetter(t *testing.T) {
 		if v := p.metric(t, "streamer_events_rejected_total", `reason="`+reason+`"`); v != float64(n) {
 			t.Errorf("streamer_events_rejected_total{reason=%q} = %v, want %d", reason, v, n)
 		}
+	}
+	// Without rank.model, POST /v1/rank is a 404 that says so, and counted.
+	hresp, err := http.Post("http://"+p.http+"/v1/rank", "application/json", strings.NewReader(`{"key":"u","candidates":[{"item":"a","features":[1,2]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(hresp.Body)
+	hresp.Body.Close()
+	if hresp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `{"error":{"reason":"ranking_off","detail":"ranking requests are off: set rank.model"}}`) ||
+		p.metric(t, "streamer_rank_refused_total", `code="404",reason="ranking_off"`) != 1 {
+		t.Errorf("POST /v1/rank without rank.model: %d %s, want a counted 404 ranking_off", hresp.StatusCode, body)
 	}
 	if err := p.stop(t); err != nil {
 		t.Fatalf("exit after SIGTERM: %v", err)
