@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"sync/atomic"
@@ -48,6 +49,9 @@ type CalibrationConfig struct {
 	Window int     // pairs per model (0 = calibration off)
 	Every  int     // labelled pairs between refits
 	Delta  float64 // conformal intervals: level 1 − Delta
+	// Labels is the context whose profiler labels the refits carry beside
+	// stage=calibration (labels.go); nil: none.
+	Labels context.Context
 }
 
 // calibration is a model's calibration state, shared by the shards.
@@ -68,6 +72,8 @@ type calibration struct {
 	lo, hi float64          // the labels' range (ordinal: of the levels)
 	seen   bool             // lo, hi hold a label
 	means  *levelMeans      // ordinal: the raw labels by predicted level
+
+	labels context.Context // of the refits' goroutines (labels.go)
 
 	fitting atomic.Bool
 	va      atomic.Pointer[calibrate.VennAbers]
@@ -105,7 +111,7 @@ type calMetrics struct {
 
 func newCalibration(name string, t online.Traits, cfg CalibrationConfig, met *engineMetrics) *calibration {
 	kind := t.Kind
-	c := &calibration{kind: kind, levels: t.Levels, level: 1 - cfg.Delta, every: int64(cfg.Every),
+	c := &calibration{kind: kind, levels: t.Levels, level: 1 - cfg.Delta, every: int64(cfg.Every), labels: cfg.Labels,
 		win: calibrate.NewWindow(cfg.Window), recent: make([]judged, cfg.Window)}
 	if kind == online.Ordinal {
 		c.means = newLevelMeans(cfg.Window, t.Levels)
@@ -210,7 +216,10 @@ func (c *calibration) add(p online.Prediction, y, raw float64) {
 	if c.kind == online.Ordinal {
 		lo, hi = 1, max(hi, float64(c.levels))
 	}
-	go c.fit(c.buf, c.win.Added()-int64(len(c.buf)), lo, hi)
+	go func(pairs []calibrate.Pair, first int64) {
+		setStage(c.labels, "stage", "calibration")
+		c.fit(pairs, first, lo, hi)
+	}(c.buf, c.win.Added()-int64(len(c.buf)))
 }
 
 // fit fits pairs (a copy of the window's recent pairs, the first of them

@@ -127,6 +127,10 @@ type Pipeline struct {
 	rank      *rankHTTP   // POST /v1/rank (nil: off)
 	saves     *saveHealth // the checkpoints' saves: failures, backoff (saves.go)
 
+	// labels is Run's context: the profiler labels of its goroutines
+	// (labels.go) add to its own.
+	labels context.Context
+
 	// aborted ends the final checkpoints' waits for deliveries that will
 	// never come (the brokers refuse the output): see Abort.
 	aborted context.Context
@@ -398,6 +402,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if p.proc == nil && p.engine == nil {
 		return errors.New("stream: pipeline has neither a processor nor an engine")
 	}
+	p.labels = ctx
 	group, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:                p.cfg.Group,
 		Brokers:           p.cfg.Brokers,
@@ -503,6 +508,7 @@ func (p *Pipeline) startGeneration(gen *kafka.Generation) {
 // in offset order until ctx ends (revoked, or shutting down), then
 // checkpoints.
 func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshard, partition int, offset int64) {
+	setStage(p.labels, "stage", "fetch", "partition", strconv.Itoa(partition))
 	// MaxWait: the broker's wait for a fetch's first record.
 	r := newPartitionFetcher(bufferedDialer(p.cfg.dialer()), p.cfg.Brokers, p.cfg.Topic, partition, p.cfg.FetchMaxBytes, 2*time.Second, offset)
 	defer r.Close()
@@ -644,7 +650,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	for range slotsPerPartition {
 		free <- &slot{w: p.engine.NewWorker(), feed: f}
 	}
-	ready := sh.attach()
+	ready := sh.attach(p.labels)
 	defer sh.detach()
 	var check *partitionCheck // rank.partitioner against the partition (partguard.go)
 	if p.rank != nil {
@@ -671,13 +677,21 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 // attach returns the queue of the shard's applier, starting the applier
 // if no partition feeds the shard yet. Each attach is paired with a
 // detach, once every event put in the queue has been applied.
-func (sh *pshard) attach() *applyQueue {
+func (sh *pshard) attach(labels context.Context) *applyQueue {
 	sh.attachMu.Lock()
 	defer sh.attachMu.Unlock()
 	if sh.attached == 0 {
 		sh.ready = newApplyQueue()
 		sh.applied = make(chan struct{})
-		go sh.applyLoop(sh.ready, sh.applied)
+		ready, applied := sh.ready, sh.applied
+		go func() {
+			scope := sh.scope
+			if scope == "" {
+				scope = "instance"
+			}
+			setStage(labels, "stage", "apply", "shard", scope)
+			sh.applyLoop(ready, applied)
+		}()
 	}
 	sh.attached++
 	return sh.ready
@@ -804,6 +818,7 @@ var clockBase = time.Now()
 func monotonic() time.Duration { return time.Since(clockBase) }
 
 func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
+	setStage(p.labels, "stage", "checkpoint")
 	every := p.cfg.CommitInterval
 	if p.store != nil {
 		every = p.cfg.SnapshotEvery

@@ -64,6 +64,10 @@ type Publisher struct {
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
+	// Labels is the context whose profiler labels the publisher's loop
+	// (and the producer's goroutines it starts) carries beside
+	// stage=publish (labels.go); nil: none.
+	Labels       context.Context
 	Brokers      []string
 	ClientID     string
 	BatchSize    int
@@ -153,7 +157,10 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		Transport:    transport,
 		ErrorLogger:  p.w.ErrorLogger,
 	}
-	go p.loop(cfg.BatchSize)
+	go func() {
+		setStage(cfg.Labels, "stage", "publish")
+		p.loop(cfg.BatchSize)
+	}()
 	return p
 }
 

@@ -55,6 +55,13 @@ The embedded broker shares the bench's process and heap: unless GOGC is set,
 the bench runs at GOGC=400 so that collecting the broker's copy of the input
 does not weigh on every run (about 3 GB of memory for a million events).
 
+--stages CPU-profiles each measured run and adds a table of the CPU per event
+of each stage of the service — fetch and decode (a goroutine per partition),
+apply (a goroutine per shard: score, learn, encode), publish, calibration
+refits, checkpoints — and of the rest of the process (the embedded broker, the
+clients, the collector), with the busiest goroutine's share of the run: one
+near 1.00 is never idle and bounds events/s whatever the cores.
+
 --config FILE benchmarks the models of a service configuration (its models
 list; the bench keeps its own broker, topics, producer settings and snapshot
 directory) instead of the built-in MAM (--kernel, --dim). The events then have
@@ -172,6 +179,9 @@ interleaving; --json does not apply.`,
 			cfg.Calibration = stream.CalibrationConfig{Window: calWindow, Every: calEvery, Delta: calDelta}
 			stderr := cmd.ErrOrStderr()
 			cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
+			if cfg.Stages && (cpuProfile != "" || len(instances) > 0) {
+				return fmt.Errorf("--stages profiles each run on its own: not with --cpuprofile or --instances")
+			}
 			if cpuProfile != "" {
 				f, err := os.Create(cpuProfile)
 				if err != nil {
@@ -207,6 +217,7 @@ interleaving; --json does not apply.`,
 		},
 	}
 	cmd.Flags().IntVar(&cfg.Events, "events", 1_000_000, "events to push through each pipeline")
+	cmd.Flags().BoolVar(&cfg.Stages, "stages", false, "CPU-profile each measured run and report the CPU of each stage of the service (fetch, apply, publish, calibration, checkpoint) per event, and its busiest goroutine's share of the run (1 = never idle: it bounds events/s whatever the cores)")
 	cmd.Flags().IntVar(&cfg.Rounds, "rounds", 5, "measured rounds; each runs every pipeline once, in a balanced order")
 	cmd.Flags().IntVar(&cfg.Warmup, "warmup", 1, "rounds run first and discarded")
 	cmd.Flags().DurationVar(&cfg.SnapshotEvery, "snapshot-every", time.Second, "also run score with snapshots at this period (0 = skip)")

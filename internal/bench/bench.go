@@ -15,6 +15,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,8 +51,12 @@ type Config struct {
 	// service's calibration section (Window 0: off). The service has it on
 	// by default, so `streamer bench` does too.
 	Calibration stream.CalibrationConfig
-	Models      *Models      // what the score pipelines run; nil: BuiltinMAM(Dim, Kernel)
-	Progress    func(string) // optional progress messages
+	Models      *Models // what the score pipelines run; nil: BuiltinMAM(Dim, Kernel)
+	// Stages CPU-profiles each measured run on its own and keeps its CPU by
+	// goroutine labels (Result.Goroutines, stages.go). It needs the CPU
+	// profiler: not with a profile of the whole bench.
+	Stages   bool
+	Progress func(string) // optional progress messages
 }
 
 func (cfg *Config) complete() *Models {
@@ -162,7 +167,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			// -tags` splits a --cpuprofile between the pipelines and the rest.
 			var r Result
 			var err error
+			var prof bytes.Buffer
+			profiling := cfg.Stages && !warm
+			if profiling {
+				if err := pprof.StartCPUProfile(&prof); err != nil {
+					return rep, fmt.Errorf("bench: stages: %w", err)
+				}
+			}
 			pprof.Do(ctx, pprof.Labels("pipeline", mode), func(ctx context.Context) { r, err = runOne(ctx, b, cfg, mode, tag) })
+			if profiling {
+				pprof.StopCPUProfile()
+				if err == nil {
+					r.Goroutines, err = cpuByGoroutineLabels(prof.Bytes(), []string{"stage", "partition", "shard"})
+				}
+			}
 			r.Round, r.Position = rd.Round, pos
 			if err != nil {
 				return rep, err
@@ -243,8 +261,10 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 			return res, err
 		}
 		reg = prometheus.NewRegistry()
+		cal := cfg.Calibration
+		cal.Labels = ctx // the refits' goroutines keep pipeline=MODE
 		engine, err = stream.NewEngine(stream.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
-			Calibration: cfg.Calibration}, models, reg)
+			Calibration: cal}, models, reg)
 		if err != nil {
 			return res, err
 		}
@@ -299,7 +319,7 @@ func benchOne(ctx context.Context, brokers []string, group string, proc stream.P
 	}
 	pub := stream.NewPublisher(stream.PublisherConfig{
 		Brokers: brokers, ClientID: "streamer-bench", BatchSize: 1000, BatchTimeout: 5 * time.Millisecond,
-		BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll,
+		BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll, Labels: ctx,
 	}, nil, func(n int) {
 		acked.Add(int64(n))
 		check()

@@ -65,7 +65,74 @@ func (rep *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %.2f | %.2f–%.2f | %.2f–%.2f |\n", r.Ratio, r.Median, r.P25, r.P75, r.Min, r.Max)
 		}
 	}
+	rep.writeStages(w)
 	for _, warn := range rep.Summary.Warnings {
 		fmt.Fprintf(w, "\nwarning: %s\n", warn)
+	}
+}
+
+// stageNames are the columns of writeStages: the service's stages
+// (stream/labels.go), then the rest of the process.
+var stageNames = []string{"fetch", "apply", "publish", "calibration", "checkpoint", ""}
+
+// writeStages writes, when the runs were profiled (Config.Stages), each
+// pipeline's CPU per event by stage and its busiest goroutine: medians
+// over the measured rounds.
+func (rep *Report) writeStages(w io.Writer) {
+	type busy struct {
+		labels string
+		share  float64
+	}
+	header := false
+	for _, p := range rep.Setup.Pipelines {
+		per := map[string][]float64{}
+		var bs []busy
+		for _, rd := range rep.Rounds {
+			r, ok := rd.Result(p)
+			if !ok || len(r.Goroutines) == 0 || r.Events == 0 || r.Elapsed <= 0 {
+				continue
+			}
+			sc := StageCPU(r.Goroutines)
+			for _, s := range stageNames {
+				per[s] = append(per[s], float64(sc[s])/1e3/float64(r.Events))
+			}
+			var b busy
+			for _, g := range r.Goroutines {
+				if labelValue(g.Labels, "stage") == "" {
+					continue
+				}
+				if sh := g.CPU.Seconds() / r.Elapsed.Seconds(); sh > b.share {
+					b = busy{g.Labels, sh}
+				}
+			}
+			bs = append(bs, b)
+		}
+		if len(bs) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprint(w, "\nCPU µs per event by stage of the service (medians over the rounds; from a CPU profile of each run, 10 ms samples),\n"+
+				"and its busiest goroutine: the most CPU over the run's time (1.00: never idle, it bounds events/s whatever the cores)\n\n"+
+				"| pipeline | fetch, decode | apply | publish | calibration refits | checkpoints | rest of the process (broker, clients, GC) | busiest goroutine | its share of the run |\n"+
+				"|---|---|---|---|---|---|---|---|---|\n")
+			header = true
+		}
+		fmt.Fprintf(w, "| %s |", p)
+		for _, s := range stageNames {
+			xs := per[s]
+			slices.Sort(xs)
+			fmt.Fprintf(w, " %.2f |", Quantile(xs, 0.5))
+		}
+		slices.SortFunc(bs, func(a, b busy) int {
+			switch {
+			case a.share < b.share:
+				return -1
+			case a.share > b.share:
+				return 1
+			}
+			return 0
+		})
+		mid := bs[(len(bs)-1)/2]
+		fmt.Fprintf(w, " %s | %.2f |\n", mid.labels, mid.share)
 	}
 }

@@ -73,6 +73,9 @@ type Result struct {
 	// learned when the run ended (by model name; a key-scoped model's over
 	// every key): Events each, or Run fails.
 	Learned map[string]int64
+	// Goroutines is, with Config.Stages, the run's CPU by goroutine labels
+	// (stages.go), largest first; nil otherwise.
+	Goroutines []GoroutineCPU
 }
 
 // CPUPerEvent is the process's CPU time per event, in µs (0 when CPU was
@@ -100,12 +103,24 @@ type resultJSON struct {
 	CPUS       float64          `json:"cpu_s"`             // the process's CPU time (user + system) over seconds
 	CPUPerEv   float64          `json:"cpu_us_per_event"`  // cpu_s / events, in µs
 	Learned    map[string]int64 `json:"learned,omitempty"` // score pipelines: examples learned, by model
+	// --stages: the run's CPU by goroutine labels ("stage=apply shard=",
+	// "" for the rest of the process), largest first.
+	Goroutines []goroutineJSON `json:"goroutines,omitempty"`
+}
+
+type goroutineJSON struct {
+	Labels string  `json:"labels"`
+	CPUS   float64 `json:"cpu_s"`
 }
 
 // MarshalJSON writes the result as the report's JSON schema says.
 func (r Result) MarshalJSON() ([]byte, error) {
+	var gs []goroutineJSON
+	for _, g := range r.Goroutines {
+		gs = append(gs, goroutineJSON{g.Labels, g.CPU.Seconds()})
+	}
 	return json.Marshal(resultJSON{r.Mode, r.Position, r.Events, r.Records, r.Elapsed.Seconds(), finite(r.Rate()), r.Snapshots,
-		r.CPU.Seconds(), finite(r.CPUPerEvent()), r.Learned})
+		r.CPU.Seconds(), finite(r.CPUPerEvent()), r.Learned, gs})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes (Round is not in it: the
@@ -117,6 +132,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	*r = Result{Mode: j.Pipeline, Position: j.Position, Events: j.Events, Records: j.Records, Snapshots: j.Snapshots,
 		Elapsed: time.Duration(j.Seconds * float64(time.Second)), CPU: time.Duration(j.CPUS * float64(time.Second)), Learned: j.Learned}
+	for _, g := range j.Goroutines {
+		r.Goroutines = append(r.Goroutines, GoroutineCPU{Labels: g.Labels, CPU: time.Duration(g.CPUS * float64(time.Second))})
+	}
 	return nil
 }
 

@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Stage CPU: with Config.Stages each measured run is CPU-profiled on its
+// own, and its samples summed by the goroutine labels the service sets
+// (stream/labels.go: stage=fetch partition=N, stage=apply shard=S,
+// stage=publish, stage=calibration, stage=checkpoint): the CPU of each
+// goroutine of the events' path, and of the rest of the process (the
+// embedded broker, the clients' own goroutines, the collector). A
+// goroutine whose CPU over the run's elapsed time is near 1 is saturated:
+// it bounds the events/s whatever the cores.
+
+// GoroutineCPU is the CPU a labelled goroutine (or the set of goroutines
+// sharing its labels) used over a run.
+type GoroutineCPU struct {
+	Labels string        // "stage=apply shard=" (sorted key=value pairs); "" for samples without a stage
+	CPU    time.Duration // from the profile's samples (10 ms each at the default rate)
+}
+
+// StageCPU sums a run's GoroutineCPU by stage (stage "" for the rest).
+func StageCPU(gs []GoroutineCPU) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, g := range gs {
+		out[labelValue(g.Labels, "stage")] += g.CPU
+	}
+	return out
+}
+
+// labelValue is the value of key in labels ("k=v k2=v2"), "" if absent.
+func labelValue(labels, key string) string {
+	for _, kv := range strings.Fields(labels) {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// cpuByGoroutineLabels sums the CPU time of a CPU profile (runtime/pprof's
+// gzipped protocol buffer) by the values of the labels keys its samples
+// carry (samples without keys[0] are summed under ""), largest first.
+// It reads the profile.proto fields it needs by hand: this module has no
+// dependency that parses profiles.
+func cpuByGoroutineLabels(profile []byte, keys []string) ([]GoroutineCPU, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(profile))
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	type label struct{ key, str int64 }
+	type sample struct {
+		values []int64
+		labels []label
+	}
+	var strs []string
+	var types []int64 // sample_type's type string index, per value
+	var samples []sample
+	err = fields(raw, func(num int, wire int, v uint64, b []byte) error {
+		switch {
+		case num == 1 && wire == 2: // sample_type: ValueType{type = 1, unit = 2}
+			var t int64
+			if err := fields(b, func(n, w int, v uint64, _ []byte) error {
+				if n == 1 && w == 0 {
+					t = int64(v)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			types = append(types, t)
+		case num == 2 && wire == 2: // sample: location_id = 1, value = 2, label = 3
+			var s sample
+			if err := fields(b, func(n, w int, v uint64, bb []byte) error {
+				switch {
+				case n == 2 && w == 0:
+					s.values = append(s.values, int64(v))
+				case n == 2 && w == 2: // packed
+					for len(bb) > 0 {
+						x, k := binary.Uvarint(bb)
+						if k <= 0 {
+							return errors.New("bad packed value")
+						}
+						s.values = append(s.values, int64(x))
+						bb = bb[k:]
+					}
+				case n == 3 && w == 2: // Label{key = 1, str = 2}
+					var l label
+					if err := fields(bb, func(n, w int, v uint64, _ []byte) error {
+						switch {
+						case n == 1 && w == 0:
+							l.key = int64(v)
+						case n == 2 && w == 0:
+							l.str = int64(v)
+						}
+						return nil
+					}); err != nil {
+						return err
+					}
+					s.labels = append(s.labels, l)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			samples = append(samples, s)
+		case num == 6 && wire == 2: // string_table
+			strs = append(strs, string(b))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	str := func(i int64) string {
+		if i < 0 || int(i) >= len(strs) {
+			return ""
+		}
+		return strs[i]
+	}
+	cpu := -1
+	for i, t := range types {
+		if str(t) == "cpu" {
+			cpu = i
+		}
+	}
+	if cpu < 0 {
+		return nil, errors.New("profile: no cpu values (not a CPU profile)")
+	}
+	sums := map[string]int64{}
+	for _, s := range samples {
+		if cpu >= len(s.values) {
+			continue
+		}
+		var parts []string
+		for _, k := range keys {
+			for _, l := range s.labels {
+				if str(l.key) == k {
+					parts = append(parts, k+"="+str(l.str))
+				}
+			}
+		}
+		if len(parts) == 0 || !strings.HasPrefix(parts[0], keys[0]+"=") {
+			parts = nil
+		}
+		sums[strings.Join(parts, " ")] += s.values[cpu]
+	}
+	out := make([]GoroutineCPU, 0, len(sums))
+	for l, ns := range sums {
+		out = append(out, GoroutineCPU{Labels: l, CPU: time.Duration(ns)})
+	}
+	slices.SortFunc(out, func(a, b GoroutineCPU) int {
+		if a.CPU != b.CPU {
+			return int(b.CPU - a.CPU)
+		}
+		return strings.Compare(a.Labels, b.Labels)
+	})
+	return out, nil
+}
+
+// fields calls f with each field of the protocol buffer message b: its
+// number, wire type, the value of a varint (wire 0) and the bytes of a
+// length-delimited one (wire 2). Fixed-width fields are skipped.
+func fields(b []byte, f func(num, wire int, v uint64, bytes []byte) error) error {
+	for len(b) > 0 {
+		tag, n := binary.Uvarint(b)
+		if n <= 0 {
+			return errors.New("bad tag")
+		}
+		b = b[n:]
+		num, wire := int(tag>>3), int(tag&7)
+		switch wire {
+		case 0:
+			v, n := binary.Uvarint(b)
+			if n <= 0 {
+				return errors.New("bad varint")
+			}
+			b = b[n:]
+			if err := f(num, wire, v, nil); err != nil {
+				return err
+			}
+		case 1:
+			if len(b) < 8 {
+				return errors.New("short fixed64")
+			}
+			b = b[8:]
+		case 2:
+			l, n := binary.Uvarint(b)
+			if n <= 0 || uint64(len(b)-n) < l {
+				return errors.New("bad length")
+			}
+			if err := f(num, wire, 0, b[n:n+int(l)]); err != nil {
+				return err
+			}
+			b = b[n+int(l):]
+		case 5:
+			if len(b) < 4 {
+				return errors.New("short fixed32")
+			}
+			b = b[4:]
+		default:
+			return fmt.Errorf("wire type %d", wire)
+		}
+	}
+	return nil
+}

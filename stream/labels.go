@@ -1,0 +1,28 @@
+package stream
+
+import (
+	"context"
+	"runtime/pprof"
+)
+
+// Profiler labels: each long-lived goroutine on the events' path says what
+// it does, so that a CPU profile splits the service's CPU by stage and
+// shows a goroutine that is busy all the time, the limit of an instance's
+// throughput whatever its cores (`streamer bench --stages`; `go tool pprof
+// -tags FILE` of a --cpuprofile):
+//
+//	stage=fetch partition=N  a partition's consumer: fetch, decode, prepare (Pipeline.consume)
+//	stage=apply shard=S      a shard's applier (S: its partition, or "instance"): score, learn, encode
+//	stage=publish            the publisher's loop and the producer's goroutines it starts
+//	stage=calibration        a calibration refit
+//	stage=checkpoint         the checkpoint loop
+//
+// The labels are set once per goroutine, when it starts: nothing per event.
+// They add to those of ctx (the caller's, e.g. the bench's pipeline=MODE);
+// nil: none.
+func setStage(ctx context.Context, kv ...string) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels(kv...)))
+}
