@@ -140,6 +140,19 @@ func startBroker(t *testing.T, partitions int) *stream.Broker {
 	return b
 }
 
+// startRankBroker is startBroker with 3 partitions and the topic
+// "ranked", the rank.response_topic of the ranking tests' configs.
+func startRankBroker(t *testing.T) *stream.Broker {
+	t.Helper()
+	b := startBroker(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.CreateTopic(ctx, "ranked", 3); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 type proc struct {
 	cmd  *exec.Cmd
 	http string

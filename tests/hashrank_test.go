@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -135,12 +134,7 @@ func TestHashedRankOverKafka(t *testing.T) {
 		t.Skip("-short: 2 400 ranking requests and their clicks through the broker; go test ./... runs it")
 	}
 	useFastBinary(t)
-	b := startBroker(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.CreateTopic(ctx, "ranked", 3); err != nil {
-		t.Fatal(err)
-	}
+	b := startRankBroker(t)
 	p := startStreamer(t, b, strings.ReplaceAll(hashRankConfig, "%DIR%", t.TempDir()))
 	const users, items, requests, cands, k = 30, 300, 2400, 15, 3
 	w := newCatWorld(users, items, 21)

@@ -110,12 +110,7 @@ func rankRequestJSON(id, key string, xs [][]float64, k int) []byte {
 // user's model and feeds the off-policy metrics; requests are never
 // learned and get no score records.
 func TestRankRequests(t *testing.T) {
-	b := startBroker(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.CreateTopic(ctx, "ranked", 3); err != nil {
-		t.Fatal(err)
-	}
+	b := startRankBroker(t)
 	p := startStreamer(t, b, strings.ReplaceAll(rankConfig, "%DIR%", t.TempDir()))
 	rng := rand.New(rand.NewPCG(3, 4))
 	const users, perUser, dim = 5, 200, 4

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -31,12 +30,7 @@ func TestRankUnseenKeys(t *testing.T) {
 		t.Skip("-short")
 	}
 	useFastBinary(t)
-	b := startBroker(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.CreateTopic(ctx, "ranked", 3); err != nil {
-		t.Fatal(err)
-	}
+	b := startRankBroker(t)
 	cfg := strings.ReplaceAll(rankConfig, "%DIR%", t.TempDir())
 	cfg = strings.Replace(cfg, "    scope: key\n", "    scope: key\n    max_keys: 60\n", 1)
 	if j := os.Getenv("RANK_UNSEEN_JOIN"); j != "" {
