@@ -24,17 +24,29 @@ func (o fieldObs) String() string { return fmt.Sprintf("%v/%v", o.field, o.label
 // fieldLog collects the observations of the fieldRecorders that share it
 // (a key-scoped model's instances).
 type fieldLog struct {
-	mu  sync.Mutex
-	obs []fieldObs
+	mu   sync.Mutex
+	obs  []fieldObs
+	errs []string // calls a field model must not get
 }
 
-// take returns the observations since the last take.
-func (l *fieldLog) take() []fieldObs {
+// take returns the observations since the last take, failing t for any
+// call the recorders should not have had meanwhile.
+func (l *fieldLog) take(t *testing.T) []fieldObs {
+	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for _, e := range l.errs {
+		t.Error(e)
+	}
 	out := l.obs
-	l.obs = nil
+	l.obs, l.errs = nil, nil
 	return out
+}
+
+func (l *fieldLog) fail(msg string) {
+	l.mu.Lock()
+	l.errs = append(l.errs, msg)
+	l.mu.Unlock()
 }
 
 // fieldRecorder is a logistic regression that reads the fields of its
@@ -49,7 +61,7 @@ var _ online.FieldModel = fieldRecorder{}
 
 func (m fieldRecorder) ObserveFields(idx []int32, val []float64, field []uint8, y float64, labelled bool) online.Prediction {
 	if len(field) != len(idx) {
-		panic("fieldRecorder: len(field) != len(idx)")
+		m.log.fail(fmt.Sprintf("fieldRecorder: %d fields for %d entries", len(field), len(idx)))
 	}
 	m.log.mu.Lock()
 	m.log.obs = append(m.log.obs, fieldObs{slices.Clone(field), labelled})
@@ -57,8 +69,9 @@ func (m fieldRecorder) ObserveFields(idx []int32, val []float64, field []uint8, 
 	return m.Logistic.ObserveSparse(idx, val, y, labelled)
 }
 
-func (m fieldRecorder) ObserveSparse([]int32, []float64, float64, bool) online.Prediction {
-	panic("fieldRecorder: ObserveSparse, not ObserveFields")
+func (m fieldRecorder) ObserveSparse(idx []int32, val []float64, y float64, labelled bool) online.Prediction {
+	m.log.fail("fieldRecorder: ObserveSparse called: a field model gets ObserveFields")
+	return m.Logistic.ObserveSparse(idx, val, y, labelled)
 }
 
 const fieldBits = 10
@@ -102,7 +115,7 @@ func TestHashedFields(t *testing.T) {
 	obs := func(f []uint8, labelled bool) fieldObs { return fieldObs{f, labelled} }
 	check := func(t *testing.T, what string, l *fieldLog, want ...fieldObs) {
 		t.Helper()
-		if got := l.take(); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got := l.take(t); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s:\n got %v\nwant %v", what, got, want)
 		}
 	}
@@ -130,7 +143,7 @@ func TestHashedFields(t *testing.T) {
 		}
 		t.Cleanup(e.Close)
 		s := instanceShard(t, e)
-		klog.take() // what building the instances did
+		klog.take(t) // what building the instances did
 
 		process(s, 0, event)
 		check(t, "plain event, global", &glog, obs(eventFields, true))
@@ -147,7 +160,7 @@ func TestHashedFields(t *testing.T) {
 		// The rank model scores every candidate; the global model each shown
 		// one (both here, in the order shown).
 		check(t, "request, rank model", &klog, obs(candA, false), obs(candB, false))
-		got := glog.take()
+		got := glog.take(t)
 		slices.SortFunc(got, func(a, b fieldObs) int { return len(a.field) - len(b.field) })
 		if want := []fieldObs{obs(candA, false), obs(candB, false)}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("request, global:\n got %v\nwant %v", got, want)
@@ -175,7 +188,7 @@ func TestHashedFields(t *testing.T) {
 		if _, _, err := s.Restore(nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		glog.take()
+		glog.take(t)
 		process(s, 0, event)
 		check(t, "plain event", &glog, obs(eventFields, true))
 		process(s, 1, imp)

@@ -36,9 +36,6 @@ import (
 // by hand: 3 minutes).
 func TestRankFlood(t *testing.T) {
 	full := os.Getenv("RANK_FLOOD_FULL") == "1"
-	if testing.Short() && !full {
-		t.Skip("-short")
-	}
 	useFastBinary(t)
 	requests, imps, delay := 30000, 3000, time.Second
 	windowEvents, perKey := 3000, 300

@@ -26,9 +26,6 @@ import (
 // their 50 instances (none evicted, none added), and the resident memory
 // grows by less than 50 MB.
 func TestRankUnseenKeys(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short")
-	}
 	useFastBinary(t)
 	b := startRankBroker(t)
 	cfg := strings.ReplaceAll(rankConfig, "%DIR%", t.TempDir())

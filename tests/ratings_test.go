@@ -3,10 +3,6 @@ package tests
 import (
 	"context"
 	"math"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,13 +50,7 @@ var ratingsWorld = ratings.World{Users: 200, Items: 500, Factors: 5, Base: 3, Bi
 // by SGD (step 0.05), computed here on the same stream: the fm learns the
 // interaction that biases cannot.
 func TestFMRatingsOverKafka(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: 100 000 ratings through the broker; go test ./... runs it")
-	}
 	useFastBinary(t)
-	if !binaryHasType(t, "fm", fmRatingsConfig) {
-		t.Skip(`the streamer's registry has no model type "fm" yet (its configuration validation says so): the factorization machine has not landed`)
-	}
 	const n = 100_000
 	rs := ratingsWorld.Ratings(n)
 	b := startBroker(t, 3)
@@ -100,27 +90,6 @@ func TestFMRatingsOverKafka(t *testing.T) {
 	if r := float64(fm.RMSE); !(r <= 0.65) || !(r < 0.8*biases) {
 		t.Errorf("fm's RMSE over the last half %.4f: want ≤ 0.65 and < 0.8 × the bias baseline's %.4f (= %.4f)", r, biases, 0.8*biases)
 	}
-}
-
-// binaryHasType reports whether the streamer under test registers model
-// type typ, by asking its configuration validation (streamer eval) about
-// cfgYAML: false only when it answers that typ is not a supported model
-// type.
-func binaryHasType(t *testing.T, typ, cfgYAML string) bool {
-	t.Helper()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "check.yaml")
-	cfgYAML = strings.NewReplacer("%BROKERS%", "127.0.0.1:9", "%HTTP%", "127.0.0.1:0").Replace(cfgYAML)
-	data := filepath.Join(dir, "one.jsonl")
-	event := ratings.AppendEvent(nil, 0, ratings.Rating{User: 1, Item: 1, Value: 3}, nil)
-	if err := os.WriteFile(cfg, []byte(cfgYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(data, append(event, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, _ := exec.Command(binary, "eval", "--config", cfg, "--data", data, "--out", filepath.Join(dir, "report")).CombinedOutput()
-	return !strings.Contains(string(out), `"`+typ+`" is not a supported model type`)
 }
 
 // readRecords reads n records of topic from the beginning, in a group of

@@ -112,9 +112,6 @@ func TestDemoModelsOnRipley(t *testing.T) {
 // demo's own, and the malformed event on the dead-letter topic with its
 // reason.
 func TestReadmeFirstEvent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the demo")
-	}
 	blocks := readmeBlocks(t, "../../README.md", "## Send your first event")
 	broker := freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

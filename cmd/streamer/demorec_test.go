@@ -30,9 +30,6 @@ import (
 // and the ratings they got within 10 s of its first screen, and what it
 // serves beats a random order of the same candidates.
 func TestDemoRecommendScreen(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the demo for 20 s")
-	}
 	out := &stampedWriter{}
 	root := newRoot()
 	root.SetOut(out)
@@ -108,9 +105,6 @@ func TestDemoRateZero(t *testing.T) {
 // net/http, on the demo's actual addresses), and checks every output the
 // README shows, the examples/ files and the label's join.
 func TestReadmeRecommendations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the demo")
-	}
 	blocks := readmeBlocks(t, "../../README.md", "## Recommendations")
 	raw, err := configs.FS.ReadFile(recConfig)
 	if err != nil {

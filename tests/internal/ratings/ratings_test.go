@@ -23,7 +23,7 @@ func TestReadMovieLensFormat(t *testing.T) {
 	if want := []Rating{{1, 10, 0.5, 99}, {1, 11, 4, 100}, {2, 10, 3.5, 100}}; !slices.Equal(rs, want) {
 		t.Errorf("sorted %v, want %v", rs, want)
 	}
-	g, err := ReadMovies(strings.NewReader("movieId,title,genres\n10,\"Heat, the film (1995)\",Action|Crime\n11,Nothing (2000),(no genres listed)\n"))
+	g, err := ReadMovies(strings.NewReader("movieId,title,genres\n10,\"A film, with a comma (2001)\",Action|Crime\n11,Another film (2002),(no genres listed)\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
