@@ -136,13 +136,13 @@ func newCalibration(name string, t online.Traits, cfg CalibrationConfig, met *en
 // ordinal model also its expected label, in r and in p (Value: the judge
 // reads it there). The caller passes decisions only (modelDef.decided),
 // but for classifiers.
-func (c *calibration) certainty(p *online.Prediction, r *wire.Score) {
+func (c *calibration) certainty(p *online.Prediction, r *wire.Calibrated) (expected float64, ok bool) {
 	if c.kind == online.Classifier {
 		if t := c.va.Load(); t != nil {
 			r.CalP, r.CalLower, r.CalUpper = t.Probability(p.Score)
 			r.CalN, r.HasCal = int64(t.N()), true
 		}
-		return
+		return 0, false
 	}
 	if t := c.cf.Load(); t != nil {
 		lo, hi, ok := t.interval(c.point(p), c.level)
@@ -154,9 +154,10 @@ func (c *calibration) certainty(p *online.Prediction, r *wire.Score) {
 		if e := c.exp.Load(); e != nil {
 			x := (*e)[min(p.Label, len(*e)-1)]
 			p.Value, p.HasValue = x, true
-			r.Expected, r.HasExpected = x, true
+			return x, true
 		}
 	}
+	return 0, false
 }
 
 // point is the prediction a conformal interval is centred on: an ordinal

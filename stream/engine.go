@@ -761,7 +761,10 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		}
 		decided := d.decided(&p)
 		if c := d.cal; c != nil && (decided || d.traits.Kind == online.Classifier) {
-			c.certainty(&p, r) // an ordinal model's expected label goes to p.Value too, for the judge
+			// An ordinal model's expected label goes to p.Value too, for the judge.
+			if x, ok := c.certainty(&p, &r.Calibrated); ok {
+				r.Expected, r.HasExpected = x, true
+			}
 		}
 		if !decided && d.fallback >= 0 {
 			d.fallbackRecord(r, &s.recs[d.fallback])

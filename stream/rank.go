@@ -92,8 +92,7 @@ type rankScratch struct {
 	all      []online.Prediction // per model: a shown item's predictions
 	resp     wire.Ranking
 	rng      *rand.Rand
-	jid      []byte     // (request id, item) of the join
-	cert     wire.Score // a ranked item's calibrated certainty, as calibration.certainty sets it
+	jid      []byte // (request id, item) of the join
 
 	ex    explorer  // ucb and thompson: the key's statistics at work
 	draw  []int     // thompson: a draw's order
@@ -274,11 +273,8 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 			it.Value, it.HasValue = p.Value, true
 		}
 		if cd != nil && cd.cal != nil && (cd.decided(p) || cd.traits.Kind == online.Classifier) {
-			rk.cert = wire.Score{}
 			q := *p // an ordinal model's expected label goes to q.Value
-			cd.cal.certainty(&q, &rk.cert)
-			it.HasCal, it.CalP, it.CalLower, it.CalUpper, it.CalN = rk.cert.HasCal, rk.cert.CalP, rk.cert.CalLower, rk.cert.CalUpper, rk.cert.CalN
-			it.HasInterval, it.IntLower, it.IntUpper, it.IntLevel = rk.cert.HasInterval, rk.cert.IntLower, rk.cert.IntUpper, rk.cert.IntLevel
+			cd.cal.certainty(&q, &it.Calibrated)
 		}
 	}
 	r.Version = version

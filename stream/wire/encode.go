@@ -36,19 +36,9 @@ type Score struct {
 	MistakeBound float64 // written only when HasBound
 	Delta        float64 // written only when HasBound
 	N            int64
-	// Calibrated probability of class +1 with its Venn–Abers interval,
-	// written as certainty.probability {p, lower, upper, n} only when
-	// HasCal (classifiers, once their calibration table is fitted).
-	HasCal                   bool
-	CalP, CalLower, CalUpper float64
-	CalN                     int64
-	// Conformal interval of the score at level IntLevel, written as
-	// certainty.interval {lower, upper, level} only when HasInterval
-	// (ranking, ordinal and regression models).
-	HasInterval                  bool
-	IntLower, IntUpper, IntLevel float64
-	EventTS                      []byte    // "event_ts" is omitted when empty
-	ScoredAt                     time.Time // written in UTC as RFC 3339 with nanoseconds
+	Calibrated
+	EventTS  []byte    // "event_ts" is omitted when empty
+	ScoredAt time.Time // written in UTC as RFC 3339 with nanoseconds
 }
 
 // AppendScore appends the JSON encoding of s to dst and returns the extended
@@ -105,7 +95,7 @@ func AppendScore(dst []byte, s *Score) []byte {
 	}
 	dst = append(dst, `,"n":`...)
 	dst = strconv.AppendInt(dst, s.N, 10)
-	dst = appendCalibrated(dst, s.HasCal, s.CalP, s.CalLower, s.CalUpper, s.CalN, s.HasInterval, s.IntLower, s.IntUpper, s.IntLevel)
+	dst = s.Calibrated.append(dst)
 	dst = append(dst, '}')
 	if len(s.EventTS) > 0 {
 		dst = append(dst, `,"event_ts":`...)
@@ -279,28 +269,43 @@ func appendString(dst, b []byte) []byte {
 	return append(dst, '"')
 }
 
-// appendCalibrated appends a certainty's calibrated members: "probability"
-// {p, lower, upper, n} when hasCal, "interval" {lower, upper, level} when
-// hasInt.
-func appendCalibrated(dst []byte, hasCal bool, p, lower, upper float64, n int64, hasInt bool, lo, hi, level float64) []byte {
-	if hasCal {
+// Calibrated is a prediction's calibrated certainty, in a score record
+// (Score) and a ranked item (Ranked) alike.
+type Calibrated struct {
+	// Calibrated probability of class +1 with its Venn–Abers interval,
+	// written as certainty.probability {p, lower, upper, n} only when
+	// HasCal (classifiers, once their calibration table is fitted).
+	HasCal                   bool
+	CalP, CalLower, CalUpper float64
+	CalN                     int64
+	// Conformal interval of the score at level IntLevel, written as
+	// certainty.interval {lower, upper, level} only when HasInterval
+	// (ranking, ordinal and regression models).
+	HasInterval                  bool
+	IntLower, IntUpper, IntLevel float64
+}
+
+// append appends c's members of a certainty object: "probability" when
+// HasCal, "interval" when HasInterval.
+func (c *Calibrated) append(dst []byte) []byte {
+	if c.HasCal {
 		dst = append(dst, `,"probability":{"p":`...)
-		dst = appendFloat(dst, p)
+		dst = appendFloat(dst, c.CalP)
 		dst = append(dst, `,"lower":`...)
-		dst = appendFloat(dst, lower)
+		dst = appendFloat(dst, c.CalLower)
 		dst = append(dst, `,"upper":`...)
-		dst = appendFloat(dst, upper)
+		dst = appendFloat(dst, c.CalUpper)
 		dst = append(dst, `,"n":`...)
-		dst = strconv.AppendInt(dst, n, 10)
+		dst = strconv.AppendInt(dst, c.CalN, 10)
 		dst = append(dst, '}')
 	}
-	if hasInt {
+	if c.HasInterval {
 		dst = append(dst, `,"interval":{"lower":`...)
-		dst = appendFloat(dst, lo)
+		dst = appendFloat(dst, c.IntLower)
 		dst = append(dst, `,"upper":`...)
-		dst = appendFloat(dst, hi)
+		dst = appendFloat(dst, c.IntUpper)
 		dst = append(dst, `,"level":`...)
-		dst = appendFloat(dst, level)
+		dst = appendFloat(dst, c.IntLevel)
 		dst = append(dst, '}')
 	}
 	return dst

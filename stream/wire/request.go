@@ -276,14 +276,8 @@ type Ranked struct {
 	MistakeBound float64 // written only when HasBound
 	Delta        float64 // written only when HasBound
 	N            int64
-	// The calibrated certainty, as in a score record (Score's fields of
-	// the same names): certainty.probability when HasCal, certainty.interval
-	// when HasInterval.
-	HasCal                       bool
-	CalP, CalLower, CalUpper     float64
-	CalN                         int64
-	HasInterval                  bool
-	IntLower, IntUpper, IntLevel float64
+	// The calibrated certainty, as in a score record.
+	Calibrated
 	// Propensity is the probability with which the exploration policy
 	// would have put this item at this position (1 for greedy's order).
 	Propensity float64
@@ -337,7 +331,7 @@ func AppendRanking(dst []byte, r *Ranking) []byte {
 		}
 		dst = append(dst, `,"n":`...)
 		dst = strconv.AppendInt(dst, it.N, 10)
-		dst = appendCalibrated(dst, it.HasCal, it.CalP, it.CalLower, it.CalUpper, it.CalN, it.HasInterval, it.IntLower, it.IntUpper, it.IntLevel)
+		dst = it.Calibrated.append(dst)
 		dst = append(dst, `},"propensity":`...)
 		dst = appendFloat(dst, it.Propensity)
 		dst = append(dst, '}')
