@@ -50,11 +50,9 @@ label last), jsonl (wire-format events, one per line; events without a label
 are scored only), libsvm ("label idx:val ...", 1-based indices, missing = 0).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if path == "" {
-				path = os.Getenv(config.EnvConfig)
-			}
-			if path == "" {
-				return fmt.Errorf("--config (or %s) is required", config.EnvConfig)
+			path, err := configPath(path)
+			if err != nil {
+				return err
 			}
 			if opt.Data == "" || out == "" {
 				return fmt.Errorf("--data and --out are required")
@@ -90,7 +88,7 @@ are scored only), libsvm ("label idx:val ...", 1-based indices, missing = 0).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&path, "config", "c", "", "config file (YAML); default $STREAMER_CONFIG")
+	configFlag(cmd, &path)
 	f.StringVar(&opt.Data, "data", "", "data file: scored then learned, row by row")
 	f.StringVar(&opt.Test, "test", "", "holdout file: scored only, after learning --data")
 	f.StringVar(&opt.Format, "format", "", "csv, jsonl or libsvm (default: from the extension)")

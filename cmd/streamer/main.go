@@ -98,11 +98,9 @@ shutdown_timeout, saying what).
 SIGHUP reads the files of http.tls and http.auth again (they are also read
 again when they change).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if path == "" {
-				path = os.Getenv("STREAMER_CONFIG")
-			}
-			if path == "" {
-				return fmt.Errorf("--config (or STREAMER_CONFIG) is required")
+			path, err := configPath(path)
+			if err != nil {
+				return err
 			}
 			types := newModelTypes()
 			cfg, err := config.Load(path, os.Environ(), types)
@@ -143,10 +141,27 @@ again when they change).`,
 			return svc.Run(ctx)
 		},
 	}
-	cmd.Flags().StringVarP(&path, "config", "c", "", "config file (YAML); default $STREAMER_CONFIG")
+	configFlag(cmd, &path)
 	cmd.Flags().BoolVar(&allowEmpty, "allow-empty-state", false, "start with empty models when no valid snapshot is found although the consumer group has committed offsets (the learned state is lost); without it start-up stops")
 	// Fault injection for the crash tests: pause inside every snapshot write.
 	cmd.Flags().DurationVar(&faultPause, "fault-snapshot-pause", 0, "testing only: pause inside each snapshot file write")
 	_ = cmd.Flags().MarkHidden("fault-snapshot-pause")
 	return cmd
+}
+
+// configFlag adds --config (-c) to a command that reads a service config.
+func configFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVarP(path, "config", "c", "", "config file (YAML); default $"+config.EnvConfig)
+}
+
+// configPath is the config file a command reads: --config, else
+// $STREAMER_CONFIG; an error when neither is set.
+func configPath(flag string) (string, error) {
+	if flag == "" {
+		flag = os.Getenv(config.EnvConfig)
+	}
+	if flag == "" {
+		return "", fmt.Errorf("--config (or %s) is required", config.EnvConfig)
+	}
+	return flag, nil
 }

@@ -50,11 +50,9 @@ With --dry-run it creates nothing and says which topics exist and which it
 would create.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if path == "" {
-				path = os.Getenv(config.EnvConfig)
-			}
-			if path == "" {
-				return fmt.Errorf("--config (or %s) is required", config.EnvConfig)
+			path, err := configPath(path)
+			if err != nil {
+				return err
 			}
 			if opts.Partitions == 0 || opts.Partitions < -1 {
 				return fmt.Errorf("--partitions %d: want at least 1, or -1 for the brokers' default", opts.Partitions)
@@ -80,7 +78,7 @@ would create.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&path, "config", "c", "", "config file (YAML); default $STREAMER_CONFIG")
+	configFlag(cmd, &path)
 	f.IntVar(&opts.Partitions, "partitions", 3, "partitions of each topic but the changelog (one); -1: the brokers' num.partitions")
 	f.IntVar(&opts.Replication, "replication-factor", -1, "replicas of each partition; -1: the brokers' default.replication.factor")
 	f.BoolVar(&opts.DryRun, "dry-run", false, "create nothing: say which topics exist and which would be created")
