@@ -127,10 +127,7 @@ func TestReadmeFirstEvent(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	var (
-		produceRe = regexp.MustCompile(`^echo '([^']*)' \| kcat -P -b 127\.0\.0\.1:9092 -t (\S+) -k (\S+)$`)
-		consumeRe = regexp.MustCompile(`^kcat -C -b 127\.0\.0\.1:9092 -t (\S+) -o beginning -q (?:-f '%h %s\\n' )?\| grep -m(\d+) '([^']*)'$`)
-	)
+	consumeRe := regexp.MustCompile(`^kcat -C -b 127\.0\.0\.1:9092 -t (\S+) -o beginning -q (?:-f '%h %s\\n' )?\| grep -m(\d+) '([^']*)'$`)
 	// consume is kcat -C -o beginning (-f '%h %s\n') | grep -m n.
 	consume := func(line string) []string {
 		m := consumeRe.FindStringSubmatch(line)
@@ -170,40 +167,20 @@ func TestReadmeFirstEvent(t *testing.T) {
 	}
 	w := &kafka.Writer{Addr: kafka.TCP(broker), BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
-	steps := 0
-	for i := 0; i < len(blocks); i++ {
-		if blocks[i].lang != "sh" {
-			t.Fatalf("README block %d (%s) follows no sh block", i, blocks[i].lang)
-		}
-		var out []string
-		for _, line := range blocks[i].lines {
-			switch {
-			case produceRe.MatchString(line):
-				m := produceRe.FindStringSubmatch(line)
-				if err := w.WriteMessages(ctx, kafka.Message{Topic: m[2], Key: []byte(m[3]), Value: []byte(m[1])}); err != nil {
-					t.Fatal(err)
-				}
-			case consumeRe.MatchString(line):
-				out = append(out, consume(line)...)
-			default:
-				t.Fatalf("README: a command the test cannot run (write it as the others are): %q", line)
+	steps := runReadme(t, blocks, func(line string) []string {
+		switch {
+		case reProduce.MatchString(line):
+			m := reProduce.FindStringSubmatch(line)
+			if err := w.WriteMessages(ctx, kafka.Message{Topic: m[2], Key: []byte(m[3]), Value: []byte(m[1])}); err != nil {
+				t.Fatal(err)
 			}
-			steps++
+			return nil
+		case consumeRe.MatchString(line):
+			return consume(line)
 		}
-		if i+1 >= len(blocks) || blocks[i+1].lang != "text" {
-			t.Fatalf("README: the commands of block %d show no output", i)
-		}
-		i++
-		want := blocks[i].lines
-		if len(want) != len(out) {
-			t.Fatalf("README shows %d lines, the commands print %d:\n%s", len(want), len(out), strings.Join(out, "\n"))
-		}
-		for j := range want {
-			if !documentedPattern(want[j]).MatchString(out[j]) {
-				t.Errorf("README: the commands print\n  %s\nthe README shows\n  %s", out[j], want[j])
-			}
-		}
-	}
+		t.Fatalf("README: a command the test cannot run (write it as the others are): %q", line)
+		return nil
+	})
 	if steps != 4 {
 		t.Errorf("%d commands run, want the README's 4", steps)
 	}

@@ -127,6 +127,26 @@ func TestReadmeRecommendations(t *testing.T) {
 	}
 	d := &readmeDemo{t: t, cfg: cfg, world: world}
 	defer d.stop()
+	commands := runReadme(t, blocks, d.run)
+	if d.cmd == nil || !d.ranked || !d.scored || d.labelled == 0 {
+		t.Fatalf("the walk-through lacks a step: demo started %v, ranking %v, scores read %v, labels %d", d.cmd != nil, d.ranked, d.scored, d.labelled)
+	}
+	// Every label the walk-through sent joined its shown item.
+	unknown, late := d.metric("streamer_labels_total", `outcome="unknown_id"`), d.metric("streamer_labels_total", `outcome="too_late"`)
+	if unknown != 0 || late != 0 {
+		t.Errorf("labels: unknown_id %v, too_late %v, want 0", unknown, late)
+	}
+	if n := d.metric("streamer_events_rejected_total", ""); n != 0 {
+		t.Errorf("%v events dead-lettered", n)
+	}
+	t.Logf("%d README commands run", commands)
+}
+
+// runReadme runs the sh blocks of a README section line by line with run,
+// and checks that what a block's lines print is what the text block after
+// it shows (documentedPattern); it returns the number of lines run.
+func runReadme(t *testing.T, blocks []readmeBlock, run func(line string) []string) int {
+	t.Helper()
 	commands := 0
 	for i := 0; i < len(blocks); i++ {
 		b := blocks[i]
@@ -136,7 +156,7 @@ func TestReadmeRecommendations(t *testing.T) {
 		var out []string
 		for _, line := range b.lines {
 			commands++
-			out = append(out, d.run(line)...)
+			out = append(out, run(line)...)
 		}
 		if len(out) == 0 {
 			continue
@@ -156,18 +176,7 @@ func TestReadmeRecommendations(t *testing.T) {
 			}
 		}
 	}
-	if d.cmd == nil || !d.ranked || !d.scored || d.labelled == 0 {
-		t.Fatalf("the walk-through lacks a step: demo started %v, ranking %v, scores read %v, labels %d", d.cmd != nil, d.ranked, d.scored, d.labelled)
-	}
-	// Every label the walk-through sent joined its shown item.
-	unknown, late := d.metric("streamer_labels_total", `outcome="unknown_id"`), d.metric("streamer_labels_total", `outcome="too_late"`)
-	if unknown != 0 || late != 0 {
-		t.Errorf("labels: unknown_id %v, too_late %v, want 0", unknown, late)
-	}
-	if n := d.metric("streamer_events_rejected_total", ""); n != 0 {
-		t.Errorf("%v events dead-lettered", n)
-	}
-	t.Logf("%d README commands run", commands)
+	return commands
 }
 
 // readmeDemo runs the README's commands against a demo it starts.
