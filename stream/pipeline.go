@@ -124,8 +124,11 @@ type Pipeline struct {
 	since     atomic.Int64       // events since the last checkpoint
 	kick      chan struct{}      // asks for a checkpoint (snapshot.every_events)
 	ready     atomic.Bool
-	rank      *rankHTTP   // POST /v1/rank (nil: off)
-	saves     *saveHealth // the checkpoints' saves: failures, backoff (saves.go)
+	rank      *rankHTTP // POST /v1/rank (nil: off)
+	// rankRefused counts POST /v1/rank's errors (RankHTTPConfig.Refused),
+	// its 404s while ranking is off included; nil: not counted.
+	rankRefused *prometheus.CounterVec
+	saves       *saveHealth // the checkpoints' saves: failures, backoff (saves.go)
 
 	// labels is Run's context: the profiler labels of its goroutines
 	// (labels.go) add to its own.

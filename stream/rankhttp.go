@@ -90,6 +90,7 @@ type rankHTTP struct {
 // EnableRankHTTP makes ServeRank answer requests; without it (or without
 // ranking requests configured) ServeRank answers 404.
 func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
+	p.rankRefused = cfg.Refused // ranking off: its 404s are counted too
 	e := p.engine
 	if e == nil || e.rankIdx < 0 {
 		return nil
@@ -178,7 +179,7 @@ func (p *Pipeline) ServeRank(w http.ResponseWriter, req *http.Request) {
 	start := time.Now()
 	r := p.rank
 	if r == nil {
-		WriteRankError(w, nil, http.StatusNotFound, reasonRankingOff, "ranking requests are off: set rank.model")
+		WriteRankError(w, p.rankRefused, http.StatusNotFound, reasonRankingOff, "ranking requests are off: set rank.model")
 		return
 	}
 	fail := func(status int, reason, detail string) { WriteRankError(w, r.cfg.Refused, status, reason, detail) }

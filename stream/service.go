@@ -462,14 +462,11 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 	// JSON body, as it answers every error.
 	mux.HandleFunc("/v1/rank", func(w http.ResponseWriter, r *http.Request) {
 		p := s.ranker.Load()
-		switch {
-		case p == nil:
+		if p == nil {
 			WriteRankError(w, s.rankRefused, http.StatusServiceUnavailable, reasonNotReady, s.NotReady())
-		case p.rank == nil:
-			WriteRankError(w, s.rankRefused, http.StatusNotFound, reasonRankingOff, "ranking requests are off: set rank.model")
-		default:
-			p.ServeRank(w, r)
+			return
 		}
+		p.ServeRank(w, r)
 	})
 	if cfg.HTTP.PProf { // off by default: /debug/pprof/ is then a 404
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
