@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -116,7 +115,7 @@ func TestReadmeFirstEvent(t *testing.T) {
 	broker := freeAddr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	screen := &lockedWriter{}
+	screen := &stampedWriter{}
 	done := make(chan error, 1)
 	go func() {
 		done <- runDemo(ctx, demoOptions{rate: 500, listen: "127.0.0.1:0", brokerListen: broker, noise: 0.02}, screen)
@@ -159,9 +158,9 @@ func TestReadmeFirstEvent(t *testing.T) {
 	}
 	// The demo's broker, with its stream under way.
 	waitUntil := time.Now().Add(30 * time.Second)
-	for !strings.Contains(screen.String(), "events/s") {
+	for !strings.Contains(screen.text(), "events/s") {
 		if time.Now().After(waitUntil) {
-			t.Fatalf("the demo shows no screen within 30 s:\n%s", screen.String())
+			t.Fatalf("the demo shows no screen within 30 s:\n%s", screen.text())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -184,23 +183,4 @@ func TestReadmeFirstEvent(t *testing.T) {
 	if steps != 4 {
 		t.Errorf("%d commands run, want the README's 4", steps)
 	}
-}
-
-// lockedWriter serialises writes to w and reads of it (the demo writes its
-// screen from its own goroutine).
-type lockedWriter struct {
-	mu sync.Mutex
-	w  bytes.Buffer
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
