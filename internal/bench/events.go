@@ -27,12 +27,17 @@ func newSource(m *Models) (source, error) {
 	if m.Hash != nil {
 		return newHashedSource(*m.Hash, m.labeler())
 	}
-	return newDenseSource(m.Dim, m.labeler()), nil
+	s := newDenseSource(m.Dim, m.labeler())
+	s.keys = m.Keys
+	return s, nil
 }
 
 // Input describes the preloaded events (Setup.Input).
 type Input struct {
 	Kind string `json:"kind"` // "dense" (arrays of dim numbers) or "hashed" (categorical events)
+	// Keys is the number of distinct message keys dense events were drawn
+	// from (0: they have none).
+	Keys int `json:"keys,omitempty"`
 
 	// Hashed events, users rating items: Features are the features of an
 	// event (namespace.name; a top-level feature by its name alone), Users
@@ -54,6 +59,9 @@ type Input struct {
 // events' features, ids and entries.
 func (in Input) Describe(dim int) string {
 	if in.Kind != hashedKind {
+		if in.Keys > 0 {
+			return fmt.Sprintf("d=%d, keys drawn from %d", dim, in.Keys)
+		}
 		return fmt.Sprintf("d=%d", dim)
 	}
 	return fmt.Sprintf("hashed events in 2^%d (%s; %d of %d users, %d of %d items, 1–3 of %d genres each; %.2f entries per event)",
@@ -118,10 +126,12 @@ type denseSource struct {
 	dir   []float64
 	norm  float64
 	label labeler
+	keys  int // > 0: each event's key is one of keys, drawn with krng
+	krng  *rand.Rand
 }
 
 func newDenseSource(dim int, label labeler) *denseSource {
-	s := &denseSource{rng: rand.New(rand.NewPCG(7, 11)), dir: make([]float64, dim), label: label}
+	s := &denseSource{rng: rand.New(rand.NewPCG(7, 11)), krng: rand.New(rand.NewPCG(13, 17)), dir: make([]float64, dim), label: label}
 	for i := range s.dir {
 		s.dir[i] = s.rng.NormFloat64()
 		s.norm += s.dir[i] * s.dir[i]
@@ -146,10 +156,13 @@ func (s *denseSource) next(i int) (key, value []byte, err error) {
 	}
 	v = append(v, `],"label":`...)
 	v = s.label(v, dot/s.norm)
-	return nil, append(v, '}'), nil
+	if s.keys > 0 {
+		key = strconv.AppendInt([]byte("k"), int64(s.krng.IntN(s.keys)), 10)
+	}
+	return key, append(v, '}'), nil
 }
 
-func (s *denseSource) input() Input { return Input{Kind: denseKind} }
+func (s *denseSource) input() Input { return Input{Kind: denseKind, Keys: s.keys} }
 
 // The hashed events' population: user and item ids drawn from Zipf
 // distributions (P(k) ∝ (v + k)^−s; the most frequent user about 0.3% of

@@ -31,6 +31,12 @@ type Models struct {
 	// kind (regression, ranking, a classifier with label.positive, an
 	// ordinal model with label.edges).
 	Ratings bool
+	// Keys > 0 gives dense events a message key, one of Keys ("k0" …),
+	// drawn uniformly: FromConfig sets DenseKeys when a model is
+	// key-scoped, so that its instances are many (one per key) as in
+	// service, not one for every event's empty key. Hashed events carry
+	// their user's id as the key whatever Keys says.
+	Keys int
 	// New builds fresh, empty models; every run of a score pipeline gets
 	// its own.
 	New func() ([]stream.NamedModel, error)
@@ -83,6 +89,10 @@ func accepts(models []stream.NamedModel, ys []float64) bool {
 	}
 	return true
 }
+
+// DenseKeys is the number of distinct message keys of dense events when a
+// configuration has a key-scoped model.
+const DenseKeys = 10000
 
 // BuiltinMAM is the bench's own model: a class-balanced MAM with kernel.
 func BuiltinMAM(dim int, kernel online.KernelSpec) *Models {
@@ -138,6 +148,11 @@ func FromConfig(cfg config.Config, types *online.Registry) (*Models, error) {
 	models, err := m.New()
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	for _, nm := range models {
+		if nm.Factory != nil {
+			m.Keys = DenseKeys
+		}
 	}
 	if m.Hash != nil && accepts(models, ratingValues()) {
 		m.Ratings, m.Levels = true, 0
