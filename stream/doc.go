@@ -24,11 +24,15 @@
 //     Worker, no lock) feeding its shard's applier goroutine (one
 //     per shard, for all the partitions that feed it: apply the prepared
 //     events, each partition's in offset order, as many as are ready per
-//     hold of the shard's lock), and one checkpoint loop
+//     hold of the shard's lock, keeping their records' fields), which hands
+//     each applied event to its partition's publishing goroutine (encode
+//     the records, queue them to the publisher, free the event's slot),
+//     and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the
 //     key-scoped models hold too many changed keys): one loop over the
-//     shards — pause each to capture its state and offsets, mark the
-//     publisher's stream, await the deliveries before the mark, make each
+//     shards — pause each to capture its state and offsets, wait until
+//     the publishing goroutines reach those offsets, mark the publisher's
+//     stream, await the deliveries before the mark, make each
 //     shard's snapshot durable, write its changed keys to the key store,
 //     commit the offsets. A shard (the unit of state: in instance scope all
 //     the instance's partitions, in partition scope one) is used by one

@@ -733,6 +733,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	if len(key) == 0 {
 		key = ev.Key
 	}
+	ob, _ := pub.(*outbox) // the pipeline's: its records are encoded off this goroutine
 	for i, m := range s.models {
 		var prep []float64
 		if w.prepared {
@@ -773,7 +774,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 			s.recs[i] = *r
 		}
 		s.preds[i] = p
-		pub.Publish(kafka.Message{Topic: s.e.cfg.OutputTopic, Key: msg.Key, Value: wire.AppendScore(pub.Buffer(), r)})
+		publishScore(pub, ob, s.e.cfg.OutputTopic, msg.Key, r)
 		d.scored(p)
 		if ev.HasLabel {
 			d.judge(p, s.labels[i], ev.Label, s.preds)

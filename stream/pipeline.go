@@ -148,6 +148,7 @@ type pshard struct {
 	mu    sync.Mutex    // held while an event is applied and while the state is captured
 	st    *Shard        // nil: stateless
 	next  map[int]int64 // per partition: next offset to process; the state includes everything before it (guarded by mu)
+	feeds map[int]*feed // per partition feeding the shard now (guarded by mu)
 	saved map[int]int64 // offsets of the last durable snapshot (guarded by the pipeline's ckptMu)
 
 	// Ranking requests (POST /v1/rank) go ahead of the appliers' events.
@@ -236,7 +237,7 @@ func (sh *pshard) await(target int64) {
 }
 
 func newPShard(scope string, st *Shard) *pshard {
-	sh := &pshard{scope: scope, st: st, next: map[int]int64{}, saved: map[int]int64{}}
+	sh := &pshard{scope: scope, st: st, next: map[int]int64{}, feeds: map[int]*feed{}, saved: map[int]int64{}}
 	sh.gate.L = &sh.gateMu
 	return sh
 }
@@ -608,6 +609,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 type slot struct {
 	msg  kafka.Message
 	w    *Worker
+	out  outbox        // the records applying it produced, until its partition's publisher takes them
 	busy time.Duration // preparing and applying it
 	feed *feed         // its partition's
 }
@@ -615,9 +617,13 @@ type slot struct {
 // feed is what the shard's applier needs of a partition feeding it.
 type feed struct {
 	partition int
-	free      chan *slot // the partition's free slots, where a slot goes back once applied
-	out       Sink
+	free      chan *slot // the partition's free slots, where a slot goes back once published
+	applied   chan *slot // the applied slots, in offset order, to the partition's publishing goroutine
 	done      func(*kafka.Message, time.Duration)
+	// published is the offset after the last event whose records are
+	// published (handed to the sink): a checkpoint waits for it to reach
+	// the offsets it captured before it marks the publisher's stream.
+	published atomic.Int64
 }
 
 // slotsPerPartition bounds the events of a partition prepared ahead of
@@ -631,11 +637,17 @@ const slotsPerPartition = 32
 // was queued meanwhile.
 const maxApplyBatch = 4 * slotsPerPartition
 
-// apply runs a partition's events through engine shard sh in two stages:
-// this goroutine fetches, decodes and prepares each event (no lock), and
-// the shard's applier goroutine (pshard.attach), one for all the
+// apply runs a partition's events through engine shard sh in three
+// stages: this goroutine fetches, decodes and prepares each event (no
+// lock); the shard's applier goroutine (pshard.attach), one for all the
 // partitions feeding the shard, applies them in order under the shard's
-// lock, as many as are ready in one hold. A shard's partitions then
+// lock, as many as are ready in one hold, keeping each event's records in
+// its slot's outbox; and the partition's publishing goroutine encodes and
+// publishes each applied slot's records, in offset order, and frees the
+// slot. The one goroutine every event of a shard passes through (the
+// applier) so leaves the records' encoding to one per partition, in
+// parallel; a checkpoint waits for a partition's publishing goroutine to
+// reach the offsets it captured (feed.published). A shard's partitions then
 // prepare in parallel while the lock is held only for scoring and
 // learning, and taken once per batch rather than per event. An applier
 // per partition, as before, spent its time handing the lock to the next
@@ -649,12 +661,40 @@ const maxApplyBatch = 4 * slotsPerPartition
 // ahead of a woken one).
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
 	free := make(chan *slot, slotsPerPartition)
-	f := &feed{partition: partition, free: free, out: out, done: done}
+	f := &feed{partition: partition, free: free, applied: make(chan *slot, slotsPerPartition), done: done}
 	for range slotsPerPartition {
-		free <- &slot{w: p.engine.NewWorker(), feed: f}
+		free <- &slot{w: p.engine.NewWorker(), feed: f, out: outbox{sink: out}}
 	}
+	sh.mu.Lock()
+	// Everything before the state's offset was published by the
+	// partition's previous feed, which ended before this one began.
+	f.published.Store(sh.next[partition])
+	sh.feeds[partition] = f
+	sh.mu.Unlock()
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		setStage(p.labels, "stage", "publish", "partition", strconv.Itoa(partition))
+		for s := range f.applied {
+			start := monotonic()
+			s.out.flush()
+			f.published.Store(s.msg.Offset + 1)
+			s.busy += monotonic() - start
+			f.done(&s.msg, s.busy)
+			f.free <- s
+		}
+	}()
 	ready := sh.attach(p.labels)
-	defer sh.detach()
+	defer func() {
+		sh.detach()
+		close(f.applied)
+		<-published
+		sh.mu.Lock()
+		if sh.feeds[partition] == f {
+			delete(sh.feeds, partition)
+		}
+		sh.mu.Unlock()
+	}()
 	var check *partitionCheck // rank.partitioner against the partition (partguard.go)
 	if p.rank != nil {
 		check = p.rank.guard.checker(partition)
@@ -732,7 +772,7 @@ func (sh *pshard) applyLoop(ready *applyQueue, applied chan<- struct{}) {
 				sh.yield()
 				start = time.Now()
 			}
-			sh.st.ApplyAt(s.w, &s.msg, s.feed.out, start)
+			sh.st.ApplyAt(s.w, &s.msg, &s.out, start)
 			sh.next[s.feed.partition] = s.msg.Offset + 1
 			end := time.Now()
 			s.busy += end.Sub(start)
@@ -743,8 +783,7 @@ func (sh *pshard) applyLoop(ready *applyQueue, applied chan<- struct{}) {
 		}
 		sh.unlockApply()
 		for _, s := range batch {
-			s.feed.done(&s.msg, s.busy)
-			s.feed.free <- s
+			s.feed.applied <- s
 		}
 		clear(batch)
 	}
@@ -846,14 +885,15 @@ func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
 type shardCapture struct {
 	sh      *pshard
 	offsets map[int]int64
+	feeds   []*feed     // the partitions feeding sh at the capture
 	cp      *Checkpoint // nil: nothing to save
 }
 
 // checkpoint is the one checkpoint path, for every shard of either scope:
 // pause each shard in turn to capture its state with the offsets it
-// includes; mark the publisher's stream after the last capture (every
-// record of the captured events was published under the shard's lock
-// before it); resume processing and wait until every record before the mark
+// includes; wait until the partitions' publishing goroutines have
+// published the records of the captured events, and mark the publisher's
+// stream after them; resume processing and wait until every record before the mark
 // is delivered; make each captured shard's snapshot durable and write its
 // key deltas to the key store; then commit the offsets of the partitions
 // this member owns whose state is durable (all of them without a store).
@@ -871,7 +911,7 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	lost := false    // a shard's state is not durable: its capture or snapshot failed
 	for _, sh := range shards {
 		sh.mu.Lock()
-		c := shardCapture{sh: sh, offsets: maps.Clone(sh.next)}
+		c := shardCapture{sh: sh, offsets: maps.Clone(sh.next), feeds: slices.Collect(maps.Values(sh.feeds))}
 		// While saves fail, a shard whose snapshot is durable may still
 		// have keys the key store did not take: captured again.
 		if p.store != nil && sh.st != nil && (!maps.Equal(c.offsets, sh.saved) || p.saves.failing()) {
@@ -888,7 +928,13 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 		caps = append(caps, c)
 	}
 	// The records of the events the offsets cover must be delivered before
-	// the offsets are committed; processing goes on meanwhile.
+	// the offsets are committed; processing goes on meanwhile. They are
+	// published once each partition's publishing goroutine reaches the
+	// captured offset; then the mark is after them.
+	if err := awaitPublished(ctx, caps); err != nil {
+		p.log.Warn("checkpoint: records not published; offsets not committed", "err", err)
+		return
+	}
 	if err := p.pub.Await(ctx, p.pub.Mark()); err != nil {
 		p.log.Warn("checkpoint: deliveries not acknowledged; offsets not committed", "err", err)
 		return
@@ -935,6 +981,27 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	p.met.commits.Inc()
 	maps.Copy(p.committed, commit)
 	p.saves.setCommitted(p.committed)
+}
+
+// awaitPublished waits until the records of every event the captures
+// include are published: each feed's published offset reaches its
+// partition's captured one.
+func awaitPublished(ctx context.Context, caps []shardCapture) error {
+	wait := 20 * time.Microsecond
+	for _, c := range caps {
+		for _, f := range c.feeds {
+			want := c.offsets[f.partition]
+			for f.published.Load() < want {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("stream: partition %d: records of offsets before %d not published: %w", f.partition, want, ctx.Err())
+				case <-time.After(wait):
+				}
+				wait = min(2*wait, 2*time.Millisecond)
+			}
+		}
+	}
+	return nil
 }
 
 // savedAll records the outcome of a checkpoint's saves (captured: there

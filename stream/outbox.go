@@ -1,0 +1,84 @@
+package stream
+
+import (
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/stream/wire"
+)
+
+// outbox holds the records one event's application produced, in the order
+// produced, until the partition's publishing goroutine encodes and
+// publishes them (Pipeline.apply): the shard's applier, the one goroutine
+// every event of the shard passes through, fills it with the scores'
+// fields and leaves their encoding (JSON, float formatting: as much CPU as
+// the scoring of a small model) and the publisher's queue to a goroutine
+// per partition, which run in parallel. A slot's outbox is reused: in the
+// steady state it allocates nothing.
+//
+// A score's ID is copied (it may be the shard's scratch, which the next
+// event overwrites); its other byte slices (key, event_ts) are the slot's
+// message's or its worker's decoded event's, which stay untouched until
+// the slot is reused, after its outbox is published.
+type outbox struct {
+	sink   Sink // where flush publishes
+	recs   []outRec
+	scores []wire.Score
+	ids    []byte // the scores' ids, back to back
+}
+
+// outRec is one record of an outbox: a score to encode (score >= 0, its
+// index in scores; msg has the topic and key) or a record to publish as
+// it is (score < 0).
+type outRec struct {
+	msg   kafka.Message
+	score int32
+	id    [2]int32 // a score's id in ids: start, end
+}
+
+// Buffer returns the sink's buffer: a record published through the outbox
+// as it is (a ranking request's answer) was encoded into it.
+func (o *outbox) Buffer() []byte { return o.sink.Buffer() }
+
+// Publish keeps m, to be published as it is.
+func (o *outbox) Publish(m kafka.Message) { o.recs = append(o.recs, outRec{msg: m, score: -1}) }
+
+// addScore keeps r, to be encoded into a record of topic with key.
+func (o *outbox) addScore(topic string, key []byte, r *wire.Score) {
+	start := len(o.ids)
+	o.ids = append(o.ids, r.ID...)
+	o.recs = append(o.recs, outRec{msg: kafka.Message{Topic: topic, Key: key}, score: int32(len(o.scores)), id: [2]int32{int32(start), int32(len(o.ids))}})
+	o.scores = append(o.scores, *r)
+}
+
+// flush encodes and publishes the records held, in order, and empties the
+// outbox.
+func (o *outbox) flush() {
+	for i := range o.recs {
+		rec := &o.recs[i]
+		if rec.score < 0 {
+			o.sink.Publish(rec.msg)
+			continue
+		}
+		r := &o.scores[rec.score]
+		r.ID = o.ids[rec.id[0]:rec.id[1]:rec.id[1]]
+		m := rec.msg
+		m.Value = wire.AppendScore(o.sink.Buffer(), r)
+		o.sink.Publish(m)
+	}
+	clear(o.recs) // drop the references to the records' bytes
+	o.recs = o.recs[:0]
+	clear(o.scores)
+	o.scores = o.scores[:0]
+	o.ids = o.ids[:0]
+}
+
+// publishScore publishes score record r to topic with key: into ob when
+// the caller has one (the pipeline's applier), else encoded into pub at
+// once.
+func publishScore(pub Sink, ob *outbox, topic string, key []byte, r *wire.Score) {
+	if ob != nil {
+		ob.addScore(topic, key, r)
+		return
+	}
+	pub.Publish(kafka.Message{Topic: topic, Key: key, Value: wire.AppendScore(pub.Buffer(), r)})
+}
