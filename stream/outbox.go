@@ -20,7 +20,8 @@ import (
 // message's or its worker's decoded event's, which stay untouched until
 // the slot is reused, after its outbox is published.
 type outbox struct {
-	sink   Sink // where flush publishes
+	sink   Sink             // where flush publishes
+	floats *wire.FloatCache // the partition's publishing goroutine's (its slots share it)
 	recs   []outRec
 	scores []wire.Score
 	ids    []byte // the scores' ids, back to back
@@ -62,7 +63,7 @@ func (o *outbox) flush() {
 		r := &o.scores[rec.score]
 		r.ID = o.ids[rec.id[0]:rec.id[1]:rec.id[1]]
 		m := rec.msg
-		m.Value = wire.AppendScore(o.sink.Buffer(), r)
+		m.Value = o.floats.AppendScore(o.sink.Buffer(), r)
 		o.sink.Publish(m)
 	}
 	clear(o.recs) // drop the references to the records' bytes

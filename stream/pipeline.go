@@ -18,6 +18,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/wire"
 )
 
 // Sink receives the records a Processor produces. *Publisher is the Sink
@@ -662,8 +663,9 @@ const maxApplyBatch = 4 * slotsPerPartition
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
 	free := make(chan *slot, slotsPerPartition)
 	f := &feed{partition: partition, free: free, applied: make(chan *slot, slotsPerPartition), done: done}
+	floats := new(wire.FloatCache) // the publishing goroutine's
 	for range slotsPerPartition {
-		free <- &slot{w: p.engine.NewWorker(), feed: f, out: outbox{sink: out}}
+		free <- &slot{w: p.engine.NewWorker(), feed: f, out: outbox{sink: out, floats: floats}}
 	}
 	sh.mu.Lock()
 	// Everything before the state's offset was published by the

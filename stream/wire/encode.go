@@ -56,7 +56,15 @@ type Score struct {
 // Without a bound, mistake_bound and delta are null. A non-finite float is
 // written as null so that the output is always valid JSON. Strings are
 // escaped like encoding/json does, invalid UTF-8 becoming U+FFFD.
-func AppendScore(dst []byte, s *Score) []byte {
+func AppendScore(dst []byte, s *Score) []byte { return appendScore(dst, s, nil) }
+
+// AppendScore is AppendScore with the formatted floats memoised in c: the
+// same bytes, and for a value c holds a copy instead of the shortest
+// search (a calibrated probability's bounds come from a table of a few
+// values, which most records repeat).
+func (c *FloatCache) AppendScore(dst []byte, s *Score) []byte { return appendScore(dst, s, c) }
+
+func appendScore(dst []byte, s *Score, c *FloatCache) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, s.ID)
 	dst = append(dst, `,"key":`...)
@@ -66,20 +74,20 @@ func AppendScore(dst []byte, s *Score) []byte {
 	dst = append(dst, `,"version":`...)
 	dst = strconv.AppendInt(dst, s.Version, 10)
 	dst = append(dst, `,"score":`...)
-	dst = appendFloat(dst, s.Score)
+	dst = c.appendFloat(dst, s.Score)
 	dst = append(dst, `,"prediction":`...)
 	if s.HasValue {
-		dst = appendFloat(dst, s.Value)
+		dst = c.appendFloat(dst, s.Value)
 	} else {
 		dst = strconv.AppendInt(dst, int64(s.Prediction), 10)
 	}
 	if s.HasProbability {
 		dst = append(dst, `,"probability":`...)
-		dst = appendFloat(dst, s.Probability)
+		dst = c.appendFloat(dst, s.Probability)
 	}
 	if s.HasExpected {
 		dst = append(dst, `,"expected":`...)
-		dst = appendFloat(dst, s.Expected)
+		dst = c.appendFloat(dst, s.Expected)
 	}
 	if s.Fallback != "" {
 		dst = append(dst, `,"fallback":`...)
@@ -87,15 +95,15 @@ func AppendScore(dst []byte, s *Score) []byte {
 	}
 	if s.HasBound {
 		dst = append(dst, `,"certainty":{"mistake_bound":`...)
-		dst = appendFloat(dst, s.MistakeBound)
+		dst = c.appendFloat(dst, s.MistakeBound)
 		dst = append(dst, `,"delta":`...)
-		dst = appendFloat(dst, s.Delta)
+		dst = c.appendFloat(dst, s.Delta)
 	} else {
 		dst = append(dst, `,"certainty":{"mistake_bound":null,"delta":null`...)
 	}
 	dst = append(dst, `,"n":`...)
 	dst = strconv.AppendInt(dst, s.N, 10)
-	dst = s.Calibrated.append(dst)
+	dst = s.Calibrated.append(dst, c)
 	dst = append(dst, '}')
 	if len(s.EventTS) > 0 {
 		dst = append(dst, `,"event_ts":`...)
@@ -287,25 +295,25 @@ type Calibrated struct {
 
 // append appends c's members of a certainty object: "probability" when
 // HasCal, "interval" when HasInterval.
-func (c *Calibrated) append(dst []byte) []byte {
+func (c *Calibrated) append(dst []byte, fc *FloatCache) []byte {
 	if c.HasCal {
 		dst = append(dst, `,"probability":{"p":`...)
-		dst = appendFloat(dst, c.CalP)
+		dst = fc.appendFloat(dst, c.CalP)
 		dst = append(dst, `,"lower":`...)
-		dst = appendFloat(dst, c.CalLower)
+		dst = fc.appendFloat(dst, c.CalLower)
 		dst = append(dst, `,"upper":`...)
-		dst = appendFloat(dst, c.CalUpper)
+		dst = fc.appendFloat(dst, c.CalUpper)
 		dst = append(dst, `,"n":`...)
 		dst = strconv.AppendInt(dst, c.CalN, 10)
 		dst = append(dst, '}')
 	}
 	if c.HasInterval {
 		dst = append(dst, `,"interval":{"lower":`...)
-		dst = appendFloat(dst, c.IntLower)
+		dst = fc.appendFloat(dst, c.IntLower)
 		dst = append(dst, `,"upper":`...)
-		dst = appendFloat(dst, c.IntUpper)
+		dst = fc.appendFloat(dst, c.IntUpper)
 		dst = append(dst, `,"level":`...)
-		dst = appendFloat(dst, c.IntLevel)
+		dst = fc.appendFloat(dst, c.IntLevel)
 		dst = append(dst, '}')
 	}
 	return dst

@@ -331,7 +331,7 @@ func AppendRanking(dst []byte, r *Ranking) []byte {
 		}
 		dst = append(dst, `,"n":`...)
 		dst = strconv.AppendInt(dst, it.N, 10)
-		dst = it.Calibrated.append(dst)
+		dst = it.Calibrated.append(dst, nil)
 		dst = append(dst, `},"propensity":`...)
 		dst = appendFloat(dst, it.Propensity)
 		dst = append(dst, '}')
