@@ -71,6 +71,10 @@ type PipelineConfig struct {
 	// benchmarks): checkpoints wait for the publisher's deliveries.
 	Sink Sink
 
+	// Source, when set, gives each assigned partition's fetcher instead
+	// of the brokers (a MemorySource's, for benchmarks: source.go).
+	Source func(partition int, offset int64) Fetcher
+
 	// Health receives the brokers' errors on the consumer group and the
 	// fetches (nil: none).
 	Health *BrokerHealth
@@ -514,8 +518,7 @@ func (p *Pipeline) startGeneration(gen *kafka.Generation) {
 // checkpoints.
 func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshard, partition int, offset int64) {
 	setStage(p.labels, "stage", "fetch", "partition", strconv.Itoa(partition))
-	// MaxWait: the broker's wait for a fetch's first record.
-	r := newPartitionFetcher(bufferedDialer(p.cfg.dialer()), p.cfg.Brokers, p.cfg.Topic, partition, p.cfg.FetchMaxBytes, 2*time.Second, offset)
+	r := p.fetcher(partition, offset) // source.go
 	defer r.Close()
 	var out Sink = p.pub
 	if p.cfg.Sink != nil {

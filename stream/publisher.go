@@ -43,6 +43,7 @@ type Publisher struct {
 	queueErrs   repeats
 	truncated   prometheus.Counter
 	keys        map[string]string
+	discard     bool // PublisherConfig.Discard: publisher_discard.go
 
 	// solo sends, one record per request, the records of a batch the
 	// brokers refused as too large: one record cannot hold others back.
@@ -89,6 +90,9 @@ type PublisherConfig struct {
 	// even alone (nil: not counted); Truncated counts the records cut.
 	Undeliverable *prometheus.CounterVec
 	Truncated     prometheus.Counter
+	// Discard acknowledges every record at once instead of sending it
+	// (publisher_discard.go): for benchmarks.
+	Discard bool
 }
 
 type pubMetrics struct {
@@ -123,6 +127,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		keys:       cfg.TopicKeys,
 		stopc:      make(chan struct{}),
 		donec:      make(chan struct{}),
+		discard:    cfg.Discard,
 	}
 	p.epoch.Store(&epoch{})
 	var base kafka.RoundTripper = cfg.Transport
@@ -343,7 +348,7 @@ func (p *Publisher) loop(batchSize int) {
 				p.log.Info("retrying undelivered records", "records", len(batch), "retries_since_last_logged", n)
 			}
 		}
-		p.write(batch)
+		p.deliver(batch)
 	}
 }
 

@@ -62,6 +62,23 @@ refits, checkpoints — and of the rest of the process (the embedded broker, the
 clients, the collector), with the busiest goroutine's share of the run: one
 near 1.00 is never idle and bounds events/s whatever the cores.
 
+--no-broker takes the embedded broker off the data path, for the service's
+own cost apart from the broker's (which, sharing the process, tops out
+first on a machine with many cores): the events are generated once in memory
+before the rounds (untimed) — the same events the preload writes, in the
+same partitions (the preload's balancer: the key's FNV-1a hash, round robin
+without a key, so dense event i is in partition i mod --partitions) and in
+the same order — and every run's pipeline reads each partition from there
+through the same fetch-to-publish path (the partition's goroutine, decode,
+apply, the publisher's queue and batching loop) into a publisher that
+discards what it publishes and acknowledges it at once. Pass-through is then
+memory → publish the same bytes → discarded. The consumer group (membership,
+offset commits) stays on the embedded broker. CPU per event is then the
+service's alone (plus the group's heartbeats and commits, and the garbage
+collector); events/s is what the service's path can do with a broker that
+keeps up. The report says "input: memory, output: discarded". Not with
+--instances.
+
 --config FILE benchmarks the models of a service configuration (its models
 list; the bench keeps its own broker, topics, producer settings and snapshot
 directory) instead of the built-in MAM (--kernel, --dim). The events then have
@@ -99,6 +116,8 @@ it. (Before 2026-11-27 the bench ran without calibration.)
 --json writes the report as JSON to stdout (the text tables go to stderr):
 
   {"setup": {"events", "dim", "partitions", "rounds", "warmup_rounds",
+             "data_path": {"input": "broker" | "memory" (--no-broker),
+                           "output": "broker" | "discarded" (--no-broker)},
              "input": {"kind": "dense" | "hashed"; hashed: "bits",
                        "features" (["user.id", "item.id", "item.genres"]),
                        "users", "user_ids", "items", "item_ids" (ids drawn,
@@ -194,6 +213,9 @@ interleaving; --json does not apply.`,
 				defer pprof.StopCPUProfile()
 			}
 			if len(instances) > 0 {
+				if cfg.NoBroker {
+					return fmt.Errorf("--no-broker does not apply to --instances: scale-out measures instances that share their state through the broker's changelog")
+				}
 				if asJSON {
 					return fmt.Errorf("--json does not apply to --instances")
 				}
@@ -218,6 +240,7 @@ interleaving; --json does not apply.`,
 	}
 	cmd.Flags().IntVar(&cfg.Events, "events", 1_000_000, "events to push through each pipeline")
 	cmd.Flags().BoolVar(&cfg.Stages, "stages", false, "CPU-profile each measured run and report the CPU of each stage of the service (fetch, apply, publish, calibration, checkpoint) per event, and its busiest goroutine's share of the run (1 = never idle: it bounds events/s whatever the cores)")
+	cmd.Flags().BoolVar(&cfg.NoBroker, "no-broker", false, "no broker on the data path: each run reads the events from memory (generated once, before the rounds) and publishes to a discarding publisher; the consumer group stays on the embedded broker")
 	cmd.Flags().IntVar(&cfg.Rounds, "rounds", 5, "measured rounds; each runs every pipeline once, in a balanced order")
 	cmd.Flags().IntVar(&cfg.Warmup, "warmup", 1, "rounds run first and discarded")
 	cmd.Flags().DurationVar(&cfg.SnapshotEvery, "snapshot-every", time.Second, "also run score with snapshots at this period (0 = skip)")

@@ -55,7 +55,14 @@ type Config struct {
 	// Stages CPU-profiles each measured run on its own and keeps its CPU by
 	// goroutine labels (Result.Goroutines, stages.go). It needs the CPU
 	// profiler: not with a profile of the whole bench.
-	Stages   bool
+	Stages bool
+	// NoBroker takes the embedded broker off the data path (Run only):
+	// each run's pipeline reads the events from memory (a MemorySource of
+	// the events the preload would write, generated once before the
+	// rounds) and publishes to a discarding Publisher, so the figures are
+	// the service's path from fetch to publish alone. The consumer group
+	// and its offset commits stay on the embedded broker.
+	NoBroker bool
 	Progress func(string) // optional progress messages
 }
 
@@ -85,7 +92,8 @@ type Report struct {
 type Setup struct {
 	Events         int      `json:"events"`
 	Dim            int      `json:"dim"`
-	Input          Input    `json:"input"` // what the events hold: dense arrays of dim numbers, or hashed categorical events
+	Input          Input    `json:"input"`     // what the events hold: dense arrays of dim numbers, or hashed categorical events
+	DataPath       DataPath `json:"data_path"` // where the records come from and go to: the broker, or memory and discarded (NoBroker)
 	Partitions     int      `json:"partitions"`
 	Rounds         int      `json:"rounds"`
 	WarmupRounds   int      `json:"warmup_rounds"`
@@ -117,6 +125,12 @@ const (
 // input topic in a fresh consumer group, publishes to a fresh output topic
 // and gets fresh models; it is timed from its first consumed event until
 // the broker has acknowledged its last published record.
+//
+// With cfg.NoBroker the events are generated in memory instead (once,
+// before the rounds, untimed: memoryInput), every run reads them from
+// there and its publisher discards what it publishes, acknowledging it
+// at once; the consumer group stays on the embedded broker. A run is then
+// timed until its last record is discarded.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer brokerHeapGC()()
 	models := cfg.complete()
@@ -128,7 +142,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{
 		Setup: Setup{Events: cfg.Events, Dim: cfg.Dim, Partitions: cfg.Partitions, Rounds: cfg.Rounds, WarmupRounds: cfg.Warmup,
 			SnapshotEveryS: cfg.SnapshotEvery.Seconds(), Models: models.Name, Labels: models.Labels(), Pipelines: pipelines,
-			GOMAXPROCS: runtime.GOMAXPROCS(0), CalibrationWindow: cfg.Calibration.Window, CalibrationEvery: cfg.Calibration.Every},
+			GOMAXPROCS: runtime.GOMAXPROCS(0), CalibrationWindow: cfg.Calibration.Window, CalibrationEvery: cfg.Calibration.Every,
+			DataPath: dataPath(cfg.NoBroker)},
 		Warmup: []Round{}, Rounds: []Round{},
 	}
 	b, err := stream.StartBroker(0, stream.TopicSpec{Name: inputTopic, Partitions: cfg.Partitions}, stream.TopicSpec{Name: dlqTopic, Partitions: 1})
@@ -137,14 +152,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer b.Close()
 
-	say(fmt.Sprintf("preloading %d events (%s, labels %s) into %s …", cfg.Events, models.input(), models.Labels(), inputTopic))
+	var mem *stream.MemorySource // NoBroker: the input
+	var in Input
 	t0 := time.Now()
-	in, err := preload(ctx, b.Addrs(), inputTopic, cfg.Events, models)
-	if err != nil {
-		return nil, err
+	if cfg.NoBroker {
+		say(fmt.Sprintf("generating %d events (%s, labels %s) in memory, the input of every run (--no-broker) …", cfg.Events, models.input(), models.Labels()))
+		if mem, in, err = memoryInput(inputTopic, cfg.Events, cfg.Partitions, models); err != nil {
+			return nil, err
+		}
+		say(fmt.Sprintf("generated in %s: %s", time.Since(t0).Round(time.Millisecond), in.Describe(cfg.Dim)))
+	} else {
+		say(fmt.Sprintf("preloading %d events (%s, labels %s) into %s …", cfg.Events, models.input(), models.Labels(), inputTopic))
+		if in, err = preload(ctx, b.Addrs(), inputTopic, cfg.Events, models); err != nil {
+			return nil, err
+		}
+		say(fmt.Sprintf("preloaded in %s: %s", time.Since(t0).Round(time.Millisecond), in.Describe(cfg.Dim)))
 	}
 	rep.Setup.Input = in
-	say(fmt.Sprintf("preloaded in %s: %s", time.Since(t0).Round(time.Millisecond), in.Describe(cfg.Dim)))
 
 	sched := Schedule(len(pipelines), cfg.Rounds)
 	for i := range cfg.Warmup + cfg.Rounds {
@@ -174,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 					return rep, fmt.Errorf("bench: stages: %w", err)
 				}
 			}
-			pprof.Do(ctx, pprof.Labels("pipeline", mode), func(ctx context.Context) { r, err = runOne(ctx, b, cfg, mode, tag) })
+			pprof.Do(ctx, pprof.Labels("pipeline", mode), func(ctx context.Context) { r, err = runOne(ctx, b, mem, cfg, mode, tag) })
 			if profiling {
 				pprof.StopCPUProfile()
 				if err == nil {
@@ -232,17 +256,23 @@ func brokerHeapGC() func() {
 }
 
 // runOne runs pipeline mode once on fresh models, a fresh consumer group
-// and a fresh output topic, which it deletes afterwards.
-func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string) (Result, error) {
+// and a fresh output topic, which it deletes afterwards. With mem
+// (Config.NoBroker) the input is mem's and the output discarded: there is
+// no output topic.
+func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg Config, mode, tag string) (Result, error) {
 	res := Result{Mode: mode}
 	slug := tag + "." + strings.ReplaceAll(mode, "+", "-")
 	out := "bench.out." + slug
-	if err := b.CreateTopic(ctx, out, cfg.Partitions); err != nil {
-		return res, err
+	if mem == nil {
+		if err := b.CreateTopic(ctx, out, cfg.Partitions); err != nil {
+			return res, err
+		}
 	}
 	defer func() {
-		if err := deleteTopic(b.Addrs(), out); err != nil {
-			cfg.Progress(fmt.Sprintf("could not delete %s: %v", out, err))
+		if mem == nil {
+			if err := deleteTopic(b.Addrs(), out); err != nil {
+				cfg.Progress(fmt.Sprintf("could not delete %s: %v", out, err))
+			}
 		}
 		runtime.GC() // the next run starts from the same heap
 	}()
@@ -283,7 +313,7 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 			defer store.Close()
 		}
 	}
-	r, err := benchOne(ctx, b.Addrs(), "bench-"+slug, proc, engine, reg, cfg.Events, store, cfg.SnapshotEvery)
+	r, err := benchOne(ctx, b.Addrs(), mem, "bench-"+slug, proc, engine, reg, cfg.Events, store, cfg.SnapshotEvery)
 	r.Mode = mode
 	if err != nil {
 		return r, err
@@ -303,8 +333,10 @@ func runOne(ctx context.Context, b *stream.Broker, cfg Config, mode, tag string)
 // benchOne runs proc over the input topic in consumer group group until
 // every event is processed and every record it published acknowledged.
 // With an engine, Result.Learned is what its models had learned then
-// (streamer_model_examples of reg, the engine's registry).
-func benchOne(ctx context.Context, brokers []string, group string, proc stream.Processor, engine *stream.Engine, reg *prometheus.Registry,
+// (streamer_model_examples of reg, the engine's registry). With mem the
+// pipeline reads mem's records instead of the broker's and publishes to
+// a discarding publisher (Config.NoBroker).
+func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, group string, proc stream.Processor, engine *stream.Engine, reg *prometheus.Registry,
 	events int, store *stream.StateStore, every time.Duration) (Result, error) {
 	var processed, acked atomic.Int64
 	sink := &countingSink{}
@@ -319,16 +351,20 @@ func benchOne(ctx context.Context, brokers []string, group string, proc stream.P
 	}
 	pub := stream.NewPublisher(stream.PublisherConfig{
 		Brokers: brokers, ClientID: "streamer-bench", BatchSize: 1000, BatchTimeout: 5 * time.Millisecond,
-		BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll, Labels: ctx,
+		BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll, Labels: ctx, Discard: mem != nil,
 	}, nil, func(n int) {
 		acked.Add(int64(n))
 		check()
 	}, nil)
 	sink.Sink = pub
 	var first, cpu0 atomic.Int64
+	var source func(partition int, offset int64) stream.Fetcher
+	if mem != nil {
+		source = mem.Fetcher
+	}
 	pl := stream.NewPipeline(stream.PipelineConfig{
 		Brokers: brokers, Group: group, Topic: inputTopic, ClientID: "streamer-bench",
-		StartOffset: kafka.FirstOffset, CommitInterval: time.Second, SnapshotEvery: every, Sink: sink,
+		StartOffset: kafka.FirstOffset, CommitInterval: time.Second, SnapshotEvery: every, Sink: sink, Source: source,
 		OnProcessed: func(*kafka.Message) {
 			if first.Load() == 0 { // one clock reading, not one per event
 				if first.CompareAndSwap(0, time.Now().UnixNano()) {

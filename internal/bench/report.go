@@ -23,6 +23,9 @@ func (rep *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nend-to-end throughput, %d events, %s, %s, labels %s, %d partitions, %s, %s, GOMAXPROCS=%d\n",
 		s.Events, s.Input.Describe(s.Dim), s.Models, s.Labels, s.Partitions, snap, cal, s.GOMAXPROCS)
+	if s.DataPath.Input != "" {
+		fmt.Fprintln(w, s.DataPath.Describe())
+	}
 	fmt.Fprintf(w, "%d rounds after %d discarded warm-up round(s); the pipelines' order rotates and reverses from round to round\n\n",
 		len(rep.Rounds), len(rep.Warmup))
 

@@ -49,6 +49,9 @@ func (r ScaleResult) StableRate() float64 { return float64(r.StableEvents) / r.S
 // consumer groups and changelog topics. ScaleOut also returns what the
 // preloaded events hold.
 func ScaleOut(ctx context.Context, cfg Config, instances []int) ([]ScaleResult, Input, error) {
+	if cfg.NoBroker {
+		return nil, Input{}, errNoBrokerScale
+	}
 	defer brokerHeapGC()()
 	models := cfg.complete()
 	say := cfg.Progress
