@@ -622,7 +622,7 @@ type slot struct {
 type feed struct {
 	partition int
 	free      chan *slot // the partition's free slots, where a slot goes back once published
-	applied   chan *slot // the applied slots, in offset order, to the partition's publishing goroutine
+	applied   *applyQueue // the applied slots, in offset order, to the partition's publishing goroutine
 	done      func(*kafka.Message, time.Duration)
 	// published is the offset after the last event whose records are
 	// published (handed to the sink): a checkpoint waits for it to reach
@@ -665,7 +665,7 @@ const maxApplyBatch = 4 * slotsPerPartition
 // ahead of a woken one).
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
 	free := make(chan *slot, slotsPerPartition)
-	f := &feed{partition: partition, free: free, applied: make(chan *slot, slotsPerPartition), done: done}
+	f := &feed{partition: partition, free: free, applied: newApplyQueue(), done: done}
 	floats := new(wire.FloatCache) // the publishing goroutine's
 	for range slotsPerPartition {
 		free <- &slot{w: p.engine.NewWorker(), feed: f, out: outbox{sink: out, floats: floats}}
@@ -680,19 +680,27 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	go func() {
 		defer close(published)
 		setStage(p.labels, "stage", "publish", "partition", strconv.Itoa(partition))
-		for s := range f.applied {
-			start := monotonic()
-			s.out.flush()
-			f.published.Store(s.msg.Offset + 1)
-			s.busy += monotonic() - start
-			f.done(&s.msg, s.busy)
-			f.free <- s
+		var batch []*slot
+		for {
+			var ok bool
+			if batch, ok = f.applied.take(batch[:0], true); !ok {
+				return
+			}
+			for _, s := range batch {
+				start := monotonic()
+				s.out.flush()
+				f.published.Store(s.msg.Offset + 1)
+				s.busy += monotonic() - start
+				f.done(&s.msg, s.busy)
+				f.free <- s
+			}
+			clear(batch)
 		}
 	}()
 	ready := sh.attach(p.labels)
 	defer func() {
 		sh.detach()
-		close(f.applied)
+		f.applied.close()
 		<-published
 		sh.mu.Lock()
 		if sh.feeds[partition] == f {
@@ -788,14 +796,14 @@ func (sh *pshard) applyLoop(ready *applyQueue, applied chan<- struct{}) {
 		}
 		sh.unlockApply()
 		for _, s := range batch {
-			s.feed.applied <- s
+			s.feed.applied.put(s)
 		}
 		clear(batch)
 	}
 }
 
 // applyQueue carries the prepared slots of a shard's partitions to its
-// applier: a slice under a mutex, which the applier empties at once (one
+// applier (and a partition's applied slots to its publishing goroutine): a slice under a mutex, which the applier empties at once (one
 // lock for all the slots queued, where a channel takes one per slot:
 // the applier's receives were 4% of a score run's CPU, contended by the
 // partitions' sends), and a wake-up for an applier that found it empty.
