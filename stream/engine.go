@@ -402,7 +402,7 @@ func (e *Engine) NewWorker() *Worker {
 	w := &Worker{e: e, dec: dec, prep: make([][]float64, len(e.defs))}
 	if e.cfg.Hash != nil {
 		// Prepare skips hashed events (the models take their entries,
-		// observeSparse): a dense buffer would be 2^bits floats per model
+		// a hashed input): a dense buffer would be 2^bits floats per model
 		// in each of a partition's prepared-event slots, for nothing.
 		return w
 	}
