@@ -139,22 +139,13 @@ func (in *input) observe(inst online.Model, pr online.Preparer, y float64, label
 	}
 }
 
-// peekWith scores in with inst without changing any state (online.Peek;
-// hashed features: online.PeekFields) and returns the prediction and the
-// version that made it. A key's exploration statistics (explored) are
-// looked through: Peek looks at the model itself (a Standardized one's
-// moments stay).
-func peekWith(inst online.Model, in *input) (online.Prediction, int64) {
-	if ex, ok := inst.(*explored); ok {
-		inst = ex.Model
-	}
-	var p online.Prediction
+// peek scores in with inst without changing any state (online.Peek;
+// hashed features: online.PeekFields).
+func (in *input) peek(inst online.Model) online.Prediction {
 	if in.sparse {
-		p = online.PeekFields(inst.(online.SparseModel), in.idx, in.val, in.field)
-	} else {
-		p = online.Peek(inst, in.x)
+		return online.PeekFields(inst.(online.SparseModel), in.idx, in.val, in.field)
 	}
-	return p, versionOf(p, inst)
+	return online.Peek(inst, in.x)
 }
 
 // versionOf is the version to publish for p made by inst.
@@ -188,7 +179,8 @@ func (h *plainHolder) observe(_ []byte, in *input, y float64, labelled bool) (on
 func (h *plainHolder) find([]byte) online.Model { return h.m }
 
 func (h *plainHolder) peek(inst online.Model, in *input) (online.Prediction, int64) {
-	return peekWith(inst, in)
+	p := in.peek(inst)
+	return p, versionOf(p, inst)
 }
 
 func (h *plainHolder) instance() online.Model { return h.m }

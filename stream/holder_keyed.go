@@ -103,8 +103,14 @@ func (h *keyedHolder) find(key []byte) online.Model {
 	return inst
 }
 
+// peek looks through a key's exploration statistics (explored): Peek
+// looks at the model itself (a Standardized one's moments stay).
 func (h *keyedHolder) peek(inst online.Model, in *input) (online.Prediction, int64) {
-	return peekWith(inst, in)
+	if ex, ok := inst.(*explored); ok {
+		inst = ex.Model
+	}
+	p := in.peek(inst)
+	return p, versionOf(p, inst)
 }
 
 func (h *keyedHolder) instance() online.Model { return nil }
