@@ -50,10 +50,12 @@ type holder interface {
 
 	// decode checks a saved state before a restore changes anything: a
 	// key-scoped model's delta, every key's state decoded (the others:
-	// nil). reset empties a model that restores no saved state (fresh);
-	// restore sets the saved state data (d: decode's). attach and detach:
-	// the shard (partition part in partition scope) now holds the state,
-	// restored, or lets it go.
+	// nil). reset: the model restores no saved state (fresh), and a
+	// key-scoped one empties its table (the others start as built).
+	// restore sets the saved state data (d: decode's; src and lossy
+	// rebuild a key-scoped model's table that does not match it,
+	// keyedModels.restore). attach and detach: the shard (partition part
+	// in partition scope) now holds the state, restored, or lets it go.
 	decode(data []byte) (*keyDelta, error)
 	reset() error
 	restore(data []byte, d *keyDelta, src KeySource, lossy bool) error
