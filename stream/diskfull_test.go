@@ -323,7 +323,7 @@ func (r *diskFullRig) checkExact() {
 	}
 	var total int64
 	for key, want := range r.sent {
-		ent, err := sh.models[0].keyed.get([]byte(key))
+		ent, err := sh.models[0].keys().get([]byte(key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func (r *diskFullRig) checkExact() {
 		}
 		total += want
 	}
-	if got := sh.models[1].m.Examples(); got != total {
+	if got := sh.models[1].h.instance().Examples(); got != total {
 		t.Errorf("global model: %d examples, %d labelled events", got, total)
 	}
 }

@@ -9,6 +9,18 @@
 // package config. The embedded Kafka-protocol broker used by `streamer
 // demo` and the tests is StartBroker.
 //
+// # Model state
+//
+// A shard (Engine.NewShard) keeps every model's state in a holder
+// (holder.go), chosen once when the shard is built: a plain holder (one
+// instance of the model), a keyed one (key-scoped: an instance per event
+// key, evicted to the key store, keyed.go) or a merged one (partition scope:
+// the partition's own statistics, scoring through the merge of every
+// partition's, merged.go). The shard scores and learns, answers ranking
+// requests, checkpoints and restores through the holder, never asking
+// which one it has; an event's features reach every holder as one input,
+// dense (with the model's preparation) or hashed.
+//
 // # Goroutines
 //
 // A Service's Run starts, and stops before it returns:

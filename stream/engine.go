@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -358,7 +355,7 @@ func (e *Engine) relist() {
 	var l []*refit.Model
 	for s := range e.shards {
 		for _, m := range s.models {
-			if r := refitOf(m.m); r != nil {
+			if r := refitOf(m.h.instance()); r != nil {
 				l = append(l, r)
 			}
 		}
@@ -405,7 +402,7 @@ func (e *Engine) NewWorker() *Worker {
 	w := &Worker{e: e, dec: dec, prep: make([][]float64, len(e.defs))}
 	if e.cfg.Hash != nil {
 		// Prepare skips hashed events (the models take their entries,
-		// observeSparse): a dense buffer would be 2^bits floats per model
+		// a hashed input): a dense buffer would be 2^bits floats per model
 		// in each of a partition's prepared-event slots, for nothing.
 		return w
 	}
@@ -450,57 +447,21 @@ type Shard struct {
 	idBuf  []byte
 	join   *joinBuffer  // the stream's impressions (nil: delayed labels off)
 	shown  *joinBuffer  // the items ranking requests showed (nil: delayed labels or requests off, or rank JoinEvents < 0)
+	in     input        // the event's features as the models take them (shardModel.feed)
 	rk     *rankScratch // ranking requests' scratch (nil until the first)
 	w      *Worker      // Process's
 	closed bool
 }
 
-// shardModel is one model's state in one shard.
+// shardModel is one model's state in one shard: its holder (holder.go),
+// and what the shard's per-event path keeps for it.
 type shardModel struct {
-	def   *modelDef
-	in    []float64       // an aggregator's input: the members' predictions, then the features
-	m     online.Model    // the shard's instance (nil when key-scoped)
-	prep  online.Preparer // m, when the worker's preparation applies to it
-	keyed *keyedModels    // key-scoped: the shard's keys
-	own   *online.MAM     // mergeable: the partition's own statistics (m == own)
+	def  *modelDef
+	h    holder
+	in   []float64 // an aggregator's input: the members' predictions, then the features
+	view input     // the input h takes (feed)
 
-	// For the scrape (stateCollector), set under the shard's lock.
-	examples, hot, stored atomic.Int64
-
-	hold int          // key-scoped: EngineConfig.KeyHold
-	want *atomic.Bool // the engine's wantCkpt
-
-	// A gamma-auto MAM's bandwidths for the scrape: each scrape asks
-	// (bwWanted) and the next labelled event takes a snapshot (bw), which
-	// the following scrape exports; the per-event path allocates only then.
-	bwWanted atomic.Bool
-	bw       atomic.Pointer[bandwidths]
-}
-
-// bandwidths is a gamma-auto MAM's candidates and the one it leans on.
-type bandwidths struct {
-	chosen int
-	cands  []online.BandwidthInfo
-}
-
-// snapshotBandwidths keeps, for the scrape, the bandwidths of inst if it
-// is (or wraps) a MAM, an OMAM, a krr or an lsrrank with gamma auto.
-func (m *shardModel) snapshotBandwidths(inst online.Model) {
-	if mm, ok := online.Unwrap[*online.MAM](inst); ok {
-		if c, cands := mm.Bandwidths(); c >= 0 {
-			m.bw.Store(&bandwidths{chosen: c, cands: cands})
-		}
-	}
-	g := 0.0 // one width, no error record: omam's gamma auto, or krr's and lsrrank's last fit
-	if om, ok := online.Unwrap[*online.OMAM](inst); ok {
-		g, _, _ = om.AutoGamma()
-	}
-	if r, ok := online.Unwrap[*refit.Model](inst); ok {
-		g, _ = r.AutoGamma()
-	}
-	if g > 0 {
-		m.bw.Store(&bandwidths{chosen: 0, cands: []online.BandwidthInfo{{Gamma: g, Width: 1, Error: math.NaN(), Weight: 1, Hedge: 1}}})
-	}
+	figures // for the scrape (stateCollector)
 }
 
 // input returns what the model observes for an event with features x,
@@ -516,6 +477,26 @@ func (m *shardModel) input(x []float64, preds []online.Prediction) []float64 {
 	}
 	copy(m.in[len(ms):], x)
 	return m.in
+}
+
+// feed returns the input the model takes for the event in (shared by the
+// models): in with prep, the worker's preparation for this model (nil:
+// none), and for an aggregator its input (preds: the shard's models'
+// predictions so far).
+func (m *shardModel) feed(in *input, prep []float64, preds []online.Prediction) *input {
+	v := &m.view
+	*v = *in
+	v.prep = prep
+	if m.in != nil {
+		v.x = m.input(in.x, preds)
+	}
+	return v
+}
+
+// peek scores in with the model's instance for key without changing any
+// state (holder.find, then holder.peek).
+func (m *shardModel) peek(key []byte, in *input) (online.Prediction, int64) {
+	return m.h.peek(m.h.find(key), in)
 }
 
 // NewShard returns an empty shard for scope: "" (instance scope: every
@@ -554,61 +535,55 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 func (e *Engine) buildModels(s *Shard, first bool) ([]*shardModel, error) {
 	out := make([]*shardModel, len(e.defs))
 	for i, d := range e.defs {
-		sm := &shardModel{def: d, hold: e.cfg.KeyHold, want: &e.wantCkpt}
+		sm := &shardModel{def: d}
 		if len(d.members) > 0 {
 			sm.in = make([]float64, len(d.members)+e.cfg.Dim)
 		}
-		switch {
-		case d.keyFactory != nil:
-			k, err := newKeyedModels(d.keyFactory, d.maxKeys, e.keys.Table(s.scope, d.name))
-			if err != nil {
-				return nil, fmt.Errorf("stream: model %s: %w", d.name, err)
-			}
-			if dir := e.cfg.LegacyKeyDir; dir != "" {
-				dir = filepath.Join(dir, d.name)
-				if s.scope != "" {
-					dir = filepath.Join(dir, "p"+s.scope)
-				}
-				if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-					k.legacy = dir
-				}
-			}
-			k.name = d.name
-			if e.cfg.Log != nil {
-				k.log = e.cfg.Log
-			}
-			sm.keyed = k
-		case first && !e.cfg.Partitioned:
-			sm.m = d.proto // instance scope: the configured instance itself
-		default:
-			m, err := d.newInst()
-			if err != nil {
-				return nil, fmt.Errorf("stream: model %s: %w", d.name, err)
-			}
-			sm.m = m
+		h, err := e.newHolder(s, d, first, &sm.figures)
+		if err != nil {
+			return nil, fmt.Errorf("stream: model %s: %w", d.name, err)
 		}
-		if sm.m != nil {
-			if d.mergeable {
-				own, ok := sm.m.(*online.MAM)
-				if !ok {
-					return nil, fmt.Errorf("stream: model %s: partition instance is a %T, want *online.MAM", d.name, sm.m)
-				}
-				sm.own = own
-			} else if d.prep != nil {
-				sm.prep, _ = sm.m.(online.Preparer)
-			}
-			if r := refitOf(sm.m); r != nil {
-				r.OnRefit(d.onRefit)
-			}
+		sm.h = h
+		if r := refitOf(h.instance()); r != nil {
+			r.OnRefit(d.onRefit)
 		}
 		out[i] = sm
 	}
 	return out, nil
 }
 
+// newHolder builds model d's holder in shard s (first: the engine's first
+// shard): key-scoped, merged, or one plain instance.
+func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *figures) (holder, error) {
+	if d.keyFactory != nil {
+		return e.newKeyedHolder(s, d, fig)
+	}
+	var m online.Model
+	if first && !e.cfg.Partitioned {
+		m = d.proto // instance scope: the configured instance itself
+	} else {
+		var err error
+		if m, err = d.newInst(); err != nil {
+			return nil, err
+		}
+	}
+	if d.mergeable {
+		own, ok := m.(*online.MAM)
+		if !ok {
+			return nil, fmt.Errorf("partition instance is a %T, want *online.MAM", m)
+		}
+		return &mergedHolder{def: d, fig: fig, own: own, s: d.merged}, nil
+	}
+	h := &plainHolder{def: d, fig: fig, m: m}
+	if d.prep != nil {
+		h.prep, _ = m.(online.Preparer)
+	}
+	return h, nil
+}
+
 func (s *Shard) start() {
 	for _, m := range s.models {
-		if r := refitOf(m.m); r != nil {
+		if r := refitOf(m.h.instance()); r != nil {
 			r.Start()
 		}
 	}
@@ -616,7 +591,7 @@ func (s *Shard) start() {
 
 func (s *Shard) stop() {
 	for _, m := range s.models {
-		if r := refitOf(m.m); r != nil {
+		if r := refitOf(m.h.instance()); r != nil {
 			_ = r.Close()
 		}
 	}
@@ -639,9 +614,7 @@ func (s *Shard) Close() {
 		s.e.joinMoved(srcRequests, -s.shown.pending())
 	}
 	for _, m := range s.models {
-		if m.own != nil {
-			m.def.merged.detach(s.part)
-		}
+		m.h.detach(s.part)
 		m.examples.Store(0)
 		m.hot.Store(0)
 		m.stored.Store(0)
@@ -650,20 +623,6 @@ func (s *Shard) Close() {
 	delete(s.e.shards, s)
 	s.e.relist()
 	s.e.mu.Unlock()
-}
-
-// publish updates the figures the scrape reads.
-func (m *shardModel) publish() {
-	switch {
-	case m.keyed != nil:
-		m.examples.Store(m.keyed.examples)
-		m.hot.Store(int64(m.keyed.len()))
-		m.stored.Store(m.keyed.stored)
-	case m.own != nil:
-		m.examples.Store(m.own.Examples())
-	default:
-		m.examples.Store(m.m.Examples())
-	}
 }
 
 // Process decodes msg and applies it (Worker.Prepare, then Apply) with the
@@ -734,21 +693,19 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		key = ev.Key
 	}
 	ob, _ := pub.(*outbox) // the pipeline's: its records are encoded off this goroutine
+	in := &s.in
+	if s.e.cfg.Hash != nil {
+		s.e.hashed.add(ev.Hash, ev.Idx)
+		in.setHashed(ev.Idx, ev.Val, ev.Field)
+	} else {
+		in.setDense(ev.Features)
+	}
 	for i, m := range s.models {
 		var prep []float64
 		if w.prepared {
 			prep = w.prep[i]
 		}
-		var p online.Prediction
-		var version int64
-		if s.e.cfg.Hash != nil {
-			if i == 0 {
-				s.e.hashed.add(ev.Hash, ev.Idx)
-			}
-			p, version = m.observeSparse(msg.Key, ev.Idx, ev.Val, ev.Field, s.labels[i], ev.HasLabel)
-		} else {
-			p, version = m.observe(msg.Key, prep, m.input(ev.Features, s.preds), s.labels[i], ev.HasLabel)
-		}
+		p, version := m.h.observe(msg.Key, m.feed(in, prep, s.preds), s.labels[i], ev.HasLabel)
 		d := m.def
 		r := &s.rec
 		*r = wire.Score{
@@ -793,66 +750,6 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	}
 }
 
-// observe scores and learns one event with the instance for key: prep is
-// the worker's preparation of x for this model (nil: none). It returns the
-// prediction and the version to publish.
-func (m *shardModel) observe(key []byte, prep, x []float64, y float64, labelled bool) (online.Prediction, int64) {
-	var p online.Prediction
-	var inst online.Model
-	switch {
-	case m.keyed != nil:
-		ent, err := m.keyed.get(key)
-		if err != nil {
-			// An I/O error reading a cold key: score with a fresh
-			// instance rather than stall the partition; it is counted,
-			// and the key does not learn (its stored state stays).
-			m.def.met.keyErrors.Inc()
-			inst, _ = m.keyed.factory()
-			p = inst.Observe(x, y, false)
-			break
-		}
-		inst = ent.m
-		if pr, ok := inst.(online.Preparer); ok && prep != nil {
-			p = pr.ObservePrepared(prep, x, y, labelled)
-		} else {
-			p = inst.Observe(x, y, labelled)
-		}
-		if labelled {
-			m.keyed.learned(ent)
-		}
-		if m.keyed.held > m.hold {
-			m.want.Store(true)
-		}
-		m.hot.Store(int64(m.keyed.len()))
-		m.examples.Store(m.keyed.examples)
-	case m.own != nil:
-		inst = m.own
-		p = m.def.merged.observe(prep, x, y, labelled, m.own)
-		if labelled {
-			m.examples.Store(m.own.Examples())
-		}
-	default:
-		inst = m.m
-		if m.prep != nil && prep != nil {
-			p = m.prep.ObservePrepared(prep, x, y, labelled)
-		} else {
-			p = inst.Observe(x, y, labelled)
-		}
-		if labelled {
-			m.examples.Store(inst.Examples())
-			if m.bwWanted.Load() { // a scrape asked: at most one snapshot per scrape
-				m.bwWanted.Store(false)
-				m.snapshotBandwidths(inst)
-			}
-		}
-	}
-	version := p.Version
-	if version == 0 {
-		version = inst.Version()
-	}
-	return p, version
-}
-
 // lateLabel learns from the event a label-only event labels (src: an
 // impression, or an item a ranking request showed; raw: the wire label),
 // judging the predictions published when it was scored.
@@ -878,12 +775,14 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 		return
 	}
 	s.e.met.labelsJoined.Inc()
+	in := &s.in
+	if s.e.cfg.Hash != nil {
+		in.setHashed(sl.idx, sl.val, sl.field)
+	} else {
+		in.setDense(sl.x)
+	}
 	for i, m := range s.models {
-		if s.e.cfg.Hash != nil {
-			m.observeSparse(key, sl.idx, sl.val, sl.field, s.labels[i], true)
-		} else {
-			m.observe(key, nil, m.input(sl.x, sl.preds), s.labels[i], true)
-		}
+		m.h.observe(key, m.feed(in, nil, sl.preds), s.labels[i], true)
 		m.def.judge(sl.preds[i], s.labels[i], raw, sl.preds)
 	}
 	if sl.ope.first {
@@ -986,18 +885,8 @@ type Checkpoint struct {
 func (s *Shard) Capture() (*Checkpoint, error) {
 	c := &Checkpoint{Models: make([]snapshot.Model, len(s.models)), deltas: make([]*keyDelta, len(s.models))}
 	for i, m := range s.models {
-		var data []byte
-		var err error
-		if m.keyed != nil {
-			var d *keyDelta
-			if d, err = m.keyed.capture(); err == nil {
-				c.deltas[i] = d
-				data = d.encode() // d's states now alias the encoding
-				m.keyed.alias(d)
-			}
-		} else {
-			data, err = m.m.MarshalBinary()
-		}
+		data, d, err := m.h.capture()
+		c.deltas[i] = d
 		if err != nil {
 			return nil, fmt.Errorf("stream: capture model %s: %w", m.def.name, err)
 		}
@@ -1015,7 +904,7 @@ func (s *Shard) Durable(c *Checkpoint) error {
 	var errs []error
 	for i, m := range s.models {
 		if d := c.deltas[i]; d != nil {
-			mk, err := m.keyed.apply(d)
+			mk, err := m.h.durable(d)
 			if err != nil {
 				// Not settled: the keys stay dirty and the next checkpoint
 				// writes them again. The other models' writes go on, and
@@ -1039,8 +928,8 @@ func (s *Shard) Settle(c *Checkpoint) {
 	}
 	for i, m := range s.models {
 		if d := c.deltas[i]; d != nil {
-			m.keyed.settle(d, c.markers[i])
-			m.publish()
+			m.h.settle(d, c.markers[i])
+			m.h.publish()
 		}
 	}
 }
@@ -1066,28 +955,13 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 	deltas := make([]*keyDelta, len(s.models))
 	for i, m := range s.models {
 		sv, ok := byName[m.def.name]
-		if !ok || !m.def.accepts(sv) || m.keyed == nil {
+		if !ok || !m.def.accepts(sv) {
 			continue
 		}
-		d, err := decodeDelta(sv.Data)
+		d, err := m.h.decode(sv.Data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.def.name, err)
 		}
-		var sum int64
-		for j, b := range d.states {
-			inst, err := m.keyed.factory()
-			if err == nil {
-				err = inst.UnmarshalBinary(b)
-			}
-			if err != nil {
-				return nil, nil, fmt.Errorf("stream: restore model %s: key %q: %w", m.def.name, d.keys[j], err)
-			}
-			sum += inst.Examples()
-		}
-		if d.examples < 0 { // the encoding of earlier versions: every key in memory
-			d.examples, d.known = sum, int64(len(d.keys))
-		}
-		d.sum = sum
 		deltas[i] = d
 	}
 	for i, m := range s.models {
@@ -1095,26 +969,12 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 		delete(byName, m.def.name)
 		if !ok || !m.def.accepts(sv) {
 			fresh = append(fresh, m.def.name)
-			if m.keyed != nil {
-				if err := m.keyed.reset(); err != nil {
-					return nil, nil, fmt.Errorf("stream: model %s: %w", m.def.name, err)
-				}
+			if err := m.h.reset(); err != nil {
+				return nil, nil, fmt.Errorf("stream: model %s: %w", m.def.name, err)
 			}
 			continue
 		}
-		if m.keyed != nil {
-			var from func() ([][]byte, [][]byte, error)
-			if src != nil {
-				name := m.def.name
-				from = func() ([][]byte, [][]byte, error) { return src(name) }
-			}
-			err = m.keyed.restore(deltas[i], from, s.e.cfg.AllowKeyLoss)
-		} else {
-			// Restore into the configured model: it has the type and the
-			// configuration (equal fingerprints) that wrote the state.
-			err = m.m.UnmarshalBinary(sv.Data)
-		}
-		if err != nil {
+		if err := m.h.restore(sv.Data, deltas[i], src, s.e.cfg.AllowKeyLoss); err != nil {
 			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.def.name, err)
 		}
 	}
@@ -1132,13 +992,8 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 	}
 	e.mu.Unlock()
 	for _, m := range s.models {
-		if m.own != nil {
-			m.def.merged.attach(s.part, m.own)
-		}
-		if m.m != nil {
-			m.def.met.version.Set(float64(m.m.Version()))
-		}
-		m.publish()
+		m.h.attach(s.part)
+		m.h.publish()
 	}
 	return fresh, dropped, nil
 }
@@ -1251,9 +1106,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		var most int64 = -1
 		for _, s := range shards {
 			sm := s.models[i]
-			if sm.keyed == nil && sm.own == nil {
-				sm.bwWanted.Store(true)
-			}
+			sm.bwWanted.Store(true) // taken by a plain holder's next labelled event; the others take none
 			if b := sm.bw.Load(); b != nil && sm.examples.Load() > most {
 				bw, most = b, sm.examples.Load()
 			}

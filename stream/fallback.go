@@ -72,16 +72,12 @@ func (s *Shard) rankFallback(ev *wire.Event, key []byte) (name string, version i
 	rk := s.rk
 	d := s.models[s.e.rankIdx].def
 	fm := s.models[d.fallback]
-	inst, _ := fm.rankInstance(key)
+	inst := fm.h.find(key)
 	rk.own = append(rk.own[:0], rk.preds...)
 	for i := range rk.preds {
+		in, _ := rk.candidate(ev, i, s.e.cfg.Hash != nil)
 		var p online.Prediction
-		if s.e.cfg.Hash != nil {
-			idx, val, _, field := ev.CandidateHashed(i)
-			p, version = fm.peekSparseWith(inst, idx, val, field)
-		} else {
-			p, version = fm.peekWith(inst, ev.CandidateFeatures(i))
-		}
+		p, version = fm.h.peek(inst, in)
 		p = d.fromFallback(p)
 		rk.preds[i], rk.score[i] = p, p.Score
 	}

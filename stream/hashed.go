@@ -39,58 +39,6 @@ func checkHashed(cfg EngineConfig, models []NamedModel) error {
 	return nil
 }
 
-// observeSparse is observe for a hashed event (idx, val), field[k] the
-// field of entry k (wire.Event.Field): a model that reads fields
-// (online.FieldModel) gets them, the others ObserveSparse. The merge of a
-// partition-scoped mam reads none.
-func (m *shardModel) observeSparse(key []byte, idx []int32, val []float64, field []uint8, y float64, labelled bool) (online.Prediction, int64) {
-	var inst online.Model
-	if m.keyed != nil {
-		ent, err := m.keyed.get(key)
-		if err != nil {
-			m.def.met.keyErrors.Inc()
-			inst, _ = m.keyed.factory()
-			return online.ObserveFields(inst.(online.SparseModel), idx, val, field, y, false), inst.Version()
-		}
-		inst = ent.m
-		p := online.ObserveFields(inst.(online.SparseModel), idx, val, field, y, labelled)
-		if labelled {
-			m.keyed.learned(ent)
-		}
-		if m.keyed.held > m.hold {
-			m.want.Store(true)
-		}
-		m.hot.Store(int64(m.keyed.len()))
-		m.examples.Store(m.keyed.examples)
-		return p, versionOf(p, inst)
-	}
-	if m.own != nil {
-		p := m.def.merged.observeSparse(idx, val, y, labelled, m.own)
-		if labelled {
-			m.examples.Store(m.own.Examples())
-		}
-		return p, versionOf(p, m.own)
-	}
-	inst = m.m
-	p := online.ObserveFields(inst.(online.SparseModel), idx, val, field, y, labelled)
-	if labelled {
-		m.examples.Store(inst.Examples())
-		if m.bwWanted.Load() { // a scrape asked: at most one snapshot per scrape
-			m.bwWanted.Store(false)
-			m.snapshotBandwidths(inst)
-		}
-	}
-	return p, versionOf(p, inst)
-}
-
-// versionOf is the version to publish for p made by inst.
-func versionOf(p online.Prediction, inst online.Model) int64 {
-	if p.Version != 0 {
-		return p.Version
-	}
-	return inst.Version()
-}
-
 // hashStats estimates the hash collisions of the features seen: the
 // distinct features (a HyperLogLog sketch of their 64-bit hashes, 2^14
 // registers: about 0.8% standard error) less the distinct indices they

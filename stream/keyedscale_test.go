@@ -132,13 +132,13 @@ func TestManyKeys(t *testing.T) {
 		checkpoint(int64(events))
 	}
 	m := s.models[0]
-	if got := m.keyed.examples; got != int64(events) {
+	if got := m.keys().examples; got != int64(events) {
 		t.Fatalf("examples %d, want %d", got, events)
 	}
 	if got := m.stored.Load(); got != int64(keys) {
 		t.Fatalf("%d keys stored, want %d", got, keys)
 	}
-	if n := m.keyed.len(); n > maxKeys {
+	if n := m.keys().len(); n > maxKeys {
 		t.Fatalf("%d keys in memory, max_keys %d", n, maxKeys)
 	}
 	rss, peak := procStatus("VmRSS:"), procStatus("VmHWM:")
@@ -176,9 +176,9 @@ func TestManyKeys(t *testing.T) {
 		t.Fatalf("no score after the restart: %v", out.msgs)
 	}
 	m2 := s2.models[0]
-	if m2.keyed.examples != int64(events) || m2.keyed.stored != int64(keys) || m2.keyed.reloaded != 1 {
+	if m2.keys().examples != int64(events) || m2.keys().stored != int64(keys) || m2.keys().reloaded != 1 {
 		t.Fatalf("after the restart: %d examples, %d keys stored, %d keys read; want %d, %d, 1",
-			m2.keyed.examples, m2.keyed.stored, m2.keyed.reloaded, events, keys)
+			m2.keys().examples, m2.keys().stored, m2.keys().reloaded, events, keys)
 	}
 	t.Logf("restart to first score: %v", firstScore.Round(time.Millisecond))
 }

@@ -107,7 +107,7 @@ func (e *Engine) keyFaults() map[string]int64 {
 		}
 		var n int64
 		for _, s := range shards {
-			if k := s.models[i].keyed; k != nil {
+			if k := s.models[i].keys(); k != nil {
 				n += k.faults.n.Load()
 			}
 		}

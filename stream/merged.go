@@ -110,43 +110,37 @@ func (s *mergedScorer) rebuild() {
 	}
 }
 
-// peek scores x with the merge, changing nothing.
-func (s *mergedScorer) peek(x []float64) online.Prediction {
+// peek scores in with the merge, changing nothing.
+func (s *mergedScorer) peek(in *input) online.Prediction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return online.Peek(s.g, x)
-}
-
-// observe scores x with the merge, then learns (x, y) into it and into
-// own, a partition's statistics; prep is x's preparation (nil: none).
-func (s *mergedScorer) observe(prep, x []float64, y float64, labelled bool, own *online.MAM) online.Prediction {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if prep != nil {
-		return s.g.ObserveTeePrepared(prep, x, y, labelled, own)
+	if in.sparse {
+		return online.PeekSparse(s.g, in.idx, in.val)
 	}
-	return s.g.ObserveTee(x, y, labelled, own)
+	return online.Peek(s.g, in.x)
 }
 
-// peekSparse scores the hashed features (idx, val) with the merge,
-// changing nothing.
-func (s *mergedScorer) peekSparse(idx []int32, val []float64) online.Prediction {
+// observe scores in with the merge, then learns (in, y) into it and into
+// own, a partition's statistics. Dense features go through the tee, which
+// computes the feature map once (prepared when in.prep is set); hashed
+// ones (their fields unread) are learned into own when the merge learned
+// them: the sparse path has no tee that reuses φ, so own computes it
+// again, O(nnz) for the linear kernel, O(D·nnz) for generated random
+// features.
+func (s *mergedScorer) observe(in *input, y float64, labelled bool, own *online.MAM) online.Prediction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return online.PeekSparse(s.g, idx, val)
-}
-
-// observeSparse is observe for hashed features: the merge scores and
-// learns (idx, val, y), and when it learned, so does own. (The sparse path
-// has no tee that reuses φ: own computes it again, O(nnz) for the linear
-// kernel, O(D·nnz) for generated random features.)
-func (s *mergedScorer) observeSparse(idx []int32, val []float64, y float64, labelled bool, own *online.MAM) online.Prediction {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	before := s.g.Examples()
-	p := s.g.ObserveSparse(idx, val, y, labelled)
-	if labelled && s.g.Examples() != before {
-		own.ObserveSparse(idx, val, y, true)
+	switch {
+	case in.sparse:
+		before := s.g.Examples()
+		p := s.g.ObserveSparse(in.idx, in.val, y, labelled)
+		if labelled && s.g.Examples() != before {
+			own.ObserveSparse(in.idx, in.val, y, true)
+		}
+		return p
+	case in.prep != nil:
+		return s.g.ObserveTeePrepared(in.prep, in.x, y, labelled, own)
+	default:
+		return s.g.ObserveTee(in.x, y, labelled, own)
 	}
-	return p
 }

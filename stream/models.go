@@ -22,8 +22,8 @@ import (
 
 // modelDef is a configured model as the whole engine sees it: its
 // definition, its metrics and its prequential quality. Its state lives in
-// the shards (shardModel), one instance per shard (per key in a shard when
-// key-scoped).
+// the shards (shardModel, in a holder: holder.go), one instance per shard
+// (per key in a shard when key-scoped).
 type modelDef struct {
 	name        string
 	fingerprint string

@@ -93,6 +93,7 @@ type rankScratch struct {
 	resp     wire.Ranking
 	rng      *rand.Rand
 	jid      []byte // (request id, item) of the join
+	in       input  // a candidate's features (candidate)
 
 	ex    explorer  // ucb and thompson: the key's statistics at work
 	draw  []int     // thompson: a draw's order
@@ -223,24 +224,19 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	m := s.models[e.rankIdx]
 	n := len(ev.Cands)
 	rk.preds, rk.score = rk.preds[:0], rk.score[:0]
-	inst, ex := m.rankInstance(key)
+	inst := m.h.find(key) // one look-up for every candidate
+	ex, _ := inst.(*explored)
 	hashed := e.cfg.Hash != nil
 	var version int64
 	for i := range n {
-		var p online.Prediction
-		var v int64
-		if hashed {
-			idx, val, _, field := ev.CandidateHashed(i)
-			p, v = m.peekSparseWith(inst, idx, val, field)
-		} else {
-			p, v = m.peekWith(inst, ev.CandidateFeatures(i))
-		}
+		in, _ := rk.candidate(ev, i, hashed)
+		p, v := m.h.peek(inst, in)
 		rk.preds = append(rk.preds, p)
 		rk.score = append(rk.score, p.Score)
 		version = v
 	}
 	fallback := ""
-	rk.fellBack = m.def.fallback >= 0 && m.keyed != nil && rk.undecided(m.def)
+	rk.fellBack = m.def.fallback >= 0 && rk.undecided(m.def) // a model with a fallback is key-scoped (checkFallbacks)
 	if rk.fellBack {
 		fallback, version = s.rankFallback(ev, key)
 	}
@@ -287,32 +283,24 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	for j := range k {
 		c := rk.order[j]
 		rk.jid = itemID(rk.jid[:0], ev.ID, ev.Cands[c].Item)
+		in, hash := rk.candidate(ev, c, hashed)
+		for i, mm := range s.models {
+			if i == e.rankIdx {
+				rk.all[i] = rk.ownPred(c)
+				continue
+			}
+			rk.all[i], _ = mm.peek(key, mm.feed(in, nil, rk.all))
+		}
 		var kept bool
 		var d joinDrops
 		if hashed {
 			// The item's hashed entries (the request's features and its
 			// own, interactions included) wait for its label, with their
 			// fields.
-			idx, val, hash, field := ev.CandidateHashed(c)
-			for i, mm := range s.models {
-				if i == e.rankIdx {
-					rk.all[i] = rk.ownPred(c)
-					continue
-				}
-				rk.all[i], _ = mm.peekSparse(key, idx, val, field)
-			}
-			e.hashed.add(hash, idx)
-			kept, d = s.shown.putSparse(rk.jid, key, idx, val, field, rk.all, now.UnixNano())
+			e.hashed.add(hash, in.idx)
+			kept, d = s.shown.putSparse(rk.jid, key, in.idx, in.val, in.field, rk.all, now.UnixNano())
 		} else {
-			x := ev.CandidateFeatures(c)
-			for i, mm := range s.models {
-				if i == e.rankIdx {
-					rk.all[i] = rk.ownPred(c)
-					continue
-				}
-				rk.all[i], _ = mm.peek(key, mm.input(x, rk.all))
-			}
-			kept, d = s.shown.put(rk.jid, key, x, rk.all, now.UnixNano())
+			kept, d = s.shown.put(rk.jid, key, in.x, rk.all, now.UnixNano())
 		}
 		e.joinDropped(srcRequests, d)
 		if j == 0 && kept {
@@ -374,76 +362,18 @@ func (s *Shard) rankScratch() *rankScratch {
 	return s.rk
 }
 
-// rankInstance returns the instance that scores key's candidates (a
-// key-scoped model's from its store, a fresh one when the store cannot be
-// read, counted like observe's; nil for a mergeable model, which scores
-// with the merge of every partition's statistics) and the key's
-// exploration statistics (nil without).
-func (m *shardModel) rankInstance(key []byte) (online.Model, *explored) {
-	switch {
-	case m.keyed != nil:
-		// find, not get: a request for a key that never learned scores
-		// with the blank instance and keeps nothing (no place in memory,
-		// no eviction of a key that did learn).
-		var inst online.Model
-		ent, err := m.keyed.find(key)
-		switch {
-		case err != nil:
-			m.def.met.keyErrors.Inc()
-			inst, _ = m.keyed.factory()
-		case ent == nil:
-			inst, _ = m.keyed.blank()
-		default:
-			inst = ent.m
-		}
-		ex, _ := inst.(*explored)
-		return inst, ex
-	case m.own != nil:
-		return nil, nil
-	default:
-		return m.m, nil
+// candidate sets rk.in to candidate i of request ev as the models take
+// it and returns it: its features, or with hashed features its entries
+// combined with the request's own, with their fields (and their hashes,
+// for the collision estimate; nil when dense).
+func (rk *rankScratch) candidate(ev *wire.Event, i int, hashed bool) (*input, []uint64) {
+	if !hashed {
+		rk.in.setDense(ev.CandidateFeatures(i))
+		return &rk.in, nil
 	}
-}
-
-// peekWith scores x with inst (from rankInstance) without changing any
-// state (online.Peek) and returns the prediction and the version that made
-// it.
-func (m *shardModel) peekWith(inst online.Model, x []float64) (online.Prediction, int64) {
-	if inst == nil {
-		return m.def.merged.peek(x), 1
-	}
-	if ex, ok := inst.(*explored); ok {
-		inst = ex.Model // Peek looks at the model itself (a Standardized one's moments stay)
-	}
-	p := online.Peek(inst, x)
-	v := p.Version
-	if v == 0 {
-		v = inst.Version()
-	}
-	return p, v
-}
-
-// peekSparseWith is peekWith for hashed features (idx, val, and the
-// entries' fields for a model that reads them): online.PeekFields.
-func (m *shardModel) peekSparseWith(inst online.Model, idx []int32, val []float64, field []uint8) (online.Prediction, int64) {
-	if inst == nil {
-		return m.def.merged.peekSparse(idx, val), 1
-	}
-	p := online.PeekFields(inst.(online.SparseModel), idx, val, field) // checkHashed: every model is one
-	return p, versionOf(p, inst)
-}
-
-// peekSparse is peek for hashed features.
-func (m *shardModel) peekSparse(key []byte, idx []int32, val []float64, field []uint8) (online.Prediction, int64) {
-	inst, _ := m.rankInstance(key)
-	return m.peekSparseWith(inst, idx, val, field)
-}
-
-// peek scores x with the model's instance for key without changing any
-// state (rankInstance, then peekWith).
-func (m *shardModel) peek(key []byte, x []float64) (online.Prediction, int64) {
-	inst, _ := m.rankInstance(key)
-	return m.peekWith(inst, x)
+	idx, val, hash, field := ev.CandidateHashed(i)
+	rk.in.setHashed(idx, val, field)
+	return &rk.in, hash
 }
 
 // request answers a ranking request read from Kafka: the response record
