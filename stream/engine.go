@@ -414,6 +414,21 @@ func (e *Engine) NewWorker() *Worker {
 	return w
 }
 
+// workerBytes is about the memory of a Worker: its decoded features and
+// every model's preparation of them.
+func (e *Engine) workerBytes() int {
+	n := e.cfg.Dim
+	if e.cfg.Hash != nil {
+		n = 0 // hashed events keep their entries, not Dim floats
+	}
+	for _, d := range e.defs {
+		if d.prep != nil && e.cfg.Hash == nil {
+			n += d.prep.PreparedLen()
+		}
+	}
+	return 8*n + 1024
+}
+
 // Prepare decodes msg and prepares its features for every model that
 // prepares (online.Preparer): the part of the per-event work that reads no
 // state.

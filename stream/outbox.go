@@ -20,7 +20,7 @@ import (
 // message's or its worker's decoded event's, which stay untouched until
 // the slot is reused, after its outbox is published.
 type outbox struct {
-	sink   Sink             // where flush publishes
+	sink   Sink             // where the records go, and their buffers come from
 	floats *wire.FloatCache // the partition's publishing goroutine's (its slots share it)
 	recs   []outRec
 	scores []wire.Score
@@ -51,26 +51,45 @@ func (o *outbox) addScore(topic string, key []byte, r *wire.Score) {
 	o.scores = append(o.scores, *r)
 }
 
-// flush encodes and publishes the records held, in order, and empties the
-// outbox.
-func (o *outbox) flush() {
+// encode appends the records held to dst, in order, the scores encoded
+// into the sink's buffers, and empties the outbox.
+func (o *outbox) encode(dst []kafka.Message) []kafka.Message {
 	for i := range o.recs {
 		rec := &o.recs[i]
 		if rec.score < 0 {
-			o.sink.Publish(rec.msg)
+			dst = append(dst, rec.msg)
 			continue
 		}
 		r := &o.scores[rec.score]
 		r.ID = o.ids[rec.id[0]:rec.id[1]:rec.id[1]]
 		m := rec.msg
 		m.Value = o.floats.AppendScore(o.sink.Buffer(), r)
-		o.sink.Publish(m)
+		dst = append(dst, m)
 	}
 	clear(o.recs) // drop the references to the records' bytes
 	o.recs = o.recs[:0]
 	clear(o.scores)
 	o.scores = o.scores[:0]
 	o.ids = o.ids[:0]
+	return dst
+}
+
+// batchSink is a Sink that takes a run of records at once (*Publisher:
+// its shared counts change once per run, not once per record).
+type batchSink interface {
+	PublishBatch(msgs []kafka.Message)
+}
+
+// publishAll publishes msgs to sink, in order: at once when it takes
+// runs.
+func publishAll(sink Sink, msgs []kafka.Message) {
+	if b, ok := sink.(batchSink); ok {
+		b.PublishBatch(msgs)
+		return
+	}
+	for _, m := range msgs {
+		sink.Publish(m)
+	}
 }
 
 // publishScore publishes score record r to topic with key: into ob when

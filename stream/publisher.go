@@ -227,6 +227,26 @@ func (p *Publisher) Publish(m kafka.Message) {
 	p.in <- m
 }
 
+// PublishBatch queues msgs for delivery, in order, as Publish does each
+// one, counting them at once.
+func (p *Publisher) PublishBatch(msgs []kafka.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	p.pending.Add(int64(len(msgs)))
+	e := p.epoch.Load() // a Mark taken meanwhile waits for all of them: never for fewer
+	e.pending.Add(int64(len(msgs)))
+	for _, m := range msgs {
+		if m.Topic == p.truncTopic && p.truncTopic != "" {
+			if n := recordBytes(&m); n > p.maxRecord {
+				m = p.cut(m, n)
+			}
+		}
+		m.WriterData = e
+		p.in <- m
+	}
+}
+
 // epoch counts the records published between two marks that are not
 // acknowledged yet; prev is the epoch before it, nil once it and all before
 // it are acknowledged.

@@ -1,13 +1,17 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -166,4 +170,46 @@ func canceled() context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx
+}
+
+// TestPublishBatch: a run handed to PublishBatch is delivered like the
+// same records published one by one — counted, covered by a mark taken
+// after it, a dead letter too large for its topic cut — and a mark taken
+// before it does not wait for it.
+func TestPublishBatch(t *testing.T) {
+	var published atomic.Int64
+	cut := prometheus.NewCounter(prometheus.CounterOpts{Name: "cut"})
+	pub := NewPublisher(PublisherConfig{ClientID: "t", BatchSize: 50, BatchTimeout: time.Millisecond, BatchBytes: 1 << 10,
+		Truncate: "dlq", Truncated: cut, Discard: true}, nil, func(n int) { published.Add(int64(n)) }, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	defer pub.Close(ctx)
+	before := pub.Mark()
+	if err := pub.Await(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	msgs := make([]kafka.Message, 0, n+1)
+	for i := range n {
+		msgs = append(msgs, kafka.Message{Topic: "out", Value: fmt.Appendf(pub.Buffer(), "r%d", i)})
+	}
+	big := kafka.Message{Topic: "dlq", Value: bytes.Repeat([]byte{'x'}, 4<<10)}
+	msgs = append(msgs, big)
+	pub.PublishBatch(msgs)
+	if got := pub.Pending() + published.Load(); got != n+1 {
+		t.Fatalf("pending + published = %d right after PublishBatch, want %d", got, n+1)
+	}
+	if err := pub.Await(ctx, pub.Mark()); err != nil {
+		t.Fatal(err)
+	}
+	if published.Load() != n+1 || pub.Pending() != 0 {
+		t.Errorf("published %d, pending %d, want %d and 0", published.Load(), pub.Pending(), n+1)
+	}
+	if c := testutil.ToFloat64(cut); c != 1 {
+		t.Errorf("%v records cut, want the dead letter", c)
+	}
+	pub.PublishBatch(nil) // nothing: no count, no block
+	if pub.Pending() != 0 {
+		t.Errorf("pending %d after an empty run", pub.Pending())
+	}
 }

@@ -462,6 +462,29 @@ type countingSink struct {
 
 func (s *countingSink) Publish(m kafka.Message) {
 	s.records.Add(1)
+	s.count(&m)
+	s.Sink.Publish(m)
+}
+
+// PublishBatch counts msgs and hands them on as one run, as the service's
+// publishing goroutines give them to the publisher (stream.Publisher's
+// PublishBatch).
+func (s *countingSink) PublishBatch(msgs []kafka.Message) {
+	s.records.Add(int64(len(msgs)))
+	for i := range msgs {
+		s.count(&msgs[i])
+	}
+	if b, ok := s.Sink.(interface{ PublishBatch([]kafka.Message) }); ok {
+		b.PublishBatch(msgs)
+		return
+	}
+	for _, m := range msgs {
+		s.Sink.Publish(m)
+	}
+}
+
+// count keeps the first dead letter's reason.
+func (s *countingSink) count(m *kafka.Message) {
 	if m.Topic == dlqTopic && s.dead.Add(1) == 1 {
 		var reason, detail string
 		for _, h := range m.Headers {
@@ -476,7 +499,6 @@ func (s *countingSink) Publish(m kafka.Message) {
 		s.why = fmt.Sprintf("the first: %s: %s", reason, detail)
 		s.mu.Unlock()
 	}
-	s.Sink.Publish(m)
 }
 
 func (s *countingSink) reason() string {
