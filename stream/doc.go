@@ -33,18 +33,18 @@
 //     generations; per generation, kafka-go's Generation runs per assigned
 //     partition a reader goroutine (fetch from the partition's leader on
 //     its own connection, decode and prepare each event with its own
-//     Worker, no lock) feeding its shard's applier goroutine (one
-//     per shard, for all the partitions that feed it: apply the prepared
-//     events, each partition's in offset order, as many as are ready per
-//     hold of the shard's lock, keeping their records' fields), which hands
-//     each applied event to its partition's publishing goroutine (encode
-//     the records, queue them to the publisher, free the event's slot),
+//     Worker, no lock) feeding the partition's applier goroutine (apply
+//     the prepared events in offset order, as many as are ready per hold
+//     of the shard's lock, keeping their records' fields; then, the lock
+//     released, encode the records, hand them to the publisher as one run
+//     and free the events' slots: the appliers of an instance-scope shard's
+//     partitions take turns at its lock),
 //     and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the
 //     key-scoped models hold too many changed keys): one loop over the
 //     shards — pause each to capture its state and offsets, wait until
-//     the publishing goroutines reach those offsets, mark the publisher's
-//     stream, await the deliveries before the mark, make each
+//     the appliers have published the records of those offsets, mark the
+//     publisher's stream, await the deliveries before the mark, make each
 //     shard's snapshot durable, write its changed keys to the key store,
 //     commit the offsets. A shard (the unit of state: in instance scope all
 //     the instance's partitions, in partition scope one) is used by one
@@ -60,8 +60,8 @@
 //     Engine.Close; online/refit).
 //
 // Shutdown (context cancelled): the consumer loop stops fetching, each
-// partition waits until the applier has applied its events in hand (the
-// last partition of a shard stops the applier), the last checkpoint is
+// partition waits until its applier has applied and published its events
+// in hand and stops it, the last checkpoint is
 // taken and committed, the refits are cancelled, the publisher delivers
 // what is queued, and the HTTP server shuts down.
 package stream

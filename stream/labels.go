@@ -12,8 +12,7 @@ import (
 // -tags FILE` of a --cpuprofile):
 //
 //	stage=fetch partition=N  a partition's consumer: fetch, decode, prepare (Pipeline.consume)
-//	stage=apply shard=S      a shard's applier (S: its partition, or "instance"): score, learn
-//	stage=publish partition=N  a partition's publishing goroutine: encode its records, queue them
+//	stage=apply partition=N  a partition's applier: score, learn (under its shard's lock), encode
 //	stage=publish            the publisher's loop and the producer's goroutines it starts
 //	stage=calibration        a calibration refit
 //	stage=checkpoint         the checkpoint loop

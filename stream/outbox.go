@@ -7,13 +7,12 @@ import (
 )
 
 // outbox holds the records one event's application produced, in the order
-// produced, until the partition's publishing goroutine encodes and
-// publishes them (Pipeline.apply): the shard's applier, the one goroutine
-// every event of the shard passes through, fills it with the scores'
-// fields and leaves their encoding (JSON, float formatting: as much CPU as
-// the scoring of a small model) and the publisher's queue to a goroutine
-// per partition, which run in parallel. A slot's outbox is reused: in the
-// steady state it allocates nothing.
+// produced, until the partition's applier has released the shard's lock
+// and encodes and publishes them (pshard.applyLoop): under the lock it
+// keeps only the scores' fields, and their encoding (JSON, float
+// formatting: as much CPU as the scoring of a small model) runs while
+// another partition's applier holds the lock. A slot's outbox is reused:
+// in the steady state it allocates nothing.
 //
 // A score's ID is copied (it may be the shard's scratch, which the next
 // event overwrites); its other byte slices (key, event_ts) are the slot's
@@ -21,7 +20,7 @@ import (
 // the slot is reused, after its outbox is published.
 type outbox struct {
 	sink   Sink             // where the records go, and their buffers come from
-	floats *wire.FloatCache // the partition's publishing goroutine's (its slots share it)
+	floats *wire.FloatCache // the partition's applier's (its slots share it)
 	recs   []outRec
 	scores []wire.Score
 	ids    []byte // the scores' ids, back to back
@@ -93,7 +92,7 @@ func publishAll(sink Sink, msgs []kafka.Message) {
 }
 
 // publishScore publishes score record r to topic with key: into ob when
-// the caller has one (the pipeline's applier), else encoded into pub at
+// the caller has one (a partition's applier), else encoded into pub at
 // once.
 func publishScore(pub Sink, ob *outbox, topic string, key []byte, r *wire.Score) {
 	if ob != nil {

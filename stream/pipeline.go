@@ -170,12 +170,6 @@ type pshard struct {
 	gate            sync.Cond // broadcast when served grows
 	waiting, served int64
 	requests        atomic.Int32 // = waiting, read without gateMu on the per-event path
-
-	// The applier goroutine (attach) and the partitions that feed it.
-	attachMu sync.Mutex
-	attached int
-	ready    *applyQueue
-	applied  chan struct{}
 }
 
 // lockRequest takes sh.mu for a ranking request, ahead of the appliers'
@@ -618,11 +612,11 @@ type slot struct {
 	feed *feed         // its partition's
 }
 
-// feed is what the shard's applier needs of a partition feeding it.
+// feed is a partition feeding a shard: its slots, its applier's queue.
 type feed struct {
 	partition int
 	free      chan *slot  // the partition's free slots, where a slot goes back once published
-	applied   *applyQueue // the applied slots, in offset order, to the partition's publishing goroutine
+	ready     *applyQueue // the prepared slots, in offset order, to the partition's applier
 	done      func(*kafka.Message, time.Duration)
 	// published is the offset after the last event whose records are
 	// published (handed to the sink): a checkpoint waits for it to reach
@@ -632,7 +626,7 @@ type feed struct {
 
 // Slots per partition: the events of a partition prepared ahead of their
 // application, or applied and not yet published. More of them let each
-// of the three goroutines an event passes through take more events per
+// of the goroutines an event passes through take more events per
 // wake-up: 128 rather than 32 gave 10% more events/s and 11% less CPU per
 // event in `streamer bench --no-broker` (linear mam, 4 partitions, 2
 // vCPUs). A slot holds a worker (the decoded features and every model's
@@ -650,40 +644,35 @@ func (p *Pipeline) slotsPerPartition() int {
 	return min(max(slotMemory/max(p.engine.workerBytes(), 1), minSlots), maxSlots)
 }
 
-// maxApplyBatch bounds the events a shard's applier adds to a hold of the
-// shard's lock once it has applied those it took at the start: a hold
-// applies what was queued when it began (at most the partitions' slots)
+// maxApplyBatch bounds the events a partition's applier adds to a hold of
+// the shard's lock once it has applied those it took at the start: a hold
+// applies what was queued when it began (at most the partition's slots)
 // and, while it has applied fewer than maxApplyBatch, what was queued
 // meanwhile.
 const maxApplyBatch = 4 * minSlots
 
-// apply runs a partition's events through engine shard sh in three
-// stages: this goroutine fetches, decodes and prepares each event (no
-// lock); the shard's applier goroutine (pshard.attach), one for all the
-// partitions feeding the shard, applies them in order under the shard's
-// lock, as many as are ready in one hold, keeping each event's records in
-// its slot's outbox; and the partition's publishing goroutine encodes and
-// publishes each applied slot's records, in offset order, and frees the
-// slot. The one goroutine every event of a shard passes through (the
-// applier) so leaves the records' encoding to one per partition, in
-// parallel; a checkpoint waits for a partition's publishing goroutine to
-// reach the offsets it captured (feed.published). A shard's partitions then
-// prepare in parallel while the lock is held only for scoring and
-// learning, and taken once per batch rather than per event. An applier
-// per partition, as before, spent its time handing the lock to the next
-// one: each hand-over woke a parked goroutine (in a trace of `streamer
-// bench`, the three appliers of one shard were runnable without a CPU for
-// 70% of the run). A ranking request waiting for the lock
-// (pshard.requests) is let in between two events of a batch
-// (pshard.yield): it waits for the event being applied (a few µs), not for
-// the batch, nor for an applier that takes the lock back before the
+// apply runs a partition's events through engine shard sh on two
+// goroutines: this one fetches, decodes and prepares each event (no lock),
+// and the partition's applier (applyLoop) applies them in offset order
+// under the shard's lock, as many as are ready per hold, keeping each
+// event's records in its slot's outbox, then, the lock released, encodes
+// the records and hands them to the publisher as one run, and frees the
+// slots. An event is handed over once (its slot, to the applier), and the
+// lock is taken per run of events: in partition scope only checkpoints and
+// ranking requests share it; in instance scope the partitions' appliers
+// take turns, each encoding and publishing while another applies. A
+// checkpoint waits for each partition's applier to have published the
+// records of the offsets it captured (feed.published). A ranking request
+// waiting for the lock (pshard.requests) is let in between two events of a
+// run (pshard.yield): it waits for the event being applied (a few µs), not
+// for the run, nor for an applier that takes the lock back before the
 // request's goroutine runs (sync.Mutex lets a running goroutine barge in
-// ahead of a woken one).
+// ahead of a woken one; lockApply lets at most one applier queue on it).
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
 	slots := p.slotsPerPartition()
 	free := make(chan *slot, slots)
-	f := &feed{partition: partition, free: free, applied: newApplyQueue(), done: done}
-	floats := new(wire.FloatCache) // the publishing goroutine's
+	f := &feed{partition: partition, free: free, ready: newApplyQueue(), done: done}
+	floats := new(wire.FloatCache) // the partition's applier's
 	for range slots {
 		free <- &slot{w: p.engine.NewWorker(), feed: f, out: outbox{sink: out, floats: floats}}
 	}
@@ -693,38 +682,15 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	f.published.Store(sh.next[partition])
 	sh.feeds[partition] = f
 	sh.mu.Unlock()
-	published := make(chan struct{})
+	applied := make(chan struct{})
 	go func() {
-		defer close(published)
-		setStage(p.labels, "stage", "publish", "partition", strconv.Itoa(partition))
-		var batch []*slot
-		var msgs []kafka.Message
-		for {
-			var ok bool
-			if batch, ok = f.applied.take(batch[:0], true); !ok {
-				return
-			}
-			for _, s := range batch {
-				start := monotonic()
-				msgs = s.out.encode(msgs)
-				s.busy += monotonic() - start
-			}
-			publishAll(out, msgs) // one run: the publisher's counts change once
-			clear(msgs)
-			msgs = msgs[:0]
-			for _, s := range batch {
-				f.published.Store(s.msg.Offset + 1)
-				f.done(&s.msg, s.busy)
-				f.free <- s
-			}
-			clear(batch)
-		}
+		defer close(applied)
+		setStage(p.labels, "stage", "apply", "partition", strconv.Itoa(partition))
+		sh.applyLoop(f, out)
 	}()
-	ready := sh.attach(p.labels)
 	defer func() {
-		sh.detach()
-		f.applied.close()
-		<-published
+		f.ready.close()
+		<-applied
 		sh.mu.Lock()
 		if sh.feeds[partition] == f {
 			delete(sh.feeds, partition)
@@ -746,55 +712,24 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 		start := monotonic()
 		s.w.Prepare(&s.msg) // no lock: reads no state
 		s.busy = monotonic() - start
-		ready.put(s)
+		f.ready.put(s)
 	}
 	for range slots { // every event sent is applied and published
 		<-free
 	}
 }
 
-// attach returns the queue of the shard's applier, starting the applier
-// if no partition feeds the shard yet. Each attach is paired with a
-// detach, once every event put in the queue has been applied.
-func (sh *pshard) attach(labels context.Context) *applyQueue {
-	sh.attachMu.Lock()
-	defer sh.attachMu.Unlock()
-	if sh.attached == 0 {
-		sh.ready = newApplyQueue()
-		sh.applied = make(chan struct{})
-		ready, applied := sh.ready, sh.applied
-		go func() {
-			scope := sh.scope
-			if scope == "" {
-				scope = "instance"
-			}
-			setStage(labels, "stage", "apply", "shard", scope)
-			sh.applyLoop(ready, applied)
-		}()
-	}
-	sh.attached++
-	return sh.ready
-}
-
-// detach undoes an attach; the last one stops the applier.
-func (sh *pshard) detach() {
-	sh.attachMu.Lock()
-	defer sh.attachMu.Unlock()
-	if sh.attached--; sh.attached == 0 {
-		sh.ready.close()
-		<-sh.applied
-		sh.ready, sh.applied = nil, nil
-	}
-}
-
-// applyLoop applies the slots put in ready, in the order put, until ready
-// is closed and empty.
-func (sh *pshard) applyLoop(ready *applyQueue, applied chan<- struct{}) {
-	defer close(applied)
+// applyLoop is a partition's applier: it applies the slots put in
+// f.ready, in the order put, under the shard's lock, as many as are ready
+// per hold; then, the lock released, encodes their records and hands them
+// to out as one run, and frees the slots. It returns once f.ready is
+// closed and empty.
+func (sh *pshard) applyLoop(f *feed, out Sink) {
 	var batch []*slot
+	var msgs []kafka.Message
 	for {
 		var ok bool
-		if batch, ok = ready.take(batch[:0], true); !ok {
+		if batch, ok = f.ready.take(batch[:0], true); !ok {
 			return
 		}
 		sh.lockApply()
@@ -809,28 +744,37 @@ func (sh *pshard) applyLoop(ready *applyQueue, applied chan<- struct{}) {
 				start = time.Now()
 			}
 			sh.st.ApplyAt(s.w, &s.msg, &s.out, start)
-			sh.next[s.feed.partition] = s.msg.Offset + 1
+			sh.next[f.partition] = s.msg.Offset + 1
 			end := time.Now()
 			s.busy += end.Sub(start)
 			start = end
 			if i == len(batch)-1 && len(batch) < maxApplyBatch {
-				batch, _ = ready.take(batch, false) // what was put meanwhile, in the same hold
+				batch, _ = f.ready.take(batch, false) // what was put meanwhile, in the same hold
 			}
 		}
 		sh.unlockApply()
 		for _, s := range batch {
-			s.feed.applied.put(s)
+			start := monotonic()
+			msgs = s.out.encode(msgs)
+			s.busy += monotonic() - start
+		}
+		publishAll(out, msgs) // one run: the publisher's counts change once
+		clear(msgs)
+		msgs = msgs[:0]
+		for _, s := range batch {
+			f.published.Store(s.msg.Offset + 1)
+			f.done(&s.msg, s.busy)
+			f.free <- s
 		}
 		clear(batch)
 	}
 }
 
-// applyQueue carries the prepared slots of a shard's partitions to its
-// applier (and a partition's applied slots to its publishing goroutine): a slice under a mutex, which the applier empties at once (one
-// lock for all the slots queued, where a channel takes one per slot:
-// the applier's receives were 4% of a score run's CPU, contended by the
-// partitions' sends), and a wake-up for an applier that found it empty.
-// Its length is bounded by the partitions' slots.
+// applyQueue carries a partition's prepared slots to its applier: a
+// slice under a mutex, which the applier empties at once (one lock for all
+// the slots queued, where a channel takes one per slot: a shard's applier's
+// receives were 4% of a score run's CPU), and a wake-up for an applier that
+// found it empty. Its length is bounded by the partition's slots.
 type applyQueue struct {
 	mu      sync.Mutex
 	slots   []*slot
@@ -927,8 +871,8 @@ type shardCapture struct {
 
 // checkpoint is the one checkpoint path, for every shard of either scope:
 // pause each shard in turn to capture its state with the offsets it
-// includes; wait until the partitions' publishing goroutines have
-// published the records of the captured events, and mark the publisher's
+// includes; wait until the partitions' appliers have published the
+// records of the captured events, and mark the publisher's
 // stream after them; resume processing and wait until every record before the mark
 // is delivered; make each captured shard's snapshot durable and write its
 // key deltas to the key store; then commit the offsets of the partitions
@@ -965,7 +909,7 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	}
 	// The records of the events the offsets cover must be delivered before
 	// the offsets are committed; processing goes on meanwhile. They are
-	// published once each partition's publishing goroutine reaches the
+	// published once each partition's applier reaches the
 	// captured offset; then the mark is after them.
 	if err := awaitPublished(ctx, caps); err != nil {
 		p.log.Warn("checkpoint: records not published; offsets not committed", "err", err)

@@ -57,7 +57,8 @@ does not weigh on every run (about 3 GB of memory for a million events).
 
 --stages CPU-profiles each measured run and adds a table of the CPU per event
 of each stage of the service — fetch and decode (a goroutine per partition),
-apply (a goroutine per shard: score, learn, encode), publish, calibration
+apply (a goroutine per partition: score and learn under its shard's lock,
+encode), publish (the publisher's loop), calibration
 refits, checkpoints — and of the rest of the process (the embedded broker, the
 clients, the collector), with the busiest goroutine's share of the run: one
 near 1.00 is never idle and bounds events/s whatever the cores.

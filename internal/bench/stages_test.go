@@ -147,7 +147,7 @@ func TestBenchStages(t *testing.T) {
 	for _, g := range r.Goroutines {
 		labels = append(labels, g.Labels)
 	}
-	for _, want := range []string{"stage=apply shard=instance", "stage=fetch partition="} {
+	for _, want := range []string{"stage=apply partition=", "stage=fetch partition="} {
 		found := false
 		for _, l := range labels {
 			found = found || strings.HasPrefix(l, want)

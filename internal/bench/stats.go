@@ -103,7 +103,7 @@ type resultJSON struct {
 	CPUS       float64          `json:"cpu_s"`             // the process's CPU time (user + system) over seconds
 	CPUPerEv   float64          `json:"cpu_us_per_event"`  // cpu_s / events, in µs
 	Learned    map[string]int64 `json:"learned,omitempty"` // score pipelines: examples learned, by model
-	// --stages: the run's CPU by goroutine labels ("stage=apply shard=",
+	// --stages: the run's CPU by goroutine labels ("stage=apply partition=0",
 	// "" for the rest of the process), largest first.
 	Goroutines []goroutineJSON `json:"goroutines,omitempty"`
 }

@@ -177,6 +177,12 @@ func TestCancelledRefitKeepsServingModel(t *testing.T) {
 	if rep := <-done; !rep.Accepted || rep.Version != 1 {
 		t.Fatalf("first refit: %+v", rep)
 	}
+	// The report comes before the refit counts as finished (report): wait
+	// for that, or the events below find it still running and request no
+	// refit, and the wait for Refitting below ends at once on the first.
+	for m.Refitting() {
+		time.Sleep(time.Millisecond)
+	}
 	tr.mu.Lock()
 	tr.block = make(chan struct{}) // the next fit hangs until cancelled
 	tr.mu.Unlock()
