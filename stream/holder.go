@@ -160,11 +160,21 @@ func versionOf(p online.Prediction, inst online.Model) int64 {
 
 // plainHolder is a model with one instance in the shard.
 type plainHolder struct {
+	unkeyed
 	def  *modelDef
 	fig  *figures
 	m    online.Model
 	prep online.Preparer // m, when the worker's preparation applies to it
 }
+
+// unkeyed is the key store's side of a holder that keeps no keys (plain,
+// merged): nothing to write, settle, decode or empty.
+type unkeyed struct{}
+
+func (unkeyed) durable(*keyDelta) (keystore.Marker, error) { return keystore.Marker{}, nil }
+func (unkeyed) settle(*keyDelta, keystore.Marker)          {}
+func (unkeyed) decode([]byte) (*keyDelta, error)           { return nil, nil }
+func (unkeyed) reset() error                               { return nil }
 
 func (h *plainHolder) observe(_ []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
 	p := in.observe(h.m, h.prep, y, labelled)
@@ -191,11 +201,6 @@ func (h *plainHolder) capture() ([]byte, *keyDelta, error) {
 	data, err := h.m.MarshalBinary()
 	return data, nil, err
 }
-
-func (h *plainHolder) durable(*keyDelta) (keystore.Marker, error) { return keystore.Marker{}, nil }
-func (h *plainHolder) settle(*keyDelta, keystore.Marker)          {}
-func (h *plainHolder) decode([]byte) (*keyDelta, error)           { return nil, nil }
-func (h *plainHolder) reset() error                               { return nil }
 
 // restore restores into the configured model: it has the type and the
 // configuration (equal fingerprints) that wrote the state.

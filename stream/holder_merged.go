@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
 )
 
@@ -9,6 +8,7 @@ import (
 // partition's own statistics, and every event is scored by the merge of
 // all partitions' (mergedScorer, merged.go), learned into both.
 type mergedHolder struct {
+	unkeyed
 	def *modelDef
 	fig *figures
 	own *online.MAM // the partition's statistics
@@ -36,11 +36,6 @@ func (h *mergedHolder) capture() ([]byte, *keyDelta, error) {
 	data, err := h.own.MarshalBinary()
 	return data, nil, err
 }
-
-func (h *mergedHolder) durable(*keyDelta) (keystore.Marker, error) { return keystore.Marker{}, nil }
-func (h *mergedHolder) settle(*keyDelta, keystore.Marker)          {}
-func (h *mergedHolder) decode([]byte) (*keyDelta, error)           { return nil, nil }
-func (h *mergedHolder) reset() error                               { return nil }
 
 func (h *mergedHolder) restore(data []byte, _ *keyDelta, _ KeySource, _ bool) error {
 	return h.own.UnmarshalBinary(data)
