@@ -61,7 +61,8 @@ apply (a goroutine per partition: score and learn under its shard's lock,
 encode), publish (the publisher's loop), calibration
 refits, checkpoints — and of the rest of the process (the embedded broker, the
 clients, the collector), with the busiest goroutine's share of the run: one
-near 1.00 is never idle and bounds events/s whatever the cores.
+near 1.00 is never idle and bounds events/s whatever the cores; and a second
+table with each stage's busiest goroutine's share of the run.
 
 --no-broker takes the embedded broker off the data path, for the service's
 own cost apart from the broker's (which, sharing the process, tops out

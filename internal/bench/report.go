@@ -87,8 +87,10 @@ func (rep *Report) writeStages(w io.Writer) {
 		share  float64
 	}
 	header := false
+	stageBusy := map[string]map[string][]float64{} // pipeline → stage → per round, the share of its busiest goroutine
 	for _, p := range rep.Setup.Pipelines {
 		per := map[string][]float64{}
+		stageBusy[p] = map[string][]float64{}
 		var bs []busy
 		for _, rd := range rep.Rounds {
 			r, ok := rd.Result(p)
@@ -100,13 +102,20 @@ func (rep *Report) writeStages(w io.Writer) {
 				per[s] = append(per[s], float64(sc[s])/1e3/float64(r.Events))
 			}
 			var b busy
+			most := map[string]float64{}
 			for _, g := range r.Goroutines {
-				if labelValue(g.Labels, "stage") == "" {
+				stage := labelValue(g.Labels, "stage")
+				if stage == "" {
 					continue
 				}
-				if sh := g.CPU.Seconds() / r.Elapsed.Seconds(); sh > b.share {
+				sh := g.CPU.Seconds() / r.Elapsed.Seconds()
+				if sh > b.share {
 					b = busy{g.Labels, sh}
 				}
+				most[stage] = max(most[stage], sh)
+			}
+			for _, st := range stageNames[:len(stageNames)-1] {
+				stageBusy[p][st] = append(stageBusy[p][st], most[st])
 			}
 			bs = append(bs, b)
 		}
@@ -137,5 +146,24 @@ func (rep *Report) writeStages(w io.Writer) {
 		})
 		mid := bs[(len(bs)-1)/2]
 		fmt.Fprintf(w, " %s | %.2f |\n", mid.labels, mid.share)
+	}
+	if !header {
+		return
+	}
+	// Per stage, its busiest goroutine: a stage whose busiest goroutine
+	// is near 1.00 cannot go faster with more cores, whatever the others.
+	fmt.Fprint(w, "\nThe busiest goroutine of each stage: its CPU over the run's time (medians over the rounds; 0: no sample)\n\n"+
+		"| pipeline | fetch, decode | apply | publish | calibration refits | checkpoints |\n|---|---|---|---|---|---|\n")
+	for _, p := range rep.Setup.Pipelines {
+		if len(stageBusy[p]["fetch"]) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "| %s |", p)
+		for _, st := range stageNames[:len(stageNames)-1] {
+			xs := stageBusy[p][st]
+			slices.Sort(xs)
+			fmt.Fprintf(w, " %.2f |", Quantile(xs, 0.5))
+		}
+		fmt.Fprintln(w)
 	}
 }

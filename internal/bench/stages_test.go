@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,18 @@ func TestBenchStages(t *testing.T) {
 	rep.WriteText(&text)
 	if !strings.Contains(text.String(), "| score |") || !strings.Contains(text.String(), "busiest goroutine") {
 		t.Errorf("report:\n%s", text.String())
+	}
+	// The per-stage table: the score run's fetchers and appliers were busy.
+	_, perStage, ok := strings.Cut(text.String(), "The busiest goroutine of each stage")
+	_, row, _ := strings.Cut(perStage, "| score |")
+	row, _, _ = strings.Cut(row, "\n")
+	cells := strings.Split(strings.Trim(row, " |"), "|")
+	if !ok || len(cells) != 5 {
+		t.Fatalf("no per-stage row for score in:\n%s", text.String())
+	}
+	for i, stage := range []string{"fetch", "apply"} {
+		if v, err := strconv.ParseFloat(strings.TrimSpace(cells[i]), 64); err != nil || !(v > 0 && v <= 1.05) {
+			t.Errorf("score: busiest %s goroutine's share %q, want in (0, 1]", stage, cells[i])
+		}
 	}
 }
