@@ -1,0 +1,179 @@
+package stream
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/online"
+)
+
+// lockedSink keeps every record published, from any goroutine.
+type lockedSink struct {
+	mu   sync.Mutex
+	msgs []kafka.Message
+}
+
+func (s *lockedSink) Buffer() []byte { return make([]byte, 0, 512) }
+
+func (s *lockedSink) Publish(m kafka.Message) {
+	s.mu.Lock()
+	s.msgs = append(s.msgs, m)
+	s.mu.Unlock()
+}
+
+// appliersEngine has a global model and a key-scoped one, in instance
+// scope.
+func appliersEngine(t *testing.T) *Engine {
+	t.Helper()
+	factory := func() (online.Model, error) {
+		return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: "rbf", Gamma: 1, Features: 8, Seed: 1}, Balance: true, Delta: 0.05})
+	}
+	k, _ := factory()
+	g, _ := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2},
+		[]NamedModel{{Name: "g", Model: g}, {Name: "k", Model: k, Factory: factory, MaxKeys: 1000}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+// TestPartitionAppliersPerKey: four partitions' appliers share an
+// instance-scope shard, in parallel with checkpoint captures (run under
+// -race by CI). Every key-scoped instance ends exactly as when one
+// goroutine applies the same events (a key's events are in one
+// partition, in its order); the global model learns every event once;
+// every event gets one record per model, each partition's in offset
+// order.
+func TestPartitionAppliersPerKey(t *testing.T) {
+	const parts, perPart, keysPerPart = 4, 3000, 25
+	events := make([][]kafka.Message, parts)
+	for part := range parts {
+		for off := range perPart {
+			key := fmt.Sprintf("user-%d-%d", part, (off*7)%keysPerPart)
+			v := fmt.Appendf(nil, `{"features":[%d,%d],"label":%d}`, (off+part)%5-2, (off*3)%7-3, 1-2*((off/3)%2))
+			events[part] = append(events[part], kafka.Message{Topic: "events", Partition: part, Offset: int64(off), Key: []byte(key), Value: v})
+		}
+	}
+
+	e := appliersEngine(t)
+	p := NewPipeline(PipelineConfig{Topic: "events"}, nil, nil, nil, nil)
+	if err := p.UseEngine(e, nil, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Restore(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sh := p.shards[""]
+	out := &lockedSink{}
+	var wg sync.WaitGroup
+	for part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := 0
+			fetch := func() (kafka.Message, bool) {
+				if i == len(events[part]) {
+					return kafka.Message{}, false
+				}
+				i++
+				return events[part][i-1], true
+			}
+			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {})
+		}()
+	}
+	stop := make(chan struct{})
+	captured := make(chan int)
+	go func() { // checkpoints' captures meanwhile
+		n := 0
+		defer func() { captured <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+			sh.mu.Lock()
+			_, err := sh.st.Capture()
+			sh.mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n++
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	t.Logf("%d captures during the run", <-captured)
+
+	// The reference: one goroutine, the partitions one after the other.
+	ref := appliersEngine(t)
+	rs, err := ref.NewShard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rs.Restore(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for part := range parts {
+		for i := range events[part] {
+			rs.Process(&events[part][i], &memSink{})
+		}
+	}
+	keyed, refKeyed := sh.st.models[1].keys(), rs.models[1].keys()
+	if keyed.len() != parts*keysPerPart || refKeyed.len() != parts*keysPerPart {
+		t.Fatalf("%d and %d keys in memory, want %d", keyed.len(), refKeyed.len(), parts*keysPerPart)
+	}
+	for part := range parts {
+		for j := range keysPerPart {
+			key := []byte(fmt.Sprintf("user-%d-%d", part, j))
+			got, err := keyed.find(key)
+			if err != nil || got == nil {
+				t.Fatalf("key %s: %v", key, err)
+			}
+			want, _ := refKeyed.find(key)
+			a, _ := got.m.MarshalBinary()
+			b, _ := want.m.MarshalBinary()
+			if !bytes.Equal(a, b) {
+				t.Fatalf("key %s: its instance differs from one goroutine's", key)
+			}
+		}
+	}
+	if got := sh.st.models[0].h.instance().Examples(); got != parts*perPart {
+		t.Errorf("the global model learned %d events, want %d", got, parts*perPart)
+	}
+
+	if len(out.msgs) != 2*parts*perPart {
+		t.Fatalf("%d records, want %d", len(out.msgs), 2*parts*perPart)
+	}
+	last := map[string]int64{} // model/partition: the last offset whose record was seen
+	for _, m := range out.msgs {
+		var r struct {
+			ID    string `json:"id"`
+			Model string `json:"model"`
+		}
+		if err := json.Unmarshal(m.Value, &r); err != nil {
+			t.Fatal(err)
+		}
+		// An event without an id is named by its place: events:PART:OFFSET.
+		var part int
+		var off int64
+		if _, err := fmt.Sscanf(r.ID, "events:%d:%d", &part, &off); err != nil {
+			t.Fatalf("record id %q: %v", r.ID, err)
+		}
+		k := r.Model + "/" + strconv.Itoa(part)
+		if prev, ok := last[k]; ok && off != prev+1 {
+			t.Fatalf("model %s, partition %d: offset %d's record after %d's", r.Model, part, off, prev)
+		}
+		last[k] = off
+	}
+}
