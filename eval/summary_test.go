@@ -118,14 +118,7 @@ func (tb htmlTable) row(t *testing.T, model, section string) []string {
 // as mistakes (the report's error) and decided error leaves them out.
 func TestSummaryMatchesHTML(t *testing.T) {
 	svm, _, _ := runEval(t, "ripley_svm.yaml", Options{Data: writeShuffledRipley(t), Test: "testdata/ripley_test.csv"})
-	cfg, err := config.Parse([]byte(mixedModels), nil, testTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mixed, err := Run(context.Background(), cfg, testTypes, Options{Data: "testdata/boston_ordinal.csv", Test: "testdata/boston_ordinal.csv"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mixed := runMixed(t)
 	for _, c := range []struct {
 		name     string
 		rep      *Report
@@ -266,14 +259,7 @@ func minWidth(tb htmlTable) float64 {
 // holds), and each table in a box that scrolls sideways should a model's
 // name be long.
 func TestReportFitsLaptop(t *testing.T) {
-	cfg, err := config.Parse([]byte(mixedModels), nil, testTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mixed, err := Run(context.Background(), cfg, testTypes, Options{Data: "testdata/boston_ordinal.csv", Test: "testdata/boston_ordinal.csv"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mixed := runMixed(t)
 	ripley, _, _ := runEval(t, "ripley.yaml", Options{Data: writeShuffledRipley(t), Test: "testdata/ripley_test.csv"})
 	svm, _, _ := runEval(t, "ripley_svm.yaml", Options{Data: writeShuffledRipley(t), Test: "testdata/ripley_test.csv"})
 	budget := laptopWidth - pageMargins - scrollBar
@@ -309,4 +295,19 @@ func TestReportFitsLaptop(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runMixed evaluates mixedModels (a classifier, an ordinal model and a
+// ranking model) on the ordinal Boston data, trained and tested on it.
+func runMixed(t *testing.T) *Report {
+	t.Helper()
+	cfg, err := config.Parse([]byte(mixedModels), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed, err := Run(context.Background(), cfg, testTypes, Options{Data: "testdata/boston_ordinal.csv", Test: "testdata/boston_ordinal.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mixed
 }

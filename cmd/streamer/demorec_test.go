@@ -328,21 +328,17 @@ func (d *readmeDemo) produce(topic, key, value string) {
 
 // checkItems: the items the README names have the demo's genres.
 func (d *readmeDemo) checkItems(body []byte) {
+	type itemFeatures struct {
+		Item struct {
+			ID     string   `json:"id"`
+			Genres []string `json:"genres"`
+		} `json:"item"`
+	}
 	var v struct {
-		Features struct {
-			Item struct {
-				ID     string   `json:"id"`
-				Genres []string `json:"genres"`
-			} `json:"item"`
-		} `json:"features"`
+		Features   itemFeatures `json:"features"`
 		Candidates []struct {
-			Item     string `json:"item"`
-			Features struct {
-				Item struct {
-					ID     string   `json:"id"`
-					Genres []string `json:"genres"`
-				} `json:"item"`
-			} `json:"features"`
+			Item     string       `json:"item"`
+			Features itemFeatures `json:"features"`
 		} `json:"candidates"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
