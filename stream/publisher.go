@@ -215,14 +215,20 @@ func (s *bufStack) putValues(msgs []kafka.Message) {
 // (explicit backpressure on the processing loop). m.WriterData is the
 // publisher's.
 func (p *Publisher) Publish(m kafka.Message) {
+	p.pending.Add(1)
+	e := p.epoch.Load()
+	e.pending.Add(1)
+	p.enqueue(m, e)
+}
+
+// enqueue queues m, counted in epoch e, cutting a dead letter too large
+// for its topic.
+func (p *Publisher) enqueue(m kafka.Message, e *epoch) {
 	if m.Topic == p.truncTopic && p.truncTopic != "" {
 		if n := recordBytes(&m); n > p.maxRecord {
 			m = p.cut(m, n)
 		}
 	}
-	p.pending.Add(1)
-	e := p.epoch.Load()
-	e.pending.Add(1)
 	m.WriterData = e
 	p.in <- m
 }
@@ -237,13 +243,7 @@ func (p *Publisher) PublishBatch(msgs []kafka.Message) {
 	e := p.epoch.Load() // a Mark taken meanwhile waits for all of them: never for fewer
 	e.pending.Add(int64(len(msgs)))
 	for _, m := range msgs {
-		if m.Topic == p.truncTopic && p.truncTopic != "" {
-			if n := recordBytes(&m); n > p.maxRecord {
-				m = p.cut(m, n)
-			}
-		}
-		m.WriterData = e
-		p.in <- m
+		p.enqueue(m, e)
 	}
 }
 
@@ -533,13 +533,20 @@ func (p *Publisher) completion(msgs []kafka.Message, err error) {
 		p.backedOff.Store(false)
 		p.retryMu.Unlock()
 	}
+	p.health.OK("publish " + topic)
+	p.delivered(msgs)
+}
+
+// delivered accounts for msgs acknowledged: their epochs' and the total
+// pending counts go down, their values are recycled into Buffer's, and
+// the published callback gets their count.
+func (p *Publisher) delivered(msgs []kafka.Message) {
 	for i := range msgs {
 		if e, ok := msgs[i].WriterData.(*epoch); ok {
 			e.pending.Add(-1)
 		}
 	}
 	p.free.putValues(msgs)
-	p.health.OK("publish " + topic)
 	p.met.published(len(msgs))
 	p.pending.Add(-int64(len(msgs)))
 }
