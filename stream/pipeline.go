@@ -967,17 +967,11 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 // include are published: each feed's published offset reaches its
 // partition's captured one.
 func awaitPublished(ctx context.Context, caps []shardCapture) error {
-	wait := 20 * time.Microsecond
 	for _, c := range caps {
 		for _, f := range c.feeds {
 			want := c.offsets[f.partition]
-			for f.published.Load() < want {
-				select {
-				case <-ctx.Done():
-					return fmt.Errorf("stream: partition %d: records of offsets before %d not published: %w", f.partition, want, ctx.Err())
-				case <-time.After(wait):
-				}
-				wait = min(2*wait, 2*time.Millisecond)
+			if err := waitUntil(ctx, func() bool { return f.published.Load() >= want }); err != nil {
+				return fmt.Errorf("stream: partition %d: records of offsets before %d not published: %w", f.partition, want, err)
 			}
 		}
 	}
