@@ -609,7 +609,6 @@ type slot struct {
 	w    *Worker
 	out  outbox        // the records applying it produced, until its partition's publisher takes them
 	busy time.Duration // preparing and applying it
-	feed *feed         // its partition's
 }
 
 // feed is a partition feeding a shard: its slots, its applier's queue.
@@ -674,7 +673,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	f := &feed{partition: partition, free: free, ready: newApplyQueue(), done: done}
 	floats := new(wire.FloatCache) // the partition's applier's
 	for range slots {
-		free <- &slot{w: p.engine.NewWorker(), feed: f, out: outbox{sink: out, floats: floats}}
+		free <- &slot{w: p.engine.NewWorker(), out: outbox{sink: out, floats: floats}}
 	}
 	sh.mu.Lock()
 	// Everything before the state's offset was published by the

@@ -245,15 +245,13 @@ func BenchmarkShardWorkers(b *testing.B) {
 func TestApplyQueue(t *testing.T) {
 	q := newApplyQueue()
 	const producers, each = 3, 20000
-	feeds := make([]*feed, producers)
 	var wg sync.WaitGroup
 	for p := range producers {
-		feeds[p] = &feed{partition: p}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				q.put(&slot{msg: kafka.Message{Offset: int64(i)}, feed: feeds[p]})
+				q.put(&slot{msg: kafka.Message{Partition: p, Offset: int64(i)}})
 				if i%1000 == 0 {
 					time.Sleep(time.Millisecond) // let the applier find it empty
 				}
@@ -273,7 +271,7 @@ func TestApplyQueue(t *testing.T) {
 		}
 		batch, _ = q.take(batch, false) // appends what was put meanwhile, if anything
 		for _, s := range batch {
-			p := s.feed.partition
+			p := s.msg.Partition
 			if s.msg.Offset != next[p] {
 				t.Fatalf("partition %d: slot %d after %d", p, s.msg.Offset, next[p]-1)
 			}
