@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
@@ -46,9 +47,9 @@ func appliersEngine(t *testing.T) *Engine {
 	return e
 }
 
-// TestPartitionAppliersPerKey: four partitions' appliers share an
-// instance-scope shard, in parallel with checkpoint captures (run under
-// -race by CI). Every key-scoped instance ends exactly as when one
+// TestPartitionAppliersPerKey: four partitions' appliers apply to an
+// instance-scope shard in parallel, each through its lane, and checkpoint
+// captures pause them (run under -race by CI). Every key-scoped instance ends exactly as when one
 // goroutine applies the same events (a key's events are in one
 // partition, in its order); the global model learns every event once;
 // every event gets one record per model, each partition's in offset
@@ -101,9 +102,9 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			sh.mu.Lock()
+			sh.lock()
 			_, err := sh.st.Capture()
-			sh.mu.Unlock()
+			sh.unlock()
 			if err != nil {
 				t.Error(err)
 				return
@@ -175,5 +176,67 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 			t.Fatalf("model %s, partition %d: offset %d's record after %d's", r.Model, part, off, prev)
 		}
 		last[k] = off
+	}
+}
+
+// TestLanesShareJoinBuffer: with delayed labels, the lanes of four
+// partitions keep their impressions in the shard's one join buffer and
+// take them back when the labels come, in parallel (under -race in CI):
+// every label joins its impression, and the global model learns each
+// labelled impression once.
+func TestLanesShareJoinBuffer(t *testing.T) {
+	const parts, perPart = 4, 2000
+	g, _ := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, JoinEvents: parts * perPart},
+		[]NamedModel{{Name: "g", Model: g}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	p := NewPipeline(PipelineConfig{Topic: "events"}, nil, nil, nil, nil)
+	if err := p.UseEngine(e, nil, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Restore(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sh := p.shards[""]
+	out := &lockedSink{}
+	var wg sync.WaitGroup
+	for part := range parts {
+		// Impression n, then the label of impression n-1.
+		var evs []kafka.Message
+		add := func(v []byte) {
+			evs = append(evs, kafka.Message{Topic: "events", Partition: part, Offset: int64(len(evs)), Key: []byte("u"), Value: v})
+		}
+		for n := range perPart {
+			add(fmt.Appendf(nil, `{"id":"p%d-%d","features":[%d,%d]}`, part, n, n%5-2, n%3-1))
+			if n > 0 {
+				add(fmt.Appendf(nil, `{"id":"p%d-%d","label":%d}`, part, n-1, 1-2*((n-1)%2)))
+			}
+		}
+		wg.Go(func() {
+			i := 0
+			fetch := func() (kafka.Message, bool) {
+				if i == len(evs) {
+					return kafka.Message{}, false
+				}
+				i++
+				return evs[i-1], true
+			}
+			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {})
+		})
+	}
+	wg.Wait()
+	// Every impression but each partition's last is labelled.
+	joined, unknown := testutil.ToFloat64(e.met.labelsJoined), testutil.ToFloat64(e.met.labelsUnknown)
+	if want := float64(parts * (perPart - 1)); joined != want || unknown != 0 {
+		t.Errorf("%v labels joined, %v unknown; want %v and 0", joined, unknown, want)
+	}
+	if got := sh.st.models[0].h.instance().Examples(); got != int64(parts*(perPart-1)) {
+		t.Errorf("the model learned %d events, want %d", got, parts*(perPart-1))
+	}
+	if n := sh.st.join.pending(); n != parts {
+		t.Errorf("%d impressions waiting, want %d (each partition's last)", n, parts)
 	}
 }

@@ -34,11 +34,13 @@
 //     partition a reader goroutine (fetch from the partition's leader on
 //     its own connection, decode and prepare each event with its own
 //     Worker, no lock) feeding the partition's applier goroutine (apply
-//     the prepared events in offset order, as many as are ready per hold
-//     of the shard's lock, keeping their records' fields; then, the lock
-//     released, encode the records, hand them to the publisher as one run
-//     and free the events' slots: the appliers of an instance-scope shard's
-//     partitions take turns at its lock),
+//     the prepared events in offset order, as many as are ready per
+//     shared hold of the shard's lock, keeping their records' fields;
+//     then, the lock released, encode the records, hand them to the
+//     publisher as one run and free the events' slots). The appliers of
+//     an instance-scope shard's partitions run in parallel, each through
+//     a lane of the shard (Shard.Lane: scratch of its own, the shard's
+//     holders and join buffers each behind its own lock);
 //     and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the
 //     key-scoped models hold too many changed keys): one loop over the
@@ -46,9 +48,11 @@
 //     the appliers have published the records of those offsets, mark the
 //     publisher's stream, await the deliveries before the mark, make each
 //     shard's snapshot durable, write its changed keys to the key store,
-//     commit the offsets. A shard (the unit of state: in instance scope all
-//     the instance's partitions, in partition scope one) is used by one
-//     goroutine at a time under its lock; different shards run in parallel;
+//     commit the offsets. A shard (the unit of state and of snapshots: in
+//     instance scope all the instance's partitions, in partition scope
+//     one) is applied to under its lock held shared, by one applier per
+//     partition; captures and ranking requests hold it exclusively;
+//     different shards run in parallel;
 //   - with snapshot.scope partition, the follower of the changelog topic
 //     (followRemote), which merges other instances' partition statistics
 //     every snapshot.remote_refresh;

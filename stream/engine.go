@@ -462,9 +462,12 @@ type Shard struct {
 	idBuf  []byte
 	join   *joinBuffer  // the stream's impressions (nil: delayed labels off)
 	shown  *joinBuffer  // the items ranking requests showed (nil: delayed labels or requests off, or rank JoinEvents < 0)
+	jmu    *sync.Mutex  // guards join and shown, which an instance-scope shard's lanes share
 	in     input        // the event's features as the models take them (shardModel.feed)
 	rk     *rankScratch // ranking requests' scratch (nil until the first)
+	stream uint64       // the exploration draws' stream (rankScratch)
 	w      *Worker      // Process's
+	lane   bool         // a lane of an instance-scope shard (Lane): it applies events, and holds no state of its own
 	closed bool
 }
 
@@ -473,8 +476,9 @@ type Shard struct {
 type shardModel struct {
 	def  *modelDef
 	h    holder
-	in   []float64 // an aggregator's input: the members' predictions, then the features
-	view input     // the input h takes (feed)
+	mu   *sync.Mutex // instance scope: held around h's use on the event path, which the shard's lanes share (nil: h is the shard's own)
+	in   []float64   // an aggregator's input: the members' predictions, then the features
+	view input       // the input h takes (feed)
 
 	figures // for the scrape (stateCollector)
 }
@@ -511,14 +515,38 @@ func (m *shardModel) feed(in *input, prep []float64, preds []online.Prediction) 
 // peek scores in with the model's instance for key without changing any
 // state (holder.find, then holder.peek).
 func (m *shardModel) peek(key []byte, in *input) (online.Prediction, int64) {
+	m.lock()
+	defer m.unlock()
 	return m.h.peek(m.h.find(key), in)
+}
+
+// observe is h.observe, behind the lock of a holder the shard's lanes
+// share.
+func (m *shardModel) observe(key []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
+	m.lock()
+	p, v := m.h.observe(key, in, y, labelled)
+	m.unlock()
+	return p, v
+}
+
+// lock takes the holder's lock when the shard's lanes share it.
+func (m *shardModel) lock() {
+	if m.mu != nil {
+		m.mu.Lock()
+	}
+}
+
+func (m *shardModel) unlock() {
+	if m.mu != nil {
+		m.mu.Unlock()
+	}
 }
 
 // NewShard returns an empty shard for scope: "" (instance scope: every
 // partition of the instance) or an input partition's number (partition
 // scope). Call Restore before processing, with the saved state or nil.
 func (e *Engine) NewShard(scope string) (*Shard, error) {
-	s := &Shard{e: e, scope: scope, part: -1,
+	s := &Shard{e: e, scope: scope, part: -1, jmu: new(sync.Mutex),
 		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs))}
 	if scope != "" {
 		p, err := strconv.Atoi(scope)
@@ -526,6 +554,7 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 			return nil, fmt.Errorf("stream: shard scope %q is not a partition", scope)
 		}
 		s.part = p
+		s.stream = uint64(p + 1)
 	}
 	if e.cfg.JoinEvents > 0 {
 		s.join = newJoinBuffer(e.joinConfig(srcImpressions))
@@ -541,9 +570,58 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
+	if scope == "" {
+		// Instance scope: the partitions' lanes share the holders, and the
+		// judge reads the first shard's instances' bounds (the configured
+		// models themselves) behind the same locks.
+		for _, m := range models {
+			m.mu = new(sync.Mutex)
+			if d := m.def; first && d.bound != nil && d.merged == nil {
+				d.bound = &lockedBounder{mu: m.mu, b: d.bound}
+			}
+		}
+	}
 	s.models = models
 	s.w = e.NewWorker()
 	return s, nil
+}
+
+// lockedBounder is a model's bound read behind the lock its holder's
+// users take (shardModel.mu).
+type lockedBounder struct {
+	mu *sync.Mutex
+	b  online.Bounder
+}
+
+func (l *lockedBounder) Bound(rho float64) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Bound(rho)
+}
+
+// Lane returns a lane of s, an instance-scope shard, for the applier of
+// input partition part: a shard that applies events to s's state (its
+// holders and join buffers, each behind its own lock) with scratch of its
+// own, so that the instance's partitions apply their events in parallel.
+// Each model takes one event at a time, in the order its lanes bring them:
+// a partition's events in offset order, as in a shard of its own; a
+// key-scoped model's keys live in one partition each, so every key's
+// instance sees exactly the events it would see applied serially. Capture,
+// Restore, Durable, Settle and Close are s's: the pipeline calls them with
+// every lane paused.
+func (s *Shard) Lane(part int) *Shard {
+	e := s.e
+	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1), lane: true,
+		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs))}
+	l.models = make([]*shardModel, len(s.models))
+	for i, m := range s.models {
+		lm := &shardModel{def: m.def, h: m.h, mu: m.mu}
+		if m.in != nil {
+			lm.in = make([]float64, len(m.in))
+		}
+		l.models[i] = lm
+	}
+	return l
 }
 
 // buildModels makes empty instances of every model for shard s.
@@ -720,7 +798,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		if w.prepared {
 			prep = w.prep[i]
 		}
-		p, version := m.h.observe(msg.Key, m.feed(in, prep, s.preds), s.labels[i], ev.HasLabel)
+		p, version := m.observe(msg.Key, m.feed(in, prep, s.preds), s.labels[i], ev.HasLabel)
 		d := m.def
 		r := &s.rec
 		*r = wire.Score{
@@ -753,6 +831,8 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		}
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
+		s.jmu.Lock()
+		defer s.jmu.Unlock()
 		before := s.join.pending()
 		var d joinDrops
 		if s.e.cfg.Hash != nil {
@@ -777,6 +857,10 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 		s.e.met.labelsUnknown.Inc()
 		return
 	}
+	// Held until the models learned: the slot taken is free to the
+	// other lanes' events once it is let go.
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
 	before := j.pending()
 	sl, status, dropped := j.take(id, now)
 	s.e.joinDropped(src, joinDrops{expired: dropped})
@@ -797,7 +881,7 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 		in.setDense(sl.x)
 	}
 	for i, m := range s.models {
-		m.h.observe(key, m.feed(in, nil, sl.preds), s.labels[i], true)
+		m.observe(key, m.feed(in, nil, sl.preds), s.labels[i], true)
 		m.def.judge(sl.preds[i], s.labels[i], raw, sl.preds)
 	}
 	if sl.ope.first {

@@ -72,6 +72,8 @@ func (s *Shard) rankFallback(ev *wire.Event, key []byte) (name string, version i
 	rk := s.rk
 	d := s.models[s.e.rankIdx].def
 	fm := s.models[d.fallback]
+	fm.lock() // after the rank model's: the one order of the two
+	defer fm.unlock()
 	inst := fm.h.find(key)
 	rk.own = append(rk.own[:0], rk.preds...)
 	for i := range rk.preds {

@@ -146,51 +146,52 @@ type Pipeline struct {
 }
 
 // pshard is a shard as the pipeline runs it: the engine's state (nil for a
-// stateless Processor), the lock its partitions' goroutines take per event,
-// and its offsets.
+// stateless Processor), the lock its partitions' appliers take for a run of
+// events, and its offsets.
+//
+// The partitions' appliers hold mu shared, each applying its own events
+// (in instance scope through a lane of the shard: Shard.Lane); checkpoint
+// captures, ranking requests and stateless processing hold it exclusively
+// (lock), so that they see the state between two events of every
+// partition. A goroutine that is to lock it counts itself in waiting
+// first, and in served once it holds it; an applier that finds one waiting
+// lets go of mu between two events (yield) and takes it back only once
+// every goroutine waiting then holds it (or has held it): a request waits
+// for the one event each applier is applying, not for their runs.
+// sync.RWMutex lets no reader in while a writer waits. gateMu guards
+// waiting and served.
 type pshard struct {
 	scope string
-	mu    sync.Mutex    // held while an event is applied and while the state is captured
+	mu    sync.RWMutex
 	st    *Shard        // nil: stateless
-	next  map[int]int64 // per partition: next offset to process; the state includes everything before it (guarded by mu)
+	next  map[int]int64 // per partition: next offset to process; the state includes everything before it (guarded by mu; a feed's applier keeps its own, feed.next)
 	feeds map[int]*feed // per partition feeding the shard now (guarded by mu)
 	saved map[int]int64 // offsets of the last durable snapshot (guarded by the pipeline's ckptMu)
 
-	// Ranking requests (POST /v1/rank) go ahead of the appliers' events.
-	// The appliers take applyMu before mu, so that at most one of them
-	// waits in mu's queue, where a request may find it ahead. A request
-	// counts itself in waiting before it takes mu, and in served once it
-	// holds mu. An applier that holds mu while requests wait lets go of it
-	// after the event it is applying and takes it back only once every
-	// request that was waiting then holds it (or has held it), so a
-	// request waits for one event, not for a batch. gateMu guards waiting
-	// and served.
-	applyMu         sync.Mutex
 	gateMu          sync.Mutex
 	gate            sync.Cond // broadcast when served grows
 	waiting, served int64
 	requests        atomic.Int32 // = waiting, read without gateMu on the per-event path
 }
 
-// lockRequest takes sh.mu for a ranking request, ahead of the appliers'
-// next events.
-func (sh *pshard) lockRequest() {
-	sh.requestWaits()
+// lock takes sh.mu exclusively, ahead of the appliers' next events.
+func (sh *pshard) lock() {
+	sh.waits()
 	sh.mu.Lock()
-	sh.requestIn()
+	sh.in()
 }
 
-// requestWaits counts a request in waiting, before it takes sh.mu.
-func (sh *pshard) requestWaits() {
+// waits counts a goroutine in waiting, before it locks sh.mu.
+func (sh *pshard) waits() {
 	sh.gateMu.Lock()
 	sh.waiting++
 	sh.requests.Store(int32(sh.waiting))
 	sh.gateMu.Unlock()
 }
 
-// requestIn counts a request that holds sh.mu in served, and wakes the
-// appliers waiting for it.
-func (sh *pshard) requestIn() {
+// in counts a goroutine that holds sh.mu exclusively in served, and wakes
+// the appliers waiting for it.
+func (sh *pshard) in() {
 	sh.gateMu.Lock()
 	sh.waiting--
 	sh.served++
@@ -199,39 +200,29 @@ func (sh *pshard) requestIn() {
 	sh.gateMu.Unlock()
 }
 
-// lockApply takes sh.mu for an applier's batch, behind the ranking
-// requests waiting for it; unlockApply releases it.
-func (sh *pshard) lockApply() {
-	sh.applyMu.Lock()
-	if sh.requests.Load() > 0 {
-		sh.gateMu.Lock()
-		sh.await(sh.served + sh.waiting)
-		sh.gateMu.Unlock()
-	}
-	sh.mu.Lock()
-}
+func (sh *pshard) unlock() { sh.mu.Unlock() }
 
-func (sh *pshard) unlockApply() {
-	sh.mu.Unlock()
-	sh.applyMu.Unlock()
-}
-
-// yield lets the ranking requests waiting for sh.mu in: an applier that
-// holds sh.mu unlocks it, waits until the requests waiting at this moment
-// have taken it, and locks it again (behind them).
+// yield lets the goroutines waiting to lock sh.mu in: an applier that
+// holds it shared lets go of it, waits until those waiting at this moment
+// have taken it, and takes it back (behind them).
 func (sh *pshard) yield() {
 	sh.gateMu.Lock()
 	target := sh.served + sh.waiting
-	sh.mu.Unlock()
-	sh.await(target)
-	sh.gateMu.Unlock()
-	sh.mu.Lock()
-}
-
-// await waits until served reaches target; gateMu is held.
-func (sh *pshard) await(target int64) {
+	sh.mu.RUnlock()
 	for sh.served < target {
 		sh.gate.Wait()
+	}
+	sh.gateMu.Unlock()
+	sh.mu.RLock()
+}
+
+// foldNext brings sh.next up to the offsets the feeds' appliers reached;
+// sh.mu is held exclusively.
+func (sh *pshard) foldNext() {
+	for _, f := range sh.feeds {
+		if f.next >= 0 {
+			sh.next[f.partition] = f.next
+		}
 	}
 }
 
@@ -579,10 +570,10 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 				break
 			}
 			start := time.Now()
-			sh.mu.Lock()
+			sh.lock()
 			p.proc.Process(&msg, out)
 			sh.next[partition] = msg.Offset + 1
-			sh.mu.Unlock()
+			sh.unlock()
 			done(&msg, time.Since(start))
 		}
 	} else {
@@ -614,9 +605,12 @@ type slot struct {
 // feed is a partition feeding a shard: its slots, its applier's queue.
 type feed struct {
 	partition int
-	free      chan *slot  // the partition's free slots, where a slot goes back once published
-	ready     *applyQueue // the prepared slots, in offset order, to the partition's applier
-	done      func(*kafka.Message, time.Duration)
+	st        *Shard // what the applier applies events to: the shard, or in instance scope its lane for the partition
+	next      int64  // the offset after the last event applied (-1: none yet); written by the applier holding the shard's lock shared
+
+	free  chan *slot  // the partition's free slots, where a slot goes back once published
+	ready *applyQueue // the prepared slots, in offset order, to the partition's applier
+	done  func(*kafka.Message, time.Duration)
 	// published is the offset after the last event whose records are
 	// published (handed to the sink): a checkpoint waits for it to reach
 	// the offsets it captured before it marks the publisher's stream.
@@ -675,12 +669,20 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	for range slots {
 		free <- &slot{w: p.engine.NewWorker(), out: outbox{sink: out, floats: floats}}
 	}
-	sh.mu.Lock()
+	sh.lock()
 	// Everything before the state's offset was published by the
 	// partition's previous feed, which ended before this one began.
 	f.published.Store(sh.next[partition])
+	f.next = -1
+	if off, ok := sh.next[partition]; ok {
+		f.next = off
+	}
+	f.st = sh.st
+	if sh.scope == "" {
+		f.st = sh.st.Lane(partition)
+	}
 	sh.feeds[partition] = f
-	sh.mu.Unlock()
+	sh.unlock()
 	applied := make(chan struct{})
 	go func() {
 		defer close(applied)
@@ -690,11 +692,12 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	defer func() {
 		f.ready.close()
 		<-applied
-		sh.mu.Lock()
+		sh.lock()
 		if sh.feeds[partition] == f {
+			sh.foldNext()
 			delete(sh.feeds, partition)
 		}
-		sh.mu.Unlock()
+		sh.unlock()
 	}()
 	var check *partitionCheck // rank.partitioner against the partition (partguard.go)
 	if p.rank != nil {
@@ -731,7 +734,7 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 		if batch, ok = f.ready.take(batch[:0], true); !ok {
 			return
 		}
-		sh.lockApply()
+		sh.mu.RLock()
 		// One clock reading per event: the end of an event's
 		// application is the start of the next one's, and its
 		// scored_at.
@@ -742,8 +745,8 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 				sh.yield()
 				start = time.Now()
 			}
-			sh.st.ApplyAt(s.w, &s.msg, &s.out, start)
-			sh.next[f.partition] = s.msg.Offset + 1
+			f.st.ApplyAt(s.w, &s.msg, &s.out, start)
+			f.next = s.msg.Offset + 1
 			end := time.Now()
 			s.busy += end.Sub(start)
 			start = end
@@ -751,7 +754,7 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 				batch, _ = f.ready.take(batch, false) // what was put meanwhile, in the same hold
 			}
 		}
-		sh.unlockApply()
+		sh.mu.RUnlock()
 		for _, s := range batch {
 			start := monotonic()
 			msgs = s.out.encode(msgs)
@@ -889,21 +892,22 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	var failed error // the first capture or save that failed
 	lost := false    // a shard's state is not durable: its capture or snapshot failed
 	for _, sh := range shards {
-		sh.mu.Lock()
+		sh.lock()
+		sh.foldNext()
 		c := shardCapture{sh: sh, offsets: maps.Clone(sh.next), feeds: slices.Collect(maps.Values(sh.feeds))}
 		// While saves fail, a shard whose snapshot is durable may still
 		// have keys the key store did not take: captured again.
 		if p.store != nil && sh.st != nil && (!maps.Equal(c.offsets, sh.saved) || p.saves.failing()) {
 			cp, err := sh.st.Capture()
 			if err != nil {
-				sh.mu.Unlock()
+				sh.unlock()
 				p.log.Error("checkpoint: capture state", "shard", sh.scope, "err", err)
 				failed, lost = cmp.Or(failed, err), true
 				continue
 			}
 			c.cp, captured = cp, true
 		}
-		sh.mu.Unlock()
+		sh.unlock()
 		caps = append(caps, c)
 	}
 	// The records of the events the offsets cover must be delivered before
@@ -1030,8 +1034,8 @@ func (p *Pipeline) save(ctx context.Context, c shardCapture) (durable bool, fail
 	}
 	// The models whose keys were written are settled, also when another
 	// model's write failed.
-	sh.mu.Lock()
+	sh.lock()
 	sh.st.Settle(c.cp)
-	sh.mu.Unlock()
+	sh.unlock()
 	return true, err
 }

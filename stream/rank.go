@@ -224,6 +224,10 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	m := s.models[e.rankIdx]
 	n := len(ev.Cands)
 	rk.preds, rk.score = rk.preds[:0], rk.score[:0]
+	// The rank model's instance stays this request's until it is
+	// ordered (its exploration statistics with it): another lane may
+	// learn from the key's events meanwhile.
+	m.lock()
 	inst := m.h.find(key) // one look-up for every candidate
 	ex, _ := inst.(*explored)
 	hashed := e.cfg.Hash != nil
@@ -246,6 +250,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	}
 	k := ev.K
 	best := rk.orderCandidates(n, k, cfg, ex)
+	m.unlock()
 	r := &rk.resp
 	r.ID, r.Key, r.Model, r.ScoredAt, r.Fallback = id, key, m.def.name, now, fallback
 	r.Ranked = r.Ranked[:0]
@@ -279,6 +284,8 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	if s.shown == nil || !ev.HasID {
 		return
 	}
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
 	before := s.shown.pending()
 	for j := range k {
 		c := rk.order[j]
@@ -357,7 +364,7 @@ func itemID(dst, id, item []byte) []byte {
 func (s *Shard) rankScratch() *rankScratch {
 	if s.rk == nil {
 		seed := s.e.cfg.Rank.Seed
-		s.rk = &rankScratch{rng: rand.New(rand.NewPCG(seed, uint64(s.part+1))), all: make([]online.Prediction, len(s.models))}
+		s.rk = &rankScratch{rng: rand.New(rand.NewPCG(seed, s.stream)), all: make([]online.Prediction, len(s.models))}
 	}
 	return s.rk
 }

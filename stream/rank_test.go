@@ -234,10 +234,10 @@ func (c *countSink) Buffer() []byte        { return nil }
 func (c *countSink) Publish(kafka.Message) { c.n.Add(1) }
 
 // TestRankRequestsAheadOfBatches: while three partitions' appliers stream
-// labelled events into one shard as fast as they can, ranking requests
-// take the shard's lock after at most the one event being applied when
-// they asked for it (one record published per event), not after a batch
-// of up to 32 per applier; the appliers carry on between requests, and
+// labelled events into one shard as fast as they can, each through its
+// lane, ranking requests take the shard's lock after at most the one
+// event each applier was applying when they asked for it, not after a
+// batch of up to 128 per applier; the appliers carry on between requests, and
 // checkpoint captures come in between. For a global model ranked greedily
 // and for per-key models ranked by ucb and thompson (whose statistics the
 // events change and the captures encode); run under -race by CI.
@@ -296,19 +296,19 @@ func requestsAheadOfBatches(t *testing.T, e *Engine, dim int) {
 		for out.n.Load() < int64(10*(i+1)) { // the appliers move on between requests
 			runtime.Gosched()
 		}
-		sh.requestWaits()
+		sh.waits() // pshard.lock, measured
 		before := applied()
 		sh.mu.Lock()
-		sh.requestIn()
+		sh.in()
 		worst = max(worst, applied()-before)
 		sh.mu.Unlock()
 		if _, err := p.Rank(t.Context(), body, nil); err != nil {
 			t.Fatal(err)
 		}
 		if i%50 == 0 { // a checkpoint's capture
-			sh.mu.Lock()
+			sh.lock()
 			_, err := sh.st.Capture()
-			sh.mu.Unlock()
+			sh.unlock()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -317,8 +317,8 @@ func requestsAheadOfBatches(t *testing.T, e *Engine, dim int) {
 	close(stop)
 	wg.Wait()
 	t.Logf("%d events applied; a request waited for at most %d of them", out.n.Load(), worst)
-	if worst > 1 {
-		t.Errorf("a request waited while %d events were applied, want at most the one being applied", worst)
+	if worst > 3 { // the appliers apply in parallel, each through its lane
+		t.Errorf("a request waited while %d events were applied, want at most the one each of the 3 appliers was applying", worst)
 	}
 }
 

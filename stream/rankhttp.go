@@ -284,8 +284,8 @@ func (p *Pipeline) Rank(ctx context.Context, body, dst []byte) ([]byte, error) {
 	}
 	reg = trace.StartRegion(ctx, "rank: wait for the shard")
 	wait := time.Now()
-	sh.lockRequest()
-	defer sh.mu.Unlock()
+	sh.lock()
+	defer sh.unlock()
 	p.engine.met.rankWait.Observe(time.Since(wait).Seconds())
 	reg.End()
 	defer trace.StartRegion(ctx, "rank: rank").End()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -69,6 +70,11 @@ type Result struct {
 	// CPU is the CPU time the whole process (the embedded broker's
 	// goroutines included) used over Elapsed; 0 where it cannot be read.
 	CPU time.Duration
+	// LockWait is the time the process's goroutines spent blocked on
+	// locks (sync.Mutex and sync.RWMutex, and the runtime's own) over
+	// Elapsed, from runtime/metrics: where goroutines that could run in
+	// parallel take turns, it grows with the cores.
+	LockWait time.Duration
 	// Learned is, for a score pipeline, the examples each model had
 	// learned when the run ended (by model name; a key-scoped model's over
 	// every key): Events each, or Run fails.
@@ -88,6 +94,14 @@ func (r Result) CPUPerEvent() float64 {
 	return float64(r.CPU.Microseconds()) / float64(r.Events)
 }
 
+// LockWaitPerEvent is LockWait per event, in µs.
+func (r Result) LockWaitPerEvent() float64 {
+	if r.Events == 0 {
+		return 0
+	}
+	return float64(r.LockWait.Nanoseconds()) / 1e3 / float64(r.Events)
+}
+
 // Rate is events per second.
 func (r Result) Rate() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
 
@@ -102,6 +116,7 @@ type resultJSON struct {
 	Snapshots  int              `json:"snapshots"`
 	CPUS       float64          `json:"cpu_s"`             // the process's CPU time (user + system) over seconds
 	CPUPerEv   float64          `json:"cpu_us_per_event"`  // cpu_s / events, in µs
+	LockWaitS  float64          `json:"lock_wait_s"`       // goroutines blocked on locks (runtime/metrics /sync/mutex/wait/total)
 	Learned    map[string]int64 `json:"learned,omitempty"` // score pipelines: examples learned, by model
 	// --stages: the run's CPU by goroutine labels ("stage=apply partition=0",
 	// "" for the rest of the process), largest first.
@@ -120,7 +135,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		gs = append(gs, goroutineJSON{g.Labels, g.CPU.Seconds()})
 	}
 	return json.Marshal(resultJSON{r.Mode, r.Position, r.Events, r.Records, r.Elapsed.Seconds(), finite(r.Rate()), r.Snapshots,
-		r.CPU.Seconds(), finite(r.CPUPerEvent()), r.Learned, gs})
+		r.CPU.Seconds(), finite(r.CPUPerEvent()), r.LockWait.Seconds(), r.Learned, gs})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes (Round is not in it: the
@@ -131,7 +146,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = Result{Mode: j.Pipeline, Position: j.Position, Events: j.Events, Records: j.Records, Snapshots: j.Snapshots,
-		Elapsed: time.Duration(j.Seconds * float64(time.Second)), CPU: time.Duration(j.CPUS * float64(time.Second)), Learned: j.Learned}
+		Elapsed: time.Duration(j.Seconds * float64(time.Second)), CPU: time.Duration(j.CPUS * float64(time.Second)),
+		LockWait: time.Duration(j.LockWaitS * float64(time.Second)), Learned: j.Learned}
 	for _, g := range j.Goroutines {
 		r.Goroutines = append(r.Goroutines, GoroutineCPU{Labels: g.Labels, CPU: time.Duration(g.CPUS * float64(time.Second))})
 	}
@@ -220,6 +236,9 @@ type PipelineStats struct {
 	// CPUPerEvent is the median over the rounds of the process's CPU
 	// time per event, in µs (0 where it could not be read).
 	CPUPerEvent float64 `json:"cpu_us_per_event"`
+	// LockWaitPerEvent is the median over the rounds of the time
+	// goroutines spent blocked on locks per event, in µs.
+	LockWaitPerEvent float64 `json:"lock_wait_us_per_event"`
 }
 
 // RatioStats is one ratio over the measured rounds, each round's ratio
@@ -257,15 +276,17 @@ func Summarize(rounds []Round, threshold float64) Summary {
 	slices.SortStableFunc(modes, func(a, b string) int { return modeRank(a) - modeRank(b) })
 	var noisy []string
 	for _, m := range modes {
-		var rates, cpu []float64
+		var rates, cpu, wait []float64
 		for _, r := range rounds {
 			if res, ok := r.Result(m); ok {
 				rates = append(rates, res.Rate())
 				cpu = append(cpu, res.CPUPerEvent())
+				wait = append(wait, res.LockWaitPerEvent())
 			}
 		}
 		sp := SpreadOf(rates)
-		ps := PipelineStats{Pipeline: m, Spread: sp, RelIQR: finite(sp.RelIQR()), CPUPerEvent: finite(SpreadOf(cpu).Median)}
+		ps := PipelineStats{Pipeline: m, Spread: sp, RelIQR: finite(sp.RelIQR()), CPUPerEvent: finite(SpreadOf(cpu).Median),
+			LockWaitPerEvent: finite(SpreadOf(wait).Median)}
 		s.Pipelines = append(s.Pipelines, ps)
 		if sp.N > 1 && !(sp.RelIQR() <= threshold) {
 			noisy = append(noisy, fmt.Sprintf("%s %.0f%%", m, 100*sp.RelIQR()))
@@ -315,4 +336,19 @@ func finite(x float64) float64 {
 		return 0
 	}
 	return x
+}
+
+// lockWaitMetric is the runtime's total time goroutines have spent blocked
+// on locks.
+const lockWaitMetric = "/sync/mutex/wait/total:seconds"
+
+// lockWait is the time the process's goroutines have spent blocked on
+// locks so far (runtime/metrics; 0 where the runtime does not keep it).
+func lockWait() time.Duration {
+	s := []metrics.Sample{{Name: lockWaitMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration(s[0].Value.Float64() * float64(time.Second))
 }
