@@ -141,9 +141,9 @@ type EngineConfig struct {
 //
 // The Engine holds what its shards share: the models' definitions, metrics
 // and prequential quality. The state is in shards (NewShard): in instance
-// scope one shard for all the instance's partitions, in partition scope one
-// per partition. Shards are independent: each is used by one goroutine at a
-// time, and different shards in parallel. The per-event work that needs no
+// scope one shard for all the instance's partitions, applied to by a lane
+// per partition (Shard.Lane), in partition scope one per partition. Shards
+// are independent and run in parallel. The per-event work that needs no
 // state — decoding, validation and the models' preparation (the feature
 // maps) — runs in a Worker, one per partition reader, outside any shard's
 // lock.
@@ -447,9 +447,11 @@ func (w *Worker) Prepare(msg *kafka.Message) {
 
 // Shard is one unit of state: every model's state for a set of input
 // partitions (all of an instance's in instance scope, one in partition
-// scope), with the scratch of its per-event path. A shard is not safe for
-// concurrent use: the pipeline holds the shard's lock around Apply and
-// Capture; different shards run in parallel.
+// scope), with the scratch of its per-event path. A shard is applied to by
+// one goroutine at a time; an instance-scope shard's lanes (Lane) apply to
+// its state in parallel, and Capture, Restore, Settle and Close need every
+// lane paused (the pipeline holds the shard's lock exclusively). Different
+// shards run in parallel.
 type Shard struct {
 	e      *Engine
 	scope  string // "" instance scope; the partition number in partition scope

@@ -85,9 +85,9 @@ type PipelineConfig struct {
 }
 
 // Pipeline is the consumer-group loop. One reader goroutine per assigned
-// partition decodes and prepares its events (Worker.Prepare) and applies
-// them to the partition's shard in offset order, holding only that shard's
-// lock; a checkpoint goroutine periodically runs the one checkpoint path
+// partition decodes and prepares its events (Worker.Prepare) and its
+// applier applies them to the partition's shard in offset order, holding
+// only that shard's lock, shared; a checkpoint goroutine periodically runs the one checkpoint path
 // over every shard: pause it to capture its state with the offsets it
 // includes and mark the publisher's stream there, wait until every record
 // published before the mark is delivered, make each shard's snapshot
@@ -647,20 +647,17 @@ const maxApplyBatch = 4 * minSlots
 // apply runs a partition's events through engine shard sh on two
 // goroutines: this one fetches, decodes and prepares each event (no lock),
 // and the partition's applier (applyLoop) applies them in offset order
-// under the shard's lock, as many as are ready per hold, keeping each
-// event's records in its slot's outbox, then, the lock released, encodes
-// the records and hands them to the publisher as one run, and frees the
-// slots. An event is handed over once (its slot, to the applier), and the
-// lock is taken per run of events: in partition scope only checkpoints and
-// ranking requests share it; in instance scope the partitions' appliers
-// take turns, each encoding and publishing while another applies. A
-// checkpoint waits for each partition's applier to have published the
-// records of the offsets it captured (feed.published). A ranking request
-// waiting for the lock (pshard.requests) is let in between two events of a
-// run (pshard.yield): it waits for the event being applied (a few µs), not
-// for the run, nor for an applier that takes the lock back before the
-// request's goroutine runs (sync.Mutex lets a running goroutine barge in
-// ahead of a woken one; lockApply lets at most one applier queue on it).
+// holding the shard's lock shared, as many as are ready per hold (in
+// instance scope through the partition's lane of the shard, in parallel
+// with the other partitions' appliers), keeping each event's records in
+// its slot's outbox; then, the lock released, it encodes the records and
+// hands them to the publisher as one run, and frees the slots. An event is
+// handed over once (its slot, to the applier). A checkpoint waits for each
+// partition's applier to have published the records of the offsets it
+// captured (feed.published). A ranking request or a capture waiting for
+// the lock exclusively (pshard.requests) is let in between two events of
+// a run (pshard.yield): it waits for the event each applier is applying
+// (a few µs), not for their runs.
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
 	slots := p.slotsPerPartition()
 	free := make(chan *slot, slots)

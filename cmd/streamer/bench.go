@@ -57,8 +57,8 @@ does not weigh on every run (about 3 GB of memory for a million events).
 
 --stages CPU-profiles each measured run and adds a table of the CPU per event
 of each stage of the service — fetch and decode (a goroutine per partition),
-apply (a goroutine per partition: score and learn under its shard's lock,
-encode), publish (the publisher's loop), calibration
+apply (a goroutine per partition: score and learn, each model behind its own
+lock in instance scope, encode), publish (the publisher's loop), calibration
 refits, checkpoints — and of the rest of the process (the embedded broker, the
 clients, the collector), with the busiest goroutine's share of the run: one
 near 1.00 is never idle and bounds events/s whatever the cores; and a second
@@ -136,12 +136,15 @@ it. (Before 2026-11-27 the bench ran without calibration.)
                             "events", "records" (acknowledged), "seconds",
                             "events_per_s", "snapshots", "cpu_s" (the
                             process's CPU time over "seconds", broker
-                            included), "cpu_us_per_event", "learned"
+                            included), "cpu_us_per_event", "lock_wait_s"
+                            (time the process's goroutines were blocked
+                            on locks, runtime/metrics), "learned"
                             (score pipelines: {model: examples learned})}, …],
                "ratios": {"score/passthrough": r, "score+snapshot/score": r}}, …],
    "summary": {"pipelines": [{"pipeline", "n", "median", "p25", "p75", "min",
                               "max" (events/s), "rel_iqr",
-                              "cpu_us_per_event" (median)}, …],
+                              "cpu_us_per_event", "lock_wait_us_per_event"
+                              (medians)}, …],
                "ratios": [{"ratio", "n", "median", "p25", "p75", "min", "max",
                            "per_round": [r, …]}, …],
                "warnings": ["…", …]}}
