@@ -29,6 +29,20 @@ func (s *lockedSink) Publish(m kafka.Message) {
 	s.mu.Unlock()
 }
 
+// instancePipeline is a pipeline of e in instance scope, restored empty,
+// and its shard.
+func instancePipeline(t *testing.T, e *Engine) (*Pipeline, *pshard) {
+	t.Helper()
+	p := NewPipeline(PipelineConfig{Topic: "events"}, nil, nil, nil, nil)
+	if err := p.UseEngine(e, nil, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Restore(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return p, p.shards[""]
+}
+
 // appliersEngine has a global model and a key-scoped one, in instance
 // scope.
 func appliersEngine(t *testing.T) *Engine {
@@ -66,14 +80,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 	}
 
 	e := appliersEngine(t)
-	p := NewPipeline(PipelineConfig{Topic: "events"}, nil, nil, nil, nil)
-	if err := p.UseEngine(e, nil, false, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Restore(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	sh := p.shards[""]
+	p, sh := instancePipeline(t, e)
 	out := &lockedSink{}
 	var wg sync.WaitGroup
 	for part := range parts {
@@ -193,14 +200,7 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	p := NewPipeline(PipelineConfig{Topic: "events"}, nil, nil, nil, nil)
-	if err := p.UseEngine(e, nil, false, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Restore(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	sh := p.shards[""]
+	p, sh := instancePipeline(t, e)
 	out := &lockedSink{}
 	var wg sync.WaitGroup
 	for part := range parts {
