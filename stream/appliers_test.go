@@ -31,7 +31,7 @@ func (s *lockedSink) Publish(m kafka.Message) {
 
 // instancePipeline is a pipeline of e in instance scope, restored empty,
 // and its shard.
-func instancePipeline(t *testing.T, e *Engine) (*Pipeline, *pshard) {
+func instancePipeline(t testing.TB, e *Engine) (*Pipeline, *pshard) {
 	t.Helper()
 	p := NewPipeline(PipelineConfig{Topic: "events"}, nil, nil, nil, nil)
 	if err := p.UseEngine(e, nil, false, 0); err != nil {

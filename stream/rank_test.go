@@ -163,13 +163,7 @@ func BenchmarkRank100(b *testing.B) {
 // instance shard of engine e, ready.
 func rankPipeline(t testing.TB, e *Engine) *Pipeline {
 	t.Helper()
-	p := NewPipeline(PipelineConfig{Topic: "events"}, nil, nil, nil, nil)
-	if err := p.UseEngine(e, nil, false, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Restore(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	p, _ := instancePipeline(t, e)
 	three := func(context.Context) (int, error) { return 3, nil }
 	if err := p.EnableRankHTTP(RankHTTPConfig{MaxBytes: 1 << 20, Partitions: three}); err != nil {
 		t.Fatal(err)
