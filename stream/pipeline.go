@@ -570,10 +570,10 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 				break
 			}
 			start := time.Now()
-			sh.lock()
+			sh.mu.Lock() // no appliers to let go of it: no gate
 			p.proc.Process(&msg, out)
 			sh.next[partition] = msg.Offset + 1
-			sh.unlock()
+			sh.mu.Unlock()
 			done(&msg, time.Since(start))
 		}
 	} else {
