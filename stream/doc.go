@@ -39,7 +39,7 @@
 //     then, the lock released, encode the records, hand them to the
 //     publisher as one run and free the events' slots). The appliers of
 //     an instance-scope shard's partitions run in parallel, each through
-//     a lane of the shard (Shard.Lane: scratch of its own, the shard's
+//     a lane of the shard (Shard.lane: scratch of its own, the shard's
 //     holders and join buffers each behind its own lock);
 //     and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the

@@ -142,7 +142,7 @@ type EngineConfig struct {
 // The Engine holds what its shards share: the models' definitions, metrics
 // and prequential quality. The state is in shards (NewShard): in instance
 // scope one shard for all the instance's partitions, applied to by a lane
-// per partition (Shard.Lane), in partition scope one per partition. Shards
+// per partition (Shard.lane), in partition scope one per partition. Shards
 // are independent and run in parallel. The per-event work that needs no
 // state — decoding, validation and the models' preparation (the feature
 // maps) — runs in a Worker, one per partition reader, outside any shard's
@@ -448,7 +448,7 @@ func (w *Worker) Prepare(msg *kafka.Message) {
 // Shard is one unit of state: every model's state for a set of input
 // partitions (all of an instance's in instance scope, one in partition
 // scope), with the scratch of its per-event path. A shard is applied to by
-// one goroutine at a time; an instance-scope shard's lanes (Lane) apply to
+// one goroutine at a time; an instance-scope shard's lanes (lane) apply to
 // its state in parallel, and Capture, Restore, Settle and Close need every
 // lane paused (the pipeline holds the shard's lock exclusively). Different
 // shards run in parallel.
@@ -469,7 +469,6 @@ type Shard struct {
 	rk     *rankScratch // ranking requests' scratch (nil until the first)
 	stream uint64       // the exploration draws' stream (rankScratch)
 	w      *Worker      // Process's
-	lane   bool         // a lane of an instance-scope shard (Lane): it applies events, and holds no state of its own
 	closed bool
 }
 
@@ -601,7 +600,7 @@ func (l *lockedBounder) Bound(rho float64) float64 {
 	return l.b.Bound(rho)
 }
 
-// Lane returns a lane of s, an instance-scope shard, for the applier of
+// lane returns a lane of s, an instance-scope shard, for the applier of
 // input partition part: a shard that applies events to s's state (its
 // holders and join buffers, each behind its own lock) with scratch of its
 // own, so that the instance's partitions apply their events in parallel.
@@ -611,9 +610,9 @@ func (l *lockedBounder) Bound(rho float64) float64 {
 // instance sees exactly the events it would see applied serially. Capture,
 // Restore, Durable, Settle and Close are s's: the pipeline calls them with
 // every lane paused.
-func (s *Shard) Lane(part int) *Shard {
+func (s *Shard) lane(part int) *Shard {
 	e := s.e
-	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1), lane: true,
+	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1),
 		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs))}
 	l.models = make([]*shardModel, len(s.models))
 	for i, m := range s.models {
@@ -667,9 +666,9 @@ func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *figures) (hol
 		if !ok {
 			return nil, fmt.Errorf("partition instance is a %T, want *online.MAM", m)
 		}
-		return &mergedHolder{def: d, fig: fig, own: own, s: d.merged}, nil
+		return &mergedHolder{single: single{def: d, fig: fig, m: own}, own: own, s: d.merged}, nil
 	}
-	h := &plainHolder{def: d, fig: fig, m: m}
+	h := &plainHolder{single: single{def: d, fig: fig, m: m}}
 	if d.prep != nil {
 		h.prep, _ = m.(online.Preparer)
 	}

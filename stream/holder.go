@@ -158,12 +158,33 @@ func versionOf(p online.Prediction, inst online.Model) int64 {
 	return inst.Version()
 }
 
+// single is the part of a holder with one instance in the shard (plain,
+// merged): its state is that instance's, saved and restored whole.
+type single struct {
+	unkeyed
+	def *modelDef
+	fig *figures
+	m   online.Model
+}
+
+func (h *single) instance() online.Model { return h.m }
+
+func (h *single) capture() ([]byte, *keyDelta, error) {
+	data, err := h.m.MarshalBinary()
+	return data, nil, err
+}
+
+// restore restores into the shard's instance: it has the type and the
+// configuration (equal fingerprints) that wrote the state.
+func (h *single) restore(data []byte, _ *keyDelta, _ KeySource, _ bool) error {
+	return h.m.UnmarshalBinary(data)
+}
+
+func (h *single) publish() { h.fig.examples.Store(h.m.Examples()) }
+
 // plainHolder is a model with one instance in the shard.
 type plainHolder struct {
-	unkeyed
-	def  *modelDef
-	fig  *figures
-	m    online.Model
+	single
 	prep online.Preparer // m, when the worker's preparation applies to it
 }
 
@@ -195,19 +216,5 @@ func (h *plainHolder) peek(inst online.Model, in *input) (online.Prediction, int
 	return p, versionOf(p, inst)
 }
 
-func (h *plainHolder) instance() online.Model { return h.m }
-
-func (h *plainHolder) capture() ([]byte, *keyDelta, error) {
-	data, err := h.m.MarshalBinary()
-	return data, nil, err
-}
-
-// restore restores into the configured model: it has the type and the
-// configuration (equal fingerprints) that wrote the state.
-func (h *plainHolder) restore(data []byte, _ *keyDelta, _ KeySource, _ bool) error {
-	return h.m.UnmarshalBinary(data)
-}
-
 func (h *plainHolder) attach(int) { h.def.met.version.Set(float64(h.m.Version())) }
 func (h *plainHolder) detach(int) {}
-func (h *plainHolder) publish()   { h.fig.examples.Store(h.m.Examples()) }

@@ -8,11 +8,9 @@ import (
 // partition's own statistics, and every event is scored by the merge of
 // all partitions' (mergedScorer, merged.go), learned into both.
 type mergedHolder struct {
-	unkeyed
-	def *modelDef
-	fig *figures
-	own *online.MAM // the partition's statistics
-	s   *mergedScorer
+	single             // m: own
+	own    *online.MAM // the partition's statistics
+	s      *mergedScorer
 }
 
 func (h *mergedHolder) observe(_ []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
@@ -30,17 +28,6 @@ func (h *mergedHolder) peek(_ online.Model, in *input) (online.Prediction, int64
 	return h.s.peek(in), 1
 }
 
-func (h *mergedHolder) instance() online.Model { return h.own }
-
-func (h *mergedHolder) capture() ([]byte, *keyDelta, error) {
-	data, err := h.own.MarshalBinary()
-	return data, nil, err
-}
-
-func (h *mergedHolder) restore(data []byte, _ *keyDelta, _ KeySource, _ bool) error {
-	return h.own.UnmarshalBinary(data)
-}
-
 // attach merges the partition's statistics, replacing its remote state.
 func (h *mergedHolder) attach(part int) {
 	h.s.attach(part, h.own)
@@ -50,5 +37,3 @@ func (h *mergedHolder) attach(part int) {
 // detach keeps the partition's statistics merged as its remote state
 // until a newer one arrives.
 func (h *mergedHolder) detach(part int) { h.s.detach(part) }
-
-func (h *mergedHolder) publish() { h.fig.examples.Store(h.own.Examples()) }

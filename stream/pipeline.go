@@ -150,7 +150,7 @@ type Pipeline struct {
 // events, and its offsets.
 //
 // The partitions' appliers hold mu shared, each applying its own events
-// (in instance scope through a lane of the shard: Shard.Lane); checkpoint
+// (in instance scope through a lane of the shard: Shard.lane); checkpoint
 // captures, ranking requests and stateless processing hold it exclusively
 // (lock), so that they see the state between two events of every
 // partition. A goroutine that is to lock it counts itself in waiting
@@ -676,7 +676,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	}
 	f.st = sh.st
 	if sh.scope == "" {
-		f.st = sh.st.Lane(partition)
+		f.st = sh.st.lane(partition)
 	}
 	sh.feeds[partition] = f
 	sh.unlock()
