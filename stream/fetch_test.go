@@ -124,20 +124,8 @@ func TestPartitionFetcher(t *testing.T) {
 	// Waiting with nothing to read, a context that ends ends the wait,
 	// however long the broker would hold the fetch.
 	f = newPartitionFetcher(d, b.Addrs(), "in", 0, 4<<20, time.Minute, kafka.LastOffset)
-	cctx, cancel := context.WithCancel(ctx)
-	time.AfterFunc(300*time.Millisecond, cancel)
-	done := make(chan error, 1)
-	go func() {
-		_, err := f.Next(cctx)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Next after cancel: %v, want context.Canceled", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Next did not return after its context ended")
+	if err := nextBlocksUntilCancel(ctx, f, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
 	}
 	if f.conn != nil {
 		t.Fatal("connection left open")
@@ -278,5 +266,33 @@ func TestPartitionFetcherCompacted(t *testing.T) {
 	msg, err := f.Next(ctx)
 	if err != nil || msg.Offset != n {
 		t.Fatalf("after the compacted records: offset %d, %v", msg.Offset, err)
+	}
+}
+
+// nextBlocksUntilCancel checks that f.Next, with nothing to read, waits
+// for at least wait, and returns context.Canceled once its context is
+// cancelled (within 20 s).
+func nextBlocksUntilCancel(ctx context.Context, f Fetcher, wait time.Duration) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := f.Next(cctx)
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		return fmt.Errorf("Next with nothing to read returned %v before its context ended, want it to wait", err)
+	case <-time.After(wait):
+	}
+	cancel()
+	select {
+	case err := <-got:
+		if !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("Next after cancel: %v, want context.Canceled", err)
+		}
+		return nil
+	case <-time.After(20 * time.Second):
+		return errors.New("Next did not return after its context ended")
 	}
 }

@@ -56,20 +56,8 @@ func TestMemorySource(t *testing.T) {
 		}
 		// The end: Next waits for records that do not come, until its
 		// context ends.
-		cctx, cancel := context.WithCancel(ctx)
-		got := make(chan error, 1)
-		go func() {
-			_, err := f.Next(cctx)
-			got <- err
-		}()
-		select {
-		case err := <-got:
-			t.Fatalf("partition %d from %d: Next at the end returned %v, want it to block", c.part, c.offset, err)
-		case <-time.After(20 * time.Millisecond):
-		}
-		cancel()
-		if err := <-got; !errors.Is(err, context.Canceled) {
-			t.Fatalf("partition %d from %d: Next at the end returned %v once its context ended, want context.Canceled", c.part, c.offset, err)
+		if err := nextBlocksUntilCancel(ctx, f, 20*time.Millisecond); err != nil {
+			t.Fatalf("partition %d from %d: %v", c.part, c.offset, err)
 		}
 		f.Close()
 	}
