@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +18,16 @@ import (
 func TestChangelogRestore(t *testing.T) {
 	const first, more = 30_000, 10_000
 	b := crashBroker(t)
-	produceStream(t, b, first)
-
 	dir := t.TempDir()
+	// Two snapshots at least (the newest is corrupted below): one within
+	// the first half, whatever the machine's speed, and one at the end.
+	produceStream(t, b, first/2)
 	a := startStreamer(t, b, crashYAML("cl", "scores", dir, "streamer.state"))
+	waitFor(t, 60*time.Second, "a snapshot of the first half", func() bool {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.snap"))
+		return len(files) > 0
+	})
+	produceStreamFrom(t, b, first/2, first-first/2)
 	waitLearned(t, a, first, 60*time.Second)
 	if err := a.stop(t); err != nil {
 		t.Fatalf("exit: %v", err)
