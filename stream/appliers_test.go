@@ -53,7 +53,7 @@ func appliersEngine(t *testing.T) *Engine {
 	k, _ := factory()
 	g, _ := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
 	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2},
-		[]NamedModel{{Name: "g", Model: g}, {Name: "k", Model: k, Factory: factory, MaxKeys: 1000}}, nil)
+		[]NamedModel{{Name: "g", Model: g}, {Name: "k", Model: k, Factory: factory, MaxKeys: 4096}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,18 +137,23 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 			rs.Process(&events[part][i], &memSink{})
 		}
 	}
-	keyed, refKeyed := sh.st.models[1].keys(), rs.models[1].keys()
-	if keyed.len() != parts*keysPerPart || refKeyed.len() != parts*keysPerPart {
-		t.Fatalf("%d and %d keys in memory, want %d", keyed.len(), refKeyed.len(), parts*keysPerPart)
+	keyed, refKeyed := sh.st.models[1].h.(*keyedHolder), rs.models[1].h.(*keyedHolder)
+	if n := len(keyed.stripes); n != 4 {
+		t.Fatalf("the lanes share a key table in %d stripes, want 4", n)
+	}
+	examples, hot, _ := keyed.counts()
+	refExamples, refHot, _ := refKeyed.counts()
+	if hot != parts*keysPerPart || refHot != parts*keysPerPart || examples != refExamples {
+		t.Fatalf("%d and %d keys in memory, want %d; %d and %d examples", hot, refHot, parts*keysPerPart, examples, refExamples)
 	}
 	for part := range parts {
 		for j := range keysPerPart {
 			key := []byte(fmt.Sprintf("user-%d-%d", part, j))
-			got, err := keyed.find(key)
+			got, err := keyed.stripe(key).k.find(key)
 			if err != nil || got == nil {
 				t.Fatalf("key %s: %v", key, err)
 			}
-			want, _ := refKeyed.find(key)
+			want, _ := refKeyed.stripe(key).k.find(key)
 			a, _ := got.m.MarshalBinary()
 			b, _ := want.m.MarshalBinary()
 			if !bytes.Equal(a, b) {

@@ -40,7 +40,8 @@
 //     publisher as one run and free the events' slots). The appliers of
 //     an instance-scope shard's partitions run in parallel, each through
 //     a lane of the shard (Shard.lane: scratch of its own, the shard's
-//     holders and join buffers each behind its own lock);
+//     holders and join buffers each behind its own lock, a key table's
+//     behind its stripes' locks, holder_keyed.go);
 //     and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the
 //     key-scoped models hold too many changed keys): one loop over the

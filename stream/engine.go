@@ -468,6 +468,8 @@ type Shard struct {
 	in     input        // the event's features as the models take them (shardModel.feed)
 	rk     *rankScratch // ranking requests' scratch (nil until the first)
 	stream uint64       // the exploration draws' stream (rankScratch)
+	runs   bool         // an applier's (lane or partition shard): judged keeps the labelled events' predictions for judgeRun
+	judged []judgement
 	w      *Worker      // Process's
 	closed bool
 }
@@ -477,9 +479,8 @@ type Shard struct {
 type shardModel struct {
 	def  *modelDef
 	h    holder
-	mu   *sync.Mutex // instance scope: held around h's use on the event path, which the shard's lanes share (nil: h is the shard's own)
-	in   []float64   // an aggregator's input: the members' predictions, then the features
-	view input       // the input h takes (feed)
+	in   []float64 // an aggregator's input: the members' predictions, then the features
+	view input     // the input h takes (feed)
 
 	figures // for the scrape (stateCollector)
 }
@@ -516,31 +517,43 @@ func (m *shardModel) feed(in *input, prep []float64, preds []online.Prediction) 
 // peek scores in with the model's instance for key without changing any
 // state (holder.find, then holder.peek).
 func (m *shardModel) peek(key []byte, in *input) (online.Prediction, int64) {
-	m.lock()
-	defer m.unlock()
+	mu := m.lock(key)
+	defer unlock(mu)
 	return m.h.peek(m.h.find(key), in)
 }
 
-// observe is h.observe, behind the lock of a holder the shard's lanes
-// share.
+// observe is h.observe, behind the lock of key's state when the shard's
+// lanes share the holder.
 func (m *shardModel) observe(key []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
-	m.lock()
+	mu := m.lock(key)
 	p, v := m.h.observe(key, in, y, labelled)
-	m.unlock()
+	unlock(mu)
 	return p, v
 }
 
-// lock takes the holder's lock when the shard's lanes share it.
-func (m *shardModel) lock() {
-	if m.mu != nil {
-		m.mu.Lock()
+// lock takes the lock of key's state in the holder when the shard's lanes
+// share it (holder.mutex), and returns it for unlock.
+func (m *shardModel) lock(key []byte) *sync.Mutex {
+	mu := m.h.mutex(key)
+	if mu != nil {
+		mu.Lock()
+	}
+	return mu
+}
+
+func unlock(mu *sync.Mutex) {
+	if mu != nil {
+		mu.Unlock()
 	}
 }
 
-func (m *shardModel) unlock() {
-	if m.mu != nil {
-		m.mu.Unlock()
+// counts are the model's figures in the shard for the scrape: examples,
+// and a key-scoped model's keys in memory and in the key store.
+func (m *shardModel) counts() (examples, hot, stored int64) {
+	if h, ok := m.h.(*keyedHolder); ok {
+		return h.counts()
 	}
+	return m.examples.Load(), m.hot.Load(), m.stored.Load()
 }
 
 // NewShard returns an empty shard for scope: "" (instance scope: every
@@ -576,9 +589,9 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 		// judge reads the first shard's instances' bounds (the configured
 		// models themselves) behind the same locks.
 		for _, m := range models {
-			m.mu = new(sync.Mutex)
+			m.h.share()
 			if d := m.def; first && d.bound != nil && d.merged == nil {
-				d.bound = &lockedBounder{mu: m.mu, b: d.bound}
+				d.bound = &lockedBounder{mu: m.h.mutex(nil), b: d.bound}
 			}
 		}
 	}
@@ -588,7 +601,7 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 }
 
 // lockedBounder is a model's bound read behind the lock its holder's
-// users take (shardModel.mu).
+// users take (holder.mutex).
 type lockedBounder struct {
 	mu *sync.Mutex
 	b  online.Bounder
@@ -616,7 +629,7 @@ func (s *Shard) lane(part int) *Shard {
 		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs))}
 	l.models = make([]*shardModel, len(s.models))
 	for i, m := range s.models {
-		lm := &shardModel{def: m.def, h: m.h, mu: m.mu}
+		lm := &shardModel{def: m.def, h: m.h}
 		if m.in != nil {
 			lm.in = make([]float64, len(m.in))
 		}
@@ -828,7 +841,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		publishScore(pub, ob, s.e.cfg.OutputTopic, msg.Key, r)
 		d.scored(p)
 		if ev.HasLabel {
-			d.judge(p, s.labels[i], ev.Label, s.preds)
+			s.judge(i, p, s.labels[i], ev.Label)
 		}
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
@@ -844,6 +857,61 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		s.e.joinDropped(srcImpressions, d)
 		s.e.joinMoved(srcImpressions, s.join.pending()-before)
 	}
+}
+
+// judgement is model i's prediction p for a labelled event (label y, raw
+// on the wire; pub the prediction published), waiting in an applier's
+// shard for judgeRun.
+type judgement struct {
+	model  int
+	p, pub online.Prediction
+	y, raw float64
+}
+
+// judge judges model i's prediction p for the event being applied (its
+// label y, raw on the wire) with modelDef.judge, or in an applier's shard
+// keeps it for judgeRun.
+func (s *Shard) judge(i int, p online.Prediction, y, raw float64) {
+	s.judgeWith(i, p, y, raw, s.preds)
+}
+
+// judgeWith is judge where preds are the event's predictions by every
+// model (a late label's, kept with its impression).
+func (s *Shard) judgeWith(i int, p online.Prediction, y, raw float64, preds []online.Prediction) {
+	d := s.models[i].def
+	if !s.runs {
+		d.judge(p, y, raw, preds)
+		return
+	}
+	s.judged = append(s.judged, judgement{model: i, p: p, pub: d.published(p, preds), y: y, raw: raw})
+}
+
+// judgeRun judges the predictions an applier's shard kept (judge) for
+// the run of events it applied, each model's under one hold of its
+// judge's lock: the appliers of an instance's partitions share every
+// model's judge (its prequential quality and calibration window), and
+// would otherwise queue at its lock once per event.
+func (s *Shard) judgeRun() {
+	if len(s.judged) == 0 {
+		return
+	}
+	for i, m := range s.models {
+		d, n := m.def, 0
+		for k := range s.judged {
+			if j := &s.judged[k]; j.model == i {
+				if n == 0 {
+					d.judgeMu.Lock()
+				}
+				d.judgeLocked(j.p, j.pub, j.y, j.raw)
+				n++
+			}
+		}
+		if n > 0 {
+			d.judgeMu.Unlock()
+			d.met.learned.Add(float64(n))
+		}
+	}
+	s.judged = s.judged[:0]
 }
 
 // lateLabel learns from the event a label-only event labels (src: an
@@ -883,7 +951,7 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 	}
 	for i, m := range s.models {
 		m.observe(key, m.feed(in, nil, sl.preds), s.labels[i], true)
-		m.def.judge(sl.preds[i], s.labels[i], raw, sl.preds)
+		s.judgeWith(i, sl.preds[i], s.labels[i], raw, sl.preds)
 	}
 	if sl.ope.first {
 		s.e.ope.add(sl.ope, s.e.reward(s.labels[s.e.rankIdx], raw))
@@ -1187,10 +1255,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, d := range e.defs {
 		var n, hot, stored int64
 		for _, s := range shards {
-			m := s.models[i]
-			n += m.examples.Load()
-			hot += m.hot.Load()
-			stored += m.stored.Load()
+			e, h, st := s.models[i].counts()
+			n, hot, stored = n+e, hot+h, stored+st
 		}
 		if d.merged != nil {
 			n = d.merged.examples()

@@ -72,8 +72,7 @@ func (s *Shard) rankFallback(ev *wire.Event, key []byte) (name string, version i
 	rk := s.rk
 	d := s.models[s.e.rankIdx].def
 	fm := s.models[d.fallback]
-	fm.lock() // after the rank model's: the one order of the two
-	defer fm.unlock()
+	defer unlock(fm.lock(key)) // after the rank model's: the one order of the two
 	inst := fm.h.find(key)
 	rk.own = append(rk.own[:0], rk.preds...)
 	for i := range rk.preds {

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 
 	"github.com/streamer/streamer/internal/keystore"
@@ -23,7 +24,8 @@ import (
 // The shard chooses one when it builds the model (Engine.newHolder) and
 // never asks which it has. Holders take an event's features as an input,
 // dense or hashed alike; a holder runs on the shard's goroutine, under the
-// shard's lock, except durable.
+// shard's lock, except durable; in instance scope, the shard's lanes share
+// it, each use behind its mutex.
 type holder interface {
 	// observe scores the event in for key and learns from it (label y)
 	// when labelled: the prediction and the version to publish.
@@ -64,6 +66,14 @@ type holder interface {
 
 	// publish updates the figures the scrape reads (figures).
 	publish()
+
+	// share makes the holder one that the lanes of an instance-scope
+	// shard share; mutex then returns the lock that guards key's state
+	// (every key's but a key table's), which its users hold around
+	// observe and around find with the peeks after it. nil: the shard's
+	// goroutine is the holder's only user.
+	share()
+	mutex(key []byte) *sync.Mutex
 }
 
 // figures are a shard's figures of one model for the scrape
@@ -165,9 +175,13 @@ type single struct {
 	def *modelDef
 	fig *figures
 	m   online.Model
+	mu  *sync.Mutex // set by share
 }
 
 func (h *single) instance() online.Model { return h.m }
+
+func (h *single) share()                   { h.mu = new(sync.Mutex) }
+func (h *single) mutex([]byte) *sync.Mutex { return h.mu }
 
 func (h *single) capture() ([]byte, *keyDelta, error) {
 	data, err := h.m.MarshalBinary()

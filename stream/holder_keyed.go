@@ -2,57 +2,126 @@ package stream
 
 import (
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
 )
 
-// keyedHolder is a key-scoped model in a shard: one instance per event key
-// (keyedModels, keyed.go).
+// keyedHolder is a key-scoped model in a shard: one instance per event key,
+// in a key table (keyedModels, keyed.go). In instance scope, where the
+// partitions' lanes share it, the table is split by a hash of the key into
+// stripes, each with its own lock, index, least-recently-used order and
+// max_keys / stripes of the instances in memory: lanes applying different
+// keys do not queue at one lock. The stripes share the key store's table
+// and are captured, made durable and restored together, as one delta: the
+// snapshot and the key store do not know of them.
 type keyedHolder struct {
-	def  *modelDef
-	fig  *figures
-	k    *keyedModels
-	hold int          // EngineConfig.KeyHold
-	want *atomic.Bool // the engine's wantCkpt
+	def     *modelDef
+	fig     *figures
+	stripes []*keyStripe
+	seed    maphash.Seed
+	shared  bool         // the shard's lanes share the holder (share): each stripe's lock guards it
+	hold    int          // EngineConfig.KeyHold, divided among the stripes
+	want    *atomic.Bool // the engine's wantCkpt
 }
 
-// newKeyedHolder builds the shard s's table of key-scoped model d.
+// keyStripe is a part of a key table: the keys whose hash falls in it.
+type keyStripe struct {
+	mu            sync.Mutex
+	k             *keyedModels
+	examples, hot atomic.Int64 // its figures for the scrape, set under mu
+	_             [64]byte     // the stripes' locks and figures on lines of their own
+}
+
+// keyStripes is how many stripes a key table of at most max instances in
+// memory is split into when lanes share it: enough that lanes rarely
+// meet at one, each keeping at least 1024 instances so that the
+// least-recently-used order stays close to the whole table's.
+func keyStripes(maxKeys int) int { return min(16, max(1, maxKeys/1024)) }
+
+// newKeyedHolder builds the shard s's table of key-scoped model d, in
+// stripes when the shard's lanes share it (instance scope).
 func (e *Engine) newKeyedHolder(s *Shard, d *modelDef, fig *figures) (*keyedHolder, error) {
-	k, err := newKeyedModels(d.keyFactory, d.maxKeys, e.keys.Table(s.scope, d.name))
-	if err != nil {
-		return nil, err
+	n := 1
+	if s.scope == "" {
+		n = keyStripes(d.maxKeys)
 	}
-	if dir := e.cfg.LegacyKeyDir; dir != "" {
-		dir = filepath.Join(dir, d.name)
-		if s.scope != "" {
-			dir = filepath.Join(dir, "p"+s.scope)
+	h := &keyedHolder{def: d, fig: fig, seed: maphash.MakeSeed(), hold: max(1, e.cfg.KeyHold/n), want: &e.wantCkpt}
+	table := e.keys.Table(s.scope, d.name)
+	for i := range n {
+		k, err := newKeyedModels(d.keyFactory, d.maxKeys/n+min(1, max(0, d.maxKeys%n-i)), table) // max_keys in all
+		if err != nil {
+			return nil, err
 		}
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-			k.legacy = dir
+		if dir := e.cfg.LegacyKeyDir; dir != "" {
+			dir = filepath.Join(dir, d.name)
+			if s.scope != "" {
+				dir = filepath.Join(dir, "p"+s.scope)
+			}
+			if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+				k.legacy = dir
+			}
 		}
+		k.name = d.name
+		if e.cfg.Log != nil {
+			k.log = e.cfg.Log
+		}
+		h.stripes = append(h.stripes, &keyStripe{k: k})
 	}
-	k.name = d.name
-	if e.cfg.Log != nil {
-		k.log = e.cfg.Log
+	// The table's totals (its marker's examples and keys) are counted in
+	// the first stripe; the others count from zero.
+	for _, st := range h.stripes[1:] {
+		st.k.examples, st.k.known = 0, 0
 	}
-	return &keyedHolder{def: d, fig: fig, k: k, hold: e.cfg.KeyHold, want: &e.wantCkpt}, nil
+	return h, nil
 }
 
-// keys returns the key table of a key-scoped model, nil for the others
-// (the key-fault collector's question).
-func (m *shardModel) keys() *keyedModels {
-	if h, ok := m.h.(*keyedHolder); ok {
-		return h.k
+// stripe is the stripe holding key.
+func (h *keyedHolder) stripe(key []byte) *keyStripe {
+	if len(h.stripes) == 1 {
+		return h.stripes[0]
 	}
-	return nil
+	return h.stripes[maphash.Bytes(h.seed, key)%uint64(len(h.stripes))]
+}
+
+func (h *keyedHolder) share() { h.shared = true }
+
+// mutex is the lock of key's stripe when the shard's lanes share the
+// table.
+func (h *keyedHolder) mutex(key []byte) *sync.Mutex {
+	if !h.shared {
+		return nil
+	}
+	return &h.stripe(key).mu
+}
+
+// faults is the count of failed keys (keyfault.go) over the stripes.
+func (h *keyedHolder) faults() int64 {
+	var n int64
+	for _, st := range h.stripes {
+		n += st.k.faults.n.Load()
+	}
+	return n
+}
+
+// counts are the figures the scrape reads: examples, keys in memory and
+// keys in the key store.
+func (h *keyedHolder) counts() (examples, hot, stored int64) {
+	for _, st := range h.stripes {
+		examples += st.examples.Load()
+		hot += st.hot.Load()
+	}
+	return examples, hot, h.fig.stored.Load()
 }
 
 func (h *keyedHolder) observe(key []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
-	k := h.k
+	st := h.stripe(key)
+	k := st.k
 	ent, err := k.get(key)
 	if err != nil {
 		// An I/O error reading a cold key: score with a fresh instance
@@ -74,12 +143,12 @@ func (h *keyedHolder) observe(key []byte, in *input, y float64, labelled bool) (
 	p := in.observe(inst, pr, y, labelled)
 	if labelled {
 		k.learned(ent)
+		st.examples.Store(k.examples)
 	}
 	if k.held > h.hold {
 		h.want.Store(true)
 	}
-	h.fig.hot.Store(int64(k.len()))
-	h.fig.examples.Store(k.examples)
+	st.hot.Store(int64(k.len()))
 	return p, versionOf(p, inst)
 }
 
@@ -90,13 +159,14 @@ func (h *keyedHolder) observe(key []byte, in *input, y float64, labelled bool) (
 // observe's.
 func (h *keyedHolder) find(key []byte) online.Model {
 	var inst online.Model
-	ent, err := h.k.find(key)
+	k := h.stripe(key).k
+	ent, err := k.find(key)
 	switch {
 	case err != nil:
 		h.def.met.keyErrors.Inc()
-		inst, _ = h.k.factory()
+		inst, _ = k.factory()
 	case ent == nil:
-		inst, _ = h.k.blank()
+		inst, _ = k.blank()
 	default:
 		inst = ent.m
 	}
@@ -115,19 +185,52 @@ func (h *keyedHolder) peek(inst online.Model, in *input) (online.Prediction, int
 
 func (h *keyedHolder) instance() online.Model { return nil }
 
+// capture captures every stripe's delta, in one delta: the stripes'
+// keys one after the other, their examples and keys known summed. The
+// stripes' own deltas (d.parts) settle each one.
 func (h *keyedHolder) capture() ([]byte, *keyDelta, error) {
-	d, err := h.k.capture()
-	if err != nil {
-		return nil, nil, err
+	var d *keyDelta
+	parts := make([]*keyDelta, len(h.stripes))
+	for i, st := range h.stripes {
+		p, err := st.k.capture()
+		if err != nil {
+			return nil, nil, err
+		}
+		parts[i] = p
+		if d == nil {
+			d = &keyDelta{ckpt: p.ckpt}
+		}
+		d.examples += p.examples
+		d.known += p.known
+		d.keys = append(d.keys, p.keys...)
+		d.states = append(d.states, p.states...)
 	}
 	data := d.encode() // d's states now alias the encoding
-	h.k.alias(d)
+	off := 0
+	for i, p := range parts {
+		n := len(p.keys)
+		p.keys, p.states = d.keys[off:off+n:off+n], d.states[off:off+n:off+n]
+		off += n
+		h.stripes[i].k.alias(p)
+	}
+	if len(parts) == 1 {
+		return data, parts[0], nil // d itself, with the stripe's gen
+	}
+	d.parts = parts
 	return data, d, nil
 }
 
-func (h *keyedHolder) durable(d *keyDelta) (keystore.Marker, error) { return h.k.apply(d) }
+func (h *keyedHolder) durable(d *keyDelta) (keystore.Marker, error) { return h.stripes[0].k.apply(d) }
 
-func (h *keyedHolder) settle(d *keyDelta, mk keystore.Marker) { h.k.settle(d, mk) }
+func (h *keyedHolder) settle(d *keyDelta, mk keystore.Marker) {
+	if d.parts == nil {
+		h.stripes[0].k.settle(d, mk)
+		return
+	}
+	for i, st := range h.stripes {
+		st.k.settle(d.parts[i], mk)
+	}
+}
 
 func (h *keyedHolder) decode(data []byte) (*keyDelta, error) {
 	d, err := decodeDelta(data)
@@ -136,7 +239,7 @@ func (h *keyedHolder) decode(data []byte) (*keyDelta, error) {
 	}
 	var sum int64
 	for j, b := range d.states {
-		inst, err := h.k.factory()
+		inst, err := h.def.keyFactory()
 		if err == nil {
 			err = inst.UnmarshalBinary(b)
 		}
@@ -152,22 +255,48 @@ func (h *keyedHolder) decode(data []byte) (*keyDelta, error) {
 	return d, nil
 }
 
-func (h *keyedHolder) reset() error { return h.k.reset() }
+// reset empties the table (once: the stripes share it) and every stripe.
+func (h *keyedHolder) reset() error {
+	if err := h.stripes[0].k.reset(); err != nil {
+		return err
+	}
+	for _, st := range h.stripes[1:] {
+		st.k.restart(tableRestore{}, false)
+	}
+	return nil
+}
 
+// restore brings the table to d's checkpoint (keyedModels.restore, once:
+// the stripes share it), then empties every stripe, the table's totals
+// counted in the first, and redoes d's keys each in its own stripe.
 func (h *keyedHolder) restore(_ []byte, d *keyDelta, src KeySource, lossy bool) error {
 	var from func() ([][]byte, [][]byte, error)
 	if src != nil {
 		name := h.def.name
 		from = func() ([][]byte, [][]byte, error) { return src(name) }
 	}
-	return h.k.restore(d, from, lossy)
+	r, err := h.stripes[0].k.restoreTable(d, from, lossy)
+	if err != nil {
+		return err
+	}
+	for i, st := range h.stripes {
+		st.k.restart(r, i == 0)
+	}
+	if r.redone {
+		for i, key := range d.keys {
+			h.stripe(key).k.redo(key, d.states[i])
+		}
+	}
+	return nil
 }
 
 func (h *keyedHolder) attach(int) {}
 func (h *keyedHolder) detach(int) {}
 
 func (h *keyedHolder) publish() {
-	h.fig.examples.Store(h.k.examples)
-	h.fig.hot.Store(int64(h.k.len()))
-	h.fig.stored.Store(h.k.stored)
+	for _, st := range h.stripes {
+		st.examples.Store(st.k.examples)
+		st.hot.Store(int64(st.k.len()))
+	}
+	h.fig.stored.Store(h.stripes[0].k.stored)
 }

@@ -276,6 +276,7 @@ type keyDelta struct {
 	gen      uint64 // k.gen at capture
 	keys     [][]byte
 	states   [][]byte
+	parts    []*keyDelta // a striped table's (keyedHolder): each stripe's delta, whose keys and states are slices of these
 }
 
 // capture encodes the delta of the next checkpoint (the shard is paused).
@@ -350,9 +351,7 @@ func (k *keyedModels) reset() error {
 	if err := k.table.Clear(); err != nil {
 		return fmt.Errorf("keyed models: %w", err)
 	}
-	k.index, k.lru, k.pending, k.held = map[string]*list.Element{}, list.New(), map[string]pendingState{}, 0
-	k.faults.clear()
-	k.adoptMarker(keystore.Marker{})
+	k.restart(tableRestore{}, true)
 	return nil
 }
 
@@ -371,9 +370,33 @@ func (k *keyedModels) reset() error {
 // otherwise it is a *keyStoreMismatch, and nothing changes. The instances
 // in memory are dropped; keys load on their first event.
 func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error), lossy bool) error {
+	r, err := k.restoreTable(d, src, lossy)
+	if err != nil {
+		return err
+	}
+	k.restart(r, true)
+	if r.redone {
+		for i, key := range d.keys {
+			k.redo(key, d.states[i])
+		}
+	}
+	return nil
+}
+
+// tableRestore is what restoreTable did to the table: its marker now, the
+// examples of every key, and whether the delta was (re)applied.
+type tableRestore struct {
+	mk       keystore.Marker
+	examples int64
+	redone   bool
+}
+
+// restoreTable is restore's part in the table (see restore), shared by
+// every stripe of a key table (keyedHolder).
+func (k *keyedModels) restoreTable(d *keyDelta, src func() ([][]byte, [][]byte, error), lossy bool) (tableRestore, error) {
 	mk, err := k.table.Marker()
 	if err != nil {
-		return fmt.Errorf("keyed models: %w", err)
+		return tableRestore{}, fmt.Errorf("keyed models: %w", err)
 	}
 	if mk.Seq > d.ckpt && d.ckpt > 0 {
 		// The newest snapshots were lost (corrupt files skipped at
@@ -384,7 +407,7 @@ func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error
 			k.log.Info("key-scoped model: the key store taken back to the restored snapshot's checkpoint", "model", k.name, "from", mk.Seq, "to", d.ckpt)
 			mk = undone
 		case !errors.Is(err, keystore.ErrNoUndo):
-			return fmt.Errorf("keyed models: undo checkpoints %d to %d: %w", mk.Seq, d.ckpt+1, err)
+			return tableRestore{}, fmt.Errorf("keyed models: undo checkpoints %d to %d: %w", mk.Seq, d.ckpt+1, err)
 		}
 	}
 	redone, examples := true, d.examples
@@ -393,28 +416,28 @@ func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error
 		redone = false
 	case mk.Seq+1 == d.ckpt || d.ckpt == 0:
 		if mk, err = k.table.Apply(max(d.ckpt, mk.Seq+1), metaOf(d.examples), d.keys, d.states); err != nil {
-			return fmt.Errorf("keyed models: redo checkpoint %d: %w", d.ckpt, err)
+			return tableRestore{}, fmt.Errorf("keyed models: redo checkpoint %d: %w", d.ckpt, err)
 		}
 	case src != nil:
 		keys, states, err := src()
 		if err != nil {
-			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
+			return tableRestore{}, fmt.Errorf("keyed models: rebuild the key store: %w", err)
 		}
 		if err := k.table.Clear(); err != nil {
-			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
+			return tableRestore{}, fmt.Errorf("keyed models: rebuild the key store: %w", err)
 		}
 		// The delta last: it is newer than any key record.
 		keys = append(keys, d.keys...)
 		states = append(states, d.states...)
 		if mk, err = k.table.Apply(d.ckpt, metaOf(d.examples), keys, states); err != nil {
-			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
+			return tableRestore{}, fmt.Errorf("keyed models: rebuild the key store: %w", err)
 		}
 	case lossy:
 		if err := k.table.Clear(); err != nil {
-			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
+			return tableRestore{}, fmt.Errorf("keyed models: rebuild the key store: %w", err)
 		}
 		if mk, err = k.table.Apply(d.ckpt, metaOf(d.sum), d.keys, d.states); err != nil {
-			return fmt.Errorf("keyed models: rebuild the key store: %w", err)
+			return tableRestore{}, fmt.Errorf("keyed models: rebuild the key store: %w", err)
 		}
 		examples = d.sum
 		k.log.Warn("--allow-empty-state: the key store did not hold the restored snapshot's checkpoint; the key-scoped model's keys are rebuilt from the snapshot, which holds those its checkpoint changed: every other key's state is lost, and it starts empty on its next event",
@@ -422,23 +445,32 @@ func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error
 			"keys_kept", len(d.keys), "examples_kept", d.sum,
 			"keys_lost", max(0, d.known-int64(len(d.keys))), "examples_lost", max(0, d.examples-d.sum))
 	default:
-		return &keyStoreMismatch{table: mk.Seq, snapshot: d.ckpt, keys: len(d.keys), known: d.known, examples: d.examples, kept: d.sum}
+		return tableRestore{}, &keyStoreMismatch{table: mk.Seq, snapshot: d.ckpt, keys: len(d.keys), known: d.known, examples: d.examples, kept: d.sum}
 	}
+	return tableRestore{mk: mk, examples: examples, redone: redone}, nil
+}
+
+// restart empties memory after restoreTable (r) or a reset: the instances
+// in memory are dropped, and keys load on their first event. The table
+// holds the snapshot's keys now, each once; counts, the table's totals,
+// go to one stripe of the table (first), the others counting from zero.
+func (k *keyedModels) restart(r tableRestore, counts bool) {
 	k.index, k.lru, k.pending, k.held = map[string]*list.Element{}, list.New(), map[string]pendingState{}, 0
 	k.faults.clear()
-	k.adoptMarker(mk)
-	// The table holds the snapshot's keys now, each once.
-	k.examples, k.known = examples, mk.Keys
-	if redone {
-		// The crash may have come before the checkpoint's keys reached
-		// the changelog too: they go with the next checkpoint again.
-		for i, key := range d.keys {
-			k.gen++
-			k.pending[string(key)] = pendingState{state: d.states[i], gen: k.gen, inTable: true}
-			k.held += len(d.states[i])
-		}
+	k.adoptMarker(r.mk)
+	k.examples, k.known = 0, 0
+	if counts {
+		k.examples, k.known = r.examples, r.mk.Keys
 	}
-	return nil
+}
+
+// redo keeps a restored delta's key state as pending: the crash may have
+// come before the checkpoint's keys reached the changelog too, so they go
+// with the next checkpoint again.
+func (k *keyedModels) redo(key, state []byte) {
+	k.gen++
+	k.pending[string(key)] = pendingState{state: state, gen: k.gen, inTable: true}
+	k.held += len(state)
 }
 
 // keyStoreMismatch is a key-scoped model's table that does not belong to

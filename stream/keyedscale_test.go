@@ -131,15 +131,15 @@ func TestManyKeys(t *testing.T) {
 	if len(changed) > 0 {
 		checkpoint(int64(events))
 	}
-	m := s.models[0]
-	if got := m.keys().examples; got != int64(events) {
-		t.Fatalf("examples %d, want %d", got, events)
+	examples, hot, stored := s.models[0].counts()
+	if examples != int64(events) {
+		t.Fatalf("examples %d, want %d", examples, events)
 	}
-	if got := m.stored.Load(); got != int64(keys) {
-		t.Fatalf("%d keys stored, want %d", got, keys)
+	if stored != int64(keys) {
+		t.Fatalf("%d keys stored, want %d", stored, keys)
 	}
-	if n := m.keys().len(); n > maxKeys {
-		t.Fatalf("%d keys in memory, max_keys %d", n, maxKeys)
+	if hot > maxKeys {
+		t.Fatalf("%d keys in memory, max_keys %d", hot, maxKeys)
 	}
 	rss, peak := procStatus("VmRSS:"), procStatus("VmHWM:")
 	t.Logf("%d keys, %d events in %v (%.1f µs/event); %d checkpoints, at most %d keys each; heap in use at most %d MiB; resident %d MiB, at most %d MiB",
@@ -175,10 +175,14 @@ func TestManyKeys(t *testing.T) {
 	if len(out.msgs) != 1 || !bytes.Contains(out.msgs[0].Value, []byte(`"n":`)) {
 		t.Fatalf("no score after the restart: %v", out.msgs)
 	}
-	m2 := s2.models[0]
-	if m2.keys().examples != int64(events) || m2.keys().stored != int64(keys) || m2.keys().reloaded != 1 {
+	examples, _, stored = s2.models[0].counts()
+	var reloaded int64
+	for _, st := range s2.models[0].h.(*keyedHolder).stripes {
+		reloaded += st.k.reloaded
+	}
+	if examples != int64(events) || stored != int64(keys) || reloaded != 1 {
 		t.Fatalf("after the restart: %d examples, %d keys stored, %d keys read; want %d, %d, 1",
-			m2.keys().examples, m2.keys().stored, m2.keys().reloaded, events, keys)
+			examples, stored, reloaded, events, keys)
 	}
 	t.Logf("restart to first score: %v", firstScore.Round(time.Millisecond))
 }

@@ -107,8 +107,8 @@ func (e *Engine) keyFaults() map[string]int64 {
 		}
 		var n int64
 		for _, s := range shards {
-			if k := s.models[i].keys(); k != nil {
-				n += k.faults.n.Load()
+			if h, ok := s.models[i].h.(*keyedHolder); ok {
+				n += h.faults()
 			}
 		}
 		out[d.name] = n

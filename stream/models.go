@@ -46,7 +46,8 @@ type modelDef struct {
 	// Prequential quality, shared by the shards: judged on the prediction
 	// published before the model learned from the event. Shards judge
 	// under judgeMu (a short critical section; everything else on the
-	// per-event path is the shard's own).
+	// per-event path is the shard's own); appliers a run of events at a
+	// time (Shard.judgeRun).
 	judgeMu    sync.Mutex
 	cal        *calibration // nil: calibration off
 	quality    *online.Judge
@@ -287,6 +288,12 @@ func (d *modelDef) judge(p online.Prediction, y, raw float64, preds []online.Pre
 	pub := d.published(p, preds)
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
+	d.judgeLocked(p, pub, y, raw)
+}
+
+// judgeLocked is judge's part under judgeMu: p the model's prediction, pub
+// the one published for the event.
+func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64) {
 	j := d.quality
 	if d.cal != nil && d.decided(&p) {
 		d.cal.add(p, y, raw)

@@ -678,6 +678,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	if sh.scope == "" {
 		f.st = sh.st.lane(partition)
 	}
+	f.st.runs = true // judged once per run (applyLoop)
 	sh.feeds[partition] = f
 	sh.unlock()
 	applied := make(chan struct{})
@@ -751,6 +752,7 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 				batch, _ = f.ready.take(batch, false) // what was put meanwhile, in the same hold
 			}
 		}
+		f.st.judgeRun()
 		sh.mu.RUnlock()
 		for _, s := range batch {
 			start := monotonic()

@@ -227,7 +227,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	// The rank model's instance stays this request's until it is
 	// ordered (its exploration statistics with it): another lane may
 	// learn from the key's events meanwhile.
-	m.lock()
+	mu := m.lock(key)
 	inst := m.h.find(key) // one look-up for every candidate
 	ex, _ := inst.(*explored)
 	hashed := e.cfg.Hash != nil
@@ -250,7 +250,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	}
 	k := ev.K
 	best := rk.orderCandidates(n, k, cfg, ex)
-	m.unlock()
+	unlock(mu)
 	r := &rk.resp
 	r.ID, r.Key, r.Model, r.ScoredAt, r.Fallback = id, key, m.def.name, now, fallback
 	r.Ranked = r.Ranked[:0]

@@ -21,7 +21,7 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var cfg bench.Config
-	var kernel, configPath, cpuProfile string
+	var kernel, configPath, cpuProfile, mutexProfile string
 	var calWindow, calEvery int
 	var calDelta float64
 	var asJSON bool
@@ -217,6 +217,15 @@ interleaving; --json does not apply.`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if mutexProfile != "" {
+				// Every contended lock: where the lock wait column's time goes.
+				defer runtime.SetMutexProfileFraction(runtime.SetMutexProfileFraction(1))
+				defer func() {
+					if err := writeProfile("mutex", mutexProfile); err != nil {
+						fmt.Fprintf(stderr, "streamer: --mutexprofile: %v\n", err)
+					}
+				}()
+			}
 			if len(instances) > 0 {
 				if cfg.NoBroker {
 					return fmt.Errorf("--no-broker does not apply to --instances: scale-out measures instances that share their state through the broker's changelog")
@@ -254,6 +263,7 @@ interleaving; --json does not apply.`,
 	cmd.Flags().StringVar(&kernel, "kernel", "linear", "built-in MAM kernel: linear | rbf (D=256, gamma=1/dim)")
 	cmd.Flags().StringVarP(&configPath, "config", "c", "", "benchmark the models of this config file (YAML) instead of the built-in MAM")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench (broker included) to this file (go tool pprof); the pipelines' goroutines carry the label pipeline=passthrough|score|score+snapshot (go tool pprof -tags FILE; -tagfocus pipeline=score)")
+	cmd.Flags().StringVar(&mutexProfile, "mutexprofile", "", "write a profile of the whole bench's contended locks to this file (go tool pprof): where the lock wait column's time goes")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON to stdout (schema above), the tables to stderr")
 	calDefault := config.Default().Calibration
 	calDelta = calDefault.Delta
@@ -281,4 +291,17 @@ func benchScale(ctx context.Context, w io.Writer, cfg bench.Config, instances []
 			r.Elapsed.Seconds(), r.Scored, r.Snapshots, r.ChangelogBytes, float64(r.ChangelogBytes)/float64(r.Events))
 	}
 	return nil
+}
+
+// writeProfile writes the named runtime profile (pprof.Lookup) to path.
+func writeProfile(name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
