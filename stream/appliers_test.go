@@ -245,3 +245,44 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 		t.Errorf("%d impressions waiting, want %d (each partition's last)", n, parts)
 	}
 }
+
+// TestJudgeRuns: an applier's shard judges a run of events at a time
+// (judgeRun); over one partition the prequential quality ends as when
+// each event is judged as it is applied, and judging waits for the run's
+// end.
+func TestJudgeRuns(t *testing.T) {
+	judged := func(runs bool) (*Engine, *Shard) {
+		e := appliersEngine(t)
+		s, err := e.NewShard("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Restore(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.runs = runs
+		return e, s
+	}
+	ref, rs := judged(false)
+	e, s := judged(true)
+	for off := range 1000 {
+		v := fmt.Appendf(nil, `{"features":[%d,%d],"label":%d}`, off%5-2, (off*3)%7-3, 1-2*((off/3)%2))
+		msg := kafka.Message{Topic: "events", Offset: int64(off), Key: fmt.Appendf(nil, "user-%d", off%9), Value: v}
+		rs.Process(&msg, &memSink{})
+		s.Process(&msg, &memSink{})
+		if off%7 == 6 {
+			if got := len(s.judged); got != 7*len(e.defs) {
+				t.Fatalf("offset %d: %d predictions waiting, want %d", off, got, 7*len(e.defs))
+			}
+			s.judgeRun()
+		}
+	}
+	s.judgeRun()
+	for i, d := range e.defs {
+		r := ref.defs[i]
+		if d.quality.Mistakes() != r.quality.Mistakes() || d.quality.Accuracy() != r.quality.Accuracy() || r.quality.Mistakes() == 0 {
+			t.Errorf("model %s: %d mistakes, accuracy %v judged in runs; %d, %v one by one", d.name,
+				d.quality.Mistakes(), d.quality.Accuracy(), r.quality.Mistakes(), r.quality.Accuracy())
+		}
+	}
+}
