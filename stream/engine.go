@@ -470,7 +470,7 @@ type Shard struct {
 	stream uint64       // the exploration draws' stream (rankScratch)
 	runs   bool         // an applier's (lane or partition shard): judged keeps the labelled events' predictions for judgeRun
 	judged []judgement
-	w      *Worker      // Process's
+	w      *Worker // Process's
 	closed bool
 }
 
