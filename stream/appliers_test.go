@@ -95,7 +95,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 				i++
 				return events[part][i-1], true
 			}
-			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {})
+			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {}, func(int) {})
 		}()
 	}
 	stop := make(chan struct{})
@@ -229,7 +229,7 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 				i++
 				return evs[i-1], true
 			}
-			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {})
+			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {}, func(int) {})
 		})
 	}
 	wg.Wait()
@@ -246,10 +246,10 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 	}
 }
 
-// TestJudgeRuns: an applier's shard judges a run of events at a time
-// (judgeRun); over one partition the prequential quality ends as when
-// each event is judged as it is applied, and judging waits for the run's
-// end.
+// TestJudgeRuns: an applier's shard judges and counts a run of events
+// at a time (endRun); over one partition the prequential quality and the
+// count of published predictions end as when each event is judged and
+// counted as it is applied, and judging waits for the run's end.
 func TestJudgeRuns(t *testing.T) {
 	judged := func(runs bool) (*Engine, *Shard) {
 		e := appliersEngine(t)
@@ -260,7 +260,9 @@ func TestJudgeRuns(t *testing.T) {
 		if _, _, err := s.Restore(nil, nil); err != nil {
 			t.Fatal(err)
 		}
-		s.runs = runs
+		if runs {
+			s.applies(0)
+		}
 		return e, s
 	}
 	ref, rs := judged(false)
@@ -274,12 +276,15 @@ func TestJudgeRuns(t *testing.T) {
 			if got := len(s.judged); got != 7*len(e.defs) {
 				t.Fatalf("offset %d: %d predictions waiting, want %d", off, got, 7*len(e.defs))
 			}
-			s.judgeRun()
+			s.endRun()
 		}
 	}
-	s.judgeRun()
+	s.endRun()
 	for i, d := range e.defs {
 		r := ref.defs[i]
+		if got, want := testutil.ToFloat64(d.met.scored), testutil.ToFloat64(r.met.scored); got != want || want != 1000 {
+			t.Errorf("model %s: %v predictions counted in runs, %v one by one, want 1000", d.name, got, want)
+		}
 		if d.quality.Mistakes() != r.quality.Mistakes() || d.quality.Accuracy() != r.quality.Accuracy() || r.quality.Mistakes() == 0 {
 			t.Errorf("model %s: %d mistakes, accuracy %v judged in runs; %d, %v one by one", d.name,
 				d.quality.Mistakes(), d.quality.Accuracy(), r.quality.Mistakes(), r.quality.Accuracy())

@@ -468,19 +468,21 @@ type Shard struct {
 	in     input        // the event's features as the models take them (shardModel.feed)
 	rk     *rankScratch // ranking requests' scratch (nil until the first)
 	stream uint64       // the exploration draws' stream (rankScratch)
-	runs   bool         // an applier's (lane or partition shard): judged keeps the labelled events' predictions for judgeRun
-	judged []judgement
-	w      *Worker // Process's
+	runs   bool         // an applier's (lane or partition shard; applies): judged and scores wait for endRun
+	judged []judgement  // the run's labelled events' predictions
+	scores []int        // per model: the run's published predictions
+	w      *Worker      // Process's
 	closed bool
 }
 
 // shardModel is one model's state in one shard: its holder (holder.go),
 // and what the shard's per-event path keeps for it.
 type shardModel struct {
-	def  *modelDef
-	h    holder
-	in   []float64 // an aggregator's input: the members' predictions, then the features
-	view input     // the input h takes (feed)
+	def   *modelDef
+	h     holder
+	in    []float64           // an aggregator's input: the members' predictions, then the features
+	view  input               // the input h takes (feed)
+	bound prometheus.Observer // an applier's (Shard.applies): its partition's shard of the model's mistake-bound histogram
 
 	figures // for the scrape (stateCollector)
 }
@@ -839,7 +841,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		}
 		s.preds[i] = p
 		publishScore(pub, ob, s.e.cfg.OutputTopic, msg.Key, r)
-		d.scored(p)
+		s.scored(m, i, p)
 		if ev.HasLabel {
 			s.judge(i, p, s.labels[i], ev.Label)
 		}
@@ -861,7 +863,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 
 // judgement is model i's prediction p for a labelled event (label y, raw
 // on the wire; pub the prediction published), waiting in an applier's
-// shard for judgeRun.
+// shard for endRun.
 type judgement struct {
 	model  int
 	p, pub online.Prediction
@@ -870,7 +872,7 @@ type judgement struct {
 
 // judge judges model i's prediction p for the event being applied (its
 // label y, raw on the wire) with modelDef.judge, or in an applier's shard
-// keeps it for judgeRun.
+// keeps it for endRun.
 func (s *Shard) judge(i int, p online.Prediction, y, raw float64) {
 	s.judgeWith(i, p, y, raw, s.preds)
 }
@@ -886,12 +888,46 @@ func (s *Shard) judgeWith(i int, p online.Prediction, y, raw float64, preds []on
 	s.judged = append(s.judged, judgement{model: i, p: p, pub: d.published(p, preds), y: y, raw: raw})
 }
 
-// judgeRun judges the predictions an applier's shard kept (judge) for
-// the run of events it applied, each model's under one hold of its
-// judge's lock: the appliers of an instance's partitions share every
-// model's judge (its prequential quality and calibration window), and
-// would otherwise queue at its lock once per event.
-func (s *Shard) judgeRun() {
+// applies makes s the shard (or lane) input partition part's applier
+// applies events to: it counts and judges them a run at a time (endRun),
+// and observes the bounds it publishes into the partition's shard of the
+// histogram.
+func (s *Shard) applies(part int) {
+	s.runs = true
+	s.scores = make([]int, len(s.models))
+	for _, m := range s.models {
+		m.bound = s.e.met.bound.shard(m.def.name, part)
+	}
+}
+
+// scored records model m's (the i-th) published prediction p: at once
+// (modelDef.scored), or in an applier's run, counted for endRun and its
+// bound observed into the partition's shard.
+func (s *Shard) scored(m *shardModel, i int, p online.Prediction) {
+	if !s.runs {
+		m.def.scored(p)
+		return
+	}
+	s.scores[i]++
+	if p.HasBound {
+		m.bound.Observe(p.MistakeBound)
+	}
+}
+
+// endRun ends the run of events an applier applied: the models' counts
+// of published predictions move once, and the predictions it kept
+// (judge) are judged, each model's under one hold of its judge's lock.
+// The appliers of an instance's partitions share every model's judge (its
+// prequential quality and calibration window) and counters, and would
+// otherwise queue at the lock, and contend for the counters' cache
+// lines, once per event.
+func (s *Shard) endRun() {
+	for i, n := range s.scores {
+		if n > 0 {
+			s.models[i].def.met.scored.Add(float64(n))
+			s.scores[i] = 0
+		}
+	}
 	if len(s.judged) == 0 {
 		return
 	}

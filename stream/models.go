@@ -47,7 +47,7 @@ type modelDef struct {
 	// published before the model learned from the event. Shards judge
 	// under judgeMu (a short critical section; everything else on the
 	// per-event path is the shard's own); appliers a run of events at a
-	// time (Shard.judgeRun).
+	// time (Shard.endRun).
 	judgeMu    sync.Mutex
 	cal        *calibration // nil: calibration off
 	quality    *online.Judge
@@ -61,7 +61,7 @@ type modelMetrics struct {
 	accuracy                  prometheus.Gauge
 	mae, zeroOne, tau, rmse   prometheus.Gauge
 	version                   prometheus.Gauge
-	bound                     prometheus.Observer
+	bound                     prometheus.Observer // the shard of the goroutines of no partition (histShards)
 	violations                prometheus.Counter
 	observed, limit           []prometheus.Gauge // per grid ρ
 	versionAccuracy           prometheus.Gauge
@@ -74,7 +74,7 @@ type engineMetrics struct {
 	accuracy, version                     *prometheus.GaugeVec
 	mae, zeroOne, tau, rmse               *prometheus.GaugeVec
 	observed, limit                       *prometheus.GaugeVec
-	bound                                 *prometheus.HistogramVec
+	bound                                 *histShards // per model; an applier observes into its partition's shard
 	rejectedBy                            map[wire.Reason]prometheus.Counter
 
 	labelsJoined, labelsUnknown, labelsLate prometheus.Counter
@@ -123,9 +123,8 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		version:    gauge("streamer_model_version", "Version of the model that is serving scores.", byModel...),
 		observed:   gauge("streamer_bound_observed", "Observed fraction of recent labelled events with y·f ≤ −rho.", "model", "rho"),
 		limit:      gauge("streamer_bound_limit", "The model's current certainty bound at rho.", "model", "rho"),
-		bound: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "streamer_model_mistake_bound", Help: "Distribution of published certainty.mistake_bound values.",
-			Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.999}}, byModel),
+		bound: newHistShards("streamer_model_mistake_bound", "Distribution of published certainty.mistake_bound values.",
+			"model", []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.999}),
 		rejectedBy:      map[wire.Reason]prometheus.Counter{},
 		labelsJoined:    labels.WithLabelValues("joined"),
 		labelsUnknown:   labels.WithLabelValues("unknown_id"),
@@ -214,7 +213,7 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 		scored:  met.scored.WithLabelValues(name),
 		learned: met.learned.WithLabelValues(name),
 		version: met.version.WithLabelValues(name),
-		bound:   met.bound.WithLabelValues(name),
+		bound:   met.bound.shard(name, -1),
 	}
 	if nm.Factory != nil {
 		d.met.keyErrors = met.keyErrors.WithLabelValues(name)

@@ -239,7 +239,7 @@ type pipelineMetrics struct {
 	commitErrs prometheus.Counter
 	fetchErrs  prometheus.Counter
 	assigned   prometheus.Gauge
-	latency    *prometheus.HistogramVec
+	latency    *histShards // by refit; each partition's applier observes into its own shard
 	rebalances prometheus.Counter
 }
 
@@ -258,9 +258,8 @@ func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
 			Name: "streamer_fetch_errors_total", Help: "Errors fetching from the input topic (retried)."}),
 		assigned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "streamer_assigned_partitions", Help: "Input partitions currently assigned to this instance."}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "streamer_event_processing_seconds", Help: "Per-event processing time: decode, score, publish, learn (excludes fetch wait), by whether a background refit was running.",
-			Buckets: prometheus.ExponentialBuckets(1e-6, 2, 22)}, []string{"refit"}),
+		latency: newHistShards("streamer_event_processing_seconds", "Per-event processing time: decode, score, publish, learn (excludes fetch wait), by whether a background refit was running.",
+			"refit", prometheus.ExponentialBuckets(1e-6, 2, 22)),
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "streamer_rebalances_total", Help: "Consumer-group generations joined."}),
 	}
@@ -510,7 +509,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 		out = p.cfg.Sink
 	}
 	lag := p.met.lag.WithLabelValues(strconv.Itoa(partition))
-	idle, running := p.met.latency.WithLabelValues("idle"), p.met.latency.WithLabelValues("running")
+	idle, running := p.met.latency.shard("idle", partition), p.met.latency.shard("running", partition)
 	defer p.met.lag.DeleteLabelValues(strconv.Itoa(partition))
 	component := fmt.Sprintf("fetch %s/%d", p.cfg.Topic, partition)
 	defer p.cfg.Health.Forget(component)
@@ -544,23 +543,27 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 			}
 		}
 	}
-	// done accounts for a processed event that took busy of processing.
+	// done accounts for a processed event that took busy of processing,
+	// and ran for a run of n processed events (after their done): the
+	// counters every partition shares move once per run.
 	done := func(msg *kafka.Message, busy time.Duration) {
-		if n := p.cfg.SnapshotEveryEvents; (n > 0 && p.since.Add(1) >= int64(n)) || (p.engine != nil && p.store != nil && p.engine.CheckpointWanted()) {
-			select {
-			case p.kick <- struct{}{}:
-			default:
-			}
-		}
 		if p.engine != nil && p.engine.Refitting() {
 			running.Observe(busy.Seconds())
 		} else {
 			idle.Observe(busy.Seconds())
 		}
-		p.met.consumed.Inc()
 		lag.Set(float64(msg.HighWaterMark - msg.Offset - 1))
 		if p.cfg.OnProcessed != nil {
 			p.cfg.OnProcessed(msg)
+		}
+	}
+	ran := func(n int) {
+		p.met.consumed.Add(float64(n))
+		if every := p.cfg.SnapshotEveryEvents; (every > 0 && p.since.Add(int64(n)) >= int64(every)) || (p.engine != nil && p.store != nil && p.engine.CheckpointWanted()) {
+			select {
+			case p.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 	if sh.st == nil {
@@ -575,9 +578,10 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 			sh.next[partition] = msg.Offset + 1
 			sh.mu.Unlock()
 			done(&msg, time.Since(start))
+			ran(1)
 		}
 	} else {
-		p.apply(sh, partition, out, fetch, done)
+		p.apply(sh, partition, out, fetch, done, ran)
 	}
 	// Revoked or shutting down: make what we processed durable and commit it
 	// before the partition can move to another member.
@@ -610,7 +614,8 @@ type feed struct {
 
 	free  chan *slot  // the partition's free slots, where a slot goes back once published
 	ready *applyQueue // the prepared slots, in offset order, to the partition's applier
-	done  func(*kafka.Message, time.Duration)
+	done  func(*kafka.Message, time.Duration) // per event applied and published
+	ran   func(n int)                          // per run of n such events, after their done
 	// published is the offset after the last event whose records are
 	// published (handed to the sink): a checkpoint waits for it to reach
 	// the offsets it captured before it marks the publisher's stream.
@@ -658,10 +663,10 @@ const maxApplyBatch = 4 * minSlots
 // the lock exclusively (pshard.requests) is let in between two events of
 // a run (pshard.yield): it waits for the event each applier is applying
 // (a few µs), not for their runs.
-func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration)) {
+func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration), ran func(int)) {
 	slots := p.slotsPerPartition()
 	free := make(chan *slot, slots)
-	f := &feed{partition: partition, free: free, ready: newApplyQueue(), done: done}
+	f := &feed{partition: partition, free: free, ready: newApplyQueue(), done: done, ran: ran}
 	floats := new(wire.FloatCache) // the partition's applier's
 	for range slots {
 		free <- &slot{w: p.engine.NewWorker(), out: outbox{sink: out, floats: floats}}
@@ -678,7 +683,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	if sh.scope == "" {
 		f.st = sh.st.lane(partition)
 	}
-	f.st.runs = true // judged once per run (applyLoop)
+	f.st.applies(partition)
 	sh.feeds[partition] = f
 	sh.unlock()
 	applied := make(chan struct{})
@@ -752,7 +757,7 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 				batch, _ = f.ready.take(batch, false) // what was put meanwhile, in the same hold
 			}
 		}
-		f.st.judgeRun()
+		f.st.endRun()
 		sh.mu.RUnlock()
 		for _, s := range batch {
 			start := monotonic()
@@ -767,6 +772,7 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 			f.done(&s.msg, s.busy)
 			f.free <- s
 		}
+		f.ran(len(batch))
 		clear(batch)
 	}
 }
