@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -164,6 +165,14 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 	if got := sh.st.models[0].h.instance().Examples(); got != parts*perPart {
 		t.Errorf("the global model learned %d events, want %d", got, parts*perPart)
 	}
+	// The global mam learned in the lanes (mergingHolder): its state is
+	// the serial run's, up to the order of the sums.
+	if _, ok := sh.st.models[0].h.(*mergingHolder); !ok {
+		t.Fatalf("the global mam's holder is a %T, want its lanes to learn in parallel", sh.st.models[0].h)
+	}
+	if err := online.StateClose(sh.st.models[0].h.instance(), rs.models[0].h.instance(), 1e-9); err != nil {
+		t.Errorf("the global model's state differs from one goroutine's: %v", err)
+	}
 
 	if len(out.msgs) != 2*parts*perPart {
 		t.Fatalf("%d records, want %d", len(out.msgs), 2*parts*perPart)
@@ -289,5 +298,101 @@ func TestJudgeRuns(t *testing.T) {
 			t.Errorf("model %s: %d mistakes, accuracy %v judged in runs; %d, %v one by one", d.name,
 				d.quality.Mistakes(), d.quality.Accuracy(), r.quality.Mistakes(), r.quality.Accuracy())
 		}
+	}
+}
+
+// TestLanesMergeGlobalModel: lanes learn a mergeable global mam each into
+// statistics of their own; a lane's scores include its partition's events
+// at once and the other lanes' once they publish (every lanePublish
+// labelled events, and at the end of a run), so that once every lane's
+// run ended each lane scores exactly as one model that learned every
+// event; a lane that leaves folds its statistics into the shard's state.
+func TestLanesMergeGlobalModel(t *testing.T) {
+	e := appliersEngine(t)
+	s, err := e.NewShard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Restore(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	ref := appliersEngine(t)
+	rs, err := ref.NewShard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rs.Restore(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	lanes := []*Shard{s.lane(0), s.lane(1)}
+	for i, l := range lanes {
+		l.applies(i)
+	}
+	event := func(part, off int, label bool) kafka.Message {
+		v := fmt.Appendf(nil, `{"features":[%d,%d]`, (off+part)%5-2, (off*3)%7-3)
+		if label {
+			v = fmt.Appendf(v, `,"label":%d`, 1-2*((off/3)%2))
+		}
+		v = append(v, '}')
+		return kafka.Message{Topic: "events", Partition: part, Offset: int64(off), Key: fmt.Appendf(nil, "user-%d-%d", part, off%5), Value: v}
+	}
+	w := e.NewWorker()
+	apply := func(l *Shard, msg kafka.Message, out Sink) {
+		w.Prepare(&msg)
+		l.ApplyAt(w, &msg, out, time.Now())
+	}
+	score := func(l *Shard, probe kafka.Message) float64 {
+		out := &memSink{keep: true}
+		apply(l, probe, out)
+		var rec struct {
+			Model string
+			Score float64
+		}
+		for _, m := range out.msgs {
+			if err := json.Unmarshal(m.Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Model == "g" {
+				return rec.Score
+			}
+		}
+		t.Fatal("no record of the global model")
+		return 0
+	}
+	for off := range 500 { // runs of 25 events, the lanes alternating
+		for part, l := range lanes {
+			for k := range 25 {
+				msg := event(part, off*25+k, true)
+				apply(l, msg, &memSink{})
+				rs.Process(&msg, &memSink{})
+			}
+			if off%50 == 49 {
+				l.endRun()
+				continue
+			}
+			if lh := l.models[0].h.(*laneMAM); lh.unpublished >= lanePublish {
+				t.Fatalf("lane %d: %d labelled events unpublished", part, lh.unpublished)
+			}
+		}
+		if off%50 != 49 {
+			continue
+		}
+		// Every lane's run ended: each scores as the one model does.
+		probe := event(0, 1_000_000+off, false)
+		want := score(rs, probe)
+		for part, l := range lanes {
+			if got := score(l, probe); math.Abs(got-want) > 1e-9*max(1, math.Abs(want)) {
+				t.Fatalf("after %d events each: lane %d scores %v, the one model %v", (off+1)*25, part, got, want)
+			}
+		}
+	}
+	for _, l := range lanes {
+		l.leave()
+	}
+	if err := online.StateClose(s.models[0].h.instance(), rs.models[0].h.instance(), 1e-9); err != nil {
+		t.Errorf("after the lanes left, the state differs from the one model's: %v", err)
+	}
+	if n, _, _ := s.models[0].counts(); n != 2*500*25 {
+		t.Errorf("the scrape counts %d examples, want %d", n, 2*500*25)
 	}
 }

@@ -552,8 +552,11 @@ func unlock(mu *sync.Mutex) {
 // counts are the model's figures in the shard for the scrape: examples,
 // and a key-scoped model's keys in memory and in the key store.
 func (m *shardModel) counts() (examples, hot, stored int64) {
-	if h, ok := m.h.(*keyedHolder); ok {
+	switch h := m.h.(type) {
+	case *keyedHolder:
 		return h.counts()
+	case *mergingHolder:
+		return h.counts(), 0, 0
 	}
 	return m.examples.Load(), m.hot.Load(), m.stored.Load()
 }
@@ -592,8 +595,8 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 		// models themselves) behind the same locks.
 		for _, m := range models {
 			m.h.share()
-			if d := m.def; first && d.bound != nil && d.merged == nil {
-				d.bound = &lockedBounder{mu: m.h.mutex(nil), b: d.bound}
+			if d, mu := m.def, m.h.mutex(nil); first && d.bound != nil && d.merged == nil && mu != nil {
+				d.bound = &lockedBounder{mu: mu, b: d.bound}
 			}
 		}
 	}
@@ -632,12 +635,26 @@ func (s *Shard) lane(part int) *Shard {
 	l.models = make([]*shardModel, len(s.models))
 	for i, m := range s.models {
 		lm := &shardModel{def: m.def, h: m.h}
+		if mh, ok := m.h.(*mergingHolder); ok {
+			lm.h = mh.laneFor() // statistics and a view of its own
+		}
 		if m.in != nil {
 			lm.in = make([]float64, len(m.in))
 		}
 		l.models[i] = lm
 	}
 	return l
+}
+
+// leave ends lane l (the shard's lock held exclusively): what its
+// partition's events taught a mergeable global model goes into the
+// shard's state (mergingHolder).
+func (l *Shard) leave() {
+	for _, m := range l.models {
+		if lh, ok := m.h.(*laneMAM); ok {
+			lh.leave()
+		}
+	}
 }
 
 // buildModels makes empty instances of every model for shard s.
@@ -670,6 +687,9 @@ func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *figures) (hol
 	var m online.Model
 	if first && !e.cfg.Partitioned {
 		m = d.proto // instance scope: the configured instance itself
+		if g, ok := m.(*online.MAM); ok && g.Mergeable() {
+			return newMergingHolder(d, fig, g), nil // learned by the lanes in parallel
+		}
 	} else {
 		var err error
 		if m, err = d.newInst(); err != nil {
@@ -922,6 +942,11 @@ func (s *Shard) scored(m *shardModel, i int, p online.Prediction) {
 // otherwise queue at the lock, and contend for the counters' cache
 // lines, once per event.
 func (s *Shard) endRun() {
+	for _, m := range s.models {
+		if lh, ok := m.h.(*laneMAM); ok {
+			lh.endRun()
+		}
+	}
 	for i, n := range s.scores {
 		if n > 0 {
 			s.models[i].def.met.scored.Add(float64(n))
@@ -933,12 +958,16 @@ func (s *Shard) endRun() {
 	}
 	for i, m := range s.models {
 		d, n := m.def, 0
+		b := d.bound
+		if lb, ok := m.h.(interface{ bounder() online.Bounder }); ok && b != nil {
+			b = lb.bounder() // a lane's view (mergingHolder)
+		}
 		for k := range s.judged {
 			if j := &s.judged[k]; j.model == i {
 				if n == 0 {
 					d.judgeMu.Lock()
 				}
-				d.judgeLocked(j.p, j.pub, j.y, j.raw)
+				d.judgeLocked(j.p, j.pub, j.y, j.raw, b)
 				n++
 			}
 		}

@@ -287,12 +287,12 @@ func (d *modelDef) judge(p online.Prediction, y, raw float64, preds []online.Pre
 	pub := d.published(p, preds)
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
-	d.judgeLocked(p, pub, y, raw)
+	d.judgeLocked(p, pub, y, raw, d.bound)
 }
 
 // judgeLocked is judge's part under judgeMu: p the model's prediction, pub
 // the one published for the event.
-func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64) {
+func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder) {
 	j := d.quality
 	if d.cal != nil && d.decided(&p) {
 		d.cal.add(p, y, raw)
@@ -300,7 +300,7 @@ func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64) {
 	if d.traits.Kind == online.Ordinal && pub.HasValue {
 		j.AddValue(pub.Value, raw) // the expected label published
 	}
-	checked := j.Add(pub, y, d.bound)
+	checked := j.Add(pub, y, b)
 	switch d.traits.Kind {
 	case online.Classifier:
 		if n := j.Mistakes(); n != d.mistakes {
@@ -322,7 +322,7 @@ func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64) {
 	if d.met.rmse != nil {
 		d.met.rmse.Set(j.RMSE())
 	}
-	if _, all := j.Violations(); d.bound != nil && p.HasBound {
+	if _, all := j.Violations(); b != nil && p.HasBound {
 		for i := range d.met.observed {
 			d.met.observed[i].Set(j.BoundObserved(i))
 			d.met.limit[i].Set(j.BoundLimit(i))

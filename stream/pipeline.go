@@ -700,6 +700,9 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 			sh.foldNext()
 			delete(sh.feeds, partition)
 		}
+		if f.st != sh.st {
+			f.st.leave()
+		}
 		sh.unlock()
 	}()
 	var check *partitionCheck // rank.partitioner against the partition (partguard.go)

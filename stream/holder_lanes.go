@@ -1,0 +1,265 @@
+package stream
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/streamer/streamer/online"
+)
+
+// lanePublish is how many labelled events a lane learns between two
+// publications of its statistics (and at most, while its partition's
+// events keep coming, how many of them another lane's scores may not
+// include yet).
+const lanePublish = 64
+
+// mergingHolder is a mergeable mam (online.MAM.Mergeable: its state is a
+// sum over its examples) in instance scope, whose lanes learn in parallel
+// with no lock between them. Each lane (laneMAM) learns its partition's
+// events into statistics of its own and scores with a view of its own: the
+// merge as of the last fold (base, the configured instance), the other
+// lanes' statistics as they last published them, and its own, which the
+// view learns too. A lane publishes its statistics every lanePublish
+// labelled events and at the end of each run of events it applies (when
+// its partition's events stop coming, at once), and rebuilds its view
+// before its next event once another lane published. So a lane's scores
+// include every event of its partition before, and the other partitions'
+// events up to their lanes' last publication: a merged view refreshed as
+// partition scope refreshes the partitions other instances own, here
+// every few events, and exact once the stream pauses.
+//
+// The state (capture, the scrape, the bound of the non-lane path) is the
+// exact merge: a capture, with every lane paused, folds the lanes'
+// statistics into base (and empties them), as does a lane that ends.
+// With one partition the lane's view is the model, as before.
+type mergingHolder struct {
+	plainHolder // m: base, the merge as of the last fold; the shard's own path (Process) learns into it directly
+
+	mu      sync.Mutex // guards lanes and their published statistics (laneMAM.pub)
+	lanes   []*laneMAM
+	version atomic.Uint64 // bumped by every publication and fold: a lane whose view is older rebuilds it
+	req   *online.MAM   // an exact merge for requests to the shard itself (find)
+	parts []*online.MAM // scratch of find
+}
+
+// laneMAM is one lane's part of a mergingHolder.
+type laneMAM struct {
+	*mergingHolder
+	own, pub, view *online.MAM
+	parts          []*online.MAM // scratch of rebuild
+	seen           uint64        // the holder's version the view was built at
+	unpublished    int           // labelled events learned since the last publication
+	examples       atomic.Int64  // own's, for the scrape
+}
+
+// newMergingHolder is the instance's holder of mergeable mam g.
+func newMergingHolder(d *modelDef, fig *figures, g *online.MAM) *mergingHolder {
+	h := &mergingHolder{plainHolder: plainHolder{single: single{def: d, fig: fig, m: g}}}
+	if d.prep != nil {
+		h.prep = g
+	}
+	return h
+}
+
+func (h *mergingHolder) base() *online.MAM { return h.m.(*online.MAM) }
+
+// empty returns an instance with base's parameters and no examples (the
+// same random features: they follow from the parameters).
+func (h *mergingHolder) empty() *online.MAM {
+	g := h.base()
+	m, err := online.NewMAM(g.Dim(), g.Params())
+	if err != nil { // base was built from these
+		panic("stream: a mam with its own parameters: " + err.Error())
+	}
+	return m
+}
+
+// share: the lanes do not share the holder's state, each has its own
+// (laneFor); nothing to lock.
+func (h *mergingHolder) share() {}
+
+// laneFor returns the holder of a new lane (the shard's lock held
+// exclusively): its view is the merge of base and the other lanes'
+// published statistics.
+func (h *mergingHolder) laneFor() holder {
+	l := &laneMAM{mergingHolder: h, own: h.empty(), pub: h.empty(), view: h.empty()}
+	h.mu.Lock()
+	h.lanes = append(h.lanes, l)
+	h.mu.Unlock()
+	l.rebuild()
+	return l
+}
+
+// leave folds lane l, which ends, into base (the shard's lock held
+// exclusively).
+func (h *mergingHolder) leave(l *laneMAM) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fold(l)
+	for i, o := range h.lanes {
+		if o == l {
+			h.lanes = append(h.lanes[:i], h.lanes[i+1:]...)
+			break
+		}
+	}
+	h.fig.examples.Store(h.base().Examples())
+	h.version.Add(1)
+}
+
+// fold adds l's statistics to base and empties them; l's view, whose
+// merge is unchanged, stays. h.mu held, the lanes paused.
+func (h *mergingHolder) fold(l *laneMAM) {
+	if l.own.Examples() == 0 {
+		return
+	}
+	if err := h.base().Merge(l.own); err != nil { // same parameters by construction
+		panic("stream: fold a lane's statistics: " + err.Error())
+	}
+	l.own.Reset()
+	l.pub.Reset()
+	l.unpublished = 0
+	l.examples.Store(0)
+}
+
+// foldAll folds every lane (the lanes paused).
+func (h *mergingHolder) foldAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, l := range h.lanes {
+		h.fold(l)
+	}
+	h.fig.examples.Store(h.base().Examples())
+	h.version.Add(1) // the views rebuild: exact again
+}
+
+func (h *mergingHolder) capture() ([]byte, *keyDelta, error) {
+	h.foldAll()
+	return h.single.capture()
+}
+
+func (h *mergingHolder) restore(data []byte, d *keyDelta, src KeySource, lossy bool) error {
+	h.foldAll() // the lanes' statistics are replaced with the state's
+	if err := h.single.restore(data, d, src, lossy); err != nil {
+		return err
+	}
+	h.version.Add(1)
+	return nil
+}
+
+// find is the exact merge, for a request to the shard itself (its lock
+// held exclusively: the lanes paused); with no lanes, base.
+func (h *mergingHolder) find([]byte) online.Model {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.lanes) == 0 {
+		return h.base()
+	}
+	if h.req == nil {
+		h.req = h.empty()
+	}
+	parts := append(h.parts[:0], h.base())
+	for _, l := range h.lanes {
+		parts = append(parts, l.own)
+	}
+	h.parts = parts
+	if err := h.req.MergeAll(parts...); err != nil {
+		panic("stream: merge the lanes' statistics: " + err.Error())
+	}
+	return h.req
+}
+
+// counts: base's examples as of the last fold, and the lanes' since.
+func (h *mergingHolder) counts() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.fig.examples.Load()
+	for _, l := range h.lanes {
+		n += l.examples.Load()
+	}
+	return n
+}
+
+// publish makes l's statistics what the other lanes' views take.
+func (l *laneMAM) publish() {
+	h := l.mergingHolder
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := l.pub.MergeAll(l.own); err != nil {
+		panic("stream: publish a lane's statistics: " + err.Error())
+	}
+	l.unpublished = 0
+	h.version.Add(1)
+}
+
+// rebuild sets l's view to base, the other lanes' published statistics
+// and its own.
+func (l *laneMAM) rebuild() {
+	h := l.mergingHolder
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l.seen = h.version.Load()
+	parts := append(l.parts[:0], h.base())
+	for _, o := range h.lanes {
+		if o != l {
+			parts = append(parts, o.pub)
+		}
+	}
+	parts = append(parts, l.own)
+	l.parts = parts
+	if err := l.view.MergeAll(parts...); err != nil {
+		panic("stream: merge a lane's view: " + err.Error())
+	}
+}
+
+// endRun publishes what the lane learned in the run of events its
+// applier just applied, if anything.
+func (l *laneMAM) endRun() {
+	if l.unpublished > 0 {
+		l.publish()
+	}
+}
+
+// observe scores with the lane's view and learns into it and into the
+// lane's statistics.
+func (l *laneMAM) observe(_ []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
+	if l.mergingHolder.version.Load() != l.seen {
+		l.rebuild()
+	}
+	var p online.Prediction
+	switch {
+	case in.sparse:
+		before := l.view.Examples()
+		p = l.view.ObserveSparse(in.idx, in.val, y, labelled)
+		if labelled && l.view.Examples() != before {
+			l.own.ObserveSparse(in.idx, in.val, y, true)
+		}
+	case in.prep != nil:
+		p = l.view.ObserveTeePrepared(in.prep, in.x, y, labelled, l.own)
+	default:
+		p = l.view.ObserveTee(in.x, y, labelled, l.own)
+	}
+	if labelled {
+		l.examples.Store(l.own.Examples())
+		if l.unpublished++; l.unpublished >= lanePublish {
+			l.publish()
+		}
+	}
+	return p, versionOf(p, l.view)
+}
+
+// find is the lane's view (a request in the lane's partition), rebuilt
+// if another lane published since.
+func (l *laneMAM) find([]byte) online.Model {
+	if l.mergingHolder.version.Load() != l.seen {
+		l.rebuild()
+	}
+	return l.view
+}
+
+// bounder is the bound the lane's judged events are checked against: its
+// view's, which only the lane's goroutine touches.
+func (l *laneMAM) bounder() online.Bounder { return l.view }
+
+// leave folds the lane into base (it ends; the shard's lock held
+// exclusively).
+func (l *laneMAM) leave() { l.mergingHolder.leave(l) }
