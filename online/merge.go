@@ -119,3 +119,21 @@ func (m *MAM) mergeSums(o *MAM) {
 func (m *MAM) sameParams(o *MAM) bool {
 	return m.dim == o.dim && reflect.DeepEqual(m.p, o.p)
 }
+
+// CopySums makes m's sums and counts those of o, which has the same
+// parameters (not checked), without recomputing m's derived state: m is
+// then only merged into other models (Merge, MergeAll), never asked to
+// score. It does not allocate.
+func (m *MAM) CopySums(o *MAM) {
+	m.n, m.nPos, m.nNeg = o.n, o.nPos, o.nNeg
+	m.tr, m.trC = o.tr, o.trC
+	if m.p.Balance {
+		copy(m.pos, o.pos)
+		copy(m.posC, o.posC)
+		copy(m.neg, o.neg)
+		copy(m.negC, o.negC)
+		return
+	}
+	copy(m.s, o.s)
+	copy(m.sC, o.sC)
+}

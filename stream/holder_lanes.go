@@ -20,13 +20,14 @@ const lanePublish = 64
 // merge as of the last fold (base, the configured instance), the other
 // lanes' statistics as they last published them, and its own, which the
 // view learns too. A lane publishes its statistics every lanePublish
-// labelled events and at the end of each run of events it applies (when
-// its partition's events stop coming, at once), and rebuilds its view
-// before its next event once another lane published. So a lane's scores
+// labelled events and whenever its applier finds no event waiting (idle);
+// it rebuilds its view when another lane published, at most once per
+// lanePublish events it applies unless it was idle before (a rebuild
+// merges every lane's statistics: O(lanes × D)). So a lane's scores
 // include every event of its partition before, and the other partitions'
-// events up to their lanes' last publication: a merged view refreshed as
-// partition scope refreshes the partitions other instances own, here
-// every few events, and exact once the stream pauses.
+// events up to a few of their lanes' publications before: a merged view
+// refreshed as partition scope refreshes the partitions other instances
+// own, here every few events, and exact once the stream pauses.
 //
 // The state (capture, the scrape, the bound of the non-lane path) is the
 // exact merge: a capture, with every lane paused, folds the lanes'
@@ -48,6 +49,8 @@ type laneMAM struct {
 	own, pub, view *online.MAM
 	parts          []*online.MAM // scratch of rebuild
 	seen           uint64        // the holder's version the view was built at
+	applied        int           // events applied since the last rebuild
+	woke           bool          // the applier was idle since the last rebuild
 	unpublished    int           // labelled events learned since the last publication
 	examples       atomic.Int64  // own's, for the scrape
 }
@@ -184,9 +187,7 @@ func (l *laneMAM) publish() {
 	h := l.mergingHolder
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := l.pub.MergeAll(l.own); err != nil {
-		panic("stream: publish a lane's statistics: " + err.Error())
-	}
+	l.pub.CopySums(l.own)
 	l.unpublished = 0
 	h.version.Add(1)
 }
@@ -197,7 +198,7 @@ func (l *laneMAM) rebuild() {
 	h := l.mergingHolder
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	l.seen = h.version.Load()
+	l.seen, l.applied, l.woke = h.version.Load(), 0, false
 	parts := append(l.parts[:0], h.base())
 	for _, o := range h.lanes {
 		if o != l {
@@ -211,20 +212,27 @@ func (l *laneMAM) rebuild() {
 	}
 }
 
-// endRun publishes what the lane learned in the run of events its
-// applier just applied, if anything.
-func (l *laneMAM) endRun() {
+// idle publishes what the lane learned since its last publication: its
+// applier found no event waiting.
+func (l *laneMAM) idle() {
 	if l.unpublished > 0 {
 		l.publish()
 	}
+	l.woke = true
+}
+
+// stale reports whether the view is to be rebuilt before the next event.
+func (l *laneMAM) stale() bool {
+	return l.mergingHolder.version.Load() != l.seen && (l.applied >= lanePublish || l.woke)
 }
 
 // observe scores with the lane's view and learns into it and into the
 // lane's statistics.
 func (l *laneMAM) observe(_ []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
-	if l.mergingHolder.version.Load() != l.seen {
+	if l.stale() {
 		l.rebuild()
 	}
+	l.applied++
 	var p online.Prediction
 	switch {
 	case in.sparse:
@@ -248,9 +256,9 @@ func (l *laneMAM) observe(_ []byte, in *input, y float64, labelled bool) (online
 }
 
 // find is the lane's view (a request in the lane's partition), rebuilt
-// if another lane published since.
+// as observe rebuilds it.
 func (l *laneMAM) find([]byte) online.Model {
-	if l.mergingHolder.version.Load() != l.seen {
+	if l.stale() {
 		l.rebuild()
 	}
 	return l.view

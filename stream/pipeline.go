@@ -737,7 +737,13 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 	var msgs []kafka.Message
 	for {
 		var ok bool
-		if batch, ok = f.ready.take(batch[:0], true); !ok {
+		if batch, ok = f.ready.take(batch[:0], false); ok && len(batch) == 0 {
+			sh.mu.RLock()
+			f.st.idle() // nothing waiting: a pause, or a run that drained the queue
+			sh.mu.RUnlock()
+			batch, ok = f.ready.take(batch, true)
+		}
+		if !ok {
 			return
 		}
 		sh.mu.RLock()

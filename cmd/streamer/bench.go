@@ -64,6 +64,13 @@ clients, the collector), with the busiest goroutine's share of the run: one
 near 1.00 is never idle and bounds events/s whatever the cores; and a second
 table with each stage's busiest goroutine's share of the run.
 
+--merge-lanes on|off|auto: in instance scope, a mergeable global mam
+(no window, no decay, no gamma auto) is learned by the partitions' lanes in
+parallel, each into statistics and a merged view of its own published every
+64 labelled events and when its queue empties (on), or by one instance the
+lanes take turns at (off); auto, the service's default, is on with more
+than two GOMAXPROCS.
+
 --mutexprofile FILE records every contended lock of the bench's process
 (runtime.SetMutexProfileFraction(1)) and writes the profile at the end (go
 tool pprof -top FILE): where the lock-wait column's time goes.
@@ -258,6 +265,7 @@ interleaving; --json does not apply.`,
 	}
 	cmd.Flags().IntVar(&cfg.Events, "events", 1_000_000, "events to push through each pipeline")
 	cmd.Flags().BoolVar(&cfg.Stages, "stages", false, "CPU-profile each measured run and report the CPU of each stage of the service (fetch, apply, publish, calibration, checkpoint) per event, and its busiest goroutine's share of the run (1 = never idle: it bounds events/s whatever the cores)")
+	cmd.Flags().Var(mergeLanesFlag{&cfg.MergeLanes}, "merge-lanes", "auto | on | off: whether the partitions' lanes learn a mergeable global mam in parallel, each with a merged view of its own (auto: with GOMAXPROCS > 2), or take turns at one instance")
 	cmd.Flags().BoolVar(&cfg.NoBroker, "no-broker", false, "no broker on the data path: each run reads the events from memory (generated once, before the rounds) and publishes to a discarding publisher; the consumer group stays on the embedded broker")
 	cmd.Flags().IntVar(&cfg.Rounds, "rounds", 5, "measured rounds; each runs every pipeline once, in a balanced order")
 	cmd.Flags().IntVar(&cfg.Warmup, "warmup", 1, "rounds run first and discarded")
@@ -309,3 +317,23 @@ func writeProfile(name, path string) error {
 	}
 	return f.Close()
 }
+
+// mergeLanesFlag is --merge-lanes (stream.MergeLanes).
+type mergeLanesFlag struct{ v *stream.MergeLanes }
+
+func (f mergeLanesFlag) String() string {
+	if f.v == nil {
+		return "auto"
+	}
+	return [...]string{"auto", "on", "off"}[*f.v]
+}
+
+func (f mergeLanesFlag) Set(s string) error {
+	m, err := stream.ParseMergeLanes(s)
+	if err == nil {
+		*f.v = m
+	}
+	return err
+}
+
+func (mergeLanesFlag) Type() string { return "auto|on|off" }

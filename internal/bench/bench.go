@@ -63,7 +63,10 @@ type Config struct {
 	// the service's path from fetch to publish alone. The consumer group
 	// and its offset commits stay on the embedded broker.
 	NoBroker bool
-	Progress func(string) // optional progress messages
+	// MergeLanes: whether the lanes learn a mergeable global mam in
+	// parallel (stream.EngineConfig.MergeLanes).
+	MergeLanes stream.MergeLanes
+	Progress   func(string) // optional progress messages
 }
 
 func (cfg *Config) complete() *Models {
@@ -294,7 +297,7 @@ func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg
 		cal := cfg.Calibration
 		cal.Labels = ctx // the refits' goroutines keep pipeline=MODE
 		engine, err = stream.NewEngine(stream.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
-			Calibration: cal}, models, reg)
+			Calibration: cal, MergeLanes: cfg.MergeLanes}, models, reg)
 		if err != nil {
 			return res, err
 		}
