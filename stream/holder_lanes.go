@@ -39,8 +39,8 @@ type mergingHolder struct {
 	mu      sync.Mutex // guards lanes and their published statistics (laneMAM.pub)
 	lanes   []*laneMAM
 	version atomic.Uint64 // bumped by every publication and fold: a lane whose view is older rebuilds it
-	req   *online.MAM   // an exact merge for requests to the shard itself (find)
-	parts []*online.MAM // scratch of find
+	req     *online.MAM   // an exact merge for requests to the shard itself (find)
+	parts   []*online.MAM // scratch of find
 }
 
 // laneMAM is one lane's part of a mergingHolder.

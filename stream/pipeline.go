@@ -612,10 +612,10 @@ type feed struct {
 	st        *Shard // what the applier applies events to: the shard, or in instance scope its lane for the partition
 	next      int64  // the offset after the last event applied (-1: none yet); written by the applier holding the shard's lock shared
 
-	free  chan *slot  // the partition's free slots, where a slot goes back once published
-	ready *applyQueue // the prepared slots, in offset order, to the partition's applier
+	free  chan *slot                          // the partition's free slots, where a slot goes back once published
+	ready *applyQueue                         // the prepared slots, in offset order, to the partition's applier
 	done  func(*kafka.Message, time.Duration) // per event applied and published
-	ran   func(n int)                          // per run of n such events, after their done
+	ran   func(n int)                         // per run of n such events, after their done
 	// published is the offset after the last event whose records are
 	// published (handed to the sink): a checkpoint waits for it to reach
 	// the offsets it captured before it marks the publisher's stream.
