@@ -41,7 +41,11 @@
 //     an instance-scope shard's partitions run in parallel, each through
 //     a lane of the shard (Shard.lane: scratch of its own, the shard's
 //     holders and join buffers each behind its own lock, a key table's
-//     behind its stripes' locks, holder_keyed.go);
+//     behind its stripes' locks, holder_keyed.go; with more than two
+//     cores a mergeable mam's lanes learn in parallel, each with its own
+//     statistics and merged view, holder_lanes.go). An applier counts,
+//     judges and calibrates a run of events at a time (Shard.endRun) and
+//     observes its histograms into its partition's shard (histshards.go);
 //     and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the
 //     key-scoped models hold too many changed keys): one loop over the
