@@ -242,6 +242,11 @@ func TestRankRequestsAheadOfBatches(t *testing.T) {
 		e    func() *Engine
 	}{
 		{"greedy", func() *Engine { return rankEngine(t, dim, PolicyGreedy, 0) }},
+		{"greedy, merged lanes", func() *Engine { // the lanes learn the mam in parallel (mergingHolder)
+			e := rankEngine(t, dim, PolicyGreedy, 0)
+			e.cfg.MergeLanes = MergeLanesOn
+			return e
+		}},
 		{"ucb", func() *Engine { return exploreEngine(t, dim, 2, nil, PolicyUCB, 0.5) }},
 		{"thompson", func() *Engine { return exploreEngine(t, dim, 2, nil, PolicyThompson, 0.5) }},
 	} {
