@@ -44,6 +44,19 @@ func instancePipeline(t testing.TB, e *Engine) (*Pipeline, *pshard) {
 	return p, p.shards[""]
 }
 
+// restoredShard is an instance-scope shard of e, restored empty.
+func restoredShard(t *testing.T, e *Engine) *Shard {
+	t.Helper()
+	s, err := e.NewShard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Restore(nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // appliersEngine has a global model and a key-scoped one, in instance
 // scope.
 func appliersEngine(t *testing.T) *Engine {
@@ -125,14 +138,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 	t.Logf("%d captures during the run", <-captured)
 
 	// The reference: one goroutine, the partitions one after the other.
-	ref := appliersEngine(t)
-	rs, err := ref.NewShard("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := rs.Restore(nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	rs := restoredShard(t, appliersEngine(t))
 	for part := range parts {
 		for i := range events[part] {
 			rs.Process(&events[part][i], &memSink{})
@@ -262,13 +268,7 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 func TestJudgeRuns(t *testing.T) {
 	judged := func(runs bool) (*Engine, *Shard) {
 		e := appliersEngine(t)
-		s, err := e.NewShard("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := s.Restore(nil, nil); err != nil {
-			t.Fatal(err)
-		}
+		s := restoredShard(t, e)
 		if runs {
 			s.applies(0)
 		}
@@ -308,22 +308,7 @@ func TestJudgeRuns(t *testing.T) {
 // lane scores exactly as one model that learned every event; a lane that
 // leaves folds its statistics into the shard's state.
 func TestLanesMergeGlobalModel(t *testing.T) {
-	e := appliersEngine(t)
-	s, err := e.NewShard("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Restore(nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	ref := appliersEngine(t)
-	rs, err := ref.NewShard("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := rs.Restore(nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	s, rs := restoredShard(t, appliersEngine(t)), restoredShard(t, appliersEngine(t))
 	lanes := []*Shard{s.lane(0), s.lane(1)}
 	for i, l := range lanes {
 		l.applies(i)
@@ -336,7 +321,7 @@ func TestLanesMergeGlobalModel(t *testing.T) {
 		v = append(v, '}')
 		return kafka.Message{Topic: "events", Partition: part, Offset: int64(off), Key: fmt.Appendf(nil, "user-%d-%d", part, off%5), Value: v}
 	}
-	w := e.NewWorker()
+	w := s.e.NewWorker()
 	apply := func(l *Shard, msg kafka.Message, out Sink) {
 		w.Prepare(&msg)
 		l.ApplyAt(w, &msg, out, time.Now())
