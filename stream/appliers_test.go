@@ -44,19 +44,6 @@ func instancePipeline(t testing.TB, e *Engine) (*Pipeline, *pshard) {
 	return p, p.shards[""]
 }
 
-// restoredShard is an instance-scope shard of e, restored empty.
-func restoredShard(t *testing.T, e *Engine) *Shard {
-	t.Helper()
-	s, err := e.NewShard("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Restore(nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // appliersEngine has a global model and a key-scoped one, in instance
 // scope.
 func appliersEngine(t *testing.T) *Engine {
@@ -138,7 +125,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 	t.Logf("%d captures during the run", <-captured)
 
 	// The reference: one goroutine, the partitions one after the other.
-	rs := restoredShard(t, appliersEngine(t))
+	rs := instanceShard(t, appliersEngine(t))
 	for part := range parts {
 		for i := range events[part] {
 			rs.Process(&events[part][i], &memSink{})
@@ -268,7 +255,7 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 func TestJudgeRuns(t *testing.T) {
 	judged := func(runs bool) (*Engine, *Shard) {
 		e := appliersEngine(t)
-		s := restoredShard(t, e)
+		s := instanceShard(t, e)
 		if runs {
 			s.applies(0)
 		}
@@ -308,7 +295,7 @@ func TestJudgeRuns(t *testing.T) {
 // lane scores exactly as one model that learned every event; a lane that
 // leaves folds its statistics into the shard's state.
 func TestLanesMergeGlobalModel(t *testing.T) {
-	s, rs := restoredShard(t, appliersEngine(t)), restoredShard(t, appliersEngine(t))
+	s, rs := instanceShard(t, appliersEngine(t)), instanceShard(t, appliersEngine(t))
 	lanes := []*Shard{s.lane(0), s.lane(1)}
 	for i, l := range lanes {
 		l.applies(i)
