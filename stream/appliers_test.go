@@ -339,7 +339,8 @@ func TestLanesMergeGlobalModel(t *testing.T) {
 				rs.Process(&msg, &memSink{})
 			}
 			if off%50 == 49 {
-				l.idle() // its applier found no event waiting
+				l.idle() // its applier found no event waiting, then waited
+				l.waited(laneWoke)
 				continue
 			}
 			if lh := l.models[0].h.(*laneMAM); lh.unpublished >= lanePublish {

@@ -705,6 +705,16 @@ func (l *Shard) idle() {
 	}
 }
 
+// waited tells the lane's holders that its applier then waited d for its
+// next event.
+func (l *Shard) waited(d time.Duration) {
+	for _, m := range l.models {
+		if lh, ok := m.h.(*laneMAM); ok {
+			lh.waited(d)
+		}
+	}
+}
+
 // leave ends lane l (the shard's lock held exclusively): what its
 // partition's events taught a mergeable global model goes into the
 // shard's state (mergingHolder).

@@ -3,6 +3,7 @@ package stream
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/streamer/streamer/online"
 )
@@ -13,6 +14,11 @@ import (
 // include yet).
 const lanePublish = 64
 
+// laneWoke is how long an applier waits for an event before its lane
+// rebuilds its view at once (a pause in its partition's events, after
+// which the other lanes have published all they learned).
+const laneWoke = time.Millisecond
+
 // mergingHolder is a mergeable mam (online.MAM.Mergeable: its state is a
 // sum over its examples) in instance scope, whose lanes learn in parallel
 // with no lock between them. Each lane (laneMAM) learns its partition's
@@ -22,8 +28,9 @@ const lanePublish = 64
 // view learns too. A lane publishes its statistics every lanePublish
 // labelled events and whenever its applier finds no event waiting (idle);
 // it rebuilds its view when another lane published, at most once per
-// lanePublish events it applies unless it was idle before (a rebuild
-// merges every lane's statistics: O(lanes × D)). So a lane's scores
+// lanePublish events it applies unless its applier waited laneWoke or
+// more for its event (a rebuild merges every lane's statistics:
+// O(lanes × D)). So a lane's scores
 // include every event of its partition before, and the other partitions'
 // events up to a few of their lanes' publications before: a merged view
 // refreshed as partition scope refreshes the partitions other instances
@@ -50,7 +57,7 @@ type laneMAM struct {
 	parts          []*online.MAM // scratch of rebuild
 	seen           uint64        // the holder's version the view was built at
 	applied        int           // events applied since the last rebuild
-	woke           bool          // the applier was idle since the last rebuild
+	woke           bool          // the applier waited laneWoke or more since the last rebuild
 	unpublished    int           // labelled events learned since the last publication
 	examples       atomic.Int64  // own's, for the scrape
 }
@@ -146,6 +153,9 @@ func (h *mergingHolder) restore(data []byte, d *keyDelta, src KeySource, lossy b
 		return err
 	}
 	h.version.Add(1)
+	for _, l := range h.lanes {
+		l.woke = true // the views rebuild before their next event
+	}
 	return nil
 }
 
@@ -218,7 +228,13 @@ func (l *laneMAM) idle() {
 	if l.unpublished > 0 {
 		l.publish()
 	}
-	l.woke = true
+}
+
+// waited tells the lane its applier waited d for its next event.
+func (l *laneMAM) waited(d time.Duration) {
+	if d >= laneWoke {
+		l.woke = true
+	}
 }
 
 // stale reports whether the view is to be rebuilt before the next event.

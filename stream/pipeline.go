@@ -737,16 +737,22 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 	var msgs []kafka.Message
 	for {
 		var ok bool
+		var waited time.Duration
 		if batch, ok = f.ready.take(batch[:0], false); ok && len(batch) == 0 {
 			sh.mu.RLock()
 			f.st.idle() // nothing waiting: a pause, or a run that drained the queue
 			sh.mu.RUnlock()
+			start := monotonic()
 			batch, ok = f.ready.take(batch, true)
+			waited = monotonic() - start
 		}
 		if !ok {
 			return
 		}
 		sh.mu.RLock()
+		if waited > 0 {
+			f.st.waited(waited)
+		}
 		// One clock reading per event: the end of an event's
 		// application is the start of the next one's, and its
 		// scored_at.
