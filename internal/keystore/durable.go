@@ -43,15 +43,21 @@ const (
 type Option func(*options)
 
 type options struct {
-	fs       vfs.FS      // nil: the operating system's
-	onError  func(error) // Pebble's background errors (nil: none)
-	volatile bool        // in memory (Open("")): writes are not flushed
+	fs            vfs.FS      // nil: the operating system's
+	onError       func(error) // Pebble's background errors (nil: none)
+	volatile      bool        // in memory (Open("")): writes are not flushed
+	noCompactions bool        // Pebble does not compact in the background (WithoutCompactions)
 }
 
 // WithFS makes the store read and write through fsys instead of the
 // operating system's file system: for tests that inject faults (a full
 // disk).
 func WithFS(fsys vfs.FS) Option { return func(o *options) { o.fs = fsys } }
+
+// WithoutCompactions keeps Pebble from compacting in the background: for
+// tests that count the reads meeting damage a test put in a file, which a
+// compaction would read too.
+func WithoutCompactions() Option { return func(o *options) { o.noCompactions = true } }
 
 // WithErrorHook calls fn with every error Pebble meets in the background
 // (a flush or compaction that failed, and will be retried), also while Open

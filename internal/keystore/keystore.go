@@ -173,10 +173,12 @@ func open(fs vfs.FS, dir string, log *slog.Logger, o ...options) (*DB, error) {
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
 	}
+	oo := append(o, options{})[0]
+	opts.DisableAutomaticCompactions = oo.noCompactions
 	corrupt := listenCorruption(opts, log)
 	_, isMem := fs.(*vfs.MemFS)
 	db := &DB{mem: isMem, tables: make(map[string]*Table), corrupt: corrupt}
-	if err := db.openPebble(dir, opts, append(o, options{})[0], log); err != nil {
+	if err := db.openPebble(dir, opts, oo, log); err != nil {
 		return nil, fmt.Errorf("keystore: open %s: %w", dir, err)
 	}
 	return db, nil
