@@ -46,8 +46,7 @@ func (m *MAM) Merge(o *MAM) error {
 	if !m.sameParams(o) {
 		return fmt.Errorf("online: merge: models have different parameters")
 	}
-	m.mergeSums(o)
-	m.refresh()
+	m.AddBlank(o)
 	return nil
 }
 
@@ -62,15 +61,7 @@ func (m *MAM) MergeAll(parts ...*MAM) error {
 			return fmt.Errorf("online: merge: models have different parameters")
 		}
 	}
-	m.n, m.nPos, m.nNeg = 0, 0, 0
-	m.tr, m.trC = 0, 0
-	for _, v := range m.vectors() {
-		clear(v)
-	}
-	for _, o := range parts {
-		m.mergeSums(o)
-	}
-	m.refresh()
+	m.MergeBlanks(parts...)
 	return nil
 }
 
@@ -136,4 +127,37 @@ func (m *MAM) CopySums(o *MAM) {
 	}
 	copy(m.s, o.s)
 	copy(m.sC, o.sC)
+}
+
+// Blank returns a model with m's parameters and no examples, sharing m's
+// feature map (which is read-only): statistics to learn into and merge
+// with m and its other blanks (MergeBlanks, AddBlank). m must be
+// mergeable. It allocates the state's vectors once.
+func (m *MAM) Blank() *MAM {
+	b := &MAM{p: m.p, dim: m.dim, fm: m.fm}
+	b.alloc()
+	b.refresh()
+	return b
+}
+
+// MergeBlanks is MergeAll for parts that are m or blanks of one model
+// (Blank): their parameters are equal by construction and not checked
+// again, so it cannot fail. It does not allocate.
+func (m *MAM) MergeBlanks(parts ...*MAM) {
+	m.n, m.nPos, m.nNeg = 0, 0, 0
+	m.tr, m.trC = 0, 0
+	for _, v := range m.vectors() {
+		clear(v)
+	}
+	for _, o := range parts {
+		m.mergeSums(o)
+	}
+	m.refresh()
+}
+
+// AddBlank is Merge for o, a blank of m or of the model m is a blank of
+// (Blank): it cannot fail. It does not allocate.
+func (m *MAM) AddBlank(o *MAM) {
+	m.mergeSums(o)
+	m.refresh()
 }

@@ -148,3 +148,43 @@ func TestMAMObserveTee(t *testing.T) {
 		}
 	}
 }
+
+// Blanks of one model (sharing its feature map) learn and merge exactly
+// as models built apart with its parameters, and merging them allocates
+// nothing.
+func TestMAMBlanks(t *testing.T) {
+	x, y := readCSV(t, "testdata/ripley_train.csv")
+	for _, balance := range []bool{false, true} {
+		spec := MAMParams{Balance: balance, Delta: 0.05,
+			Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 256, Seed: 7}}
+		base, _ := NewMAM(2, spec)
+		parts, blanks := make([]*MAM, 3), make([]*MAM, 3)
+		for i := range parts {
+			parts[i], _ = NewMAM(2, spec)
+			blanks[i] = base.Blank()
+		}
+		for i := range x {
+			parts[(i*7)%3].Observe(x[i], y[i], true)
+			blanks[(i*7)%3].Observe(x[i], y[i], true)
+		}
+		want, _ := NewMAM(2, spec)
+		if err := want.MergeAll(parts...); err != nil {
+			t.Fatal(err)
+		}
+		got := base.Blank()
+		got.MergeBlanks(blanks...)
+		inc := base.Blank()
+		for _, b := range blanks {
+			inc.AddBlank(b)
+		}
+		w, _ := want.MarshalBinary()
+		for name, m := range map[string]*MAM{"MergeBlanks": got, "AddBlank": inc} {
+			if b, _ := m.MarshalBinary(); string(b) != string(w) {
+				t.Fatalf("balance=%v: %s of blanks differs from MergeAll of models built apart", balance, name)
+			}
+		}
+		if a := testing.AllocsPerRun(10, func() { got.MergeBlanks(blanks...); inc.AddBlank(blanks[0]) }); a != 0 {
+			t.Fatalf("balance=%v: merging blanks allocates %v times", balance, a)
+		}
+	}
+}

@@ -73,17 +73,6 @@ func newMergingHolder(d *modelDef, fig *figures, g *online.MAM) *mergingHolder {
 
 func (h *mergingHolder) base() *online.MAM { return h.m.(*online.MAM) }
 
-// empty returns an instance with base's parameters and no examples (the
-// same random features: they follow from the parameters).
-func (h *mergingHolder) empty() *online.MAM {
-	g := h.base()
-	m, err := online.NewMAM(g.Dim(), g.Params())
-	if err != nil { // base was built from these
-		panic("stream: a mam with its own parameters: " + err.Error())
-	}
-	return m
-}
-
 // share: the lanes do not share the holder's state, each has its own
 // (laneFor); nothing to lock.
 func (h *mergingHolder) share() {}
@@ -92,7 +81,8 @@ func (h *mergingHolder) share() {}
 // exclusively): its view is the merge of base and the other lanes'
 // published statistics.
 func (h *mergingHolder) laneFor() holder {
-	l := &laneMAM{mergingHolder: h, own: h.empty(), pub: h.empty(), view: h.empty()}
+	g := h.base()
+	l := &laneMAM{mergingHolder: h, own: g.Blank(), pub: g.Blank(), view: g.Blank()}
 	h.mu.Lock()
 	h.lanes = append(h.lanes, l)
 	h.mu.Unlock()
@@ -122,9 +112,7 @@ func (h *mergingHolder) fold(l *laneMAM) {
 	if l.own.Examples() == 0 {
 		return
 	}
-	if err := h.base().Merge(l.own); err != nil { // same parameters by construction
-		panic("stream: fold a lane's statistics: " + err.Error())
-	}
+	h.base().AddBlank(l.own)
 	l.own.Reset()
 	l.pub.Reset()
 	l.unpublished = 0
@@ -168,16 +156,14 @@ func (h *mergingHolder) find([]byte) online.Model {
 		return h.base()
 	}
 	if h.req == nil {
-		h.req = h.empty()
+		h.req = h.base().Blank()
 	}
 	parts := append(h.parts[:0], h.base())
 	for _, l := range h.lanes {
 		parts = append(parts, l.own)
 	}
 	h.parts = parts
-	if err := h.req.MergeAll(parts...); err != nil {
-		panic("stream: merge the lanes' statistics: " + err.Error())
-	}
+	h.req.MergeBlanks(parts...)
 	return h.req
 }
 
@@ -217,9 +203,7 @@ func (l *laneMAM) rebuild() {
 	}
 	parts = append(parts, l.own)
 	l.parts = parts
-	if err := l.view.MergeAll(parts...); err != nil {
-		panic("stream: merge a lane's view: " + err.Error())
-	}
+	l.view.MergeBlanks(parts...)
 }
 
 // idle publishes what the lane learned since its last publication: its
