@@ -323,7 +323,7 @@ func (r *diskFullRig) checkExact() {
 	}
 	var total int64
 	for key, want := range r.sent {
-		ent, err := sh.models[0].keys().get([]byte(key))
+		ent, err := sh.models[0].keys(t).get([]byte(key))
 		if err != nil {
 			t.Fatal(err)
 		}

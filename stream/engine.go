@@ -140,7 +140,7 @@ type EngineConfig struct {
 	// AllowKeyLoss (--allow-empty-state) lets a restore rebuild a
 	// key-scoped model's table that does not belong to the snapshot, with
 	// nothing else to rebuild it from, from the snapshot's own keys: the
-	// others' states are lost (keyedModels.restore).
+	// others' states are lost (keyedModels.restoreTable).
 	AllowKeyLoss bool
 	// Log receives what key-scoped models report: failed keys, rebuilt
 	// tables (nil: discarded).

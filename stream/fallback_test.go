@@ -624,7 +624,7 @@ func TestFallbackKeyUnreadable(t *testing.T) {
 		msg := ratingEvent(id, "alice", []float64{y, 0.5}, y)
 		s.Process(&msg, sink)
 	}
-	s.models[1].keys().pending["bob"] = pendingState{state: []byte("not a state")}
+	s.models[1].keys(t).pending["bob"] = pendingState{state: []byte("not a state")}
 	sink.msgs = nil
 	msg := ratingEvent(1000, "bob", []float64{1, 0.5}, 1)
 	s.Process(&msg, sink)

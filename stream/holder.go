@@ -56,7 +56,7 @@ type holder interface {
 	// key-scoped one empties its table (the others start as built).
 	// restore sets the saved state data (d: decode's; src and lossy
 	// rebuild a key-scoped model's table that does not match it,
-	// keyedModels.restore). attach and detach: the shard (partition part
+	// keyedModels.restoreTable). attach and detach: the shard (partition part
 	// in partition scope) now holds the state, restored, or lets it go.
 	decode(data []byte) (*keyDelta, error)
 	reset() error

@@ -266,7 +266,7 @@ func (h *keyedHolder) reset() error {
 	return nil
 }
 
-// restore brings the table to d's checkpoint (keyedModels.restore, once:
+// restore brings the table to d's checkpoint (keyedModels.restoreTable, once:
 // the stripes share it), then empties every stripe, the table's totals
 // counted in the first, and redoes d's keys each in its own stripe.
 func (h *keyedHolder) restore(_ []byte, d *keyDelta, src KeySource, lossy bool) error {

@@ -355,7 +355,15 @@ func (k *keyedModels) reset() error {
 	return nil
 }
 
-// restore brings the table to the state of a snapshot holding delta d (a
+// tableRestore is what restoreTable did to the table: its marker now, the
+// examples of every key, and whether the delta was (re)applied.
+type tableRestore struct {
+	mk       keystore.Marker
+	examples int64
+	redone   bool
+}
+
+// restoreTable brings the table to the state of a snapshot holding delta d (a
 // restarted shard): the table either has d applied already, or is one
 // checkpoint behind (the crash came between the snapshot and the table's
 // write), and then d is applied now, or ahead (the newest snapshots were
@@ -367,32 +375,10 @@ func (k *keyedModels) reset() error {
 // elsewhere (the changelog), with d on top; without src and with lossy
 // (--allow-empty-state), from d alone: the keys d's checkpoint changed
 // keep their state, every other key's is lost (logged with the counts);
-// otherwise it is a *keyStoreMismatch, and nothing changes. The instances
-// in memory are dropped; keys load on their first event.
-func (k *keyedModels) restore(d *keyDelta, src func() ([][]byte, [][]byte, error), lossy bool) error {
-	r, err := k.restoreTable(d, src, lossy)
-	if err != nil {
-		return err
-	}
-	k.restart(r, true)
-	if r.redone {
-		for i, key := range d.keys {
-			k.redo(key, d.states[i])
-		}
-	}
-	return nil
-}
-
-// tableRestore is what restoreTable did to the table: its marker now, the
-// examples of every key, and whether the delta was (re)applied.
-type tableRestore struct {
-	mk       keystore.Marker
-	examples int64
-	redone   bool
-}
-
-// restoreTable is restore's part in the table (see restore), shared by
-// every stripe of a key table (keyedHolder).
+// otherwise it is a *keyStoreMismatch, and nothing changes. It is the
+// table's part of a restore, shared by every stripe of a key table
+// (keyedHolder.restore, which then empties the stripes, restart, and
+// keeps d's keys as pending again, redo: keys load on their first event).
 func (k *keyedModels) restoreTable(d *keyDelta, src func() ([][]byte, [][]byte, error), lossy bool) (tableRestore, error) {
 	mk, err := k.table.Marker()
 	if err != nil {

@@ -155,7 +155,7 @@ func TestKeyedMigratesEvictedFiles(t *testing.T) {
 	for i := range events {
 		old.Process(&events[i], sink)
 	}
-	ent, err := old.models[0].keys().get([]byte("user-0"))
+	ent, err := old.models[0].keys(t).get([]byte("user-0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func TestKeyedCorruptKeyFails(t *testing.T) {
 	for i := range 3 * nkeys {
 		second = append(second, keyEvent(fmt.Sprintf("user-%05d", i%nkeys), i))
 	}
-	k := s.models[0].keys()
+	k := s.models[0].keys(t)
 	before := k.examples
 	sink = &memSink{keep: true}
 	for i := range second {
@@ -405,7 +405,7 @@ func TestKeyedRestoreUndoesSeveral(t *testing.T) {
 	if got := table(keys); !maps.Equal(got, states[1]) {
 		t.Fatalf("two checkpoints back: %d keys differ", diff(got, states[1]))
 	}
-	if k := s.models[0].keys(); k.examples != 400 || k.known != 10 || k.ckpt != 2 {
+	if k := s.models[0].keys(t); k.examples != 400 || k.known != 10 || k.ckpt != 2 {
 		t.Fatalf("two checkpoints back: examples %d, keys %d, checkpoint %d; want 400, 10, 2", k.examples, k.known, k.ckpt)
 	}
 	// The service goes on from there; a later fall-back works again.
@@ -444,7 +444,7 @@ func TestKeyedRestoreUndoesSeveral(t *testing.T) {
 	var sum int64
 	for i, key := range d.keys {
 		want[string(key)] = string(d.states[i])
-		m, _ := s.models[0].keys().factory()
+		m, _ := s.models[0].keys(t).factory()
 		if err := restoreKeyState(m, d.states[i]); err != nil {
 			t.Fatal(err)
 		}
@@ -458,7 +458,7 @@ func TestKeyedRestoreUndoesSeveral(t *testing.T) {
 			t.Fatalf("key %s: not its state at the snapshot", key)
 		}
 	}
-	if k := s.models[0].keys(); k.examples != sum || k.known != int64(len(want)) {
+	if k := s.models[0].keys(t); k.examples != sum || k.known != int64(len(want)) {
 		t.Fatalf("rebuilt: examples %d, keys %d; want %d, %d", k.examples, k.known, sum, len(want))
 	}
 }

@@ -156,7 +156,7 @@ func (n *node) keyStates(t *testing.T, p int, name string) map[string]string {
 		if m.def.name != name {
 			continue
 		}
-		if err := m.keys().table.Scan(func(k, v []byte) error {
+		if err := m.keys(t).table.Scan(func(k, v []byte) error {
 			out[string(k)] = string(v)
 			return nil
 		}); err != nil {
