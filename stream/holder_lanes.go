@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,11 +31,11 @@ const laneWoke = time.Millisecond
 // it rebuilds its view when another lane published, at most once per
 // lanePublish events it applies unless its applier waited laneWoke or
 // more for its event (a rebuild merges every lane's statistics:
-// O(lanes × D)). So a lane's scores
-// include every event of its partition before, and the other partitions'
-// events up to a few of their lanes' publications before: a merged view
-// refreshed as partition scope refreshes the partitions other instances
-// own, here every few events, and exact once the stream pauses.
+// O(lanes × D)). So a lane's scores include every event of its partition
+// before, and the other partitions' events up to a few of their lanes'
+// publications before: a merged view refreshed as partition scope
+// refreshes the partitions other instances own, here every few events,
+// and exact once the stream pauses.
 //
 // The state (capture, the scrape, the bound of the non-lane path) is the
 // exact merge: a capture, with every lane paused, folds the lanes'
@@ -96,14 +97,8 @@ func (h *mergingHolder) leave(l *laneMAM) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.fold(l)
-	for i, o := range h.lanes {
-		if o == l {
-			h.lanes = append(h.lanes[:i], h.lanes[i+1:]...)
-			break
-		}
-	}
-	h.fig.examples.Store(h.base().Examples())
-	h.version.Add(1)
+	h.lanes = slices.DeleteFunc(h.lanes, func(o *laneMAM) bool { return o == l })
+	h.folded()
 }
 
 // fold adds l's statistics to base and empties them; l's view, whose
@@ -126,8 +121,14 @@ func (h *mergingHolder) foldAll() {
 	for _, l := range h.lanes {
 		h.fold(l)
 	}
+	h.folded()
+}
+
+// folded publishes a fold: the scrape's count, and the views rebuild
+// (within lanePublish events, at once after a pause). h.mu held.
+func (h *mergingHolder) folded() {
 	h.fig.examples.Store(h.base().Examples())
-	h.version.Add(1) // the views rebuild: exact again
+	h.version.Add(1)
 }
 
 func (h *mergingHolder) capture() ([]byte, *keyDelta, error) {
@@ -158,13 +159,24 @@ func (h *mergingHolder) find([]byte) online.Model {
 	if h.req == nil {
 		h.req = h.base().Blank()
 	}
-	parts := append(h.parts[:0], h.base())
-	for _, l := range h.lanes {
-		parts = append(parts, l.own)
-	}
-	h.parts = parts
-	h.req.MergeBlanks(parts...)
+	h.merge(h.req, &h.parts, nil)
 	return h.req
+}
+
+// merge sets dst to base and every lane's statistics: a lane's own for
+// self (nil: every lane's own, the lanes paused), the others' as last
+// published. parts is the caller's scratch. h.mu held.
+func (h *mergingHolder) merge(dst *online.MAM, parts *[]*online.MAM, self *laneMAM) {
+	ps := append((*parts)[:0], h.base())
+	for _, o := range h.lanes {
+		if self == nil || o == self {
+			ps = append(ps, o.own)
+		} else {
+			ps = append(ps, o.pub)
+		}
+	}
+	*parts = ps
+	dst.MergeBlanks(ps...)
 }
 
 // counts: base's examples as of the last fold, and the lanes' since.
@@ -195,15 +207,7 @@ func (l *laneMAM) rebuild() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l.seen, l.applied, l.woke = h.version.Load(), 0, false
-	parts := append(l.parts[:0], h.base())
-	for _, o := range h.lanes {
-		if o != l {
-			parts = append(parts, o.pub)
-		}
-	}
-	parts = append(parts, l.own)
-	l.parts = parts
-	l.view.MergeBlanks(parts...)
+	h.merge(l.view, &l.parts, l)
 }
 
 // idle publishes what the lane learned since its last publication: its
@@ -233,19 +237,7 @@ func (l *laneMAM) observe(_ []byte, in *input, y float64, labelled bool) (online
 		l.rebuild()
 	}
 	l.applied++
-	var p online.Prediction
-	switch {
-	case in.sparse:
-		before := l.view.Examples()
-		p = l.view.ObserveSparse(in.idx, in.val, y, labelled)
-		if labelled && l.view.Examples() != before {
-			l.own.ObserveSparse(in.idx, in.val, y, true)
-		}
-	case in.prep != nil:
-		p = l.view.ObserveTeePrepared(in.prep, in.x, y, labelled, l.own)
-	default:
-		p = l.view.ObserveTee(in.x, y, labelled, l.own)
-	}
+	p := observeTee(l.view, in, y, labelled, l.own)
 	if labelled {
 		l.examples.Store(l.own.Examples())
 		if l.unpublished++; l.unpublished >= lanePublish {

@@ -121,26 +121,31 @@ func (s *mergedScorer) peek(in *input) online.Prediction {
 }
 
 // observe scores in with the merge, then learns (in, y) into it and into
-// own, a partition's statistics. Dense features go through the tee, which
-// computes the feature map once (prepared when in.prep is set); hashed
-// ones (their fields unread) are learned into own when the merge learned
-// them: the sparse path has no tee that reuses φ, so own computes it
-// again, O(nnz) for the linear kernel, O(D·nnz) for generated random
-// features.
+// own, a partition's statistics (observeTee).
 func (s *mergedScorer) observe(in *input, y float64, labelled bool, own *online.MAM) online.Prediction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return observeTee(s.g, in, y, labelled, own)
+}
+
+// observeTee scores in with g, then learns (in, y) into g and into own
+// when labelled: dense features through the tee, which computes the
+// feature map once (prepared when in.prep is set); hashed ones (their
+// fields unread) into own when g learned them (the sparse path has no tee
+// that reuses φ, so own computes it again, O(nnz) for the linear kernel,
+// O(D·nnz) for generated random features).
+func observeTee(g *online.MAM, in *input, y float64, labelled bool, own *online.MAM) online.Prediction {
 	switch {
 	case in.sparse:
-		before := s.g.Examples()
-		p := s.g.ObserveSparse(in.idx, in.val, y, labelled)
-		if labelled && s.g.Examples() != before {
+		before := g.Examples()
+		p := g.ObserveSparse(in.idx, in.val, y, labelled)
+		if labelled && g.Examples() != before {
 			own.ObserveSparse(in.idx, in.val, y, true)
 		}
 		return p
 	case in.prep != nil:
-		return s.g.ObserveTeePrepared(in.prep, in.x, y, labelled, own)
+		return g.ObserveTeePrepared(in.prep, in.x, y, labelled, own)
 	default:
-		return s.g.ObserveTee(in.x, y, labelled, own)
+		return g.ObserveTee(in.x, y, labelled, own)
 	}
 }
