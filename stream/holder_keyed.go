@@ -52,31 +52,27 @@ func (e *Engine) newKeyedHolder(s *Shard, d *modelDef, fig *figures) (*keyedHold
 		n = keyStripes(d.maxKeys)
 	}
 	h := &keyedHolder{def: d, fig: fig, seed: maphash.MakeSeed(), hold: max(1, e.cfg.KeyHold/n), want: &e.wantCkpt}
-	table := e.keys.Table(s.scope, d.name)
-	for i := range n {
-		k, err := newKeyedModels(d.keyFactory, d.maxKeys/n+min(1, max(0, d.maxKeys%n-i)), table) // max_keys in all
-		if err != nil {
-			return nil, err
-		}
-		if dir := e.cfg.LegacyKeyDir; dir != "" {
-			dir = filepath.Join(dir, d.name)
-			if s.scope != "" {
-				dir = filepath.Join(dir, "p"+s.scope)
-			}
-			if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-				k.legacy = dir
-			}
-		}
-		k.name = d.name
-		if e.cfg.Log != nil {
-			k.log = e.cfg.Log
-		}
-		h.stripes = append(h.stripes, &keyStripe{k: k})
+	share := func(i int) int { return d.maxKeys/n + min(1, max(0, d.maxKeys%n-i)) } // max_keys in all
+	k, err := newKeyedModels(d.keyFactory, share(0), e.keys.Table(s.scope, d.name))
+	if err != nil {
+		return nil, err
 	}
-	// The table's totals (its marker's examples and keys) are counted in
-	// the first stripe; the others count from zero.
-	for _, st := range h.stripes[1:] {
-		st.k.examples, st.k.known = 0, 0
+	if dir := e.cfg.LegacyKeyDir; dir != "" {
+		dir = filepath.Join(dir, d.name)
+		if s.scope != "" {
+			dir = filepath.Join(dir, "p"+s.scope)
+		}
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			k.legacy = dir
+		}
+	}
+	k.name = d.name
+	if e.cfg.Log != nil {
+		k.log = e.cfg.Log
+	}
+	h.stripes = append(h.stripes, &keyStripe{k: k})
+	for i := 1; i < n; i++ {
+		h.stripes = append(h.stripes, &keyStripe{k: k.sibling(share(i))})
 	}
 	return h, nil
 }
@@ -189,17 +185,13 @@ func (h *keyedHolder) instance() online.Model { return nil }
 // keys one after the other, their examples and keys known summed. The
 // stripes' own deltas (d.parts) settle each one.
 func (h *keyedHolder) capture() ([]byte, *keyDelta, error) {
-	var d *keyDelta
-	parts := make([]*keyDelta, len(h.stripes))
+	d := &keyDelta{parts: make([]*keyDelta, len(h.stripes))}
 	for i, st := range h.stripes {
 		p, err := st.k.capture()
 		if err != nil {
 			return nil, nil, err
 		}
-		parts[i] = p
-		if d == nil {
-			d = &keyDelta{ckpt: p.ckpt}
-		}
+		d.parts[i], d.ckpt = p, p.ckpt // the same in every stripe
 		d.examples += p.examples
 		d.known += p.known
 		d.keys = append(d.keys, p.keys...)
@@ -207,26 +199,18 @@ func (h *keyedHolder) capture() ([]byte, *keyDelta, error) {
 	}
 	data := d.encode() // d's states now alias the encoding
 	off := 0
-	for i, p := range parts {
+	for i, p := range d.parts {
 		n := len(p.keys)
 		p.keys, p.states = d.keys[off:off+n:off+n], d.states[off:off+n:off+n]
 		off += n
 		h.stripes[i].k.alias(p)
 	}
-	if len(parts) == 1 {
-		return data, parts[0], nil // d itself, with the stripe's gen
-	}
-	d.parts = parts
 	return data, d, nil
 }
 
 func (h *keyedHolder) durable(d *keyDelta) (keystore.Marker, error) { return h.stripes[0].k.apply(d) }
 
 func (h *keyedHolder) settle(d *keyDelta, mk keystore.Marker) {
-	if d.parts == nil {
-		h.stripes[0].k.settle(d, mk)
-		return
-	}
 	for i, st := range h.stripes {
 		st.k.settle(d.parts[i], mk)
 	}

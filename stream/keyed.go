@@ -101,6 +101,14 @@ func newKeyedModels(factory func() (online.Model, error), max int, table *keysto
 	return k, nil
 }
 
+// sibling returns another stripe of k's table (keyedHolder), empty, with
+// at most maxKeys instances in memory: the table's totals stay counted in k.
+func (k *keyedModels) sibling(maxKeys int) *keyedModels {
+	return &keyedModels{factory: k.factory, max: maxKeys, table: k.table, name: k.name, log: k.log, faults: newKeyFaults(), legacy: k.legacy,
+		index: map[string]*list.Element{}, lru: list.New(), pending: map[string]pendingState{},
+		ckpt: k.ckpt, stored: k.stored}
+}
+
 func (k *keyedModels) adoptMarker(mk keystore.Marker) {
 	k.ckpt, k.stored, k.known, k.examples = mk.Seq, mk.Keys, mk.Keys, 0
 	if r := codec.NewReader(mk.Meta, online.ErrFormat); len(mk.Meta) >= 8 {
