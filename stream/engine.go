@@ -697,31 +697,23 @@ func (s *Shard) lane(part int) *Shard {
 // idle tells the lane's holders that its applier found no event waiting
 // (the shard's lock held shared): a lane's statistics of a mergeable
 // global model are published (mergingHolder).
-func (l *Shard) idle() {
-	for _, m := range l.models {
-		if lh, ok := m.h.(*laneMAM); ok {
-			lh.idle()
-		}
-	}
-}
+func (l *Shard) idle() { l.eachLaneMAM((*laneMAM).idle) }
 
 // waited tells the lane's holders that its applier then waited d for its
 // next event.
-func (l *Shard) waited(d time.Duration) {
-	for _, m := range l.models {
-		if lh, ok := m.h.(*laneMAM); ok {
-			lh.waited(d)
-		}
-	}
-}
+func (l *Shard) waited(d time.Duration) { l.eachLaneMAM(func(lh *laneMAM) { lh.waited(d) }) }
 
 // leave ends lane l (the shard's lock held exclusively): what its
 // partition's events taught a mergeable global model goes into the
 // shard's state (mergingHolder).
-func (l *Shard) leave() {
+func (l *Shard) leave() { l.eachLaneMAM((*laneMAM).leave) }
+
+// eachLaneMAM calls fn with each of the lane's holders of a mergeable
+// global model.
+func (l *Shard) eachLaneMAM(fn func(*laneMAM)) {
 	for _, m := range l.models {
 		if lh, ok := m.h.(*laneMAM); ok {
-			lh.leave()
+			fn(lh)
 		}
 	}
 }
@@ -932,7 +924,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		publishScore(pub, ob, s.e.cfg.OutputTopic, msg.Key, r)
 		s.scored(m, i, p)
 		if ev.HasLabel {
-			s.judge(i, p, s.labels[i], ev.Label)
+			s.judge(i, p, s.labels[i], ev.Label, s.preds)
 		}
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
@@ -959,16 +951,10 @@ type judgement struct {
 	y, raw float64
 }
 
-// judge judges model i's prediction p for the event being applied (its
-// label y, raw on the wire) with modelDef.judge, or in an applier's shard
-// keeps it for endRun.
-func (s *Shard) judge(i int, p online.Prediction, y, raw float64) {
-	s.judgeWith(i, p, y, raw, s.preds)
-}
-
-// judgeWith is judge where preds are the event's predictions by every
-// model (a late label's, kept with its impression).
-func (s *Shard) judgeWith(i int, p online.Prediction, y, raw float64, preds []online.Prediction) {
+// judge judges model i's prediction p for an event (its label y, raw on
+// the wire; preds every model's predictions for it) with modelDef.judge,
+// or in an applier's shard keeps it for endRun.
+func (s *Shard) judge(i int, p online.Prediction, y, raw float64, preds []online.Prediction) {
 	d := s.models[i].def
 	if !s.runs {
 		d.judge(p, y, raw, preds)
@@ -1080,7 +1066,7 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 	}
 	for i, m := range s.models {
 		m.observe(key, m.feed(in, nil, sl.preds), s.labels[i], true)
-		s.judgeWith(i, sl.preds[i], s.labels[i], raw, sl.preds)
+		s.judge(i, sl.preds[i], s.labels[i], raw, sl.preds)
 	}
 	if sl.ope.first {
 		s.e.ope.add(sl.ope, s.e.reward(s.labels[s.e.rankIdx], raw))
