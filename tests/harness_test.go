@@ -302,10 +302,22 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
+// ownTransport is a kafka-go transport for one test's writer. The
+// package's default one, shared by every writer of the process, keeps
+// each address's metadata for seconds, and the parallel tests' brokers
+// take each other's ports once closed: a writer once sent to partition 2
+// of a two-partition topic, from the metadata of a broker closed before
+// on the same port.
+func ownTransport(t *testing.T) *kafka.Transport {
+	tr := &kafka.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
 func produce(t *testing.T, b *stream.Broker, topic string, msgs []kafka.Message) {
 	t.Helper()
 	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: topic, Balancer: &kafka.Murmur2Balancer{},
-		BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll}
+		BatchTimeout: 5 * time.Millisecond, RequiredAcks: kafka.RequireAll, Transport: ownTransport(t)}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -41,7 +41,7 @@ models:
 func bigProduce(t *testing.T, b *stream.Broker, topic string, batchBytes int64, msgs []kafka.Message) {
 	t.Helper()
 	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: topic, Balancer: &kafka.Murmur2Balancer{},
-		BatchTimeout: 5 * time.Millisecond, BatchBytes: batchBytes, RequiredAcks: kafka.RequireAll}
+		BatchTimeout: 5 * time.Millisecond, BatchBytes: batchBytes, RequiredAcks: kafka.RequireAll, Transport: ownTransport(t)}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -114,7 +114,7 @@ func TestRankFlood(t *testing.T) {
 	go func() {
 		defer streaming.Store(false)
 		w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "impressions", Balancer: &kafka.Murmur2Balancer{},
-			BatchTimeout: 2 * time.Millisecond, RequiredAcks: kafka.RequireAll}
+			BatchTimeout: 2 * time.Millisecond, RequiredAcks: kafka.RequireAll, Transport: ownTransport(t)}
 		defer w.Close()
 		const batch = 100
 		type due struct {

@@ -102,7 +102,7 @@ func TestRankLoad(t *testing.T) {
 	sent := make(chan int)
 	go func() {
 		w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "events", Balancer: &kafka.Murmur2Balancer{},
-			BatchTimeout: 2 * time.Millisecond}
+			BatchTimeout: 2 * time.Millisecond, Transport: ownTransport(t)}
 		defer w.Close()
 		n, tick := 0, time.NewTicker(50*time.Millisecond)
 		defer tick.Stop()
