@@ -21,6 +21,24 @@
 // which one it has; an event's features reach every holder as one input,
 // dense (with the model's preparation) or hashed.
 //
+// # Files
+//
+// The files follow one event from fetch to offset commit: consume.go (the
+// partition's reader goroutine, with its fetcher in fetch.go or source.go),
+// worker.go (decode, validate, prepare; no lock), applier.go (the
+// partition's applier and the shard's lock gate), shard.go (Shard.ApplyAt:
+// every model through its holder, holder*.go, with calibration.go and
+// fallback.go for the certainty and fallback of its score; judging per
+// run), outbox.go (the records, encoded after the lock is released),
+// publisher.go (batches and delivery) and checkpoint.go (capture, await
+// the deliveries, save, write the key store, commit the offsets), with
+// shardstate.go (a shard's Capture, Durable, Settle and Restore) and
+// state.go (the snapshot and changelog store). The Pipeline itself and its
+// consumer-group loop are in pipeline.go, partition scope in partition.go,
+// the Engine and its configuration in engine.go, a model's definition and
+// metrics in models.go, ranking requests in rank.go, rankhttp.go and
+// explore.go, delayed labels in join.go, the wiring in service.go.
+//
 // # Goroutines
 //
 // A Service's Run starts, and stops before it returns:
