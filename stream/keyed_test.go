@@ -252,7 +252,9 @@ func TestKeyedKeepsMostRecentlyUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer keys.Close()
-	factory := func() (online.Model, error) { return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05}) }
+	factory := func() (online.Model, error) {
+		return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
+	}
 	const max = 8
 	k, err := newKeyedModels(factory, max, keys.Table("", "lru"))
 	if err != nil {
