@@ -13,6 +13,10 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
+// checkpointLoop checkpoints every snapshot.every (without a state store,
+// every commit interval: offsets only) and whenever kicked
+// (snapshot.every_events, or key-scoped models holding too many changed
+// keys), skipping the turns of a backoff while saves fail, until ctx ends.
 func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
 	setStage(p.labels, "stage", "checkpoint")
 	every := p.cfg.CommitInterval
