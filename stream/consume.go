@@ -183,8 +183,9 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	free := make(chan *slot, slots)
 	f := &feed{partition: partition, free: free, ready: newApplyQueue(), done: done, ran: ran}
 	floats := new(wire.FloatCache) // the partition's applier's
+	bufs := newBufCache(out)       // the partition's applier's
 	for range slots {
-		free <- &slot{w: p.engine.NewWorker(), out: outbox{sink: out, floats: floats}}
+		free <- &slot{w: p.engine.NewWorker(), out: outbox{sink: out, bufs: bufs, floats: floats}}
 	}
 	sh.lock()
 	// Everything before the state's offset was published by the

@@ -19,7 +19,8 @@ import (
 // message's or its worker's decoded event's, which stay untouched until
 // the slot is reused, after its outbox is published.
 type outbox struct {
-	sink   Sink             // where the records go, and their buffers come from
+	sink   Sink             // where the records go
+	bufs   *bufCache        // where their buffers come from: the partition's applier's (its slots share it)
 	floats *wire.FloatCache // the partition's applier's (its slots share it)
 	recs   []outRec
 	scores []wire.Score
@@ -37,7 +38,7 @@ type outRec struct {
 
 // Buffer returns the sink's buffer: a record published through the outbox
 // as it is (a ranking request's answer) was encoded into it.
-func (o *outbox) Buffer() []byte { return o.sink.Buffer() }
+func (o *outbox) Buffer() []byte { return o.bufs.get() }
 
 // Publish keeps m, to be published as it is.
 func (o *outbox) Publish(m kafka.Message) { o.recs = append(o.recs, outRec{msg: m, score: -1}) }
@@ -62,7 +63,7 @@ func (o *outbox) encode(dst []kafka.Message) []kafka.Message {
 		r := &o.scores[rec.score]
 		r.ID = o.ids[rec.id[0]:rec.id[1]:rec.id[1]]
 		m := rec.msg
-		m.Value = o.floats.AppendScore(o.sink.Buffer(), r)
+		m.Value = o.floats.AppendScore(o.bufs.get(), r)
 		dst = append(dst, m)
 	}
 	clear(o.recs) // drop the references to the records' bytes
@@ -71,6 +72,44 @@ func (o *outbox) encode(dst []kafka.Message) []kafka.Message {
 	o.scores = o.scores[:0]
 	o.ids = o.ids[:0]
 	return dst
+}
+
+// bufCache hands one goroutine (a partition's applier) the buffers of
+// its sink's records: from a *Publisher bufRun at a time (Publisher.Buffers,
+// one hold of its lock), where Buffer takes its lock for every record and
+// the partitions' appliers contend for it; from any other sink one by one.
+type bufCache struct {
+	src  Sink
+	bulk bulkBuffers // src's, if it hands out runs of buffers
+	free [][]byte
+}
+
+// bufRun is the buffers a bufCache takes at once.
+const bufRun = 64
+
+// bulkBuffers is a Sink that hands out buffers a run at a time.
+type bulkBuffers interface {
+	Buffers(dst [][]byte, n int) [][]byte
+}
+
+func newBufCache(src Sink) *bufCache {
+	b, _ := src.(bulkBuffers)
+	return &bufCache{src: src, bulk: b}
+}
+
+// get returns an empty buffer to encode a record into.
+func (c *bufCache) get() []byte {
+	if c.bulk == nil {
+		return c.src.Buffer()
+	}
+	if len(c.free) == 0 {
+		c.free = c.bulk.Buffers(c.free, bufRun)
+	}
+	n := len(c.free) - 1
+	b := c.free[n]
+	c.free[n] = nil
+	c.free = c.free[:n]
+	return b
 }
 
 // batchSink is a Sink that takes a run of records at once (*Publisher:

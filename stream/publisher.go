@@ -16,7 +16,10 @@ import (
 
 // Publisher sends score and dead-letter records asynchronously in batches.
 // Publish never waits on the network: records go to an in-memory queue that a
-// single goroutine hands to kafka-go's asynchronous Writer in batches. Records
+// single goroutine hands to kafka-go's asynchronous Writer in batches. The
+// queue carries runs of records (PublishBatch: an applier's run of events),
+// one hand-over per run, so that the partitions' appliers do not contend
+// for it record by record. Records
 // that fail delivery after the writer's own retries are queued again with
 // backoff, so nothing is dropped while the broker is unavailable. Flush waits
 // until every record published so far is acknowledged. Mark and Await do
@@ -31,7 +34,8 @@ import (
 type Publisher struct {
 	w           *kafka.Writer
 	meta        *metadataCache // the writers' transport
-	in          chan kafka.Message
+	in          chan *pubRun
+	runs        sync.Pool // of *pubRun, empty
 	pending     atomic.Int64
 	epoch       atomic.Pointer[epoch] // the records published now count here
 	free        bufStack
@@ -119,7 +123,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		retryWait:  newBackoff(100*time.Millisecond, 5*time.Second),
 		undeliv:    undeliverable{counter: cfg.Undeliverable, topics: map[string]int64{}},
 		truncated:  cfg.Truncated,
-		in:         make(chan kafka.Message, 4*cfg.BatchSize+1024),
+		in:         make(chan *pubRun, queuedRuns(cfg.BatchSize)),
 		free:       bufStack{max: 8*cfg.BatchSize + 1024},
 		log:        log,
 		met:        &pubMetrics{published: published, errors: errors},
@@ -173,6 +177,10 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 // once the record is delivered.
 func (p *Publisher) Buffer() []byte { return p.free.get() }
 
+// Buffers appends n empty byte slices to dst, as n calls of Buffer would
+// return them, under one hold of the free list's lock.
+func (p *Publisher) Buffers(dst [][]byte, n int) [][]byte { return p.free.getN(dst, n) }
+
 // bufStack is the publisher's free record buffers, the most recently freed
 // handed out first: its bytes were the writer's latest copy, likely still
 // in the core's cache, where the oldest of thousands is not.
@@ -196,6 +204,22 @@ func (s *bufStack) get() []byte {
 	return b
 }
 
+// getN appends n buffers to dst, the most recently freed last: taken
+// from dst's end, they come in the order n calls of get return them.
+func (s *bufStack) getN(dst [][]byte, n int) [][]byte {
+	s.mu.Lock()
+	k := min(n, len(s.bufs))
+	for range n - k { // handed out last (the caller takes from dst's end)
+		dst = append(dst, make([]byte, 0, 512))
+	}
+	top := s.bufs[len(s.bufs)-k:]
+	dst = append(dst, top...) // the most recently freed at the end
+	clear(top)
+	s.bufs = s.bufs[:len(s.bufs)-k]
+	s.mu.Unlock()
+	return dst
+}
+
 // putValues keeps the values of msgs that are small enough to reuse and
 // were not given headers (records that are not the publisher's encoding).
 func (s *bufStack) putValues(msgs []kafka.Message) {
@@ -211,30 +235,27 @@ func (s *bufStack) putValues(msgs []kafka.Message) {
 	s.mu.Unlock()
 }
 
+// pubRun is a run of records on the publisher's queue, in order.
+type pubRun struct{ msgs []kafka.Message }
+
+// queuedRuns is the capacity of the publisher's queue in runs: about
+// 4·batchSize + 1024 records when runs are an applier's largest
+// (maxApplyBatch events), at least 16 runs.
+func queuedRuns(batchSize int) int { return max(16, (4*batchSize+1024)/maxApplyBatch) }
+
 // Publish queues m for delivery. It blocks only when the queue is full
 // (explicit backpressure on the processing loop). m.WriterData is the
 // publisher's.
 func (p *Publisher) Publish(m kafka.Message) {
-	p.pending.Add(1)
-	e := p.epoch.Load()
-	e.pending.Add(1)
-	p.enqueue(m, e)
+	p.PublishBatch([]kafka.Message{m})
 }
 
-// enqueue queues m, counted in epoch e, cutting a dead letter too large
-// for its topic.
-func (p *Publisher) enqueue(m kafka.Message, e *epoch) {
-	if m.Topic == p.truncTopic && p.truncTopic != "" {
-		if n := recordBytes(&m); n > p.maxRecord {
-			m = p.cut(m, n)
-		}
-	}
-	m.WriterData = e
-	p.in <- m
-}
-
-// PublishBatch queues msgs for delivery, in order, as Publish does each
-// one, counting them at once.
+// PublishBatch queues msgs for delivery, in order, as one run (see
+// Publisher), counting them at once; the caller keeps msgs (the records
+// are copied, and own their byte slices from then on). It blocks only
+// when the queue is full (explicit backpressure on the processing loop).
+// Dead letters too large for their topic are cut. Every record's
+// WriterData is the publisher's.
 func (p *Publisher) PublishBatch(msgs []kafka.Message) {
 	if len(msgs) == 0 {
 		return
@@ -242,9 +263,29 @@ func (p *Publisher) PublishBatch(msgs []kafka.Message) {
 	p.pending.Add(int64(len(msgs)))
 	e := p.epoch.Load() // a Mark taken meanwhile waits for all of them: never for fewer
 	e.pending.Add(int64(len(msgs)))
-	for _, m := range msgs {
-		p.enqueue(m, e)
+	r, _ := p.runs.Get().(*pubRun)
+	if r == nil {
+		r = &pubRun{}
 	}
+	for _, m := range msgs {
+		if m.Topic == p.truncTopic && p.truncTopic != "" {
+			if n := recordBytes(&m); n > p.maxRecord {
+				m = p.cut(m, n)
+			}
+		}
+		m.WriterData = e
+		r.msgs = append(r.msgs, m)
+	}
+	p.in <- r
+}
+
+// take appends r's records to batch and frees r.
+func (p *Publisher) take(batch []kafka.Message, r *pubRun) []kafka.Message {
+	batch = append(batch, r.msgs...)
+	clear(r.msgs)
+	r.msgs = r.msgs[:0]
+	p.runs.Put(r)
+	return batch
 }
 
 // epoch counts the records published between two marks that are not
@@ -350,13 +391,13 @@ func (p *Publisher) loop(batchSize int) {
 		select {
 		case <-p.stopc:
 			return
-		case m := <-p.in:
-			batch = append(batch, m)
+		case r := <-p.in:
+			batch = p.take(batch, r)
 		drain:
 			for len(batch) < batchSize {
 				select {
-				case m := <-p.in:
-					batch = append(batch, m)
+				case r := <-p.in:
+					batch = p.take(batch, r)
 				default:
 					break drain
 				}

@@ -107,12 +107,14 @@ func TestPublisherMarkAwait(t *testing.T) {
 func BenchmarkPublish(b *testing.B) {
 	for _, c := range []struct{ name, topic string }{{"score", "scores"}, {"dead_letter", "dlq"}} {
 		b.Run(c.name, func(b *testing.B) {
-			p := &Publisher{in: make(chan kafka.Message, 1<<12), truncTopic: "dlq", maxRecord: 1 << 20}
+			p := &Publisher{in: make(chan *pubRun, 1<<12), truncTopic: "dlq", maxRecord: 1 << 20}
 			p.epoch.Store(&epoch{})
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				for range p.in {
+				var batch []kafka.Message
+				for r := range p.in {
+					batch = p.take(batch[:0], r)
 				}
 			}()
 			m := kafka.Message{Topic: c.topic, Key: []byte("user-42"), Value: []byte(`{"id":"e-1","score":0.5}`),
