@@ -19,7 +19,12 @@
 // partition's, merged.go). The shard scores and learns, answers ranking
 // requests, checkpoints and restores through the holder, never asking
 // which one it has; an event's features reach every holder as one input,
-// dense (with the model's preparation) or hashed.
+// dense (with the model's preparation) or hashed. The engine is not told
+// where state is kept: its first shard's scope (NewShard: "" for the
+// instance, a partition's number) binds it, and every later shard must be
+// of the same scope. The scope decides only the holders a shard gets and
+// where a mergeable model's merged view comes from: the instance's lanes,
+// or the partitions of the changelog.
 //
 // # Files
 //

@@ -52,7 +52,8 @@ type NamedModel struct {
 	MaxKeys int
 
 	// New builds an empty instance like Model: every shard but the first
-	// gets its own (EngineConfig.Partitioned: one per input partition).
+	// of an instance-scope engine gets its own (in partition scope, every
+	// input partition's shard: Engine.NewShard).
 	New func() (online.Model, error)
 
 	// Members are the indexes, in the engine's list, of the models whose
@@ -101,12 +102,6 @@ type EngineConfig struct {
 	// so MergeLanesAuto (the default) takes it with more than two
 	// GOMAXPROCS.
 	MergeLanes MergeLanes
-
-	// Partitioned keeps model state per input partition, for scale-out:
-	// every shard is one partition's state (see merged.go for the models
-	// that score with the merge of all partitions); every NamedModel needs
-	// New.
-	Partitioned bool
 
 	// KeyStore holds the state of key-scoped models beyond what is in
 	// memory; nil: the engine opens an in-memory one when a model is
@@ -172,6 +167,9 @@ type Engine struct {
 	shards  map[*Shard]struct{}
 	started bool // Start was called: new shards start their refits
 	built   int  // shards built
+	// partScope: the shards keep state per input partition (scope "0",
+	// "1", …), as the first shard said; every later one must too.
+	partScope bool
 
 	hashed  *hashStats // hashed features' collision estimate (nil: dense features)
 	rankIdx int        // the rank model's index in defs (-1: requests off)
@@ -299,9 +297,6 @@ func checkEngine(cfg *EngineConfig, models []NamedModel) (int, error) {
 			if models[j].Factory != nil || nm.Factory != nil {
 				return 0, fmt.Errorf("stream: model %s: members and the model aggregating them must be global", nm.Name)
 			}
-		}
-		if cfg.Partitioned && nm.New == nil {
-			return 0, fmt.Errorf("stream: model %s: partitioned state needs NamedModel.New", nm.Name)
 		}
 		if err := checkKeyMemory(cfg, nm); err != nil {
 			return 0, err

@@ -175,7 +175,7 @@ func TestHashedFields(t *testing.T) {
 		g, _ := newFieldRecorder(&glog)()
 		hc := fieldHash
 		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << fieldBits, MaxMessageBytes: 1 << 16,
-			Partitioned: true, JoinEvents: 100, Hash: &hc, Rank: RankConfig{Model: "global"}},
+			JoinEvents: 100, Hash: &hc, Rank: RankConfig{Model: "global"}},
 			[]NamedModel{{Name: "global", Model: g, New: newFieldRecorder(&glog), Fingerprint: "global"}}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -341,7 +341,7 @@ func TestHashedPartitioned(t *testing.T) {
 		models = append(models, NamedModel{Name: names[i], Model: m, New: b, Fingerprint: names[i]})
 	}
 	hc := hrHash
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Partitioned: true, Hash: &hc,
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Hash: &hc,
 		JoinEvents: 100, Rank: RankConfig{Model: "lin"}}, models, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -32,8 +32,8 @@ type modelDef struct {
 	newInst     func() (online.Model, error)
 	keyFactory  func() (online.Model, error) // key-scoped: builds a key's instance
 	maxKeys     int
-	mergeable   bool // partition scope: scores with the merge of every partition's statistics
-	merged      *mergedScorer
+	mergeable   bool          // a global mam whose statistics merge (online.MAM.Mergeable)
+	merged      *mergedScorer // partition scope, a mergeable model: scores with the merge of every partition's statistics (bindScope)
 	traits      online.Traits
 	onRefit     func(refit.Report)
 	met         modelMetrics
@@ -194,9 +194,10 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 	d := &modelDef{name: name, fingerprint: nm.Fingerprint, proto: nm.Model, traits: t, newInst: nm.New,
 		keyFactory: nm.Factory, maxKeys: nm.MaxKeys, members: nm.Members, label: nm.Label, fallback: -1}
 	if d.newInst == nil {
-		// Only the first shard gets an instance: nm.Model itself.
+		// Only the first shard of an instance-scope engine gets an
+		// instance: nm.Model itself.
 		d.newInst = func() (online.Model, error) {
-			return nil, errors.New("more than one shard needs NamedModel.New")
+			return nil, errors.New("more than one shard, or shards in partition scope, need NamedModel.New")
 		}
 	}
 	if nm.Factory != nil && d.maxKeys <= 0 {
@@ -205,9 +206,8 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 	if p, ok := nm.Model.(online.Preparer); ok && len(nm.Members) == 0 { // an aggregator's input is not the event's features alone
 		d.prep = p
 	}
-	if g, ok := nm.Model.(*online.MAM); ok && cfg.Partitioned && nm.Factory == nil && g.Mergeable() {
+	if g, ok := nm.Model.(*online.MAM); ok && nm.Factory == nil && g.Mergeable() {
 		d.mergeable = true
-		d.merged = newMergedScorer(g)
 	}
 	d.met = modelMetrics{
 		scored:  met.scored.WithLabelValues(name),
@@ -220,21 +220,6 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 	}
 	if c := cfg.Calibration; c.Window > 0 {
 		d.cal = newCalibration(name, t, c, met)
-	}
-	// The live bound check needs one bound for the whole stream: not for
-	// key-scoped models, nor for partitioned ones other than the merged
-	// global model.
-	jt := t
-	if t.Bound && (nm.Factory != nil || (cfg.Partitioned && !d.mergeable)) {
-		jt.Bound = false
-	}
-	d.quality = online.NewJudge(jt, cfg.AccuracyWindow)
-	if jt.Bound {
-		if d.merged != nil {
-			d.bound = d.merged
-		} else {
-			d.bound = nm.Model.(online.Bounder)
-		}
 	}
 	switch t.Kind {
 	case online.Classifier:
@@ -255,16 +240,41 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 		d.met.rmse = met.rmse.WithLabelValues(name)
 	}
 	d.onRefit = func(rep refit.Report) { met.refitted(name, rep) }
-	if jt.Bound {
-		d.met.violations = met.violations.WithLabelValues(name)
-		for _, rho := range d.quality.BoundGrid() {
-			r := strconv.FormatFloat(rho, 'g', -1, 64)
-			d.met.observed = append(d.met.observed, met.observed.WithLabelValues(name, r))
-			d.met.limit = append(d.met.limit, met.limit.WithLabelValues(name, r))
-		}
-	}
 	d.met.version.Set(float64(nm.Model.Version()))
 	return d, nil
+}
+
+// bindScope sets what of d depends on where the engine's shards keep
+// state, which the engine learns from its first shard (Engine.NewShard):
+// in partition scope (partitioned) a mergeable model scores with the merge
+// of every partition's statistics (merged); and the live bound check,
+// which needs one bound for the whole stream, is for global models in
+// instance scope and for the merged model in partition scope, never for
+// key-scoped ones. It runs once, before the first shard's holders are
+// built, and before any judging.
+func (d *modelDef) bindScope(partitioned bool, window int, met *engineMetrics) {
+	if partitioned && d.mergeable {
+		d.merged = newMergedScorer(d.proto.(*online.MAM))
+	}
+	jt := d.traits
+	if jt.Bound && (d.keyFactory != nil || (partitioned && !d.mergeable)) {
+		jt.Bound = false
+	}
+	d.quality = online.NewJudge(jt, window)
+	if !jt.Bound {
+		return
+	}
+	if d.merged != nil {
+		d.bound = d.merged
+	} else {
+		d.bound = d.proto.(online.Bounder)
+	}
+	d.met.violations = met.violations.WithLabelValues(d.name)
+	for _, rho := range d.quality.BoundGrid() {
+		r := strconv.FormatFloat(rho, 'g', -1, 64)
+		d.met.observed = append(d.met.observed, met.observed.WithLabelValues(d.name, r))
+		d.met.limit = append(d.met.limit, met.limit.WithLabelValues(d.name, r))
+	}
 }
 
 // scored records a published prediction.

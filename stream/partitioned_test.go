@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,9 +18,9 @@ import (
 	"github.com/streamer/streamer/snapshot"
 )
 
-// partitionedEngine builds an engine with partitioned state over three
-// models: a mergeable MAM, a windowed MAM (per partition) and a key-scoped
-// MAM.
+// partitionedEngine builds an engine over three models for partitioned
+// state (its shards are partitions': Engine.NewShard("0"), …): a
+// mergeable MAM, a windowed MAM (per partition) and a key-scoped MAM.
 func partitionedEngine(t testing.TB) *Engine { return partitionedEngineReg(t, nil) }
 
 // partitionedEngineReg is partitionedEngine registering its metrics on reg.
@@ -44,7 +45,7 @@ func partitionedEngineReg(t testing.TB, reg prometheus.Registerer) *Engine {
 		}
 		models = append(models, nm)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, Partitioned: true}, models, reg)
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, models, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, Partitioned: true},
+		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2},
 			[]NamedModel{{Name: "svm", Model: m, Fingerprint: "svm-fp", New: build}}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -414,5 +415,38 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 	after := moved.Observe(x, 0, false)
 	if after.Score != before.Score || after.Version != before.Version {
 		t.Fatalf("moved model scores %v (version %d), before the move %v (version %d)", after.Score, after.Version, before.Score, before.Version)
+	}
+}
+
+// TestShardScopeBindsEngine: an engine learns where its shards keep state
+// from its first shard. In partition scope the mergeable model scores
+// through the merge of the partitions and is the one whose bound is
+// checked live (a windowed model's instances are per partition: no one
+// bound for the stream); in instance scope the global models are checked
+// against their own bound. A shard of the other scope is refused, naming
+// the engine's.
+func TestShardScopeBindsEngine(t *testing.T) {
+	e := partitionedEngine(t)
+	if _, err := e.NewShard("0"); err != nil {
+		t.Fatal(err)
+	}
+	global, windowed := e.defs[0], e.defs[1]
+	if global.merged == nil || global.bound != online.Bounder(global.merged) || windowed.bound != nil {
+		t.Fatalf("partition scope: merged %v, bounds %v and %v; want the merged model's bound only", global.merged != nil, global.bound, windowed.bound)
+	}
+	if _, err := e.NewShard(""); err == nil || !strings.Contains(err.Error(), "partition scope") {
+		t.Fatalf("an instance-scope shard after a partition's: %v, want it refused", err)
+	}
+
+	e = partitionedEngine(t)
+	if _, err := e.NewShard(""); err != nil {
+		t.Fatal(err)
+	}
+	global, windowed = e.defs[0], e.defs[1]
+	if global.merged != nil || global.bound == nil || windowed.bound == nil {
+		t.Fatalf("instance scope: merged %v, bounds %v and %v; want each global model's own", global.merged != nil, global.bound, windowed.bound)
+	}
+	if _, err := e.NewShard("1"); err == nil || !strings.Contains(err.Error(), "instance scope") {
+		t.Fatalf("a partition's shard after an instance-scope one: %v, want it refused", err)
 	}
 }

@@ -155,7 +155,6 @@ func engineConfig(cfg config.Config) EngineConfig {
 		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
 		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
 		JoinTime:        cfg.Labels.JoinWindow.Time,
-		Partitioned:     cfg.Snapshot.Partitioned(),
 		Hash:            HashConfig(cfg),
 		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
 		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,

@@ -152,6 +152,16 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 	}
 	e.mu.Lock()
 	first := e.built == 0
+	if first {
+		// The first shard says where the engine's shards keep state.
+		e.partScope = scope != ""
+		for _, d := range e.defs {
+			d.bindScope(e.partScope, e.cfg.AccuracyWindow, e.met)
+		}
+	} else if e.partScope != (scope != "") {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("stream: shard scope %q: the engine's shards are in %s", scope, map[bool]string{false: "instance scope", true: "partition scope"}[e.partScope])
+	}
 	e.built++
 	e.mu.Unlock()
 	models, err := e.buildModels(s, first)
@@ -267,7 +277,7 @@ func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *figures) (hol
 		return e.newKeyedHolder(s, d, fig)
 	}
 	var m online.Model
-	if first && !e.cfg.Partitioned {
+	if first && s.scope == "" {
 		m = d.proto // instance scope: the configured instance itself
 		if g, ok := m.(*online.MAM); ok && g.Mergeable() && e.mergeLanes() {
 			return newMergingHolder(d, fig, g), nil // learned by the lanes in parallel
@@ -278,7 +288,7 @@ func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *figures) (hol
 			return nil, err
 		}
 	}
-	if d.mergeable {
+	if d.merged != nil { // partition scope
 		own, ok := m.(*online.MAM)
 		if !ok {
 			return nil, fmt.Errorf("partition instance is a %T, want *online.MAM", m)

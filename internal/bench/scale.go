@@ -118,7 +118,7 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 		}
 		perEvent = int64(len(models))
 		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
-			Partitioned: true, Calibration: cfg.Calibration}, models, nil)
+			Calibration: cfg.Calibration}, models, nil)
 		if err != nil {
 			return res, err
 		}
