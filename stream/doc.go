@@ -22,9 +22,10 @@
 // dense (with the model's preparation) or hashed. The engine is not told
 // where state is kept: its first shard's scope (NewShard: "" for the
 // instance, a partition's number) binds it, and every later shard must be
-// of the same scope. The scope decides only the holders a shard gets and
-// where a mergeable model's merged view comes from: the instance's lanes,
-// or the partitions of the changelog.
+// of the same scope. The scope decides only the holders a shard gets,
+// whose bound the judge checks live, and where a mergeable model's merged
+// view comes from: the instance's lanes, or the partitions of the
+// changelog.
 //
 // # Files
 //
