@@ -174,8 +174,9 @@ func (c *calibration) point(p *online.Prediction) float64 {
 }
 
 // add records the judged pair (p, the model's own decision, and label y;
-// raw: the label as sent); the model's judgeMu is held.
-func (c *calibration) add(p online.Prediction, y, raw float64) {
+// raw: the label as sent; pub: the certainty published with p, nil when
+// not known, then the current table's); the model's judgeMu is held.
+func (c *calibration) add(p online.Prediction, y, raw float64, pub *wire.Calibrated) {
 	j := judged{y: y}
 	if !c.seen || y < c.lo {
 		c.lo = y
@@ -188,13 +189,19 @@ func (c *calibration) add(p online.Prediction, y, raw float64) {
 		c.means.add(p.Label, raw)
 	}
 	if c.kind == online.Classifier {
-		if t := c.va.Load(); t != nil {
+		switch t := c.va.Load(); {
+		case pub != nil:
+			j.p, j.lo, j.hi, j.ok = pub.CalP, pub.CalLower, pub.CalUpper, pub.HasCal
+		case t != nil:
 			j.p, j.lo, j.hi = t.Probability(p.Score)
 			j.ok = true
 		}
 		c.win.Add(p.Score, y > 0)
 	} else {
-		if t := c.cf.Load(); t != nil {
+		switch t := c.cf.Load(); {
+		case pub != nil:
+			j.lo, j.hi, j.ok = pub.IntLower, pub.IntUpper, pub.HasInterval
+		case t != nil:
 			j.lo, j.hi, j.ok = t.interval(c.point(&p), c.level)
 		}
 		c.win.AddResidual(c.point(&p), y)

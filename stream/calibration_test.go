@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/calibrate"
+	"github.com/streamer/streamer/stream/wire"
 )
 
 // TestCalibratedCertainty: a mam streamed over Ripley's 1 000 test rows
@@ -213,5 +214,35 @@ func waitCalibrationFit(e *Engine) {
 		for d.cal != nil && d.cal.fitting.Load() {
 			runtime.Gosched()
 		}
+	}
+}
+
+// The live check judges the certainty a score was published with: a pair
+// judged after a refit swapped the table (a run of events judged at its
+// end, Shard.endRun) keeps what its record said; a pair whose record is
+// not at hand (a delayed label) is looked up in the current table.
+func TestCalibrationChecksPublishedCertainty(t *testing.T) {
+	met := newEngineMetrics(prometheus.NewRegistry())
+	c := newCalibration("m", online.Traits{Kind: online.Classifier}, CalibrationConfig{Window: 100, Every: 1000, Delta: 0.1}, met)
+	var pairs []calibrate.Pair
+	for i := range 100 {
+		pairs = append(pairs, calibrate.Pair{Score: float64(i%10) - 4.5, Y: float64(i % 2)})
+	}
+	c.va.Store(calibrate.FitVennAbers(pairs))
+	p := online.Prediction{Score: 2, Label: 1}
+	wp, wlo, whi := c.va.Load().Probability(2)
+
+	pub := wire.Calibrated{HasCal: true, CalP: 0.123, CalLower: 0.1, CalUpper: 0.2, CalN: 7}
+	c.add(p, 1, 1, &pub)
+	if j := c.recent[0]; !j.ok || j.p != 0.123 || j.lo != 0.1 || j.hi != 0.2 {
+		t.Fatalf("published certainty judged as %+v, want p 0.123 in [0.1, 0.2]", j)
+	}
+	c.add(p, 1, 1, &wire.Calibrated{}) // published before the first fit: none
+	if j := c.recent[1]; j.ok {
+		t.Fatalf("a score published without a probability judged as %+v", j)
+	}
+	c.add(p, 1, 1, nil)
+	if j := c.recent[2]; !j.ok || j.p != wp || j.lo != wlo || j.hi != whi {
+		t.Fatalf("without the record: %+v, want the table's %v [%v, %v]", j, wp, wlo, whi)
 	}
 }

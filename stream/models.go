@@ -292,20 +292,21 @@ func (d *modelDef) scored(p online.Prediction) {
 // judged; the calibration window takes p when it is a decision. The
 // judging is online.Judge's; this exports it. Shards call it
 // concurrently.
-func (d *modelDef) judge(p online.Prediction, y, raw float64, preds []online.Prediction) {
+func (d *modelDef) judge(p online.Prediction, y, raw float64, preds []online.Prediction, cal *wire.Calibrated) {
 	d.met.learned.Inc()
 	pub := d.published(p, preds)
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
-	d.judgeLocked(p, pub, y, raw, d.bound)
+	d.judgeLocked(p, pub, y, raw, d.bound, cal)
 }
 
 // judgeLocked is judge's part under judgeMu: p the model's prediction, pub
-// the one published for the event.
-func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder) {
+// the one published for the event, cal the calibrated certainty published
+// with p (nil: the calibration looks it up in its current table).
+func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder, cal *wire.Calibrated) {
 	j := d.quality
 	if d.cal != nil && d.decided(&p) {
-		d.cal.add(p, y, raw)
+		d.cal.add(p, y, raw, cal)
 	}
 	if d.traits.Kind == online.Ordinal && pub.HasValue {
 		j.AddValue(pub.Value, raw) // the expected label published

@@ -452,11 +452,15 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 			s.recs[i] = *r
 		}
 		s.preds[i] = p
+		if ev.HasLabel && decided {
+			// The certainty published (a decision's own: no fallback
+			// took its place) goes to the calibration's live check.
+			s.judge(i, p, s.labels[i], ev.Label, s.preds, &r.Calibrated)
+		} else if ev.HasLabel {
+			s.judge(i, p, s.labels[i], ev.Label, s.preds, nil)
+		}
 		publishScore(pub, ob, s.e.cfg.OutputTopic, msg.Key, r)
 		s.scored(m, i, p)
-		if ev.HasLabel {
-			s.judge(i, p, s.labels[i], ev.Label, s.preds)
-		}
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
 		s.jmu.Lock()
@@ -480,18 +484,26 @@ type judgement struct {
 	model  int
 	p, pub online.Prediction
 	y, raw float64
+	cal    wire.Calibrated // the certainty published (if hasCal)
+	hasCal bool
 }
 
 // judge judges model i's prediction p for an event (its label y, raw on
-// the wire; preds every model's predictions for it) with modelDef.judge,
-// or in an applier's shard keeps it for endRun.
-func (s *Shard) judge(i int, p online.Prediction, y, raw float64, preds []online.Prediction) {
+// the wire; preds every model's predictions for it; cal the calibrated
+// certainty published with p, nil when p was not published or the event
+// is judged later) with modelDef.judge, or in an applier's shard keeps it
+// for endRun.
+func (s *Shard) judge(i int, p online.Prediction, y, raw float64, preds []online.Prediction, cal *wire.Calibrated) {
 	d := s.models[i].def
 	if !s.runs {
-		d.judge(p, y, raw, preds)
+		d.judge(p, y, raw, preds, cal)
 		return
 	}
-	s.judged = append(s.judged, judgement{model: i, p: p, pub: d.published(p, preds), y: y, raw: raw})
+	j := judgement{model: i, p: p, pub: d.published(p, preds), y: y, raw: raw}
+	if cal != nil {
+		j.cal, j.hasCal = *cal, true
+	}
+	s.judged = append(s.judged, j)
 }
 
 // applies makes s the shard (or lane) input partition part's applier
@@ -548,7 +560,11 @@ func (s *Shard) endRun() {
 				if n == 0 {
 					d.judgeMu.Lock()
 				}
-				d.judgeLocked(j.p, j.pub, j.y, j.raw, b)
+				var cal *wire.Calibrated
+				if j.hasCal {
+					cal = &j.cal
+				}
+				d.judgeLocked(j.p, j.pub, j.y, j.raw, b, cal)
 				n++
 			}
 		}
@@ -597,7 +613,7 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 	}
 	for i, m := range s.models {
 		m.observe(key, m.feed(in, nil, sl.preds), s.labels[i], true)
-		s.judge(i, sl.preds[i], s.labels[i], raw, sl.preds)
+		s.judge(i, sl.preds[i], s.labels[i], raw, sl.preds, nil)
 	}
 	if sl.ope.first {
 		s.e.ope.add(sl.ope, s.e.reward(s.labels[s.e.rankIdx], raw))
