@@ -1,10 +1,12 @@
 package stream
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 )
 
@@ -152,10 +154,10 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 		msgs = msgs[:0]
 		for _, s := range batch {
 			f.published.Store(s.msg.Offset + 1)
-			f.done(&s.msg, s.busy)
+			f.tally.done(&s.msg, s.busy)
 			f.free <- s
 		}
-		f.ran(len(batch))
+		f.tally.ran(len(batch))
 		clear(batch)
 	}
 }
@@ -228,3 +230,53 @@ var clockBase = time.Now()
 // an interval, it reads the clock once where time.Now reads it twice (wall
 // and monotonic).
 func monotonic() time.Duration { return time.Since(clockBase) }
+
+// tally is a partition's accounting of the events processed, by its
+// applier (or the stateless loop, consume): per event its latency and
+// the partition's lag, per run the counters every partition shares
+// (consumed, and the events towards snapshot.every_events), moved once per
+// run. A nil tally counts nothing.
+type tally struct {
+	p             *Pipeline
+	lag           prometheus.Gauge
+	idle, running *histShard
+}
+
+func (p *Pipeline) newTally(partition int) *tally {
+	return &tally{p: p, lag: p.met.lag.WithLabelValues(strconv.Itoa(partition)),
+		idle: p.met.latency.shard("idle", partition), running: p.met.latency.shard("running", partition)}
+}
+
+// done accounts for a processed event that took busy of processing.
+func (t *tally) done(msg *kafka.Message, busy time.Duration) {
+	if t == nil {
+		return
+	}
+	p := t.p
+	if p.engine != nil && p.engine.Refitting() {
+		t.running.Observe(busy.Seconds())
+	} else {
+		t.idle.Observe(busy.Seconds())
+	}
+	t.lag.Set(float64(msg.HighWaterMark - msg.Offset - 1))
+	if p.cfg.OnProcessed != nil {
+		p.cfg.OnProcessed(msg)
+	}
+}
+
+// ran accounts for a run of n processed events, after their done: it may
+// ask for a checkpoint (snapshot.every_events, or key-scoped models
+// holding too many changed keys).
+func (t *tally) ran(n int) {
+	if t == nil {
+		return
+	}
+	p := t.p
+	p.met.consumed.Add(float64(n))
+	if every := p.cfg.SnapshotEveryEvents; (every > 0 && p.since.Add(int64(n)) >= int64(every)) || (p.engine != nil && p.store != nil && p.engine.CheckpointWanted()) {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -96,7 +96,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 				i++
 				return events[part][i-1], true
 			}
-			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {}, func(int) {})
+			p.apply(sh, part, out, fetch, nil)
 		}()
 	}
 	stop := make(chan struct{})
@@ -231,7 +231,7 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 				i++
 				return evs[i-1], true
 			}
-			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {}, func(int) {})
+			p.apply(sh, part, out, fetch, nil)
 		})
 	}
 	wg.Wait()

@@ -160,6 +160,22 @@ func (c *calibration) certainty(p *online.Prediction, r *wire.Calibrated) (expec
 	return 0, false
 }
 
+// certify sets the calibrated certainty of the event's predictions in
+// their records (Shard.ApplyAt's phase after the holders): of decisions,
+// and of a classifier's every prediction; an ordinal model's expected
+// label goes to its prediction's Value too, for the judge.
+func (s *Shard) certify() {
+	for i, m := range s.models {
+		c, r := m.def.cal, &s.recs[i]
+		if c == nil || !(s.decided[i] || m.def.traits.Kind == online.Classifier) {
+			continue
+		}
+		if x, ok := c.certainty(&s.preds[i], &r.Calibrated); ok {
+			r.Expected, r.HasExpected = x, true
+		}
+	}
+}
+
 // point is the prediction a conformal interval is centred on: an ordinal
 // model's predicted level (its score is on another scale), a regression
 // model's value when it has one, the score of the others.

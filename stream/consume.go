@@ -23,8 +23,7 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	if p.cfg.Sink != nil {
 		out = p.cfg.Sink
 	}
-	lag := p.met.lag.WithLabelValues(strconv.Itoa(partition))
-	idle, running := p.met.latency.shard("idle", partition), p.met.latency.shard("running", partition)
+	t := p.newTally(partition)
 	defer p.met.lag.DeleteLabelValues(strconv.Itoa(partition))
 	component := fmt.Sprintf("fetch %s/%d", p.cfg.Topic, partition)
 	defer p.cfg.Health.Forget(component)
@@ -58,29 +57,6 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 			}
 		}
 	}
-	// done accounts for a processed event that took busy of processing,
-	// and ran for a run of n processed events (after their done): the
-	// counters every partition shares move once per run.
-	done := func(msg *kafka.Message, busy time.Duration) {
-		if p.engine != nil && p.engine.Refitting() {
-			running.Observe(busy.Seconds())
-		} else {
-			idle.Observe(busy.Seconds())
-		}
-		lag.Set(float64(msg.HighWaterMark - msg.Offset - 1))
-		if p.cfg.OnProcessed != nil {
-			p.cfg.OnProcessed(msg)
-		}
-	}
-	ran := func(n int) {
-		p.met.consumed.Add(float64(n))
-		if every := p.cfg.SnapshotEveryEvents; (every > 0 && p.since.Add(int64(n)) >= int64(every)) || (p.engine != nil && p.store != nil && p.engine.CheckpointWanted()) {
-			select {
-			case p.kick <- struct{}{}:
-			default:
-			}
-		}
-	}
 	if sh.st == nil {
 		for {
 			msg, ok := fetch()
@@ -92,11 +68,11 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 			p.proc.Process(&msg, out)
 			sh.next[partition] = msg.Offset + 1
 			sh.mu.Unlock()
-			done(&msg, time.Since(start))
-			ran(1)
+			t.done(&msg, time.Since(start))
+			t.ran(1)
 		}
 	} else {
-		p.apply(sh, partition, out, fetch, done, ran)
+		p.apply(sh, partition, out, fetch, t)
 	}
 	// Revoked or shutting down: make what we processed durable and commit it
 	// before the partition can move to another member.
@@ -127,10 +103,9 @@ type feed struct {
 	st        *Shard // what the applier applies events to: the shard, or in instance scope its lane for the partition
 	next      int64  // the offset after the last event applied (-1: none yet); written by the applier holding the shard's lock shared
 
-	free  chan *slot                          // the partition's free slots, where a slot goes back once published
-	ready *applyQueue                         // the prepared slots, in offset order, to the partition's applier
-	done  func(*kafka.Message, time.Duration) // per event applied and published
-	ran   func(n int)                         // per run of n such events, after their done
+	free  chan *slot  // the partition's free slots, where a slot goes back once published
+	ready *applyQueue // the prepared slots, in offset order, to the partition's applier
+	tally *tally      // counts the events applied and published (nil: not counted)
 	// published is the offset after the last event whose records are
 	// published (handed to the sink): a checkpoint waits for it to reach
 	// the offsets it captured before it marks the publisher's stream.
@@ -178,10 +153,10 @@ const maxApplyBatch = 4 * minSlots
 // the lock exclusively (pshard.requests) is let in between two events of
 // a run (pshard.yield): it waits for the event each applier is applying
 // (a few µs), not for their runs.
-func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), done func(*kafka.Message, time.Duration), ran func(int)) {
+func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), t *tally) {
 	slots := p.slotsPerPartition()
 	free := make(chan *slot, slots)
-	f := &feed{partition: partition, free: free, ready: newApplyQueue(), done: done, ran: ran}
+	f := &feed{partition: partition, free: free, ready: newApplyQueue(), tally: t}
 	floats := new(wire.FloatCache) // the partition's applier's
 	bufs := newBufCache(out)       // the partition's applier's
 	for range slots {

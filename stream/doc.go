@@ -29,21 +29,32 @@
 //
 // # Files
 //
-// The files follow one event from fetch to offset commit: consume.go (the
-// partition's reader goroutine, with its fetcher in fetch.go or source.go),
-// worker.go (decode, validate, prepare; no lock), applier.go (the
-// partition's applier and the shard's lock gate), shard.go (Shard.ApplyAt:
-// every model through its holder, holder*.go, with calibration.go and
-// fallback.go for the certainty and fallback of its score; judging per
-// run), outbox.go (the records, encoded after the lock is released),
-// publisher.go (batches and delivery) and checkpoint.go (capture, await
-// the deliveries, save, write the key store, commit the offsets), with
-// shardstate.go (a shard's Capture, Durable, Settle and Restore) and
-// state.go (the snapshot and changelog store). The Pipeline itself and its
-// consumer-group loop are in pipeline.go, partition scope in partition.go,
-// the Engine and its configuration in engine.go, a model's definition and
-// metrics in models.go, ranking requests in rank.go, rankhttp.go and
-// explore.go, delayed labels in join.go, the wiring in service.go.
+// An event's path from fetch to offset commit, by the goroutines it
+// passes, each stage in its own file:
+//
+//   - its partition's reader (consume.go): fetch (fetch.go, or source.go
+//     from memory), decode and prepare (worker.go, no lock), then the
+//     applier's queue;
+//   - its partition's applier (applier.go): holding the shard's lock
+//     shared, Shard.ApplyAt (shard.go) takes the event through the models
+//     in phases, each over every model and each in its own file: score and
+//     learn (holder.go; holder_keyed.go with keyed.go, holder_lanes.go,
+//     holder_merged.go with merged.go), calibrated certainty
+//     (calibration.go), fallbacks (fallback.go), records (outbox.go), then
+//     counts and judging (shard.go; models.go at the run's end); the lock
+//     released, the run's records are encoded (outbox.go) and handed to the
+//     publisher (publisher.go), and the run is tallied (applier.go);
+//   - the publisher's loop (publisher.go): batches, delivery,
+//     acknowledgements;
+//   - the checkpoint loop (checkpoint.go): capture (shardstate.go), await
+//     the deliveries, save (state.go), write the key store, commit the
+//     offsets.
+//
+// Around that path: the Pipeline and its consumer-group loop in
+// pipeline.go, partition scope in partition.go, the Engine and its
+// configuration in engine.go, a model's definition and metrics in
+// models.go, ranking requests in rank.go, rankhttp.go and explore.go,
+// delayed labels in join.go, the wiring in service.go.
 //
 // # Goroutines
 //

@@ -223,7 +223,6 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	for i, j := range fallbacks {
 		if d := e.defs[i]; j >= 0 {
 			d.fallback = j
-			e.defs[j].keepRec = true
 			if e.defs[j].traits.Kind != d.traits.Kind { // an ordinal model on a regression model's value
 				d.fbBins = d.label
 			}

@@ -104,6 +104,18 @@ func (rk *rankScratch) ownPred(c int) online.Prediction {
 	return rk.preds[c]
 }
 
+// fallBack gives the record of each key-scoped model that has no
+// decision for the event its fallback's answer (Shard.ApplyAt's phase
+// after the calibration): the fallback is a global model, whose record
+// is its own.
+func (s *Shard) fallBack() {
+	for i, m := range s.models {
+		if d := m.def; !s.decided[i] && d.fallback >= 0 {
+			d.fallbackRecord(&s.recs[i], &s.recs[d.fallback])
+		}
+	}
+}
+
 // fallbackRecord makes r, the record of key-scoped model d whose key has
 // no answer yet, the fallback's record for the same event (fb, which the
 // shard kept), marked with the fallback's name.

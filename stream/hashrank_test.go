@@ -629,7 +629,7 @@ func TestHashedRankDuringLearning(t *testing.T) {
 				}
 				return kafka.Message{Topic: "events", Partition: part, Offset: off, Key: fmt.Appendf(nil, "u%d", u), Value: v}, true
 			}
-			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {}, func(int) {})
+			p.apply(sh, part, out, fetch, nil)
 		}()
 	}
 	// The requests start once the appliers are learning: on a loaded

@@ -41,7 +41,6 @@ type modelDef struct {
 	label       *online.LabelMap // maps the wire label before proto.Label (nil: none)
 	fallback    int              // the model whose answer a key without one gets (fallback.go; -1: none)
 	fbBins      *online.LabelMap // an ordinal model on a regression model's value: its label edges (else nil)
-	keepRec     bool             // another model falls back on this one: shards keep its record (Shard.recs)
 
 	// Prequential quality, shared by the shards: judged on the prediction
 	// published before the model learned from the event. Shards judge

@@ -130,6 +130,15 @@ func publishAll(sink Sink, msgs []kafka.Message) {
 	}
 }
 
+// publishScores publishes the event's records, one per model in the
+// models' order, to the output topic with key: into ob when the caller
+// has one (Shard.ApplyAt's phase after the fallbacks).
+func (s *Shard) publishScores(pub Sink, ob *outbox, key []byte) {
+	for i := range s.models {
+		publishScore(pub, ob, s.e.cfg.OutputTopic, key, &s.recs[i])
+	}
+}
+
 // publishScore publishes score record r to topic with key: into ob when
 // the caller has one (a partition's applier), else encoded into pub at
 // once.

@@ -47,7 +47,7 @@ type Publisher struct {
 	queueErrs   repeats
 	truncated   prometheus.Counter
 	keys        map[string]string
-	discard     bool // PublisherConfig.Discard: publisher_discard.go
+	discard     bool // PublisherConfig.Discard: see deliver
 
 	// solo sends, one record per request, the records of a batch the
 	// brokers refused as too large: one record cannot hold others back.
@@ -95,7 +95,7 @@ type PublisherConfig struct {
 	Undeliverable *prometheus.CounterVec
 	Truncated     prometheus.Counter
 	// Discard acknowledges every record at once instead of sending it
-	// (publisher_discard.go): for benchmarks.
+	// (Publisher.deliver): for benchmarks.
 	Discard bool
 }
 
@@ -599,4 +599,19 @@ func (p *Publisher) delivered(msgs []kafka.Message) {
 	p.free.putValues(msgs)
 	p.met.published(len(msgs))
 	p.pending.Add(-int64(len(msgs)))
+}
+
+// deliver hands a batch of the publisher's loop to the writer or, with
+// PublisherConfig.Discard, acknowledges it at once without sending it
+// (delivered, as completion does a batch the brokers took). A discarding
+// publisher keeps Publish, Buffer, Mark, Await, Flush and Close as they
+// are, and the queue and the loop that batches the records: what it leaves
+// out is kafka-go's writer and the brokers. It allocates nothing per
+// record.
+func (p *Publisher) deliver(batch []kafka.Message) {
+	if p.discard {
+		p.delivered(batch)
+		return
+	}
+	p.write(batch)
 }

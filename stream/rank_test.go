@@ -282,7 +282,7 @@ func requestsAheadOfBatches(t *testing.T, e *Engine, dim int) {
 				key := []byte{'u', byte('0' + off%4)}
 				return kafka.Message{Topic: "events", Partition: part, Offset: off, Key: key, Value: v}, true
 			}
-			p.apply(sh, part, out, fetch, func(*kafka.Message, time.Duration) {}, func(int) {})
+			p.apply(sh, part, out, fetch, nil)
 		}()
 	}
 	// Events applied: every event is labelled, and each one learned

@@ -22,26 +22,26 @@ import (
 // lane paused (the pipeline holds the shard's lock exclusively). Different
 // shards run in parallel.
 type Shard struct {
-	e      *Engine
-	scope  string // "" instance scope; the partition number in partition scope
-	part   int    // partition scope: the partition (-1 in instance scope)
-	models []*shardModel
-	labels []float64
-	preds  []online.Prediction
-	rec    wire.Score
-	recs   []wire.Score // per model: its record for the event being applied, kept for the models others fall back on
-	idBuf  []byte
-	join   *joinBuffer  // the stream's impressions (nil: delayed labels off)
-	shown  *joinBuffer  // the items ranking requests showed (nil: delayed labels or requests off, or rank JoinEvents < 0)
-	jmu    *sync.Mutex  // guards join and shown, which an instance-scope shard's lanes share
-	in     input        // the event's features as the models take them (shardModel.feed)
-	rk     *rankScratch // ranking requests' scratch (nil until the first)
-	stream uint64       // the exploration draws' stream (rankScratch)
-	runs   bool         // an applier's (lane or partition shard; applies): judged and scores wait for endRun
-	judged []judgement  // the run's labelled events' predictions
-	scores []int        // per model: the run's published predictions
-	w      *Worker      // Process's
-	closed bool
+	e       *Engine
+	scope   string // "" instance scope; the partition number in partition scope
+	part    int    // partition scope: the partition (-1 in instance scope)
+	models  []*shardModel
+	labels  []float64
+	preds   []online.Prediction
+	recs    []wire.Score // per model: its record for the event being applied
+	decided []bool       // per model: whether its prediction for the event is a decision (modelDef.decided)
+	idBuf   []byte
+	join    *joinBuffer  // the stream's impressions (nil: delayed labels off)
+	shown   *joinBuffer  // the items ranking requests showed (nil: delayed labels or requests off, or rank JoinEvents < 0)
+	jmu     *sync.Mutex  // guards join and shown, which an instance-scope shard's lanes share
+	in      input        // the event's features as the models take them (shardModel.feed)
+	rk      *rankScratch // ranking requests' scratch (nil until the first)
+	stream  uint64       // the exploration draws' stream (rankScratch)
+	runs    bool         // an applier's (lane or partition shard; applies): judged and scores wait for endRun
+	judged  []judgement  // the run's labelled events' predictions
+	scores  []int        // per model: the run's published predictions
+	w       *Worker      // Process's
+	closed  bool
 }
 
 // shardModel is one model's state in one shard: its holder (holder.go),
@@ -135,7 +135,7 @@ func (m *shardModel) counts() (examples, hot, stored int64) {
 // scope). Call Restore before processing, with the saved state or nil.
 func (e *Engine) NewShard(scope string) (*Shard, error) {
 	s := &Shard{e: e, scope: scope, part: -1, jmu: new(sync.Mutex),
-		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs))}
+		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs)), decided: make([]bool, len(e.defs))}
 	if scope != "" {
 		p, err := strconv.Atoi(scope)
 		if err != nil || p < 0 {
@@ -210,7 +210,7 @@ func (l *lockedBounder) Bound(rho float64) float64 {
 func (s *Shard) lane(part int) *Shard {
 	e := s.e
 	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1),
-		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs))}
+		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs)), decided: make([]bool, len(e.defs))}
 	l.models = make([]*shardModel, len(s.models))
 	for i, m := range s.models {
 		lm := &shardModel{def: m.def, h: m.h}
@@ -421,6 +421,12 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	} else {
 		in.setDense(ev.Features)
 	}
+	// The event passes the models in phases, each over every model in the
+	// models' order: score and learn (each model's holder; an aggregator
+	// takes the predictions of the models before it), its calibrated
+	// certainty (calibration.go), a fallback's answer where a key-scoped
+	// model has none yet (fallback.go), the records (outbox.go), and the
+	// counts and judging.
 	for i, m := range s.models {
 		var prep []float64
 		if w.prepared {
@@ -428,39 +434,33 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		}
 		p, version := m.observe(msg.Key, m.feed(in, prep, s.preds), s.labels[i], ev.HasLabel)
 		d := m.def
-		r := &s.rec
-		*r = wire.Score{
+		s.recs[i] = wire.Score{
 			ID: id, Key: key, Model: d.name, Version: version,
 			Score: p.Score, Prediction: p.Label, Probability: p.Probability, HasProbability: p.HasProbability,
 			HasBound: p.HasBound, MistakeBound: p.MistakeBound, Delta: p.Delta, N: p.N,
 			EventTS: ev.TS, ScoredAt: now,
 		}
 		if d.traits.Kind == online.Regression && p.HasValue {
-			r.Value, r.HasValue = p.Value, true
+			s.recs[i].Value, s.recs[i].HasValue = p.Value, true
 		}
-		decided := d.decided(&p)
-		if c := d.cal; c != nil && (decided || d.traits.Kind == online.Classifier) {
-			// An ordinal model's expected label goes to p.Value too, for the judge.
-			if x, ok := c.certainty(&p, &r.Calibrated); ok {
-				r.Expected, r.HasExpected = x, true
-			}
-		}
-		if !decided && d.fallback >= 0 {
-			d.fallbackRecord(r, &s.recs[d.fallback])
-		}
-		if d.keepRec {
-			s.recs[i] = *r
-		}
+		s.decided[i] = d.decided(&p)
 		s.preds[i] = p
-		if ev.HasLabel && decided {
+	}
+	s.certify()
+	s.fallBack()
+	s.publishScores(pub, ob, msg.Key)
+	for i, m := range s.models {
+		s.scored(m, i, s.preds[i])
+		if !ev.HasLabel {
+			continue
+		}
+		var cal *wire.Calibrated
+		if s.decided[i] {
 			// The certainty published (a decision's own: no fallback
 			// took its place) goes to the calibration's live check.
-			s.judge(i, p, s.labels[i], ev.Label, s.preds, &r.Calibrated)
-		} else if ev.HasLabel {
-			s.judge(i, p, s.labels[i], ev.Label, s.preds, nil)
+			cal = &s.recs[i].Calibrated
 		}
-		publishScore(pub, ob, s.e.cfg.OutputTopic, msg.Key, r)
-		s.scored(m, i, p)
+		s.judge(i, s.preds[i], s.labels[i], ev.Label, s.preds, cal)
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
 		s.jmu.Lock()
