@@ -67,6 +67,7 @@ type calibration struct {
 	recent []judged // the last len(recent) judged events' published certainty, for the live check
 	next   int
 	filled int
+	sums   checkSums        // of recent's entries, kept as they enter and leave
 	buf    []calibrate.Pair // the window's copy a fit reads (owned by it while fitting)
 	fitter calibrate.Fitter // the fits' working memory (owned by the running fit)
 	lo, hi float64          // the labels' range (ordinal: of the levels)
@@ -102,6 +103,35 @@ func (t *conformalTable) interval(pred, level float64) (lo, hi float64, ok bool)
 type judged struct {
 	p, lo, hi, y float64
 	ok           bool
+}
+
+// checkSums are the live check's sums over the ring of judged events
+// (calibration.recent): of those with a certainty (ok), the count m and
+// the intervals' total width; a classifier's count, positives and ends
+// per decile of p; another kind's labels inside their interval (in).
+type checkSums struct {
+	n, pos, lo, hi [10]float64
+	width, m, in   float64
+}
+
+// add adds j to the sums k times (1 as it enters the ring, −1 as it
+// leaves).
+func (s *checkSums) add(j judged, k float64) {
+	if !j.ok {
+		return
+	}
+	d := min(9, max(0, int(j.p*10)))
+	s.n[d] += k
+	if j.y > 0 {
+		s.pos[d] += k
+	}
+	s.lo[d] += k * j.lo
+	s.hi[d] += k * j.hi
+	s.width += k * (j.hi - j.lo)
+	s.m += k
+	if j.lo <= j.y && j.y <= j.hi {
+		s.in += k
+	}
 }
 
 type calMetrics struct {
@@ -222,9 +252,19 @@ func (c *calibration) add(p online.Prediction, y, raw float64, pub *wire.Calibra
 		}
 		c.win.AddResidual(c.point(&p), y)
 	}
+	if c.filled == len(c.recent) {
+		c.sums.add(c.recent[c.next], -1) // it leaves the ring
+	}
 	c.recent[c.next] = j
+	c.sums.add(j, 1)
 	c.next = (c.next + 1) % len(c.recent)
 	c.filled = min(c.filled+1, len(c.recent))
+	if c.next == 0 { // once per pass over the ring: exactly, without the drift of the sums
+		c.sums = checkSums{}
+		for _, j := range c.recent[:c.filled] {
+			c.sums.add(j, 1)
+		}
+	}
 	if c.win.Added()%c.every != 0 || c.win.Len() == 0 {
 		return
 	}
@@ -354,23 +394,9 @@ func (m *levelMeans) table() *[]float64 {
 // interval; for intervals, their coverage and mean width.
 func (c *calibration) check() {
 	c.met.pairs.Set(float64(c.win.Len()))
+	n, pos, lo, hi := &c.sums.n, &c.sums.pos, &c.sums.lo, &c.sums.hi
+	width, m := c.sums.width, c.sums.m
 	if c.kind == online.Classifier {
-		var n, pos, lo, hi [10]float64
-		var width, m float64
-		for _, j := range c.recent[:c.filled] {
-			if !j.ok {
-				continue
-			}
-			d := min(9, int(j.p*10))
-			n[d]++
-			if j.y > 0 {
-				pos[d]++
-			}
-			lo[d] += j.lo
-			hi[d] += j.hi
-			width += j.hi - j.lo
-			m++
-		}
 		for d := range 10 {
 			c.met.count[d].Set(n[d])
 			if n[d] == 0 {
@@ -388,19 +414,8 @@ func (c *calibration) check() {
 		}
 		return
 	}
-	var in, width, m float64
-	for _, j := range c.recent[:c.filled] {
-		if !j.ok {
-			continue
-		}
-		if j.lo <= j.y && j.y <= j.hi {
-			in++
-		}
-		width += j.hi - j.lo
-		m++
-	}
 	if m > 0 {
-		c.met.coverage.Set(in / m)
+		c.met.coverage.Set(c.sums.in / m)
 		c.met.width.Set(width / m)
 	}
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"bufio"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -244,5 +245,39 @@ func TestCalibrationChecksPublishedCertainty(t *testing.T) {
 	c.add(p, 1, 1, nil)
 	if j := c.recent[2]; !j.ok || j.p != wp || j.lo != wlo || j.hi != whi {
 		t.Fatalf("without the record: %+v, want the table's %v [%v, %v]", j, wp, wlo, whi)
+	}
+}
+
+// The live check's sums, kept as judged events enter and leave the ring,
+// equal the sums over the ring at every point (counts exactly, the rest
+// to rounding), across several passes.
+func TestCalibrationCheckSums(t *testing.T) {
+	met := newEngineMetrics(prometheus.NewRegistry())
+	for _, kind := range []online.Kind{online.Classifier, online.Regression} {
+		c := newCalibration("m", online.Traits{Kind: kind}, CalibrationConfig{Window: 50, Every: 7, Delta: 0.1}, met)
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i := range 180 {
+			p := online.Prediction{Score: rng.NormFloat64(), Label: 1}
+			lo := rng.Float64() * 0.5
+			pub := &wire.Calibrated{HasCal: i%5 != 0, CalP: rng.Float64(), CalLower: lo, CalUpper: lo + 0.5,
+				HasInterval: i%5 != 0, IntLower: -lo, IntUpper: lo}
+			y := float64(rng.IntN(2))
+			c.add(p, y, y, pub)
+			var want checkSums
+			for _, j := range c.recent[:c.filled] {
+				want.add(j, 1)
+			}
+			if want.n != c.sums.n || want.pos != c.sums.pos || want.m != c.sums.m || want.in != c.sums.in {
+				t.Fatalf("kind %v, pair %d: counts %+v, want %+v", kind, i, c.sums, want)
+			}
+			for d := range 10 {
+				if math.Abs(want.lo[d]-c.sums.lo[d]) > 1e-9 || math.Abs(want.hi[d]-c.sums.hi[d]) > 1e-9 {
+					t.Fatalf("kind %v, pair %d, decile %d: ends %v %v, want %v %v", kind, i, d, c.sums.lo[d], c.sums.hi[d], want.lo[d], want.hi[d])
+				}
+			}
+			if math.Abs(want.width-c.sums.width) > 1e-9 {
+				t.Fatalf("kind %v, pair %d: width %v, want %v", kind, i, c.sums.width, want.width)
+			}
+		}
 	}
 }

@@ -167,9 +167,10 @@ type Engine struct {
 	shards  map[*Shard]struct{}
 	started bool // Start was called: new shards start their refits
 	built   int  // shards built
-	// partScope: the shards keep state per input partition (scope "0",
-	// "1", …), as the first shard said; every later one must too.
-	partScope bool
+	// Where the engine keeps state, bound by its first shard's scope or
+	// by the first remote state (partition scope): scoped once bound,
+	// partScope for state per input partition (bindLocked).
+	scoped, partScope bool
 
 	hashed  *hashStats // hashed features' collision estimate (nil: dense features)
 	rankIdx int        // the rank model's index in defs (-1: requests off)
@@ -471,12 +472,36 @@ func refitOf(m online.Model) *refit.Model {
 	return r
 }
 
+// bindLocked binds where the engine keeps state (partitioned: per input
+// partition) the first time it is asked (e.mu held): the models' merged
+// views and live bound checks (modelDef.bindScope); later it refuses the
+// other scope.
+func (e *Engine) bindLocked(partitioned bool) error {
+	if !e.scoped {
+		e.scoped, e.partScope = true, partitioned
+		for _, d := range e.defs {
+			d.bindScope(partitioned, e.cfg.AccuracyWindow, e.met)
+		}
+		return nil
+	}
+	if e.partScope != partitioned {
+		return fmt.Errorf("the engine keeps state in %s", map[bool]string{false: "instance scope", true: "partition scope"}[e.partScope])
+	}
+	return nil
+}
+
 // SetRemote sets the statistics of partition part, owned by another
 // instance, from its latest snapshot (made durable at createdAt), and
 // merges them into the models that score with the merge of all
 // partitions. Partitions held here are left alone; the other models ignore
 // remote state.
 func (e *Engine) SetRemote(part int, saved []snapshot.Model, createdAt time.Time) error {
+	e.mu.Lock()
+	err := e.bindLocked(true) // only partition scope has remote state, read before the shards may be made
+	e.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("stream: remote state of partition %d: %w", part, err)
+	}
 	for _, d := range e.defs {
 		if d.merged == nil {
 			continue
@@ -500,6 +525,8 @@ func (e *Engine) SetRemote(part int, saved []snapshot.Model, createdAt time.Time
 // RemoteState reports how many partitions' remote statistics the merged
 // models hold, and when the oldest of them was made durable.
 func (e *Engine) RemoteState() (n int, oldest time.Time) {
+	e.mu.Lock() // the merged models are set when the scope is bound
+	defer e.mu.Unlock()
 	seen := map[int]bool{}
 	for _, d := range e.defs {
 		if d.merged == nil {

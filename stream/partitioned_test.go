@@ -449,4 +449,17 @@ func TestShardScopeBindsEngine(t *testing.T) {
 	if _, err := e.NewShard("1"); err == nil || !strings.Contains(err.Error(), "instance scope") {
 		t.Fatalf("a partition's shard after an instance-scope one: %v, want it refused", err)
 	}
+
+	// Remote state, read from the changelog before this instance holds a
+	// partition, binds partition scope and is kept for the merge.
+	e = partitionedEngine(t)
+	if err := e.SetRemote(3, nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if e.defs[0].merged == nil {
+		t.Fatal("remote state before the first shard: no merged view")
+	}
+	if _, err := e.NewShard(""); err == nil || !strings.Contains(err.Error(), "partition scope") {
+		t.Fatalf("an instance-scope shard after remote state: %v, want it refused", err)
+	}
 }

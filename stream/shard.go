@@ -152,15 +152,9 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 	}
 	e.mu.Lock()
 	first := e.built == 0
-	if first {
-		// The first shard says where the engine's shards keep state.
-		e.partScope = scope != ""
-		for _, d := range e.defs {
-			d.bindScope(e.partScope, e.cfg.AccuracyWindow, e.met)
-		}
-	} else if e.partScope != (scope != "") {
+	if err := e.bindLocked(scope != ""); err != nil {
 		e.mu.Unlock()
-		return nil, fmt.Errorf("stream: shard scope %q: the engine's shards are in %s", scope, map[bool]string{false: "instance scope", true: "partition scope"}[e.partScope])
+		return nil, fmt.Errorf("stream: shard scope %q: %w", scope, err)
 	}
 	e.built++
 	e.mu.Unlock()
