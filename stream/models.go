@@ -296,21 +296,13 @@ func (d *modelDef) judge(p online.Prediction, y, raw float64, preds []online.Pre
 	pub := d.published(p, preds)
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
-	d.judgeLocked(p, pub, y, raw, d.bound, cal)
+	d.judgeLocked(p, pub, y, raw, d.bound, cal, true)
 }
 
-// judgeLocked is judge's part under judgeMu: p the model's prediction, pub
-// the one published for the event, cal the calibrated certainty published
-// with p (nil: the calibration looks it up in its current table).
-func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder, cal *wire.Calibrated) {
+// judged sets the prequential quality's gauges (and mistakes counter)
+// from the judge; judgeMu is held.
+func (d *modelDef) judged() {
 	j := d.quality
-	if d.cal != nil && d.decided(&p) {
-		d.cal.add(p, y, raw, cal)
-	}
-	if d.traits.Kind == online.Ordinal && pub.HasValue {
-		j.AddValue(pub.Value, raw) // the expected label published
-	}
-	checked := j.Add(pub, y, b)
 	switch d.traits.Kind {
 	case online.Classifier:
 		if n := j.Mistakes(); n != d.mistakes {
@@ -322,6 +314,25 @@ func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b onlin
 	case online.Ordinal:
 		d.met.mae.Set(j.MAE())
 		d.met.zeroOne.Set(j.ZeroOne())
+	}
+}
+
+// judgeLocked is judge's part under judgeMu: p the model's prediction, pub
+// the one published for the event, cal the calibrated certainty published
+// with p (nil: the calibration looks it up in its current table); last:
+// the last event of those judged under this hold, after which the
+// quality gauges are set (judged).
+func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder, cal *wire.Calibrated, last bool) {
+	j := d.quality
+	if d.cal != nil && d.decided(&p) {
+		d.cal.add(p, y, raw, cal)
+	}
+	if d.traits.Kind == online.Ordinal && pub.HasValue {
+		j.AddValue(pub.Value, raw) // the expected label published
+	}
+	checked := j.Add(pub, y, b)
+	if last {
+		d.judged()
 	}
 	if !checked {
 		return

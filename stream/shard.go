@@ -558,11 +558,12 @@ func (s *Shard) endRun() {
 				if j.hasCal {
 					cal = &j.cal
 				}
-				d.judgeLocked(j.p, j.pub, j.y, j.raw, b, cal)
+				d.judgeLocked(j.p, j.pub, j.y, j.raw, b, cal, false)
 				n++
 			}
 		}
 		if n > 0 {
+			d.judged() // the quality gauges once per run
 			d.judgeMu.Unlock()
 			d.met.learned.Add(float64(n))
 		}
