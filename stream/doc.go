@@ -96,9 +96,12 @@
 //   - with snapshot.scope partition, the follower of the changelog topic
 //     (followRemote), which merges other instances' partition statistics
 //     every snapshot.remote_refresh;
-//   - the Publisher's batching loop (NewPublisher starts it, Close stops it
-//     after delivering what was queued): it sends batches asynchronously
-//     and re-queues failed ones, never dropping a record;
+//   - the Publisher's batching loops, one per four GOMAXPROCS (at least
+//     one, at most eight), each with its queue (NewPublisher starts them,
+//     Close stops them after delivering what was queued): they send batches
+//     asynchronously, each partition's records through one loop
+//     (Publisher.Lane) in the order published, and one of them re-queues
+//     failed ones, never dropping a record;
 //   - per refitted model (or per partition's instance of one), its refit
 //     goroutine and, with refit.every, its ticker (Engine.Start and
 //     Engine.Close; online/refit).

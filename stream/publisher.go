@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,10 +17,12 @@ import (
 
 // Publisher sends score and dead-letter records asynchronously in batches.
 // Publish never waits on the network: records go to an in-memory queue that a
-// single goroutine hands to kafka-go's asynchronous Writer in batches. The
-// queue carries runs of records (PublishBatch: an applier's run of events),
-// one hand-over per run, so that the partitions' appliers do not contend
-// for it record by record. Records
+// goroutine hands to kafka-go's asynchronous Writer in batches. The queue
+// carries runs of records (PublishBatch: an applier's run of events), one
+// hand-over per run, so that the partitions' appliers do not contend for
+// it record by record. With many cores there are several queues, each
+// with its goroutine (PublisherConfig.Loops), and each partition's applier
+// publishes through one of them (Lane), its records in order. Records
 // that fail delivery after the writer's own retries are queued again with
 // backoff, so nothing is dropped while the broker is unavailable. Flush waits
 // until every record published so far is acknowledged. Mark and Await do
@@ -34,8 +37,8 @@ import (
 type Publisher struct {
 	w           *kafka.Writer
 	meta        *metadataCache // the writers' transport
-	in          chan *pubRun
-	runs        sync.Pool // of *pubRun, empty
+	ins         []chan *pubRun // one per loop; Publish and PublishBatch use the first
+	runs        sync.Pool      // of *pubRun, empty
 	pending     atomic.Int64
 	epoch       atomic.Pointer[epoch] // the records published now count here
 	free        bufStack
@@ -63,7 +66,7 @@ type Publisher struct {
 	backedOff atomic.Bool // retryWait has grown: reset it at the next delivery
 
 	stopc chan struct{}
-	donec chan struct{}
+	loops sync.WaitGroup
 	once  sync.Once
 }
 
@@ -97,6 +100,19 @@ type PublisherConfig struct {
 	// Discard acknowledges every record at once instead of sending it
 	// (Publisher.deliver): for benchmarks.
 	Discard bool
+	// Loops is the number of queues, each with the goroutine that hands
+	// its records to the writer (Lane); 0: one per four GOMAXPROCS, at
+	// least one and at most eight.
+	Loops int
+}
+
+// publisherLoops is the number of a publisher's loops for loops (the
+// config's).
+func publisherLoops(loops int) int {
+	if loops > 0 {
+		return loops
+	}
+	return min(8, max(1, runtime.GOMAXPROCS(0)/4))
 }
 
 type pubMetrics struct {
@@ -123,15 +139,14 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		retryWait:  newBackoff(100*time.Millisecond, 5*time.Second),
 		undeliv:    undeliverable{counter: cfg.Undeliverable, topics: map[string]int64{}},
 		truncated:  cfg.Truncated,
-		in:         make(chan *pubRun, queuedRuns(cfg.BatchSize)),
-		free:       bufStack{max: 8*cfg.BatchSize + 1024},
-		log:        log,
-		met:        &pubMetrics{published: published, errors: errors},
-		health:     cfg.Health,
-		keys:       cfg.TopicKeys,
-		stopc:      make(chan struct{}),
-		donec:      make(chan struct{}),
-		discard:    cfg.Discard,
+
+		free:    bufStack{max: 8*cfg.BatchSize + 1024},
+		log:     log,
+		met:     &pubMetrics{published: published, errors: errors},
+		health:  cfg.Health,
+		keys:    cfg.TopicKeys,
+		stopc:   make(chan struct{}),
+		discard: cfg.Discard,
 	}
 	p.epoch.Store(&epoch{})
 	var base kafka.RoundTripper = cfg.Transport
@@ -166,12 +181,36 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		Transport:    transport,
 		ErrorLogger:  p.w.ErrorLogger,
 	}
-	go func() {
-		setStage(cfg.Labels, "stage", "publish")
-		p.loop(cfg.BatchSize)
-	}()
+	for i := range publisherLoops(cfg.Loops) {
+		in := make(chan *pubRun, queuedRuns(cfg.BatchSize))
+		p.ins = append(p.ins, in)
+		p.loops.Add(1)
+		go func() {
+			defer p.loops.Done()
+			setStage(cfg.Labels, "stage", "publish")
+			p.loop(cfg.BatchSize, in, i == 0)
+		}()
+	}
 	return p
 }
+
+// Lane returns the sink an applier (of input partition lane) publishes
+// through: one of the publisher's queues, the same for the same lane, so
+// that its records are handed to the writer in the order published.
+func (p *Publisher) Lane(lane int) Sink {
+	return &pubLane{p: p, in: p.ins[lane%len(p.ins)]}
+}
+
+// pubLane is a publisher's queue as a Sink (Publisher.Lane).
+type pubLane struct {
+	p  *Publisher
+	in chan *pubRun
+}
+
+func (l *pubLane) Buffer() []byte                       { return l.p.Buffer() }
+func (l *pubLane) Buffers(dst [][]byte, n int) [][]byte { return l.p.Buffers(dst, n) }
+func (l *pubLane) Publish(m kafka.Message)              { l.p.publish(l.in, []kafka.Message{m}) }
+func (l *pubLane) PublishBatch(msgs []kafka.Message)    { l.p.publish(l.in, msgs) }
 
 // Buffer returns an empty byte slice to encode a record into; it is recycled
 // once the record is delivered.
@@ -247,7 +286,7 @@ func queuedRuns(batchSize int) int { return max(16, (4*batchSize+1024)/maxApplyB
 // (explicit backpressure on the processing loop). m.WriterData is the
 // publisher's.
 func (p *Publisher) Publish(m kafka.Message) {
-	p.PublishBatch([]kafka.Message{m})
+	p.publish(p.ins[0], []kafka.Message{m})
 }
 
 // PublishBatch queues msgs for delivery, in order, as one run (see
@@ -256,7 +295,10 @@ func (p *Publisher) Publish(m kafka.Message) {
 // when the queue is full (explicit backpressure on the processing loop).
 // Dead letters too large for their topic are cut. Every record's
 // WriterData is the publisher's.
-func (p *Publisher) PublishBatch(msgs []kafka.Message) {
+func (p *Publisher) PublishBatch(msgs []kafka.Message) { p.publish(p.ins[0], msgs) }
+
+// publish is PublishBatch onto queue in.
+func (p *Publisher) publish(in chan *pubRun, msgs []kafka.Message) {
 	if len(msgs) == 0 {
 		return
 	}
@@ -276,7 +318,7 @@ func (p *Publisher) PublishBatch(msgs []kafka.Message) {
 		m.WriterData = e
 		r.msgs = append(r.msgs, m)
 	}
-	p.in <- r
+	in <- r
 }
 
 // take appends r's records to batch and frees r.
@@ -365,7 +407,7 @@ func waitUntil(ctx context.Context, done func() bool) error {
 func (p *Publisher) Close(ctx context.Context) error {
 	err := p.Flush(ctx)
 	p.once.Do(func() { close(p.stopc) })
-	<-p.donec
+	p.loops.Wait()
 	closed := make(chan error, 1)
 	go func() { closed <- errors.Join(p.w.Close(), p.solo.Close()) }()
 	select {
@@ -381,28 +423,34 @@ func (p *Publisher) Close(ctx context.Context) error {
 	return err
 }
 
-func (p *Publisher) loop(batchSize int) {
-	defer close(p.donec)
+// loop hands the runs of queue in to the writer in batches of about
+// batchSize records, until Close; with retries, it also sends the records
+// that failed again once their backoff has passed (one loop does).
+func (p *Publisher) loop(batchSize int, in chan *pubRun, retries bool) {
 	batch := make([]kafka.Message, 0, batchSize)
-	retryTick := time.NewTicker(50 * time.Millisecond)
-	defer retryTick.Stop()
+	var retry <-chan time.Time // nil: never
+	if retries {
+		retryTick := time.NewTicker(50 * time.Millisecond)
+		defer retryTick.Stop()
+		retry = retryTick.C
+	}
 	for {
 		batch = batch[:0]
 		select {
 		case <-p.stopc:
 			return
-		case r := <-p.in:
+		case r := <-in:
 			batch = p.take(batch, r)
 		drain:
 			for len(batch) < batchSize {
 				select {
-				case r := <-p.in:
+				case r := <-in:
 					batch = p.take(batch, r)
 				default:
 					break drain
 				}
 			}
-		case <-retryTick.C:
+		case <-retry:
 			p.retryMu.Lock()
 			if time.Now().Before(p.retryAt) {
 				p.retryMu.Unlock()
@@ -591,10 +639,20 @@ func (p *Publisher) completion(msgs []kafka.Message, err error) {
 // pending counts go down, their values are recycled into Buffer's, and
 // the published callback gets their count.
 func (p *Publisher) delivered(msgs []kafka.Message) {
+	var e *epoch // the epoch of a run of records, counted down once
+	var n int64
 	for i := range msgs {
-		if e, ok := msgs[i].WriterData.(*epoch); ok {
-			e.pending.Add(-1)
+		m, _ := msgs[i].WriterData.(*epoch)
+		if m != e {
+			if e != nil {
+				e.pending.Add(-n)
+			}
+			e, n = m, 0
 		}
+		n++
+	}
+	if e != nil {
+		e.pending.Add(-n)
 	}
 	p.free.putValues(msgs)
 	p.met.published(len(msgs))

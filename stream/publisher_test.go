@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,13 +108,13 @@ func TestPublisherMarkAwait(t *testing.T) {
 func BenchmarkPublish(b *testing.B) {
 	for _, c := range []struct{ name, topic string }{{"score", "scores"}, {"dead_letter", "dlq"}} {
 		b.Run(c.name, func(b *testing.B) {
-			p := &Publisher{in: make(chan *pubRun, 1<<12), truncTopic: "dlq", maxRecord: 1 << 20}
+			p := &Publisher{ins: []chan *pubRun{make(chan *pubRun, 1<<12)}, truncTopic: "dlq", maxRecord: 1 << 20}
 			p.epoch.Store(&epoch{})
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				var batch []kafka.Message
-				for r := range p.in {
+				for r := range p.ins[0] {
 					batch = p.take(batch[:0], r)
 				}
 			}()
@@ -126,7 +127,7 @@ func BenchmarkPublish(b *testing.B) {
 					p.Mark()
 				}
 			}
-			close(p.in)
+			close(p.ins[0])
 			<-done
 		})
 	}
@@ -213,5 +214,63 @@ func TestPublishBatch(t *testing.T) {
 	pub.PublishBatch(nil) // nothing: no count, no block
 	if pub.Pending() != 0 {
 		t.Errorf("pending %d after an empty run", pub.Pending())
+	}
+}
+
+// TestPublisherLanes: with several queues, each partition's applier
+// publishes through its lane (Publisher.Lane), and six lanes publishing
+// at once over three queues each get every record onto the topic once, in
+// the order published.
+func TestPublisherLanes(t *testing.T) {
+	b, err := StartBroker(0, TopicSpec{Name: "out", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pub := NewPublisher(PublisherConfig{Brokers: b.Addrs(), ClientID: "t", BatchSize: 50, BatchTimeout: time.Millisecond,
+		BatchBytes: 1 << 20, RequiredAcks: kafka.RequireAll, Loops: 3}, nil, nil, nil)
+	defer pub.Close(context.Background())
+	if len(pub.ins) != 3 {
+		t.Fatalf("%d queues, want 3", len(pub.ins))
+	}
+	const lanes, n = 6, 300
+	var wg sync.WaitGroup
+	for lane := range lanes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := pub.Lane(lane)
+			var run []kafka.Message
+			for i := range n {
+				run = append(run, kafka.Message{Topic: "out", Value: fmt.Appendf(out.Buffer(), "%d:%d", lane, i)})
+				if len(run) == 1+i%17 || i == n-1 {
+					out.(batchSink).PublishBatch(run)
+					run = run[:0]
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := pub.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Addrs(), Topic: "out", Partition: 0, MaxWait: 50 * time.Millisecond})
+	defer r.Close()
+	next := make([]int, lanes)
+	for range lanes * n {
+		msg, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lane, i int
+		if _, err := fmt.Sscanf(string(msg.Value), "%d:%d", &lane, &i); err != nil {
+			t.Fatal(err)
+		}
+		if i != next[lane] {
+			t.Fatalf("lane %d: record %d after %d", lane, i, next[lane]-1)
+		}
+		next[lane]++
 	}
 }

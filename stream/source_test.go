@@ -216,7 +216,8 @@ func BenchmarkDiscardPublish(b *testing.B) {
 }
 
 // BenchmarkDiscardPublishRuns is the per-record cost of a discarding
-// publisher fed by parallel appliers, each taking buffers through a
+// publisher fed by parallel appliers, each through its lane (one of the
+// publisher's queues: one per four GOMAXPROCS), taking buffers through a
 // bufCache and handing it runs of 64 records (PublishBatch), as an applier
 // does after a run of events: run with
 // -cpu 1,2,8 to see whether the appliers contend for the publisher's
@@ -226,23 +227,24 @@ func BenchmarkDiscardPublishRuns(b *testing.B) {
 	pub := NewPublisher(PublisherConfig{BatchSize: 1000, BatchTimeout: 5 * time.Millisecond, Discard: true}, nil,
 		func(n int) { published.Add(int64(n)) }, nil)
 	const run = 64
-	var sent atomic.Int64
+	var sent, lanes atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		key := []byte("user-42")
 		msgs := make([]kafka.Message, 0, run)
-		bufs := newBufCache(pub) // an applier's
+		out := pub.Lane(int(lanes.Add(1))).(*pubLane) // an applier's lane
+		bufs := newBufCache(out)                      // and buffers
 		n := int64(0)
 		for pb.Next() {
 			msgs = append(msgs, kafka.Message{Topic: "out", Key: key, Value: append(bufs.get(), `{"id":"e-1","score":0.5}`...)})
 			if len(msgs) == run {
-				pub.PublishBatch(msgs)
+				out.PublishBatch(msgs)
 				clear(msgs)
 				msgs = msgs[:0]
 			}
 			n++
 		}
-		pub.PublishBatch(msgs)
+		out.PublishBatch(msgs)
 		sent.Add(n)
 	})
 	if err := pub.Close(context.Background()); err != nil {
