@@ -44,7 +44,7 @@
 //     counts and judging (shard.go; models.go at the run's end); the lock
 //     released, the run's records are encoded (outbox.go) and handed to the
 //     publisher (publisher.go), and the run is tallied (applier.go);
-//   - the publisher's loop (publisher.go): batches, delivery,
+//   - the publisher's loops (publisher.go): batches, delivery,
 //     acknowledgements;
 //   - the checkpoint loop (checkpoint.go): capture (shardstate.go), await
 //     the deliveries, save (state.go), write the key store, commit the

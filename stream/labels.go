@@ -13,7 +13,7 @@ import (
 //
 //	stage=fetch partition=N  a partition's consumer: fetch, decode, prepare (Pipeline.consume)
 //	stage=apply partition=N  a partition's applier: score, learn (under its shard's lock), encode
-//	stage=publish            the publisher's loop and the producer's goroutines it starts
+//	stage=publish            the publisher's loops and the producer's goroutines they start
 //	stage=calibration        a calibration refit
 //	stage=checkpoint         the checkpoint loop
 //

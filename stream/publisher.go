@@ -72,8 +72,8 @@ type Publisher struct {
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
-	// Labels is the context whose profiler labels the publisher's loop
-	// (and the producer's goroutines it starts) carries beside
+	// Labels is the context whose profiler labels the publisher's loops
+	// (and the producer's goroutines they start) carry beside
 	// stage=publish (labels.go); nil: none.
 	Labels       context.Context
 	Brokers      []string

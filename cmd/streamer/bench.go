@@ -58,7 +58,7 @@ does not weigh on every run (about 3 GB of memory for a million events).
 --stages CPU-profiles each measured run and adds a table of the CPU per event
 of each stage of the service — fetch and decode (a goroutine per partition),
 apply (a goroutine per partition: score and learn, each model behind its own
-lock in instance scope, a key-scoped one behind its key's stripe's, encode), publish (the publisher's loop), calibration
+lock in instance scope, a key-scoped one behind its key's stripe's, encode), publish (the publisher's loops, one per four GOMAXPROCS), calibration
 refits, checkpoints — and of the rest of the process (the embedded broker, the
 clients, the collector), with the busiest goroutine's share of the run: one
 near 1.00 is never idle and bounds events/s whatever the cores; and a second
