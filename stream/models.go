@@ -296,7 +296,8 @@ func (d *modelDef) judge(p online.Prediction, y, raw float64, preds []online.Pre
 	pub := d.published(p, preds)
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
-	d.judgeLocked(p, pub, y, raw, d.bound, cal, true)
+	d.judgeLocked(p, pub, y, raw, d.bound, cal)
+	d.judged()
 }
 
 // judged sets the prequential quality's gauges (and mistakes counter)
@@ -319,10 +320,10 @@ func (d *modelDef) judged() {
 
 // judgeLocked is judge's part under judgeMu: p the model's prediction, pub
 // the one published for the event, cal the calibrated certainty published
-// with p (nil: the calibration looks it up in its current table); last:
-// the last event of those judged under this hold, after which the
-// quality gauges are set (judged).
-func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder, cal *wire.Calibrated, last bool) {
+// with p (nil: the calibration looks it up in its current table). The
+// quality gauges are the caller's to set (judged), once for the events it
+// judges under one hold.
+func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder, cal *wire.Calibrated) {
 	j := d.quality
 	if d.cal != nil && d.decided(&p) {
 		d.cal.add(p, y, raw, cal)
@@ -330,11 +331,7 @@ func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b onlin
 	if d.traits.Kind == online.Ordinal && pub.HasValue {
 		j.AddValue(pub.Value, raw) // the expected label published
 	}
-	checked := j.Add(pub, y, b)
-	if last {
-		d.judged()
-	}
-	if !checked {
+	if !j.Add(pub, y, b) {
 		return
 	}
 	if d.met.tau != nil {

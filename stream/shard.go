@@ -558,7 +558,7 @@ func (s *Shard) endRun() {
 				if j.hasCal {
 					cal = &j.cal
 				}
-				d.judgeLocked(j.p, j.pub, j.y, j.raw, b, cal, false)
+				d.judgeLocked(j.p, j.pub, j.y, j.raw, b, cal)
 				n++
 			}
 		}
