@@ -95,18 +95,24 @@ func newKeyedModels(factory func() (online.Model, error), max int, table *keysto
 	if err != nil {
 		return nil, fmt.Errorf("keyed models: %w", err)
 	}
-	k := &keyedModels{factory: factory, max: max, table: table, log: slog.New(slog.DiscardHandler), faults: newKeyFaults(),
-		index: map[string]*list.Element{}, lru: list.New(), pending: map[string]pendingState{}}
+	k := &keyedModels{factory: factory, max: max, table: table, log: slog.New(slog.DiscardHandler), faults: newKeyFaults()}
+	k.emptyMemory()
 	k.adoptMarker(mk)
 	return k, nil
+}
+
+// emptyMemory drops every instance in memory and every pending state.
+func (k *keyedModels) emptyMemory() {
+	k.index, k.lru, k.pending, k.held = map[string]*list.Element{}, list.New(), map[string]pendingState{}, 0
 }
 
 // sibling returns another stripe of k's table (keyedHolder), empty, with
 // at most maxKeys instances in memory: the table's totals stay counted in k.
 func (k *keyedModels) sibling(maxKeys int) *keyedModels {
-	return &keyedModels{factory: k.factory, max: maxKeys, table: k.table, name: k.name, log: k.log, faults: newKeyFaults(), legacy: k.legacy,
-		index: map[string]*list.Element{}, lru: list.New(), pending: map[string]pendingState{},
+	s := &keyedModels{factory: k.factory, max: maxKeys, table: k.table, name: k.name, log: k.log, faults: newKeyFaults(), legacy: k.legacy,
 		ckpt: k.ckpt, stored: k.stored}
+	s.emptyMemory()
+	return s
 }
 
 func (k *keyedModels) adoptMarker(mk keystore.Marker) {
@@ -449,7 +455,7 @@ func (k *keyedModels) restoreTable(d *keyDelta, src func() ([][]byte, [][]byte, 
 // holds the snapshot's keys now, each once; counts, the table's totals,
 // go to one stripe of the table (first), the others counting from zero.
 func (k *keyedModels) restart(r tableRestore, counts bool) {
-	k.index, k.lru, k.pending, k.held = map[string]*list.Element{}, list.New(), map[string]pendingState{}, 0
+	k.emptyMemory()
 	k.faults.clear()
 	k.adoptMarker(r.mk)
 	k.examples, k.known = 0, 0

@@ -134,8 +134,8 @@ func (m *shardModel) counts() (examples, hot, stored int64) {
 // partition of the instance) or an input partition's number (partition
 // scope). Call Restore before processing, with the saved state or nil.
 func (e *Engine) NewShard(scope string) (*Shard, error) {
-	s := &Shard{e: e, scope: scope, part: -1, jmu: new(sync.Mutex),
-		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs)), decided: make([]bool, len(e.defs))}
+	s := &Shard{e: e, scope: scope, part: -1, jmu: new(sync.Mutex)}
+	s.scratch()
 	if scope != "" {
 		p, err := strconv.Atoi(scope)
 		if err != nil || p < 0 {
@@ -178,6 +178,13 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 	return s, nil
 }
 
+// scratch makes the shard's per-model scratch of the event being
+// applied (labels, preds, recs, decided).
+func (s *Shard) scratch() {
+	n := len(s.e.defs)
+	s.labels, s.preds, s.recs, s.decided = make([]float64, n), make([]online.Prediction, n), make([]wire.Score, n), make([]bool, n)
+}
+
 // lockedBounder is a model's bound read behind the lock its holder's
 // users take (holder.mutex).
 type lockedBounder struct {
@@ -203,8 +210,8 @@ func (l *lockedBounder) Bound(rho float64) float64 {
 // every lane paused.
 func (s *Shard) lane(part int) *Shard {
 	e := s.e
-	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1),
-		labels: make([]float64, len(e.defs)), preds: make([]online.Prediction, len(e.defs)), recs: make([]wire.Score, len(e.defs)), decided: make([]bool, len(e.defs))}
+	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1)}
+	l.scratch()
 	l.models = make([]*shardModel, len(s.models))
 	for i, m := range s.models {
 		lm := &shardModel{def: m.def, h: m.h}
