@@ -5,24 +5,37 @@ import (
 	"testing"
 )
 
+// mergeSpec is the mergeable rbf mam the merge tests split Ripley's
+// training set over.
+func mergeSpec(balance bool) MAMParams {
+	return MAMParams{Balance: balance, Delta: 0.05, Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 256, Seed: 7}}
+}
+
+// learnInterleaved has three parts learn the rows of x, y interleaved, as
+// partitions would.
+func learnInterleaved(parts [3]*MAM, x [][]float64, y []float64) {
+	for i := range x {
+		parts[(i*7)%3].Observe(x[i], y[i], true)
+	}
+}
+
 // Models trained on disjoint parts of a stream merge into the model trained
 // on all of it: counts exactly, sums and scores to rounding.
 func TestMAMMergeEqualsOneModel(t *testing.T) {
 	x, y := readCSV(t, "testdata/ripley_train.csv")
 	for _, balance := range []bool{false, true} {
-		spec := MAMParams{Balance: balance, Delta: 0.05,
-			Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 256, Seed: 7}}
+		spec := mergeSpec(balance)
 		one, _ := NewMAM(2, spec)
-		parts := make([]*MAM, 3)
+		var parts [3]*MAM
 		for i := range parts {
 			parts[i], _ = NewMAM(2, spec)
 		}
 		for i := range x {
 			one.Observe(x[i], y[i], true)
-			parts[(i*7)%3].Observe(x[i], y[i], true) // interleaved, like partitions
 		}
+		learnInterleaved(parts, x, y)
 		merged, _ := NewMAM(2, spec)
-		if err := merged.MergeAll(parts...); err != nil {
+		if err := merged.MergeAll(parts[:]...); err != nil {
 			t.Fatal(err)
 		}
 		if merged.Examples() != one.Examples() {
@@ -155,24 +168,21 @@ func TestMAMObserveTee(t *testing.T) {
 func TestMAMBlanks(t *testing.T) {
 	x, y := readCSV(t, "testdata/ripley_train.csv")
 	for _, balance := range []bool{false, true} {
-		spec := MAMParams{Balance: balance, Delta: 0.05,
-			Kernel: KernelSpec{Type: "rbf", Gamma: 2, Features: 256, Seed: 7}}
+		spec := mergeSpec(balance)
 		base, _ := NewMAM(2, spec)
-		parts, blanks := make([]*MAM, 3), make([]*MAM, 3)
+		var parts, blanks [3]*MAM
 		for i := range parts {
 			parts[i], _ = NewMAM(2, spec)
 			blanks[i] = base.Blank()
 		}
-		for i := range x {
-			parts[(i*7)%3].Observe(x[i], y[i], true)
-			blanks[(i*7)%3].Observe(x[i], y[i], true)
-		}
+		learnInterleaved(parts, x, y)
+		learnInterleaved(blanks, x, y)
 		want, _ := NewMAM(2, spec)
-		if err := want.MergeAll(parts...); err != nil {
+		if err := want.MergeAll(parts[:]...); err != nil {
 			t.Fatal(err)
 		}
 		got := base.Blank()
-		got.MergeBlanks(blanks...)
+		got.MergeBlanks(blanks[:]...)
 		inc := base.Blank()
 		for _, b := range blanks {
 			inc.AddBlank(b)
@@ -183,7 +193,7 @@ func TestMAMBlanks(t *testing.T) {
 				t.Fatalf("balance=%v: %s of blanks differs from MergeAll of models built apart", balance, name)
 			}
 		}
-		if a := testing.AllocsPerRun(10, func() { got.MergeBlanks(blanks...); inc.AddBlank(blanks[0]) }); a != 0 {
+		if a := testing.AllocsPerRun(10, func() { got.MergeBlanks(blanks[:]...); inc.AddBlank(blanks[0]) }); a != 0 {
 			t.Fatalf("balance=%v: merging blanks allocates %v times", balance, a)
 		}
 	}

@@ -139,14 +139,13 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		retryWait:  newBackoff(100*time.Millisecond, 5*time.Second),
 		undeliv:    undeliverable{counter: cfg.Undeliverable, topics: map[string]int64{}},
 		truncated:  cfg.Truncated,
-
-		free:    bufStack{max: 8*cfg.BatchSize + 1024},
-		log:     log,
-		met:     &pubMetrics{published: published, errors: errors},
-		health:  cfg.Health,
-		keys:    cfg.TopicKeys,
-		stopc:   make(chan struct{}),
-		discard: cfg.Discard,
+		free:       bufStack{max: 8*cfg.BatchSize + 1024},
+		log:        log,
+		met:        &pubMetrics{published: published, errors: errors},
+		health:     cfg.Health,
+		keys:       cfg.TopicKeys,
+		stopc:      make(chan struct{}),
+		discard:    cfg.Discard,
 	}
 	p.epoch.Store(&epoch{})
 	var base kafka.RoundTripper = cfg.Transport
