@@ -2,7 +2,6 @@ package stream
 
 import (
 	"bytes"
-	"container/list"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -49,8 +48,9 @@ type keyedModels struct {
 	log     *slog.Logger // never nil
 	faults  *keyFaults   // failed keys
 
-	index   map[string]*list.Element
-	lru     *list.List // front = most recent
+	index   map[string]*keyedEntry
+	lru     keyedEntry // the instances in memory, least recently used last: a ring through lru (lruLink)
+	hot     int        // instances in memory
 	pending map[string]pendingState
 	held    int // bytes of the states in pending
 
@@ -73,7 +73,11 @@ type keyedModels struct {
 }
 
 type keyedEntry struct {
-	key     string
+	// newer and older link the instances in memory in their order of use
+	// (keyedModels.lru): kept in the entry itself, a hit reorders without
+	// reading a list element of its own.
+	newer, older *keyedEntry
+	key          string
 	m       online.Model
 	changed uint64 // gen of its last change since the table was written; 0 = clean
 	inTable bool   // the table holds a state of the key (known counts it)
@@ -103,7 +107,50 @@ func newKeyedModels(factory func() (online.Model, error), max int, table *keysto
 
 // emptyMemory drops every instance in memory and every pending state.
 func (k *keyedModels) emptyMemory() {
-	k.index, k.lru, k.pending, k.held = map[string]*list.Element{}, list.New(), map[string]pendingState{}, 0
+	k.index, k.pending, k.held, k.hot = map[string]*keyedEntry{}, map[string]pendingState{}, 0, 0
+	k.lru.newer, k.lru.older = &k.lru, &k.lru
+}
+
+// The order of use is a ring through k.lru: k.lru.older is the most
+// recently used instance, k.lru.newer the least.
+
+// use puts ent first in the order of use, linking it in if it is not.
+func (k *keyedModels) use(ent *keyedEntry) {
+	if k.lru.older == ent {
+		return
+	}
+	if ent.newer != nil {
+		ent.newer.older, ent.older.newer = ent.older, ent.newer
+	} else {
+		k.hot++
+	}
+	first := k.lru.older
+	ent.newer, ent.older = &k.lru, first
+	first.newer, k.lru.older = ent, ent
+}
+
+// unlink takes ent out of the order of use.
+func (k *keyedModels) unlink(ent *keyedEntry) {
+	ent.newer.older, ent.older.newer = ent.older, ent.newer
+	ent.newer, ent.older = nil, nil
+	k.hot--
+}
+
+// leastUsed is the least recently used instance in memory; nil when none.
+func (k *keyedModels) leastUsed() *keyedEntry {
+	if k.hot == 0 {
+		return nil
+	}
+	return k.lru.newer
+}
+
+// newerThan is the instance used next after ent; nil after the most
+// recent.
+func (k *keyedModels) newerThan(ent *keyedEntry) *keyedEntry {
+	if ent.newer == &k.lru {
+		return nil
+	}
+	return ent.newer
 }
 
 // sibling returns another stripe of k's table (keyedHolder), empty, with
@@ -153,9 +200,9 @@ func (k *keyedModels) blank() (online.Model, error) {
 }
 
 func (k *keyedModels) load(key []byte, create bool) (*keyedEntry, error) {
-	if e, ok := k.index[string(key)]; ok {
-		k.lru.MoveToFront(e)
-		return e.Value.(*keyedEntry), nil
+	if ent, ok := k.index[string(key)]; ok {
+		k.use(ent)
+		return ent, nil
 	}
 	if err := k.faults.get(key); err != nil {
 		return nil, err
@@ -211,8 +258,9 @@ func (k *keyedModels) load(key []byte, create bool) (*keyedEntry, error) {
 			return nil, nil
 		}
 	}
-	k.index[ent.key] = k.lru.PushFront(ent)
-	for k.lru.Len() > k.max {
+	k.index[ent.key] = ent
+	k.use(ent)
+	for k.hot > k.max {
 		if err := k.evict(); err != nil {
 			// The least recent instance stays in memory, beyond max,
 			// rather than lose what it learned; ent is in the index and
@@ -259,8 +307,7 @@ func (k *keyedModels) dirty(ent *keyedEntry) {
 }
 
 func (k *keyedModels) evict() error {
-	e := k.lru.Back()
-	ent := e.Value.(*keyedEntry)
+	ent := k.leastUsed()
 	if ent.changed != 0 {
 		b, err := ent.m.MarshalBinary()
 		if err != nil {
@@ -272,13 +319,13 @@ func (k *keyedModels) evict() error {
 		k.pending[ent.key] = pendingState{state: b, gen: ent.changed, inTable: ent.inTable}
 		k.held += len(b)
 	}
-	k.lru.Remove(e)
+	k.unlink(ent)
 	delete(k.index, ent.key)
 	return nil
 }
 
 // len is the number of instances in memory.
-func (k *keyedModels) len() int { return k.lru.Len() }
+func (k *keyedModels) len() int { return k.hot }
 
 // keyDelta is what one checkpoint captured of a key-scoped model: the
 // state of every key that changed since the table was last written.
@@ -296,8 +343,7 @@ type keyDelta struct {
 // capture encodes the delta of the next checkpoint (the shard is paused).
 func (k *keyedModels) capture() (*keyDelta, error) {
 	d := &keyDelta{ckpt: k.ckpt + 1, examples: k.examples, known: k.known, gen: k.gen}
-	for e := k.lru.Back(); e != nil; e = e.Prev() {
-		ent := e.Value.(*keyedEntry)
+	for ent := k.leastUsed(); ent != nil; ent = k.newerThan(ent) {
 		if ent.changed == 0 {
 			continue
 		}
@@ -339,8 +385,7 @@ func (k *keyedModels) apply(d *keyDelta) (keystore.Marker, error) {
 func (k *keyedModels) settle(d *keyDelta, mk keystore.Marker) {
 	k.ckpt, k.stored = mk.Seq, mk.Keys
 	for _, key := range d.keys {
-		if e, ok := k.index[string(key)]; ok {
-			ent := e.Value.(*keyedEntry)
+		if ent, ok := k.index[string(key)]; ok {
 			ent.inTable = true
 			if ent.changed <= d.gen {
 				ent.changed = 0

@@ -295,8 +295,8 @@ func TestKeyedKeepsMostRecentlyUsed(t *testing.T) {
 		t.Fatal("no key was evicted: the test does not reach a full table")
 	}
 	var order []string
-	for e := k.lru.Front(); e != nil; e = e.Next() {
-		order = append(order, e.Value.(*keyedEntry).key)
+	for _, ent := range byUse(k) {
+		order = append(order, ent.key)
 	}
 	if !slices.Equal(order, recent) {
 		t.Fatalf("order %v, want %v", order, recent)

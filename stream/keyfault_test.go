@@ -51,17 +51,38 @@ func keyEvent(key string, i int) kafka.Message {
 		Value: fmt.Appendf(nil, `{"features":[%d,%d],"label":%d}`, i%5, (i*3)%7, 1-2*(i%2))}
 }
 
+// byUse is k's instances in memory, the most recently used first, walked
+// both ways: the links must agree.
+func byUse(k *keyedModels) []*keyedEntry {
+	var out []*keyedEntry
+	for ent := k.lru.older; ent != &k.lru; ent = ent.older {
+		if ent.older.newer != ent || len(out) > len(k.index) {
+			panic("keyed models: the order of use is not a ring")
+		}
+		out = append(out, ent)
+	}
+	var back []*keyedEntry
+	for ent := k.leastUsed(); ent != nil; ent = k.newerThan(ent) {
+		back = append(back, ent)
+	}
+	slices.Reverse(back)
+	if !slices.Equal(out, back) {
+		panic("keyed models: the order of use differs walked from its two ends")
+	}
+	return out
+}
+
 // checkLRU checks the invariants of k's instances in memory: the index and
 // the list hold the same entries, at most max of them, none failed and
 // none also pending.
 func checkLRU(t *testing.T, k *keyedModels) {
 	t.Helper()
-	if len(k.index) != k.lru.Len() || k.lru.Len() > k.max {
-		t.Fatalf("LRU: index %d, list %d, max %d", len(k.index), k.lru.Len(), k.max)
+	used := byUse(k)
+	if len(k.index) != len(used) || len(used) != k.hot || len(used) > k.max {
+		t.Fatalf("LRU: index %d, order of use %d, count %d, max %d", len(k.index), len(used), k.hot, k.max)
 	}
-	for e := k.lru.Front(); e != nil; e = e.Next() {
-		ent := e.Value.(*keyedEntry)
-		if k.index[ent.key] != e {
+	for _, ent := range used {
+		if k.index[ent.key] != ent {
 			t.Fatalf("LRU: %q in the list, not in the index", ent.key)
 		}
 		if _, ok := k.faults.errs[ent.key]; ok {
