@@ -135,8 +135,8 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 	if n := len(keyed.stripes); n != 4 {
 		t.Fatalf("the lanes share a key table in %d stripes, want 4", n)
 	}
-	examples, hot, _ := keyed.counts()
-	refExamples, refHot, _ := refKeyed.counts()
+	examples, hot, _ := keyed.Counts()
+	refExamples, refHot, _ := refKeyed.Counts()
 	if hot != parts*keysPerPart || refHot != parts*keysPerPart || examples != refExamples {
 		t.Fatalf("%d and %d keys in memory, want %d; %d and %d examples", hot, refHot, parts*keysPerPart, examples, refExamples)
 	}
@@ -155,7 +155,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 			}
 		}
 	}
-	if got := sh.st.models[0].h.instance().Examples(); got != parts*perPart {
+	if got := sh.st.models[0].h.Instance().Examples(); got != parts*perPart {
 		t.Errorf("the global model learned %d events, want %d", got, parts*perPart)
 	}
 	// The global mam learned in the lanes (mergingHolder): its state is
@@ -163,7 +163,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 	if _, ok := sh.st.models[0].h.(*mergingHolder); !ok {
 		t.Fatalf("the global mam's holder is a %T, want its lanes to learn in parallel", sh.st.models[0].h)
 	}
-	if err := online.StateClose(sh.st.models[0].h.instance(), rs.models[0].h.instance(), 1e-9); err != nil {
+	if err := online.StateClose(sh.st.models[0].h.Instance(), rs.models[0].h.Instance(), 1e-9); err != nil {
 		t.Errorf("the global model's state differs from one goroutine's: %v", err)
 	}
 
@@ -240,7 +240,7 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 	if want := float64(parts * (perPart - 1)); joined != want || unknown != 0 {
 		t.Errorf("%v labels joined, %v unknown; want %v and 0", joined, unknown, want)
 	}
-	if got := sh.st.models[0].h.instance().Examples(); got != int64(parts*(perPart-1)) {
+	if got := sh.st.models[0].h.Instance().Examples(); got != int64(parts*(perPart-1)) {
 		t.Errorf("the model learned %d events, want %d", got, parts*(perPart-1))
 	}
 	if n := sh.st.join.pending(); n != parts {
@@ -362,7 +362,7 @@ func TestLanesMergeGlobalModel(t *testing.T) {
 	for _, l := range lanes {
 		l.leave()
 	}
-	if err := online.StateClose(s.models[0].h.instance(), rs.models[0].h.instance(), 1e-9); err != nil {
+	if err := online.StateClose(s.models[0].h.Instance(), rs.models[0].h.Instance(), 1e-9); err != nil {
 		t.Errorf("after the lanes left, the state differs from the one model's: %v", err)
 	}
 	if n, _, _ := s.models[0].counts(); n != 2*500*25 {

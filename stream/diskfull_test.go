@@ -332,7 +332,7 @@ func (r *diskFullRig) checkExact() {
 		}
 		total += want
 	}
-	if got := sh.models[1].h.instance().Examples(); got != total {
+	if got := sh.models[1].h.Instance().Examples(); got != total {
 		t.Errorf("global model: %d examples, %d labelled events", got, total)
 	}
 }

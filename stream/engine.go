@@ -363,7 +363,7 @@ func (e *Engine) relist() {
 	var l []*refit.Model
 	for s := range e.shards {
 		for _, m := range s.models {
-			if r := refitOf(m.h.instance()); r != nil {
+			if r := refitOf(m.h.Instance()); r != nil {
 				l = append(l, r)
 			}
 		}
@@ -517,7 +517,7 @@ func (e *Engine) SetRemote(part int, saved []snapshot.Model, createdAt time.Time
 		if err := inst.UnmarshalBinary(saved[i].Data); err != nil {
 			return fmt.Errorf("stream: model %s of partition %d: %w", d.name, part, err)
 		}
-		d.merged.setRemote(part, inst.(*online.MAM), createdAt)
+		d.merged.SetRemote(part, inst.(*online.MAM), createdAt)
 	}
 	return nil
 }
@@ -532,14 +532,12 @@ func (e *Engine) RemoteState() (n int, oldest time.Time) {
 		if d.merged == nil {
 			continue
 		}
-		d.merged.mu.Lock()
-		for part, at := range d.merged.remoteAt {
+		d.merged.Remotes(func(part int, at time.Time) {
 			seen[part] = true
 			if oldest.IsZero() || at.Before(oldest) {
 				oldest = at
 			}
-		}
-		d.merged.mu.Unlock()
+		})
 	}
 	return len(seen), oldest
 }
@@ -591,7 +589,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			n, hot, stored = n+e, hot+h, stored+st
 		}
 		if d.merged != nil {
-			n = d.merged.examples()
+			n = d.merged.Examples()
 		}
 		ch <- prometheus.MustNewConstMetric(examplesDesc, prometheus.GaugeValue, float64(n), d.name)
 		if d.keyFactory != nil {
@@ -600,24 +598,24 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		// A gamma-auto model's bandwidths: the shard with the most
 		// examples speaks for it (in instance scope, the only one).
-		var bw *bandwidths
+		var bw *Bandwidths
 		var most int64 = -1
 		for _, s := range shards {
 			sm := s.models[i]
-			sm.bwWanted.Store(true) // taken by a plain holder's next labelled event; the others take none
-			if b := sm.bw.Load(); b != nil && sm.examples.Load() > most {
-				bw, most = b, sm.examples.Load()
+			sm.BWWanted.Store(true) // taken by a plain holder's next labelled event; the others take none
+			if b := sm.BW.Load(); b != nil && sm.Examples.Load() > most {
+				bw, most = b, sm.Examples.Load()
 			}
 		}
 		if bw != nil {
-			for b, c := range bw.cands {
+			for b, c := range bw.Cands {
 				l := strconv.Itoa(b)
 				ch <- prometheus.MustNewConstMetric(bwGammaDesc, prometheus.GaugeValue, c.Gamma, d.name, l)
 				ch <- prometheus.MustNewConstMetric(bwErrorDesc, prometheus.GaugeValue, c.Error, d.name, l)
 				ch <- prometheus.MustNewConstMetric(bwWeightDesc, prometheus.GaugeValue, c.Weight, d.name, l)
 			}
-			if bw.chosen >= 0 && bw.chosen < len(bw.cands) {
-				ch <- prometheus.MustNewConstMetric(bwChosenDesc, prometheus.GaugeValue, bw.cands[bw.chosen].Gamma, d.name)
+			if bw.Chosen >= 0 && bw.Chosen < len(bw.Cands) {
+				ch <- prometheus.MustNewConstMetric(bwChosenDesc, prometheus.GaugeValue, bw.Cands[bw.Chosen].Gamma, d.name)
 			}
 		}
 	}

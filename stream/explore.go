@@ -56,6 +56,9 @@ type explored struct {
 
 var _ online.Preparer = (*explored)(nil)
 
+// Wrapped is the key's model (holder.Wrapper: peeks score with it).
+func (ex *explored) Wrapped() online.Model { return ex.Model }
+
 // newExplored wraps m (inputs of dimension d) with A = I.
 func newExplored(m online.Model, d int) *explored {
 	e := &explored{Model: m, d: d, a: make([]float64, packedLen(d+1)), z: make([]float64, d+1)}

@@ -73,12 +73,12 @@ func (s *Shard) rankFallback(ev *wire.Event, key []byte) (name string, version i
 	d := s.models[s.e.rankIdx].def
 	fm := s.models[d.fallback]
 	defer unlock(fm.lock(key)) // after the rank model's: the one order of the two
-	inst := fm.h.find(key)
+	inst := fm.h.Find(key)
 	rk.own = append(rk.own[:0], rk.preds...)
 	for i := range rk.preds {
 		in, _ := rk.candidate(ev, i, s.e.cfg.Hash != nil)
 		var p online.Prediction
-		p, version = fm.h.peek(inst, in)
+		p, version = fm.h.Peek(inst, in)
 		p = d.fromFallback(p)
 		rk.preds[i], rk.score[i] = p, p.Score
 	}

@@ -5,12 +5,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
 )
 
-// holder is one model's state in a shard (shardModel.h): how an event
+// Holder is one model's state in a shard (shardModel.h): how an event
 // reaches it and how it is saved. There are three:
 //
 //   - plainHolder (this file): one instance, the configured model itself
@@ -26,80 +28,98 @@ import (
 // dense or hashed alike; a holder runs on the shard's goroutine, under the
 // shard's lock, except durable; in instance scope, the shard's lanes share
 // it, each use behind its mutex.
-type holder interface {
-	// observe scores the event in for key and learns from it (label y)
+type Holder interface {
+	// Observe scores the event in for key and learns from it (label y)
 	// when labelled: the prediction and the version to publish.
-	observe(key []byte, in *input, y float64, labelled bool) (online.Prediction, int64)
-	// find returns the instance that scores key's events read-only
+	Observe(key []byte, in *Input, y float64, labelled bool) (online.Prediction, int64)
+	// Find returns the instance that scores key's events read-only
 	// (ranking requests): it creates no state. nil for a merged model,
 	// whose merge scores.
-	find(key []byte) online.Model
-	// peek scores in with inst, which find returned, changing nothing:
+	Find(key []byte) online.Model
+	// Peek scores in with inst, which Find returned, changing nothing:
 	// the prediction and the version that made it.
-	peek(inst online.Model, in *input) (online.Prediction, int64)
+	Peek(inst online.Model, in *Input) (online.Prediction, int64)
 
-	// instance is the shard's one instance of the model (its refits, the
+	// Instance is the shard's one instance of the model (its refits, the
 	// version gauge), nil when key-scoped (an instance per key).
-	instance() online.Model
+	Instance() online.Model
 
-	// capture encodes the state for the shard's snapshot; a key-scoped
+	// Capture encodes the state for the shard's snapshot; a key-scoped
 	// model's is its delta (d), which durable writes to the key store once
 	// the snapshot is durable (needing no lock) and settle then marks
 	// clean. The others' d is nil, and durable and settle do nothing.
-	capture() (data []byte, d *keyDelta, err error)
-	durable(d *keyDelta) (keystore.Marker, error)
-	settle(d *keyDelta, mk keystore.Marker)
+	Capture() (data []byte, d *Delta, err error)
+	Durable(d *Delta) (keystore.Marker, error)
+	Settle(d *Delta, mk keystore.Marker)
 
-	// decode checks a saved state before a restore changes anything: a
+	// Decode checks a saved state before a restore changes anything: a
 	// key-scoped model's delta, every key's state decoded (the others:
 	// nil). reset: the model restores no saved state (fresh), and a
 	// key-scoped one empties its table (the others start as built).
-	// restore sets the saved state data (d: decode's; src and lossy
+	// Restore sets the saved state data (d: Decode's; src and lossy
 	// rebuild a key-scoped model's table that does not match it,
 	// keyedModels.restoreTable). attach and detach: the shard (partition part
 	// in partition scope) now holds the state, restored, or lets it go.
-	decode(data []byte) (*keyDelta, error)
-	reset() error
-	restore(data []byte, d *keyDelta, src KeySource, lossy bool) error
-	attach(part int)
-	detach(part int)
+	Decode(data []byte) (*Delta, error)
+	Reset() error
+	Restore(data []byte, d *Delta, src KeySource, lossy bool) error
+	Attach(part int)
+	Detach(part int)
 
-	// publish updates the figures the scrape reads (figures).
-	publish()
+	// Publish updates the figures the scrape reads (figures).
+	Publish()
 
-	// share makes the holder one that the lanes of an instance-scope
-	// shard share; mutex then returns the lock that guards key's state
+	// Share makes the holder one that the lanes of an instance-scope
+	// shard share; Mutex then returns the lock that guards key's state
 	// (every key's but a key table's), which its users hold around
 	// observe and around find with the peeks after it. nil: the shard's
 	// goroutine is the holder's only user.
-	share()
-	mutex(key []byte) *sync.Mutex
+	Share()
+	Mutex(key []byte) *sync.Mutex
+
+	// Counts are the figures of the scrape: examples, and a key-scoped
+	// model's keys in memory and in the key store.
+	Counts() (examples, hot, stored int64)
 }
 
-// figures are a shard's figures of one model for the scrape
+// Spec is what a holder knows of the model it holds.
+type Spec struct {
+	Name      string
+	Factory   func() (online.Model, error) // key-scoped: builds a key's instance
+	Version   prometheus.Gauge             // the model's version: plain and merged holders set it when attached
+	KeyErrors prometheus.Counter           // key-scoped: events whose key's state could not be read
+	Prepared  bool                         // the worker prepares the model's input (Input.Prep)
+}
+
+// Wrapper is a key's instance wrapped with state of the service's own (a
+// ranking model's exploration statistics): Peek scores with the model it
+// wraps.
+type Wrapper interface{ Wrapped() online.Model }
+
+// Figures are a shard's figures of one model for the scrape
 // (stateCollector), set by its holder under the shard's lock.
-type figures struct {
-	examples, hot, stored atomic.Int64 // hot, stored: key-scoped models' keys in memory and in the key store
+type Figures struct {
+	Examples, Hot, Stored atomic.Int64 // hot, stored: key-scoped models' keys in memory and in the key store
 
 	// A gamma-auto model's bandwidths (plain holders): each scrape asks
-	// (bwWanted) and the next labelled event takes a snapshot (bw), which
+	// (BWWanted) and the next labelled event takes a snapshot (BW), which
 	// the following scrape exports; the per-event path allocates only then.
-	bwWanted atomic.Bool
-	bw       atomic.Pointer[bandwidths]
+	BWWanted atomic.Bool
+	BW       atomic.Pointer[Bandwidths]
 }
 
-// bandwidths is a gamma-auto MAM's candidates and the one it leans on.
-type bandwidths struct {
-	chosen int
-	cands  []online.BandwidthInfo
+// Bandwidths is a gamma-auto MAM's candidates and the one it leans on.
+type Bandwidths struct {
+	Chosen int
+	Cands  []online.BandwidthInfo
 }
 
 // snapshotBandwidths keeps, for the scrape, the bandwidths of inst if it
 // is (or wraps) a MAM, an OMAM, a krr or an lsrrank with gamma auto.
-func (f *figures) snapshotBandwidths(inst online.Model) {
+func (f *Figures) snapshotBandwidths(inst online.Model) {
 	if mm, ok := online.Unwrap[*online.MAM](inst); ok {
 		if c, cands := mm.Bandwidths(); c >= 0 {
-			f.bw.Store(&bandwidths{chosen: c, cands: cands})
+			f.BW.Store(&Bandwidths{Chosen: c, Cands: cands})
 		}
 	}
 	g := 0.0 // one width, no error record: omam's gamma auto, or krr's and lsrrank's last fit
@@ -110,54 +130,54 @@ func (f *figures) snapshotBandwidths(inst online.Model) {
 		g, _ = r.AutoGamma()
 	}
 	if g > 0 {
-		f.bw.Store(&bandwidths{chosen: 0, cands: []online.BandwidthInfo{{Gamma: g, Width: 1, Error: math.NaN(), Weight: 1, Hedge: 1}}})
+		f.BW.Store(&Bandwidths{Chosen: 0, Cands: []online.BandwidthInfo{{Gamma: g, Width: 1, Error: math.NaN(), Weight: 1, Hedge: 1}}})
 	}
 }
 
-// input is an event's features as a model takes them: dense (x, and prep,
+// Input is an event's features as a model takes them: dense (x, and prep,
 // the worker's preparation of x for the model, nil when there is none) or,
 // with hashed features (EngineConfig.Hash), sparse (idx, val; field[k] the
 // field of entry k, wire.Event.Field). Holders read it through observe
 // and peek, the one place the two kinds part.
-type input struct {
-	sparse bool
-	x      []float64
-	prep   []float64
-	idx    []int32
-	val    []float64
-	field  []uint8
+type Input struct {
+	Sparse bool
+	X      []float64
+	Prep   []float64
+	Idx    []int32
+	Val    []float64
+	Field  []uint8
 }
 
-// setDense makes in the dense features x.
-func (in *input) setDense(x []float64) { *in = input{x: x} }
+// SetDense makes in the dense features x.
+func (in *Input) SetDense(x []float64) { *in = Input{X: x} }
 
-// setHashed makes in the hashed features (idx, val, field).
-func (in *input) setHashed(idx []int32, val []float64, field []uint8) {
-	*in = input{sparse: true, idx: idx, val: val, field: field}
+// SetHashed makes in the hashed features (idx, val, field).
+func (in *Input) SetHashed(idx []int32, val []float64, field []uint8) {
+	*in = Input{Sparse: true, Idx: idx, Val: val, Field: field}
 }
 
 // observe scores in with inst and learns (in, y) when labelled. Dense
 // features are observed prepared when pr (inst's online.Preparer) and
 // in.prep are set; hashed ones through online.ObserveFields (a model that
 // reads fields gets them, the others ObserveSparse).
-func (in *input) observe(inst online.Model, pr online.Preparer, y float64, labelled bool) online.Prediction {
+func (in *Input) observe(inst online.Model, pr online.Preparer, y float64, labelled bool) online.Prediction {
 	switch {
-	case in.sparse:
-		return online.ObserveFields(inst.(online.SparseModel), in.idx, in.val, in.field, y, labelled) // checkHashed: every model is one
-	case pr != nil && in.prep != nil:
-		return pr.ObservePrepared(in.prep, in.x, y, labelled)
+	case in.Sparse:
+		return online.ObserveFields(inst.(online.SparseModel), in.Idx, in.Val, in.Field, y, labelled) // checkHashed: every model is one
+	case pr != nil && in.Prep != nil:
+		return pr.ObservePrepared(in.Prep, in.X, y, labelled)
 	default:
-		return inst.Observe(in.x, y, labelled)
+		return inst.Observe(in.X, y, labelled)
 	}
 }
 
 // peek scores in with inst without changing any state (online.Peek;
 // hashed features: online.PeekFields).
-func (in *input) peek(inst online.Model) online.Prediction {
-	if in.sparse {
-		return online.PeekFields(inst.(online.SparseModel), in.idx, in.val, in.field)
+func (in *Input) peek(inst online.Model) online.Prediction {
+	if in.Sparse {
+		return online.PeekFields(inst.(online.SparseModel), in.Idx, in.Val, in.Field)
 	}
-	return online.Peek(inst, in.x)
+	return online.Peek(inst, in.X)
 }
 
 // versionOf is the version to publish for p made by inst.
@@ -172,29 +192,31 @@ func versionOf(p online.Prediction, inst online.Model) int64 {
 // merged): its state is that instance's, saved and restored whole.
 type single struct {
 	unkeyed
-	def *modelDef
-	fig *figures
-	m   online.Model
-	mu  *sync.Mutex // set by share
+	spec *Spec
+	fig  *Figures
+	m    online.Model
+	mu   *sync.Mutex // set by share
 }
 
-func (h *single) instance() online.Model { return h.m }
+func (h *single) Instance() online.Model { return h.m }
 
-func (h *single) share()                   { h.mu = new(sync.Mutex) }
-func (h *single) mutex([]byte) *sync.Mutex { return h.mu }
+func (h *single) Share()                   { h.mu = new(sync.Mutex) }
+func (h *single) Mutex([]byte) *sync.Mutex { return h.mu }
 
-func (h *single) capture() ([]byte, *keyDelta, error) {
+func (h *single) Capture() ([]byte, *Delta, error) {
 	data, err := h.m.MarshalBinary()
 	return data, nil, err
 }
 
-// restore restores into the shard's instance: it has the type and the
+// Restore restores into the shard's instance: it has the type and the
 // configuration (equal fingerprints) that wrote the state.
-func (h *single) restore(data []byte, _ *keyDelta, _ KeySource, _ bool) error {
+func (h *single) Restore(data []byte, _ *Delta, _ KeySource, _ bool) error {
 	return h.m.UnmarshalBinary(data)
 }
 
-func (h *single) publish() { h.fig.examples.Store(h.m.Examples()) }
+func (h *single) Publish() { h.fig.Examples.Store(h.m.Examples()) }
+
+func (h *single) Counts() (examples, hot, stored int64) { return h.fig.Examples.Load(), 0, 0 }
 
 // plainHolder is a model with one instance in the shard.
 type plainHolder struct {
@@ -202,33 +224,43 @@ type plainHolder struct {
 	prep online.Preparer // m, when the worker's preparation applies to it
 }
 
+// newPlainHolder is the holder of m, a model with one instance in the
+// shard.
+func newPlainHolder(spec *Spec, fig *Figures, m online.Model) *plainHolder {
+	h := &plainHolder{single: single{spec: spec, fig: fig, m: m}}
+	if spec.Prepared {
+		h.prep, _ = m.(online.Preparer)
+	}
+	return h
+}
+
 // unkeyed is the key store's side of a holder that keeps no keys (plain,
 // merged): nothing to write, settle, decode or empty.
 type unkeyed struct{}
 
-func (unkeyed) durable(*keyDelta) (keystore.Marker, error) { return keystore.Marker{}, nil }
-func (unkeyed) settle(*keyDelta, keystore.Marker)          {}
-func (unkeyed) decode([]byte) (*keyDelta, error)           { return nil, nil }
-func (unkeyed) reset() error                               { return nil }
+func (unkeyed) Durable(*Delta) (keystore.Marker, error) { return keystore.Marker{}, nil }
+func (unkeyed) Settle(*Delta, keystore.Marker)          {}
+func (unkeyed) Decode([]byte) (*Delta, error)           { return nil, nil }
+func (unkeyed) Reset() error                            { return nil }
 
-func (h *plainHolder) observe(_ []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
+func (h *plainHolder) Observe(_ []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
 	p := in.observe(h.m, h.prep, y, labelled)
 	if labelled {
-		h.fig.examples.Store(h.m.Examples())
-		if h.fig.bwWanted.Load() { // a scrape asked: at most one snapshot per scrape
-			h.fig.bwWanted.Store(false)
+		h.fig.Examples.Store(h.m.Examples())
+		if h.fig.BWWanted.Load() { // a scrape asked: at most one snapshot per scrape
+			h.fig.BWWanted.Store(false)
 			h.fig.snapshotBandwidths(h.m)
 		}
 	}
 	return p, versionOf(p, h.m)
 }
 
-func (h *plainHolder) find([]byte) online.Model { return h.m }
+func (h *plainHolder) Find([]byte) online.Model { return h.m }
 
-func (h *plainHolder) peek(inst online.Model, in *input) (online.Prediction, int64) {
+func (h *plainHolder) Peek(inst online.Model, in *Input) (online.Prediction, int64) {
 	p := in.peek(inst)
 	return p, versionOf(p, inst)
 }
 
-func (h *plainHolder) attach(int) { h.def.met.version.Set(float64(h.m.Version())) }
-func (h *plainHolder) detach(int) {}
+func (h *plainHolder) Attach(int) { h.spec.Version.Set(float64(h.m.Version())) }
+func (h *plainHolder) Detach(int) {}

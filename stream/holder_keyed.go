@@ -3,8 +3,8 @@ package stream
 import (
 	"fmt"
 	"hash/maphash"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -21,8 +21,8 @@ import (
 // and are captured, made durable and restored together, as one delta: the
 // snapshot and the key store do not know of them.
 type keyedHolder struct {
-	def     *modelDef
-	fig     *figures
+	spec    *Spec
+	fig     *Figures
 	stripes []*keyStripe
 	seed    maphash.Seed
 	shared  bool         // the shard's lanes share the holder (share): each stripe's lock guards it
@@ -44,31 +44,32 @@ type keyStripe struct {
 // least-recently-used order stays close to the whole table's.
 func keyStripes(maxKeys int) int { return min(16, max(1, maxKeys/1024)) }
 
-// newKeyedHolder builds the shard s's table of key-scoped model d, in
-// stripes when the shard's lanes share it (instance scope).
-func (e *Engine) newKeyedHolder(s *Shard, d *modelDef, fig *figures) (*keyedHolder, error) {
-	n := 1
-	if s.scope == "" {
-		n = keyStripes(d.maxKeys)
-	}
-	h := &keyedHolder{def: d, fig: fig, seed: maphash.MakeSeed(), hold: max(1, e.cfg.KeyHold/n), want: &e.wantCkpt}
-	share := func(i int) int { return d.maxKeys/n + min(1, max(0, d.maxKeys%n-i)) } // max_keys in all
-	k, err := newKeyedModels(d.keyFactory, share(0), e.keys.Table(s.scope, d.name))
+// KeyedConfig is where a key table keeps its state.
+type KeyedConfig struct {
+	Table   *keystore.Table // the shard's table of the model in the key store
+	MaxKeys int             // instances in memory, at most
+	Stripes int             // stripes of the table (KeyStripes when lanes share it; 1 otherwise)
+	Hold    int             // bytes of evicted changed states held before a checkpoint is asked for (Want)
+	Want    *atomic.Bool    // set to ask for a checkpoint early
+	Legacy  string          // the directory where an earlier version kept the model's evicted keys; "" when none
+	Log     *slog.Logger    // nil: none
+}
+
+// newKeyedHolder builds a key table of the model spec.
+func newKeyedHolder(spec *Spec, fig *Figures, c KeyedConfig) (*keyedHolder, error) {
+	n := max(1, c.Stripes)
+	h := &keyedHolder{spec: spec, fig: fig, seed: maphash.MakeSeed(), hold: max(1, c.Hold/n), want: c.Want}
+	share := func(i int) int { return c.MaxKeys/n + min(1, max(0, c.MaxKeys%n-i)) } // max_keys in all
+	k, err := newKeyedModels(spec.Factory, share(0), c.Table)
 	if err != nil {
 		return nil, err
 	}
-	if dir := e.cfg.LegacyKeyDir; dir != "" {
-		dir = filepath.Join(dir, d.name)
-		if s.scope != "" {
-			dir = filepath.Join(dir, "p"+s.scope)
-		}
-		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
-			k.legacy = dir
-		}
+	if fi, err := os.Stat(c.Legacy); c.Legacy != "" && err == nil && fi.IsDir() {
+		k.legacy = c.Legacy
 	}
-	k.name = d.name
-	if e.cfg.Log != nil {
-		k.log = e.cfg.Log
+	k.name = spec.Name
+	if c.Log != nil {
+		k.log = c.Log
 	}
 	h.stripes = append(h.stripes, &keyStripe{k: k})
 	for i := 1; i < n; i++ {
@@ -85,11 +86,11 @@ func (h *keyedHolder) stripe(key []byte) *keyStripe {
 	return h.stripes[maphash.Bytes(h.seed, key)%uint64(len(h.stripes))]
 }
 
-func (h *keyedHolder) share() { h.shared = true }
+func (h *keyedHolder) Share() { h.shared = true }
 
-// mutex is the lock of key's stripe when the shard's lanes share the
+// Mutex is the lock of key's stripe when the shard's lanes share the
 // table.
-func (h *keyedHolder) mutex(key []byte) *sync.Mutex {
+func (h *keyedHolder) Mutex(key []byte) *sync.Mutex {
 	if !h.shared {
 		return nil
 	}
@@ -97,7 +98,7 @@ func (h *keyedHolder) mutex(key []byte) *sync.Mutex {
 }
 
 // faults is the count of failed keys (keyfault.go) over the stripes.
-func (h *keyedHolder) faults() int64 {
+func (h *keyedHolder) Faults() int64 {
 	var n int64
 	for _, st := range h.stripes {
 		n += st.k.faults.n.Load()
@@ -107,15 +108,15 @@ func (h *keyedHolder) faults() int64 {
 
 // counts are the figures the scrape reads: examples, keys in memory and
 // keys in the key store.
-func (h *keyedHolder) counts() (examples, hot, stored int64) {
+func (h *keyedHolder) Counts() (examples, hot, stored int64) {
 	for _, st := range h.stripes {
 		examples += st.examples.Load()
 		hot += st.hot.Load()
 	}
-	return examples, hot, h.fig.stored.Load()
+	return examples, hot, h.fig.Stored.Load()
 }
 
-func (h *keyedHolder) observe(key []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
+func (h *keyedHolder) Observe(key []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
 	st := h.stripe(key)
 	k := st.k
 	ent, err := k.get(key)
@@ -123,17 +124,17 @@ func (h *keyedHolder) observe(key []byte, in *input, y float64, labelled bool) (
 		// An I/O error reading a cold key: score with a fresh instance
 		// rather than stall the partition; it is counted, and the key does
 		// not learn (its stored state stays).
-		h.def.met.keyErrors.Inc()
+		h.spec.KeyErrors.Inc()
 		inst, _ := k.factory()
 		p := in.observe(inst, nil, y, false)
-		if in.sparse {
+		if in.Sparse {
 			return p, inst.Version()
 		}
 		return p, versionOf(p, inst)
 	}
 	inst := ent.m
 	var pr online.Preparer
-	if in.prep != nil {
+	if in.Prep != nil {
 		pr, _ = inst.(online.Preparer)
 	}
 	p := in.observe(inst, pr, y, labelled)
@@ -148,18 +149,18 @@ func (h *keyedHolder) observe(key []byte, in *input, y float64, labelled bool) (
 	return p, versionOf(p, inst)
 }
 
-// find looks key up with keyedModels.find, not get: a request for a key
+// Find looks key up with keyedModels.find, not get: a request for a key
 // that never learned scores with the blank instance and keeps nothing (no
 // place in memory, no eviction of a key that did learn). A key whose
 // state cannot be read scores with a fresh instance, counted like
 // observe's.
-func (h *keyedHolder) find(key []byte) online.Model {
+func (h *keyedHolder) Find(key []byte) online.Model {
 	var inst online.Model
 	k := h.stripe(key).k
 	ent, err := k.find(key)
 	switch {
 	case err != nil:
-		h.def.met.keyErrors.Inc()
+		h.spec.KeyErrors.Inc()
 		inst, _ = k.factory()
 	case ent == nil:
 		inst, _ = k.blank()
@@ -169,23 +170,23 @@ func (h *keyedHolder) find(key []byte) online.Model {
 	return inst
 }
 
-// peek looks through a key's exploration statistics (explored): Peek
+// Peek looks through a key's exploration statistics (explored): Peek
 // looks at the model itself (a Standardized one's moments stay).
-func (h *keyedHolder) peek(inst online.Model, in *input) (online.Prediction, int64) {
-	if ex, ok := inst.(*explored); ok {
-		inst = ex.Model
+func (h *keyedHolder) Peek(inst online.Model, in *Input) (online.Prediction, int64) {
+	if w, ok := inst.(Wrapper); ok {
+		inst = w.Wrapped()
 	}
 	p := in.peek(inst)
 	return p, versionOf(p, inst)
 }
 
-func (h *keyedHolder) instance() online.Model { return nil }
+func (h *keyedHolder) Instance() online.Model { return nil }
 
-// capture captures every stripe's delta, in one delta: the stripes'
+// Capture captures every stripe's delta, in one delta: the stripes'
 // keys one after the other, their examples and keys known summed. The
 // stripes' own deltas (d.parts) settle each one.
-func (h *keyedHolder) capture() ([]byte, *keyDelta, error) {
-	d := &keyDelta{parts: make([]*keyDelta, len(h.stripes))}
+func (h *keyedHolder) Capture() ([]byte, *Delta, error) {
+	d := &Delta{parts: make([]*Delta, len(h.stripes))}
 	for i, st := range h.stripes {
 		p, err := st.k.capture()
 		if err != nil {
@@ -208,22 +209,22 @@ func (h *keyedHolder) capture() ([]byte, *keyDelta, error) {
 	return data, d, nil
 }
 
-func (h *keyedHolder) durable(d *keyDelta) (keystore.Marker, error) { return h.stripes[0].k.apply(d) }
+func (h *keyedHolder) Durable(d *Delta) (keystore.Marker, error) { return h.stripes[0].k.apply(d) }
 
-func (h *keyedHolder) settle(d *keyDelta, mk keystore.Marker) {
+func (h *keyedHolder) Settle(d *Delta, mk keystore.Marker) {
 	for i, st := range h.stripes {
 		st.k.settle(d.parts[i], mk)
 	}
 }
 
-func (h *keyedHolder) decode(data []byte) (*keyDelta, error) {
+func (h *keyedHolder) Decode(data []byte) (*Delta, error) {
 	d, err := decodeDelta(data)
 	if err != nil {
 		return nil, err
 	}
 	var sum int64
 	for j, b := range d.states {
-		inst, err := h.def.keyFactory()
+		inst, err := h.spec.Factory()
 		if err == nil {
 			err = inst.UnmarshalBinary(b)
 		}
@@ -239,8 +240,8 @@ func (h *keyedHolder) decode(data []byte) (*keyDelta, error) {
 	return d, nil
 }
 
-// reset empties the table (once: the stripes share it) and every stripe.
-func (h *keyedHolder) reset() error {
+// Reset empties the table (once: the stripes share it) and every stripe.
+func (h *keyedHolder) Reset() error {
 	if err := h.stripes[0].k.reset(); err != nil {
 		return err
 	}
@@ -250,13 +251,13 @@ func (h *keyedHolder) reset() error {
 	return nil
 }
 
-// restore brings the table to d's checkpoint (keyedModels.restoreTable, once:
+// Restore brings the table to d's checkpoint (keyedModels.restoreTable, once:
 // the stripes share it), then empties every stripe, the table's totals
 // counted in the first, and redoes d's keys each in its own stripe.
-func (h *keyedHolder) restore(_ []byte, d *keyDelta, src KeySource, lossy bool) error {
+func (h *keyedHolder) Restore(_ []byte, d *Delta, src KeySource, lossy bool) error {
 	var from func() ([][]byte, [][]byte, error)
 	if src != nil {
-		name := h.def.name
+		name := h.spec.Name
 		from = func() ([][]byte, [][]byte, error) { return src(name) }
 	}
 	r, err := h.stripes[0].k.restoreTable(d, from, lossy)
@@ -274,13 +275,13 @@ func (h *keyedHolder) restore(_ []byte, d *keyDelta, src KeySource, lossy bool) 
 	return nil
 }
 
-func (h *keyedHolder) attach(int) {}
-func (h *keyedHolder) detach(int) {}
+func (h *keyedHolder) Attach(int) {}
+func (h *keyedHolder) Detach(int) {}
 
-func (h *keyedHolder) publish() {
+func (h *keyedHolder) Publish() {
 	for _, st := range h.stripes {
 		st.examples.Store(st.k.examples)
 		st.hot.Store(int64(st.k.len()))
 	}
-	h.fig.stored.Store(h.stripes[0].k.stored)
+	h.fig.Stored.Store(h.stripes[0].k.stored)
 }

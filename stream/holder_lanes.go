@@ -63,10 +63,30 @@ type laneMAM struct {
 	examples       atomic.Int64  // own's, for the scrape
 }
 
+// Lane is the holder an applier's lane of an instance-scope shard uses
+// when it is not the shard's (forLane): told when its applier idles and
+// waits, and when it ends.
+type Lane interface {
+	Holder
+	Idle()                  // the applier found no event waiting
+	Waited(d time.Duration) // the applier then waited d for its next event
+	Leave()                 // the lane ends (the shard's lock held exclusively)
+}
+
+// forLane is the holder that a lane of the shard holding h uses: h, shared
+// with the other lanes, or for a mergeable mam (mergingHolder) statistics
+// and a view of the lane's own.
+func forLane(h Holder) Holder {
+	if mh, ok := h.(*mergingHolder); ok {
+		return mh.laneFor()
+	}
+	return h
+}
+
 // newMergingHolder is the instance's holder of mergeable mam g.
-func newMergingHolder(d *modelDef, fig *figures, g *online.MAM) *mergingHolder {
-	h := &mergingHolder{plainHolder: plainHolder{single: single{def: d, fig: fig, m: g}}}
-	if d.prep != nil {
+func newMergingHolder(spec *Spec, fig *Figures, g *online.MAM) *mergingHolder {
+	h := &mergingHolder{plainHolder: plainHolder{single: single{spec: spec, fig: fig, m: g}}}
+	if spec.Prepared {
 		h.prep = g
 	}
 	return h
@@ -74,14 +94,14 @@ func newMergingHolder(d *modelDef, fig *figures, g *online.MAM) *mergingHolder {
 
 func (h *mergingHolder) base() *online.MAM { return h.m.(*online.MAM) }
 
-// share: the lanes do not share the holder's state, each has its own
+// Share: the lanes do not share the holder's state, each has its own
 // (laneFor); nothing to lock.
-func (h *mergingHolder) share() {}
+func (h *mergingHolder) Share() {}
 
 // laneFor returns the holder of a new lane (the shard's lock held
 // exclusively): its view is the merge of base and the other lanes'
 // published statistics.
-func (h *mergingHolder) laneFor() holder {
+func (h *mergingHolder) laneFor() Holder {
 	g := h.base()
 	l := &laneMAM{mergingHolder: h, own: g.Blank(), pub: g.Blank(), view: g.Blank()}
 	h.mu.Lock()
@@ -127,18 +147,18 @@ func (h *mergingHolder) foldAll() {
 // folded publishes a fold: the scrape's count, and the views rebuild
 // (within lanePublish events, at once after a pause). h.mu held.
 func (h *mergingHolder) folded() {
-	h.fig.examples.Store(h.base().Examples())
+	h.fig.Examples.Store(h.base().Examples())
 	h.version.Add(1)
 }
 
-func (h *mergingHolder) capture() ([]byte, *keyDelta, error) {
+func (h *mergingHolder) Capture() ([]byte, *Delta, error) {
 	h.foldAll()
-	return h.single.capture()
+	return h.single.Capture()
 }
 
-func (h *mergingHolder) restore(data []byte, d *keyDelta, src KeySource, lossy bool) error {
+func (h *mergingHolder) Restore(data []byte, d *Delta, src KeySource, lossy bool) error {
 	h.foldAll() // the lanes' statistics are replaced with the state's
-	if err := h.single.restore(data, d, src, lossy); err != nil {
+	if err := h.single.Restore(data, d, src, lossy); err != nil {
 		return err
 	}
 	h.version.Add(1)
@@ -148,9 +168,9 @@ func (h *mergingHolder) restore(data []byte, d *keyDelta, src KeySource, lossy b
 	return nil
 }
 
-// find is the exact merge, for a request to the shard itself (its lock
+// Find is the exact merge, for a request to the shard itself (its lock
 // held exclusively: the lanes paused); with no lanes, base.
-func (h *mergingHolder) find([]byte) online.Model {
+func (h *mergingHolder) Find([]byte) online.Model {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.lanes) == 0 {
@@ -180,18 +200,18 @@ func (h *mergingHolder) merge(dst *online.MAM, parts *[]*online.MAM, self *laneM
 }
 
 // counts: base's examples as of the last fold, and the lanes' since.
-func (h *mergingHolder) counts() int64 {
+func (h *mergingHolder) Counts() (examples, hot, stored int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := h.fig.examples.Load()
+	n := h.fig.Examples.Load()
 	for _, l := range h.lanes {
 		n += l.examples.Load()
 	}
-	return n
+	return n, 0, 0
 }
 
-// publish makes l's statistics what the other lanes' views take.
-func (l *laneMAM) publish() {
+// Publish makes l's statistics what the other lanes' views take.
+func (l *laneMAM) Publish() {
 	h := l.mergingHolder
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -210,16 +230,16 @@ func (l *laneMAM) rebuild() {
 	h.merge(l.view, &l.parts, l)
 }
 
-// idle publishes what the lane learned since its last publication: its
+// Idle publishes what the lane learned since its last publication: its
 // applier found no event waiting.
-func (l *laneMAM) idle() {
+func (l *laneMAM) Idle() {
 	if l.unpublished > 0 {
-		l.publish()
+		l.Publish()
 	}
 }
 
-// waited tells the lane its applier waited d for its next event.
-func (l *laneMAM) waited(d time.Duration) {
+// Waited tells the lane its applier Waited d for its next event.
+func (l *laneMAM) Waited(d time.Duration) {
 	if d >= laneWoke {
 		l.woke = true
 	}
@@ -230,9 +250,9 @@ func (l *laneMAM) stale() bool {
 	return l.mergingHolder.version.Load() != l.seen && (l.applied >= lanePublish || l.woke)
 }
 
-// observe scores with the lane's view and learns into it and into the
+// Observe scores with the lane's view and learns into it and into the
 // lane's statistics.
-func (l *laneMAM) observe(_ []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
+func (l *laneMAM) Observe(_ []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
 	if l.stale() {
 		l.rebuild()
 	}
@@ -241,15 +261,15 @@ func (l *laneMAM) observe(_ []byte, in *input, y float64, labelled bool) (online
 	if labelled {
 		l.examples.Store(l.own.Examples())
 		if l.unpublished++; l.unpublished >= lanePublish {
-			l.publish()
+			l.Publish()
 		}
 	}
 	return p, versionOf(p, l.view)
 }
 
-// find is the lane's view (a request in the lane's partition), rebuilt
+// Find is the lane's view (a request in the lane's partition), rebuilt
 // as observe rebuilds it.
-func (l *laneMAM) find([]byte) online.Model {
+func (l *laneMAM) Find([]byte) online.Model {
 	if l.stale() {
 		l.rebuild()
 	}
@@ -258,8 +278,8 @@ func (l *laneMAM) find([]byte) online.Model {
 
 // bounder is the bound the lane's judged events are checked against: its
 // view's, which only the lane's goroutine touches.
-func (l *laneMAM) bounder() online.Bounder { return l.view }
+func (l *laneMAM) Bounder() online.Bounder { return l.view }
 
-// leave folds the lane into base (it ends; the shard's lock held
+// Leave folds the lane into base (it ends; the shard's lock held
 // exclusively).
-func (l *laneMAM) leave() { l.mergingHolder.leave(l) }
+func (l *laneMAM) Leave() { l.mergingHolder.leave(l) }

@@ -10,30 +10,36 @@ import (
 type mergedHolder struct {
 	single             // m: own
 	own    *online.MAM // the partition's statistics
-	s      *mergedScorer
+	s      *Merge
 }
 
-func (h *mergedHolder) observe(_ []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
+// newMergedHolder is the holder of own, a partition's statistics, scored
+// through s, the merge.
+func newMergedHolder(spec *Spec, fig *Figures, own *online.MAM, s *Merge) *mergedHolder {
+	return &mergedHolder{single: single{spec: spec, fig: fig, m: own}, own: own, s: s}
+}
+
+func (h *mergedHolder) Observe(_ []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
 	p := h.s.observe(in, y, labelled, h.own)
 	if labelled {
-		h.fig.examples.Store(h.own.Examples())
+		h.fig.Examples.Store(h.own.Examples())
 	}
 	return p, versionOf(p, h.own)
 }
 
-// find is nil: the merge scores every key.
-func (h *mergedHolder) find([]byte) online.Model { return nil }
+// Find is nil: the merge scores every key.
+func (h *mergedHolder) Find([]byte) online.Model { return nil }
 
-func (h *mergedHolder) peek(_ online.Model, in *input) (online.Prediction, int64) {
+func (h *mergedHolder) Peek(_ online.Model, in *Input) (online.Prediction, int64) {
 	return h.s.peek(in), 1
 }
 
-// attach merges the partition's statistics, replacing its remote state.
-func (h *mergedHolder) attach(part int) {
+// Attach merges the partition's statistics, replacing its remote state.
+func (h *mergedHolder) Attach(part int) {
 	h.s.attach(part, h.own)
-	h.def.met.version.Set(float64(h.own.Version()))
+	h.spec.Version.Set(float64(h.own.Version()))
 }
 
-// detach keeps the partition's statistics merged as its remote state
+// Detach keeps the partition's statistics merged as its remote state
 // until a newer one arrives.
-func (h *mergedHolder) detach(part int) { h.s.detach(part) }
+func (h *mergedHolder) Detach(part int) { h.s.detach(part) }

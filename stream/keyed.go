@@ -78,9 +78,9 @@ type keyedEntry struct {
 	// reading a list element of its own.
 	newer, older *keyedEntry
 	key          string
-	m       online.Model
-	changed uint64 // gen of its last change since the table was written; 0 = clean
-	inTable bool   // the table holds a state of the key (known counts it)
+	m            online.Model
+	changed      uint64 // gen of its last change since the table was written; 0 = clean
+	inTable      bool   // the table holds a state of the key (known counts it)
 }
 
 // pendingState is the state of a dirty key evicted before the checkpoint
@@ -327,9 +327,9 @@ func (k *keyedModels) evict() error {
 // len is the number of instances in memory.
 func (k *keyedModels) len() int { return k.hot }
 
-// keyDelta is what one checkpoint captured of a key-scoped model: the
+// Delta is what one checkpoint captured of a key-scoped model: the
 // state of every key that changed since the table was last written.
-type keyDelta struct {
+type Delta struct {
 	ckpt     uint64 // the checkpoint's number: the table's marker once applied
 	examples int64
 	known    int64
@@ -337,12 +337,12 @@ type keyDelta struct {
 	gen      uint64 // k.gen at capture
 	keys     [][]byte
 	states   [][]byte
-	parts    []*keyDelta // a striped table's (keyedHolder): each stripe's delta, whose keys and states are slices of these
+	parts    []*Delta // a striped table's (keyedHolder): each stripe's delta, whose keys and states are slices of these
 }
 
 // capture encodes the delta of the next checkpoint (the shard is paused).
-func (k *keyedModels) capture() (*keyDelta, error) {
-	d := &keyDelta{ckpt: k.ckpt + 1, examples: k.examples, known: k.known, gen: k.gen}
+func (k *keyedModels) capture() (*Delta, error) {
+	d := &Delta{ckpt: k.ckpt + 1, examples: k.examples, known: k.known, gen: k.gen}
 	for ent := k.leastUsed(); ent != nil; ent = k.newerThan(ent) {
 		if ent.changed == 0 {
 			continue
@@ -363,7 +363,7 @@ func (k *keyedModels) capture() (*keyDelta, error) {
 
 // alias makes the pending states of d's keys share d's states (d was
 // decoded from its encoding), so that a checkpoint holds them once.
-func (k *keyedModels) alias(d *keyDelta) {
+func (k *keyedModels) alias(d *Delta) {
 	for i, key := range d.keys {
 		if p, ok := k.pending[string(key)]; ok && p.gen <= d.gen {
 			k.held += len(d.states[i]) - len(p.state)
@@ -376,13 +376,13 @@ func (k *keyedModels) alias(d *keyDelta) {
 // apply writes a durable checkpoint's delta to the table (outside the
 // shard's lock: the table is safe for concurrent use, and a key read from
 // it meanwhile is either still in pending or already written).
-func (k *keyedModels) apply(d *keyDelta) (keystore.Marker, error) {
+func (k *keyedModels) apply(d *Delta) (keystore.Marker, error) {
 	return k.table.Apply(d.ckpt, metaOf(d.examples), d.keys, d.states)
 }
 
 // settle marks the keys of an applied delta clean unless they changed
 // again since its capture (the shard is paused).
-func (k *keyedModels) settle(d *keyDelta, mk keystore.Marker) {
+func (k *keyedModels) settle(d *Delta, mk keystore.Marker) {
 	k.ckpt, k.stored = mk.Seq, mk.Keys
 	for _, key := range d.keys {
 		if ent, ok := k.index[string(key)]; ok {
@@ -438,7 +438,7 @@ type tableRestore struct {
 // table's part of a restore, shared by every stripe of a key table
 // (keyedHolder.restore, which then empties the stripes, restart, and
 // keeps d's keys as pending again, redo: keys load on their first event).
-func (k *keyedModels) restoreTable(d *keyDelta, src func() ([][]byte, [][]byte, error), lossy bool) (tableRestore, error) {
+func (k *keyedModels) restoreTable(d *Delta, src func() ([][]byte, [][]byte, error), lossy bool) (tableRestore, error) {
 	mk, err := k.table.Marker()
 	if err != nil {
 		return tableRestore{}, fmt.Errorf("keyed models: %w", err)
@@ -557,7 +557,7 @@ const maxKeyedInstances = 1 << 26
 // encode returns d's encoding and makes d's keys and states slices of it,
 // so that a checkpoint holds every state once (the encoding goes into the
 // snapshot, the slices into the key store).
-func (d *keyDelta) encode() []byte {
+func (d *Delta) encode() []byte {
 	n := len(keyedMagic) + 28
 	for i := range d.keys {
 		n += 8 + len(d.keys[i]) + len(d.states[i])
@@ -608,8 +608,8 @@ func KeyedSummary(b []byte) (examples, keys int64, err error) {
 	return d.examples, d.known, nil
 }
 
-func decodeDelta(b []byte) (*keyDelta, error) {
-	d := &keyDelta{}
+func decodeDelta(b []byte) (*Delta, error) {
+	d := &Delta{}
 	var r *codec.Reader
 	switch {
 	case bytes.HasPrefix(b, []byte(keyedMagic)):

@@ -107,8 +107,8 @@ func (e *Engine) keyFaults() map[string]int64 {
 		}
 		var n int64
 		for _, s := range shards {
-			if h, ok := s.models[i].h.(*keyedHolder); ok {
-				n += h.faults()
+			if h, ok := s.models[i].h.(interface{ Faults() int64 }); ok {
+				n += h.Faults()
 			}
 		}
 		out[d.name] = n

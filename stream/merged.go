@@ -9,7 +9,7 @@ import (
 	"github.com/streamer/streamer/online"
 )
 
-// mergedScorer is a mergeable model (mam without window or decay) in
+// Merge is a mergeable model (mam without window or decay) in
 // partition scope: a scorer composed over the statistics of every input
 // partition. Each shard keeps its partition's own statistics; the scorer
 // holds their exact merge together with the latest statistics of the
@@ -20,7 +20,7 @@ import (
 //
 // The merge is shared by the instance's shards: it has its own lock, held
 // only while an event is scored and learned into it.
-type mergedScorer struct {
+type Merge struct {
 	mu       sync.Mutex
 	g        *online.MAM
 	own      map[int]*online.MAM // this instance's partitions: the shards' statistics
@@ -28,25 +28,35 @@ type mergedScorer struct {
 	remoteAt map[int]time.Time   // when each remote state was made durable
 }
 
-func newMergedScorer(g *online.MAM) *mergedScorer {
-	return &mergedScorer{g: g, own: map[int]*online.MAM{}, remote: map[int]*online.MAM{}, remoteAt: map[int]time.Time{}}
+func NewMerge(g *online.MAM) *Merge {
+	return &Merge{g: g, own: map[int]*online.MAM{}, remote: map[int]*online.MAM{}, remoteAt: map[int]time.Time{}}
 }
 
 // Bound is the merge's certainty bound (for the live bound check).
-func (s *mergedScorer) Bound(rho float64) float64 {
+func (s *Merge) Bound(rho float64) float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.g.Bound(rho)
 }
 
-func (s *mergedScorer) examples() int64 {
+func (s *Merge) Examples() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.g.Examples()
 }
 
+// Remotes calls fn with every partition whose statistics are another
+// instance's, and when they were made durable.
+func (s *Merge) Remotes(fn func(part int, at time.Time)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for part, at := range s.remoteAt {
+		fn(part, at)
+	}
+}
+
 // attach makes own partition part's statistics, replacing its remote state.
-func (s *mergedScorer) attach(part int, own *online.MAM) {
+func (s *Merge) attach(part int, own *online.MAM) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.own[part] = own
@@ -57,7 +67,7 @@ func (s *mergedScorer) attach(part int, own *online.MAM) {
 
 // detach forgets partition part as this instance's; its statistics (just
 // made durable) stay merged as its remote state until a newer one arrives.
-func (s *mergedScorer) detach(part int) {
+func (s *Merge) detach(part int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	own := s.own[part]
@@ -70,9 +80,9 @@ func (s *mergedScorer) detach(part int) {
 	s.rebuild()
 }
 
-// setRemote sets partition part's statistics from another instance's
+// SetRemote sets partition part's statistics from another instance's
 // snapshot; a partition held here is left alone.
-func (s *mergedScorer) setRemote(part int, m *online.MAM, at time.Time) {
+func (s *Merge) SetRemote(part int, m *online.MAM, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.own[part] != nil {
@@ -85,7 +95,7 @@ func (s *mergedScorer) setRemote(part int, m *online.MAM, at time.Time) {
 
 // rebuild sets the merge to the sum of every partition's statistics, own
 // and remote, in partition order. s.mu must be held.
-func (s *mergedScorer) rebuild() {
+func (s *Merge) rebuild() {
 	ids := make([]int, 0, len(s.own)+len(s.remote))
 	for id := range s.own {
 		ids = append(ids, id)
@@ -111,18 +121,18 @@ func (s *mergedScorer) rebuild() {
 }
 
 // peek scores in with the merge, changing nothing.
-func (s *mergedScorer) peek(in *input) online.Prediction {
+func (s *Merge) peek(in *Input) online.Prediction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if in.sparse {
-		return online.PeekSparse(s.g, in.idx, in.val)
+	if in.Sparse {
+		return online.PeekSparse(s.g, in.Idx, in.Val)
 	}
-	return online.Peek(s.g, in.x)
+	return online.Peek(s.g, in.X)
 }
 
 // observe scores in with the merge, then learns (in, y) into it and into
 // own, a partition's statistics (observeTee).
-func (s *mergedScorer) observe(in *input, y float64, labelled bool, own *online.MAM) online.Prediction {
+func (s *Merge) observe(in *Input, y float64, labelled bool, own *online.MAM) online.Prediction {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return observeTee(s.g, in, y, labelled, own)
@@ -134,18 +144,18 @@ func (s *mergedScorer) observe(in *input, y float64, labelled bool, own *online.
 // fields unread) into own when g learned them (the sparse path has no tee
 // that reuses φ, so own computes it again, O(nnz) for the linear kernel,
 // O(D·nnz) for generated random features).
-func observeTee(g *online.MAM, in *input, y float64, labelled bool, own *online.MAM) online.Prediction {
+func observeTee(g *online.MAM, in *Input, y float64, labelled bool, own *online.MAM) online.Prediction {
 	switch {
-	case in.sparse:
+	case in.Sparse:
 		before := g.Examples()
-		p := g.ObserveSparse(in.idx, in.val, y, labelled)
+		p := g.ObserveSparse(in.Idx, in.Val, y, labelled)
 		if labelled && g.Examples() != before {
-			own.ObserveSparse(in.idx, in.val, y, true)
+			own.ObserveSparse(in.Idx, in.Val, y, true)
 		}
 		return p
-	case in.prep != nil:
-		return g.ObserveTeePrepared(in.prep, in.x, y, labelled, own)
+	case in.Prep != nil:
+		return g.ObserveTeePrepared(in.Prep, in.X, y, labelled, own)
 	default:
-		return g.ObserveTee(in.x, y, labelled, own)
+		return g.ObserveTee(in.X, y, labelled, own)
 	}
 }

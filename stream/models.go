@@ -32,8 +32,8 @@ type modelDef struct {
 	newInst     func() (online.Model, error)
 	keyFactory  func() (online.Model, error) // key-scoped: builds a key's instance
 	maxKeys     int
-	mergeable   bool          // a global mam whose statistics merge (online.MAM.Mergeable)
-	merged      *mergedScorer // partition scope, a mergeable model: scores with the merge of every partition's statistics (bindScope)
+	mergeable   bool   // a global mam whose statistics merge (online.MAM.Mergeable)
+	merged      *Merge // partition scope, a mergeable model: scores with the merge of every partition's statistics (bindScope)
 	traits      online.Traits
 	onRefit     func(refit.Report)
 	met         modelMetrics
@@ -253,7 +253,7 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 // built, and before any judging.
 func (d *modelDef) bindScope(partitioned bool, window int, met *engineMetrics) {
 	if partitioned && d.mergeable {
-		d.merged = newMergedScorer(d.proto.(*online.MAM))
+		d.merged = NewMerge(d.proto.(*online.MAM))
 	}
 	jt := d.traits
 	if jt.Bound && (d.keyFactory != nil || (partitioned && !d.mergeable)) {

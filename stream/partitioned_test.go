@@ -141,7 +141,7 @@ func (n *node) instance(name string, p int) online.Model {
 	}
 	for _, m := range s.models {
 		if m.def.name == name {
-			return m.h.instance()
+			return m.h.Instance()
 		}
 	}
 	return nil

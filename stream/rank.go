@@ -93,7 +93,7 @@ type rankScratch struct {
 	resp     wire.Ranking
 	rng      *rand.Rand
 	jid      []byte // (request id, item) of the join
-	in       input  // a candidate's features (candidate)
+	in       Input  // a candidate's features (candidate)
 
 	ex    explorer  // ucb and thompson: the key's statistics at work
 	draw  []int     // thompson: a draw's order
@@ -228,13 +228,13 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	// ordered (its exploration statistics with it): another lane may
 	// learn from the key's events meanwhile.
 	mu := m.lock(key)
-	inst := m.h.find(key) // one look-up for every candidate
+	inst := m.h.Find(key) // one look-up for every candidate
 	ex, _ := inst.(*explored)
 	hashed := e.cfg.Hash != nil
 	var version int64
 	for i := range n {
 		in, _ := rk.candidate(ev, i, hashed)
-		p, v := m.h.peek(inst, in)
+		p, v := m.h.Peek(inst, in)
 		rk.preds = append(rk.preds, p)
 		rk.score = append(rk.score, p.Score)
 		version = v
@@ -304,10 +304,10 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 			// The item's hashed entries (the request's features and its
 			// own, interactions included) wait for its label, with their
 			// fields.
-			e.hashed.add(hash, in.idx)
-			kept, d = s.shown.putSparse(rk.jid, key, in.idx, in.val, in.field, rk.all, now.UnixNano())
+			e.hashed.add(hash, in.Idx)
+			kept, d = s.shown.putSparse(rk.jid, key, in.Idx, in.Val, in.Field, rk.all, now.UnixNano())
 		} else {
-			kept, d = s.shown.put(rk.jid, key, in.x, rk.all, now.UnixNano())
+			kept, d = s.shown.put(rk.jid, key, in.X, rk.all, now.UnixNano())
 		}
 		e.joinDropped(srcRequests, d)
 		if j == 0 && kept {
@@ -373,13 +373,13 @@ func (s *Shard) rankScratch() *rankScratch {
 // it and returns it: its features, or with hashed features its entries
 // combined with the request's own, with their fields (and their hashes,
 // for the collision estimate; nil when dense).
-func (rk *rankScratch) candidate(ev *wire.Event, i int, hashed bool) (*input, []uint64) {
+func (rk *rankScratch) candidate(ev *wire.Event, i int, hashed bool) (*Input, []uint64) {
 	if !hashed {
-		rk.in.setDense(ev.CandidateFeatures(i))
+		rk.in.SetDense(ev.CandidateFeatures(i))
 		return &rk.in, nil
 	}
 	idx, val, hash, field := ev.CandidateHashed(i)
-	rk.in.setHashed(idx, val, field)
+	rk.in.SetHashed(idx, val, field)
 	return &rk.in, hash
 }
 

@@ -288,7 +288,7 @@ func requestsAheadOfBatches(t *testing.T, e *Engine, dim int) {
 	// Events applied: every event is labelled, and each one learned
 	// counts in the model's examples as it is applied (its records are
 	// published once its partition's applier has released the lock).
-	applied := func() int64 { return sh.st.models[e.rankIdx].examples.Load() }
+	applied := func() int64 { return sh.st.models[e.rankIdx].Examples.Load() }
 	body := request32(20, dim, 3)
 	worst := int64(0)
 	for i := range 500 {

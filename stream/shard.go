@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -34,7 +35,7 @@ type Shard struct {
 	join    *joinBuffer  // the stream's impressions (nil: delayed labels off)
 	shown   *joinBuffer  // the items ranking requests showed (nil: delayed labels or requests off, or rank JoinEvents < 0)
 	jmu     *sync.Mutex  // guards join and shown, which an instance-scope shard's lanes share
-	in      input        // the event's features as the models take them (shardModel.feed)
+	in      Input        // the event's features as the models take them (shardModel.feed)
 	rk      *rankScratch // ranking requests' scratch (nil until the first)
 	stream  uint64       // the exploration draws' stream (rankScratch)
 	runs    bool         // an applier's (lane or partition shard; applies): judged and scores wait for endRun
@@ -48,12 +49,12 @@ type Shard struct {
 // and what the shard's per-event path keeps for it.
 type shardModel struct {
 	def   *modelDef
-	h     holder
+	h     Holder
 	in    []float64           // an aggregator's input: the members' predictions, then the features
-	view  input               // the input h takes (feed)
+	view  Input               // the input h takes (feed)
 	bound prometheus.Observer // an applier's (Shard.applies): its partition's shard of the model's mistake-bound histogram
 
-	figures // for the scrape (stateCollector)
+	Figures // for the scrape (stateCollector)
 }
 
 // input returns what the model observes for an event with features x,
@@ -75,29 +76,29 @@ func (m *shardModel) input(x []float64, preds []online.Prediction) []float64 {
 // models): in with prep, the worker's preparation for this model (nil:
 // none), and for an aggregator its input (preds: the shard's models'
 // predictions so far).
-func (m *shardModel) feed(in *input, prep []float64, preds []online.Prediction) *input {
+func (m *shardModel) feed(in *Input, prep []float64, preds []online.Prediction) *Input {
 	v := &m.view
 	*v = *in
-	v.prep = prep
+	v.Prep = prep
 	if m.in != nil {
-		v.x = m.input(in.x, preds)
+		v.X = m.input(in.X, preds)
 	}
 	return v
 }
 
 // peek scores in with the model's instance for key without changing any
 // state (holder.find, then holder.peek).
-func (m *shardModel) peek(key []byte, in *input) (online.Prediction, int64) {
+func (m *shardModel) peek(key []byte, in *Input) (online.Prediction, int64) {
 	mu := m.lock(key)
 	defer unlock(mu)
-	return m.h.peek(m.h.find(key), in)
+	return m.h.Peek(m.h.Find(key), in)
 }
 
 // observe is h.observe, behind the lock of key's state when the shard's
 // lanes share the holder.
-func (m *shardModel) observe(key []byte, in *input, y float64, labelled bool) (online.Prediction, int64) {
+func (m *shardModel) observe(key []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
 	mu := m.lock(key)
-	p, v := m.h.observe(key, in, y, labelled)
+	p, v := m.h.Observe(key, in, y, labelled)
 	unlock(mu)
 	return p, v
 }
@@ -105,7 +106,7 @@ func (m *shardModel) observe(key []byte, in *input, y float64, labelled bool) (o
 // lock takes the lock of key's state in the holder when the shard's lanes
 // share it (holder.mutex), and returns it for unlock.
 func (m *shardModel) lock(key []byte) *sync.Mutex {
-	mu := m.h.mutex(key)
+	mu := m.h.Mutex(key)
 	if mu != nil {
 		mu.Lock()
 	}
@@ -120,15 +121,7 @@ func unlock(mu *sync.Mutex) {
 
 // counts are the model's figures in the shard for the scrape: examples,
 // and a key-scoped model's keys in memory and in the key store.
-func (m *shardModel) counts() (examples, hot, stored int64) {
-	switch h := m.h.(type) {
-	case *keyedHolder:
-		return h.counts()
-	case *mergingHolder:
-		return h.counts(), 0, 0
-	}
-	return m.examples.Load(), m.hot.Load(), m.stored.Load()
-}
+func (m *shardModel) counts() (examples, hot, stored int64) { return m.h.Counts() }
 
 // NewShard returns an empty shard for scope: "" (instance scope: every
 // partition of the instance) or an input partition's number (partition
@@ -167,8 +160,8 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 		// judge reads the first shard's instances' bounds (the configured
 		// models themselves) behind the same locks.
 		for _, m := range models {
-			m.h.share()
-			if d, mu := m.def, m.h.mutex(nil); first && d.bound != nil && d.merged == nil && mu != nil {
+			m.h.Share()
+			if d, mu := m.def, m.h.Mutex(nil); first && d.bound != nil && d.merged == nil && mu != nil {
 				d.bound = &lockedBounder{mu: mu, b: d.bound}
 			}
 		}
@@ -214,10 +207,7 @@ func (s *Shard) lane(part int) *Shard {
 	l.scratch()
 	l.models = make([]*shardModel, len(s.models))
 	for i, m := range s.models {
-		lm := &shardModel{def: m.def, h: m.h}
-		if mh, ok := m.h.(*mergingHolder); ok {
-			lm.h = mh.laneFor() // statistics and a view of its own
-		}
+		lm := &shardModel{def: m.def, h: forLane(m.h)}
 		if m.in != nil {
 			lm.in = make([]float64, len(m.in))
 		}
@@ -229,22 +219,22 @@ func (s *Shard) lane(part int) *Shard {
 // idle tells the lane's holders that its applier found no event waiting
 // (the shard's lock held shared): a lane's statistics of a mergeable
 // global model are published (mergingHolder).
-func (l *Shard) idle() { l.eachLaneMAM((*laneMAM).idle) }
+func (l *Shard) idle() { l.eachLane(Lane.Idle) }
 
 // waited tells the lane's holders that its applier then waited d for its
 // next event.
-func (l *Shard) waited(d time.Duration) { l.eachLaneMAM(func(lh *laneMAM) { lh.waited(d) }) }
+func (l *Shard) waited(d time.Duration) { l.eachLane(func(lh Lane) { lh.Waited(d) }) }
 
 // leave ends lane l (the shard's lock held exclusively): what its
 // partition's events taught a mergeable global model goes into the
 // shard's state (mergingHolder).
-func (l *Shard) leave() { l.eachLaneMAM((*laneMAM).leave) }
+func (l *Shard) leave() { l.eachLane(Lane.Leave) }
 
-// eachLaneMAM calls fn with each of the lane's holders of a mergeable
-// global model.
-func (l *Shard) eachLaneMAM(fn func(*laneMAM)) {
+// eachLane calls fn with each of the lane's holders of its own (a
+// mergeable global model's, holder.Lane).
+func (l *Shard) eachLane(fn func(Lane)) {
 	for _, m := range l.models {
-		if lh, ok := m.h.(*laneMAM); ok {
+		if lh, ok := m.h.(Lane); ok {
 			fn(lh)
 		}
 	}
@@ -258,12 +248,12 @@ func (e *Engine) buildModels(s *Shard, first bool) ([]*shardModel, error) {
 		if len(d.members) > 0 {
 			sm.in = make([]float64, len(d.members)+e.cfg.Dim)
 		}
-		h, err := e.newHolder(s, d, first, &sm.figures)
+		h, err := e.newHolder(s, d, first, &sm.Figures)
 		if err != nil {
 			return nil, fmt.Errorf("stream: model %s: %w", d.name, err)
 		}
 		sm.h = h
-		if r := refitOf(h.instance()); r != nil {
+		if r := refitOf(h.Instance()); r != nil {
 			r.OnRefit(d.onRefit)
 		}
 		out[i] = sm
@@ -273,15 +263,26 @@ func (e *Engine) buildModels(s *Shard, first bool) ([]*shardModel, error) {
 
 // newHolder builds model d's holder in shard s (first: the engine's first
 // shard): key-scoped, merged, or one plain instance.
-func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *figures) (holder, error) {
+func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *Figures) (Holder, error) {
+	spec := &Spec{Name: d.name, Factory: d.keyFactory, Version: d.met.version, KeyErrors: d.met.keyErrors, Prepared: d.prep != nil}
 	if d.keyFactory != nil {
-		return e.newKeyedHolder(s, d, fig)
+		c := KeyedConfig{Table: e.keys.Table(s.scope, d.name), MaxKeys: d.maxKeys, Stripes: 1, Hold: e.cfg.KeyHold, Want: &e.wantCkpt, Log: e.cfg.Log}
+		if s.scope == "" {
+			c.Stripes = keyStripes(d.maxKeys) // the lanes share it
+		}
+		if dir := e.cfg.LegacyKeyDir; dir != "" {
+			c.Legacy = filepath.Join(dir, d.name)
+			if s.scope != "" {
+				c.Legacy = filepath.Join(c.Legacy, "p"+s.scope)
+			}
+		}
+		return newKeyedHolder(spec, fig, c)
 	}
 	var m online.Model
 	if first && s.scope == "" {
 		m = d.proto // instance scope: the configured instance itself
 		if g, ok := m.(*online.MAM); ok && g.Mergeable() && e.mergeLanes() {
-			return newMergingHolder(d, fig, g), nil // learned by the lanes in parallel
+			return newMergingHolder(spec, fig, g), nil // learned by the lanes in parallel
 		}
 	} else {
 		var err error
@@ -294,18 +295,14 @@ func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *figures) (hol
 		if !ok {
 			return nil, fmt.Errorf("partition instance is a %T, want *online.MAM", m)
 		}
-		return &mergedHolder{single: single{def: d, fig: fig, m: own}, own: own, s: d.merged}, nil
+		return newMergedHolder(spec, fig, own, d.merged), nil
 	}
-	h := &plainHolder{single: single{def: d, fig: fig, m: m}}
-	if d.prep != nil {
-		h.prep, _ = m.(online.Preparer)
-	}
-	return h, nil
+	return newPlainHolder(spec, fig, m), nil
 }
 
 func (s *Shard) start() {
 	for _, m := range s.models {
-		if r := refitOf(m.h.instance()); r != nil {
+		if r := refitOf(m.h.Instance()); r != nil {
 			r.Start()
 		}
 	}
@@ -313,7 +310,7 @@ func (s *Shard) start() {
 
 func (s *Shard) stop() {
 	for _, m := range s.models {
-		if r := refitOf(m.h.instance()); r != nil {
+		if r := refitOf(m.h.Instance()); r != nil {
 			_ = r.Close()
 		}
 	}
@@ -336,10 +333,10 @@ func (s *Shard) Close() {
 		s.e.joinMoved(srcRequests, -s.shown.pending())
 	}
 	for _, m := range s.models {
-		m.h.detach(s.part)
-		m.examples.Store(0)
-		m.hot.Store(0)
-		m.stored.Store(0)
+		m.h.Detach(s.part)
+		m.Examples.Store(0)
+		m.Hot.Store(0)
+		m.Stored.Store(0)
 	}
 	s.e.mu.Lock()
 	delete(s.e.shards, s)
@@ -418,9 +415,9 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	in := &s.in
 	if s.e.cfg.Hash != nil {
 		s.e.hashed.add(ev.Hash, ev.Idx)
-		in.setHashed(ev.Idx, ev.Val, ev.Field)
+		in.SetHashed(ev.Idx, ev.Val, ev.Field)
 	} else {
-		in.setDense(ev.Features)
+		in.SetDense(ev.Features)
 	}
 	// The event passes the models in phases, each over every model in the
 	// models' order: score and learn (each model's holder; an aggregator
@@ -553,8 +550,8 @@ func (s *Shard) endRun() {
 	for i, m := range s.models {
 		d, n := m.def, 0
 		b := d.bound
-		if lb, ok := m.h.(interface{ bounder() online.Bounder }); ok && b != nil {
-			b = lb.bounder() // a lane's view (mergingHolder)
+		if lb, ok := m.h.(interface{ Bounder() online.Bounder }); ok && b != nil {
+			b = lb.Bounder() // a lane's view (mergingHolder)
 		}
 		for k := range s.judged {
 			if j := &s.judged[k]; j.model == i {
@@ -609,9 +606,9 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 	s.e.met.labelsJoined.Inc()
 	in := &s.in
 	if s.e.cfg.Hash != nil {
-		in.setHashed(sl.idx, sl.val, sl.field)
+		in.SetHashed(sl.idx, sl.val, sl.field)
 	} else {
-		in.setDense(sl.x)
+		in.SetDense(sl.x)
 	}
 	for i, m := range s.models {
 		m.observe(key, m.feed(in, nil, sl.preds), s.labels[i], true)

@@ -180,7 +180,7 @@ func TestInstanceShardWorkers(t *testing.T) {
 		msg := events[i].msg
 		ref.Process(&msg, sink)
 	}
-	got, want := s.models[0].h.instance(), ref.models[0].h.instance()
+	got, want := s.models[0].h.Instance(), ref.models[0].h.Instance()
 	if got.Examples() != int64(len(events)) {
 		t.Fatalf("%d examples, want %d", got.Examples(), len(events))
 	}

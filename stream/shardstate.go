@@ -13,7 +13,7 @@ import (
 // written to the key store once the snapshot is durable (Durable, Settle).
 type Checkpoint struct {
 	Models  []snapshot.Model
-	deltas  []*keyDelta // per model; nil unless key-scoped
+	deltas  []*Delta // per model; nil unless key-scoped
 	markers []keystore.Marker
 }
 
@@ -21,9 +21,9 @@ type Checkpoint struct {
 // so the state includes exactly the events before the offsets saved with
 // it.
 func (s *Shard) Capture() (*Checkpoint, error) {
-	c := &Checkpoint{Models: make([]snapshot.Model, len(s.models)), deltas: make([]*keyDelta, len(s.models))}
+	c := &Checkpoint{Models: make([]snapshot.Model, len(s.models)), deltas: make([]*Delta, len(s.models))}
 	for i, m := range s.models {
-		data, d, err := m.h.capture()
+		data, d, err := m.h.Capture()
 		c.deltas[i] = d
 		if err != nil {
 			return nil, fmt.Errorf("stream: capture model %s: %w", m.def.name, err)
@@ -42,7 +42,7 @@ func (s *Shard) Durable(c *Checkpoint) error {
 	var errs []error
 	for i, m := range s.models {
 		if d := c.deltas[i]; d != nil {
-			mk, err := m.h.durable(d)
+			mk, err := m.h.Durable(d)
 			if err != nil {
 				// Not settled: the keys stay dirty and the next checkpoint
 				// writes them again. The other models' writes go on, and
@@ -66,8 +66,8 @@ func (s *Shard) Settle(c *Checkpoint) {
 	}
 	for i, m := range s.models {
 		if d := c.deltas[i]; d != nil {
-			m.h.settle(d, c.markers[i])
-			m.h.publish()
+			m.h.Settle(d, c.markers[i])
+			m.h.Publish()
 		}
 	}
 }
@@ -90,13 +90,13 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 		byName[sv.Name] = sv
 	}
 	// Decode every key-scoped delta before anything changes.
-	deltas := make([]*keyDelta, len(s.models))
+	deltas := make([]*Delta, len(s.models))
 	for i, m := range s.models {
 		sv, ok := byName[m.def.name]
 		if !ok || !m.def.accepts(sv) {
 			continue
 		}
-		d, err := m.h.decode(sv.Data)
+		d, err := m.h.Decode(sv.Data)
 		if err != nil {
 			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.def.name, err)
 		}
@@ -107,12 +107,12 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 		delete(byName, m.def.name)
 		if !ok || !m.def.accepts(sv) {
 			fresh = append(fresh, m.def.name)
-			if err := m.h.reset(); err != nil {
+			if err := m.h.Reset(); err != nil {
 				return nil, nil, fmt.Errorf("stream: model %s: %w", m.def.name, err)
 			}
 			continue
 		}
-		if err := m.h.restore(sv.Data, deltas[i], src, s.e.cfg.AllowKeyLoss); err != nil {
+		if err := m.h.Restore(sv.Data, deltas[i], src, s.e.cfg.AllowKeyLoss); err != nil {
 			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.def.name, err)
 		}
 	}
@@ -130,8 +130,8 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 	}
 	e.mu.Unlock()
 	for _, m := range s.models {
-		m.h.attach(s.part)
-		m.h.publish()
+		m.h.Attach(s.part)
+		m.h.Publish()
 	}
 	return fresh, dropped, nil
 }
