@@ -14,6 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 // lockedSink keeps every record published, from any goroutine.
@@ -131,8 +132,8 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 			rs.Process(&events[part][i], &memSink{})
 		}
 	}
-	keyed, refKeyed := sh.st.models[1].h.(*keyedHolder), rs.models[1].h.(*keyedHolder)
-	if n := len(keyed.stripes); n != 4 {
+	keyed, refKeyed := sh.st.models[1].h.(*holder.Keyed), rs.models[1].h.(*holder.Keyed)
+	if n := keyed.Stripes(); n != 4 {
 		t.Fatalf("the lanes share a key table in %d stripes, want 4", n)
 	}
 	examples, hot, _ := keyed.Counts()
@@ -143,13 +144,13 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 	for part := range parts {
 		for j := range keysPerPart {
 			key := []byte(fmt.Sprintf("user-%d-%d", part, j))
-			got, err := keyed.stripe(key).k.find(key)
+			got, err := keyed.Lookup(key)
 			if err != nil || got == nil {
 				t.Fatalf("key %s: %v", key, err)
 			}
-			want, _ := refKeyed.stripe(key).k.find(key)
-			a, _ := got.m.MarshalBinary()
-			b, _ := want.m.MarshalBinary()
+			want, _ := refKeyed.Lookup(key)
+			a, _ := got.MarshalBinary()
+			b, _ := want.MarshalBinary()
 			if !bytes.Equal(a, b) {
 				t.Fatalf("key %s: its instance differs from one goroutine's", key)
 			}
@@ -160,7 +161,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 	}
 	// The global mam learned in the lanes (mergingHolder): its state is
 	// the serial run's, up to the order of the sums.
-	if _, ok := sh.st.models[0].h.(*mergingHolder); !ok {
+	if _, ok := holder.ForLane(sh.st.models[0].h).(holder.Lane); !ok {
 		t.Fatalf("the global mam's holder is a %T, want its lanes to learn in parallel", sh.st.models[0].h)
 	}
 	if err := online.StateClose(sh.st.models[0].h.Instance(), rs.models[0].h.Instance(), 1e-9); err != nil {
@@ -290,7 +291,7 @@ func TestJudgeRuns(t *testing.T) {
 
 // TestLanesMergeGlobalModel: lanes learn a mergeable global mam each into
 // statistics of their own; a lane's scores include its partition's events
-// at once and the other lanes' once they publish (every lanePublish
+// at once and the other lanes' once they publish (every holder.LanePublish
 // labelled events, and when idle), so that once every lane was idle each
 // lane scores exactly as one model that learned every event; a lane that
 // leaves folds its statistics into the shard's state.
@@ -340,11 +341,11 @@ func TestLanesMergeGlobalModel(t *testing.T) {
 			}
 			if off%50 == 49 {
 				l.idle() // its applier found no event waiting, then waited
-				l.waited(laneWoke)
+				l.waited(holder.LaneWoke)
 				continue
 			}
-			if lh := l.models[0].h.(*laneMAM); lh.unpublished >= lanePublish {
-				t.Fatalf("lane %d: %d labelled events unpublished", part, lh.unpublished)
+			if n := l.models[0].h.(interface{ Unpublished() int }).Unpublished(); n >= holder.LanePublish {
+				t.Fatalf("lane %d: %d labelled events unpublished", part, n)
 			}
 		}
 		if off%50 != 49 {

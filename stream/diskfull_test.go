@@ -323,11 +323,11 @@ func (r *diskFullRig) checkExact() {
 	}
 	var total int64
 	for key, want := range r.sent {
-		ent, err := sh.models[0].keys(t).get([]byte(key))
+		m, err := sh.models[0].keys(t).Key([]byte(key))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := ent.m.Examples(); got != want {
+		if got := m.Examples(); got != want {
 			t.Errorf("key %s: %d examples, %d labelled events", key, got, want)
 		}
 		total += want

@@ -12,11 +12,11 @@
 // # Model state
 //
 // A shard (Engine.NewShard) keeps every model's state in a holder
-// (holder.go), chosen once when the shard is built: a plain holder (one
-// instance of the model), a keyed one (key-scoped: an instance per event
-// key, evicted to the key store, keyed.go) or a merged one (partition scope:
-// the partition's own statistics, scoring through the merge of every
-// partition's, merged.go). The shard scores and learns, answers ranking
+// (package stream/holder), chosen once when the shard is built: a plain
+// holder (one instance of the model), a keyed one (key-scoped: an instance
+// per event key, evicted to the key store) or a merged one (partition
+// scope: the partition's own statistics, scoring through the merge of
+// every partition's). The shard scores and learns, answers ranking
 // requests, checkpoints and restores through the holder, never asking
 // which one it has; an event's features reach every holder as one input,
 // dense (with the model's preparation) or hashed. The engine is not told
@@ -38,8 +38,7 @@
 //   - its partition's applier (applier.go): holding the shard's lock
 //     shared, Shard.ApplyAt (shard.go) takes the event through the models
 //     in phases, each over every model and each in its own file: score and
-//     learn (holder.go; holder_keyed.go with keyed.go, holder_lanes.go,
-//     holder_merged.go with merged.go), calibrated certainty
+//     learn (the holders, package holder), calibrated certainty
 //     (calibration.go), fallbacks (fallback.go), records (outbox.go), then
 //     counts and judging (shard.go; models.go at the run's end); the lock
 //     released, the run's records are encoded (outbox.go) and handed to the
@@ -76,9 +75,9 @@
 //     an instance-scope shard's partitions run in parallel, each through
 //     a lane of the shard (Shard.lane: scratch of its own, the shard's
 //     holders and join buffers each behind its own lock, a key table's
-//     behind its stripes' locks, holder_keyed.go; with more than two
-//     cores a mergeable mam's lanes learn in parallel, each with its own
-//     statistics and merged view, holder_lanes.go). An applier counts,
+//     behind its stripes' locks; with more than two cores a mergeable
+//     mam's lanes learn in parallel, each with its own statistics and
+//     merged view, package holder). An applier counts,
 //     judges and calibrates a run of events at a time (Shard.endRun) and
 //     observes its histograms into its partition's shard (histshards.go);
 //     and one checkpoint loop

@@ -17,6 +17,7 @@ import (
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/holder"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -598,7 +599,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		// A gamma-auto model's bandwidths: the shard with the most
 		// examples speaks for it (in instance scope, the only one).
-		var bw *Bandwidths
+		var bw *holder.Bandwidths
 		var most int64 = -1
 		for _, s := range shards {
 			sm := s.models[i]

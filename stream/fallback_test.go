@@ -624,7 +624,10 @@ func TestFallbackKeyUnreadable(t *testing.T) {
 		msg := ratingEvent(id, "alice", []float64{y, 0.5}, y)
 		s.Process(&msg, sink)
 	}
-	s.models[1].keys(t).pending["bob"] = pendingState{state: []byte("not a state")}
+	// bob's stored state does not decode.
+	if _, err := s.models[1].keys(t).Table().Apply(1, nil, [][]byte{[]byte("bob")}, [][]byte{[]byte("not a state")}); err != nil {
+		t.Fatal(err)
+	}
 	sink.msgs = nil
 	msg := ratingEvent(1000, "bob", []float64{1, 0.5}, 1)
 	s.Process(&msg, sink)

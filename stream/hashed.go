@@ -23,7 +23,7 @@ import (
 // rank.go), with the policies greedy and epsilon (ucb and thompson keep
 // dense statistics: checkRank), and so does partition scope (a mergeable
 // mam learns each event into the merge and the partition's statistics,
-// merged.go).
+// holder.Merge).
 func checkHashed(cfg EngineConfig, models []NamedModel) error {
 	if cfg.Hash == nil {
 		return nil

@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -124,7 +122,7 @@ func TestKeyedRestartsAtItsCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, w := len(next.deltas[0].keys), len(c.deltas[0].keys); got != w || w == 0 {
+	if got, w := len(deltaKeys(next.deltas[0])), len(deltaKeys(c.deltas[0])); got != w || w == 0 {
 		t.Fatalf("the checkpoint after a redo carries %d keys, want the redone %d", got, w)
 	}
 	if got, w := storedStates(t, keys, c.Models), want(600); !maps.Equal(got, w) {
@@ -157,11 +155,11 @@ func TestKeyedMigratesEvictedFiles(t *testing.T) {
 	for i := range events {
 		old.Process(&events[i], sink)
 	}
-	ent, err := old.models[0].keys(t).get([]byte("user-0"))
+	inst, err := old.models[0].keys(t).Key([]byte("user-0"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, _ := ent.m.MarshalBinary()
+	state, _ := inst.MarshalBinary()
 	h := sha256.Sum256([]byte("user-0"))
 	if err := os.MkdirAll(filepath.Join(dir, "k"), 0o755); err != nil {
 		t.Fatal(err)
@@ -192,8 +190,8 @@ func TestKeyedMigratesEvictedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := c.deltas[0]; len(d.keys) != 1 || string(d.keys[0]) != "user-0" || d.examples != 50 {
-		t.Fatalf("checkpoint after the migration: keys %q, examples %d; want user-0 and 50", d.keys, d.examples)
+	if d := c.deltas[0]; len(deltaKeys(d)) != 1 || string(deltaKeys(d)[0]) != "user-0" || d.Examples() != 50 {
+		t.Fatalf("checkpoint after the migration: keys %q, examples %d; want user-0 and 50", deltaKeys(d), d.Examples())
 	}
 }
 
@@ -240,65 +238,5 @@ func TestKeyMemoryRefused(t *testing.T) {
 	}
 	if l, from := memoryLimit(); l <= 0 || from == "" {
 		t.Logf("memory limit unknown here (%d, %q): the check is skipped", l, from)
-	}
-}
-
-// The instances kept in memory are always the max most recently used
-// keys, while the table fills up and once it is full, with captures in
-// between; and the list is in the order of the last uses.
-func TestKeyedKeepsMostRecentlyUsed(t *testing.T) {
-	keys, err := keystore.Open("", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer keys.Close()
-	factory := func() (online.Model, error) {
-		return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
-	}
-	const max = 8
-	k, err := newKeyedModels(factory, max, keys.Table("", "lru"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recent []string // the reference: most recent first
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 400 {
-		// The first 100 uses stay within 6 keys (the table is not full); the
-		// rest range over 20 with a skew to the low ones.
-		n := 20
-		if i < 100 {
-			n = 6
-		}
-		key := fmt.Sprintf("k%d", min(rng.IntN(n), rng.IntN(n)))
-		ent, err := k.get([]byte(key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		k.learned(ent)
-		recent = slices.DeleteFunc(recent, func(s string) bool { return s == key })
-		recent = slices.Insert(recent, 0, key)
-		if len(recent) > max {
-			recent = recent[:max]
-		}
-		if i%37 == 0 {
-			if _, err := k.capture(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		in := slices.Sorted(maps.Keys(k.index))
-		want := slices.Sorted(slices.Values(recent))
-		if !slices.Equal(in, want) {
-			t.Fatalf("use %d (%s): in memory %v, want the %d most recent %v", i, key, in, max, want)
-		}
-	}
-	if len(k.pending) == 0 {
-		t.Fatal("no key was evicted: the test does not reach a full table")
-	}
-	var order []string
-	for _, ent := range byUse(k) {
-		order = append(order, ent.key)
-	}
-	if !slices.Equal(order, recent) {
-		t.Fatalf("order %v, want %v", order, recent)
 	}
 }

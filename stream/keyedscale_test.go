@@ -18,6 +18,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 // TestManyKeys runs a key-scoped linear MAM (d = 8, max_keys 10 000) over
@@ -82,10 +83,10 @@ func TestManyKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := c.deltas[0]
-		if len(d.keys) != len(changed) {
-			t.Fatalf("checkpoint %d carries %d keys, %d changed since the last", checkpoints+1, len(d.keys), len(changed))
+		if len(deltaKeys(d)) != len(changed) {
+			t.Fatalf("checkpoint %d carries %d keys, %d changed since the last", checkpoints+1, len(deltaKeys(d)), len(changed))
 		}
-		for _, k := range d.keys {
+		for _, k := range deltaKeys(d) {
 			i, _ := strconv.Atoi(strings.TrimPrefix(string(k), "user-"))
 			if !changed[i] {
 				t.Fatalf("checkpoint carries key %s, which did not change", k)
@@ -99,7 +100,7 @@ func TestManyKeys(t *testing.T) {
 		}
 		s.Settle(c)
 		checkpoints++
-		maxDelta = max(maxDelta, len(d.keys))
+		maxDelta = max(maxDelta, len(deltaKeys(d)))
 		clear(changed)
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -176,10 +177,7 @@ func TestManyKeys(t *testing.T) {
 		t.Fatalf("no score after the restart: %v", out.msgs)
 	}
 	examples, _, stored = s2.models[0].counts()
-	var reloaded int64
-	for _, st := range s2.models[0].h.(*keyedHolder).stripes {
-		reloaded += st.k.reloaded
-	}
+	reloaded := s2.models[0].h.(*holder.Keyed).Stats().Reloaded
 	if examples != int64(events) || stored != int64(keys) || reloaded != 1 {
 		t.Fatalf("after the restart: %d examples, %d keys stored, %d keys read; want %d, %d, 1",
 			examples, stored, reloaded, events, keys)

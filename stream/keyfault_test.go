@@ -21,6 +21,7 @@ import (
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 // faultShard is keyedShard with a registry, a log and cfg's
@@ -49,49 +50,6 @@ func faultShard(t testing.TB, max int, keys *keystore.DB, log *slog.Logger, allo
 func keyEvent(key string, i int) kafka.Message {
 	return kafka.Message{Topic: "events", Offset: int64(i), Key: []byte(key),
 		Value: fmt.Appendf(nil, `{"features":[%d,%d],"label":%d}`, i%5, (i*3)%7, 1-2*(i%2))}
-}
-
-// byUse is k's instances in memory, the most recently used first, walked
-// both ways: the links must agree.
-func byUse(k *keyedModels) []*keyedEntry {
-	var out []*keyedEntry
-	for ent := k.lru.older; ent != &k.lru; ent = ent.older {
-		if ent.older.newer != ent || len(out) > len(k.index) {
-			panic("keyed models: the order of use is not a ring")
-		}
-		out = append(out, ent)
-	}
-	var back []*keyedEntry
-	for ent := k.leastUsed(); ent != nil; ent = k.newerThan(ent) {
-		back = append(back, ent)
-	}
-	slices.Reverse(back)
-	if !slices.Equal(out, back) {
-		panic("keyed models: the order of use differs walked from its two ends")
-	}
-	return out
-}
-
-// checkLRU checks the invariants of k's instances in memory: the index and
-// the list hold the same entries, at most max of them, none failed and
-// none also pending.
-func checkLRU(t *testing.T, k *keyedModels) {
-	t.Helper()
-	used := byUse(k)
-	if len(k.index) != len(used) || len(used) != k.hot || len(used) > k.max {
-		t.Fatalf("LRU: index %d, order of use %d, count %d, max %d", len(k.index), len(used), k.hot, k.max)
-	}
-	for _, ent := range used {
-		if k.index[ent.key] != ent {
-			t.Fatalf("LRU: %q in the list, not in the index", ent.key)
-		}
-		if _, ok := k.faults.errs[ent.key]; ok {
-			t.Fatalf("LRU: failed key %q in memory", ent.key)
-		}
-		if _, ok := k.pending[ent.key]; ok {
-			t.Fatalf("LRU: %q in memory and pending", ent.key)
-		}
-	}
 }
 
 // TestKeyedCorruptKeyFails: 4 KB of random bytes inside the key store's
@@ -193,15 +151,19 @@ func TestKeyedCorruptKeyFails(t *testing.T) {
 		second = append(second, keyEvent(fmt.Sprintf("user-%05d", i%nkeys), i))
 	}
 	k := s.models[0].keys(t)
-	before := k.examples
+	before := k.Stats().Examples
 	sink = &memSink{keep: true}
 	for i := range second {
 		s.Process(&second[i], sink)
 		if i%97 == 0 {
-			checkLRU(t, k)
+			if err := k.Check(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	checkLRU(t, k)
+	if err := k.Check(); err != nil {
+		t.Fatal(err)
+	}
 	if len(sink.msgs) != len(second) {
 		t.Fatalf("%d score records for %d events", len(sink.msgs), len(second))
 	}
@@ -220,11 +182,11 @@ func TestKeyedCorruptKeyFails(t *testing.T) {
 	if want := fmt.Sprintf("model k: %d keys failed", len(bad)); !strings.Contains(s.e.KeyFaults(), want) {
 		t.Errorf("KeyFaults = %q, want %q", s.e.KeyFaults(), want)
 	}
-	if got, want := k.examples-before, int64(3*(nkeys-len(bad))); got != want {
+	if got, want := k.Stats().Examples-before, int64(3*(nkeys-len(bad))); got != want {
 		t.Errorf("learned %d examples, want %d (none of the failed keys')", got, want)
 	}
-	if c := strings.Count(logs.String(), "the key is failed"); c != min(len(bad), keyFaultsLogged) {
-		t.Errorf("%d failed keys logged, want %d", c, min(len(bad), keyFaultsLogged))
+	if c := strings.Count(logs.String(), "the key is failed"); c != min(len(bad), holder.FaultsLogged) {
+		t.Errorf("%d failed keys logged, want %d", c, min(len(bad), holder.FaultsLogged))
 	}
 
 	// A checkpoint writes every other key; they equal the reference's.
@@ -232,13 +194,13 @@ func TestKeyedCorruptKeyFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range c.deltas[0].keys {
+	for _, key := range deltaKeys(c.deltas[0]) {
 		if bad[string(key)] {
 			t.Fatalf("failed key %q in the checkpoint", key)
 		}
 	}
-	if len(c.deltas[0].keys) != nkeys-len(bad) {
-		t.Errorf("the checkpoint carries %d keys, want %d", len(c.deltas[0].keys), nkeys-len(bad))
+	if len(deltaKeys(c.deltas[0])) != nkeys-len(bad) {
+		t.Errorf("the checkpoint carries %d keys, want %d", len(deltaKeys(c.deltas[0])), nkeys-len(bad))
 	}
 	if err := s.Durable(c); err != nil {
 		t.Fatalf("checkpoint after the damage: %v", err)
@@ -283,7 +245,7 @@ func TestKeyedCorruptKeyFails(t *testing.T) {
 		t.Fatalf("after a restore: KeyFaults = %q", s.e.KeyFaults())
 	}
 	for key := range bad {
-		if _, err := k.get([]byte(key)); !errors.Is(err, keystore.ErrCorrupt) {
+		if _, err := k.Key([]byte(key)); !errors.Is(err, keystore.ErrCorrupt) {
 			t.Fatalf("%s after a restore: %v, want ErrCorrupt", key, err)
 		}
 		break
@@ -322,10 +284,10 @@ func TestKeyedKnownCountsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, known, err := KeyedSummary(c.Models[0].Data); err != nil || known != 100 {
+	if _, known, err := holder.KeyedSummary(c.Models[0].Data); err != nil || known != 100 {
 		t.Fatalf("the snapshot counts %d keys (%v), want 100", known, err)
 	}
-	if _, known, err := KeyedSummary(saved[0].Data); err != nil || known != 100 {
+	if _, known, err := holder.KeyedSummary(saved[0].Data); err != nil || known != 100 {
 		t.Fatalf("a snapshot after a checkpoint counts %d keys (%v), want 100", known, err)
 	}
 	// After a restart too.
@@ -343,7 +305,7 @@ func TestKeyedKnownCountsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, known, _ := KeyedSummary(c.Models[0].Data); known != 105 {
+	if _, known, _ := holder.KeyedSummary(c.Models[0].Data); known != 105 {
 		t.Fatalf("after a restart: the snapshot counts %d keys, want 105", known)
 	}
 	// Keys that stay in memory across checkpoints, learning on both sides.
@@ -359,7 +321,7 @@ func TestKeyedKnownCountsKeys(t *testing.T) {
 	if c, err = s2.Capture(); err != nil {
 		t.Fatal(err)
 	}
-	if _, known, _ := KeyedSummary(c.Models[0].Data); known != 107 {
+	if _, known, _ := holder.KeyedSummary(c.Models[0].Data); known != 107 {
 		t.Fatalf("with keys in memory across checkpoints: the snapshot counts %d keys, want 107", known)
 	}
 }
@@ -426,8 +388,8 @@ func TestKeyedRestoreUndoesSeveral(t *testing.T) {
 	if got := table(keys); !maps.Equal(got, states[1]) {
 		t.Fatalf("two checkpoints back: %d keys differ", diff(got, states[1]))
 	}
-	if k := s.models[0].keys(t); k.examples != 400 || k.known != 10 || k.ckpt != 2 {
-		t.Fatalf("two checkpoints back: examples %d, keys %d, checkpoint %d; want 400, 10, 2", k.examples, k.known, k.ckpt)
+	if k := s.models[0].keys(t).Stats(); k.Examples != 400 || k.Known != 10 || k.Checkpoint != 2 {
+		t.Fatalf("two checkpoints back: examples %d, keys %d, checkpoint %d; want 400, 10, 2", k.Examples, k.Known, k.Checkpoint)
 	}
 	// The service goes on from there; a later fall-back works again.
 	for i := 400; i < 600; i++ {
@@ -444,7 +406,7 @@ func TestKeyedRestoreUndoesSeveral(t *testing.T) {
 	keys, saved, states = run(1)
 	s, _ = faultShard(t, 3, keys, nil, false)
 	_, _, err := s.Restore(saved[1], nil)
-	if mm, ok := errors.AsType[*keyStoreMismatch](err); !ok || mm.table != 4 || mm.snapshot != 2 {
+	if mm, ok := errors.AsType[*holder.TableMismatch](err); !ok || mm.Table != 4 || mm.Snapshot != 2 {
 		t.Fatalf("restore beyond the undo records: %v, want a *keyStoreMismatch", err)
 	}
 	if !strings.Contains(err.Error(), "--allow-empty-state") {
@@ -457,16 +419,16 @@ func TestKeyedRestoreUndoesSeveral(t *testing.T) {
 	if _, _, err := s.Restore(saved[1], nil); err != nil {
 		t.Fatalf("restore with AllowKeyLoss: %v", err)
 	}
-	d, err := decodeDelta(saved[1][0].Data)
+	dkeys, dstates, err := holder.DecodeKeyed(saved[1][0].Data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, want := table(keys), map[string]string{}
 	var sum int64
-	for i, key := range d.keys {
-		want[string(key)] = string(d.states[i])
-		m, _ := s.models[0].keys(t).factory()
-		if err := restoreKeyState(m, d.states[i]); err != nil {
+	for i, key := range dkeys {
+		want[key] = string(dstates[i])
+		m, _ := s.models[0].def.keyFactory()
+		if err := restoreKeyState(m, dstates[i]); err != nil {
 			t.Fatal(err)
 		}
 		sum += m.Examples()
@@ -479,8 +441,8 @@ func TestKeyedRestoreUndoesSeveral(t *testing.T) {
 			t.Fatalf("key %s: not its state at the snapshot", key)
 		}
 	}
-	if k := s.models[0].keys(t); k.examples != sum || k.known != int64(len(want)) {
-		t.Fatalf("rebuilt: examples %d, keys %d; want %d, %d", k.examples, k.known, sum, len(want))
+	if k := s.models[0].keys(t).Stats(); k.Examples != sum || k.Known != int64(len(want)) {
+		t.Fatalf("rebuilt: examples %d, keys %d; want %d, %d", k.Examples, k.Known, sum, len(want))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/holder"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -22,7 +23,7 @@ import (
 
 // modelDef is a configured model as the whole engine sees it: its
 // definition, its metrics and its prequential quality. Its state lives in
-// the shards (shardModel, in a holder: holder.go), one instance per shard
+// the shards (shardModel, in a holder: package holder), one instance per shard
 // (per key in a shard when key-scoped).
 type modelDef struct {
 	name        string
@@ -32,8 +33,8 @@ type modelDef struct {
 	newInst     func() (online.Model, error)
 	keyFactory  func() (online.Model, error) // key-scoped: builds a key's instance
 	maxKeys     int
-	mergeable   bool   // a global mam whose statistics merge (online.MAM.Mergeable)
-	merged      *Merge // partition scope, a mergeable model: scores with the merge of every partition's statistics (bindScope)
+	mergeable   bool          // a global mam whose statistics merge (online.MAM.Mergeable)
+	merged      *holder.Merge // partition scope, a mergeable model: scores with the merge of every partition's statistics (bindScope)
 	traits      online.Traits
 	onRefit     func(refit.Report)
 	met         modelMetrics
@@ -253,7 +254,7 @@ func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef
 // built, and before any judging.
 func (d *modelDef) bindScope(partitioned bool, window int, met *engineMetrics) {
 	if partitioned && d.mergeable {
-		d.merged = NewMerge(d.proto.(*online.MAM))
+		d.merged = holder.NewMerge(d.proto.(*online.MAM))
 	}
 	jt := d.traits
 	if jt.Bound && (d.keyFactory != nil || (partitioned && !d.mergeable)) {
@@ -391,8 +392,8 @@ func (em *modelDef) accepts(s snapshot.Model) bool {
 		build = em.keyFactory
 	}
 	states := [][]byte{s.Data}
-	if IsKeyed(s.Data) {
-		_, st, err := DecodeKeyed(s.Data)
+	if holder.IsKeyed(s.Data) {
+		_, st, err := holder.DecodeKeyed(s.Data)
 		if err != nil || len(st) == 0 {
 			return false
 		}

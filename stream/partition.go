@@ -23,7 +23,7 @@ type scaleMetrics struct {
 func newScaleMetrics(reg prometheus.Registerer) *scaleMetrics {
 	m := &scaleMetrics{
 		remote: prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamer_scaleout_remote_partitions",
-			Help: "Input partitions owned by other instances whose statistics the global models merge (from the changelog)."}),
+			Help: "holder.Input partitions owned by other instances whose statistics the global models merge (from the changelog)."}),
 		staleness: prometheus.NewGauge(prometheus.GaugeOpts{Name: "streamer_scaleout_remote_staleness_seconds",
 			Help: "Age of the oldest other partition's statistics merged into the global models (bounded by snapshot.every + scale_out.refresh while the other instances are healthy)."}),
 		restores: prometheus.NewCounter(prometheus.CounterOpts{Name: "streamer_scaleout_partition_restores_total",

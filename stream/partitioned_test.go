@@ -157,7 +157,7 @@ func (n *node) keyStates(t *testing.T, p int, name string) map[string]string {
 		if m.def.name != name {
 			continue
 		}
-		if err := m.keys(t).table.Scan(func(k, v []byte) error {
+		if err := m.keys(t).Table().Scan(func(k, v []byte) error {
 			out[string(k)] = string(v)
 			return nil
 		}); err != nil {
@@ -168,8 +168,9 @@ func (n *node) keyStates(t *testing.T, p int, name string) map[string]string {
 			t.Fatal(err)
 		}
 		d := c.deltas[i]
-		for j := range d.keys {
-			out[string(d.keys[j])] = string(d.states[j])
+		ks, sts := d.States()
+		for j := range ks {
+			out[string(ks[j])] = string(sts[j])
 		}
 	}
 	return out
@@ -247,9 +248,9 @@ func TestPartitionedStateMovesAndMerges(t *testing.T) {
 	if n, _ := a.RemoteState(); n != 3 {
 		t.Fatalf("a merges %d remote partitions, want 3", n)
 	}
-	want := model(t, single, "global").merged.g
+	want := model(t, single, "global").merged.View()
 	for name, e := range map[string]*node{"a": a, "b": b} {
-		got := model(t, e, "global").merged.g
+		got := model(t, e, "global").merged.View()
 		if got.Examples() != int64(len(events)) {
 			t.Fatalf("%s: global model has %d examples, want %d", name, got.Examples(), len(events))
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/holder"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -92,8 +93,8 @@ type rankScratch struct {
 	all      []online.Prediction // per model: a shown item's predictions
 	resp     wire.Ranking
 	rng      *rand.Rand
-	jid      []byte // (request id, item) of the join
-	in       Input  // a candidate's features (candidate)
+	jid      []byte       // (request id, item) of the join
+	in       holder.Input // a candidate's features (candidate)
 
 	ex    explorer  // ucb and thompson: the key's statistics at work
 	draw  []int     // thompson: a draw's order
@@ -373,7 +374,7 @@ func (s *Shard) rankScratch() *rankScratch {
 // it and returns it: its features, or with hashed features its entries
 // combined with the request's own, with their fields (and their hashes,
 // for the collision estimate; nil when dense).
-func (rk *rankScratch) candidate(ev *wire.Event, i int, hashed bool) (*Input, []uint64) {
+func (rk *rankScratch) candidate(ev *wire.Event, i int, hashed bool) (*holder.Input, []uint64) {
 	if !hashed {
 		rk.in.SetDense(ev.CandidateFeatures(i))
 		return &rk.in, nil

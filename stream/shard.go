@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/holder"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -35,7 +36,7 @@ type Shard struct {
 	join    *joinBuffer  // the stream's impressions (nil: delayed labels off)
 	shown   *joinBuffer  // the items ranking requests showed (nil: delayed labels or requests off, or rank JoinEvents < 0)
 	jmu     *sync.Mutex  // guards join and shown, which an instance-scope shard's lanes share
-	in      Input        // the event's features as the models take them (shardModel.feed)
+	in      holder.Input // the event's features as the models take them (shardModel.feed)
 	rk      *rankScratch // ranking requests' scratch (nil until the first)
 	stream  uint64       // the exploration draws' stream (rankScratch)
 	runs    bool         // an applier's (lane or partition shard; applies): judged and scores wait for endRun
@@ -45,16 +46,16 @@ type Shard struct {
 	closed  bool
 }
 
-// shardModel is one model's state in one shard: its holder (holder.go),
+// shardModel is one model's state in one shard: its holder (package holder),
 // and what the shard's per-event path keeps for it.
 type shardModel struct {
 	def   *modelDef
-	h     Holder
+	h     holder.Holder
 	in    []float64           // an aggregator's input: the members' predictions, then the features
-	view  Input               // the input h takes (feed)
+	view  holder.Input        // the input h takes (feed)
 	bound prometheus.Observer // an applier's (Shard.applies): its partition's shard of the model's mistake-bound histogram
 
-	Figures // for the scrape (stateCollector)
+	holder.Figures // for the scrape (stateCollector)
 }
 
 // input returns what the model observes for an event with features x,
@@ -76,7 +77,7 @@ func (m *shardModel) input(x []float64, preds []online.Prediction) []float64 {
 // models): in with prep, the worker's preparation for this model (nil:
 // none), and for an aggregator its input (preds: the shard's models'
 // predictions so far).
-func (m *shardModel) feed(in *Input, prep []float64, preds []online.Prediction) *Input {
+func (m *shardModel) feed(in *holder.Input, prep []float64, preds []online.Prediction) *holder.Input {
 	v := &m.view
 	*v = *in
 	v.Prep = prep
@@ -88,7 +89,7 @@ func (m *shardModel) feed(in *Input, prep []float64, preds []online.Prediction) 
 
 // peek scores in with the model's instance for key without changing any
 // state (holder.find, then holder.peek).
-func (m *shardModel) peek(key []byte, in *Input) (online.Prediction, int64) {
+func (m *shardModel) peek(key []byte, in *holder.Input) (online.Prediction, int64) {
 	mu := m.lock(key)
 	defer unlock(mu)
 	return m.h.Peek(m.h.Find(key), in)
@@ -96,7 +97,7 @@ func (m *shardModel) peek(key []byte, in *Input) (online.Prediction, int64) {
 
 // observe is h.observe, behind the lock of key's state when the shard's
 // lanes share the holder.
-func (m *shardModel) observe(key []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
+func (m *shardModel) observe(key []byte, in *holder.Input, y float64, labelled bool) (online.Prediction, int64) {
 	mu := m.lock(key)
 	p, v := m.h.Observe(key, in, y, labelled)
 	unlock(mu)
@@ -207,7 +208,7 @@ func (s *Shard) lane(part int) *Shard {
 	l.scratch()
 	l.models = make([]*shardModel, len(s.models))
 	for i, m := range s.models {
-		lm := &shardModel{def: m.def, h: forLane(m.h)}
+		lm := &shardModel{def: m.def, h: holder.ForLane(m.h)}
 		if m.in != nil {
 			lm.in = make([]float64, len(m.in))
 		}
@@ -219,22 +220,22 @@ func (s *Shard) lane(part int) *Shard {
 // idle tells the lane's holders that its applier found no event waiting
 // (the shard's lock held shared): a lane's statistics of a mergeable
 // global model are published (mergingHolder).
-func (l *Shard) idle() { l.eachLane(Lane.Idle) }
+func (l *Shard) idle() { l.eachLane(holder.Lane.Idle) }
 
 // waited tells the lane's holders that its applier then waited d for its
 // next event.
-func (l *Shard) waited(d time.Duration) { l.eachLane(func(lh Lane) { lh.Waited(d) }) }
+func (l *Shard) waited(d time.Duration) { l.eachLane(func(lh holder.Lane) { lh.Waited(d) }) }
 
 // leave ends lane l (the shard's lock held exclusively): what its
 // partition's events taught a mergeable global model goes into the
 // shard's state (mergingHolder).
-func (l *Shard) leave() { l.eachLane(Lane.Leave) }
+func (l *Shard) leave() { l.eachLane(holder.Lane.Leave) }
 
 // eachLane calls fn with each of the lane's holders of its own (a
 // mergeable global model's, holder.Lane).
-func (l *Shard) eachLane(fn func(Lane)) {
+func (l *Shard) eachLane(fn func(holder.Lane)) {
 	for _, m := range l.models {
-		if lh, ok := m.h.(Lane); ok {
+		if lh, ok := m.h.(holder.Lane); ok {
 			fn(lh)
 		}
 	}
@@ -263,12 +264,12 @@ func (e *Engine) buildModels(s *Shard, first bool) ([]*shardModel, error) {
 
 // newHolder builds model d's holder in shard s (first: the engine's first
 // shard): key-scoped, merged, or one plain instance.
-func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *Figures) (Holder, error) {
-	spec := &Spec{Name: d.name, Factory: d.keyFactory, Version: d.met.version, KeyErrors: d.met.keyErrors, Prepared: d.prep != nil}
+func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *holder.Figures) (holder.Holder, error) {
+	spec := &holder.Spec{Name: d.name, Factory: d.keyFactory, Version: d.met.version, KeyErrors: d.met.keyErrors, Prepared: d.prep != nil, RestoreKey: restoreKeyState}
 	if d.keyFactory != nil {
-		c := KeyedConfig{Table: e.keys.Table(s.scope, d.name), MaxKeys: d.maxKeys, Stripes: 1, Hold: e.cfg.KeyHold, Want: &e.wantCkpt, Log: e.cfg.Log}
+		c := holder.KeyedConfig{Table: e.keys.Table(s.scope, d.name), MaxKeys: d.maxKeys, Stripes: 1, Hold: e.cfg.KeyHold, Want: &e.wantCkpt, Log: e.cfg.Log}
 		if s.scope == "" {
-			c.Stripes = keyStripes(d.maxKeys) // the lanes share it
+			c.Stripes = holder.KeyStripes(d.maxKeys) // the lanes share it
 		}
 		if dir := e.cfg.LegacyKeyDir; dir != "" {
 			c.Legacy = filepath.Join(dir, d.name)
@@ -276,13 +277,13 @@ func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *Figures) (Hol
 				c.Legacy = filepath.Join(c.Legacy, "p"+s.scope)
 			}
 		}
-		return newKeyedHolder(spec, fig, c)
+		return holder.NewKeyed(spec, fig, c)
 	}
 	var m online.Model
 	if first && s.scope == "" {
 		m = d.proto // instance scope: the configured instance itself
 		if g, ok := m.(*online.MAM); ok && g.Mergeable() && e.mergeLanes() {
-			return newMergingHolder(spec, fig, g), nil // learned by the lanes in parallel
+			return holder.NewMerging(spec, fig, g), nil // learned by the lanes in parallel
 		}
 	} else {
 		var err error
@@ -295,9 +296,9 @@ func (e *Engine) newHolder(s *Shard, d *modelDef, first bool, fig *Figures) (Hol
 		if !ok {
 			return nil, fmt.Errorf("partition instance is a %T, want *online.MAM", m)
 		}
-		return newMergedHolder(spec, fig, own, d.merged), nil
+		return holder.NewMerged(spec, fig, own, d.merged), nil
 	}
-	return newPlainHolder(spec, fig, m), nil
+	return holder.NewPlain(spec, fig, m), nil
 }
 
 func (s *Shard) start() {

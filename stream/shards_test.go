@@ -116,7 +116,7 @@ func TestShardsInParallel(t *testing.T) {
 			}
 		}
 	}
-	g, w := model(t, parallel, "global").merged.g, model(t, serial, "global").merged.g
+	g, w := model(t, parallel, "global").merged.View(), model(t, serial, "global").merged.View()
 	if g.Examples() != int64(len(events)) {
 		t.Fatalf("merge has %d examples, want %d", g.Examples(), len(events))
 	}

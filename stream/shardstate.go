@@ -6,6 +6,7 @@ import (
 
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 // Checkpoint is a shard's state captured at a pause: the models' encoded
@@ -13,7 +14,7 @@ import (
 // written to the key store once the snapshot is durable (Durable, Settle).
 type Checkpoint struct {
 	Models  []snapshot.Model
-	deltas  []*Delta // per model; nil unless key-scoped
+	deltas  []*holder.Delta // per model; nil unless key-scoped
 	markers []keystore.Marker
 }
 
@@ -21,7 +22,7 @@ type Checkpoint struct {
 // so the state includes exactly the events before the offsets saved with
 // it.
 func (s *Shard) Capture() (*Checkpoint, error) {
-	c := &Checkpoint{Models: make([]snapshot.Model, len(s.models)), deltas: make([]*Delta, len(s.models))}
+	c := &Checkpoint{Models: make([]snapshot.Model, len(s.models)), deltas: make([]*holder.Delta, len(s.models))}
 	for i, m := range s.models {
 		data, d, err := m.h.Capture()
 		c.deltas[i] = d
@@ -73,10 +74,8 @@ func (s *Shard) Settle(c *Checkpoint) {
 }
 
 // KeySource returns the keys and states of a key-scoped model in a shard's
-// scope as kept outside the key store (the changelog's key records): a
-// shard rebuilds its table from them when the table does not belong to its
-// snapshot (a partition that moved between instances, a new disk).
-type KeySource func(model string) (keys, states [][]byte, err error)
+// scope as kept outside the key store (holder.KeySource).
+type KeySource = holder.KeySource
 
 // Restore sets the shard's state from a snapshot of its scope (nil or
 // empty saved: every model starts empty) and starts the shard. Models
@@ -90,7 +89,7 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 		byName[sv.Name] = sv
 	}
 	// Decode every key-scoped delta before anything changes.
-	deltas := make([]*Delta, len(s.models))
+	deltas := make([]*holder.Delta, len(s.models))
 	for i, m := range s.models {
 		sv, ok := byName[m.def.name]
 		if !ok || !m.def.accepts(sv) {

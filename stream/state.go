@@ -269,9 +269,10 @@ func (s *StateStore) PutKeys(ctx context.Context, scope string, c *Checkpoint) e
 		if d == nil {
 			continue
 		}
-		for j, k := range d.keys {
+		ks, states := d.States()
+		for j, k := range ks {
 			keys = append(keys, keyRecord(scope, c.Models[i].Name, k))
-			values = append(values, d.states[j])
+			values = append(values, states[j])
 		}
 	}
 	if len(keys) == 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 // keyedCrashModels are two key-scoped models (one instance per event key),
@@ -503,7 +504,7 @@ func durableKeyStates(t *testing.T, b *stream.Broker, changelog, model string, p
 		t.Fatalf("%s holds the state of %d partitions, want %d", changelog, len(snaps), parts)
 	}
 	for part, snap := range snaps {
-		keys, states, err := stream.DecodeKeyed(modelData(t, snap, model))
+		keys, states, err := holder.DecodeKeyed(modelData(t, snap, model))
 		if err != nil {
 			t.Fatalf("%s: partition %d's %s delta: %v", changelog, part, model, err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 // damageConfig: the key-scoped models of keyedCrashModels (max_keys 20),
@@ -314,7 +315,7 @@ func TestKeyStoreDamaged(t *testing.T) {
 	}
 	p = startStreamerArgs(t, b, cfg, "--allow-empty-state")
 	for _, model := range keyedCrashModelNames {
-		keys, states, err := stream.DecodeKeyed(modelData(t, snap, model))
+		keys, states, err := holder.DecodeKeyed(modelData(t, snap, model))
 		if err != nil {
 			t.Fatal(err)
 		}

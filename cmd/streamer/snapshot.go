@@ -16,6 +16,7 @@ import (
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 func newSnapshotCmd() *cobra.Command {
@@ -186,15 +187,15 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		}
 		return mod, nil
 	}
-	if stream.IsKeyed(m.Data) {
+	if holder.IsKeyed(m.Data) {
 		// The checkpoint's changed keys are in the snapshot (each is
 		// decoded); the others are in the key store.
-		keys, states, err := stream.DecodeKeyed(m.Data)
+		keys, states, err := holder.DecodeKeyed(m.Data)
 		if err != nil {
 			st.err = err
 			return st
 		}
-		examples, known, err := stream.KeyedSummary(m.Data)
+		examples, known, err := holder.KeyedSummary(m.Data)
 		if err != nil {
 			st.err = err
 			return st

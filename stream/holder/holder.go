@@ -1,4 +1,4 @@
-package stream
+package holder
 
 import (
 	"math"
@@ -12,19 +12,9 @@ import (
 	"github.com/streamer/streamer/online/refit"
 )
 
-// Holder is one model's state in a shard (shardModel.h): how an event
-// reaches it and how it is saved. There are three:
-//
-//   - plainHolder (this file): one instance, the configured model itself
-//     in instance scope's first shard;
-//   - keyedHolder (holder_keyed.go): a key-scoped model, one instance per
-//     event key (keyedModels);
-//   - mergedHolder (holder_merged.go): a mergeable mam in partition scope,
-//     which learns into its partition's statistics and scores with the
-//     merge of every partition's (merged.go).
-//
-// The shard chooses one when it builds the model (Engine.newHolder) and
-// never asks which it has. Holders take an event's features as an input,
+// Holder is one model's state in a shard: how an event reaches it and how
+// it is saved (the package's doc lists the kinds). The shard chooses one
+// when it builds the model and never asks which it has. Holders take an event's features as an input,
 // dense or hashed alike; a holder runs on the shard's goroutine, under the
 // shard's lock, except durable; in instance scope, the shard's lanes share
 // it, each use behind its mutex.
@@ -89,7 +79,16 @@ type Spec struct {
 	Version   prometheus.Gauge             // the model's version: plain and merged holders set it when attached
 	KeyErrors prometheus.Counter           // key-scoped: events whose key's state could not be read
 	Prepared  bool                         // the worker prepares the model's input (Input.Prep)
+	// RestoreKey restores a key's stored state b into m, a fresh instance
+	// from Factory; nil: m.UnmarshalBinary(b).
+	RestoreKey func(m online.Model, b []byte) error
 }
+
+// KeySource returns the keys and states of a key-scoped model in a shard's
+// scope as kept outside the key store (the changelog's key records): a
+// shard rebuilds its table from them when the table does not belong to its
+// snapshot (a partition that moved between instances, a new disk).
+type KeySource func(model string) (keys, states [][]byte, err error)
 
 // Wrapper is a key's instance wrapped with state of the service's own (a
 // ranking model's exploration statistics): Peek scores with the model it
@@ -97,7 +96,7 @@ type Spec struct {
 type Wrapper interface{ Wrapped() online.Model }
 
 // Figures are a shard's figures of one model for the scrape
-// (stateCollector), set by its holder under the shard's lock.
+// (the service's collector), set by its holder under the shard's lock.
 type Figures struct {
 	Examples, Hot, Stored atomic.Int64 // hot, stored: key-scoped models' keys in memory and in the key store
 
@@ -136,7 +135,7 @@ func (f *Figures) snapshotBandwidths(inst online.Model) {
 
 // Input is an event's features as a model takes them: dense (x, and prep,
 // the worker's preparation of x for the model, nil when there is none) or,
-// with hashed features (EngineConfig.Hash), sparse (idx, val; field[k] the
+// with hashed features, sparse (idx, val; field[k] the
 // field of entry k, wire.Event.Field). Holders read it through observe
 // and peek, the one place the two kinds part.
 type Input struct {
@@ -224,9 +223,9 @@ type plainHolder struct {
 	prep online.Preparer // m, when the worker's preparation applies to it
 }
 
-// newPlainHolder is the holder of m, a model with one instance in the
+// NewPlain is the holder of m, a model with one instance in the
 // shard.
-func newPlainHolder(spec *Spec, fig *Figures, m online.Model) *plainHolder {
+func NewPlain(spec *Spec, fig *Figures, m online.Model) Holder {
 	h := &plainHolder{single: single{spec: spec, fig: fig, m: m}}
 	if spec.Prepared {
 		h.prep, _ = m.(online.Preparer)

@@ -1,4 +1,4 @@
-package stream
+package holder
 
 import (
 	"fmt"
@@ -12,21 +12,21 @@ import (
 	"github.com/streamer/streamer/online"
 )
 
-// keyedHolder is a key-scoped model in a shard: one instance per event key,
-// in a key table (keyedModels, keyed.go). In instance scope, where the
+// Keyed is a key-scoped model in a shard: one instance per event key,
+// in a key table (keyedModels, table.go). In instance scope, where the
 // partitions' lanes share it, the table is split by a hash of the key into
 // stripes, each with its own lock, index, least-recently-used order and
 // max_keys / stripes of the instances in memory: lanes applying different
 // keys do not queue at one lock. The stripes share the key store's table
 // and are captured, made durable and restored together, as one delta: the
 // snapshot and the key store do not know of them.
-type keyedHolder struct {
+type Keyed struct {
 	spec    *Spec
 	fig     *Figures
 	stripes []*keyStripe
 	seed    maphash.Seed
 	shared  bool         // the shard's lanes share the holder (share): each stripe's lock guards it
-	hold    int          // EngineConfig.KeyHold, divided among the stripes
+	hold    int          // KeyedConfig.Hold, divided among the stripes
 	want    *atomic.Bool // the engine's wantCkpt
 }
 
@@ -38,11 +38,11 @@ type keyStripe struct {
 	_             [64]byte     // the stripes' locks and figures on lines of their own
 }
 
-// keyStripes is how many stripes a key table of at most max instances in
+// KeyStripes is how many stripes a key table of at most max instances in
 // memory is split into when lanes share it: enough that lanes rarely
 // meet at one, each keeping at least 1024 instances so that the
 // least-recently-used order stays close to the whole table's.
-func keyStripes(maxKeys int) int { return min(16, max(1, maxKeys/1024)) }
+func KeyStripes(maxKeys int) int { return min(16, max(1, maxKeys/1024)) }
 
 // KeyedConfig is where a key table keeps its state.
 type KeyedConfig struct {
@@ -55,10 +55,10 @@ type KeyedConfig struct {
 	Log     *slog.Logger    // nil: none
 }
 
-// newKeyedHolder builds a key table of the model spec.
-func newKeyedHolder(spec *Spec, fig *Figures, c KeyedConfig) (*keyedHolder, error) {
+// NewKeyed builds a key table of the model spec.
+func NewKeyed(spec *Spec, fig *Figures, c KeyedConfig) (*Keyed, error) {
 	n := max(1, c.Stripes)
-	h := &keyedHolder{spec: spec, fig: fig, seed: maphash.MakeSeed(), hold: max(1, c.Hold/n), want: c.Want}
+	h := &Keyed{spec: spec, fig: fig, seed: maphash.MakeSeed(), hold: max(1, c.Hold/n), want: c.Want}
 	share := func(i int) int { return c.MaxKeys/n + min(1, max(0, c.MaxKeys%n-i)) } // max_keys in all
 	k, err := newKeyedModels(spec.Factory, share(0), c.Table)
 	if err != nil {
@@ -68,6 +68,9 @@ func newKeyedHolder(spec *Spec, fig *Figures, c KeyedConfig) (*keyedHolder, erro
 		k.legacy = c.Legacy
 	}
 	k.name = spec.Name
+	if spec.RestoreKey != nil {
+		k.restore = spec.RestoreKey
+	}
 	if c.Log != nil {
 		k.log = c.Log
 	}
@@ -78,27 +81,91 @@ func newKeyedHolder(spec *Spec, fig *Figures, c KeyedConfig) (*keyedHolder, erro
 	return h, nil
 }
 
+// KeyedStats are a key table's figures over its stripes, for tests and
+// tools.
+type KeyedStats struct {
+	Examples   int64  // every key's examples
+	Known      int64  // keys with a state, in the key store or not yet written to it
+	Stored     int64  // keys in the key store (its marker)
+	Checkpoint uint64 // the last checkpoint written to the key store
+	Hot        int    // instances in memory
+	Pending    int    // changed instances evicted, waiting for a checkpoint
+	Reloaded   int64  // keys read back from pending or the key store
+}
+
+// Stats are the table's figures (the shard paused).
+func (h *Keyed) Stats() KeyedStats {
+	s := KeyedStats{Stored: h.stripes[0].k.stored, Checkpoint: h.stripes[0].k.ckpt}
+	for _, st := range h.stripes {
+		k := st.k
+		s.Examples += k.examples
+		s.Known += k.known
+		s.Hot += k.hot
+		s.Pending += len(k.pending)
+		s.Reloaded += k.reloaded
+	}
+	return s
+}
+
+// Stripes is how many stripes the table is in.
+func (h *Keyed) Stripes() int { return len(h.stripes) }
+
+// Table is the key store's table the stripes share.
+func (h *Keyed) Table() *keystore.Table { return h.stripes[0].k.table }
+
+// Key is key's instance as an event finds it: kept in memory, loaded, or
+// created (the shard paused). It is the instance itself, not a copy.
+func (h *Keyed) Key(key []byte) (online.Model, error) {
+	ent, err := h.stripe(key).k.get(key)
+	if err != nil {
+		return nil, err
+	}
+	return ent.m, nil
+}
+
+// Lookup is key's instance when the key has a state, nil when it has
+// none; it creates nothing (the shard paused).
+func (h *Keyed) Lookup(key []byte) (online.Model, error) {
+	ent, err := h.stripe(key).k.find(key)
+	if ent == nil || err != nil {
+		return nil, err
+	}
+	return ent.m, nil
+}
+
+// Check checks the invariants of every stripe's instances in memory (the
+// shard paused): linked in their order of use both ways, in the index, at
+// most max_keys in all, none failed, none also pending.
+func (h *Keyed) Check() error {
+	for _, st := range h.stripes {
+		if err := st.k.check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // stripe is the stripe holding key.
-func (h *keyedHolder) stripe(key []byte) *keyStripe {
+func (h *Keyed) stripe(key []byte) *keyStripe {
 	if len(h.stripes) == 1 {
 		return h.stripes[0]
 	}
 	return h.stripes[maphash.Bytes(h.seed, key)%uint64(len(h.stripes))]
 }
 
-func (h *keyedHolder) Share() { h.shared = true }
+func (h *Keyed) Share() { h.shared = true }
 
 // Mutex is the lock of key's stripe when the shard's lanes share the
 // table.
-func (h *keyedHolder) Mutex(key []byte) *sync.Mutex {
+func (h *Keyed) Mutex(key []byte) *sync.Mutex {
 	if !h.shared {
 		return nil
 	}
 	return &h.stripe(key).mu
 }
 
-// faults is the count of failed keys (keyfault.go) over the stripes.
-func (h *keyedHolder) Faults() int64 {
+// faults is the count of failed keys (faults.go) over the stripes.
+func (h *Keyed) Faults() int64 {
 	var n int64
 	for _, st := range h.stripes {
 		n += st.k.faults.n.Load()
@@ -108,7 +175,7 @@ func (h *keyedHolder) Faults() int64 {
 
 // counts are the figures the scrape reads: examples, keys in memory and
 // keys in the key store.
-func (h *keyedHolder) Counts() (examples, hot, stored int64) {
+func (h *Keyed) Counts() (examples, hot, stored int64) {
 	for _, st := range h.stripes {
 		examples += st.examples.Load()
 		hot += st.hot.Load()
@@ -116,7 +183,7 @@ func (h *keyedHolder) Counts() (examples, hot, stored int64) {
 	return examples, hot, h.fig.Stored.Load()
 }
 
-func (h *keyedHolder) Observe(key []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
+func (h *Keyed) Observe(key []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
 	st := h.stripe(key)
 	k := st.k
 	ent, err := k.get(key)
@@ -154,7 +221,7 @@ func (h *keyedHolder) Observe(key []byte, in *Input, y float64, labelled bool) (
 // place in memory, no eviction of a key that did learn). A key whose
 // state cannot be read scores with a fresh instance, counted like
 // observe's.
-func (h *keyedHolder) Find(key []byte) online.Model {
+func (h *Keyed) Find(key []byte) online.Model {
 	var inst online.Model
 	k := h.stripe(key).k
 	ent, err := k.find(key)
@@ -170,9 +237,9 @@ func (h *keyedHolder) Find(key []byte) online.Model {
 	return inst
 }
 
-// Peek looks through a key's exploration statistics (explored): Peek
+// Peek looks through a key's exploration statistics (Wrapper): Peek
 // looks at the model itself (a Standardized one's moments stay).
-func (h *keyedHolder) Peek(inst online.Model, in *Input) (online.Prediction, int64) {
+func (h *Keyed) Peek(inst online.Model, in *Input) (online.Prediction, int64) {
 	if w, ok := inst.(Wrapper); ok {
 		inst = w.Wrapped()
 	}
@@ -180,12 +247,12 @@ func (h *keyedHolder) Peek(inst online.Model, in *Input) (online.Prediction, int
 	return p, versionOf(p, inst)
 }
 
-func (h *keyedHolder) Instance() online.Model { return nil }
+func (h *Keyed) Instance() online.Model { return nil }
 
 // Capture captures every stripe's delta, in one delta: the stripes'
 // keys one after the other, their examples and keys known summed. The
 // stripes' own deltas (d.parts) settle each one.
-func (h *keyedHolder) Capture() ([]byte, *Delta, error) {
+func (h *Keyed) Capture() ([]byte, *Delta, error) {
 	d := &Delta{parts: make([]*Delta, len(h.stripes))}
 	for i, st := range h.stripes {
 		p, err := st.k.capture()
@@ -209,15 +276,15 @@ func (h *keyedHolder) Capture() ([]byte, *Delta, error) {
 	return data, d, nil
 }
 
-func (h *keyedHolder) Durable(d *Delta) (keystore.Marker, error) { return h.stripes[0].k.apply(d) }
+func (h *Keyed) Durable(d *Delta) (keystore.Marker, error) { return h.stripes[0].k.apply(d) }
 
-func (h *keyedHolder) Settle(d *Delta, mk keystore.Marker) {
+func (h *Keyed) Settle(d *Delta, mk keystore.Marker) {
 	for i, st := range h.stripes {
 		st.k.settle(d.parts[i], mk)
 	}
 }
 
-func (h *keyedHolder) Decode(data []byte) (*Delta, error) {
+func (h *Keyed) Decode(data []byte) (*Delta, error) {
 	d, err := decodeDelta(data)
 	if err != nil {
 		return nil, err
@@ -241,7 +308,7 @@ func (h *keyedHolder) Decode(data []byte) (*Delta, error) {
 }
 
 // Reset empties the table (once: the stripes share it) and every stripe.
-func (h *keyedHolder) Reset() error {
+func (h *Keyed) Reset() error {
 	if err := h.stripes[0].k.reset(); err != nil {
 		return err
 	}
@@ -254,7 +321,7 @@ func (h *keyedHolder) Reset() error {
 // Restore brings the table to d's checkpoint (keyedModels.restoreTable, once:
 // the stripes share it), then empties every stripe, the table's totals
 // counted in the first, and redoes d's keys each in its own stripe.
-func (h *keyedHolder) Restore(_ []byte, d *Delta, src KeySource, lossy bool) error {
+func (h *Keyed) Restore(_ []byte, d *Delta, src KeySource, lossy bool) error {
 	var from func() ([][]byte, [][]byte, error)
 	if src != nil {
 		name := h.spec.Name
@@ -275,10 +342,10 @@ func (h *keyedHolder) Restore(_ []byte, d *Delta, src KeySource, lossy bool) err
 	return nil
 }
 
-func (h *keyedHolder) Attach(int) {}
-func (h *keyedHolder) Detach(int) {}
+func (h *Keyed) Attach(int) {}
+func (h *Keyed) Detach(int) {}
 
-func (h *keyedHolder) Publish() {
+func (h *Keyed) Publish() {
 	for _, st := range h.stripes {
 		st.examples.Store(st.k.examples)
 		st.hot.Store(int64(st.k.len()))

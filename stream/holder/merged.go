@@ -1,4 +1,4 @@
-package stream
+package holder
 
 import (
 	"fmt"
@@ -44,6 +44,10 @@ func (s *Merge) Examples() int64 {
 	defer s.mu.Unlock()
 	return s.g.Examples()
 }
+
+// View is the merge itself, for tests: read it only while no shard
+// applies events.
+func (s *Merge) View() *online.MAM { return s.g }
 
 // Remotes calls fn with every partition whose statistics are another
 // instance's, and when they were made durable.
@@ -116,7 +120,7 @@ func (s *Merge) rebuild() {
 	}
 	if err := s.g.MergeAll(list...); err != nil {
 		// Same spec by construction (fingerprints are checked on restore).
-		panic(fmt.Sprintf("stream: merge partition statistics: %v", err))
+		panic(fmt.Sprintf("holder: merge partition statistics: %v", err))
 	}
 }
 
@@ -159,3 +163,43 @@ func observeTee(g *online.MAM, in *Input, y float64, labelled bool, own *online.
 		return g.ObserveTee(in.X, y, labelled, own)
 	}
 }
+
+// mergedHolder is a mergeable mam in partition scope: the shard keeps its
+// partition's own statistics, and every event is scored by the merge of
+// all partitions' (Merge), learned into both.
+type mergedHolder struct {
+	single             // m: own
+	own    *online.MAM // the partition's statistics
+	s      *Merge
+}
+
+// NewMerged is the holder of own, a partition's statistics, scored
+// through s, the merge.
+func NewMerged(spec *Spec, fig *Figures, own *online.MAM, s *Merge) Holder {
+	return &mergedHolder{single: single{spec: spec, fig: fig, m: own}, own: own, s: s}
+}
+
+func (h *mergedHolder) Observe(_ []byte, in *Input, y float64, labelled bool) (online.Prediction, int64) {
+	p := h.s.observe(in, y, labelled, h.own)
+	if labelled {
+		h.fig.Examples.Store(h.own.Examples())
+	}
+	return p, versionOf(p, h.own)
+}
+
+// Find is nil: the merge scores every key.
+func (h *mergedHolder) Find([]byte) online.Model { return nil }
+
+func (h *mergedHolder) Peek(_ online.Model, in *Input) (online.Prediction, int64) {
+	return h.s.peek(in), 1
+}
+
+// Attach merges the partition's statistics, replacing its remote state.
+func (h *mergedHolder) Attach(part int) {
+	h.s.attach(part, h.own)
+	h.spec.Version.Set(float64(h.own.Version()))
+}
+
+// Detach keeps the partition's statistics merged as its remote state
+// until a newer one arrives.
+func (h *mergedHolder) Detach(part int) { h.s.detach(part) }

@@ -1,4 +1,4 @@
-package stream
+package holder
 
 import (
 	"bytes"
@@ -7,12 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"strconv"
-	"strings"
 
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
@@ -38,7 +34,7 @@ import (
 // keys; they are read on their first event (a cache miss).
 //
 // A key whose stored state cannot be read back (a damaged block of the key
-// store, a state that does not decode) is failed (keyfault.go): its events
+// store, a state that does not decode) is failed (faults.go): its events
 // are scored by a fresh instance and never learned, and it is not read again.
 type keyedModels struct {
 	factory func() (online.Model, error)
@@ -70,6 +66,8 @@ type keyedModels struct {
 	reloaded int64 // keys read back from pending or the table
 
 	fresh online.Model // blank's instance; nil until asked
+
+	restore func(m online.Model, b []byte) error // a key's stored state into a fresh instance (Spec.RestoreKey)
 }
 
 type keyedEntry struct {
@@ -99,7 +97,7 @@ func newKeyedModels(factory func() (online.Model, error), max int, table *keysto
 	if err != nil {
 		return nil, fmt.Errorf("keyed models: %w", err)
 	}
-	k := &keyedModels{factory: factory, max: max, table: table, log: slog.New(slog.DiscardHandler), faults: newKeyFaults()}
+	k := &keyedModels{factory: factory, max: max, table: table, log: slog.New(slog.DiscardHandler), faults: newKeyFaults(), restore: online.Model.UnmarshalBinary}
 	k.emptyMemory()
 	k.adoptMarker(mk)
 	return k, nil
@@ -144,6 +142,40 @@ func (k *keyedModels) leastUsed() *keyedEntry {
 	return k.lru.newer
 }
 
+// byUse is the instances in memory, the most recently used first.
+func (k *keyedModels) byUse() []*keyedEntry {
+	var out []*keyedEntry
+	for ent := k.lru.older; ent != &k.lru && len(out) <= k.hot; ent = ent.older {
+		out = append(out, ent)
+	}
+	return out
+}
+
+// check checks the invariants of the instances in memory: the order of
+// use is a ring that links each entry both ways, and holds the index's
+// entries, at most max of them (unless an eviction failed), none failed
+// and none also pending.
+func (k *keyedModels) check() error {
+	used := k.byUse()
+	if len(used) != k.hot || len(k.index) != k.hot || k.hot > k.max {
+		return fmt.Errorf("keyed models %s: %d in the order of use, counted %d, %d in the index, at most %d", k.name, len(used), k.hot, len(k.index), k.max)
+	}
+	for _, ent := range used {
+		switch {
+		case ent.older.newer != ent || ent.newer.older != ent:
+			return fmt.Errorf("keyed models %s: %q not linked both ways", k.name, ent.key)
+		case k.index[ent.key] != ent:
+			return fmt.Errorf("keyed models %s: %q in the order of use, not in the index", k.name, ent.key)
+		case k.faults.get([]byte(ent.key)) != nil:
+			return fmt.Errorf("keyed models %s: failed key %q in memory", k.name, ent.key)
+		}
+		if _, ok := k.pending[ent.key]; ok {
+			return fmt.Errorf("keyed models %s: %q in memory and pending", k.name, ent.key)
+		}
+	}
+	return nil
+}
+
 // newerThan is the instance used next after ent; nil after the most
 // recent.
 func (k *keyedModels) newerThan(ent *keyedEntry) *keyedEntry {
@@ -156,7 +188,7 @@ func (k *keyedModels) newerThan(ent *keyedEntry) *keyedEntry {
 // sibling returns another stripe of k's table (keyedHolder), empty, with
 // at most maxKeys instances in memory: the table's totals stay counted in k.
 func (k *keyedModels) sibling(maxKeys int) *keyedModels {
-	s := &keyedModels{factory: k.factory, max: maxKeys, table: k.table, name: k.name, log: k.log, faults: newKeyFaults(), legacy: k.legacy,
+	s := &keyedModels{factory: k.factory, max: maxKeys, table: k.table, name: k.name, log: k.log, faults: newKeyFaults(), legacy: k.legacy, restore: k.restore,
 		ckpt: k.ckpt, stored: k.stored}
 	s.emptyMemory()
 	return s
@@ -170,7 +202,7 @@ func (k *keyedModels) adoptMarker(mk keystore.Marker) {
 }
 
 // get returns the entry for key, loading it (from pending or the table) or
-// creating it if it is not in memory. A failed key (keyfault.go) is an
+// creating it if it is not in memory. A failed key (faults.go) is an
 // error, without a read; so is a key whose read fails now, which a read
 // that cannot succeed later (damage, a state that does not decode) fails.
 // On an error nothing changes but the failed keys: the caller scores the
@@ -214,7 +246,7 @@ func (k *keyedModels) load(key []byte, create bool) (*keyedEntry, error) {
 			return nil, err
 		}
 		ent = &keyedEntry{key: string(key), m: m}
-		if err := restoreKeyState(m, p.state); err != nil {
+		if err := k.restore(m, p.state); err != nil {
 			return nil, k.fail(ent.key, fmt.Errorf("keyed models: reload %q: %w", key, err), true)
 		}
 		// Still dirty: the table does not have it yet.
@@ -237,7 +269,7 @@ func (k *keyedModels) load(key []byte, create bool) (*keyedEntry, error) {
 		}
 		switch {
 		case found:
-			if err := restoreKeyState(ent.m, b); err != nil {
+			if err := k.restore(ent.m, b); err != nil {
 				return nil, k.fail(ent.key, fmt.Errorf("keyed models: reload %q: its stored state does not decode: %w", key, err), true)
 			}
 			ent.inTable = true
@@ -283,7 +315,7 @@ func (k *keyedModels) migrate(key []byte, m online.Model) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("keyed models: migrate %q: %w", key, err)
 	}
-	if err := restoreKeyState(m, b); err != nil {
+	if err := k.restore(m, b); err != nil {
 		return false, fmt.Errorf("keyed models: migrate %q: %w", key, err)
 	}
 	return true, nil
@@ -339,6 +371,12 @@ type Delta struct {
 	states   [][]byte
 	parts    []*Delta // a striped table's (keyedHolder): each stripe's delta, whose keys and states are slices of these
 }
+
+// Examples is every key's examples at the delta's checkpoint.
+func (d *Delta) Examples() int64 { return d.examples }
+
+// States are the keys of the delta and their states (not to be changed).
+func (d *Delta) States() (keys, states [][]byte) { return d.keys, d.states }
 
 // capture encodes the delta of the next checkpoint (the shard is paused).
 func (k *keyedModels) capture() (*Delta, error) {
@@ -490,7 +528,7 @@ func (k *keyedModels) restoreTable(d *Delta, src func() ([][]byte, [][]byte, err
 			"keys_kept", len(d.keys), "examples_kept", d.sum,
 			"keys_lost", max(0, d.known-int64(len(d.keys))), "examples_lost", max(0, d.examples-d.sum))
 	default:
-		return tableRestore{}, &keyStoreMismatch{table: mk.Seq, snapshot: d.ckpt, keys: len(d.keys), known: d.known, examples: d.examples, kept: d.sum}
+		return tableRestore{}, &TableMismatch{Table: mk.Seq, Snapshot: d.ckpt, keys: len(d.keys), known: d.known, examples: d.examples, kept: d.sum}
 	}
 	return tableRestore{mk: mk, examples: examples, redone: redone}, nil
 }
@@ -518,18 +556,18 @@ func (k *keyedModels) redo(key, state []byte) {
 	k.held += len(state)
 }
 
-// keyStoreMismatch is a key-scoped model's table that does not belong to
+// TableMismatch is a key-scoped model's table that does not belong to
 // the snapshot restored, with nothing to rebuild it from.
-type keyStoreMismatch struct {
-	table, snapshot uint64 // their checkpoints
+type TableMismatch struct {
+	Table, Snapshot uint64 // their checkpoints
 	keys            int    // in the snapshot's delta
 	known           int64  // keys the snapshot counts
 	examples, kept  int64  // the snapshot's examples, and its delta's
 }
 
-func (e *keyStoreMismatch) Error() string {
+func (e *TableMismatch) Error() string {
 	why := "the key store's undo records (of the last snapshot.keep checkpoints) do not reach back to it"
-	if e.table < e.snapshot {
+	if e.Table < e.Snapshot {
 		why = "more than one checkpoint behind it"
 	}
 	return fmt.Sprintf("keyed models: the key store is at checkpoint %d, the snapshot at %d, %s: "+
@@ -537,7 +575,7 @@ func (e *keyStoreMismatch) Error() string {
 		"Put back the key store that belongs to the snapshot; or accept the loss: with --allow-empty-state the key store is rebuilt from the snapshot, "+
 		"which holds %d of the %d keys it counts (%d of %d examples), the keys its checkpoint changed; every other key's state is lost and starts empty on its next event "+
 		"(with snapshot.changelog_topic set, the key store is rebuilt from the changelog, losing nothing)",
-		e.table, e.snapshot, why, e.keys, max(e.known, int64(e.keys)), e.kept, e.examples)
+		e.Table, e.Snapshot, why, e.keys, max(e.known, int64(e.keys)), e.kept, e.examples)
 }
 
 // Encoding of a keyed delta in a snapshot (online/codec's conventions):
@@ -646,88 +684,4 @@ func decodeDelta(b []byte) (*Delta, error) {
 		return nil, fmt.Errorf("%w: keyed models: negative counts", online.ErrFormat)
 	}
 	return d, nil
-}
-
-// defaultMaxKeys is max_keys when the configuration leaves it out.
-const defaultMaxKeys = 10_000
-
-// checkKeyMemory refuses a key-scoped model whose instances in memory
-// (max_keys of them) cannot fit: each takes at least the bytes of an empty
-// instance's encoded state, which for the types that keep dense vectors
-// is O(features.dim), 2^bits with hashed features (a logistic at 20 bits:
-// 16 MiB a key). Without the check such a configuration starts and runs
-// out of memory once enough keys have been seen, hours later.
-func checkKeyMemory(cfg *EngineConfig, nm NamedModel) error {
-	if nm.Factory == nil || cfg.MemoryLimit < 0 {
-		return nil
-	}
-	limit, from := cfg.MemoryLimit, "EngineConfig.MemoryLimit"
-	if limit == 0 {
-		limit, from = memoryLimit()
-		if limit <= 0 {
-			return nil // unknown: no check
-		}
-	}
-	inst, err := nm.Factory()
-	if err != nil {
-		return fmt.Errorf("stream: model %s: %w", nm.Name, err)
-	}
-	b, err := inst.MarshalBinary()
-	if err != nil {
-		return fmt.Errorf("stream: model %s: %w", nm.Name, err)
-	}
-	keys := nm.MaxKeys
-	if keys <= 0 {
-		keys = defaultMaxKeys
-	}
-	per := int64(len(b))
-	if need := per * int64(keys); need > limit {
-		hint := "lower max_keys"
-		if cfg.Hash != nil {
-			hint += ", or features.hash.bits (every bit doubles a key's state)"
-		} else {
-			hint += ", or features.dim"
-		}
-		return fmt.Errorf("stream: model %s (scope: key): max_keys %d instances in memory at %s each at least (an empty one's state at dimension %d) need %s, more than the %s available (%s): %s, or use a global model",
-			nm.Name, keys, byteSize(per), cfg.Dim, byteSize(need), byteSize(limit), from, hint)
-	}
-	return nil
-}
-
-// memoryLimit returns the memory the process may use and where that
-// figure comes from: GOMEMLIMIT when set, else the machine's MemTotal
-// (0 when neither is known).
-func memoryLimit() (int64, string) {
-	if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 {
-		return l, "GOMEMLIMIT"
-	}
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, ""
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			f := strings.Fields(v)
-			if len(f) == 2 && f[1] == "kB" {
-				if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil && kb > 0 {
-					return kb << 10, "the machine's memory"
-				}
-			}
-		}
-	}
-	return 0, ""
-}
-
-// byteSize formats n bytes in binary units (16 MiB).
-func byteSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("KMGTP"[exp]) + "iB"
 }

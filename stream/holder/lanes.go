@@ -1,4 +1,4 @@
-package stream
+package holder
 
 import (
 	"slices"
@@ -9,16 +9,16 @@ import (
 	"github.com/streamer/streamer/online"
 )
 
-// lanePublish is how many labelled events a lane learns between two
+// LanePublish is how many labelled events a lane learns between two
 // publications of its statistics (and at most, while its partition's
 // events keep coming, how many of them another lane's scores may not
 // include yet).
-const lanePublish = 64
+const LanePublish = 64
 
-// laneWoke is how long an applier waits for an event before its lane
+// LaneWoke is how long an applier waits for an event before its lane
 // rebuilds its view at once (a pause in its partition's events, after
 // which the other lanes have published all they learned).
-const laneWoke = time.Millisecond
+const LaneWoke = time.Millisecond
 
 // mergingHolder is a mergeable mam (online.MAM.Mergeable: its state is a
 // sum over its examples) in instance scope, whose lanes learn in parallel
@@ -73,18 +73,18 @@ type Lane interface {
 	Leave()                 // the lane ends (the shard's lock held exclusively)
 }
 
-// forLane is the holder that a lane of the shard holding h uses: h, shared
+// ForLane is the holder that a lane of the shard holding h uses: h, shared
 // with the other lanes, or for a mergeable mam (mergingHolder) statistics
 // and a view of the lane's own.
-func forLane(h Holder) Holder {
+func ForLane(h Holder) Holder {
 	if mh, ok := h.(*mergingHolder); ok {
 		return mh.laneFor()
 	}
 	return h
 }
 
-// newMergingHolder is the instance's holder of mergeable mam g.
-func newMergingHolder(spec *Spec, fig *Figures, g *online.MAM) *mergingHolder {
+// NewMerging is the instance's holder of mergeable mam g.
+func NewMerging(spec *Spec, fig *Figures, g *online.MAM) Holder {
 	h := &mergingHolder{plainHolder: plainHolder{single: single{spec: spec, fig: fig, m: g}}}
 	if spec.Prepared {
 		h.prep = g
@@ -230,6 +230,10 @@ func (l *laneMAM) rebuild() {
 	h.merge(l.view, &l.parts, l)
 }
 
+// Unpublished is how many labelled events the lane learned since it last
+// published its statistics (at most LanePublish − 1 after an event).
+func (l *laneMAM) Unpublished() int { return l.unpublished }
+
 // Idle publishes what the lane learned since its last publication: its
 // applier found no event waiting.
 func (l *laneMAM) Idle() {
@@ -240,14 +244,14 @@ func (l *laneMAM) Idle() {
 
 // Waited tells the lane its applier Waited d for its next event.
 func (l *laneMAM) Waited(d time.Duration) {
-	if d >= laneWoke {
+	if d >= LaneWoke {
 		l.woke = true
 	}
 }
 
 // stale reports whether the view is to be rebuilt before the next event.
 func (l *laneMAM) stale() bool {
-	return l.mergingHolder.version.Load() != l.seen && (l.applied >= lanePublish || l.woke)
+	return l.mergingHolder.version.Load() != l.seen && (l.applied >= LanePublish || l.woke)
 }
 
 // Observe scores with the lane's view and learns into it and into the
@@ -260,7 +264,7 @@ func (l *laneMAM) Observe(_ []byte, in *Input, y float64, labelled bool) (online
 	p := observeTee(l.view, in, y, labelled, l.own)
 	if labelled {
 		l.examples.Store(l.own.Examples())
-		if l.unpublished++; l.unpublished >= lanePublish {
+		if l.unpublished++; l.unpublished >= LanePublish {
 			l.Publish()
 		}
 	}
