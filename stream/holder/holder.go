@@ -133,11 +133,11 @@ func (f *Figures) snapshotBandwidths(inst online.Model) {
 	}
 }
 
-// Input is an event's features as a model takes them: dense (x, and prep,
-// the worker's preparation of x for the model, nil when there is none) or,
-// with hashed features, sparse (idx, val; field[k] the
-// field of entry k, wire.Event.Field). Holders read it through observe
-// and peek, the one place the two kinds part.
+// Input is an event's features as a model takes them: dense (X, and Prep,
+// the worker's preparation of X for the model, nil when there is none) or,
+// with hashed features, Sparse (Idx, Val; Field[k] the field of entry k,
+// wire.Event.Field). Holders read it through observe and peek, the one
+// place the two kinds part.
 type Input struct {
 	Sparse bool
 	X      []float64
