@@ -60,8 +60,11 @@ func AppendScore(dst []byte, s *Score) []byte { return appendScore(dst, s, nil) 
 
 // AppendScore is AppendScore with the formatted floats memoised in c: the
 // same bytes, and for a value c holds a copy instead of the shortest
-// search (a calibrated probability's bounds come from a table of a few
-// values, which most records repeat).
+// search. Only the values that records repeat go through c: the delta,
+// and a calibrated probability's and interval's, which come from a table
+// of a few values refitted now and then; the score, prediction,
+// probability, expected label and mistake bound change from record to
+// record and would only push those out of c.
 func (c *FloatCache) AppendScore(dst []byte, s *Score) []byte { return appendScore(dst, s, c) }
 
 func appendScore(dst []byte, s *Score, c *FloatCache) []byte {
@@ -74,20 +77,20 @@ func appendScore(dst []byte, s *Score, c *FloatCache) []byte {
 	dst = append(dst, `,"version":`...)
 	dst = strconv.AppendInt(dst, s.Version, 10)
 	dst = append(dst, `,"score":`...)
-	dst = c.appendFloat(dst, s.Score)
+	dst = appendFloat(dst, s.Score)
 	dst = append(dst, `,"prediction":`...)
 	if s.HasValue {
-		dst = c.appendFloat(dst, s.Value)
+		dst = appendFloat(dst, s.Value)
 	} else {
 		dst = strconv.AppendInt(dst, int64(s.Prediction), 10)
 	}
 	if s.HasProbability {
 		dst = append(dst, `,"probability":`...)
-		dst = c.appendFloat(dst, s.Probability)
+		dst = appendFloat(dst, s.Probability)
 	}
 	if s.HasExpected {
 		dst = append(dst, `,"expected":`...)
-		dst = c.appendFloat(dst, s.Expected)
+		dst = appendFloat(dst, s.Expected)
 	}
 	if s.Fallback != "" {
 		dst = append(dst, `,"fallback":`...)
@@ -95,7 +98,7 @@ func appendScore(dst []byte, s *Score, c *FloatCache) []byte {
 	}
 	if s.HasBound {
 		dst = append(dst, `,"certainty":{"mistake_bound":`...)
-		dst = c.appendFloat(dst, s.MistakeBound)
+		dst = appendFloat(dst, s.MistakeBound)
 		dst = append(dst, `,"delta":`...)
 		dst = c.appendFloat(dst, s.Delta)
 	} else {

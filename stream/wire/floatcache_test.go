@@ -48,16 +48,17 @@ func TestFloatCacheSameBytes(t *testing.T) {
 }
 
 // BenchmarkAppendScoreCalibrated encodes a calibrated classifier's record:
-// the score changes every time, the probability and its bounds come from a
-// calibrator's table of 20 levels. "plain" is AppendScore, "cached"
-// FloatCache.AppendScore. Target: 0 allocs.
+// the score and the mistake bound change every time, the probability and
+// its bounds come from a calibrator's table of 60 levels. "plain" is
+// AppendScore, "cached" FloatCache.AppendScore. Target: 0 allocs.
 func BenchmarkAppendScoreCalibrated(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	records := make([]*Score, 1024)
 	for i := range records {
 		s := benchScore()
 		s.Score = rng.NormFloat64()
-		lo := float64(rng.IntN(20)) / 23
+		s.HasBound, s.MistakeBound = true, 0.3+rng.Float64()/100
+		lo := float64(rng.IntN(60)) / 67
 		s.HasCal, s.CalLower, s.CalUpper, s.CalN = true, lo, lo+0.01/3, 2000
 		s.CalP = s.CalUpper / (1 - s.CalLower + s.CalUpper)
 		records[i] = s
