@@ -14,7 +14,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
-	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // sink keeps the records an engine publishes.
@@ -30,8 +30,8 @@ func (s *sink) reset() []kafka.Message {
 	return m
 }
 
-// TestServiceAgreesWithEval: the service (stream.Engine, built by
-// stream.BuildModels) and `streamer eval` build the same models from one
+// TestServiceAgreesWithEval: the service (engine.Engine, built by
+// engine.BuildModels) and `streamer eval` build the same models from one
 // configuration and judge them the same way, standardised refitted and
 // online models included: over the same rows, every model's prequential
 // error computed from the predictions the engine publishes equals eval's
@@ -70,11 +70,11 @@ models:
 		t.Fatal(err)
 	}
 
-	models, err := stream.BuildModels(cfg, testTypes)
+	models, err := engine.BuildModels(cfg, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, models, nil)
+	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, models, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // pshard is a shard as the pipeline runs it: the engine's state (nil for a
@@ -28,7 +30,7 @@ import (
 type pshard struct {
 	scope string
 	mu    sync.RWMutex
-	st    *Shard        // nil: stateless
+	st    *engine.Shard // nil: stateless
 	next  map[int]int64 // per partition: next offset to process; the state includes everything before it (guarded by mu; a feed's applier keeps its own, feed.next)
 	feeds map[int]*feed // per partition feeding the shard now (guarded by mu)
 	saved map[int]int64 // offsets of the last durable snapshot (guarded by the pipeline's ckptMu)
@@ -91,7 +93,7 @@ func (sh *pshard) foldNext() {
 	}
 }
 
-func newPShard(scope string, st *Shard) *pshard {
+func newPShard(scope string, st *engine.Shard) *pshard {
 	sh := &pshard{scope: scope, st: st, next: map[int]int64{}, feeds: map[int]*feed{}, saved: map[int]int64{}}
 	sh.gate.L = &sh.gateMu
 	return sh
@@ -110,7 +112,7 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 		var waited time.Duration
 		if batch, ok = f.ready.take(batch[:0], false); ok && len(batch) == 0 {
 			sh.mu.RLock()
-			f.st.idle() // nothing waiting: a pause, or a run that drained the queue
+			f.st.Idle() // nothing waiting: a pause, or a run that drained the queue
 			sh.mu.RUnlock()
 			start := monotonic()
 			batch, ok = f.ready.take(batch, true)
@@ -121,7 +123,7 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 		}
 		sh.mu.RLock()
 		if waited > 0 {
-			f.st.waited(waited)
+			f.st.Waited(waited)
 		}
 		// One clock reading per event: the end of an event's
 		// application is the start of the next one's, and its
@@ -133,7 +135,7 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 				sh.yield()
 				start = time.Now()
 			}
-			f.st.ApplyAt(s.w, &s.msg, &s.out, start)
+			f.st.ApplyAt(s.w, &s.msg, s.out, start)
 			f.next = s.msg.Offset + 1
 			end := time.Now()
 			s.busy += end.Sub(start)
@@ -142,11 +144,11 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 				batch, _ = f.ready.take(batch, false) // what was put meanwhile, in the same hold
 			}
 		}
-		f.st.endRun()
+		f.st.EndRun()
 		sh.mu.RUnlock()
 		start = time.Now()
 		for _, s := range batch {
-			msgs = s.out.encode(msgs)
+			msgs = s.out.Encode(msgs)
 		}
 		// Each event's share of the run's encoding (two clock readings a
 		// run, where two an event cost as much as encoding a float).
@@ -244,12 +246,12 @@ func monotonic() time.Duration { return time.Since(clockBase) }
 type tally struct {
 	p             *Pipeline
 	lag           prometheus.Gauge
-	idle, running *histShard
+	idle, running *engine.HistShard
 }
 
 func (p *Pipeline) newTally(partition int) *tally {
 	return &tally{p: p, lag: p.met.lag.WithLabelValues(strconv.Itoa(partition)),
-		idle: p.met.latency.shard("idle", partition), running: p.met.latency.shard("running", partition)}
+		idle: p.met.latency.Shard("idle", partition), running: p.met.latency.Shard("running", partition)}
 }
 
 // done accounts for a processed event that took busy of processing.

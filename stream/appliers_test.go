@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/engine"
 	"github.com/streamer/streamer/stream/holder"
 )
 
@@ -33,7 +33,7 @@ func (s *lockedSink) Publish(m kafka.Message) {
 
 // instancePipeline is a pipeline of e in instance scope, restored empty,
 // and its shard.
-func instancePipeline(t testing.TB, e *Engine) (*Pipeline, *pshard) {
+func instancePipeline(t testing.TB, e *engine.Engine) (*Pipeline, *pshard) {
 	t.Helper()
 	p := NewPipeline(PipelineConfig{Topic: "events"}, nil, nil, nil, nil)
 	if err := p.UseEngine(e, nil, false, 0); err != nil {
@@ -47,15 +47,15 @@ func instancePipeline(t testing.TB, e *Engine) (*Pipeline, *pshard) {
 
 // appliersEngine has a global model and a key-scoped one, in instance
 // scope.
-func appliersEngine(t *testing.T) *Engine {
+func appliersEngine(t *testing.T) *engine.Engine {
 	t.Helper()
 	factory := func() (online.Model, error) {
 		return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: "rbf", Gamma: 1, Features: 8, Seed: 1}, Balance: true, Delta: 0.05})
 	}
 	k, _ := factory()
 	g, _ := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MergeLanes: MergeLanesOn},
-		[]NamedModel{{Name: "g", Model: g}, {Name: "k", Model: k, Factory: factory, MaxKeys: 4096}}, nil)
+	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MergeLanes: engine.MergeLanesOn},
+		[]engine.NamedModel{{Name: "g", Model: g}, {Name: "k", Model: k, Factory: factory, MaxKeys: 4096}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 			rs.Process(&events[part][i], &memSink{})
 		}
 	}
-	keyed, refKeyed := sh.st.models[1].h.(*holder.Keyed), rs.models[1].h.(*holder.Keyed)
+	keyed, refKeyed := sh.st.Holder(1).(*holder.Keyed), rs.Holder(1).(*holder.Keyed)
 	if n := keyed.Stripes(); n != 4 {
 		t.Fatalf("the lanes share a key table in %d stripes, want 4", n)
 	}
@@ -156,15 +156,15 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 			}
 		}
 	}
-	if got := sh.st.models[0].h.Instance().Examples(); got != parts*perPart {
+	if got := sh.st.Holder(0).Instance().Examples(); got != parts*perPart {
 		t.Errorf("the global model learned %d events, want %d", got, parts*perPart)
 	}
 	// The global mam learned in the lanes (mergingHolder): its state is
 	// the serial run's, up to the order of the sums.
-	if _, ok := holder.ForLane(sh.st.models[0].h).(holder.Lane); !ok {
-		t.Fatalf("the global mam's holder is a %T, want its lanes to learn in parallel", sh.st.models[0].h)
+	if _, ok := holder.ForLane(sh.st.Holder(0)).(holder.Lane); !ok {
+		t.Fatalf("the global mam's holder is a %T, want its lanes to learn in parallel", sh.st.Holder(0))
 	}
-	if err := online.StateClose(sh.st.models[0].h.Instance(), rs.models[0].h.Instance(), 1e-9); err != nil {
+	if err := online.StateClose(sh.st.Holder(0).Instance(), rs.Holder(0).Instance(), 1e-9); err != nil {
 		t.Errorf("the global model's state differs from one goroutine's: %v", err)
 	}
 
@@ -202,8 +202,9 @@ func TestPartitionAppliersPerKey(t *testing.T) {
 func TestLanesShareJoinBuffer(t *testing.T) {
 	const parts, perPart = 4, 2000
 	g, _ := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, JoinEvents: parts * perPart},
-		[]NamedModel{{Name: "g", Model: g}}, nil)
+	reg := prometheus.NewRegistry()
+	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, JoinEvents: parts * perPart},
+		[]engine.NamedModel{{Name: "g", Model: g}}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,136 +238,39 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 	}
 	wg.Wait()
 	// Every impression but each partition's last is labelled.
-	joined, unknown := testutil.ToFloat64(e.met.labelsJoined), testutil.ToFloat64(e.met.labelsUnknown)
+	joined, unknown := metricValue(t, reg, "streamer_labels_total", "joined"), metricValue(t, reg, "streamer_labels_total", "unknown_id")
 	if want := float64(parts * (perPart - 1)); joined != want || unknown != 0 {
 		t.Errorf("%v labels joined, %v unknown; want %v and 0", joined, unknown, want)
 	}
-	if got := sh.st.models[0].h.Instance().Examples(); got != int64(parts*(perPart-1)) {
+	if got := sh.st.Holder(0).Instance().Examples(); got != int64(parts*(perPart-1)) {
 		t.Errorf("the model learned %d events, want %d", got, parts*(perPart-1))
 	}
-	if n := sh.st.join.pending(); n != parts {
-		t.Errorf("%d impressions waiting, want %d (each partition's last)", n, parts)
+	if n := metricValue(t, reg, "streamer_join_pending", "impressions"); n != parts {
+		t.Errorf("%v impressions waiting, want %d (each partition's last)", n, parts)
 	}
 }
 
-// TestJudgeRuns: an applier's shard judges and counts a run of events
-// at a time (endRun); over one partition the prequential quality and the
-// count of published predictions end as when each event is judged and
-// counted as it is applied, and judging waits for the run's end.
-func TestJudgeRuns(t *testing.T) {
-	judged := func(runs bool) (*Engine, *Shard) {
-		e := appliersEngine(t)
-		s := instanceShard(t, e)
-		if runs {
-			s.applies(0)
-		}
-		return e, s
+// metricValue is the value of the series of metric name in reg whose one
+// label has value v.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, v string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
-	ref, rs := judged(false)
-	e, s := judged(true)
-	for off := range 1000 {
-		v := fmt.Appendf(nil, `{"features":[%d,%d],"label":%d}`, off%5-2, (off*3)%7-3, 1-2*((off/3)%2))
-		msg := kafka.Message{Topic: "events", Offset: int64(off), Key: fmt.Appendf(nil, "user-%d", off%9), Value: v}
-		rs.Process(&msg, &memSink{})
-		s.Process(&msg, &memSink{})
-		if off%7 == 6 {
-			if got := len(s.judged); got != 7*len(e.defs) {
-				t.Fatalf("offset %d: %d predictions waiting, want %d", off, got, 7*len(e.defs))
-			}
-			s.endRun()
-		}
-	}
-	s.endRun()
-	for i, d := range e.defs {
-		r := ref.defs[i]
-		if got, want := testutil.ToFloat64(d.met.scored), testutil.ToFloat64(r.met.scored); got != want || want != 1000 {
-			t.Errorf("model %s: %v predictions counted in runs, %v one by one, want 1000", d.name, got, want)
-		}
-		if d.quality.Mistakes() != r.quality.Mistakes() || d.quality.Accuracy() != r.quality.Accuracy() || r.quality.Mistakes() == 0 {
-			t.Errorf("model %s: %d mistakes, accuracy %v judged in runs; %d, %v one by one", d.name,
-				d.quality.Mistakes(), d.quality.Accuracy(), r.quality.Mistakes(), r.quality.Accuracy())
-		}
-	}
-}
-
-// TestLanesMergeGlobalModel: lanes learn a mergeable global mam each into
-// statistics of their own; a lane's scores include its partition's events
-// at once and the other lanes' once they publish (every holder.LanePublish
-// labelled events, and when idle), so that once every lane was idle each
-// lane scores exactly as one model that learned every event; a lane that
-// leaves folds its statistics into the shard's state.
-func TestLanesMergeGlobalModel(t *testing.T) {
-	s, rs := instanceShard(t, appliersEngine(t)), instanceShard(t, appliersEngine(t))
-	lanes := []*Shard{s.lane(0), s.lane(1)}
-	for i, l := range lanes {
-		l.applies(i)
-	}
-	event := func(part, off int, label bool) kafka.Message {
-		v := fmt.Appendf(nil, `{"features":[%d,%d]`, (off+part)%5-2, (off*3)%7-3)
-		if label {
-			v = fmt.Appendf(v, `,"label":%d`, 1-2*((off/3)%2))
-		}
-		v = append(v, '}')
-		return kafka.Message{Topic: "events", Partition: part, Offset: int64(off), Key: fmt.Appendf(nil, "user-%d-%d", part, off%5), Value: v}
-	}
-	w := s.e.NewWorker()
-	apply := func(l *Shard, msg kafka.Message, out Sink) {
-		w.Prepare(&msg)
-		l.ApplyAt(w, &msg, out, time.Now())
-	}
-	score := func(l *Shard, probe kafka.Message) float64 {
-		out := &memSink{keep: true}
-		apply(l, probe, out)
-		var rec struct {
-			Model string
-			Score float64
-		}
-		for _, m := range out.msgs {
-			if err := json.Unmarshal(m.Value, &rec); err != nil {
-				t.Fatal(err)
-			}
-			if rec.Model == "g" {
-				return rec.Score
-			}
-		}
-		t.Fatal("no record of the global model")
-		return 0
-	}
-	for off := range 500 { // runs of 25 events, the lanes alternating
-		for part, l := range lanes {
-			for k := range 25 {
-				msg := event(part, off*25+k, true)
-				apply(l, msg, &memSink{})
-				rs.Process(&msg, &memSink{})
-			}
-			if off%50 == 49 {
-				l.idle() // its applier found no event waiting, then waited
-				l.waited(holder.LaneWoke)
-				continue
-			}
-			if n := l.models[0].h.(interface{ Unpublished() int }).Unpublished(); n >= holder.LanePublish {
-				t.Fatalf("lane %d: %d labelled events unpublished", part, n)
-			}
-		}
-		if off%50 != 49 {
+	for _, mf := range mfs {
+		if mf.GetName() != name {
 			continue
 		}
-		// Every lane's run ended: each scores as the one model does.
-		probe := event(0, 1_000_000+off, false)
-		want := score(rs, probe)
-		for part, l := range lanes {
-			if got := score(l, probe); math.Abs(got-want) > 1e-9*max(1, math.Abs(want)) {
-				t.Fatalf("after %d events each: lane %d scores %v, the one model %v", (off+1)*25, part, got, want)
+		for _, m := range mf.GetMetric() {
+			if l := m.GetLabel(); len(l) == 1 && l[0].GetValue() == v {
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
 			}
 		}
 	}
-	for _, l := range lanes {
-		l.leave()
-	}
-	if err := online.StateClose(s.models[0].h.Instance(), rs.models[0].h.Instance(), 1e-9); err != nil {
-		t.Errorf("after the lanes left, the state differs from the one model's: %v", err)
-	}
-	if n, _, _ := s.models[0].counts(); n != 2*500*25 {
-		t.Errorf("the scrape counts %d examples, want %d", n, 2*500*25)
-	}
+	t.Fatalf("no series %s{%q}", name, v)
+	return 0
 }

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/stream/engine"
+	"github.com/streamer/streamer/stream/internal/stage"
 )
 
 // checkpointLoop checkpoints every snapshot.every (without a state store,
@@ -18,7 +21,7 @@ import (
 // (snapshot.every_events, or key-scoped models holding too many changed
 // keys), skipping the turns of a backoff while saves fail, until ctx ends.
 func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
-	setStage(p.labels, "stage", "checkpoint")
+	stage.Set(p.labels, "stage", "checkpoint")
 	every := p.cfg.CommitInterval
 	if p.store != nil {
 		every = p.cfg.SnapshotEvery
@@ -43,8 +46,8 @@ func (p *Pipeline) checkpointLoop(ctx context.Context, gen *kafka.Generation) {
 type shardCapture struct {
 	sh      *pshard
 	offsets map[int]int64
-	feeds   []*feed     // the partitions feeding sh at the capture
-	cp      *Checkpoint // nil: nothing to save
+	feeds   []*feed            // the partitions feeding sh at the capture
+	cp      *engine.Checkpoint // nil: nothing to save
 }
 
 // checkpoint is the one checkpoint path, for every shard of either scope:

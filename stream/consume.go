@@ -9,6 +9,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/stream/engine"
+	"github.com/streamer/streamer/stream/internal/stage"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -16,7 +18,7 @@ import (
 // in offset order until ctx ends (revoked, or shutting down), then
 // checkpoints.
 func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshard, partition int, offset int64) {
-	setStage(p.labels, "stage", "fetch", "partition", strconv.Itoa(partition))
+	stage.Set(p.labels, "stage", "fetch", "partition", strconv.Itoa(partition))
 	r := p.fetcher(partition, offset) // source.go
 	defer r.Close()
 	var out Sink = p.pub
@@ -94,16 +96,16 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 // waiting to be applied.
 type slot struct {
 	msg  kafka.Message
-	w    *Worker
-	out  outbox        // the records applying it produced, until its partition's publisher takes them
-	busy time.Duration // preparing and applying it
+	w    *engine.Worker
+	out  *engine.Outbox // the records applying it produced, until its partition's publisher takes them
+	busy time.Duration  // preparing and applying it
 }
 
 // feed is a partition feeding a shard: its slots, its applier's queue.
 type feed struct {
 	partition int
-	st        *Shard // what the applier applies events to: the shard, or in instance scope its lane for the partition
-	next      int64  // the offset after the last event applied (-1: none yet); written by the applier holding the shard's lock shared
+	st        *engine.Shard // what the applier applies events to: the shard, or in instance scope its lane for the partition
+	next      int64         // the offset after the last event applied (-1: none yet); written by the applier holding the shard's lock shared
 
 	free  chan *slot  // the partition's free slots, where a slot goes back once published
 	ready *applyQueue // the prepared slots, in offset order, to the partition's applier
@@ -131,7 +133,7 @@ const (
 // slotsPerPartition is the number of slots of each partition (see
 // maxSlots).
 func (p *Pipeline) slotsPerPartition() int {
-	return min(max(slotMemory/max(p.engine.workerBytes(), 1), minSlots), maxSlots)
+	return min(max(slotMemory/max(p.engine.WorkerBytes(), 1), minSlots), maxSlots)
 }
 
 // maxApplyBatch bounds the events a partition's applier adds to a hold of
@@ -162,7 +164,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	floats := new(wire.FloatCache) // the partition's applier's
 	bufs := newBufCache(out)       // the partition's applier's
 	for range slots {
-		free <- &slot{w: p.engine.NewWorker(), out: outbox{sink: out, bufs: bufs, floats: floats}}
+		free <- &slot{w: p.engine.NewWorker(), out: engine.NewOutbox(bufs, floats)}
 	}
 	sh.lock()
 	// Everything before the state's offset was published by the
@@ -174,15 +176,15 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 	}
 	f.st = sh.st
 	if sh.scope == "" {
-		f.st = sh.st.lane(partition)
+		f.st = sh.st.Lane(partition)
 	}
-	f.st.applies(partition)
+	f.st.Applies(partition)
 	sh.feeds[partition] = f
 	sh.unlock()
 	applied := make(chan struct{})
 	go func() {
 		defer close(applied)
-		setStage(p.labels, "stage", "apply", "partition", strconv.Itoa(partition))
+		stage.Set(p.labels, "stage", "apply", "partition", strconv.Itoa(partition))
 		sh.applyLoop(f, out)
 	}()
 	defer func() {
@@ -194,7 +196,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 			delete(sh.feeds, partition)
 		}
 		if f.st != sh.st {
-			f.st.leave()
+			f.st.Leave()
 		}
 		sh.unlock()
 	}()

@@ -16,6 +16,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // stateFS are the file systems the state is written through instead of the
@@ -52,7 +53,7 @@ func (s *Service) phaseDetail(phase string) func(detail string) {
 // as is a Pebble open that waits for a flush the disk refuses (the log of
 // an earlier version, replayed), with the flush's error in /readyz. It
 // returns when ctx ends, leaving such an open behind (the process ends).
-func (s *Service) openKeys(ctx context.Context, cfg config.Config, models []NamedModel, fsys *stateFS) (*keyStore, error) {
+func (s *Service) openKeys(ctx context.Context, cfg config.Config, models []engine.NamedModel, fsys *stateFS) (*keyStore, error) {
 	const phase = "opening the key store"
 	status := s.phaseDetail(phase)
 	status("")

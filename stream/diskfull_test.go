@@ -21,6 +21,8 @@ import (
 	"github.com/streamer/streamer/internal/faultfs"
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/engine"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 // The disk-full tests run the service in-process against a Kafka-protocol
@@ -303,13 +305,13 @@ func (r *diskFullRig) checkExact() {
 		t.Fatal(err)
 	}
 	defer keys.Close()
-	models, err := BuildModels(r.cfg, testTypes)
+	models, err := engine.BuildModels(r.cfg, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ecfg := engineConfig(r.cfg)
+	ecfg := engine.ConfigFrom(r.cfg)
 	ecfg.KeyStore = keys
-	e, err := NewEngine(ecfg, models, nil)
+	e, err := engine.NewEngine(ecfg, models, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +325,7 @@ func (r *diskFullRig) checkExact() {
 	}
 	var total int64
 	for key, want := range r.sent {
-		m, err := sh.models[0].keys(t).Key([]byte(key))
+		m, err := sh.Holder(0).(*holder.Keyed).Key([]byte(key))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +334,7 @@ func (r *diskFullRig) checkExact() {
 		}
 		total += want
 	}
-	if got := sh.models[1].h.Instance().Examples(); got != total {
+	if got := sh.Holder(1).Instance().Examples(); got != total {
 		t.Errorf("global model: %d examples, %d labelled events", got, total)
 	}
 }

@@ -1,31 +1,26 @@
 // Package stream is the Kafka adapter of the streamer service: it consumes
-// the input topic as a member of a consumer group, decodes and validates
-// each event (stream/wire), scores it with every configured model and
-// publishes the scores (Engine), learns from labelled events, dead-letters
-// bad input, makes model state durable with the offsets it includes
-// (StateStore over package snapshot) and commits offsets only after that.
-// Service wires it all together with the HTTP endpoints; the models come
-// from a model registry (online.Registry) and the configuration from
-// package config. The embedded Kafka-protocol broker used by `streamer
-// demo` and the tests is StartBroker.
+// the input topic as a member of a consumer group, hands each event to the
+// scoring engine (package stream/engine), which decodes and validates it
+// (stream/wire), scores it with every configured model, learns from it
+// when labelled and dead-letters bad input; it publishes the records, makes
+// the engine's state durable with the offsets it includes (StateStore over
+// package snapshot) and commits offsets only after that. Service wires it
+// all together with the HTTP endpoints; the models come from a model
+// registry (online.Registry) and the configuration from package config.
+// The embedded Kafka-protocol broker used by `streamer demo` and the tests
+// is StartBroker.
 //
-// # Model state
+// # Packages
 //
-// A shard (Engine.NewShard) keeps every model's state in a holder
-// (package stream/holder), chosen once when the shard is built: a plain
-// holder (one instance of the model), a keyed one (key-scoped: an instance
-// per event key, evicted to the key store) or a merged one (partition
-// scope: the partition's own statistics, scoring through the merge of
-// every partition's). The shard scores and learns, answers ranking
-// requests, checkpoints and restores through the holder, never asking
-// which one it has; an event's features reach every holder as one input,
-// dense (with the model's preparation) or hashed. The engine is not told
-// where state is kept: its first shard's scope (NewShard: "" for the
-// instance, a partition's number) binds it, and every later shard must be
-// of the same scope. The scope decides only the holders a shard gets,
-// whose bound the judge checks live, and where a mergeable model's merged
-// view comes from: the instance's lanes, or the partitions of the
-// changelog.
+// The pipeline (this package) drives the engine's shards and knows nothing
+// of the models: it gives a shard the events of its partitions, takes the
+// records it produces, and captures, saves, settles and restores its state
+// through engine.Shard's methods. The engine (stream/engine) is the
+// scoring state machine: its shards (the unit of state: the instance's
+// partitions, or one partition) keep each model's state in a holder
+// (stream/holder: plain, key-scoped with its key table, merged) and take an
+// event through the models; it knows nothing of Kafka connections,
+// consumer groups or offsets' commits.
 //
 // # Files
 //
@@ -33,27 +28,25 @@
 // passes, each stage in its own file:
 //
 //   - its partition's reader (consume.go): fetch (fetch.go, or source.go
-//     from memory), decode and prepare (worker.go, no lock), then the
+//     from memory), decode and prepare (engine.Worker, no lock), then the
 //     applier's queue;
 //   - its partition's applier (applier.go): holding the shard's lock
-//     shared, Shard.ApplyAt (shard.go) takes the event through the models
-//     in phases, each over every model and each in its own file: score and
-//     learn (the holders, package holder), calibrated certainty
-//     (calibration.go), fallbacks (fallback.go), records (outbox.go), then
-//     counts and judging (shard.go; models.go at the run's end); the lock
-//     released, the run's records are encoded (outbox.go) and handed to the
-//     publisher (publisher.go), and the run is tallied (applier.go);
+//     shared, engine.Shard.ApplyAt takes the event through the models in
+//     phases (score and learn in the holders, calibrated certainty,
+//     fallbacks, records, counts and judging: a file each in stream/engine);
+//     the lock released, the run's records are encoded (engine.Outbox) and
+//     handed to the publisher (publisher.go, with bufcache.go), and the run
+//     is tallied (applier.go);
 //   - the publisher's loops (publisher.go): batches, delivery,
 //     acknowledgements;
-//   - the checkpoint loop (checkpoint.go): capture (shardstate.go), await
-//     the deliveries, save (state.go), write the key store, commit the
-//     offsets.
+//   - the checkpoint loop (checkpoint.go): capture (engine.Shard.Capture),
+//     await the deliveries, save (state.go), write the key store
+//     (engine.Shard.Durable), commit the offsets.
 //
 // Around that path: the Pipeline and its consumer-group loop in
-// pipeline.go, partition scope in partition.go, the Engine and its
-// configuration in engine.go, a model's definition and metrics in
-// models.go, ranking requests in rank.go, rankhttp.go and explore.go,
-// delayed labels in join.go, the wiring in service.go.
+// pipeline.go, partition scope in partition.go, ranking requests over
+// HTTP in rankhttp.go, the health of the saves in saves.go, the wiring in
+// service.go.
 //
 // # Goroutines
 //
@@ -79,7 +72,7 @@
 //     mam's lanes learn in parallel, each with its own statistics and
 //     merged view, package holder). An applier counts,
 //     judges and calibrates a run of events at a time (Shard.endRun) and
-//     observes its histograms into its partition's shard (histshards.go);
+//     observes its histograms into its partition's shard (engine.HistShards);
 //     and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the
 //     key-scoped models hold too many changed keys): one loop over the

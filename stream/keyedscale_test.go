@@ -18,6 +18,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/engine"
 	"github.com/streamer/streamer/stream/holder"
 )
 
@@ -42,14 +43,14 @@ func TestManyKeys(t *testing.T) {
 	factory := func() (online.Model, error) {
 		return online.NewMAM(8, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
 	}
-	open := func() (*Engine, *Shard, *StateStore, *keystore.DB) {
+	open := func() (*engine.Engine, *engine.Shard, *StateStore, *keystore.DB) {
 		db, err := keystore.Open(filepath.Join(dir, "keystore"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m, _ := factory()
-		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, KeyStore: db},
-			[]NamedModel{{Name: "per_user", Model: m, Fingerprint: "fp", Factory: factory, MaxKeys: maxKeys, New: factory}}, nil)
+		e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, KeyStore: db},
+			[]engine.NamedModel{{Name: "per_user", Model: m, Fingerprint: "fp", Factory: factory, MaxKeys: maxKeys, New: factory}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +83,7 @@ func TestManyKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := c.deltas[0]
+		d := c.Deltas()[0]
 		if len(deltaKeys(d)) != len(changed) {
 			t.Fatalf("checkpoint %d carries %d keys, %d changed since the last", checkpoints+1, len(deltaKeys(d)), len(changed))
 		}
@@ -132,7 +133,7 @@ func TestManyKeys(t *testing.T) {
 	if len(changed) > 0 {
 		checkpoint(int64(events))
 	}
-	examples, hot, stored := s.models[0].counts()
+	examples, hot, stored := s.Holder(0).Counts()
 	if examples != int64(events) {
 		t.Fatalf("examples %d, want %d", examples, events)
 	}
@@ -176,8 +177,8 @@ func TestManyKeys(t *testing.T) {
 	if len(out.msgs) != 1 || !bytes.Contains(out.msgs[0].Value, []byte(`"n":`)) {
 		t.Fatalf("no score after the restart: %v", out.msgs)
 	}
-	examples, _, stored = s2.models[0].counts()
-	reloaded := s2.models[0].h.(*holder.Keyed).Stats().Reloaded
+	examples, _, stored = s2.Holder(0).Counts()
+	reloaded := s2.Holder(0).(*holder.Keyed).Stats().Reloaded
 	if examples != int64(events) || stored != int64(keys) || reloaded != 1 {
 		t.Fatalf("after the restart: %d examples, %d keys stored, %d keys read; want %d, %d, 1",
 			examples, stored, reloaded, events, keys)
@@ -200,67 +201,4 @@ func procStatus(field string) uint64 {
 		}
 	}
 	return 0
-}
-
-// BenchmarkHotKey is the per-event path (Worker.Prepare, then Shard.Apply:
-// decode, score, publish, learn) of a linear MAM with d = 8 as one global
-// model and as a key-scoped model whose key is in memory (a hot key among
-// 1 000, max_keys 10 000). Target: the hot key within 1.2× of the global
-// model, 0 allocs/op for both.
-func BenchmarkHotKey(b *testing.B) {
-	factory := func() (online.Model, error) {
-		return online.NewMAM(8, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	msgs := make([]kafka.Message, 64)
-	for i := range msgs {
-		v := []byte(`{"features":[`)
-		for j := range 8 {
-			if j > 0 {
-				v = append(v, ',')
-			}
-			v = strconv.AppendFloat(v, rng.NormFloat64(), 'g', 6, 64)
-		}
-		msgs[i] = kafka.Message{Topic: "events", Key: []byte("user-42"), Value: fmt.Appendf(v, `],"label":%d}`, 1-2*(i%2))}
-	}
-	for _, keyed := range []bool{false, true} {
-		name := "global"
-		if keyed {
-			name = "hot-key"
-		}
-		b.Run(name, func(b *testing.B) {
-			m, _ := factory()
-			nm := NamedModel{Name: "m", Model: m, Fingerprint: "fp", New: factory}
-			if keyed {
-				nm.Factory, nm.MaxKeys = factory, 10_000
-			}
-			e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8}, []NamedModel{nm}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			s, err := e.NewShard("")
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, _, err := s.Restore(nil, nil); err != nil {
-				b.Fatal(err)
-			}
-			w, sink := e.NewWorker(), &memSink{}
-			for i := range 1000 { // other keys in memory
-				msg := msgs[0]
-				msg.Key = fmt.Appendf(nil, "user-%d", 1000+i)
-				w.Prepare(&msg)
-				s.Apply(w, &msg, sink)
-			}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				msg := &msgs[i&63]
-				w.Prepare(msg)
-				s.Apply(w, msg, sink)
-				i++
-			}
-		})
-	}
 }

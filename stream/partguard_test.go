@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // TestPartitionGuard: keys produced with each of the three partitioners
@@ -90,7 +92,7 @@ func TestPartitionGuard(t *testing.T) {
 // guard, which POST /v1/rank's set-up makes with the partitioner
 // configured and whose partition count follows the one requests use.
 func TestRankWarning(t *testing.T) {
-	p := rankPipeline(t, exploreEngine(t, 4, 10, nil, PolicyGreedy, 0))
+	p := rankPipeline(t, exploreEngine(t, 4, 10, nil, engine.PolicyGreedy, 0))
 	if w := p.RankWarning(); w != "" {
 		t.Fatalf("warning %q before any event", w)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 type scaleMetrics struct {
@@ -177,7 +178,7 @@ func (p *Pipeline) releasePartition(part int) {
 // keySource is where a shard of scope rebuilds its key store's tables
 // when they do not match its snapshot: the changelog's key records (nil
 // without a changelog).
-func (p *Pipeline) keySource(scope string) KeySource {
+func (p *Pipeline) keySource(scope string) engine.KeySource {
 	if p.store == nil || p.store.changelog == nil {
 		return nil
 	}

@@ -14,16 +14,12 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/engine"
 )
 
-// Sink receives the records a Processor produces. *Publisher is the Sink
-// that sends them to Kafka.
-type Sink interface {
-	// Buffer returns an empty slice to encode a record into.
-	Buffer() []byte
-	// Publish queues a record; it owns m's byte slices from then on.
-	Publish(m kafka.Message)
-}
+// Sink receives the records a Processor produces (engine.Sink). *Publisher
+// is the Sink that sends them to Kafka.
+type Sink = engine.Sink
 
 var _ Sink = (*Publisher)(nil)
 
@@ -101,7 +97,7 @@ type PipelineConfig struct {
 type Pipeline struct {
 	cfg    PipelineConfig
 	proc   Processor // stateless processing (nil with an engine)
-	engine *Engine
+	engine *engine.Engine
 	pub    *Publisher
 	log    *slog.Logger
 	met    *pipelineMetrics
@@ -131,7 +127,7 @@ type Pipeline struct {
 	saves       *saveHealth // the checkpoints' saves: failures, backoff (saves.go)
 
 	// labels is Run's context: the profiler labels of its goroutines
-	// (labels.go) add to its own.
+	// (package stage) add to its own.
 	labels context.Context
 
 	// aborted ends the final checkpoints' waits for deliveries that will
@@ -147,7 +143,7 @@ type pipelineMetrics struct {
 	commitErrs prometheus.Counter
 	fetchErrs  prometheus.Counter
 	assigned   prometheus.Gauge
-	latency    *histShards // by refit; each partition's applier observes into its own shard
+	latency    *engine.HistShards // by refit; each partition's applier observes into its own shard
 	rebalances prometheus.Counter
 }
 
@@ -166,7 +162,7 @@ func newPipelineMetrics(reg prometheus.Registerer) *pipelineMetrics {
 			Name: "streamer_fetch_errors_total", Help: "Errors fetching from the input topic (retried)."}),
 		assigned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "streamer_assigned_partitions", Help: "Input partitions currently assigned to this instance."}),
-		latency: newHistShards("streamer_event_processing_seconds", "Per-event processing time: decode, score, publish, learn (excludes fetch wait), by whether a background refit was running.",
+		latency: engine.NewHistShards("streamer_event_processing_seconds", "Per-event processing time: decode, score, publish, learn (excludes fetch wait), by whether a background refit was running.",
 			"refit", prometheus.ExponentialBuckets(1e-6, 2, 22)),
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "streamer_rebalances_total", Help: "Consumer-group generations joined."}),
@@ -217,7 +213,7 @@ func NewPipeline(cfg PipelineConfig, proc Processor, pub *Publisher, reg prometh
 // partition is revoked; every refresh the other partitions' latest state is
 // read from the changelog and merged (Engine.SetRemote). Partition scope
 // needs a store with a changelog.
-func (p *Pipeline) UseEngine(engine *Engine, store *StateStore, partitioned bool, refresh time.Duration) error {
+func (p *Pipeline) UseEngine(engine *engine.Engine, store *StateStore, partitioned bool, refresh time.Duration) error {
 	p.engine, p.store, p.partitioned, p.refresh, p.proc = engine, store, partitioned, refresh, nil
 	p.remoteSeq = map[int]uint64{}
 	p.held = map[string]string{}

@@ -13,6 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/stream/engine"
+	"github.com/streamer/streamer/stream/internal/stage"
 )
 
 // Publisher sends score and dead-letter records asynchronously in batches.
@@ -74,7 +77,7 @@ type Publisher struct {
 type PublisherConfig struct {
 	// Labels is the context whose profiler labels the publisher's loops
 	// (and the producer's goroutines they start) carry beside
-	// stage=publish (labels.go); nil: none.
+	// stage=publish (package stage); nil: none.
 	Labels       context.Context
 	Brokers      []string
 	ClientID     string
@@ -186,7 +189,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		p.loops.Add(1)
 		go func() {
 			defer p.loops.Done()
-			setStage(cfg.Labels, "stage", "publish")
+			stage.Set(cfg.Labels, "stage", "publish")
 			p.loop(cfg.BatchSize, in, i == 0)
 		}()
 	}
@@ -527,7 +530,7 @@ func (p *Publisher) cut(m kafka.Message, n int) kafka.Message {
 	orig := len(m.Value)
 	hs := make([]kafka.Header, len(m.Headers), len(m.Headers)+1)
 	copy(hs, m.Headers)
-	m.Headers = append(hs, kafka.Header{Key: HeaderOriginalBytes, Value: strconv.AppendInt(nil, int64(orig), 10)})
+	m.Headers = append(hs, kafka.Header{Key: engine.HeaderOriginalBytes, Value: strconv.AppendInt(nil, int64(orig), 10)})
 	keep := max(0, orig-(recordBytes(&m)-p.maxRecord))
 	m.Value = m.Value[:keep:keep]
 	if p.truncated != nil {

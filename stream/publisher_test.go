@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // TestPublisherMarkAwait: Await returns once the records published before
@@ -119,7 +121,7 @@ func BenchmarkPublish(b *testing.B) {
 				}
 			}()
 			m := kafka.Message{Topic: c.topic, Key: []byte("user-42"), Value: []byte(`{"id":"e-1","score":0.5}`),
-				Headers: []kafka.Header{{Key: HeaderReason, Value: []byte("not_json")}}}
+				Headers: []kafka.Header{{Key: engine.HeaderReason, Value: []byte("not_json")}}}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				p.Publish(m)
@@ -159,13 +161,13 @@ func TestPublisherRetryBacksOff(t *testing.T) {
 // other topics' records are left alone.
 func TestPublisherCutsDeadLetters(t *testing.T) {
 	p := &Publisher{truncTopic: "dlq", maxRecord: 1000}
-	m := kafka.Message{Topic: "dlq", Key: []byte("k"), Value: make([]byte, 5000), Headers: []kafka.Header{{Key: HeaderReason, Value: []byte("too_large")}}}
+	m := kafka.Message{Topic: "dlq", Key: []byte("k"), Value: make([]byte, 5000), Headers: []kafka.Header{{Key: engine.HeaderReason, Value: []byte("too_large")}}}
 	c := p.cut(m, recordBytes(&m))
 	if n := recordBytes(&c); n > 1000 || n < 900 {
 		t.Fatalf("cut record takes %d bytes, want just under 1000", n)
 	}
-	if len(m.Headers) != 1 || len(c.Headers) != 2 || string(c.Headers[1].Value) != "5000" || c.Headers[1].Key != HeaderOriginalBytes {
-		t.Fatalf("headers %v (the original's %v): want %s: 5000 added to a copy", c.Headers, m.Headers, HeaderOriginalBytes)
+	if len(m.Headers) != 1 || len(c.Headers) != 2 || string(c.Headers[1].Value) != "5000" || c.Headers[1].Key != engine.HeaderOriginalBytes {
+		t.Fatalf("headers %v (the original's %v): want %s: 5000 added to a copy", c.Headers, m.Headers, engine.HeaderOriginalBytes)
 	}
 }
 

@@ -92,7 +92,7 @@ type rankHTTP struct {
 func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
 	p.rankRefused = cfg.Refused // ranking off: its 404s are counted too
 	e := p.engine
-	if e == nil || e.rankIdx < 0 {
+	if e == nil || !e.Ranks() {
 		return nil
 	}
 	r := &rankHTTP{cfg: cfg}
@@ -111,29 +111,14 @@ func (p *Pipeline) EnableRankHTTP(cfg RankHTTPConfig) error {
 		name = "murmur2"
 	}
 	r.guard = newPartitionGuard(name, r.balancer, cfg.Registerer, p.log)
-	dec, err := wire.NewDecoder(e.cfg.Dim, e.cfg.FeatureNames, cfg.MaxBytes)
+	dec, err := e.RequestDecoder(cfg.MaxBytes)
 	if err != nil {
 		return err
-	}
-	// Strict: an unknown field is an error the client sees at once, not
-	// skipped as the stream's additive contract has it.
-	dec = dec.WithMaxAbs(e.cfg.MaxFeatureAbs).WithRequests(e.cfg.Rank.MaxCandidates).WithStrict()
-	if e.cfg.Rows > 0 {
-		dec = dec.WithShape(e.cfg.Rows)
-	}
-	if e.cfg.Hash != nil {
-		if dec, err = dec.WithHashing(*e.cfg.Hash); err != nil {
-			return err
-		}
 	}
 	r.dec = dec
 	r.pool.New = func() any { return new(wire.Event) }
 	r.bufs.New = func() any { return new(rankBufs) }
-	for _, d := range e.defs {
-		if d.keyFactory != nil {
-			r.keyed = true
-		}
-	}
+	r.keyed = e.KeyScoped()
 	p.rank = r
 	return nil
 }
@@ -217,7 +202,7 @@ func (p *Pipeline) ServeRank(w http.ResponseWriter, req *http.Request) {
 	reg = trace.StartRegion(ctx, "rank: write")
 	_, _ = w.Write(out)
 	reg.End()
-	p.engine.met.rankSeconds.Observe(time.Since(start).Seconds())
+	p.engine.RankServed(time.Since(start))
 }
 
 // jsonContentType is the Content-Type of the responses (shared, never
@@ -286,11 +271,10 @@ func (p *Pipeline) Rank(ctx context.Context, body, dst []byte) ([]byte, error) {
 	wait := time.Now()
 	sh.lock()
 	defer sh.unlock()
-	p.engine.met.rankWait.Observe(time.Since(wait).Seconds())
+	p.engine.RankWaited(time.Since(wait))
 	reg.End()
 	defer trace.StartRegion(ctx, "rank: rank").End()
-	sh.st.rankRequest(ev, ev.ID, ev.Key, p.engine.now())
-	return wire.AppendRanking(dst, &sh.st.rk.resp), nil
+	return sh.st.Rank(dst, ev), nil
 }
 
 // rankShard returns the shard that owns key: in partition scope the key's

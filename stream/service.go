@@ -24,7 +24,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/stream/wire"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // Service is the whole streamer process: the consumer-group pipeline with
@@ -34,7 +34,7 @@ type Service struct {
 	cfg      config.Config
 	reg      *prometheus.Registry
 	log      *slog.Logger
-	engine   *Engine
+	engine   *engine.Engine
 	pub      *Publisher
 	pipeline *Pipeline
 	store    *StateStore
@@ -107,89 +107,9 @@ func (e *StateLostError) Error() string {
 		e.Where, corrupt, e.Group, e.Topic, strings.Join(offs, " "), e.Group, e.Topic)
 }
 
-// BuildModels constructs the configured models from the model types of
-// reg.
-func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) {
-	var out []NamedModel
-	for i, mc := range cfg.Models {
-		spec := mc.Spec()
-		t, err := reg.Type(mc.Type)
-		if err != nil {
-			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
-		}
-		build := func() (online.Model, error) { return reg.New(spec) }
-		m, err := build()
-		if err != nil {
-			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
-		}
-		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), Traits: t.Traits(mc.Params), New: build,
-			Label: mc.LabelMap(), Fallback: mc.Fallback}
-		for _, name := range mc.Members() {
-			j := slices.IndexFunc(cfg.Models[:i], func(o config.Model) bool { return o.Name == name })
-			if j < 0 {
-				return nil, fmt.Errorf("models[%d] (%s): member %q is not a model before it", i, mc.Name, name)
-			}
-			nm.Members = append(nm.Members, j)
-		}
-		if mc.KeyScoped() {
-			nm.Factory = build // heavy instances are not started: key-scoped refits run inline
-			nm.MaxKeys = mc.MaxKeys
-		}
-		out = append(out, nm)
-	}
-	return out, nil
-}
-
-// engineConfig is the engine's configuration from cfg (without the key
-// store, opened later).
-func engineConfig(cfg config.Config) EngineConfig {
-	m0 := cfg.Models[0]
-	return EngineConfig{
-		OutputTopic:     cfg.Kafka.OutputTopic,
-		DLQTopic:        cfg.Kafka.DLQTopic,
-		Dim:             m0.Features.Dim,
-		FeatureNames:    m0.Features.Names,
-		Rows:            rows(m0.Features),
-		MaxMessageBytes: cfg.Kafka.MaxMessageBytes,
-		MaxFeatureAbs:   cfg.Kafka.MaxFeatureAbs,
-		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
-		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
-		JoinTime:        cfg.Labels.JoinWindow.Time,
-		Hash:            HashConfig(cfg),
-		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
-		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
-			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
-			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed),
-			JoinEvents: rankJoinEvents(cfg.Rank.Join), JoinTime: cfg.Rank.Join.Time, JoinPerKey: cfg.Rank.Join.PerKey, JoinEntries: cfg.Rank.Join.Entries},
-	}
-}
-
 // batchOverhead is what a record batch takes beyond kafka-go's count of
 // its records (the batch header, 61 bytes, and a margin).
 const batchOverhead = 256
-
-// defaultJoinEvents bounds the join buffer when only a time is configured.
-const defaultJoinEvents = 100_000
-
-func joinEvents(j config.JoinWindow) int {
-	switch {
-	case !j.Enabled():
-		return 0
-	case j.Events > 0:
-		return j.Events
-	default:
-		return defaultJoinEvents
-	}
-}
-
-// rankJoinEvents is the engine's RankConfig.JoinEvents for rank.join:
-// events 0 (shown items not kept) is the engine's −1.
-func rankJoinEvents(j config.RankJoin) int {
-	if j.Events == 0 {
-		return -1
-	}
-	return j.Events
-}
 
 func requiredAcks(s string) kafka.RequiredAcks {
 	switch s {
@@ -241,12 +161,12 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}()
 	// The models, and what the engine does not take of the configuration,
 	// before anything connects to the brokers.
-	models, err := BuildModels(cfg, types)
+	models, err := engine.BuildModels(cfg, types)
 	if err != nil {
 		return nil, err
 	}
-	ecfg := engineConfig(cfg)
-	if err := CheckEngine(ecfg, models); err != nil {
+	ecfg := engine.ConfigFrom(cfg)
+	if err := engine.CheckEngine(ecfg, models); err != nil {
 		return nil, err
 	}
 	// TLS and SASL for every Kafka connection; a wrong password or
@@ -296,7 +216,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}
 	ecfg.KeyStore, ecfg.LegacyKeyDir = keys.db, legacyKeys
 	ecfg.Log, ecfg.AllowKeyLoss = log, o.allowEmptyState
-	engine, err := NewEngine(ecfg, models, reg)
+	eng, err := engine.NewEngine(ecfg, models, reg)
 	if err != nil {
 		keys.close()
 		return nil, err
@@ -343,7 +263,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		AllowEmptyState:     o.allowEmptyState,
 	}, nil, pub, reg, log) // the engine, by UseEngine below
 
-	s.engine, s.pub, s.pipeline, s.sec, s.keys = engine, pub, pipeline, sec, keys
+	s.engine, s.pub, s.pipeline, s.sec, s.keys = eng, pub, pipeline, sec, keys
 	if cfg.Snapshot.Enabled() {
 		s.phase.Store(ptr("opening the state store"))
 	}
@@ -356,7 +276,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		s.store.setWriteHook(o.snapshotWriteHook)
 	}
 	if err == nil {
-		err = pipeline.UseEngine(engine, s.store, cfg.Snapshot.Partitioned(), cfg.Snapshot.RemoteRefresh)
+		err = pipeline.UseEngine(eng, s.store, cfg.Snapshot.Partitioned(), cfg.Snapshot.RemoteRefresh)
 	}
 	if err == nil {
 		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes, Registerer: reg, Refused: s.rankRefused,
@@ -388,9 +308,9 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	if err != nil {
 		_ = pub.Close(context.Background())
 		_ = s.store.Close()
-		engine.Close()
+		eng.Close()
 		keys.close()
-		return nil, explainKeyStore(cfg, err)
+		return nil, engine.ExplainKeyStore(cfg, err)
 	}
 	if s.store == nil {
 		log.Warn("snapshots are off (no snapshot.dir or snapshot.changelog_topic): model state is lost on restart")
@@ -403,15 +323,6 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// rows is the number of rows of a matrix input (features.shape), 0 for a
-// vector.
-func rows(f config.Features) int {
-	if len(f.Shape) == 2 {
-		return f.Shape[0]
-	}
-	return 0
-}
 
 // stateWhere says where the state of cfg is kept, for messages.
 func stateWhere(cfg config.Snapshot) string {
@@ -514,8 +425,8 @@ type keyStore struct {
 	tmp string
 }
 
-func openKeyStore(cfg config.Config, models []NamedModel, log *slog.Logger, opts ...keystore.Option) (*keyStore, error) {
-	if !slices.ContainsFunc(models, func(m NamedModel) bool { return m.Factory != nil }) {
+func openKeyStore(cfg config.Config, models []engine.NamedModel, log *slog.Logger, opts ...keystore.Option) (*keyStore, error) {
+	if !slices.ContainsFunc(models, func(m engine.NamedModel) bool { return m.Factory != nil }) {
 		return &keyStore{}, nil
 	}
 	dir, tmp := "", ""
@@ -536,7 +447,7 @@ func openKeyStore(cfg config.Config, models []NamedModel, log *slog.Logger, opts
 		if tmp != "" {
 			_ = os.RemoveAll(tmp)
 		}
-		return nil, explainKeyStoreOpen(cfg, fmt.Errorf("snapshot.dir: key store: %w", err))
+		return nil, engine.ExplainKeyStoreOpen(cfg, fmt.Errorf("snapshot.dir: key store: %w", err))
 	}
 	// A restore that falls back to an older snapshot takes the key store
 	// back as far (keystore.Table.UndoTo).
@@ -574,7 +485,7 @@ func (s *Service) readyWarning() string {
 		if w := p.RankWarning(); w != "" {
 			out = "\nwarning: " + w
 		}
-		if d := s.engine.KeyFaults(); d != "" { // keyfault.go
+		if d := s.engine.KeyFaults(); d != "" { // engine: failed keys
 			out += "\ndegraded: " + d
 		}
 	}
@@ -769,22 +680,4 @@ func topicKeys(cfg config.Config) map[string]string {
 		m[t] = "rank.response_topic"
 	}
 	return m
-}
-
-// HashConfig is the hashing the service's engine decodes cfg's events with
-// (EngineConfig.Hash): models[0]'s features.hash, namespaces, interactions
-// and max_features, shared by every model; nil for dense features. cfg
-// must have a model.
-func HashConfig(cfg config.Config) *wire.HashConfig { return hashConfig(cfg.Models[0].Features) }
-
-// hashConfig is the decoder's hashing of features f (nil: dense features).
-func hashConfig(f config.Features) *wire.HashConfig {
-	if f.Hash == nil {
-		return nil
-	}
-	h := &wire.HashConfig{Bits: f.Hash.Bits, Seed: uint64(f.Hash.Seed), MaxFeatures: f.MaxFeatures, Namespaces: f.Namespaces}
-	for _, p := range f.Interactions {
-		h.Interactions = append(h.Interactions, [2]string{p[0], p[1]})
-	}
-	return h
 }

@@ -236,7 +236,7 @@ func BenchmarkDiscardPublishRuns(b *testing.B) {
 		bufs := newBufCache(out)                      // and buffers
 		n := int64(0)
 		for pb.Next() {
-			msgs = append(msgs, kafka.Message{Topic: "out", Key: key, Value: append(bufs.get(), `{"id":"e-1","score":0.5}`...)})
+			msgs = append(msgs, kafka.Message{Topic: "out", Key: key, Value: append(bufs.Buffer(), `{"id":"e-1","score":0.5}`...)})
 			if len(msgs) == run {
 				out.PublishBatch(msgs)
 				clear(msgs)

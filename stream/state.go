@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // StateStore makes snapshots durable in a directory of files, a compacted
@@ -259,13 +260,13 @@ func (s *StateStore) saved1(start time.Time, models []snapshot.Model, whole bool
 // compaction keeps each key's newest state: the keys travel with their
 // partition to whichever instance restores it. Without a changelog it does
 // nothing.
-func (s *StateStore) PutKeys(ctx context.Context, scope string, c *Checkpoint) error {
+func (s *StateStore) PutKeys(ctx context.Context, scope string, c *engine.Checkpoint) error {
 	if s == nil || s.changelog == nil {
 		return nil
 	}
 	var keys []string
 	var values [][]byte
-	for i, d := range c.deltas {
+	for i, d := range c.Deltas() {
 		if d == nil {
 			continue
 		}

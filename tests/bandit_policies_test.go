@@ -20,7 +20,7 @@ import (
 // reach the models in batches of 250 requests, as the test's producer
 // sends them. The policies:
 //
-//   - greedy, ucb, thompson: the service's (stream/explore.go: the mam's
+//   - greedy, ucb, thompson: the service's (stream/engine/explore.go: the mam's
 //     score, plus alpha·sqrt(zᵀA⁻¹z), or plus alpha·ξᵀz with ξ ~ N(0, A⁻¹),
 //     z = [x/‖x‖; 1]/√2, A = I + Σ zzᵀ per user);
 //   - upper: issue 16's first design, the mam's candidates ordered by the

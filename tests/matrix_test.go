@@ -9,7 +9,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 const matrixConfig = `
@@ -116,7 +116,7 @@ func TestMatrixModelsOverKafka(t *testing.T) {
 		}
 	}
 	dl := newConsumer(t, b, "events.dlq").read(t, 1, 30*time.Second)[0]
-	if r, d := header(dl, stream.HeaderReason), header(dl, stream.HeaderDetail); r != "wrong_dimension" || !strings.Contains(d, "want 4×4") {
+	if r, d := header(dl, engine.HeaderReason), header(dl, engine.HeaderDetail); r != "wrong_dimension" || !strings.Contains(d, "want 4×4") {
 		t.Errorf("dead letter %s %q, want wrong_dimension naming the shape", r, d)
 	}
 	if err := p.stop(t); err != nil {

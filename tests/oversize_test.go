@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 const oversizeConfig = `
@@ -140,11 +141,11 @@ func TestOversizedDeadLetters(t *testing.T) {
 	})
 	dl := readAll(t, b, "events.dlq", big)
 	for _, m := range dl {
-		if r := header(m, stream.HeaderReason); r != "too_large" {
+		if r := header(m, engine.HeaderReason); r != "too_large" {
 			t.Fatalf("dead letter reason %q, want too_large", r)
 		}
-		if n, _ := strconv.Atoi(header(m, stream.HeaderOriginalBytes)); n != len(huge) {
-			t.Fatalf("%s = %q, want %d", stream.HeaderOriginalBytes, header(m, stream.HeaderOriginalBytes), len(huge))
+		if n, _ := strconv.Atoi(header(m, engine.HeaderOriginalBytes)); n != len(huge) {
+			t.Fatalf("%s = %q, want %d", engine.HeaderOriginalBytes, header(m, engine.HeaderOriginalBytes), len(huge))
 		}
 		if len(m.Value) > stream.DefaultMaxMessageBytes || len(m.Value) < 1_000_000 || !bytes.Equal(m.Value, huge[:len(m.Value)]) {
 			t.Fatalf("dead letter value of %d bytes, want the input's first bytes, under the topic's %d", len(m.Value), stream.DefaultMaxMessageBytes)

@@ -400,12 +400,13 @@ func checkK8s(t *testing.T) {
 // metricRef finds metric names in PromQL and Grafana queries.
 var metricRef = regexp.MustCompile(`\b(?:streamer|process|go)_[a-z0-9_]+\b`)
 
-// sourceMetrics returns the streamer_* names registered in ../stream/*.go
-// and ../cmd/streamer/*.go (non-test files).
+// sourceMetrics returns the streamer_* names registered in ../stream/*.go,
+// the engine's and the holders' (../stream/engine, ../stream/holder) and
+// ../cmd/streamer/*.go (non-test files).
 func sourceMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	var files []string
-	for _, g := range []string{"../stream/*.go", "../cmd/streamer/*.go"} {
+	for _, g := range []string{"../stream/*.go", "../stream/engine/*.go", "../stream/holder/*.go", "../cmd/streamer/*.go"} {
 		m, _ := filepath.Glob(g)
 		files = append(files, m...)
 	}
@@ -549,7 +550,7 @@ func TestDashboard(t *testing.T) {
 		for _, n := range metricRef.FindAllString(e, -1) {
 			used[n] = true
 			if strings.HasPrefix(n, "streamer_") && !knownName(src, n) {
-				t.Errorf("%s (in %s) is not a metric of ../stream or ../cmd", n, e)
+				t.Errorf("%s (in %s) is not a metric of ../stream (engine, holder) or ../cmd", n, e)
 			}
 		}
 	}

@@ -244,7 +244,7 @@ func TestRankFlood(t *testing.T) {
 			full_, quota, pending, windowEvents, shown)
 	}
 	// The requests' window holds at most windowEvents items of 16
-	// features and 2 models' predictions (stream/join.go, joinBytes): it
+	// features and 2 models' predictions (stream/engine/join.go, joinBytes): it
 	// is allocated whole at start, so the flood adds only what it leaves
 	// behind until the next GC, connections and the anonymous keys'
 	// models; 32 MiB of slack for that.

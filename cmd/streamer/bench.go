@@ -16,7 +16,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/bench"
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -211,7 +211,7 @@ interleaving; --json does not apply.`,
 			if calWindow < 0 || calWindow > 0 && calEvery < 1 {
 				return fmt.Errorf("--calibration-window must be ≥ 0 (0 = off) and --calibration-every ≥ 1")
 			}
-			cfg.Calibration = stream.CalibrationConfig{Window: calWindow, Every: calEvery, Delta: calDelta}
+			cfg.Calibration = engine.CalibrationConfig{Window: calWindow, Every: calEvery, Delta: calDelta}
 			stderr := cmd.ErrOrStderr()
 			cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
 			if cfg.Stages && (cpuProfile != "" || len(instances) > 0) {
@@ -318,8 +318,8 @@ func writeProfile(name, path string) error {
 	return f.Close()
 }
 
-// mergeLanesFlag is --merge-lanes (stream.MergeLanes).
-type mergeLanesFlag struct{ v *stream.MergeLanes }
+// mergeLanesFlag is --merge-lanes (engine.MergeLanes).
+type mergeLanesFlag struct{ v *engine.MergeLanes }
 
 func (f mergeLanesFlag) String() string {
 	if f.v == nil {
@@ -329,7 +329,7 @@ func (f mergeLanesFlag) String() string {
 }
 
 func (f mergeLanesFlag) Set(s string) error {
-	m, err := stream.ParseMergeLanes(s)
+	m, err := engine.ParseMergeLanes(s)
 	if err == nil {
 		*f.v = m
 	}

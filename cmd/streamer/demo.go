@@ -27,6 +27,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/configs"
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 //go:embed data/ripley_train.csv
@@ -280,7 +281,7 @@ func (v *scoreView) watch(ctx context.Context, brokers []string) {
 		if m.Topic == "events.dlq" {
 			reason := ""
 			for _, h := range m.Headers {
-				if h.Key == stream.HeaderReason {
+				if h.Key == engine.HeaderReason {
 					reason = string(h.Value)
 				}
 			}

@@ -15,7 +15,7 @@ import (
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/snapshot"
-	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 	"github.com/streamer/streamer/stream/holder"
 )
 
@@ -207,7 +207,7 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		}
 		st.note = fmt.Sprintf("%d keys changed in this checkpoint", len(keys))
 		for i, b := range states {
-			b, err := stream.KeyModelState(b) // less the key's exploration statistics (rank.explore ucb, thompson)
+			b, err := engine.KeyModelState(b) // less the key's exploration statistics (rank.explore ucb, thompson)
 			if err != nil {
 				st.err = fmt.Errorf("key %q: %w", keys[i], err)
 				return st
@@ -319,7 +319,7 @@ func inspectKeyStore(w io.Writer, types *online.Registry, dir string, detail boo
 		return nil
 	}
 	r, err := keystore.Check(dir, func(_, _ string, _, state []byte) error {
-		b, err := stream.KeyModelState(state)
+		b, err := engine.KeyModelState(state)
 		if err == nil {
 			_, err = types.Restore(b)
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // Config configures Run and ScaleOut.
@@ -50,7 +51,7 @@ type Config struct {
 	// Calibration is the score pipelines' calibrated certainty, as the
 	// service's calibration section (Window 0: off). The service has it on
 	// by default, so `streamer bench` does too.
-	Calibration stream.CalibrationConfig
+	Calibration engine.CalibrationConfig
 	Models      *Models // what the score pipelines run; nil: BuiltinMAM(Dim, Kernel)
 	// Stages CPU-profiles each measured run on its own and keeps its CPU by
 	// goroutine labels (Result.Goroutines, stages.go). It needs the CPU
@@ -64,8 +65,8 @@ type Config struct {
 	// and its offset commits stay on the embedded broker.
 	NoBroker bool
 	// MergeLanes: whether the lanes learn a mergeable global mam in
-	// parallel (stream.EngineConfig.MergeLanes).
-	MergeLanes stream.MergeLanes
+	// parallel (engine.EngineConfig.MergeLanes).
+	MergeLanes engine.MergeLanes
 	Progress   func(string) // optional progress messages
 }
 
@@ -280,12 +281,12 @@ func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg
 		runtime.GC() // the next run starts from the same heap
 	}()
 	var proc stream.Processor
-	var engine *stream.Engine
-	var models []stream.NamedModel
+	var eng *engine.Engine
+	var models []engine.NamedModel
 	var store *stream.StateStore
 	var reg *prometheus.Registry // the engine's metrics: what the models learned
 	if mode == PassThrough {
-		proc = stream.ProcessorFunc(func(msg *kafka.Message, sink stream.Sink) {
+		proc = stream.ProcessorFunc(func(msg *kafka.Message, sink engine.Sink) {
 			sink.Publish(kafka.Message{Topic: out, Key: msg.Key, Value: msg.Value})
 		})
 	} else {
@@ -296,13 +297,13 @@ func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg
 		reg = prometheus.NewRegistry()
 		cal := cfg.Calibration
 		cal.Labels = ctx // the refits' goroutines keep pipeline=MODE
-		engine, err = stream.NewEngine(stream.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
+		eng, err = engine.NewEngine(engine.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
 			Calibration: cal, MergeLanes: cfg.MergeLanes}, models, reg)
 		if err != nil {
 			return res, err
 		}
-		engine.Start() // background refits, as the service
-		defer engine.Close()
+		eng.Start() // background refits, as the service
+		defer eng.Close()
 		if mode == ScoreSnapshot {
 			dir, err := os.MkdirTemp("", "streamer-bench-state")
 			if err != nil {
@@ -316,7 +317,7 @@ func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg
 			defer store.Close()
 		}
 	}
-	r, err := benchOne(ctx, b.Addrs(), mem, "bench-"+slug, proc, engine, reg, cfg.Events, store, cfg.SnapshotEvery)
+	r, err := benchOne(ctx, b.Addrs(), mem, "bench-"+slug, proc, eng, reg, cfg.Events, store, cfg.SnapshotEvery)
 	r.Mode = mode
 	if err != nil {
 		return r, err
@@ -339,7 +340,7 @@ func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg
 // (streamer_model_examples of reg, the engine's registry). With mem the
 // pipeline reads mem's records instead of the broker's and publishes to
 // a discarding publisher (Config.NoBroker).
-func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, group string, proc stream.Processor, engine *stream.Engine, reg *prometheus.Registry,
+func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, group string, proc stream.Processor, eng *engine.Engine, reg *prometheus.Registry,
 	events int, store *stream.StateStore, every time.Duration) (Result, error) {
 	var processed, acked atomic.Int64
 	sink := &countingSink{}
@@ -380,8 +381,8 @@ func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, g
 			check()
 		},
 	}, proc, pub, nil, nil)
-	if engine != nil {
-		if err := pl.UseEngine(engine, store, false, 0); err != nil {
+	if eng != nil {
+		if err := pl.UseEngine(eng, store, false, 0); err != nil {
 			return Result{}, err
 		}
 		if err := pl.Restore(ctx); err != nil {
@@ -460,7 +461,7 @@ func modelExamples(reg prometheus.Gatherer) (map[string]int64, error) {
 // countingSink counts the records a processor publishes, and those it
 // dead-letters with the first one's reason.
 type countingSink struct {
-	stream.Sink
+	engine.Sink
 	records, dead atomic.Int64
 	mu            sync.Mutex
 	why           string
@@ -495,9 +496,9 @@ func (s *countingSink) count(m *kafka.Message) {
 		var reason, detail string
 		for _, h := range m.Headers {
 			switch h.Key {
-			case stream.HeaderReason:
+			case engine.HeaderReason:
 				reason = string(h.Value)
-			case stream.HeaderDetail:
+			case engine.HeaderDetail:
 				detail = string(h.Value)
 			}
 		}

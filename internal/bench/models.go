@@ -6,7 +6,7 @@ import (
 
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -20,7 +20,7 @@ type Models struct {
 	// for configurations with an ordinal model.
 	Levels int
 	// Hash, for a configuration with features.hash, is the hashing the
-	// service's engine would decode with (stream.HashConfig): the bench
+	// service's engine would decode with (engine.HashConfig): the bench
 	// then preloads hashed categorical events (users rating items) and
 	// gives every score run's engine this hashing. nil: dense events of
 	// Dim numbers.
@@ -39,7 +39,7 @@ type Models struct {
 	Keys int
 	// New builds fresh, empty models; every run of a score pipeline gets
 	// its own.
-	New func() ([]stream.NamedModel, error)
+	New func() ([]engine.NamedModel, error)
 }
 
 // Labels describes the preloaded labels: "±1", "1..m" or "0.5..5 (ratings)".
@@ -79,7 +79,7 @@ func (m *Models) labelValues() []float64 {
 
 // accepts reports whether every model takes every label of ys through its
 // label mapping, as the service reads it.
-func accepts(models []stream.NamedModel, ys []float64) bool {
+func accepts(models []engine.NamedModel, ys []float64) bool {
 	for _, nm := range models {
 		for _, y := range ys {
 			if _, ok := nm.Model.Label(nm.Label.Map(y)); !ok {
@@ -101,19 +101,19 @@ func BuiltinMAM(dim int, kernel online.KernelSpec) *Models {
 	return &Models{
 		Name: kernel.Type + " MAM",
 		Dim:  dim,
-		New: func() ([]stream.NamedModel, error) {
+		New: func() ([]engine.NamedModel, error) {
 			m, err := newModel()
 			if err != nil {
 				return nil, err
 			}
-			return []stream.NamedModel{{Name: "bench", Model: m, New: newModel}}, nil
+			return []engine.NamedModel{{Name: "bench", Model: m, New: newModel}}, nil
 		},
 	}
 }
 
 // FromConfig benchmarks the models of a loaded configuration (the
-// service's, as stream.BuildModels builds them, with the service's hashing
-// of features, stream.HashConfig; the other sections of the file are not
+// service's, as engine.BuildModels builds them, with the service's hashing
+// of features, engine.HashConfig; the other sections of the file are not
 // used: the bench has its own broker, topics, producer settings and
 // snapshot directory). The events get labels every model accepts: with
 // features.hash, ratings 0.5..5 when every model takes them through its
@@ -128,7 +128,7 @@ func FromConfig(cfg config.Config, types *online.Registry) (*Models, error) {
 	// Key-scoped models evict to snapshot.dir/keys: never into the user's
 	// directory from a bench.
 	cfg.Snapshot.Dir = ""
-	m := &Models{Dim: cfg.Models[0].Features.Dim, Hash: stream.HashConfig(cfg)}
+	m := &Models{Dim: cfg.Models[0].Features.Dim, Hash: engine.HashConfig(cfg)}
 	var names []string
 	for i, mc := range cfg.Models {
 		if mc.Features.Dim != m.Dim {
@@ -144,7 +144,7 @@ func FromConfig(cfg config.Config, types *online.Registry) (*Models, error) {
 		names = append(names, fmt.Sprintf("%s (%s)", mc.Name, mc.Type))
 	}
 	m.Name = strings.Join(names, ", ")
-	m.New = func() ([]stream.NamedModel, error) { return stream.BuildModels(cfg, types) }
+	m.New = func() ([]engine.NamedModel, error) { return engine.BuildModels(cfg, types) }
 	models, err := m.New()
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)

@@ -75,7 +75,7 @@ func (rep *Report) WriteText(w io.Writer) {
 }
 
 // stageNames are the columns of writeStages: the service's stages
-// (stream/labels.go), then the rest of the process.
+// (stream/internal/stage), then the rest of the process.
 var stageNames = []string{"fetch", "apply", "publish", "calibration", "checkpoint", ""}
 
 // writeStages writes, when the runs were profiled (Config.Stages), each

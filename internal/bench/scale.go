@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // ScaleResult is the throughput of one consumer group of Instances
@@ -102,7 +103,7 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 		store *stream.StateStore
 	}
 	var insts []instance
-	var engines []*stream.Engine
+	var engines []*engine.Engine
 	defer func() {
 		for _, in := range insts {
 			_ = in.store.Close()
@@ -117,7 +118,7 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 			return res, err
 		}
 		perEvent = int64(len(models))
-		engine, err := stream.NewEngine(stream.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
+		engine, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
 			Calibration: cfg.Calibration}, models, nil)
 		if err != nil {
 			return res, err

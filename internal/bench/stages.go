@@ -14,7 +14,7 @@ import (
 
 // Stage CPU: with Config.Stages each measured run is CPU-profiled on its
 // own, and its samples summed by the goroutine labels the service sets
-// (stream/labels.go: stage=fetch partition=N, stage=apply partition=N,
+// (stream/internal/stage: stage=fetch partition=N, stage=apply partition=N,
 // stage=publish, stage=calibration, stage=checkpoint): the CPU of each
 // goroutine of the events' path, and of the rest of the process (the
 // embedded broker, the clients' own goroutines, the collector). A

@@ -23,6 +23,7 @@ import (
 
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 	"github.com/streamer/streamer/tests/internal/ratings"
 )
 
@@ -316,7 +317,7 @@ func (t *tracker) addDead(m kafka.Message) {
 	_ = json.Unmarshal(m.Value, &v)
 	reason := "?"
 	for _, h := range m.Headers {
-		if h.Key == stream.HeaderReason {
+		if h.Key == engine.HeaderReason {
 			reason = string(h.Value)
 		}
 	}

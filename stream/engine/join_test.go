@@ -1,0 +1,472 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/online"
+)
+
+// The sizes joinBytes counts with are the types' own.
+func TestJoinSizes(t *testing.T) {
+	if got := unsafe.Sizeof(joinSlot{}); got != joinSlotBytes {
+		t.Errorf("joinSlot is %d bytes, joinSlotBytes %d", got, joinSlotBytes)
+	}
+	if got := unsafe.Sizeof(online.Prediction{}); got != predictionBytes {
+		t.Errorf("online.Prediction is %d bytes, predictionBytes %d", got, predictionBytes)
+	}
+}
+
+// TestJoinBufferRules: what leaves a join buffer, and why. The oldest
+// event leaves for a newer one when the slots are full (counted full, its
+// label then too late); an event older than the buffer's time leaves
+// (expired); an event whose key already has perKey waiting is not kept
+// (quota), and its key's room comes back as its events join or leave; a
+// repeated id replaces the event, which counts once against its key; a
+// label must match the id's two hashes.
+func TestJoinBufferRules(t *testing.T) {
+	preds := []online.Prediction{{Score: 1}}
+	x := []float64{1, 2}
+	put := func(j *joinBuffer, id, key string, now int64) (bool, joinDrops) {
+		return j.put([]byte(id), []byte(key), x, preds, now)
+	}
+	t.Run("full", func(t *testing.T) {
+		j := newJoinBuffer(joinConfig{events: 4, dim: 2, models: 1})
+		var d joinDrops
+		for i := range 6 {
+			kept, di := put(j, fmt.Sprint("e", i), "k", 0)
+			if !kept {
+				t.Fatalf("e%d not kept", i)
+			}
+			d.add(di)
+		}
+		if d != (joinDrops{full: 2}) || j.pending() != 4 {
+			t.Fatalf("drops %+v, pending %d; want 2 full, 4 pending", d, j.pending())
+		}
+		if _, st, _ := j.take([]byte("e1"), 0); st != tooLate {
+			t.Fatalf("e1: %v, want too late", st)
+		}
+		sl, st, _ := j.take([]byte("e5"), 0)
+		if st != joined || !slices.Equal(sl.x, x) || sl.preds[0].Score != 1 {
+			t.Fatalf("e5: %v %+v", st, sl)
+		}
+		if _, st, _ := j.take([]byte("e5"), 0); st != unknownID {
+			t.Fatalf("e5 again: %v, want unknown", st)
+		}
+		// e2..e4 leave for f0..f2, counted; the joined e5 leaves for f3
+		// without counting.
+		d = joinDrops{}
+		for i := range 3 {
+			_, di := put(j, fmt.Sprint("f", i), "k", 0)
+			d.add(di)
+		}
+		if _, d3 := put(j, "f3", "k", 0); d != (joinDrops{full: 3}) || d3 != (joinDrops{}) {
+			t.Fatalf("drops %+v, then %+v; want 3 full, then none", d, d3)
+		}
+	})
+	t.Run("expired", func(t *testing.T) {
+		j := newJoinBuffer(joinConfig{events: 10, dim: 2, models: 1, maxAge: 100})
+		put(j, "a", "k", 0)
+		put(j, "b", "k", 50)
+		if _, d := put(j, "c", "k", 120); d != (joinDrops{expired: 1}) {
+			t.Fatalf("drops %+v, want 1 expired", d)
+		}
+		if _, st, dropped := j.take([]byte("b"), 200); st != tooLate || dropped != 1 {
+			t.Fatalf("b at 200: %v, %d dropped; want too late, 1", st, dropped)
+		}
+		if _, st, _ := j.take([]byte("c"), 200); st != joined {
+			t.Fatalf("c at 200: %v", st)
+		}
+	})
+	t.Run("quota", func(t *testing.T) {
+		j := newJoinBuffer(joinConfig{events: 10, dim: 2, models: 1, perKey: 2})
+		put(j, "a1", "a", 0)
+		put(j, "a2", "a", 0)
+		if kept, d := put(j, "a3", "a", 0); kept || d != (joinDrops{quota: 1}) {
+			t.Fatalf("a3: kept %v, drops %+v; want refused by the quota", kept, d)
+		}
+		if kept, _ := put(j, "b1", "b", 0); !kept {
+			t.Fatal("b1 refused: another key's quota")
+		}
+		if kept, _ := put(j, "a2", "a", 0); !kept { // a repeated id replaces: a still has 2
+			t.Fatal("a2 again refused")
+		}
+		if j.pending() != 3 || j.keys[j.keyHash([]byte("a"))] != 2 {
+			t.Fatalf("pending %d, a has %d", j.pending(), j.keys[j.keyHash([]byte("a"))])
+		}
+		if _, st, _ := j.take([]byte("a1"), 0); st != joined {
+			t.Fatal(st)
+		}
+		if kept, _ := put(j, "a4", "a", 0); !kept {
+			t.Fatal("a4 refused after a1 joined")
+		}
+		if _, st, _ := j.take([]byte("a3"), 0); st != unknownID {
+			t.Fatalf("a3 (never kept): %v", st)
+		}
+	})
+	t.Run("check", func(t *testing.T) {
+		j := newJoinBuffer(joinConfig{events: 10, dim: 2, models: 1})
+		put(j, "a", "k", 0)
+		h := j.hash([]byte("a"))
+		j.slots[j.index[h]].check++ // as if another id had a's first hash
+		if _, st, _ := j.take([]byte("a"), 0); st != unknownID {
+			t.Fatalf("a label whose second hash differs: %v", st)
+		}
+	})
+}
+
+// TestJoinBufferRing: with hashed entries in a ring of fixed size, events
+// of random sizes, keys and labels over many turns of the ring: every
+// joined event gives back exactly its entries, fields and predictions;
+// the ring and the slots never hold more than their size, no key more
+// than its quota; and every event put is accounted for (joined, dropped
+// by reason, refused, replaced or still pending).
+func TestJoinBufferRing(t *testing.T) {
+	const events, entries, perKey = 50, 400, 12
+	j := newJoinBuffer(joinConfig{events: events, models: 2, maxAge: 20, perKey: perKey, entries: entries})
+	type stored struct {
+		idx   []int32
+		val   []float64
+		field []uint8
+		score float64
+	}
+	live := map[string]stored{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var drops joinDrops
+	var puts, kept, joinedN, replaced int
+	now := int64(0)
+	for i := range 20000 {
+		now += int64(rng.IntN(3))
+		if rng.IntN(3) == 0 && len(live) > 0 {
+			// A label for a random id put lately (maybe gone).
+			id := fmt.Sprint("e", i-1-rng.IntN(min(i, 80)))
+			sl, st, dropped := j.take([]byte(id), now)
+			drops.expired += dropped
+			want, ok := live[id]
+			if st == joined {
+				joinedN++
+				if !ok || !slices.Equal(sl.idx, want.idx) || !slices.Equal(sl.val, want.val) || !slices.Equal(sl.field, want.field) || sl.preds[1].Score != want.score {
+					t.Fatalf("label %d for %s: got %v %v %v %v, want %+v (live %v)", i, id, sl.idx, sl.val, sl.field, sl.preds, want, ok)
+				}
+				delete(live, id)
+			}
+			continue
+		}
+		id := fmt.Sprint("e", i)
+		if rng.IntN(20) == 0 && i > 0 {
+			id = fmt.Sprint("e", i-1) // a repeated id
+		}
+		n := rng.IntN(40)
+		s := stored{score: float64(i)}
+		for k := range n {
+			s.idx = append(s.idx, int32(rng.IntN(1000)))
+			s.val = append(s.val, rng.NormFloat64())
+			s.field = append(s.field, uint8(k))
+		}
+		key := fmt.Sprint("k", rng.IntN(3))
+		if _, ok := live[id]; ok {
+			replaced++
+			delete(live, id)
+		}
+		puts++
+		ok, d := j.putSparse([]byte(id), []byte(key), s.idx, s.val, s.field, []online.Prediction{{}, {Score: s.score}}, now)
+		drops.add(d)
+		if ok {
+			kept++
+			live[id] = s
+		}
+		// What left the buffer left the reference too.
+		for id := range live {
+			h := j.hash([]byte(id))
+			if _, in := j.index[h]; !in {
+				delete(live, id)
+			}
+		}
+		if j.pending() != len(live) || j.size > events || j.ring.used > entries {
+			t.Fatalf("after put %d: pending %d, reference %d, slots %d, ring %d", i, j.pending(), len(live), j.size, j.ring.used)
+		}
+		for k, c := range j.keys {
+			if c > perKey || c <= 0 {
+				t.Fatalf("key %x has %d waiting", k, c)
+			}
+		}
+	}
+	if kept+drops.quota != puts || kept != joinedN+drops.full+drops.expired+replaced+j.pending() {
+		t.Fatalf("%d puts: %d kept, %d refused (quota); kept = %d joined + %+v + %d replaced + %d pending?", puts, kept, drops.quota, joinedN, drops, replaced, j.pending())
+	}
+	if drops.full == 0 || drops.expired == 0 || drops.quota == 0 || joinedN == 0 {
+		t.Fatalf("the run did not exercise every way out: %+v, %d joined", drops, joinedN)
+	}
+	t.Logf("%d puts: %d joined, %+v, %d replaced, %d pending", puts, joinedN, drops, replaced, j.pending())
+}
+
+// TestJoinBytes: joinBytes bounds what a buffer takes once every slot has
+// held an event (dense features, per-key counts; hashed entries in a ring).
+func TestJoinBytes(t *testing.T) {
+	for _, c := range []joinConfig{
+		{events: 20000, dim: 16, models: 2, perKey: 5},
+		{events: 20000, models: 2, perKey: 5, entries: 64 * 20000},
+	} {
+		var m0, m1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m0)
+		j := newJoinBuffer(c)
+		x := make([]float64, c.dim)
+		idx, val, field := make([]int32, 64), make([]float64, 64), make([]uint8, 64)
+		preds := make([]online.Prediction, c.models)
+		var id, key []byte
+		for i := range 3 * c.events {
+			id = fmt.Appendf(id[:0], "request-%d\x00item-%d", i, i)
+			key = fmt.Appendf(key[:0], "user-%d", i)
+			if c.dim > 0 {
+				j.put(id, key, x, preds, 0)
+			} else {
+				j.putSparse(id, key, idx, val, field, preds, 0)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&m1)
+		got, bound := int64(m1.HeapAlloc)-int64(m0.HeapAlloc), joinBytes(c)
+		t.Logf("%+v: %d bytes held, bound %d (%.0f a slot)", c, got, bound, float64(bound)/float64(c.events))
+		if got > bound {
+			t.Errorf("%+v: %d bytes held, over the bound %d", c, got, bound)
+		}
+		runtime.KeepAlive(j)
+	}
+}
+
+// floodEngine ranks with a linear mam (dense, d = 4), delayed labels on:
+// impressions kept 200, shown items apart, 60 of them, 15 per key.
+func floodEngine(t testing.TB, reg prometheus.Registerer) *Engine {
+	t.Helper()
+	m, err := online.NewMAM(4, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
+		JoinEvents: 200, JoinTime: time.Hour, Rank: RankConfig{Model: "mam", Seed: 1, JoinEvents: 60, JoinPerKey: 15}},
+		[]NamedModel{{Name: "mam", Model: m}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// floodRequest is a request of key with 6 fresh candidates, 3 shown.
+func floodRequest(id, key string, rng *rand.Rand) []byte {
+	b := fmt.Appendf(nil, `{"id":%q,"key":%q,"k":3,"candidates":[`, id, key)
+	for c := range 6 {
+		if c > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `{"item":"%s-i%d","features":[%g,%g,%g,%g]}`, id, c, rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64())
+	}
+	return append(b, "]}"...)
+}
+
+// TestRequestFloodKeepsImpressions: 3 000 ranking requests (fresh item
+// ids, one key flooding, the others each new) between the stream's
+// impressions and their labels: every impression's label joins, none is
+// dropped; the requests' window keeps at most its size and each key at
+// most its quota, and counts what it drops (full, quota) under
+// source="requests"; a label for an item shown lately still joins and
+// feeds the off-policy estimates, one for an item pushed out is too late.
+func TestRequestFloodKeepsImpressions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := floodEngine(t, reg)
+	s := instanceShard(t, e)
+	sink := &memSink{}
+	rng := rand.New(rand.NewPCG(4, 5))
+	off := int64(0)
+	process := func(key string, v []byte) {
+		s.Process(&kafka.Message{Topic: "events", Offset: off, Key: []byte(key), Value: v}, sink)
+		off++
+	}
+	const imps, requests = 150, 3000
+	// An item shown by a request 51 before the last: pushed out since,
+	// and still remembered (the window remembers as many ids gone as it
+	// holds).
+	const early = requests - 51
+	var earlyItem string
+	for i := range requests {
+		if i%20 == 0 && i/20 < imps {
+			n := i / 20
+			process(fmt.Sprint("u", n%5), fmt.Appendf(nil, `{"id":"imp-%d","features":[%g,%g,%g,%g]}`, n, rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()))
+		}
+		key := "flooder"
+		if i%2 == 1 {
+			key = fmt.Sprint("anon-", i)
+		}
+		process(key, floodRequest(fmt.Sprint("r", i), key, rng))
+		if i == early {
+			earlyItem = string(s.rk.resp.Ranked[0].Item)
+		}
+	}
+	for n := range imps {
+		process(fmt.Sprint("u", n%5), fmt.Appendf(nil, `{"id":"imp-%d","label":%d}`, n, 2*(n%2)-1))
+	}
+	if j, u := testutil.ToFloat64(e.met.labelsJoined), testutil.ToFloat64(e.met.labelsUnknown); j != imps || u != 0 {
+		t.Fatalf("impressions' labels: %v joined, %v unknown; want %d, 0", j, u, imps)
+	}
+	imp, req := e.met.joinDropped[srcImpressions], e.met.joinDropped[srcRequests]
+	if f, x := testutil.ToFloat64(imp[0]), testutil.ToFloat64(imp[1]); f != 0 || x != 0 {
+		t.Fatalf("impressions dropped: %v full, %v expired", f, x)
+	}
+	full, quota := testutil.ToFloat64(req[0]), testutil.ToFloat64(req[2])
+	if full == 0 || quota == 0 || s.shown.pending() > 60 {
+		t.Fatalf("requests: %v full, %v quota, %d pending", full, quota, s.shown.pending())
+	}
+	// 9 000 items shown: 60 wait, the rest were dropped (the flooder's
+	// beyond its 15 by the quota) or replaced by none.
+	if got := full + quota + float64(s.shown.pending()); got != 3*requests {
+		t.Fatalf("%v full + %v quota + %d pending = %v, want the %d items shown", full, quota, s.shown.pending(), got, 3*requests)
+	}
+	if c := s.shown.keys[s.shown.keyHash([]byte("flooder"))]; c > 15 {
+		t.Fatalf("the flooder has %d items waiting", c)
+	}
+	// The last request's first item: its label joins (the ranking is
+	// greedy: the item first is the one the response put first).
+	last := fmt.Sprint("anon-", requests-1)
+	resp := s.rk.resp
+	first := string(resp.Ranked[0].Item)
+	process(last, fmt.Appendf(nil, `{"id":"r%d","item":%q,"label":1}`, requests-1, first))
+	process(fmt.Sprint("anon-", early), fmt.Appendf(nil, `{"id":"r%d","item":%q,"label":1}`, early, earlyItem))
+	if j, l := testutil.ToFloat64(e.met.labelsJoined), testutil.ToFloat64(e.met.labelsLate); j != imps+1 || l != 1 {
+		t.Fatalf("item labels: %v joined, %v too late; want %d, 1", j, l, imps+1)
+	}
+	if n := e.ope.n; n != 1 {
+		t.Fatalf("off-policy labels %v, want 1", n)
+	}
+	// The metrics by source and reason.
+	body := samples(t, reg, "streamer_join_dropped_total", "streamer_join_pending")
+	for _, want := range []string{
+		`streamer_join_dropped_total{reason="expired",source="impressions"} 0`,
+		`streamer_join_dropped_total{reason="full",source="impressions"} 0`,
+		fmt.Sprintf(`streamer_join_dropped_total{reason="full",source="requests"} %v`, full),
+		fmt.Sprintf(`streamer_join_dropped_total{reason="quota",source="requests"} %v`, quota),
+		`streamer_join_pending{source="impressions"} 0`,
+		fmt.Sprintf(`streamer_join_pending{source="requests"} %d`, s.shown.pending()),
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("no %s in\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `reason="quota",source="impressions"`) {
+		t.Errorf("impressions have no quota:\n%s", body)
+	}
+}
+
+// samples returns the samples of the named counters and gauges of reg,
+// one a line, as the text exposition writes them.
+func samples(t *testing.T, reg *prometheus.Registry, names ...string) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if !slices.Contains(names, mf.GetName()) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			b.WriteString(mf.GetName())
+			for i, l := range m.GetLabel() {
+				sep := ","
+				if i == 0 {
+					sep = "{"
+				}
+				fmt.Fprintf(&b, "%s%s=%q", sep, l.GetName(), l.GetValue())
+			}
+			if len(m.GetLabel()) > 0 {
+				b.WriteByte('}')
+			}
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			fmt.Fprintf(&b, " %v\n", v)
+		}
+	}
+	return b.String()
+}
+
+// TestRankJoinOff: with RankConfig.JoinEvents < 0 the shown items are not
+// kept: their labels count as unknown ids, the impressions join as ever.
+func TestRankJoinOff(t *testing.T) {
+	m, _ := online.NewMAM(4, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
+	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
+		JoinEvents: 10, Rank: RankConfig{Model: "mam", JoinEvents: -1}}, []NamedModel{{Name: "mam", Model: m}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := instanceShard(t, e)
+	if s.shown != nil {
+		t.Fatal("a window for the shown items")
+	}
+	sink := &memSink{}
+	rng := rand.New(rand.NewPCG(1, 1))
+	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: floodRequest("r", "u", rng)}, sink)
+	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: []byte(`{"id":"imp","features":[1,0,0,0]}`)}, sink)
+	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: []byte(`{"id":"r","item":"r-i0","label":1}`)}, sink)
+	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: []byte(`{"id":"imp","label":1}`)}, sink)
+	if j, u := testutil.ToFloat64(e.met.labelsJoined), testutil.ToFloat64(e.met.labelsUnknown); j != 1 || u != 1 {
+		t.Fatalf("%v joined, %v unknown; want 1, 1", j, u)
+	}
+}
+
+// A flood of requests with fresh ids, over several turns of the shown
+// items' window and over a key's quota, allocates nothing once warm:
+// dense features, and hashed ones in the entries' ring.
+func TestRankFloodAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	dense := floodEngine(t, nil)
+	msgs := make([]kafka.Message, 256)
+	for i := range msgs {
+		key := fmt.Sprint("u", i%4)
+		msgs[i] = kafka.Message{Topic: "events", Key: []byte(key), Value: floodRequest(fmt.Sprint("q", i), key, rng)}
+	}
+	hashed := hashedRankGlobal(t)
+	hashed.cfg.Rank.JoinEvents, hashed.cfg.Rank.JoinEntries, hashed.cfg.Rank.JoinPerKey = 50, 500, 5
+	hmsgs := make([]kafka.Message, 256)
+	for i := range hmsgs {
+		v := strings.Replace(string(hashedRequest100(8, 3)), `"req-1"`, fmt.Sprintf(`"req-%d"`, i), 1)
+		hmsgs[i] = kafka.Message{Topic: "events", Key: []byte(fmt.Sprint("user-", i%3)), Value: []byte(v)}
+	}
+	for _, tc := range []struct {
+		name string
+		e    *Engine
+		msgs []kafka.Message
+	}{{"dense", dense, msgs}, {"hashed", hashed, hmsgs}} {
+		s := instanceShard(t, tc.e)
+		sink := &memSink{}
+		for range 2 { // every slot and every key's count used
+			for i := range tc.msgs {
+				s.Process(&tc.msgs[i], sink)
+			}
+		}
+		i := 0
+		if n := testing.AllocsPerRun(500, func() {
+			s.Process(&tc.msgs[i%len(tc.msgs)], sink)
+			i++
+		}); n != 0 {
+			t.Errorf("%s: %v allocations a request", tc.name, n)
+		}
+		if q := testutil.ToFloat64(tc.e.met.joinDropped[srcRequests][2]); q == 0 {
+			t.Errorf("%s: no item refused by the quota", tc.name)
+		}
+		if tc.name == "hashed" && s.shown.ring == nil {
+			t.Error("hashed: no entries' ring")
+		}
+	}
+}
