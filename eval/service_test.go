@@ -74,7 +74,7 @@ models:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, models, nil)
+	e, err := engine.New(engine.Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, models, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func appliersEngine(t *testing.T) *engine.Engine {
 	}
 	k, _ := factory()
 	g, _ := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
-	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MergeLanes: engine.MergeLanesOn},
+	e, err := engine.New(engine.Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MergeLanes: engine.MergeLanesOn},
 		[]engine.NamedModel{{Name: "g", Model: g}, {Name: "k", Model: k, Factory: factory, MaxKeys: 4096}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestLanesShareJoinBuffer(t *testing.T) {
 	const parts, perPart = 4, 2000
 	g, _ := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
 	reg := prometheus.NewRegistry()
-	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, JoinEvents: parts * perPart},
+	e, err := engine.New(engine.Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, JoinEvents: parts * perPart},
 		[]engine.NamedModel{{Name: "g", Model: g}}, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -311,7 +311,7 @@ func (r *diskFullRig) checkExact() {
 	}
 	ecfg := engine.ConfigFrom(r.cfg)
 	ecfg.KeyStore = keys
-	e, err := engine.NewEngine(ecfg, models, nil)
+	e, err := engine.New(ecfg, models, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

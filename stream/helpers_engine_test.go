@@ -68,7 +68,7 @@ func exploreEngine(t testing.TB, dim, max int, keys *keystore.DB, policy string,
 		return online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
 	}
 	m, _ := factory()
-	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, KeyStore: keys, MaxMessageBytes: 1 << 20,
+	e, err := engine.New(engine.Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, KeyStore: keys, MaxMessageBytes: 1 << 20,
 		Rank: engine.RankConfig{Model: "k", Policy: policy, Alpha: alpha, Seed: 3}},
 		[]engine.NamedModel{{Name: "k", Model: m, Fingerprint: "k-fp", Factory: factory, MaxKeys: max, New: factory}}, nil)
 	if err != nil {
@@ -129,7 +129,7 @@ func rankEngineLanes(t testing.TB, dim int, policy string, eps float64, merge en
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 20,
+	e, err := engine.New(engine.Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 20,
 		JoinEvents: 1000, MergeLanes: merge, Rank: engine.RankConfig{Model: "mam", Policy: policy, Epsilon: eps, Seed: 7}},
 		[]engine.NamedModel{{Name: "mam", Model: m}}, nil)
 	if err != nil {
@@ -203,7 +203,7 @@ func hashedRankEngine(t testing.TB, policy string, eps float64) *engine.Engine {
 	proto, _ := hrMAM()
 	lg, _ := hrLogistic()
 	hc := hrHash
-	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, MaxMessageBytes: 1 << 20,
+	e, err := engine.New(engine.Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, MaxMessageBytes: 1 << 20,
 		JoinEvents: 10000, Hash: &hc, Rank: engine.RankConfig{Model: "prefs", Policy: policy, Epsilon: eps, Seed: 3}},
 		[]engine.NamedModel{{Name: "prefs", Model: proto, Factory: hrMAM, MaxKeys: 100}, {Name: "ctr", Model: lg}}, nil)
 	if err != nil {
@@ -250,7 +250,7 @@ func hashedRankGlobal(t testing.TB) *engine.Engine {
 		t.Fatal(err)
 	}
 	hc := wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64, Interactions: [][2]string{{"user", "item"}}}
-	e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 20,
+	e, err := engine.New(engine.Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 20,
 		JoinEvents: 1000, Hash: &hc, Rank: engine.RankConfig{Model: "mam", Policy: engine.PolicyGreedy}},
 		[]engine.NamedModel{{Name: "mam", Model: m}}, nil)
 	if err != nil {

@@ -49,7 +49,7 @@ func TestManyKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		m, _ := factory()
-		e, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, KeyStore: db},
+		e, err := engine.New(engine.Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, KeyStore: db},
 			[]engine.NamedModel{{Name: "per_user", Model: m, Fingerprint: "fp", Factory: factory, MaxKeys: maxKeys, New: factory}}, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -166,7 +166,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		return nil, err
 	}
 	ecfg := engine.ConfigFrom(cfg)
-	if err := engine.CheckEngine(ecfg, models); err != nil {
+	if err := engine.Check(ecfg, models); err != nil {
 		return nil, err
 	}
 	// TLS and SASL for every Kafka connection; a wrong password or
@@ -216,7 +216,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}
 	ecfg.KeyStore, ecfg.LegacyKeyDir = keys.db, legacyKeys
 	ecfg.Log, ecfg.AllowKeyLoss = log, o.allowEmptyState
-	eng, err := engine.NewEngine(ecfg, models, reg)
+	eng, err := engine.New(ecfg, models, reg)
 	if err != nil {
 		keys.close()
 		return nil, err

@@ -65,7 +65,7 @@ type Config struct {
 	// and its offset commits stay on the embedded broker.
 	NoBroker bool
 	// MergeLanes: whether the lanes learn a mergeable global mam in
-	// parallel (engine.EngineConfig.MergeLanes).
+	// parallel (engine.engine.Config.MergeLanes).
 	MergeLanes engine.MergeLanes
 	Progress   func(string) // optional progress messages
 }
@@ -297,7 +297,7 @@ func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg
 		reg = prometheus.NewRegistry()
 		cal := cfg.Calibration
 		cal.Labels = ctx // the refits' goroutines keep pipeline=MODE
-		eng, err = engine.NewEngine(engine.EngineConfig{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
+		eng, err = engine.New(engine.Config{OutputTopic: out, DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
 			Calibration: cal, MergeLanes: cfg.MergeLanes}, models, reg)
 		if err != nil {
 			return res, err

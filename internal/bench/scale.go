@@ -118,7 +118,7 @@ func benchScaleOne(ctx context.Context, brokers []string, cfg Config, k int, eve
 			return res, err
 		}
 		perEvent = int64(len(models))
-		engine, err := engine.NewEngine(engine.EngineConfig{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
+		engine, err := engine.New(engine.Config{OutputTopic: "bench.scores", DLQTopic: dlqTopic, Dim: cfg.Dim, Hash: cfg.Models.Hash,
 			Calibration: cfg.Calibration}, models, nil)
 		if err != nil {
 			return res, err

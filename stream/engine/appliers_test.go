@@ -145,7 +145,7 @@ func appliersEngine(t *testing.T) *Engine {
 	}
 	k, _ := factory()
 	g, _ := online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MergeLanes: MergeLanesOn},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MergeLanes: MergeLanesOn},
 		[]NamedModel{{Name: "g", Model: g}, {Name: "k", Model: k, Factory: factory, MaxKeys: 4096}}, nil)
 	if err != nil {
 		t.Fatal(err)

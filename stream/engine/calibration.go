@@ -45,7 +45,7 @@ import (
 // window (exactly recomputed once per pass over it), and a table of the
 // means is swapped in with each refit: the lookup is O(1).
 
-// CalibrationConfig configures calibration (EngineConfig.Calibration).
+// CalibrationConfig configures calibration (Config.Calibration).
 type CalibrationConfig struct {
 	Window int     // pairs per model (0 = calibration off)
 	Every  int     // labelled pairs between refits

@@ -49,7 +49,7 @@ func TestCalibratedCertainty(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2,
 		Calibration: CalibrationConfig{Window: 400, Every: 50}}, []NamedModel{{Name: "mam", Model: m}}, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestConformalInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 13,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 13,
 		Calibration: CalibrationConfig{Window: 300, Every: 25, Delta: 0.1}},
 		[]NamedModel{{Name: "omam", Model: online.Standardize(om), Traits: online.Traits{Kind: online.Ordinal}}}, reg)
 	if err != nil {

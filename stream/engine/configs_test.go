@@ -31,7 +31,7 @@ func TestShippedConfigsBuild(t *testing.T) {
 		if len(models) != len(cfg.Models) {
 			t.Errorf("%s: %d models built for %d configured", f, len(models), len(cfg.Models))
 		}
-		if err := CheckEngine(ConfigFrom(cfg), models); err != nil {
+		if err := Check(ConfigFrom(cfg), models); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}

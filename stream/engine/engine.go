@@ -60,7 +60,7 @@ type NamedModel struct {
 	// Members are the indexes, in the engine's list, of the models whose
 	// predictions this one aggregates (online.Aggregator), each before it
 	// in the list. Its input is their predictions' signs, then the event's
-	// features: dimension len(Members) + EngineConfig.Dim.
+	// features: dimension len(Members) + Config.Dim.
 	Members []int
 
 	// Label maps the wire label before Model.Label (nil: none): a
@@ -72,8 +72,8 @@ type NamedModel struct {
 	Fallback string
 }
 
-// EngineConfig configures an Engine.
-type EngineConfig struct {
+// Config configures an Engine.
+type Config struct {
 	OutputTopic     string
 	DLQTopic        string
 	Dim             int      // input dimension shared by all models
@@ -157,7 +157,7 @@ type EngineConfig struct {
 // maps) — runs in a Worker, one per partition reader, outside any shard's
 // lock.
 type Engine struct {
-	cfg      EngineConfig
+	cfg      Config
 	defs     []*modelDef
 	met      *engineMetrics
 	keys     *keystore.DB
@@ -182,9 +182,9 @@ type Engine struct {
 	refits      atomic.Pointer[[]*refit.Model] // every shard's models refitted in the background (read per event without a lock)
 }
 
-// NewEngine builds an engine over the given models. All models must take
+// New builds an engine over the given models. All models must take
 // inputs of dimension cfg.Dim.
-func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer) (*Engine, error) {
+func New(cfg Config, models []NamedModel, reg prometheus.Registerer) (*Engine, error) {
 	if len(models) == 0 {
 		return nil, errors.New("stream: engine needs at least one model")
 	}
@@ -247,11 +247,11 @@ func NewEngine(cfg EngineConfig, models []NamedModel, reg prometheus.Registerer)
 	return e, nil
 }
 
-// CheckEngine reports whether NewEngine would refuse cfg and models (what
+// Check reports whether New would refuse cfg and models (what
 // hashed features, ranking requests and partition scope do not go with,
 // dimensions, members), building nothing: the service calls it before it
 // connects to the brokers.
-func CheckEngine(cfg EngineConfig, models []NamedModel) error {
+func Check(cfg Config, models []NamedModel) error {
 	if len(models) == 0 {
 		return errors.New("stream: engine needs at least one model")
 	}
@@ -261,7 +261,7 @@ func CheckEngine(cfg EngineConfig, models []NamedModel) error {
 
 // checkEngine checks cfg (setting the rank defaults) against models and
 // returns the rank model's index (-1: requests off).
-func checkEngine(cfg *EngineConfig, models []NamedModel) (int, error) {
+func checkEngine(cfg *Config, models []NamedModel) (int, error) {
 	if _, err := wire.NewDecoder(cfg.Dim, cfg.FeatureNames, cfg.MaxMessageBytes); err != nil {
 		return 0, fmt.Errorf("stream: %w", err)
 	}
@@ -373,13 +373,13 @@ func (e *Engine) relist() {
 }
 
 // CheckpointWanted reports, once, that a key-scoped model holds more
-// changed keys than EngineConfig.KeyHold allows until the next checkpoint:
+// changed keys than Config.KeyHold allows until the next checkpoint:
 // the pipeline then checkpoints early.
 func (e *Engine) CheckpointWanted() bool {
 	return e.wantCkpt.Load() && e.wantCkpt.CompareAndSwap(true, false)
 }
 
-// MergeLanes is EngineConfig.MergeLanes.
+// MergeLanes is Config.MergeLanes.
 type MergeLanes int
 
 const (
@@ -402,7 +402,7 @@ func ParseMergeLanes(s string) (MergeLanes, error) {
 }
 
 // mergeLanes says whether instance scope's lanes learn mergeable models
-// in parallel (EngineConfig.MergeLanes).
+// in parallel (Config.MergeLanes).
 func (e *Engine) mergeLanes() bool {
 	switch e.cfg.MergeLanes {
 	case MergeLanesOn:

@@ -47,7 +47,7 @@ func newTestEngine(t testing.TB, dim int, kernel online.KernelSpec) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 16},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 16},
 		[]NamedModel{{Name: "mam", Model: m}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -141,25 +141,25 @@ func BenchmarkEngineProcess(b *testing.B) {
 	}
 }
 
-// TestNewEngineBadConfig: a bad engine configuration is an error, never a
+// TestNewBadConfig: a bad engine configuration is an error, never a
 // panic (the decoder's arguments were once a panic).
-func TestNewEngineBadConfig(t *testing.T) {
+func TestNewBadConfig(t *testing.T) {
 	m, err := online.NewMAM(2, online.DefaultMAMParams())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, cfg := range map[string]EngineConfig{
+	for name, cfg := range map[string]Config{
 		"dim 0":            {OutputTopic: "scores", DLQTopic: "dlq", Dim: 0},
 		"negative max":     {OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MaxMessageBytes: -1},
 		"duplicate names":  {OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, FeatureNames: []string{"a", "a"}},
 		"model dimension":  {OutputTopic: "scores", DLQTopic: "dlq", Dim: 3},
 		"names for dim 2+": {OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, FeatureNames: []string{"a"}},
 	} {
-		if e, err := NewEngine(cfg, []NamedModel{{Name: "m", Model: m}}, nil); err == nil || e != nil {
-			t.Errorf("%s: NewEngine = %v, %v; want an error", name, e, err)
+		if e, err := New(cfg, []NamedModel{{Name: "m", Model: m}}, nil); err == nil || e != nil {
+			t.Errorf("%s: New = %v, %v; want an error", name, e, err)
 		}
 	}
-	if _, err := NewEngine(EngineConfig{Dim: 2}, nil, nil); err == nil {
+	if _, err := New(Config{Dim: 2}, nil, nil); err == nil {
 		t.Error("no models: no error")
 	}
 }
@@ -184,7 +184,7 @@ func TestBandwidthMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MaxMessageBytes: 1 << 16},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, MaxMessageBytes: 1 << 16},
 		[]NamedModel{{Name: "auto", Model: m}, {Name: "ordinal", Model: om, Traits: online.Traits{Kind: online.Ordinal, Levels: 2}},
 			{Name: "krr", Model: krr, Traits: online.Traits{Kind: online.Regression, Refitted: true}}}, reg)
 	if err != nil {

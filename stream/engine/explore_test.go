@@ -45,7 +45,7 @@ func exploreEngine(t testing.TB, dim, max int, keys *keystore.DB, policy string,
 		return online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
 	}
 	m, _ := factory()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, KeyStore: keys, MaxMessageBytes: 1 << 20,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, KeyStore: keys, MaxMessageBytes: 1 << 20,
 		Rank: RankConfig{Model: "k", Policy: policy, Alpha: alpha, Seed: 3}},
 		[]NamedModel{{Name: "k", Model: m, Fingerprint: "k-fp", Factory: factory, MaxKeys: max, New: factory}}, nil)
 	if err != nil {

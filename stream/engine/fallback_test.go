@@ -158,7 +158,7 @@ func TestLabelMapRatings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, Calibration: CalibrationConfig{Window: 200, Every: 20}},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, Calibration: CalibrationConfig{Window: 200, Every: 20}},
 		[]NamedModel{
 			{Name: "r", Model: reg, Traits: online.Traits{Kind: online.Regression}},
 			{Name: "like", Model: cls, Label: like},
@@ -214,7 +214,7 @@ func TestLabelMapRatings(t *testing.T) {
 
 	// Without label.positive, 4 stars is no class.
 	lg2, _ := online.NewLogistic(dim, online.LogisticParams{LearningRate: 0.1})
-	e2, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim}, []NamedModel{{Name: "like", Model: lg2}}, nil)
+	e2, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim}, []NamedModel{{Name: "like", Model: lg2}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func valueModel(dim int, offset, lo, hi float64) *fakeModel {
 func TestRegressionValue(t *testing.T) {
 	const dim = 2
 	m := valueModel(dim, 100, 0.5, 5)
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, Calibration: CalibrationConfig{Window: 1000, Every: 10}},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, Calibration: CalibrationConfig{Window: 1000, Every: 10}},
 		[]NamedModel{{Name: "fm", Model: m, Traits: online.Traits{Kind: online.Regression, Value: true}}}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +326,7 @@ func TestOrdinalExpected(t *testing.T) {
 	const dim, every = 2, 10
 	m := ordinalFake(dim, 5)
 	bins := mustMap(online.BinnedBy([]float64{2, 4}))
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, Calibration: CalibrationConfig{Window: 1000, Every: every}},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, Calibration: CalibrationConfig{Window: 1000, Every: every}},
 		[]NamedModel{{Name: "o", Model: m, Label: bins, Traits: online.Traits{Kind: online.Ordinal, Levels: 3}}}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +410,7 @@ func TestKeyScopedIntervalsDecided(t *testing.T) {
 		return online.NewOMAM(dim, online.OMAMParams{Kernel: online.KernelSpec{Type: "linear"}, Levels: 5, Normalize: true})
 	}
 	proto, _ := factory()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, Calibration: CalibrationConfig{Window: 300, Every: 20}},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, Calibration: CalibrationConfig{Window: 300, Every: 20}},
 		[]NamedModel{{Name: "k", Model: proto, Factory: factory, MaxKeys: 1000, Label: mustMap(online.BinnedBy(ratingEdges)),
 			Traits: online.Traits{Kind: online.Ordinal, Levels: 5}}}, prometheus.NewRegistry())
 	if err != nil {
@@ -472,7 +472,7 @@ func TestKeyScopedIntervalsDecided(t *testing.T) {
 // on it.
 func fallbackEngine(t *testing.T, g, k NamedModel, cal CalibrationConfig, rank string) (*Engine, *Shard) {
 	t.Helper()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: g.Model.Dim(), Calibration: cal,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: g.Model.Dim(), Calibration: cal,
 		JoinEvents: 1000, Rank: RankConfig{Model: rank}}, []NamedModel{g, k}, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -135,7 +135,7 @@ func TestHashedFields(t *testing.T) {
 		k, _ := newFieldRecorder(&klog)()
 		plain, _ := online.NewLogistic(1<<fieldBits, online.LogisticParams{LearningRate: online.DefaultLearningRate})
 		hc := fieldHash
-		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << fieldBits, MaxMessageBytes: 1 << 16,
+		e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << fieldBits, MaxMessageBytes: 1 << 16,
 			JoinEvents: 100, Hash: &hc, Rank: RankConfig{Model: "keyed"}},
 			[]NamedModel{{Name: "global", Model: g}, {Name: "keyed", Model: k, Factory: newFieldRecorder(&klog), MaxKeys: 10}, {Name: "plain", Model: plain}}, nil)
 		if err != nil {
@@ -174,7 +174,7 @@ func TestHashedFields(t *testing.T) {
 		var glog fieldLog
 		g, _ := newFieldRecorder(&glog)()
 		hc := fieldHash
-		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << fieldBits, MaxMessageBytes: 1 << 16,
+		e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << fieldBits, MaxMessageBytes: 1 << 16,
 			JoinEvents: 100, Hash: &hc, Rank: RankConfig{Model: "global"}},
 			[]NamedModel{{Name: "global", Model: g, New: newFieldRecorder(&glog), Fingerprint: "global"}}, nil)
 		if err != nil {

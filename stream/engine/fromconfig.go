@@ -46,9 +46,9 @@ func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) 
 
 // ConfigFrom is the engine's configuration from cfg (without the key
 // store, opened later).
-func ConfigFrom(cfg config.Config) EngineConfig {
+func ConfigFrom(cfg config.Config) Config {
 	m0 := cfg.Models[0]
-	return EngineConfig{
+	return Config{
 		OutputTopic:     cfg.Kafka.OutputTopic,
 		DLQTopic:        cfg.Kafka.DLQTopic,
 		Dim:             m0.Features.Dim,
@@ -101,7 +101,7 @@ func rows(f config.Features) int {
 }
 
 // HashConfig is the hashing the service's engine decodes cfg's events with
-// (EngineConfig.Hash): models[0]'s features.hash, namespaces, interactions
+// (Config.Hash): models[0]'s features.hash, namespaces, interactions
 // and max_features, shared by every model; nil for dense features. cfg
 // must have a model.
 func HashConfig(cfg config.Config) *wire.HashConfig { return hashConfig(cfg.Models[0].Features) }

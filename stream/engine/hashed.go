@@ -11,7 +11,7 @@ import (
 	"github.com/streamer/streamer/online"
 )
 
-// Hashed features (EngineConfig.Hash): events carry categorical, sparse
+// Hashed features (Config.Hash): events carry categorical, sparse
 // and namespaced features, hashed by the decoder into indices of a 2^bits
 // space (wire.Decoder.WithHashing); models that take sparse input
 // (online.SparseModel) score and learn them in O(nnz), without densifying.
@@ -24,7 +24,7 @@ import (
 // dense statistics: checkRank), and so does partition scope (a mergeable
 // mam learns each event into the merge and the partition's statistics,
 // holder.Merge).
-func checkHashed(cfg EngineConfig, models []NamedModel) error {
+func checkHashed(cfg Config, models []NamedModel) error {
 	if cfg.Hash == nil {
 		return nil
 	}

@@ -26,7 +26,7 @@ func hashedEngine(t testing.TB) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16,
 		Hash: &wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64, Interactions: [][2]string{{"user", "item"}}}},
 		[]NamedModel{{Name: "clicks", Model: m}}, nil)
 	if err != nil {
@@ -85,7 +85,7 @@ func TestHashedLogistic(t *testing.T) {
 	}
 
 	mam, _ := online.NewMAM(8, online.DefaultMAMParams())
-	if _, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, Hash: &wire.HashConfig{Bits: 3, MaxFeatures: 8}},
+	if _, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, Hash: &wire.HashConfig{Bits: 3, MaxFeatures: 8}},
 		[]NamedModel{{Name: "m", Model: mam}}, nil); err == nil || !strings.Contains(err.Error(), "does not take hashed (sparse) features in this configuration: kernel rbf") {
 		t.Fatalf("mam with hashed features: %v", err)
 	}
@@ -109,7 +109,7 @@ func TestHashedDelayedLabels(t *testing.T) {
 	}
 	hc := wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64}
 	models := newModels()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16, JoinEvents: 500, Hash: &hc},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16, JoinEvents: 500, Hash: &hc},
 		[]NamedModel{{Name: "logistic", Model: models[0]}, {Name: "mam", Model: models[1]}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +199,7 @@ func BenchmarkEngineHashed30(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16,
 		Hash: &wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64}}, []NamedModel{{Name: "clicks", Model: m}}, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -432,7 +432,7 @@ func TestHashedMAMRBF(t *testing.T) {
 		t.Fatal(err)
 	}
 	lin, _ := online.NewMAM(1<<bits, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Balance: true, Delta: online.DefaultDelta})
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16,
 		Hash: &wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64}},
 		[]NamedModel{{Name: "rbf", Model: rbf}, {Name: "linear", Model: lin}}, nil)
 	if err != nil {

@@ -35,7 +35,7 @@ func hashedRankEngine(t testing.TB, policy string, eps float64) *Engine {
 	proto, _ := hrMAM()
 	lg, _ := hrLogistic()
 	hc := hrHash
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, MaxMessageBytes: 1 << 20,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, MaxMessageBytes: 1 << 20,
 		JoinEvents: 10000, Hash: &hc, Rank: RankConfig{Model: "prefs", Policy: policy, Epsilon: eps, Seed: 3}},
 		[]NamedModel{{Name: "prefs", Model: proto, Factory: hrMAM, MaxKeys: 100}, {Name: "ctr", Model: lg}}, nil)
 	if err != nil {
@@ -208,7 +208,7 @@ func TestHashedRank(t *testing.T) {
 	for _, policy := range []string{PolicyUCB, PolicyThompson} {
 		proto, _ := hrMAM()
 		hc := hrHash
-		_, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Hash: &hc, Rank: RankConfig{Model: "prefs", Policy: policy}},
+		_, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Hash: &hc, Rank: RankConfig{Model: "prefs", Policy: policy}},
 			[]NamedModel{{Name: "prefs", Model: proto, Factory: hrMAM}}, nil)
 		if err == nil || !strings.Contains(err.Error(), "needs dense features") {
 			t.Errorf("%s with hashed features: %v", policy, err)
@@ -279,7 +279,7 @@ func TestHashedPartitioned(t *testing.T) {
 		models = append(models, NamedModel{Name: names[i], Model: m, New: b, Fingerprint: names[i]})
 	}
 	hc := hrHash
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Hash: &hc,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Hash: &hc,
 		JoinEvents: 100, Rank: RankConfig{Model: "lin"}}, models, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -415,7 +415,7 @@ func hashedRankGlobal(t testing.TB) *Engine {
 		t.Fatal(err)
 	}
 	hc := wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64, Interactions: [][2]string{{"user", "item"}}}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 20,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 20,
 		JoinEvents: 1000, Hash: &hc, Rank: RankConfig{Model: "mam", Policy: PolicyGreedy}},
 		[]NamedModel{{Name: "mam", Model: m}}, nil)
 	if err != nil {

@@ -253,7 +253,7 @@ func floodEngine(t testing.TB, reg prometheus.Registerer) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
 		JoinEvents: 200, JoinTime: time.Hour, Rank: RankConfig{Model: "mam", Seed: 1, JoinEvents: 60, JoinPerKey: 15}},
 		[]NamedModel{{Name: "mam", Model: m}}, reg)
 	if err != nil {
@@ -402,7 +402,7 @@ func samples(t *testing.T, reg *prometheus.Registry, names ...string) string {
 // kept: their labels count as unknown ids, the impressions join as ever.
 func TestRankJoinOff(t *testing.T) {
 	m, _ := online.NewMAM(4, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
 		JoinEvents: 10, Rank: RankConfig{Model: "mam", JoinEvents: -1}}, []NamedModel{{Name: "mam", Model: m}}, nil)
 	if err != nil {
 		t.Fatal(err)

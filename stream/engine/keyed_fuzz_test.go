@@ -19,7 +19,7 @@ func keyedShard(t testing.TB, max int, keys *keystore.DB) *Shard {
 		return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: "rbf", Gamma: 1, Features: 8, Seed: 1}, Balance: true, Delta: 0.05})
 	}
 	m, _ := factory()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, KeyStore: keys},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, KeyStore: keys},
 		[]NamedModel{{Name: "k", Model: m, Fingerprint: "k-fp", Factory: factory, MaxKeys: max, New: factory}}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -214,7 +214,7 @@ func TestKeyMemoryRefused(t *testing.T) {
 		limit int64
 		want  string // "" = accepted
 	}{
-		{"over", 1000, 64 << 20, "model per_user (scope: key): max_keys 1000 instances in memory at 2.0 MiB each at least (an empty one's state at dimension 65536) need 2.0 GiB, more than the 64.0 MiB available (EngineConfig.MemoryLimit): lower max_keys, or features.dim"},
+		{"over", 1000, 64 << 20, "model per_user (scope: key): max_keys 1000 instances in memory at 2.0 MiB each at least (an empty one's state at dimension 65536) need 2.0 GiB, more than the 64.0 MiB available (engine.Config.MemoryLimit): lower max_keys, or features.dim"},
 		{"default max_keys", 0, 64 << 20, "max_keys 10000 instances"},
 		{"within", 20, 64 << 20, ""},
 		{"exactly", 10, 10 * per, ""},
@@ -222,9 +222,9 @@ func TestKeyMemoryRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MemoryLimit: tc.limit}
+			cfg := Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MemoryLimit: tc.limit}
 			models := []NamedModel{{Name: "per_user", Model: proto, Factory: factory, MaxKeys: tc.keys, New: factory}}
-			err := CheckEngine(cfg, models)
+			err := Check(cfg, models)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)

@@ -43,7 +43,7 @@ func BenchmarkHotKey(b *testing.B) {
 			if keyed {
 				nm.Factory, nm.MaxKeys = factory, 10_000
 			}
-			e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8}, []NamedModel{nm}, nil)
+			e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8}, []NamedModel{nm}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -33,7 +33,7 @@ func faultShard(t testing.TB, max int, keys *keystore.DB, log *slog.Logger, allo
 	}
 	m, _ := factory()
 	reg := prometheus.NewRegistry()
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, KeyStore: keys, Log: log, AllowKeyLoss: allowLoss},
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2, KeyStore: keys, Log: log, AllowKeyLoss: allowLoss},
 		[]NamedModel{{Name: "k", Model: m, Fingerprint: "k-fp", Factory: factory, MaxKeys: max, New: factory}}, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,11 @@ const defaultMaxKeys = 10_000
 // is O(features.dim), 2^bits with hashed features (a logistic at 20 bits:
 // 16 MiB a key). Without the check such a configuration starts and runs
 // out of memory once enough keys have been seen, hours later.
-func checkKeyMemory(cfg *EngineConfig, nm NamedModel) error {
+func checkKeyMemory(cfg *Config, nm NamedModel) error {
 	if nm.Factory == nil || cfg.MemoryLimit < 0 {
 		return nil
 	}
-	limit, from := cfg.MemoryLimit, "EngineConfig.MemoryLimit"
+	limit, from := cfg.MemoryLimit, "engine.Config.MemoryLimit"
 	if limit == 0 {
 		limit, from = memoryLimit()
 		if limit <= 0 {

@@ -46,7 +46,7 @@ func legacyEngine(t *testing.T, yaml string) (*Engine, config.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: cfg.Models[0].Features.Dim}, models, nil)
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: cfg.Models[0].Features.Dim}, models, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

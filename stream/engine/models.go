@@ -181,7 +181,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	return m
 }
 
-func newModelDef(nm NamedModel, cfg EngineConfig, met *engineMetrics) (*modelDef, error) {
+func newModelDef(nm NamedModel, cfg Config, met *engineMetrics) (*modelDef, error) {
 	name := nm.Name
 	t := nm.Traits
 	if t.Kind == 0 { // a classifier, bounded if it can say so

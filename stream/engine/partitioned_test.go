@@ -45,7 +45,7 @@ func partitionedEngineReg(t testing.TB, reg prometheus.Registerer) *Engine {
 		}
 		models = append(models, nm)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, models, reg)
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, models, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +355,7 @@ func TestPartitionedHeavyModelMoves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2},
+		e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2},
 			[]NamedModel{{Name: "svm", Model: m, Fingerprint: "svm-fp", New: build}}, nil)
 		if err != nil {
 			t.Fatal(err)

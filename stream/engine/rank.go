@@ -32,11 +32,11 @@ import (
 // label feeds the off-policy estimates of the greedy policy (metrics
 // streamer_ope_*).
 
-// RankConfig configures ranking requests (EngineConfig.Rank).
+// RankConfig configures ranking requests (Config.Rank).
 type RankConfig struct {
 	Model         string // the ranking model's name; "" = requests off
 	MaxCandidates int
-	ResponseTopic string // "" = EngineConfig.OutputTopic
+	ResponseTopic string // "" = Config.OutputTopic
 	Policy        string // PolicyGreedy (default), PolicyEpsilon, PolicyUCB or PolicyThompson
 	Epsilon       float64
 	// Alpha scales ucb's width and thompson's perturbation (explore.go);
@@ -47,10 +47,10 @@ type RankConfig struct {
 	Seed    uint64
 
 	// The join window of the items requests show (with delayed labels
-	// on: EngineConfig.JoinEvents > 0), per shard. JoinEvents bounds the
-	// items kept (0 = EngineConfig.JoinEvents; < 0 = none: their labels
+	// on: Config.JoinEvents > 0), per shard. JoinEvents bounds the
+	// items kept (0 = Config.JoinEvents; < 0 = none: their labels
 	// count as unknown ids), JoinTime how long each waits (0 =
-	// EngineConfig.JoinTime), JoinPerKey the items of one key kept (0 =
+	// Config.JoinTime), JoinPerKey the items of one key kept (0 =
 	// no limit; more are not kept). JoinEntries, with hashed features,
 	// bounds the hashed entries the items keep, all together (0 =
 	// DefaultJoinEntriesPerItem × JoinEvents).
@@ -531,7 +531,7 @@ func ipsCI95(n, sum, sum2 float64) float64 {
 
 // checkRank resolves cfg.Rank against the models: the index of the rank
 // model (-1: requests off).
-func checkRank(cfg *EngineConfig, models []NamedModel) (int, error) {
+func checkRank(cfg *Config, models []NamedModel) (int, error) {
 	r := &cfg.Rank
 	if r.Model == "" {
 		return -1, nil

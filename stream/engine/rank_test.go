@@ -20,7 +20,7 @@ func rankEngine(t testing.TB, dim int, policy string, eps float64) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 20,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 20,
 		JoinEvents: 1000, Rank: RankConfig{Model: "mam", Policy: policy, Epsilon: eps, Seed: 7}},
 		[]NamedModel{{Name: "mam", Model: m}}, nil)
 	if err != nil {
@@ -170,7 +170,7 @@ func TestRankCalibratedCertainty(t *testing.T) {
 		{NamedModel{Name: "m", Model: mam}, "probability"},
 		{NamedModel{Name: "m", Model: om, Traits: online.Traits{Kind: online.Ordinal}}, "interval"},
 	} {
-		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 20,
+		e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, MaxMessageBytes: 1 << 20,
 			Calibration: CalibrationConfig{Window: 200, Every: 20, Delta: 0.1}, Rank: RankConfig{Model: "m", Seed: 7}},
 			[]NamedModel{c.nm}, nil)
 		if err != nil {

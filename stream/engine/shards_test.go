@@ -140,7 +140,7 @@ func TestInstanceShardWorkers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, []NamedModel{{Name: "m", Model: m, Fingerprint: "fp"}}, nil)
+		e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 2}, []NamedModel{{Name: "m", Model: m, Fingerprint: "fp"}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +201,7 @@ func BenchmarkShardWorkers(b *testing.B) {
 	for _, mode := range []string{"serial", "workers"} {
 		b.Run(mode, func(b *testing.B) {
 			m, _ := online.NewMAM(32, online.MAMParams{Kernel: online.KernelSpec{Type: "rbf", Gamma: 1.0 / 32, Features: 256, Seed: 1}, Balance: true, Delta: 0.05})
-			e, err := NewEngine(EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 32}, []NamedModel{{Name: "m", Model: m}}, nil)
+			e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 32}, []NamedModel{{Name: "m", Model: m}}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -21,7 +21,7 @@ type Worker struct {
 
 // NewWorker returns a worker for one partition reader.
 func (e *Engine) NewWorker() *Worker {
-	dec, _ := wire.NewDecoder(e.cfg.Dim, e.cfg.FeatureNames, e.cfg.MaxMessageBytes) // checked by NewEngine
+	dec, _ := wire.NewDecoder(e.cfg.Dim, e.cfg.FeatureNames, e.cfg.MaxMessageBytes) // checked by New
 	dec = dec.WithMaxAbs(e.cfg.MaxFeatureAbs)
 	if e.cfg.Rows > 0 {
 		dec = dec.WithShape(e.cfg.Rows)
@@ -33,7 +33,7 @@ func (e *Engine) NewWorker() *Worker {
 		dec = dec.WithRequests(e.cfg.Rank.MaxCandidates)
 	}
 	if e.cfg.Hash != nil {
-		dec, _ = dec.WithHashing(*e.cfg.Hash) // checked by NewEngine
+		dec, _ = dec.WithHashing(*e.cfg.Hash) // checked by New
 	}
 	w := &Worker{e: e, dec: dec, prep: make([][]float64, len(e.defs))}
 	if e.cfg.Hash != nil {

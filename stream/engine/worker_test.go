@@ -18,7 +18,7 @@ func TestWorkerHashedHoldsNoPreparation(t *testing.T) {
 	const bits = 16
 	p := online.OMAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Levels: 3, Normalize: true}
 	for _, hashed := range []bool{false, true} {
-		cfg := EngineConfig{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16}
+		cfg := Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << bits, MaxMessageBytes: 1 << 16}
 		if hashed {
 			cfg.Hash = &wire.HashConfig{Bits: bits, Seed: 1, MaxFeatures: 64}
 		}
@@ -26,7 +26,7 @@ func TestWorkerHashedHoldsNoPreparation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := NewEngine(cfg, []NamedModel{{Name: "ranks", Model: om}}, nil)
+		e, err := New(cfg, []NamedModel{{Name: "ranks", Model: om}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
