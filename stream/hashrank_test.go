@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/stream/engine"
+	"github.com/streamer/streamer/stream/internal/testkit"
 )
 
 // Ranking requests and partition scope with hashed features.
@@ -28,28 +29,28 @@ func TestHashedRankHTTP(t *testing.T) {
 	p := rankPipeline(t, e)
 	sh := p.shards[""].st
 	sink := &memSink{keep: true}
-	w := hrWorld{items: 30}
+	w := testkit.World{Items: 30}
 	rng := rand.New(rand.NewPCG(8, 1))
 	// Teach user 2 through requests on the topic and their labels.
 	for r := range 200 {
-		items := rng.Perm(w.items)[:6]
+		items := rng.Perm(w.Items)[:6]
 		id := fmt.Sprint("t", r)
-		sh.Process(&kafka.Message{Topic: "events", Offset: int64(2 * r), Key: []byte("u2"), Value: w.request(id, 2, items, 6)}, sink)
+		sh.Process(&kafka.Message{Topic: "events", Offset: int64(2 * r), Key: []byte("u2"), Value: w.Request(id, 2, items, 6)}, sink)
 		for _, i := range items {
 			y := -1
-			if w.likes(2, i) {
+			if w.Likes(2, i) {
 				y = 1
 			}
 			sh.Process(&kafka.Message{Topic: "events", Key: []byte("u2"), Value: fmt.Appendf(nil, `{"id":%q,"item":"i%d","label":%d}`, id, i, y)}, sink)
 		}
 	}
-	req := w.request("h1", 2, []int{3, 4, 5, 6, 7, 8}, 3)
+	req := w.Request("h1", 2, []int{3, 4, 5, 6, 7, 8}, 3)
 	out, err := p.Rank(t.Context(), req, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh.Process(&kafka.Message{Topic: "events", Key: []byte("u2"), Value: w.request("h2", 2, []int{3, 4, 5, 6, 7, 8}, 3)}, sink)
-	var viaHTTP, viaTopic struct{ Ranked []hrRanked }
+	sh.Process(&kafka.Message{Topic: "events", Key: []byte("u2"), Value: w.Request("h2", 2, []int{3, 4, 5, 6, 7, 8}, 3)}, sink)
+	var viaHTTP, viaTopic struct{ Ranked []testkit.Ranked }
 	if err := json.Unmarshal(out, &viaHTTP); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestHashedRankHTTP(t *testing.T) {
 	for _, it := range viaHTTP.Ranked[:2] {
 		var i int
 		fmt.Sscanf(it.Item, "i%d", &i)
-		if !w.likes(2, i) {
+		if !w.Likes(2, i) {
 			t.Errorf("user 2 shown %s in the first two, which it does not like: %s", it.Item, out)
 		}
 	}
@@ -84,7 +85,7 @@ func TestHashedRankAllocs(t *testing.T) {
 	p := rankPipeline(t, e)
 	s := p.shards[""].st
 	trainHashed(s)
-	msg := kafka.Message{Topic: "events", Key: []byte("user-42"), Value: hashedRequest100(100, 10)}
+	msg := kafka.Message{Topic: "events", Key: []byte("user-42"), Value: testkit.HashedRequest100(100, 10)}
 	sink := &memSink{}
 	for range 200 { // every slot of the join buffer (1000) has held an item
 		s.Process(&msg, sink)
@@ -93,7 +94,7 @@ func TestHashedRankAllocs(t *testing.T) {
 		t.Errorf("%v allocations per warm request on the topic, want 0", n)
 	}
 	var dst []byte
-	body := hashedRequest100(100, 10)
+	body := testkit.HashedRequest100(100, 10)
 	if n := testing.AllocsPerRun(50, func() {
 		var err error
 		if dst, err = p.Rank(t.Context(), body, dst[:0]); err != nil {
@@ -112,7 +113,7 @@ func BenchmarkServeRankHashed100(b *testing.B) {
 	e := hashedRankGlobal(b)
 	p := rankPipeline(b, e)
 	trainHashed(p.shards[""].st)
-	body := hashedRequest100(100, 10)
+	body := testkit.HashedRequest100(100, 10)
 	rd := bytes.NewReader(body)
 	req := httptest.NewRequest(http.MethodPost, "/v1/rank", io.NopCloser(rd))
 	req.ContentLength = int64(len(body))
@@ -141,7 +142,7 @@ func TestHashedRankDuringLearning(t *testing.T) {
 	out := &countSink{}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	w := hrWorld{items: 40}
+	w := testkit.World{Items: 40}
 	for part := range 3 {
 		wg.Add(1)
 		go func() {
@@ -155,9 +156,9 @@ func TestHashedRankDuringLearning(t *testing.T) {
 				default:
 				}
 				off++
-				u, i := rng.IntN(6), rng.IntN(w.items)
+				u, i := rng.IntN(6), rng.IntN(w.Items)
 				y := -1
-				if w.likes(u, i) {
+				if w.Likes(u, i) {
 					y = 1
 				}
 				v := fmt.Appendf(nil, `{"features":{"user":{"id":"u%d"},"item":{"id":"i%d","cat":"c%d"}},"label":%d}`, u, i, i%3, y)
@@ -181,12 +182,12 @@ func TestHashedRankDuringLearning(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(9, 9))
 	for r := range 200 {
-		items := rng.Perm(w.items)[:10]
-		res, err := p.Rank(t.Context(), w.request(fmt.Sprint("q", r), rng.IntN(6), items, 3), nil)
+		items := rng.Perm(w.Items)[:10]
+		res, err := p.Rank(t.Context(), w.Request(fmt.Sprint("q", r), rng.IntN(6), items, 3), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var resp struct{ Ranked []hrRanked }
+		var resp struct{ Ranked []testkit.Ranked }
 		if err := json.Unmarshal(res, &resp); err != nil || len(resp.Ranked) != 3 {
 			t.Fatalf("%v %s", err, res)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/stream/engine"
+	"github.com/streamer/streamer/stream/internal/testkit"
 )
 
 // TestPartitionGuard: keys produced with each of the three partitioners
@@ -47,7 +48,7 @@ func TestPartitionGuard(t *testing.T) {
 					checks[pb.Balance(kafka.Message{Key: k}, all...)].check(k)
 				}
 				checked, mismatched := g.totals()
-				body := samples(t, reg, "streamer_rank_partitioner_checked_total", "streamer_rank_partitioner_mismatch_total")
+				body := testkit.Samples(t, reg, "streamer_rank_partitioner_checked_total", "streamer_rank_partitioner_mismatch_total")
 				want := fmt.Sprintf("streamer_rank_partitioner_checked_total %d\nstreamer_rank_partitioner_mismatch_total %d\n", checked, mismatched)
 				if checked != keys || body != want {
 					t.Fatalf("checked %d, metrics\n%s\nwant %d checked:\n%s", checked, body, keys, want)

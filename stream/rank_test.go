@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/stream/engine"
+	"github.com/streamer/streamer/stream/internal/testkit"
 )
 
 // rankPipeline is a pipeline (no brokers) serving POST /v1/rank from the
@@ -64,7 +65,7 @@ func BenchmarkServeRank100(b *testing.B) {
 	e := rankEngine(b, 32, engine.PolicyGreedy, 0)
 	p := rankPipeline(b, e)
 	trainFirstAxis(p.shards[""].st, 32)
-	body := request32(100, 32, 10)
+	body := testkit.Request32(100, 32, 10)
 	rd := bytes.NewReader(body)
 	req := httptest.NewRequest(http.MethodPost, "/v1/rank", io.NopCloser(rd))
 	req.ContentLength = int64(len(body))
@@ -147,7 +148,7 @@ func requestsAheadOfBatches(t *testing.T, e *engine.Engine, dim int) {
 	// counts in the model's examples as it is applied (its records are
 	// published once its partition's applier has released the lock).
 	applied := func() int64 { n, _, _ := sh.st.Holder(0).Counts(); return n } // the rank model: the engines' first
-	body := request32(20, dim, 3)
+	body := testkit.Request32(20, dim, 3)
 	worst := int64(0)
 	for i := range 500 {
 		for out.n.Load() < int64(10*(i+1)) { // the appliers move on between requests
@@ -200,7 +201,7 @@ func TestRankPartitionsOffRequestPath(t *testing.T) {
 		}
 		return 3, nil
 	}
-	body := request32(10, dim, 3)
+	body := testkit.Request32(10, dim, 3)
 	serve := func() *discardWriter {
 		req := httptest.NewRequest(http.MethodPost, "/v1/rank", bytes.NewReader(body))
 		w := &discardWriter{h: http.Header{}}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/internal/testkit"
 )
 
 // exploreShard is an instance shard whose rank model is a linear mam per
@@ -410,7 +411,7 @@ func BenchmarkRank100Explore(b *testing.B) {
 				v, _ := json.Marshal(map[string]any{"features": x, "label": 1 - 2*(i%2)})
 				s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: v}, sink)
 			}
-			msg := kafka.Message{Topic: "events", Key: []byte("u"), Value: request32(100, 32, 10)}
+			msg := kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(100, 32, 10)}
 			b.ReportAllocs()
 			for b.Loop() {
 				s.Process(&msg, sink)

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/internal/testkit"
 )
 
 // fakeModel is a model whose predictions a test chooses: predict(x, n),
@@ -663,7 +664,7 @@ func TestRankFallback(t *testing.T) {
 		CalibrationConfig{}, "k")
 	trainFirstAxis(s, dim) // teaches g (and key "" of k)
 	sink := &memSink{keep: true}
-	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: request32(10, dim, 3)}, sink)
+	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(10, dim, 3)}, sink)
 	type ranking struct {
 		Model, Fallback string
 		Ranked          []struct {
@@ -702,7 +703,7 @@ func TestRankFallback(t *testing.T) {
 		s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: v}, &memSink{})
 	}
 	sink.msgs = nil
-	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: request32(10, dim, 3)}, sink)
+	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(10, dim, 3)}, sink)
 	r = ranking{}
 	if err := json.Unmarshal(sink.msgs[0].Value, &r); err != nil {
 		t.Fatal(err)

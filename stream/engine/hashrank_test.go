@@ -12,63 +12,26 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/internal/testkit"
 	"github.com/streamer/streamer/stream/wire"
 )
-
-const hrBits = 12
-
-var hrHash = wire.HashConfig{Bits: hrBits, Seed: 1, MaxFeatures: 64, Interactions: [][2]string{{"user", "item"}}}
-
-func hrMAM() (online.Model, error) {
-	return online.NewMAM(1<<hrBits, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Balance: true, Delta: 0.05})
-}
-
-func hrLogistic() (online.Model, error) {
-	return online.NewLogistic(1<<hrBits, online.LogisticParams{LearningRate: online.DefaultLearningRate, L2: online.DefaultL2})
-}
 
 // hashedRankEngine ranks with a key-scoped linear mam ("prefs") of hashed
 // features; a global logistic regression ("ctr") learns from the same
 // labels.
 func hashedRankEngine(t testing.TB, policy string, eps float64) *Engine {
 	t.Helper()
-	proto, _ := hrMAM()
-	lg, _ := hrLogistic()
-	hc := hrHash
-	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, MaxMessageBytes: 1 << 20,
+	proto, _ := testkit.HashedMAM()
+	lg, _ := testkit.HashedLogistic()
+	hc := testkit.HashedConfig
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << testkit.HashedBits, MaxMessageBytes: 1 << 20,
 		JoinEvents: 10000, Hash: &hc, Rank: RankConfig{Model: "prefs", Policy: policy, Epsilon: eps, Seed: 3}},
-		[]NamedModel{{Name: "prefs", Model: proto, Factory: hrMAM, MaxKeys: 100}, {Name: "ctr", Model: lg}}, nil)
+		[]NamedModel{{Name: "prefs", Model: proto, Factory: testkit.HashedMAM, MaxKeys: 100}, {Name: "ctr", Model: lg}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
 	return e
-}
-
-// hrWorld: user u likes an item when the user's taste (u mod 3) is the
-// item's category (i mod 3); item and user ids are categorical features.
-type hrWorld struct{ items int }
-
-func (hrWorld) likes(u, i int) bool { return u%3 == i%3 }
-
-// request is a ranking request for user u of the candidates items, k
-// shown: the user's namespace in the request's features, each item's in
-// its candidate.
-func (hrWorld) request(id string, u int, items []int, k int) []byte {
-	b := fmt.Appendf(nil, `{"id":%q,"key":"u%d","k":%d,"features":{"user":{"id":"u%d"},"hour":%d},"candidates":[`, id, u, k, u, u%24)
-	for j, i := range items {
-		if j > 0 {
-			b = append(b, ',')
-		}
-		b = fmt.Appendf(b, `{"item":"i%d","features":{"item":{"id":"i%d","cat":"c%d","tags":["t%d"]}}}`, i, i, i%3, i%7)
-	}
-	return append(b, "]}"...)
-}
-
-type hrRanked struct {
-	Item       string
-	Score      float64
-	Propensity float64
 }
 
 // TestHashedRank: ranking requests with hashed features on the input
@@ -87,11 +50,11 @@ func TestHashedRank(t *testing.T) {
 	e := hashedRankEngine(t, PolicyGreedy, 0)
 	s := instanceShard(t, e)
 	sink := &memSink{keep: true}
-	w := hrWorld{items: 60}
-	plain, _ := wire.NewDecoder(1<<hrBits, nil, 0)
-	plain, _ = plain.WithHashing(hrHash)
+	w := testkit.World{Items: 60}
+	plain, _ := wire.NewDecoder(1<<testkit.HashedBits, nil, 0)
+	plain, _ = plain.WithHashing(testkit.HashedConfig)
 	twins := map[int]online.SparseModel{}
-	ctr, _ := hrLogistic()
+	ctr, _ := testkit.HashedLogistic()
 	twinCtr := ctr.(online.SparseModel)
 	rng := rand.New(rand.NewPCG(5, 6))
 	const requests, cands, k = 800, 12, 3
@@ -100,9 +63,9 @@ func TestHashedRank(t *testing.T) {
 	off := int64(0)
 	for r := range requests {
 		u := rng.IntN(8)
-		items := rng.Perm(w.items)[:cands]
+		items := rng.Perm(w.Items)[:cands]
 		id := fmt.Sprintf("q%d", r)
-		req := w.request(id, u, items, k)
+		req := w.Request(id, u, items, k)
 		before := len(sink.msgs)
 		s.Process(&kafka.Message{Topic: "events", Offset: off, Key: fmt.Appendf(nil, "u%d", u), Value: req}, sink)
 		off++
@@ -111,14 +74,14 @@ func TestHashedRank(t *testing.T) {
 		}
 		var resp struct {
 			Model  string
-			Ranked []hrRanked
+			Ranked []testkit.Ranked
 		}
 		if err := json.Unmarshal(sink.msgs[before].Value, &resp); err != nil || resp.Model != "prefs" || len(resp.Ranked) != k {
 			t.Fatalf("request %d: %v %s", r, err, sink.msgs[before].Value)
 		}
 		tw := twins[u]
 		if tw == nil {
-			m, _ := hrMAM()
+			m, _ := testkit.HashedMAM()
 			tw = m.(online.SparseModel)
 			twins[u] = tw
 		}
@@ -157,7 +120,7 @@ func TestHashedRank(t *testing.T) {
 				t.Fatal(err)
 			}
 			y := -1
-			if w.likes(u, i) {
+			if w.Likes(u, i) {
 				y = 1
 			}
 			if j == 0 {
@@ -206,10 +169,10 @@ func TestHashedRank(t *testing.T) {
 	}
 
 	for _, policy := range []string{PolicyUCB, PolicyThompson} {
-		proto, _ := hrMAM()
-		hc := hrHash
-		_, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Hash: &hc, Rank: RankConfig{Model: "prefs", Policy: policy}},
-			[]NamedModel{{Name: "prefs", Model: proto, Factory: hrMAM}}, nil)
+		proto, _ := testkit.HashedMAM()
+		hc := testkit.HashedConfig
+		_, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << testkit.HashedBits, Hash: &hc, Rank: RankConfig{Model: "prefs", Policy: policy}},
+			[]NamedModel{{Name: "prefs", Model: proto, Factory: testkit.HashedMAM}}, nil)
 		if err == nil || !strings.Contains(err.Error(), "needs dense features") {
 			t.Errorf("%s with hashed features: %v", policy, err)
 		}
@@ -223,11 +186,11 @@ func TestHashedRankEpsilon(t *testing.T) {
 	e := hashedRankEngine(t, PolicyEpsilon, 0.5)
 	s := instanceShard(t, e)
 	sink := &memSink{keep: true}
-	w := hrWorld{items: 20}
+	w := testkit.World{Items: 20}
 	explored := 0
 	for r := range 200 {
-		s.Process(&kafka.Message{Topic: "events", Offset: int64(r), Value: w.request(fmt.Sprint("q", r), 1, []int{0, 1, 2, 3, 4}, 2)}, sink)
-		var resp struct{ Ranked []hrRanked }
+		s.Process(&kafka.Message{Topic: "events", Offset: int64(r), Value: w.Request(fmt.Sprint("q", r), 1, []int{0, 1, 2, 3, 4}, 2)}, sink)
+		var resp struct{ Ranked []testkit.Ranked }
 		if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &resp); err != nil {
 			t.Fatal(err)
 		}
@@ -269,17 +232,17 @@ func TestHashedRankEpsilon(t *testing.T) {
 func TestHashedPartitioned(t *testing.T) {
 	const parts = 3
 	rbf := func() (online.Model, error) {
-		return online.NewMAM(1<<hrBits, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelRBF, Gamma: 0.5, Features: 32, Seed: 2, Sparse: true}, Balance: true, Delta: 0.05})
+		return online.NewMAM(1<<testkit.HashedBits, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelRBF, Gamma: 0.5, Features: 32, Seed: 2, Sparse: true}, Balance: true, Delta: 0.05})
 	}
-	builds := []func() (online.Model, error){hrMAM, rbf, hrLogistic}
+	builds := []func() (online.Model, error){testkit.HashedMAM, rbf, testkit.HashedLogistic}
 	names := []string{"lin", "rbf", "lg"}
 	var models []NamedModel
 	for i, b := range builds {
 		m, _ := b()
 		models = append(models, NamedModel{Name: names[i], Model: m, New: b, Fingerprint: names[i]})
 	}
-	hc := hrHash
-	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << hrBits, Hash: &hc,
+	hc := testkit.HashedConfig
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 1 << testkit.HashedBits, Hash: &hc,
 		JoinEvents: 100, Rank: RankConfig{Model: "lin"}}, models, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -305,8 +268,8 @@ func TestHashedPartitioned(t *testing.T) {
 	for p := range perPart {
 		perPart[p] = []online.SparseModel{newTwin(0), newTwin(1), newTwin(2)}
 	}
-	plain, _ := wire.NewDecoder(1<<hrBits, nil, 0)
-	plain, _ = plain.WithHashing(hrHash)
+	plain, _ := wire.NewDecoder(1<<testkit.HashedBits, nil, 0)
+	plain, _ = plain.WithHashing(testkit.HashedConfig)
 	rng := rand.New(rand.NewPCG(2, 7))
 	sink := &memSink{keep: true}
 	var ev wire.Event
@@ -345,7 +308,7 @@ func TestHashedPartitioned(t *testing.T) {
 	before := len(sink.msgs)
 	shards[1].Process(&kafka.Message{Topic: "events", Partition: 1, Offset: offsets[1], Key: []byte("u4"), Value: req}, sink)
 	offsets[1]++
-	var resp struct{ Ranked []hrRanked }
+	var resp struct{ Ranked []testkit.Ranked }
 	if err := json.Unmarshal(sink.msgs[before].Value, &resp); err != nil || len(resp.Ranked) != 2 {
 		t.Fatalf("%v %s", err, sink.msgs[before].Value)
 	}
@@ -425,30 +388,13 @@ func hashedRankGlobal(t testing.TB) *Engine {
 	return e
 }
 
-// hashedRequest100 is a request of n candidates for one user: the user's
-// namespace (id, country, device) and the hour in the request's features,
-// each candidate an item (id, category, two tags); with the user × item
-// interaction, 4 + 4 + 3·4 = 20 hashed features per candidate.
-func hashedRequest100(n, k int) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"id":"req-1","key":"user-42","k":%d,"features":{"user":{"id":"user-42","country":"fr","device":"ios"},"hour":14},"candidates":[`, k)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"item":"item-%d","features":{"item":{"id":"item-%d","category":"c%d","tags":["t%d","t%d"]}}}`, i, i, i%17, i%5, i%11)
-	}
-	b.WriteString(`]}`)
-	return []byte(b.String())
-}
-
-// trainHashed teaches s's model clicks of the hashed world of hrWorld.
+// trainHashed teaches s's model clicks of the hashed world of testkit.World.
 func trainHashed(s *Shard) {
 	sink := &memSink{}
 	for i := range 300 {
 		u, it := i%7, (i*13)%50
 		y := -1
-		if hrWorld.likes(hrWorld{}, u, it) {
+		if testkit.World.Likes(testkit.World{}, u, it) {
 			y = 1
 		}
 		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: fmt.Appendf(nil,
@@ -466,7 +412,7 @@ func BenchmarkRankHashed100(b *testing.B) {
 	e := hashedRankGlobal(b)
 	s := instanceShard(b, e)
 	trainHashed(s)
-	msg := kafka.Message{Topic: "events", Key: []byte("user-42"), Value: hashedRequest100(100, 10)}
+	msg := kafka.Message{Topic: "events", Key: []byte("user-42"), Value: testkit.HashedRequest100(100, 10)}
 	sink := &memSink{}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/internal/testkit"
 )
 
 // The sizes joinBytes counts with are the types' own.
@@ -348,7 +349,7 @@ func TestRequestFloodKeepsImpressions(t *testing.T) {
 		t.Fatalf("off-policy labels %v, want 1", n)
 	}
 	// The metrics by source and reason.
-	body := samples(t, reg, "streamer_join_dropped_total", "streamer_join_pending")
+	body := testkit.Samples(t, reg, "streamer_join_dropped_total", "streamer_join_pending")
 	for _, want := range []string{
 		`streamer_join_dropped_total{reason="expired",source="impressions"} 0`,
 		`streamer_join_dropped_total{reason="full",source="impressions"} 0`,
@@ -364,38 +365,6 @@ func TestRequestFloodKeepsImpressions(t *testing.T) {
 	if strings.Contains(body, `reason="quota",source="impressions"`) {
 		t.Errorf("impressions have no quota:\n%s", body)
 	}
-}
-
-// samples returns the samples of the named counters and gauges of reg,
-// one a line, as the text exposition writes them.
-func samples(t *testing.T, reg *prometheus.Registry, names ...string) string {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, mf := range mfs {
-		if !slices.Contains(names, mf.GetName()) {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			b.WriteString(mf.GetName())
-			for i, l := range m.GetLabel() {
-				sep := ","
-				if i == 0 {
-					sep = "{"
-				}
-				fmt.Fprintf(&b, "%s%s=%q", sep, l.GetName(), l.GetValue())
-			}
-			if len(m.GetLabel()) > 0 {
-				b.WriteByte('}')
-			}
-			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			fmt.Fprintf(&b, " %v\n", v)
-		}
-	}
-	return b.String()
 }
 
 // TestRankJoinOff: with RankConfig.JoinEvents < 0 the shown items are not
@@ -440,7 +409,7 @@ func TestRankFloodAllocs(t *testing.T) {
 	hashed.cfg.Rank.JoinEvents, hashed.cfg.Rank.JoinEntries, hashed.cfg.Rank.JoinPerKey = 50, 500, 5
 	hmsgs := make([]kafka.Message, 256)
 	for i := range hmsgs {
-		v := strings.Replace(string(hashedRequest100(8, 3)), `"req-1"`, fmt.Sprintf(`"req-%d"`, i), 1)
+		v := strings.Replace(string(testkit.HashedRequest100(8, 3)), `"req-1"`, fmt.Sprintf(`"req-%d"`, i), 1)
 		hmsgs[i] = kafka.Message{Topic: "events", Key: []byte(fmt.Sprint("user-", i%3)), Value: []byte(v)}
 	}
 	for _, tc := range []struct {

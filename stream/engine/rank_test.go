@@ -11,6 +11,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/internal/testkit"
 )
 
 // rankEngine is an engine whose linear mam (d = dim) ranks requests.
@@ -27,34 +28,6 @@ func rankEngine(t testing.TB, dim int, policy string, eps float64) *Engine {
 		t.Fatal(err)
 	}
 	return e
-}
-
-// request32 is a request of n candidates of dim features, candidate i at
-// i/n along the first axis.
-func request32(n, dim, k int) []byte {
-	b := []byte(`{"id":"r-1","key":"u","k":` + strconv.Itoa(k) + `,"candidates":[`)
-	for i := range n {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"item":"i`...)
-		b = strconv.AppendInt(b, int64(i), 10)
-		b = append(b, `","features":[`...)
-		for j := range dim {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			v := 0.0
-			if j == 0 {
-				v = float64(i)/float64(n) - 0.5
-			} else if j == 1 {
-				v = 0.3
-			}
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
-		}
-		b = append(b, "]}"...)
-	}
-	return append(b, "]}"...)
 }
 
 // trainFirstAxis teaches s's model that a positive first feature is the
@@ -85,7 +58,7 @@ func TestRankPolicies(t *testing.T) {
 	s := instanceShard(t, e)
 	trainFirstAxis(s, dim)
 	sink := &memSink{keep: true}
-	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: request32(n, dim, 5)}, sink)
+	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(n, dim, 5)}, sink)
 	var r struct {
 		Ranked []struct {
 			Item       string
@@ -112,7 +85,7 @@ func TestRankPolicies(t *testing.T) {
 	firstBest := 0
 	for range trials {
 		sink := &memSink{keep: true}
-		s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: request32(n, dim, 3)}, sink)
+		s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(n, dim, 3)}, sink)
 		if err := json.Unmarshal(sink.msgs[0].Value, &r); err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +114,7 @@ func BenchmarkRank100(b *testing.B) {
 	e := rankEngine(b, 32, PolicyGreedy, 0)
 	s := instanceShard(b, e)
 	trainFirstAxis(s, 32)
-	msg := kafka.Message{Topic: "events", Key: []byte("u"), Value: request32(100, 32, 10)}
+	msg := kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(100, 32, 10)}
 	sink := &memSink{}
 	b.ReportAllocs()
 	for b.Loop() {
