@@ -11,13 +11,13 @@ import (
 // and encodes and publishes them (pshard.applyLoop): under the lock it
 // keeps only the scores' fields, and their encoding (JSON, float
 // formatting: as much CPU as the scoring of a small model) runs while
-// another partition's applier holds the lock. A slot's Outbox is reused:
+// another partition's applier holds the lock. A slot's outbox is reused:
 // in the steady state it allocates nothing.
 //
 // A score's ID is copied (it may be the shard's scratch, which the next
 // event overwrites); its other byte slices (key, event_ts) are the slot's
 // message's or its worker's decoded event's, which stay untouched until
-// the slot is reused, after its Outbox is published.
+// the slot is reused, after its outbox is published.
 type Outbox struct {
 	bufs   Buffers          // where the records' buffers come from: the partition's applier's (its slots share it)
 	floats *wire.FloatCache // the partition's applier's (its slots share it)

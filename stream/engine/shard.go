@@ -197,7 +197,7 @@ func (l *lockedBounder) Bound(rho float64) float64 {
 	return l.b.Bound(rho)
 }
 
-// Lane returns a Lane of s, an instance-scope shard, for the applier of
+// Lane returns a lane of s, an instance-scope shard, for the applier of
 // input partition part: a shard that applies events to s's state (its
 // holders and join buffers, each behind its own lock) with scratch of its
 // own, so that the instance's partitions apply their events in parallel.
@@ -206,7 +206,7 @@ func (l *lockedBounder) Bound(rho float64) float64 {
 // key-scoped model's keys live in one partition each, so every key's
 // instance sees exactly the events it would see applied serially. Capture,
 // Restore, Durable, Settle and Close are s's: the pipeline calls them with
-// every Lane paused.
+// every lane paused.
 func (s *Shard) Lane(part int) *Shard {
 	e := s.e
 	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1)}
@@ -227,7 +227,7 @@ func (s *Shard) Lane(part int) *Shard {
 // global model are published (mergingHolder).
 func (l *Shard) Idle() { l.eachLane(holder.Lane.Idle) }
 
-// Waited tells the lane's holders that its applier then Waited d for its
+// Waited tells the lane's holders that its applier then waited d for its
 // next event.
 func (l *Shard) Waited(d time.Duration) { l.eachLane(func(lh holder.Lane) { lh.Waited(d) }) }
 
@@ -511,7 +511,7 @@ func (s *Shard) judge(i int, p online.Prediction, y, raw float64, preds []online
 }
 
 // Applies makes s the shard (or lane) input partition part's applier
-// Applies events to: it counts and judges them a run at a time (endRun),
+// applies events to: it counts and judges them a run at a time (EndRun),
 // and observes the bounds it publishes into the partition's shard of the
 // histogram.
 func (s *Shard) Applies(part int) {

@@ -242,7 +242,7 @@ func (l *laneMAM) Idle() {
 	}
 }
 
-// Waited tells the lane its applier Waited d for its next event.
+// Waited tells the lane its applier waited d for its next event.
 func (l *laneMAM) Waited(d time.Duration) {
 	if d >= LaneWoke {
 		l.woke = true
