@@ -66,12 +66,12 @@
 //     then, the lock released, encode the records, hand them to the
 //     publisher as one run and free the events' slots). The appliers of
 //     an instance-scope shard's partitions run in parallel, each through
-//     a lane of the shard (Shard.lane: scratch of its own, the shard's
+//     a lane of the shard (Shard.Lane: scratch of its own, the shard's
 //     holders and join buffers each behind its own lock, a key table's
 //     behind its stripes' locks; with more than two cores a mergeable
 //     mam's lanes learn in parallel, each with its own statistics and
 //     merged view, package holder). An applier counts,
-//     judges and calibrates a run of events at a time (Shard.endRun) and
+//     judges and calibrates a run of events at a time (Shard.EndRun) and
 //     observes its histograms into its partition's shard (engine.HistShards);
 //     and one checkpoint loop
 //     (every snapshot.every and snapshot.every_events, or early when the

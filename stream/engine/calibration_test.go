@@ -220,7 +220,7 @@ func waitCalibrationFit(e *Engine) {
 
 // The live check judges the certainty a score was published with: a pair
 // judged after a refit swapped the table (a run of events judged at its
-// end, Shard.endRun) keeps what its record said; a pair whose record is
+// end, Shard.EndRun) keeps what its record said; a pair whose record is
 // not at hand (a delayed label) is looked up in the current table.
 func TestCalibrationChecksPublishedCertainty(t *testing.T) {
 	met := newEngineMetrics(prometheus.NewRegistry())

@@ -151,7 +151,7 @@ type Config struct {
 // The Engine holds what its shards share: the models' definitions, metrics
 // and prequential quality. The state is in shards (NewShard): in instance
 // scope one shard for all the instance's partitions, applied to by a lane
-// per partition (Shard.lane), in partition scope one per partition. Shards
+// per partition (Shard.Lane), in partition scope one per partition. Shards
 // are independent and run in parallel. The per-event work that needs no
 // state — decoding, validation and the models' preparation (the feature
 // maps) — runs in a Worker, one per partition reader, outside any shard's

@@ -47,7 +47,7 @@ type modelDef struct {
 	// published before the model learned from the event. Shards judge
 	// under judgeMu (a short critical section; everything else on the
 	// per-event path is the shard's own); appliers a run of events at a
-	// time (Shard.endRun).
+	// time (Shard.EndRun).
 	judgeMu    sync.Mutex
 	cal        *calibration // nil: calibration off
 	quality    *online.Judge
@@ -61,7 +61,7 @@ type modelMetrics struct {
 	accuracy                  prometheus.Gauge
 	mae, zeroOne, tau, rmse   prometheus.Gauge
 	version                   prometheus.Gauge
-	bound                     prometheus.Observer // the shard of the goroutines of no partition (histShards)
+	bound                     prometheus.Observer // the shard of the goroutines of no partition (HistShards)
 	violations                prometheus.Counter
 	observed, limit           []prometheus.Gauge // per grid ρ
 	versionAccuracy           prometheus.Gauge

@@ -39,7 +39,7 @@ type Shard struct {
 	in      holder.Input // the event's features as the models take them (shardModel.feed)
 	rk      *rankScratch // ranking requests' scratch (nil until the first)
 	stream  uint64       // the exploration draws' stream (rankScratch)
-	runs    bool         // an applier's (lane or partition shard; applies): judged and scores wait for endRun
+	runs    bool         // an applier's (lane or partition shard; applies): judged and scores wait for EndRun
 	judged  []judgement  // the run's labelled events' predictions
 	scores  []int        // per model: the run's published predictions
 	w       *Worker      // Process's
@@ -53,7 +53,7 @@ type shardModel struct {
 	h     holder.Holder
 	in    []float64           // an aggregator's input: the members' predictions, then the features
 	view  holder.Input        // the input h takes (feed)
-	bound prometheus.Observer // an applier's (Shard.applies): its partition's shard of the model's mistake-bound histogram
+	bound prometheus.Observer // an applier's (Shard.Applies): its partition's shard of the model's mistake-bound histogram
 
 	holder.Figures // for the scrape (stateCollector)
 }
@@ -483,7 +483,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 
 // judgement is model i's prediction p for a labelled event (label y, raw
 // on the wire; pub the prediction published), waiting in an applier's
-// shard for endRun.
+// shard for EndRun.
 type judgement struct {
 	model  int
 	p, pub online.Prediction
@@ -496,7 +496,7 @@ type judgement struct {
 // the wire; preds every model's predictions for it; cal the calibrated
 // certainty published with p, nil when p was not published or the event
 // is judged later) with modelDef.judge, or in an applier's shard keeps it
-// for endRun.
+// for EndRun.
 func (s *Shard) judge(i int, p online.Prediction, y, raw float64, preds []online.Prediction, cal *wire.Calibrated) {
 	d := s.models[i].def
 	if !s.runs {
@@ -523,7 +523,7 @@ func (s *Shard) Applies(part int) {
 }
 
 // scored records model m's (the i-th) published prediction p: at once
-// (modelDef.scored), or in an applier's run, counted for endRun and its
+// (modelDef.scored), or in an applier's run, counted for EndRun and its
 // bound observed into the partition's shard.
 func (s *Shard) scored(m *shardModel, i int, p online.Prediction) {
 	if !s.runs {
