@@ -17,7 +17,7 @@ import (
 // events, and its offsets.
 //
 // The partitions' appliers hold mu shared, each applying its own events
-// (in instance scope through a lane of the shard: Shard.lane); checkpoint
+// (in instance scope through a lane of the shard: Shard.Lane); checkpoint
 // captures, ranking requests and stateless processing hold it exclusively
 // (lock), so that they see the state between two events of every
 // partition. A goroutine that is to lock it counts itself in waiting
