@@ -25,7 +25,7 @@ func newBufCache(src Sink) *bufCache {
 	return &bufCache{src: src, bulk: b}
 }
 
-// get returns an empty buffer to encode a record into.
+// Buffer returns an empty buffer to encode a record into.
 func (c *bufCache) Buffer() []byte {
 	if c.bulk == nil {
 		return c.src.Buffer()

@@ -28,7 +28,7 @@ func TestHashedRankHTTP(t *testing.T) {
 	e := hashedRankEngine(t, engine.PolicyGreedy, 0)
 	p := rankPipeline(t, e)
 	sh := p.shards[""].st
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	w := testkit.World{Items: 30}
 	rng := rand.New(rand.NewPCG(8, 1))
 	// Teach user 2 through requests on the topic and their labels.
@@ -54,7 +54,7 @@ func TestHashedRankHTTP(t *testing.T) {
 	if err := json.Unmarshal(out, &viaHTTP); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &viaTopic); err != nil {
+	if err := json.Unmarshal(sink.Msgs[len(sink.Msgs)-1].Value, &viaTopic); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(viaHTTP.Ranked) != fmt.Sprint(viaTopic.Ranked) {

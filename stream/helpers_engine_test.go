@@ -1,11 +1,7 @@
 package stream
 
 import (
-	"encoding/json"
-	"fmt"
 	"testing"
-
-	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
@@ -18,31 +14,8 @@ import (
 // Copies of the engine package's test helpers that the pipeline's tests
 // use too (a package's test files are not importable).
 
-// memSink keeps what it is given; buffers are recycled when reset.
-type memSink struct {
-	msgs []kafka.Message
-	free [][]byte
-	keep bool
-}
-
-func (s *memSink) Buffer() []byte {
-	if n := len(s.free); n > 0 {
-		b := s.free[n-1]
-		s.free = s.free[:n-1]
-		return b
-	}
-	return make([]byte, 0, 512)
-}
-
-func (s *memSink) Publish(m kafka.Message) {
-	if s.keep {
-		s.msgs = append(s.msgs, m)
-		return
-	}
-	if m.Headers == nil {
-		s.free = append(s.free, m.Value[:0])
-	}
-}
+// memSink keeps what it is given (testkit.MemSink).
+type memSink = testkit.MemSink
 
 // instanceShard is e's instance-scope shard with empty models, as a
 // pipeline without a snapshot starts it.
@@ -107,16 +80,8 @@ func rankEngineLanes(t testing.TB, dim int, policy string, eps float64, merge en
 // positive class.
 func trainFirstAxis(s *engine.Shard, dim int) {
 	sink := &memSink{}
-	for i := range 200 {
-		x := make([]float64, dim)
-		y := 1
-		x[0] = 1
-		if i%2 == 1 {
-			x[0], y = -1, -1
-		}
-		x[1] = float64(i%7) / 7
-		v, _ := json.Marshal(map[string]any{"features": x, "label": y})
-		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: v}, sink)
+	for _, m := range testkit.FirstAxisEvents(dim) {
+		s.Process(&m, sink)
 	}
 }
 
@@ -162,13 +127,7 @@ func hashedRankGlobal(t testing.TB) *engine.Engine {
 // trainHashed teaches s's model clicks of the hashed world of testkit.World.
 func trainHashed(s *engine.Shard) {
 	sink := &memSink{}
-	for i := range 300 {
-		u, it := i%7, (i*13)%50
-		y := -1
-		if testkit.World.Likes(testkit.World{}, u, it) {
-			y = 1
-		}
-		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: fmt.Appendf(nil,
-			`{"features":{"user":{"id":"user-%d"},"item":{"id":"item-%d","category":"c%d"}},"label":%d}`, u, it, it%17, y)}, sink)
+	for _, m := range testkit.HashedClicks() {
+		s.Process(&m, sink)
 	}
 }

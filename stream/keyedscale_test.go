@@ -171,11 +171,11 @@ func TestManyKeys(t *testing.T) {
 	}
 	msg.Key = []byte("user-12345")
 	msg.Value = []byte(`{"features":[1,2,3,4,5,6,7,8]}`)
-	out := &memSink{keep: true}
+	out := &memSink{Keep: true}
 	s2.Process(&msg, out)
 	firstScore := time.Since(restart)
-	if len(out.msgs) != 1 || !bytes.Contains(out.msgs[0].Value, []byte(`"n":`)) {
-		t.Fatalf("no score after the restart: %v", out.msgs)
+	if len(out.Msgs) != 1 || !bytes.Contains(out.Msgs[0].Value, []byte(`"n":`)) {
+		t.Fatalf("no score after the restart: %v", out.Msgs)
 	}
 	examples, _, stored = s2.Holder(0).Counts()
 	reloaded := s2.Holder(0).(*holder.Keyed).Stats().Reloaded

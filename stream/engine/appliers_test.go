@@ -80,13 +80,13 @@ func TestLanesMergeGlobalModel(t *testing.T) {
 		l.ApplyAt(w, &msg, out, time.Now())
 	}
 	score := func(l *Shard, probe kafka.Message) float64 {
-		out := &memSink{keep: true}
+		out := &memSink{Keep: true}
 		apply(l, probe, out)
 		var rec struct {
 			Model string
 			Score float64
 		}
-		for _, m := range out.msgs {
+		for _, m := range out.Msgs {
 			if err := json.Unmarshal(m.Value, &rec); err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +131,7 @@ func TestLanesMergeGlobalModel(t *testing.T) {
 	if err := online.StateClose(s.models[0].h.Instance(), rs.models[0].h.Instance(), 1e-9); err != nil {
 		t.Errorf("after the lanes left, the state differs from the one model's: %v", err)
 	}
-	if n, _, _ := s.models[0].counts(); n != 2*500*25 {
+	if n, _, _ := s.models[0].h.Counts(); n != 2*500*25 {
 		t.Errorf("the scrape counts %d examples, want %d", n, 2*500*25)
 	}
 }

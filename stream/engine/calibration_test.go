@@ -55,7 +55,7 @@ func TestCalibratedCertainty(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	type rec struct {
 		Certainty struct {
 			Probability *struct {
@@ -75,7 +75,7 @@ func TestCalibratedCertainty(t *testing.T) {
 		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: v}, sink)
 		waitCalibrationFit(e)
 		var got rec
-		if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &got); err != nil {
+		if err := json.Unmarshal(sink.Msgs[len(sink.Msgs)-1].Value, &got); err != nil {
 			t.Fatal(err)
 		}
 		pr := got.Certainty.Probability
@@ -159,7 +159,7 @@ func TestConformalInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	var in, n float64
 	for i, line := range rows {
 		k := strings.LastIndexByte(line, ',')
@@ -172,7 +172,7 @@ func TestConformalInterval(t *testing.T) {
 				Interval *struct{ Lower, Upper, Level float64 }
 			}
 		}
-		if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &got); err != nil {
+		if err := json.Unmarshal(sink.Msgs[len(sink.Msgs)-1].Value, &got); err != nil {
 			t.Fatal(err)
 		}
 		iv := got.Certainty.Interval

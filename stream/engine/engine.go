@@ -93,7 +93,7 @@ type Config struct {
 
 	// MergeLanes says whether, in instance scope, the partitions' lanes
 	// learn a mergeable global mam in parallel, each into statistics and
-	// a merged view of its own (mergingHolder), or take turns at the one
+	// a merged view of its own (holder.NewMerging), or take turns at the one
 	// instance behind its lock, scoring each event exactly as one model
 	// that learned the events before it in the order the lanes brought
 	// them. The view saves the cores' time of the lock and of moving the
@@ -586,7 +586,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, d := range e.defs {
 		var n, hot, stored int64
 		for _, s := range shards {
-			e, h, st := s.models[i].counts()
+			e, h, st := s.models[i].h.Counts()
 			n, hot, stored = n+e, hot+h, stored+st
 		}
 		if d.merged != nil {

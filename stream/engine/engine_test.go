@@ -13,33 +13,11 @@ import (
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
+	"github.com/streamer/streamer/stream/internal/testkit"
 )
 
-// memSink keeps what it is given; buffers are recycled when reset.
-type memSink struct {
-	msgs []kafka.Message
-	free [][]byte
-	keep bool
-}
-
-func (s *memSink) Buffer() []byte {
-	if n := len(s.free); n > 0 {
-		b := s.free[n-1]
-		s.free = s.free[:n-1]
-		return b
-	}
-	return make([]byte, 0, 512)
-}
-
-func (s *memSink) Publish(m kafka.Message) {
-	if s.keep {
-		s.msgs = append(s.msgs, m)
-		return
-	}
-	if m.Headers == nil {
-		s.free = append(s.free, m.Value[:0])
-	}
-}
+// memSink keeps what it is given (testkit.MemSink).
+type memSink = testkit.MemSink
 
 func newTestEngine(t testing.TB, dim int, kernel online.KernelSpec) *Engine {
 	t.Helper()
@@ -83,7 +61,7 @@ func event32(i int) []byte {
 func TestEngineScoresThenLearns(t *testing.T) {
 	e := newTestEngine(t, 2, online.KernelSpec{Type: "linear"})
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	in := []string{
 		`{"id":"a","features":[1,0],"label":1}`,
 		`{"id":"b","features":[-1,0],"label":-1}`,
@@ -93,11 +71,11 @@ func TestEngineScoresThenLearns(t *testing.T) {
 	for i, v := range in {
 		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Key: []byte("k"), Value: []byte(v)}, sink)
 	}
-	if len(sink.msgs) != 4 {
-		t.Fatalf("got %d records, want 4", len(sink.msgs))
+	if len(sink.Msgs) != 4 {
+		t.Fatalf("got %d records, want 4", len(sink.Msgs))
 	}
 	var recs []map[string]any
-	for _, m := range sink.msgs[:3] {
+	for _, m := range sink.Msgs[:3] {
 		var r map[string]any
 		if err := json.Unmarshal(m.Value, &r); err != nil {
 			t.Fatalf("%s: %v", m.Value, err)
@@ -111,7 +89,7 @@ func TestEngineScoresThenLearns(t *testing.T) {
 	if recs[2]["prediction"].(float64) != 1 || recs[2]["certainty"].(map[string]any)["n"].(float64) != 2 {
 		t.Fatalf("third record %v: want prediction 1 with n=2", recs[2])
 	}
-	if m := sink.msgs[3]; m.Topic != "dlq" || string(m.Value) != in[3] {
+	if m := sink.Msgs[3]; m.Topic != "dlq" || string(m.Value) != in[3] {
 		t.Fatalf("bad event: got topic %q value %q", m.Topic, m.Value)
 	}
 	if n := e.defs[0].proto.Examples(); n != 2 {

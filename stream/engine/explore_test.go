@@ -242,11 +242,11 @@ type rankResponse struct {
 // rankOnce sends request body for key u to s and decodes the response.
 func rankOnce(t *testing.T, s *Shard, body []byte) rankResponse {
 	t.Helper()
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: body}, sink)
 	var r rankResponse
-	if len(sink.msgs) != 1 || json.Unmarshal(sink.msgs[0].Value, &r) != nil {
-		t.Fatalf("%d records", len(sink.msgs))
+	if len(sink.Msgs) != 1 || json.Unmarshal(sink.Msgs[0].Value, &r) != nil {
+		t.Fatalf("%d records", len(sink.Msgs))
 	}
 	return r
 }

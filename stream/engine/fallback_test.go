@@ -105,7 +105,7 @@ type scoreRecord struct {
 // and counts its dead letters.
 func scoreRecords(t *testing.T, sink *memSink) (recs []scoreRecord, dead int) {
 	t.Helper()
-	for _, m := range sink.msgs {
+	for _, m := range sink.Msgs {
 		if m.Topic != "scores" {
 			dead++
 			continue
@@ -171,7 +171,7 @@ func TestLabelMapRatings(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	for i := range 300 {
 		y := ratings[i%len(ratings)]
 		msg := ratingEvent(i, "u", []float64{y - 2.75, float64(i%3) - 1, 0.5, 1}, y)
@@ -219,11 +219,11 @@ func TestLabelMapRatings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sink2 := &memSink{keep: true}
+	sink2 := &memSink{Keep: true}
 	msg := ratingEvent(0, "u", []float64{1, 0, 0, 0}, 4)
 	instanceShard(t, e2).Process(&msg, sink2)
-	if len(sink2.msgs) != 1 || sink2.msgs[0].Topic != "dlq" {
-		t.Fatalf("rating 4 without label.positive: %d messages, want one dead letter", len(sink2.msgs))
+	if len(sink2.Msgs) != 1 || sink2.Msgs[0].Topic != "dlq" {
+		t.Fatalf("rating 4 without label.positive: %d messages, want one dead letter", len(sink2.Msgs))
 	}
 }
 
@@ -254,7 +254,7 @@ func TestRegressionValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	const n = 401
 	for i := range n {
 		y := ratings[(i*7)%len(ratings)]
@@ -333,7 +333,7 @@ func TestOrdinalExpected(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	var sum, cnt [4]float64 // the decided pairs so far, by predicted level
 	var want [4]float64     // the expected label per level as of the last refit
 	var have bool
@@ -346,7 +346,7 @@ func TestOrdinalExpected(t *testing.T) {
 		}
 		msg := ratingEvent(i, "u", []float64{x0, 0}, y)
 		s.Process(&msg, sink)
-		recs, dead := scoreRecords(t, &memSink{msgs: sink.msgs[len(sink.msgs)-1:]})
+		recs, dead := scoreRecords(t, &memSink{Msgs: sink.Msgs[len(sink.Msgs)-1:]})
 		if dead != 0 {
 			t.Fatalf("event %d dead-lettered", i)
 		}
@@ -419,7 +419,7 @@ func TestKeyScopedIntervalsDecided(t *testing.T) {
 	}
 	t.Cleanup(e.Close)
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	for id := range 4000 { // a new key every 100 events; its level comes after 64
 		y := ratings[(id*7)%len(ratings)]
 		msg := ratingEvent(id, "user-"+strconv.Itoa(id/100), []float64{y, 5.5 - y}, y) // the direction orders the ratings
@@ -500,7 +500,7 @@ func TestFallbackSameKind(t *testing.T) {
 	e, s := fallbackEngine(t, NamedModel{Name: "g", Model: g, Label: bins, Traits: tr},
 		NamedModel{Name: "k", Model: proto, Factory: factory, MaxKeys: 1000, Label: bins, Traits: tr, Fallback: "g"},
 		CalibrationConfig{Window: 300, Every: 20}, "")
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	for id := range 3000 {
 		key := "user-" + strconv.Itoa(id/100) // a new key every 100 events: its own level comes after 64
 		y := ratings[(id*7)%len(ratings)]
@@ -571,7 +571,7 @@ func TestFallbackFromValue(t *testing.T) {
 	e, s := fallbackEngine(t, NamedModel{Name: "g", Model: valueModel(dim, 0, 0.5, 5), Traits: online.Traits{Kind: online.Regression, Value: true}},
 		NamedModel{Name: "k", Model: proto, Factory: factory, MaxKeys: 100, Label: bins, Traits: online.Traits{Kind: online.Ordinal, Levels: 5}, Fallback: "g"},
 		CalibrationConfig{Window: 500, Every: 10}, "")
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	const n = 600
 	for id := range n {
 		y := ratings[(id*3)%len(ratings)]
@@ -619,7 +619,7 @@ func TestFallbackKeyUnreadable(t *testing.T) {
 	tr := online.Traits{Kind: online.Classifier, Probability: true}
 	e, s := fallbackEngine(t, NamedModel{Name: "g", Model: lg, Traits: tr},
 		NamedModel{Name: "k", Model: proto, Factory: factory, MaxKeys: 100, Traits: tr, Fallback: "g"}, CalibrationConfig{}, "")
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	for id := range 200 {
 		y := float64(1 - 2*(id%2))
 		msg := ratingEvent(id, "alice", []float64{y, 0.5}, y)
@@ -629,7 +629,7 @@ func TestFallbackKeyUnreadable(t *testing.T) {
 	if _, err := s.models[1].keys(t).Table().Apply(1, nil, [][]byte{[]byte("bob")}, [][]byte{[]byte("not a state")}); err != nil {
 		t.Fatal(err)
 	}
-	sink.msgs = nil
+	sink.Msgs = nil
 	msg := ratingEvent(1000, "bob", []float64{1, 0.5}, 1)
 	s.Process(&msg, sink)
 	recs, _ := scoreRecords(t, sink)
@@ -641,7 +641,7 @@ func TestFallbackKeyUnreadable(t *testing.T) {
 		t.Errorf("key errors %v, want 1", got)
 	}
 	// alice's own instance has learned: her records are her own.
-	sink.msgs = nil
+	sink.Msgs = nil
 	msg = ratingEvent(1001, "alice", []float64{1, 0.5}, 1)
 	s.Process(&msg, sink)
 	if recs, _ := scoreRecords(t, sink); recs[1].Fallback != "" || recs[1].Prediction != 1 {
@@ -663,7 +663,7 @@ func TestRankFallback(t *testing.T) {
 	e, s := fallbackEngine(t, NamedModel{Name: "g", Model: g}, NamedModel{Name: "k", Model: proto, Factory: mk, MaxKeys: 100, Fallback: "g"},
 		CalibrationConfig{}, "k")
 	trainFirstAxis(s, dim) // teaches g (and key "" of k)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(10, dim, 3)}, sink)
 	type ranking struct {
 		Model, Fallback string
@@ -673,11 +673,11 @@ func TestRankFallback(t *testing.T) {
 		}
 	}
 	var r ranking
-	if err := json.Unmarshal(sink.msgs[0].Value, &r); err != nil {
+	if err := json.Unmarshal(sink.Msgs[0].Value, &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Model != "k" || r.Fallback != "g" || len(r.Ranked) != 3 || r.Ranked[0].Item != "i9" {
-		t.Fatalf("response %s", sink.msgs[0].Value)
+		t.Fatalf("response %s", sink.Msgs[0].Value)
 	}
 	x := make([]float64, dim)
 	x[0], x[1] = 0.9-0.5, 0.3
@@ -702,14 +702,14 @@ func TestRankFallback(t *testing.T) {
 		v, _ := json.Marshal(map[string]any{"features": []float64{float64(y), 0.2, 0, 0}, "label": y})
 		s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: v}, &memSink{})
 	}
-	sink.msgs = nil
+	sink.Msgs = nil
 	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(10, dim, 3)}, sink)
 	r = ranking{}
-	if err := json.Unmarshal(sink.msgs[0].Value, &r); err != nil {
+	if err := json.Unmarshal(sink.Msgs[0].Value, &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Fallback != "" || r.Ranked[0].Item != "i9" {
-		t.Fatalf("after u learned: %s", sink.msgs[0].Value)
+		t.Fatalf("after u learned: %s", sink.Msgs[0].Value)
 	}
 }
 
@@ -734,12 +734,12 @@ func TestFallbackAllocs(t *testing.T) {
 		s.Process(&msgs[i], sink)
 	}
 	waitCalibrationFit(e)
-	sink.keep = true
+	sink.Keep = true
 	s.Process(&msgs[0], sink)
 	if recs, _ := scoreRecords(t, sink); recs[1].Fallback != "g" || recs[1].Expected == nil {
 		t.Fatalf("k's record %+v: want g's, with an expected label", recs[1])
 	}
-	sink.keep, sink.msgs = false, nil
+	sink.Keep, sink.Msgs = false, nil
 	i := 0
 	if n := testing.AllocsPerRun(50, func() { // 51 events: g's next fit is at its 120th
 		s.Process(&msgs[i%len(msgs)], sink)

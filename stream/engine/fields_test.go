@@ -120,9 +120,9 @@ func TestHashedFields(t *testing.T) {
 		}
 	}
 	process := func(s *Shard, off int64, v string) {
-		sink := &memSink{keep: true}
+		sink := &memSink{Keep: true}
 		s.Process(&kafka.Message{Topic: "events", Offset: off, Key: []byte("u1"), Value: []byte(v)}, sink)
-		for _, m := range sink.msgs {
+		for _, m := range sink.Msgs {
 			if m.Topic == "dlq" {
 				t.Fatalf("%s: dead-lettered: %v", v, m.Headers)
 			}

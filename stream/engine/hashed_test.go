@@ -56,7 +56,7 @@ func clickEvent(rng *rand.Rand) ([]byte, int) {
 // input is refused.
 func TestHashedLogistic(t *testing.T) {
 	s := instanceShard(t, hashedEngine(t))
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	rng := rand.New(rand.NewPCG(1, 2))
 	right := 0
 	const n = 6000
@@ -64,7 +64,7 @@ func TestHashedLogistic(t *testing.T) {
 		v, y := clickEvent(rng)
 		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: v}, sink)
 		var r struct{ Prediction int }
-		if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &r); err != nil {
+		if err := json.Unmarshal(sink.Msgs[len(sink.Msgs)-1].Value, &r); err != nil {
 			t.Fatal(err)
 		}
 		if i >= n-1000 && r.Prediction == y {
@@ -80,7 +80,7 @@ func TestHashedLogistic(t *testing.T) {
 	}
 	big := `{"features":{"tags":[` + strings.Join(tags, ",") + `]},"label":1}`
 	s.Process(&kafka.Message{Topic: "events", Value: []byte(big)}, sink)
-	if m := sink.msgs[len(sink.msgs)-1]; m.Topic != "dlq" || !strings.Contains(headerValue(m, HeaderReason), "too_many_features") {
+	if m := sink.Msgs[len(sink.Msgs)-1]; m.Topic != "dlq" || !strings.Contains(headerValue(m, HeaderReason), "too_many_features") {
 		t.Fatalf("an event of 70 features: %s %v", m.Topic, m.Headers)
 	}
 
@@ -115,7 +115,7 @@ func TestHashedDelayedLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	twins := newModels()
 	d, _ := wire.NewDecoder(1<<bits, nil, 1<<16)
 	d, _ = d.WithHashing(hc)
@@ -140,14 +140,14 @@ func TestHashedDelayedLabels(t *testing.T) {
 		if err := d.Decode(v, &ev); err != nil || ev.HasLabel {
 			t.Fatalf("%s: %v", v, err)
 		}
-		before := len(sink.msgs)
+		before := len(sink.Msgs)
 		process(v)
-		if len(sink.msgs) != before+2 {
-			t.Fatalf("impression %d: %d records", i, len(sink.msgs)-before)
+		if len(sink.Msgs) != before+2 {
+			t.Fatalf("impression %d: %d records", i, len(sink.Msgs)-before)
 		}
 		for k, tw := range twins {
 			var r struct{ Score float64 }
-			if err := json.Unmarshal(sink.msgs[before+k].Value, &r); err != nil {
+			if err := json.Unmarshal(sink.Msgs[before+k].Value, &r); err != nil {
 				t.Fatal(err)
 			}
 			if p := tw.ObserveSparse(ev.Idx, ev.Val, 0, false); p.Score != r.Score {
@@ -439,7 +439,7 @@ func TestHashedMAMRBF(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	rng := rand.New(rand.NewPCG(5, 6))
 	right := map[string]int{}
 	const n, last = 8000, 2000
@@ -449,7 +449,7 @@ func TestHashedMAMRBF(t *testing.T) {
 		if i < n-last {
 			continue
 		}
-		for _, m := range sink.msgs[len(sink.msgs)-2:] {
+		for _, m := range sink.Msgs[len(sink.Msgs)-2:] {
 			var r struct {
 				Model      string
 				Prediction int

@@ -49,7 +49,7 @@ func hashedRankEngine(t testing.TB, policy string, eps float64) *Engine {
 func TestHashedRank(t *testing.T) {
 	e := hashedRankEngine(t, PolicyGreedy, 0)
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	w := testkit.World{Items: 60}
 	plain, _ := wire.NewDecoder(1<<testkit.HashedBits, nil, 0)
 	plain, _ = plain.WithHashing(testkit.HashedConfig)
@@ -66,18 +66,18 @@ func TestHashedRank(t *testing.T) {
 		items := rng.Perm(w.Items)[:cands]
 		id := fmt.Sprintf("q%d", r)
 		req := w.Request(id, u, items, k)
-		before := len(sink.msgs)
+		before := len(sink.Msgs)
 		s.Process(&kafka.Message{Topic: "events", Offset: off, Key: fmt.Appendf(nil, "u%d", u), Value: req}, sink)
 		off++
-		if len(sink.msgs) != before+1 {
-			t.Fatalf("request %d: %d records", r, len(sink.msgs)-before)
+		if len(sink.Msgs) != before+1 {
+			t.Fatalf("request %d: %d records", r, len(sink.Msgs)-before)
 		}
 		var resp struct {
 			Model  string
 			Ranked []testkit.Ranked
 		}
-		if err := json.Unmarshal(sink.msgs[before].Value, &resp); err != nil || resp.Model != "prefs" || len(resp.Ranked) != k {
-			t.Fatalf("request %d: %v %s", r, err, sink.msgs[before].Value)
+		if err := json.Unmarshal(sink.Msgs[before].Value, &resp); err != nil || resp.Model != "prefs" || len(resp.Ranked) != k {
+			t.Fatalf("request %d: %v %s", r, err, sink.Msgs[before].Value)
 		}
 		tw := twins[u]
 		if tw == nil {
@@ -147,7 +147,7 @@ func TestHashedRank(t *testing.T) {
 	}
 	var rec struct{ Model string }
 	var score struct{ Score float64 }
-	last := sink.msgs[len(sink.msgs)-1]
+	last := sink.Msgs[len(sink.Msgs)-1]
 	_ = json.Unmarshal(last.Value, &rec)
 	_ = json.Unmarshal(last.Value, &score)
 	if want := online.PeekSparse(twinCtr, ev.Idx, ev.Val).Score; rec.Model != "ctr" || score.Score != want {
@@ -185,13 +185,13 @@ func TestHashedRank(t *testing.T) {
 func TestHashedRankEpsilon(t *testing.T) {
 	e := hashedRankEngine(t, PolicyEpsilon, 0.5)
 	s := instanceShard(t, e)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	w := testkit.World{Items: 20}
 	explored := 0
 	for r := range 200 {
 		s.Process(&kafka.Message{Topic: "events", Offset: int64(r), Value: w.Request(fmt.Sprint("q", r), 1, []int{0, 1, 2, 3, 4}, 2)}, sink)
 		var resp struct{ Ranked []testkit.Ranked }
-		if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &resp); err != nil {
+		if err := json.Unmarshal(sink.Msgs[len(sink.Msgs)-1].Value, &resp); err != nil {
 			t.Fatal(err)
 		}
 		for j, it := range resp.Ranked {
@@ -213,7 +213,7 @@ func TestHashedRankEpsilon(t *testing.T) {
 	}
 	big := `{"id":"x","features":{"user":{"id":"u1"}},"candidates":[{"item":"a","features":{"item":{"id":"a"}}},{"item":"b","features":{"item":{"tags":[` + strings.Join(tags[:40], ",") + `]}}}]}`
 	s.Process(&kafka.Message{Topic: "events", Value: []byte(big)}, sink)
-	m := sink.msgs[len(sink.msgs)-1]
+	m := sink.Msgs[len(sink.Msgs)-1]
 	if m.Topic != "dlq" || headerValue(m, HeaderReason) != "too_many_features" || !strings.HasPrefix(headerValue(m, HeaderDetail), "candidates[1]: 81 features") {
 		t.Errorf("a request over max_features: %s %s %s", m.Topic, headerValue(m, HeaderReason), headerValue(m, HeaderDetail))
 	}
@@ -271,7 +271,7 @@ func TestHashedPartitioned(t *testing.T) {
 	plain, _ := wire.NewDecoder(1<<testkit.HashedBits, nil, 0)
 	plain, _ = plain.WithHashing(testkit.HashedConfig)
 	rng := rand.New(rand.NewPCG(2, 7))
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	var ev wire.Event
 	offsets := make([]int64, parts)
 	for i := range 1500 {
@@ -281,12 +281,12 @@ func TestHashedPartitioned(t *testing.T) {
 		if err := plain.Decode(v, &ev); err != nil {
 			t.Fatal(err)
 		}
-		before := len(sink.msgs)
+		before := len(sink.Msgs)
 		shards[part].Process(&kafka.Message{Topic: "events", Partition: part, Offset: offsets[part], Key: fmt.Appendf(nil, "u%d", u), Value: v}, sink)
 		offsets[part]++
 		for k := range 3 {
 			var r struct{ Score float64 }
-			if err := json.Unmarshal(sink.msgs[before+k].Value, &r); err != nil {
+			if err := json.Unmarshal(sink.Msgs[before+k].Value, &r); err != nil {
 				t.Fatal(err)
 			}
 			var want float64
@@ -305,12 +305,12 @@ func TestHashedPartitioned(t *testing.T) {
 	// of its first item teaches the merge and partition 1's own sums.
 	req := []byte(`{"id":"r1","features":{"user":{"id":"u4","group":"g1"}},"candidates":[` +
 		`{"item":"a","features":{"item":{"id":"i1","group":"h2"}}},{"item":"b","features":{"item":{"id":"i2","group":"h1"}}}]}`)
-	before := len(sink.msgs)
+	before := len(sink.Msgs)
 	shards[1].Process(&kafka.Message{Topic: "events", Partition: 1, Offset: offsets[1], Key: []byte("u4"), Value: req}, sink)
 	offsets[1]++
 	var resp struct{ Ranked []testkit.Ranked }
-	if err := json.Unmarshal(sink.msgs[before].Value, &resp); err != nil || len(resp.Ranked) != 2 {
-		t.Fatalf("%v %s", err, sink.msgs[before].Value)
+	if err := json.Unmarshal(sink.Msgs[before].Value, &resp); err != nil || len(resp.Ranked) != 2 {
+		t.Fatalf("%v %s", err, sink.Msgs[before].Value)
 	}
 	combined := map[string]string{
 		"a": `{"features":{"user":{"id":"u4","group":"g1"},"item":{"id":"i1","group":"h2"}}}`,
@@ -355,11 +355,11 @@ func TestHashedPartitioned(t *testing.T) {
 	if err := plain.Decode(v, &ev); err != nil {
 		t.Fatal(err)
 	}
-	before = len(sink.msgs)
+	before = len(sink.Msgs)
 	shards[0].Process(&kafka.Message{Topic: "events", Offset: offsets[0], Value: v}, sink)
 	for k := range 2 {
 		var r struct{ Score float64 }
-		_ = json.Unmarshal(sink.msgs[before+k].Value, &r)
+		_ = json.Unmarshal(sink.Msgs[before+k].Value, &r)
 		want := online.PeekSparse(global[k], ev.Idx, ev.Val).Score
 		if math.Abs(r.Score-want) > 1e-9*math.Max(1, math.Abs(want)) {
 			t.Errorf("model %s after a partition left: %v, twin %v", names[k], r.Score, want)
@@ -391,14 +391,8 @@ func hashedRankGlobal(t testing.TB) *Engine {
 // trainHashed teaches s's model clicks of the hashed world of testkit.World.
 func trainHashed(s *Shard) {
 	sink := &memSink{}
-	for i := range 300 {
-		u, it := i%7, (i*13)%50
-		y := -1
-		if testkit.World.Likes(testkit.World{}, u, it) {
-			y = 1
-		}
-		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: fmt.Appendf(nil,
-			`{"features":{"user":{"id":"user-%d"},"item":{"id":"item-%d","category":"c%d"}},"label":%d}`, u, it, it%17, y)}, sink)
+	for _, m := range testkit.HashedClicks() {
+		s.Process(&m, sink)
 	}
 }
 

@@ -180,11 +180,11 @@ func TestKeyedMigratesEvictedFiles(t *testing.T) {
 	if _, _, err := s.Restore(nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	out := &memSink{keep: true}
+	out := &memSink{Keep: true}
 	probe := kafka.Message{Key: []byte("user-0"), Value: []byte(`{"id":"p","features":[1,1]}`)}
 	s.Process(&probe, out)
-	if !bytes.Contains(out.msgs[0].Value, []byte(`"n":50`)) {
-		t.Fatalf("migrated key scored with %s, want n 50", out.msgs[0].Value)
+	if !bytes.Contains(out.Msgs[0].Value, []byte(`"n":50`)) {
+		t.Fatalf("migrated key scored with %s, want n 50", out.Msgs[0].Value)
 	}
 	c, err := s.Capture()
 	if err != nil {

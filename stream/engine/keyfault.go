@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/internal/keystore"
+	"github.com/streamer/streamer/stream/holder"
 )
 
 var keysFailedDesc = prometheus.NewDesc("streamer_model_keys_failed",
@@ -45,7 +46,7 @@ func (e *Engine) keyFaults() map[string]int64 {
 		}
 		var n int64
 		for _, s := range shards {
-			if h, ok := s.models[i].h.(interface{ Faults() int64 }); ok {
+			if h, ok := s.models[i].h.(*holder.Keyed); ok {
 				n += h.Faults()
 			}
 		}

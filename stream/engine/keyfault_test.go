@@ -152,7 +152,7 @@ func TestKeyedCorruptKeyFails(t *testing.T) {
 	}
 	k := s.models[0].keys(t)
 	before := k.Stats().Examples
-	sink = &memSink{keep: true}
+	sink = &memSink{Keep: true}
 	for i := range second {
 		s.Process(&second[i], sink)
 		if i%97 == 0 {
@@ -164,8 +164,8 @@ func TestKeyedCorruptKeyFails(t *testing.T) {
 	if err := k.Check(); err != nil {
 		t.Fatal(err)
 	}
-	if len(sink.msgs) != len(second) {
-		t.Fatalf("%d score records for %d events", len(sink.msgs), len(second))
+	if len(sink.Msgs) != len(second) {
+		t.Fatalf("%d score records for %d events", len(sink.Msgs), len(second))
 	}
 	if got := keys.Corruptions() - reads; got != int64(len(bad)) {
 		t.Errorf("%d reads met the damage, want one per damaged key (%d): a failed key is not read again", got, len(bad))

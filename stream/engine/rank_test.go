@@ -34,16 +34,8 @@ func rankEngine(t testing.TB, dim int, policy string, eps float64) *Engine {
 // positive class.
 func trainFirstAxis(s *Shard, dim int) {
 	sink := &memSink{}
-	for i := range 200 {
-		x := make([]float64, dim)
-		y := 1
-		x[0] = 1
-		if i%2 == 1 {
-			x[0], y = -1, -1
-		}
-		x[1] = float64(i%7) / 7
-		v, _ := json.Marshal(map[string]any{"features": x, "label": y})
-		s.Process(&kafka.Message{Topic: "events", Offset: int64(i), Value: v}, sink)
+	for _, m := range testkit.FirstAxisEvents(dim) {
+		s.Process(&m, sink)
 	}
 }
 
@@ -57,7 +49,7 @@ func TestRankPolicies(t *testing.T) {
 	e := rankEngine(t, dim, PolicyGreedy, 0)
 	s := instanceShard(t, e)
 	trainFirstAxis(s, dim)
-	sink := &memSink{keep: true}
+	sink := &memSink{Keep: true}
 	s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(n, dim, 5)}, sink)
 	var r struct {
 		Ranked []struct {
@@ -66,15 +58,15 @@ func TestRankPolicies(t *testing.T) {
 			Propensity float64
 		}
 	}
-	if len(sink.msgs) != 1 || sink.msgs[0].Topic != "scores" {
-		t.Fatalf("%d records", len(sink.msgs))
+	if len(sink.Msgs) != 1 || sink.Msgs[0].Topic != "scores" {
+		t.Fatalf("%d records", len(sink.Msgs))
 	}
-	if err := json.Unmarshal(sink.msgs[0].Value, &r); err != nil {
+	if err := json.Unmarshal(sink.Msgs[0].Value, &r); err != nil {
 		t.Fatal(err)
 	}
 	for j, it := range r.Ranked {
 		if want := "i" + strconv.Itoa(n-1-j); it.Item != want || it.Propensity != 1 {
-			t.Fatalf("greedy position %d: %+v, want %s with propensity 1: %s", j, it, want, sink.msgs[0].Value)
+			t.Fatalf("greedy position %d: %+v, want %s with propensity 1: %s", j, it, want, sink.Msgs[0].Value)
 		}
 	}
 
@@ -84,9 +76,9 @@ func TestRankPolicies(t *testing.T) {
 	trainFirstAxis(s, dim)
 	firstBest := 0
 	for range trials {
-		sink := &memSink{keep: true}
+		sink := &memSink{Keep: true}
 		s.Process(&kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(n, dim, 3)}, sink)
-		if err := json.Unmarshal(sink.msgs[0].Value, &r); err != nil {
+		if err := json.Unmarshal(sink.Msgs[0].Value, &r); err != nil {
 			t.Fatal(err)
 		}
 		it := r.Ranked[0]
@@ -150,7 +142,7 @@ func TestRankCalibratedCertainty(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := instanceShard(t, e)
-		sink := &memSink{keep: true}
+		sink := &memSink{Keep: true}
 		rng := rand.New(rand.NewPCG(1, 2))
 		for i := range 600 {
 			x := []float64{rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64(), rng.NormFloat64()}
@@ -181,8 +173,8 @@ func TestRankCalibratedCertainty(t *testing.T) {
 				Certainty map[string]json.RawMessage
 			}
 		}
-		if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &resp); err != nil || len(resp.Ranked) != len(cands) {
-			t.Fatalf("%s: %v %s", c.member, err, sink.msgs[len(sink.msgs)-1].Value)
+		if err := json.Unmarshal(sink.Msgs[len(sink.Msgs)-1].Value, &resp); err != nil || len(resp.Ranked) != len(cands) {
+			t.Fatalf("%s: %v %s", c.member, err, sink.Msgs[len(sink.Msgs)-1].Value)
 		}
 		for _, it := range resp.Ranked {
 			var i int
@@ -190,7 +182,7 @@ func TestRankCalibratedCertainty(t *testing.T) {
 			fx, _ := json.Marshal(cands[i])
 			s.Process(&kafka.Message{Topic: "events", Offset: int64(601 + i), Value: fmt.Appendf(nil, `{"features":%s}`, fx)}, sink)
 			var rec struct{ Certainty map[string]json.RawMessage }
-			if err := json.Unmarshal(sink.msgs[len(sink.msgs)-1].Value, &rec); err != nil {
+			if err := json.Unmarshal(sink.Msgs[len(sink.Msgs)-1].Value, &rec); err != nil {
 				t.Fatal(err)
 			}
 			got, want := it.Certainty[c.member], rec.Certainty[c.member]

@@ -120,10 +120,6 @@ func unlock(mu *sync.Mutex) {
 	}
 }
 
-// counts are the model's figures in the shard for the scrape: examples,
-// and a key-scoped model's keys in memory and in the key store.
-func (m *shardModel) counts() (examples, hot, stored int64) { return m.h.Counts() }
-
 // Holder is the holder of the state of the engine's model i (in the
 // configuration's order) in the shard: for tests and tools, with the
 // shard paused.
@@ -224,7 +220,7 @@ func (s *Shard) Lane(part int) *Shard {
 
 // Idle tells the lane's holders that its applier found no event waiting
 // (the shard's lock held shared): a lane's statistics of a mergeable
-// global model are published (mergingHolder).
+// global model are published (holder.Lane).
 func (l *Shard) Idle() { l.eachLane(holder.Lane.Idle) }
 
 // Waited tells the lane's holders that its applier then waited d for its
@@ -233,7 +229,7 @@ func (l *Shard) Waited(d time.Duration) { l.eachLane(func(lh holder.Lane) { lh.W
 
 // Leave ends lane l (the shard's lock held exclusively): what its
 // partition's events taught a mergeable global model goes into the
-// shard's state (mergingHolder).
+// shard's state (holder.Lane).
 func (l *Shard) Leave() { l.eachLane(holder.Lane.Leave) }
 
 // eachLane calls fn with each of the lane's holders of its own (a
@@ -556,8 +552,8 @@ func (s *Shard) EndRun() {
 	for i, m := range s.models {
 		d, n := m.def, 0
 		b := d.bound
-		if lb, ok := m.h.(interface{ Bounder() online.Bounder }); ok && b != nil {
-			b = lb.Bounder() // a lane's view (mergingHolder)
+		if lh, ok := m.h.(holder.Lane); ok && b != nil {
+			b = lh.Bounder() // a lane's view of a mergeable mam
 		}
 		for k := range s.judged {
 			if j := &s.judged[k]; j.model == i {

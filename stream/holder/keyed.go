@@ -164,7 +164,7 @@ func (h *Keyed) Mutex(key []byte) *sync.Mutex {
 	return &h.stripe(key).mu
 }
 
-// faults is the count of failed keys (faults.go) over the stripes.
+// Faults is the count of failed keys (faults.go) over the stripes.
 func (h *Keyed) Faults() int64 {
 	var n int64
 	for _, st := range h.stripes {
@@ -173,7 +173,7 @@ func (h *Keyed) Faults() int64 {
 	return n
 }
 
-// counts are the figures the scrape reads: examples, keys in memory and
+// Counts are the figures the scrape reads: examples, keys in memory and
 // keys in the key store.
 func (h *Keyed) Counts() (examples, hot, stored int64) {
 	for _, st := range h.stripes {

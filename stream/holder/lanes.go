@@ -71,6 +71,9 @@ type Lane interface {
 	Idle()                  // the applier found no event waiting
 	Waited(d time.Duration) // the applier then waited d for its next event
 	Leave()                 // the lane ends (the shard's lock held exclusively)
+	// Bounder is the bound the lane's judged events are checked against:
+	// its view's, which only the lane's goroutine touches.
+	Bounder() online.Bounder
 }
 
 // ForLane is the holder that a lane of the shard holding h uses: h, shared
@@ -210,8 +213,9 @@ func (h *mergingHolder) Counts() (examples, hot, stored int64) {
 	return n, 0, 0
 }
 
-// Publish makes l's statistics what the other lanes' views take.
-func (l *laneMAM) Publish() {
+// publishStats makes l's statistics what the other lanes' views take
+// (not Holder.Publish, the scrape's figures, which is the shard's).
+func (l *laneMAM) publishStats() {
 	h := l.mergingHolder
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -238,7 +242,7 @@ func (l *laneMAM) Unpublished() int { return l.unpublished }
 // applier found no event waiting.
 func (l *laneMAM) Idle() {
 	if l.unpublished > 0 {
-		l.Publish()
+		l.publishStats()
 	}
 }
 
@@ -265,7 +269,7 @@ func (l *laneMAM) Observe(_ []byte, in *Input, y float64, labelled bool) (online
 	if labelled {
 		l.examples.Store(l.own.Examples())
 		if l.unpublished++; l.unpublished >= LanePublish {
-			l.Publish()
+			l.publishStats()
 		}
 	}
 	return p, versionOf(p, l.view)

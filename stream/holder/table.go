@@ -45,7 +45,7 @@ type keyedModels struct {
 	faults  *keyFaults   // failed keys
 
 	index   map[string]*keyedEntry
-	lru     keyedEntry // the instances in memory, least recently used last: a ring through lru (lruLink)
+	lru     keyedEntry // the sentinel of the ring of the instances in memory, in their order of use (use)
 	hot     int        // instances in memory
 	pending map[string]pendingState
 	held    int // bytes of the states in pending
@@ -185,7 +185,7 @@ func (k *keyedModels) newerThan(ent *keyedEntry) *keyedEntry {
 	return ent.newer
 }
 
-// sibling returns another stripe of k's table (keyedHolder), empty, with
+// sibling returns another stripe of k's table (Keyed), empty, with
 // at most maxKeys instances in memory: the table's totals stay counted in k.
 func (k *keyedModels) sibling(maxKeys int) *keyedModels {
 	s := &keyedModels{factory: k.factory, max: maxKeys, table: k.table, name: k.name, log: k.log, faults: newKeyFaults(), legacy: k.legacy, restore: k.restore,

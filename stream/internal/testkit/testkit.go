@@ -1,12 +1,14 @@
 // Package testkit holds the test inputs that the engine's tests and the
-// pipeline's share: ranking requests, a small world of users and items
-// with hashed features, its models, and a reader of a registry's samples.
+// pipeline's share: a sink that keeps records, ranking requests, a small
+// world of users and items with hashed features, its models, and a reader
+// of a registry's samples.
 // (A package's test files cannot be imported, and the engine's own tests
 // cannot import a package that imports the engine: what is here needs
 // neither.)
 package testkit
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -14,10 +16,40 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/stream/wire"
 )
+
+// MemSink is a sink (engine.Sink) that keeps the records it is given
+// when Keep is set, and otherwise recycles their buffers.
+type MemSink struct {
+	Msgs []kafka.Message
+	Keep bool
+	free [][]byte
+}
+
+// Buffer returns an empty buffer to encode a record into.
+func (s *MemSink) Buffer() []byte {
+	if n := len(s.free); n > 0 {
+		b := s.free[n-1]
+		s.free = s.free[:n-1]
+		return b
+	}
+	return make([]byte, 0, 512)
+}
+
+// Publish keeps m (Keep) or its buffer for reuse.
+func (s *MemSink) Publish(m kafka.Message) {
+	if s.Keep {
+		s.Msgs = append(s.Msgs, m)
+		return
+	}
+	if m.Headers == nil {
+		s.free = append(s.free, m.Value[:0])
+	}
+}
 
 // Request32 is a request of n candidates of dim features, candidate i at
 // i/n along the first axis.
@@ -45,6 +77,42 @@ func Request32(n, dim, k int) []byte {
 		b = append(b, "]}"...)
 	}
 	return append(b, "]}"...)
+}
+
+// FirstAxisEvents are 200 labelled events of dim features whose class
+// is the sign of the first (the second varies), for a model to learn
+// before it ranks Request32's candidates.
+func FirstAxisEvents(dim int) []kafka.Message {
+	out := make([]kafka.Message, 200)
+	for i := range out {
+		x := make([]float64, dim)
+		y := 1
+		x[0] = 1
+		if i%2 == 1 {
+			x[0], y = -1, -1
+		}
+		x[1] = float64(i%7) / 7
+		v, _ := json.Marshal(map[string]any{"features": x, "label": y})
+		out[i] = kafka.Message{Topic: "events", Offset: int64(i), Value: v}
+	}
+	return out
+}
+
+// HashedClicks are 300 labelled events of World with hashed features: a
+// user's click (+1) on an item it likes, −1 on the others, the users and
+// items named and categorised as in HashedRequest100.
+func HashedClicks() []kafka.Message {
+	out := make([]kafka.Message, 300)
+	for i := range out {
+		u, it := i%7, (i*13)%50
+		y := -1
+		if (World{}).Likes(u, it) {
+			y = 1
+		}
+		out[i] = kafka.Message{Topic: "events", Offset: int64(i), Value: fmt.Appendf(nil,
+			`{"features":{"user":{"id":"user-%d"},"item":{"id":"item-%d","category":"c%d"}},"label":%d}`, u, it, it%17, y)}
+	}
+	return out
 }
 
 // HashedBits is the hashed models' index bits (HashedConfig).
