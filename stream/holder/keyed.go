@@ -290,10 +290,11 @@ func (h *Keyed) Decode(data []byte) (*Delta, error) {
 		return nil, err
 	}
 	var sum int64
+	restore := h.stripes[0].k.restore // as the key's state will be read back (Spec.RestoreKey)
 	for j, b := range d.states {
 		inst, err := h.spec.Factory()
 		if err == nil {
-			err = inst.UnmarshalBinary(b)
+			err = restore(inst, b)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("key %q: %w", d.keys[j], err)
