@@ -34,6 +34,7 @@ type Config struct {
 	Snapshot    Snapshot    `yaml:"snapshot"`
 	Rank        Rank        `yaml:"rank"`
 	Calibration Calibration `yaml:"calibration"`
+	Profiles    []Profile   `yaml:"profiles"`
 	Models      []Model     `yaml:"models"`
 }
 
@@ -436,6 +437,10 @@ type Features struct {
 	// MaxFeatures bounds an event's hashed features (interactions
 	// included); beyond it the event is dead-lettered too_many_features.
 	MaxFeatures int `yaml:"max_features"`
+	// Use names the namespaces of the hashed features this model takes
+	// (each listed in Namespaces); empty: all. The one part of features
+	// that may differ between models.
+	Use []string `yaml:"use"`
 }
 
 // Hash is models[i].features.hash.

@@ -232,6 +232,9 @@ func (d *decoder) section(c *Config, n *yaml.Node, path string) {
 		case full == "models":
 			d.set(full, k)
 			d.models(c, v)
+		case full == "profiles":
+			d.set(full, k)
+			d.profiles(c, v)
 		case sections[full]:
 			d.set(full, k)
 			d.section(c, v, full)
@@ -262,7 +265,7 @@ func sectionTakes(path string) string {
 		}
 	}
 	if path == "" {
-		keys = append(keys, "models")
+		keys = append(keys, "profiles", "models")
 	}
 	return "(" + name + " takes: " + strings.Join(keys, ", ") + ")"
 }
@@ -702,6 +705,8 @@ func (d *decoder) features(n *yaml.Node, path string, f *Features) {
 			})
 		case "namespaces":
 			d.strings(v, p, &f.Namespaces)
+		case "use":
+			d.strings(v, p, &f.Use)
 		case "interactions":
 			v = resolve(v)
 			if isNull(v) {

@@ -144,7 +144,7 @@ models:
 		{`{name: r, type: mlsrrank, kernels: [{gamma: 1}], levels: 1001, features: {dim: 2}}`, "models[0].levels: must be in 2..1000"},
 		{`{name: r, type: krr, levels: 5, features: {dim: 2}}`, "models[0].levels: does not apply to model type krr (it takes: name, type, features, scope, max_keys, label, fallback, kernel, lambda, solver, window, refit) (line 2)"},
 		{`{name: r, type: lsrrank, levels: 5, edges: [1, 2, 3, 4], features: {dim: 2}}`, "models[0].edges: does not apply to model type lsrrank"},
-		{`{name: r, type: lsrrank, refit: {guard: 0.1}, features: {dim: 2}}`, `unknown key "models[0].refit.guard" (line 2) (models[0].refit takes: every_events, every)`},
+		{`{name: r, type: lsrrank, refit: {guard: 0.1}, features: {dim: 2}}`, `unknown key "models[0].refit.guard" (line 2) (models[0].refit takes: every_events, every, on_score)`},
 	} {
 		_, err := Parse([]byte("models:\n  - "+tc.yaml+"\n"), nil, testTypes)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -106,7 +106,7 @@ func TestHTTPSecurityErrors(t *testing.T) {
 		{"unknown auth key", auth("token: x"), nil,
 			`config: unknown key "http.auth.token" (line 4) (http.auth takes: tokens_file, protect)`},
 		{"unknown top-level key", "htttp: {}\n" + minimal, nil,
-			`config: unknown key "htttp" (line 1) (the top level takes: shutdown_timeout, kafka, http, log, metrics, labels, snapshot, rank, calibration, models)`},
+			`config: unknown key "htttp" (line 1) (the top level takes: shutdown_timeout, kafka, http, log, metrics, labels, snapshot, rank, calibration, profiles, models)`},
 		{"cert without key", tlsKeys("cert_file: " + f.cert), nil,
 			"config: http.tls.key_file: required with http.tls.cert_file (the certificate's private key) (line 4)"},
 		{"key without cert", tlsKeys("key_file: " + f.key), nil,

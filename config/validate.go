@@ -215,6 +215,17 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	}
 	v.fallbacks(c.Models, reg)
 	v.rank(c, reg)
+	v.profiles(c)
+	for i, m := range c.Models {
+		if o, ok := m.Params.(interface{ OnScoreOnly() bool }); ok && o.OnScoreOnly() && !m.KeyScoped() {
+			v.errorf(fmt.Sprintf("models[%d].refit.on_score", i), "refits only before a score, which a global model (refitted in the background) never does: add refit.every_events or refit.every, or use scope: key")
+		}
+		for j, ns := range m.Features.Use {
+			if m.Features.Hash == nil || !slices.Contains(m.Features.Namespaces, ns) {
+				v.errorf(fmt.Sprintf("models[%d].features.use[%d]", i, j), "%q is not in features.namespaces (use picks namespaces of hashed features)", ns)
+			}
+		}
+	}
 	if cw := c.Calibration.Window; cw < 0 || cw > 1_000_000 {
 		v.errorf("calibration.window", "must be in [0, 1000000] (0 = off), got %d", cw)
 	}

@@ -1023,3 +1023,29 @@ func (m *FM) stateClose(other Model, rtol float64) error {
 	}
 	return nil
 }
+
+// Factors appends to dst[:0] the factors of input index i as they
+// multiply its value (the row's factors over the feature's scale), and
+// reports whether i has been learned (dst is then k zeros when not).
+func (m *FM) Factors(dst []float64, i int32) ([]float64, bool) {
+	dst = dst[:0]
+	r := m.rows.find(i)
+	if r < 0 {
+		for range m.k {
+			dst = append(dst, 0)
+		}
+		return dst, false
+	}
+	row := m.rows.row(r)
+	s := row[fmRowS]
+	if s == 0 {
+		s = 1
+	}
+	for _, v := range row[fmRowV : fmRowV+m.k] {
+		dst = append(dst, v/s)
+	}
+	return dst, true
+}
+
+// K is the number of factors per feature.
+func (m *FM) K() int { return m.k }

@@ -6,7 +6,10 @@ package online
 // unlabelled Observe leaves its state as it was, except a Standardized
 // wrapper's, whose running moments take in every input: Peek scores the
 // standardised x through the inner model and leaves the moments alone.
-// It does not allocate; like Observe it needs exclusive use of m.
+// A refitted model with refit.on_score (online/refit) that is not started
+// refits first when labels arrived since its last fit: its serving fit
+// changes, not what it learned. It does not allocate; like Observe it
+// needs exclusive use of m.
 func Peek(m Model, x []float64) Prediction {
 	if s, ok := m.(*Standardized); ok {
 		return s.peek(x)

@@ -83,8 +83,10 @@ func SparseSupport(m Model) error {
 
 // PeekSparse returns m's prediction for the sparse x without changing m's
 // state: ObserveSparse(idx, val, 0, false), which for every SparseModel
-// leaves the state as it was. Like ObserveSparse it needs exclusive use of
-// m (it uses m's scratch space) and does not allocate.
+// leaves what the model learned as it was (a refitted model with
+// refit.on_score may refit first, as Peek says). Like ObserveSparse it
+// needs exclusive use of m (it uses m's scratch space) and does not
+// allocate.
 func PeekSparse(m SparseModel, idx []int32, val []float64) Prediction {
 	return m.ObserveSparse(idx, val, 0, false)
 }

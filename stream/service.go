@@ -166,6 +166,9 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		return nil, err
 	}
 	ecfg := engine.ConfigFrom(cfg)
+	if ecfg.Profiles, err = engine.ProfilesFrom(cfg); err != nil {
+		return nil, err
+	}
 	if err := engine.Check(ecfg, models); err != nil {
 		return nil, err
 	}

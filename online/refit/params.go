@@ -19,10 +19,25 @@ type Window struct {
 }
 
 // Schedule is the "refit" key of a refitted model: when it is refitted.
-// With neither key given it refits every 1000 labelled events.
+// With none of every_events, every and on_score: true given it refits
+// every 1000 labelled events; with on_score: true alone every_events
+// defaults to 0 (no refit on labels).
+//
+// OnScore refits before a score: an unlabelled event (online.Peek, a
+// ranking request's candidate) that finds labelled events learned since
+// the last refit, with at least the window's minimum of events, first
+// refits inline on the whole current window, so that the score comes from
+// a fit of it. It concerns the instances that refit inline, those never
+// started: the instances of a key-scoped model (scope: key), offline
+// evaluation. A started instance (the service's global one, refitted in
+// the background) ignores it and refits only by every_events and every:
+// with on_score alone it would never refit, so give it one of them too.
+// Cost: one refit per scored instance whose window changed since its last
+// refit (svm, the exact ranking solver: O(window³)).
 type Schedule struct {
 	EveryEvents int           `yaml:"every_events"` // after this many labelled events (0 = off)
 	Every       time.Duration `yaml:"every"`        // this often (0 = off)
+	OnScore     bool          `yaml:"on_score"`     // refit inline before scoring a changed window (instances not started)
 }
 
 // Defaults of the shared keys.
@@ -33,12 +48,13 @@ const (
 	maxWindowFloats   = 1 << 25 // window.events × dim, the window's ring (256 MiB)
 )
 
-// complete sets the schedule's default: every_events 1000 unless one of the
-// keys is given (given: key under the model, "refit.every").
+// complete sets the schedule's default: every_events 1000 unless it, every
+// or on_score: true is given (given: key under the model, "refit.every").
+// OnScore is read as decoded: true only when given.
 func (s *Schedule) complete(given func(string) bool) {
 	if !given("refit.every_events") {
 		s.EveryEvents = 0
-		if !given("refit.every") {
+		if !given("refit.every") && !s.OnScore {
 			s.EveryEvents = DefaultRefitEvery
 		}
 	}
@@ -52,8 +68,8 @@ func checkWindow(errs *[]error, w Window, s Schedule, dim int) {
 	if w.Time < 0 {
 		*errs = append(*errs, specErrorf("window.time", "must be ≥ 0 (0 = off), got %v", w.Time))
 	}
-	if s.EveryEvents < 0 || s.Every < 0 || (s.EveryEvents == 0 && s.Every == 0) {
-		*errs = append(*errs, specErrorf("refit", "set every_events and/or every (> 0), got every_events %d, every %v", s.EveryEvents, s.Every))
+	if s.EveryEvents < 0 || s.Every < 0 || (s.EveryEvents == 0 && s.Every == 0 && !s.OnScore) {
+		*errs = append(*errs, specErrorf("refit", "set every_events and/or every (> 0), or on_score: true (key-scoped models only: a started, global instance ignores it), got every_events %d, every %v, on_score %v", s.EveryEvents, s.Every, s.OnScore))
 	}
 }
 
@@ -112,3 +128,20 @@ func restore[P any, PP interface {
 	}
 	return m, nil
 }
+
+// OnScoreOnly reports whether the schedule refits only before a score
+// (on_score without every_events or every): a started, global model,
+// which never refits on score, would then never refit.
+func (s Schedule) OnScoreOnly() bool { return s.OnScore && s.EveryEvents == 0 && s.Every == 0 }
+
+// OnScoreOnly is the schedule's (Schedule.OnScoreOnly).
+func (p *RankParams) OnScoreOnly() bool { return p.Refit.OnScoreOnly() }
+
+// OnScoreOnly is the schedule's (Schedule.OnScoreOnly).
+func (p *SVMParams) OnScoreOnly() bool { return p.Refit.OnScoreOnly() }
+
+// OnScoreOnly is the schedule's (Schedule.OnScoreOnly).
+func (p *LowRankParams) OnScoreOnly() bool { return p.Refit.OnScoreOnly() }
+
+// OnScoreOnly is the schedule's (Schedule.OnScoreOnly).
+func (p *AdaBoostParams) OnScoreOnly() bool { return p.Refit.OnScoreOnly() }

@@ -17,6 +17,15 @@
 // ever visible. A refit that fails, is cancelled or is rejected leaves the
 // serving model in place and is reported.
 //
+// A Model that is not started (the instances of a key-scoped model,
+// offline evaluation) refits inline, on the event that makes the refit
+// due. With Config.OnScore it also refits inline before it scores an
+// unlabelled event (online.Peek) when labelled events were learned since
+// its last refit, so that rarely scored instances that learn many labels
+// score with a fit of their whole current window while paying for one
+// refit per score of a changed window, not one per label. A started Model
+// ignores OnScore.
+//
 // Trainers that fit from running sums of the window (RFRank: the random-
 // feature ΦᵀΦ, Φᵀ1, Φᵀy, Σy of rank.Sums) do not get the window's rows:
 // the processing goroutine adds each labelled event to the sums as it
@@ -144,6 +153,11 @@ type Config struct {
 	// keeps them sparse (ObserveSparse) in an arena that grows to its
 	// largest content and no further; the trainer must fit on sparse rows.
 	Sparse int
+	// OnScore: a model not started refits inline before scoring an
+	// unlabelled event when labelled events were learned since its last
+	// refit (see Observe); a started model ignores it. With it,
+	// EveryEvents and Every may both be 0.
+	OnScore bool
 }
 
 // Report says what one refit did.
@@ -276,8 +290,8 @@ func New(cfg Config, tr Trainer) (*Model, error) {
 	if cfg.Window < 2 {
 		return nil, fmt.Errorf("refit: window.events must be ≥ 2, got %d", cfg.Window)
 	}
-	if cfg.EveryEvents < 0 || cfg.Every < 0 || (cfg.EveryEvents == 0 && cfg.Every == 0) {
-		return nil, errors.New("refit: refit.every_events or refit.every must be set (> 0)")
+	if cfg.EveryEvents < 0 || cfg.Every < 0 || (cfg.EveryEvents == 0 && cfg.Every == 0 && !cfg.OnScore) {
+		return nil, errors.New("refit: refit.every_events or refit.every must be set (> 0), or refit.on_score")
 	}
 	if !(cfg.Guard >= 0 && cfg.Guard < 0.5) {
 		return nil, fmt.Errorf("refit: guard must be in [0, 0.5), got %v", cfg.Guard)
@@ -561,12 +575,22 @@ func (m *Model) WindowSize() int { return m.size }
 // to the thresholds' buffer. It does not allocate, except for the copy of
 // the window handed to a refit of the rows. A model of hashed features
 // (Config.Sparse) takes x's nonzero entries, as ObserveSparse.
+//
+// With Config.OnScore, a model not started scores an unlabelled event
+// (online.Peek) after refitting inline (RefitNow) when labelled events
+// were learned since the last refit and the window holds MinEvents: its
+// score comes from a fit of the whole current window. That refit changes
+// the serving version (and allocates, as every refit); the next unlabelled
+// events, until a labelled one, refit no more.
 func (m *Model) Observe(x []float64, y float64, labelled bool) online.Prediction {
 	if len(x) != m.cfg.Dim {
 		panic(fmt.Sprintf("refit: Observe: %d features, want %d", len(x), m.cfg.Dim))
 	}
 	if m.rows != nil {
 		return m.observeRow(m.bld.FromDense(x), y, labelled)
+	}
+	if !labelled && m.cfg.OnScore && m.since > 0 {
+		m.refitOnScore()
 	}
 	var p online.Prediction
 	if s := m.cur.Load(); s != nil {
@@ -636,7 +660,8 @@ func (m *Model) Sparse() error {
 // costs O(nnz log nnz) for the row plus the score (svm: O(nSV + the
 // entries the event shares with the support vectors)) and does not
 // allocate once the arena has grown to the window's content, except for
-// the copy of the window handed to a refit.
+// the copy of the window handed to a refit (with Config.OnScore, also
+// before an unlabelled event's score: see Observe).
 func (m *Model) ObserveSparse(idx []int32, val []float64, y float64, labelled bool) online.Prediction {
 	if m.rows == nil {
 		panic("refit: ObserveSparse: " + m.Sparse().Error())
@@ -654,6 +679,9 @@ func (m *Model) ObserveSparse(idx []int32, val []float64, y float64, labelled bo
 
 // observeRow is Observe for a sparse row x (a model of hashed features).
 func (m *Model) observeRow(x sparse.Row, y float64, labelled bool) online.Prediction {
+	if !labelled && m.cfg.OnScore && m.since > 0 {
+		m.refitOnScore() // the window's rows are copied: x (m.bld's) is untouched
+	}
 	var p online.Prediction
 	if s := m.cur.Load(); s != nil {
 		p = s.fit.(sparseFitted).predictSparse(x, m.sbuf)
@@ -702,6 +730,25 @@ func (m *Model) maybeRefit(now int64) {
 			}
 		}
 	}
+}
+
+// refitOnScore refits inline before an unlabelled event is scored
+// (Config.OnScore; the caller checked that labelled events were learned
+// since the last refit), unless the model is started: a started model
+// refits in the background by its schedule only, and its event path never
+// waits for a fit. Events older than WindowTime leave first; with fewer
+// than MinEvents left nothing is fitted (and the next score looks again).
+func (m *Model) refitOnScore() {
+	if m.async() {
+		return
+	}
+	m.expire(m.now().UnixNano())
+	if m.size < m.cfg.MinEvents {
+		return
+	}
+	m.due.Store(false)
+	m.since = 0
+	m.RefitNow(context.Background())
 }
 
 func (m *Model) async() bool {

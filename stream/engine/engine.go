@@ -70,6 +70,10 @@ type NamedModel struct {
 	// key's own instance decides, its records carry the fallback's answer
 	// (fallback.go). "" = none.
 	Fallback string
+
+	// Use, with hashed features, names the namespaces whose features the
+	// model takes (each listed in the hashing's Namespaces); nil: all.
+	Use []string
 }
 
 // Config configures an Engine.
@@ -140,6 +144,10 @@ type Config struct {
 	// Log receives what key-scoped models report: failed keys, rebuilt
 	// tables (nil: discarded).
 	Log *slog.Logger
+
+	// Profiles are the entities whose profiles the shards keep and join
+	// (profiles.go); they need Hash.
+	Profiles []ProfileConfig
 }
 
 // Engine is the scoring state machine: for each input event it decodes and
@@ -173,9 +181,12 @@ type Engine struct {
 	// partScope for state per input partition (bindLocked).
 	scoped, partScope bool
 
-	hashed  *hashStats // hashed features' collision estimate (nil: dense features)
-	rankIdx int        // the rank model's index in defs (-1: requests off)
-	ope     *opeStats  // off-policy estimates from the labels of requests' first items
+	hashed *hashStats // hashed features' collision estimate (nil: dense features)
+
+	profiles []*profileDef // the entities' profiles (profiles.go)
+	fragDec  *wire.Decoder // decodes the profiles' rendered features (nil: no profiles)
+	rankIdx  int           // the rank model's index in defs (-1: requests off)
+	ope      *opeStats     // off-policy estimates from the labels of requests' first items
 
 	joinWaiting [2]atomic.Int64                // by joinSource: events waiting in every shard's join buffers
 	wantCkpt    atomic.Bool                    // a key-scoped model holds more than KeyHold
@@ -220,6 +231,22 @@ func New(cfg Config, models []NamedModel, reg prometheus.Registerer) (*Engine, e
 			e.ownsKeys = true
 		}
 		e.defs = append(e.defs, d)
+	}
+	if e.profiles, err = newProfileDefs(&e.cfg, models, e.met); err != nil {
+		return nil, err
+	}
+	if len(e.profiles) > 0 {
+		if e.keys == nil {
+			if e.keys, err = keystore.Open("", nil); err != nil {
+				return nil, fmt.Errorf("stream: %w", err)
+			}
+			e.ownsKeys = true
+		}
+		d, _ := wire.NewDecoder(e.cfg.Dim, nil, 0)
+		if d, err = d.WithHashing(*e.cfg.Hash); err != nil {
+			return nil, fmt.Errorf("stream: %w", err)
+		}
+		e.fragDec = d.Fragments()
 	}
 	fallbacks, _ := checkFallbacks(models) // checked by checkEngine
 	for i, j := range fallbacks {

@@ -76,9 +76,9 @@ func (s *Shard) rankFallback(ev *wire.Event, key []byte) (name string, version i
 	inst := fm.h.Find(key)
 	rk.own = append(rk.own[:0], rk.preds...)
 	for i := range rk.preds {
-		in, _ := rk.candidate(ev, i, s.e.cfg.Hash != nil)
+		in, _ := s.candidate(ev, i, key, s.e.cfg.Hash != nil)
 		var p online.Prediction
-		p, version = fm.h.Peek(inst, in)
+		p, version = fm.h.Peek(inst, fm.feed(in, nil, nil))
 		p = d.fromFallback(p)
 		rk.preds[i], rk.score[i] = p, p.Score
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/profile"
 	"github.com/streamer/streamer/stream/wire"
 )
 
@@ -27,7 +28,7 @@ func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) 
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
 		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), Traits: t.Traits(mc.Params), New: build,
-			Label: mc.LabelMap(), Fallback: mc.Fallback}
+			Label: mc.LabelMap(), Fallback: mc.Fallback, Use: mc.Features.Use}
 		for _, name := range mc.Members() {
 			j := slices.IndexFunc(cfg.Models[:i], func(o config.Model) bool { return o.Name == name })
 			if j < 0 {
@@ -66,6 +67,28 @@ func ConfigFrom(cfg config.Config) Config {
 			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed),
 			JoinEvents: rankJoinEvents(cfg.Rank.Join), JoinTime: cfg.Rank.Join.Time, JoinPerKey: cfg.Rank.Join.PerKey, JoinEntries: cfg.Rank.Join.Entries},
 	}
+}
+
+// ProfilesFrom is the engine's profiles (Config.Profiles) from cfg's
+// profiles section, the reference keys read from their files.
+func ProfilesFrom(cfg config.Config) ([]ProfileConfig, error) {
+	var out []ProfileConfig
+	for i, p := range cfg.Profiles {
+		ns, name := p.IDParts()
+		pc := ProfileConfig{MaxKeys: p.MaxKeys, Config: profile.Config{
+			Entity: p.Entity, Key: p.ID == "key", Namespace: ns, Name: name, Out: p.Out(), Values: p.PublishedValues(),
+			HalfLife: p.HalfLife, Factors: p.Factors, MaxLabels: p.Reference.MaxLabels, Prior: p.Prior, Candidates: p.Candidates,
+		}}
+		keys, err := p.Reference.AllKeys()
+		if err != nil {
+			return nil, fmt.Errorf("profiles[%d].reference.keys_file: %w", i, err)
+		}
+		for _, k := range keys {
+			pc.Reference = append(pc.Reference, []byte(k))
+		}
+		out = append(out, pc)
+	}
+	return out, nil
 }
 
 // defaultJoinEvents bounds the join buffer when only a time is configured.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -42,6 +43,7 @@ type modelDef struct {
 	label       *online.LabelMap // maps the wire label before proto.Label (nil: none)
 	fallback    int              // the model whose answer a key without one gets (fallback.go; -1: none)
 	fbBins      *online.LabelMap // an ordinal model on a regression model's value: its label edges (else nil)
+	use         *[256]bool       // hashed features: the fields the model takes (NamedModel.Use; nil: all)
 
 	// Prequential quality, shared by the shards: judged on the prediction
 	// published before the model learned from the event. Shards judge
@@ -92,6 +94,8 @@ type engineMetrics struct {
 	refits                                  *prometheus.CounterVec
 	refitSeconds                            *prometheus.HistogramVec
 	refitWindow, refitSV, refitObj, refitAt *prometheus.GaugeVec
+
+	profileJoins, profileKeyErrors *prometheus.CounterVec
 }
 
 var reasons = []wire.Reason{
@@ -172,7 +176,10 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		}
 		m.joinPending[src] = joinPending.WithLabelValues(name)
 	}
+	m.profileJoins = counter("streamer_profile_joins_total", "Profiles joined to events and ranking candidates, by entity and outcome: joined, or cold (an id with no profile yet: the cold defaults).", "entity", "outcome")
+	m.profileKeyErrors = counter("streamer_profile_key_errors_total", "Profiles whose stored state could not be read (the event was not learned into it), by entity.", "entity")
 	if reg != nil {
+		reg.MustRegister(m.profileJoins, m.profileKeyErrors)
 		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.accuracy,
 			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, joinDropped, joinPending,
 			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keyErrors,
@@ -202,6 +209,19 @@ func newModelDef(nm NamedModel, cfg Config, met *engineMetrics) (*modelDef, erro
 	}
 	if nm.Factory != nil && d.maxKeys <= 0 {
 		d.maxKeys = defaultMaxKeys
+	}
+	if len(nm.Use) > 0 {
+		if cfg.Hash == nil {
+			return nil, errors.New("features.use needs hashed features")
+		}
+		d.use = new([256]bool)
+		for _, ns := range nm.Use {
+			i := slices.Index(cfg.Hash.Namespaces, ns)
+			if i < 0 {
+				return nil, fmt.Errorf("features.use: namespace %q is not in the hashed features' namespaces", ns)
+			}
+			d.use[i+1] = true
+		}
 	}
 	if p, ok := nm.Model.(online.Preparer); ok && len(nm.Members) == 0 { // an aggregator's input is not the event's features alone
 		d.prep = p

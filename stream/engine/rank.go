@@ -240,6 +240,7 @@ func (e *Engine) RequestDecoder(maxBytes int) (*wire.Decoder, error) {
 		if dec, err = dec.WithHashing(*e.cfg.Hash); err != nil {
 			return nil, err
 		}
+		dec = e.withProfiles(dec)
 	}
 	return dec, nil
 }
@@ -278,8 +279,8 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	hashed := e.cfg.Hash != nil
 	var version int64
 	for i := range n {
-		in, _ := rk.candidate(ev, i, hashed)
-		p, v := m.h.Peek(inst, in)
+		in, _ := s.candidate(ev, i, key, hashed)
+		p, v := m.h.Peek(inst, m.feed(in, nil, nil))
 		rk.preds = append(rk.preds, p)
 		rk.score = append(rk.score, p.Score)
 		version = v
@@ -335,7 +336,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	for j := range k {
 		c := rk.order[j]
 		rk.jid = itemID(rk.jid[:0], ev.ID, ev.Cands[c].Item)
-		in, hash := rk.candidate(ev, c, hashed)
+		in, hash := s.candidate(ev, c, key, hashed)
 		for i, mm := range s.models {
 			if i == e.rankIdx {
 				rk.all[i] = rk.ownPred(c)
@@ -349,7 +350,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 			// The item's hashed entries (the request's features and its
 			// own, interactions included) wait for its label, with their
 			// fields.
-			e.hashed.add(hash, in.Idx)
+			e.hashed.add(hash, in.Idx[:len(hash)])
 			kept, d = s.shown.putSparse(rk.jid, key, in.Idx, in.Val, in.Field, rk.all, now.UnixNano())
 		} else {
 			kept, d = s.shown.put(rk.jid, key, in.X, rk.all, now.UnixNano())
@@ -426,6 +427,18 @@ func (rk *rankScratch) candidate(ev *wire.Event, i int, hashed bool) (*holder.In
 	idx, val, hash, field := ev.CandidateHashed(i)
 	rk.in.SetHashed(idx, val, field)
 	return &rk.in, hash
+}
+
+// candidate is rk.candidate with the profiles of the entities it names
+// joined (key: the request's key).
+func (s *Shard) candidate(ev *wire.Event, i int, key []byte, hashed bool) (*holder.Input, []uint64) {
+	rk := s.rk
+	if len(s.profiles) == 0 {
+		return rk.candidate(ev, i, hashed)
+	}
+	idx, val, hash, field := ev.CandidateHashed(i)
+	c := &ev.Cands[i]
+	return s.joinProfiles(&rk.in, idx, val, field, ev, key, c.Item, c.IDOnly), hash
 }
 
 // request answers a ranking request read from Kafka: the response record

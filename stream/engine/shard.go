@@ -44,16 +44,23 @@ type Shard struct {
 	scores  []int        // per model: the run's published predictions
 	w       *Worker      // Process's
 	closed  bool
+
+	profiles []*shardProfile // the entities' profiles (profiles.go), shared by the lanes
+	ps       profileScratch
 }
 
 // shardModel is one model's state in one shard: its holder (package holder),
 // and what the shard's per-event path keeps for it.
 type shardModel struct {
-	def   *modelDef
-	h     holder.Holder
-	in    []float64           // an aggregator's input: the members' predictions, then the features
-	view  holder.Input        // the input h takes (feed)
-	bound prometheus.Observer // an applier's (Shard.Applies): its partition's shard of the model's mistake-bound histogram
+	def  *modelDef
+	h    holder.Holder
+	in   []float64    // an aggregator's input: the members' predictions, then the features
+	view holder.Input // the input h takes (feed)
+	// The hashed features of the namespaces the model takes (modelDef.use).
+	useIdx   []int32
+	useVal   []float64
+	useField []uint8
+	bound    prometheus.Observer // an applier's (Shard.Applies): its partition's shard of the model's mistake-bound histogram
 
 	holder.Figures // for the scrape (stateCollector)
 }
@@ -83,6 +90,15 @@ func (m *shardModel) feed(in *holder.Input, prep []float64, preds []online.Predi
 	v.Prep = prep
 	if m.in != nil {
 		v.X = m.input(in.X, preds)
+	}
+	if u := m.def.use; u != nil && v.Sparse {
+		m.useIdx, m.useVal, m.useField = m.useIdx[:0], m.useVal[:0], m.useField[:0]
+		for k, f := range v.Field {
+			if u[f] {
+				m.useIdx, m.useVal, m.useField = append(m.useIdx, v.Idx[k]), append(m.useVal, v.Val[k]), append(m.useField, f)
+			}
+		}
+		v.Idx, v.Val, v.Field = m.useIdx, m.useVal, m.useField
 	}
 	return v
 }
@@ -169,6 +185,9 @@ func (e *Engine) NewShard(scope string) (*Shard, error) {
 		}
 	}
 	s.models = models
+	if s.profiles, err = e.newShardProfiles(s); err != nil {
+		return nil, err
+	}
 	s.w = e.NewWorker()
 	return s, nil
 }
@@ -205,7 +224,7 @@ func (l *lockedBounder) Bound(rho float64) float64 {
 // every lane paused.
 func (s *Shard) Lane(part int) *Shard {
 	e := s.e
-	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1)}
+	l := &Shard{e: e, scope: s.scope, part: s.part, join: s.join, shown: s.shown, jmu: s.jmu, stream: uint64(part + 1), profiles: s.profiles}
 	l.scratch()
 	l.models = make([]*shardModel, len(s.models))
 	for i, m := range s.models {
@@ -415,10 +434,14 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	}
 	ob, _ := pub.(*Outbox) // the pipeline's: its records are encoded off this goroutine
 	in := &s.in
-	if s.e.cfg.Hash != nil {
+	switch {
+	case len(s.profiles) > 0:
+		s.e.hashed.add(ev.Hash, ev.Idx)
+		s.joinProfiles(in, ev.Idx, ev.Val, ev.Field, ev, key, nil, false)
+	case s.e.cfg.Hash != nil:
 		s.e.hashed.add(ev.Hash, ev.Idx)
 		in.SetHashed(ev.Idx, ev.Val, ev.Field)
-	} else {
+	default:
 		in.SetDense(ev.Features)
 	}
 	// The event passes the models in phases, each over every model in the
@@ -461,6 +484,13 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 			cal = &s.recs[i].Calibrated
 		}
 		s.judge(i, s.preds[i], s.labels[i], ev.Label, s.preds, cal)
+	}
+	if len(s.profiles) > 0 {
+		at := msg.Time.UnixMilli()
+		if msg.Time.IsZero() {
+			at = now.UnixMilli()
+		}
+		s.learnProfiles(ev, key, at)
 	}
 	if !ev.HasLabel && ev.HasID && s.join != nil {
 		s.jmu.Lock()

@@ -14,7 +14,8 @@ import (
 // written to the key store once the snapshot is durable (Durable, Settle).
 type Checkpoint struct {
 	Models  []snapshot.Model
-	deltas  []*holder.Delta // per model; nil unless key-scoped
+	deltas  []*holder.Delta // per entry of Models; nil unless key-scoped
+	holders []holder.Holder // per entry of Models: the models', then the profiles' tables
 	markers []keystore.Marker
 }
 
@@ -22,14 +23,17 @@ type Checkpoint struct {
 // so the state includes exactly the events before the offsets saved with
 // it.
 func (s *Shard) Capture() (*Checkpoint, error) {
-	c := &Checkpoint{Models: make([]snapshot.Model, len(s.models)), deltas: make([]*holder.Delta, len(s.models))}
+	c := &Checkpoint{Models: make([]snapshot.Model, len(s.models)), deltas: make([]*holder.Delta, len(s.models)), holders: make([]holder.Holder, len(s.models))}
 	for i, m := range s.models {
 		data, d, err := m.h.Capture()
-		c.deltas[i] = d
+		c.deltas[i], c.holders[i] = d, m.h
 		if err != nil {
 			return nil, fmt.Errorf("stream: capture model %s: %w", m.def.name, err)
 		}
 		c.Models[i] = snapshot.Model{Name: m.def.name, Type: m.def.proto.Type(), Fingerprint: m.def.fingerprint, Data: data}
+	}
+	if err := s.captureProfiles(c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -39,18 +43,18 @@ func (s *Shard) Capture() (*Checkpoint, error) {
 // marks the written keys clean, also after an error (of the models whose
 // keys were not written: the others' are).
 func (s *Shard) Durable(c *Checkpoint) error {
-	c.markers = make([]keystore.Marker, len(s.models))
+	c.markers = make([]keystore.Marker, len(c.deltas))
 	var errs []error
-	for i, m := range s.models {
+	for i, h := range c.holders {
 		if d := c.deltas[i]; d != nil {
-			mk, err := m.h.Durable(d)
+			mk, err := h.Durable(d)
 			if err != nil {
 				// Not settled: the keys stay dirty and the next checkpoint
 				// writes them again. The other models' writes go on, and
 				// are settled: a model whose keys were written and not
 				// settled would write the same checkpoint twice.
 				c.deltas[i] = nil
-				errs = append(errs, fmt.Errorf("stream: model %s: write keys to the key store: %w", m.def.name, err))
+				errs = append(errs, fmt.Errorf("stream: %s: write keys to the key store: %w", c.Models[i].Name, err))
 				continue
 			}
 			c.markers[i] = mk
@@ -65,10 +69,10 @@ func (s *Shard) Settle(c *Checkpoint) {
 	if c.markers == nil {
 		return
 	}
-	for i, m := range s.models {
+	for i, h := range c.holders {
 		if d := c.deltas[i]; d != nil {
-			m.h.Settle(d, c.markers[i])
-			m.h.Publish()
+			h.Settle(d, c.markers[i])
+			h.Publish()
 		}
 	}
 }
@@ -119,6 +123,11 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 			return nil, nil, fmt.Errorf("stream: restore model %s: %w", m.def.name, err)
 		}
 	}
+	pfresh, err := s.restoreProfiles(byName, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	fresh = append(fresh, pfresh...)
 	for name := range byName {
 		dropped = append(dropped, name)
 	}

@@ -34,6 +34,7 @@ func (e *Engine) NewWorker() *Worker {
 	}
 	if e.cfg.Hash != nil {
 		dec, _ = dec.WithHashing(*e.cfg.Hash) // checked by New
+		dec = e.withProfiles(dec)
 	}
 	w := &Worker{e: e, dec: dec, prep: make([][]float64, len(e.defs))}
 	if e.cfg.Hash != nil {

@@ -216,6 +216,31 @@ func (h *Keyed) Observe(key []byte, in *Input, y float64, labelled bool) (online
 	return p, versionOf(p, inst)
 }
 
+// Updater changes a key's state in place (Keyed.Update).
+type Updater interface{ Update(m online.Model) }
+
+// Update has u change key's instance (created when new) and counts it as
+// learned: how a keyed state that is not a model, an entity's profile,
+// learns an event. An I/O error reading a cold key is counted (like
+// Observe's) and returned, the key unchanged.
+func (h *Keyed) Update(key []byte, u Updater) error {
+	st := h.stripe(key)
+	k := st.k
+	ent, err := k.get(key)
+	if err != nil {
+		h.spec.KeyErrors.Inc()
+		return err
+	}
+	u.Update(ent.m)
+	k.learned(ent)
+	st.examples.Store(k.examples)
+	if k.held > h.hold {
+		h.want.Store(true)
+	}
+	st.hot.Store(int64(k.len()))
+	return nil
+}
+
 // Find looks key up with keyedModels.find, not get: a request for a key
 // that never learned scores with the blank instance and keeps nothing (no
 // place in memory, no eviction of a key that did learn). A key whose

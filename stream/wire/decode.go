@@ -45,6 +45,13 @@ type Event struct {
 	// ranking request); nil when absent. Only read WithRequests.
 	Item []byte
 
+	// The entities of a Decoder WithEntities, by index: the id the event
+	// gives each (nil: none), the id feature's hash, and its namespace's
+	// object as the message has it (nil: absent). See WithEntities.
+	Ent     [][]byte
+	EntHash []uint64
+	EntObj  [][]byte
+
 	// The hashed features of a Decoder WithHashing: feature k has index
 	// Idx[k] in [0, 2^Bits) and value Val[k] (signed); indices may repeat.
 	// Empty without hashing. Overwritten by the next Decode.
@@ -72,7 +79,8 @@ type Event struct {
 
 // Candidate is one item of a ranking request.
 type Candidate struct {
-	Item []byte // unescaped "item"; aliases memory owned by the Event
+	Item   []byte // unescaped "item"; aliases memory owned by the Event
+	IDOnly bool   // it has no "features" (a Decoder WithIDOnly): the request's features only
 
 	h candHashed // hashing: its features (hashreq.go)
 }
@@ -91,6 +99,7 @@ func (ev *Event) reset(dim int) {
 	ev.IsRequest, ev.Cands, ev.K, ev.Item = false, ev.Cands[:0], 0, nil
 	ev.candX = ev.candX[:0]
 	ev.Idx, ev.Val, ev.Hash, ev.Field = ev.Idx[:0], ev.Val[:0], ev.Hash[:0], ev.Field[:0]
+	ev.Ent, ev.EntHash, ev.EntObj = ev.Ent[:0], ev.EntHash[:0], ev.EntObj[:0]
 	ev.buf = ev.buf[:0]
 	if cap(ev.Features) < dim {
 		ev.Features = make([]float64, dim)
@@ -114,6 +123,7 @@ type Decoder struct {
 	labelOnly bool // accept label-only events (delayed labels)
 	maxCands  int  // > 0: ranking requests with at most maxCands candidates
 	strict    bool // unknown members are bad_request (WithStrict), not skipped
+	idOnly    bool // candidates may come without features (WithIDOnly)
 
 	hash *hashing // non-nil: features are hashed (WithHashing); dim is then 2^Bits
 }
@@ -240,7 +250,7 @@ func (d *Decoder) Decode(src []byte, ev *Event) error {
 	if d.maxBytes > 0 && len(src) > d.maxBytes {
 		return &Error{Reason: ReasonTooLarge, Detail: fmt.Sprintf("%d bytes, limit %d", len(src), d.maxBytes)}
 	}
-	s := scanner{src: src, d: d, ev: ev}
+	s := scanner{src: src, d: d, ev: ev, ent: -1}
 	if e := s.document(); e != nil {
 		return e
 	}
@@ -254,6 +264,8 @@ type scanner struct {
 	d     *Decoder
 	ev    *Event
 	field uint8 // hashing: the field of the namespace being read
+	ent   int   // hashing: the entity of the namespace being read (-1: none)
+	cand  bool  // reading a candidate (its features name no entity)
 }
 
 // field identifies a top-level member.

@@ -45,6 +45,8 @@ type hashing struct {
 	nsSlot  []int32
 	nsField []uint8
 	nsMap   map[string]int32
+
+	ents []EntityRef // WithEntities
 }
 
 // nsLinear is the longest nsName searched without nsMap.
@@ -253,6 +255,9 @@ func (s *scanner) hashedFeatures() *Error {
 		clear(ev.hcnt)
 	}
 	ev.hkey = append(append(ev.hkey[:0], h.seed[:]...), 0) // seed ‖ "" ‖ 0x00
+	if len(h.ents) > 0 {
+		ev.resetEntities(len(h.ents))
+	}
 	if e := s.hashedObject(true, h.top); e != nil {
 		return e
 	}
@@ -358,6 +363,9 @@ func (s *scanner) hashedObject(top bool, slot int) *Error {
 				i = s.pos
 			}
 			ev.hkey = hk
+			if s.ent >= 0 {
+				s.entityMember(hk, plen, vstart)
+			}
 			s.emit(hk, 1, slot)
 		} else {
 			s.pos = i
@@ -399,11 +407,19 @@ func (s *scanner) hashedMember(top bool, plen, slot int) *Error {
 		// The prefix becomes seed ‖ name ‖ 0x00 (it was seed ‖ 0x00 ‖ name).
 		ns := ev.hkey[plen:nameEnd]
 		nslot, field := s.d.hash.namespace(ns)
+		ent := -1
+		if len(s.d.hash.ents) > 0 && !s.cand {
+			ent = s.d.hash.entityOf(ns)
+		}
 		n := copy(ev.hkey[8:], ns)
 		ev.hkey = append(ev.hkey[:8+n], 0)
-		s.field = field
+		s.field, s.ent = field, ent
+		start := s.pos
 		e := s.hashedObject(false, nslot)
-		s.field = 0
+		s.field, s.ent = 0, -1
+		if e == nil && ent >= 0 {
+			ev.EntObj[ent] = s.src[start:s.pos:s.pos]
+		}
 		ev.hkey = append(ev.hkey[:8], 0) // the top level's prefix again
 		return e
 	case 't':

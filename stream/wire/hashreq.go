@@ -82,7 +82,9 @@ func (s *scanner) hashedCandidate() (candHashed, *Error) {
 		clear(ev.hcnt)
 	}
 	ev.hkey = append(append(ev.hkey[:0], h.seed[:]...), 0)
+	s.cand = true
 	e := s.hashedObject(true, h.top)
+	s.cand = false
 	n := ev.hn
 	ev.hn = hn
 	if e == nil && h.max > 0 && n > h.max {

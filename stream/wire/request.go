@@ -191,6 +191,12 @@ func (s *scanner) candidate(i int) *Error {
 	switch {
 	case !haveItem:
 		return &Error{Reason: ReasonBadRequest, Detail: "candidates[" + strconv.Itoa(i) + "]: no item"}
+	case !haveFeatures && s.d.idOnly && s.d.hash != nil:
+		// An item named by its id: the request's features only (hashedRequest), the
+		// caller adds the item's.
+		hf = candHashed{f0: len(ev.cf), f1: len(ev.cf), p0: len(ev.cp), p1: len(ev.cp)}
+		ev.Cands = append(ev.Cands, Candidate{Item: item, IDOnly: true, h: hf})
+		return nil
 	case !haveFeatures:
 		return &Error{Reason: ReasonMissingFeatures, Detail: "candidates[" + strconv.Itoa(i) + "]: no features"}
 	}

@@ -1,0 +1,557 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/holder"
+	"github.com/streamer/streamer/stream/profile"
+	"github.com/streamer/streamer/stream/wire"
+)
+
+// Entity profiles (package profile): each shard keeps, per configured
+// entity, a key table of profiles (holder.Keyed, with the key store,
+// checkpoints and restores of a key-scoped model) and, for a reference
+// vector, a second one of the reference keys' labels. An event's profile
+// values are joined before the models see it (joinProfiles: rendered as a
+// features object and hashed as if the event had carried it), and the
+// event is learned into the profiles after the models learned it
+// (learnProfiles). A ranking request's candidates are joined likewise,
+// and a candidate named only by its id takes the item's namespace as its
+// profile kept it (candidateProfiles).
+
+// ProfileConfig is one entity's profile in the engine.
+type ProfileConfig struct {
+	profile.Config
+	MaxKeys int // profiles in memory per shard (LRU out to the key store); default 100 000
+}
+
+// defaultProfileKeys is ProfileConfig.MaxKeys's default.
+const defaultProfileKeys = 100_000
+
+// profileDef is a configured profile as the engine sees it.
+type profileDef struct {
+	cfg         *profile.Config
+	maxKeys     int
+	name        string // "profile.<entity>": its snapshot entry and key table
+	refName     string // "profile.<entity>.reference"
+	fingerprint string
+	ent         int   // its index in the decoder's entities; -1: the message key names it
+	outField    uint8 // the field of cfg.Out (an event or candidate that carries it keeps its own)
+	factors     int   // the fm model's index in the engine's models (-1: none)
+	refs        map[string]int
+	joined      prometheus.Counter
+	cold        prometheus.Counter
+	keyErrors   prometheus.Counter
+}
+
+// shardProfile is a profile's state in a shard (shared by its lanes).
+type shardProfile struct {
+	def  *profileDef
+	h    *holder.Keyed
+	ref  *holder.Keyed   // nil: no reference keys
+	med  []atomic.Uint64 // reference key j's median label (float64 bits)
+	figs [2]holder.Figures
+}
+
+// profileScratch is a shard's (or lane's) scratch of the profile joins.
+type profileScratch struct {
+	frag  []byte     // the features object rendered
+	ev    wire.Event // its hashed features
+	idx   []int32    // the event's or candidate's features with the profiles'
+	val   []float64
+	field []uint8
+	up    profileUpdate
+	ru    refUpdate
+	fac   []float64
+}
+
+// profileUpdate learns an event into a profile (holder.Updater).
+type profileUpdate struct {
+	cfg *profile.Config
+	ev  profile.Event
+}
+
+func (u *profileUpdate) Update(m online.Model) { m.(*profile.State).Update(u.cfg, &u.ev) }
+
+// refUpdate learns a reference key's label and reads its median back.
+type refUpdate struct {
+	y      float64
+	max    int
+	median float64
+}
+
+func (u *refUpdate) Update(m online.Model) {
+	r := m.(*profile.RefState)
+	r.Add(u.y, u.max)
+	u.median = r.Median()
+}
+
+// newProfileDefs checks the configured profiles against the engine's
+// hashing and models and makes their definitions.
+func newProfileDefs(cfg *Config, models []NamedModel, met *engineMetrics) ([]*profileDef, error) {
+	if len(cfg.Profiles) == 0 {
+		return nil, nil
+	}
+	if cfg.Hash == nil {
+		return nil, errors.New("stream: profiles need hashed features (features.hash)")
+	}
+	field := func(ns string) uint8 {
+		if i := slices.Index(cfg.Hash.Namespaces, ns); i >= 0 {
+			return uint8(i + 1)
+		}
+		return 0
+	}
+	inInteraction := func(ns string) bool {
+		for _, p := range cfg.Hash.Interactions {
+			if p[0] == ns || p[1] == ns {
+				return true
+			}
+		}
+		return false
+	}
+	var out []*profileDef
+	ents := 0
+	cands := 0
+	for i := range cfg.Profiles {
+		pc := &cfg.Profiles[i]
+		c := &pc.Config
+		d := &profileDef{cfg: c, maxKeys: pc.MaxKeys, name: "profile." + c.Entity, refName: "profile." + c.Entity + ".reference", ent: -1, factors: -1}
+		if d.maxKeys <= 0 {
+			d.maxKeys = defaultProfileKeys
+		}
+		if !c.Key {
+			d.ent = ents
+			ents++
+		}
+		if c.Candidates {
+			cands++
+			if c.Key {
+				return nil, fmt.Errorf("stream: profile %s: candidates name items by id; the entity's id is the message key", c.Entity)
+			}
+		}
+		if c.Out != "" {
+			if d.outField = field(c.Out); d.outField == 0 {
+				return nil, fmt.Errorf("stream: profile %s: its namespace %q is not in the hashed features' namespaces", c.Entity, c.Out)
+			}
+			if inInteraction(c.Out) {
+				return nil, fmt.Errorf("stream: profile %s: its namespace %q is in an interaction (a profile's values are joined after the event's interactions are crossed)", c.Entity, c.Out)
+			}
+		}
+		if c.Candidates && inInteraction(c.Namespace) {
+			return nil, fmt.Errorf("stream: profile %s: namespace %q is in an interaction: an id-only candidate's item namespace is joined after the request's interactions are crossed", c.Entity, c.Namespace)
+		}
+		if c.Factors != "" {
+			j := slices.IndexFunc(models, func(nm NamedModel) bool { return nm.Name == c.Factors })
+			if j < 0 {
+				return nil, fmt.Errorf("stream: profile %s: factors: no model %q", c.Entity, c.Factors)
+			}
+			fm, ok := models[j].Model.(*online.FM)
+			if !ok || models[j].Factory != nil {
+				return nil, fmt.Errorf("stream: profile %s: factors: model %q is not a global fm", c.Entity, c.Factors)
+			}
+			if c.Key {
+				return nil, fmt.Errorf("stream: profile %s: factors need the entity's id feature (not the message key)", c.Entity)
+			}
+			if c.K == 0 {
+				c.K = fm.K()
+			} else if fm.K() != c.K {
+				return nil, fmt.Errorf("stream: profile %s: factors: model %q has %d factors, the profile %d", c.Entity, c.Factors, fm.K(), c.K)
+			}
+			d.factors = j
+		}
+		if len(c.Reference) > 0 {
+			d.refs = make(map[string]int, len(c.Reference))
+			for j, k := range c.Reference {
+				if _, dup := d.refs[string(k)]; dup {
+					return nil, fmt.Errorf("stream: profile %s: reference key %q listed twice", c.Entity, k)
+				}
+				d.refs[string(k)] = j
+			}
+			if c.MaxLabels <= 0 {
+				c.MaxLabels = 1000
+			}
+		}
+		d.fingerprint = profileFingerprint(c)
+		d.joined = met.profileJoins.WithLabelValues(c.Entity, "joined")
+		d.cold = met.profileJoins.WithLabelValues(c.Entity, "cold")
+		d.keyErrors = met.profileKeyErrors.WithLabelValues(c.Entity)
+		out = append(out, d)
+	}
+	if cands > 1 {
+		return nil, errors.New("stream: at most one profile names the candidates of ranking requests")
+	}
+	return out, nil
+}
+
+// profileFingerprint identifies what a profile keeps: a saved table is
+// restored only into the same.
+func profileFingerprint(c *profile.Config) string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s|%v|%s.%s|%s|%v|%d|%s|%d|%d|%g", c.Entity, c.Key, c.Namespace, c.Name, c.Out, c.Values, c.HalfLife, c.Factors, c.K, c.MaxLabels, c.Prior)
+	for _, k := range c.Reference {
+		h.Write(k)
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// entities is the decoder's entities of the profiles (those named by a
+// feature).
+func entities(defs []*profileDef) []wire.EntityRef {
+	var out []wire.EntityRef
+	for _, d := range defs {
+		if d.ent >= 0 {
+			out = append(out, wire.EntityRef{Namespace: d.cfg.Namespace, Name: d.cfg.Name})
+		}
+	}
+	return out
+}
+
+// newShardProfiles builds a shard's empty profile tables.
+func (e *Engine) newShardProfiles(s *Shard) ([]*shardProfile, error) {
+	var out []*shardProfile
+	for _, d := range e.profiles {
+		p := &shardProfile{def: d}
+		table := func(name string, max int, factory func() (online.Model, error), fig *holder.Figures) (*holder.Keyed, error) {
+			spec := &holder.Spec{Name: name, Factory: factory, KeyErrors: d.keyErrors}
+			c := holder.KeyedConfig{Table: e.keys.Table(s.scope, name), MaxKeys: max, Stripes: 1, Hold: e.cfg.KeyHold, Want: &e.wantCkpt, Log: e.cfg.Log}
+			if s.scope == "" {
+				c.Stripes = holder.KeyStripes(max)
+			}
+			h, err := holder.NewKeyed(spec, fig, c)
+			if err == nil && s.scope == "" {
+				h.Share() // the lanes share it
+			}
+			return h, err
+		}
+		var err error
+		if p.h, err = table(d.name, d.maxKeys, func() (online.Model, error) { return &profile.State{}, nil }, &p.figs[0]); err != nil {
+			return nil, fmt.Errorf("stream: profile %s: %w", d.cfg.Entity, err)
+		}
+		if len(d.cfg.Reference) > 0 {
+			if p.ref, err = table(d.refName, len(d.cfg.Reference), func() (online.Model, error) { return &profile.RefState{}, nil }, &p.figs[1]); err != nil {
+				return nil, fmt.Errorf("stream: profile %s: %w", d.cfg.Entity, err)
+			}
+			p.med = make([]atomic.Uint64, len(d.cfg.Reference))
+			p.resetMedians()
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// resetMedians sets every reference key's median to the prior (no
+// labels).
+func (p *shardProfile) resetMedians() {
+	for j := range p.med {
+		p.med[j].Store(math.Float64bits(p.def.cfg.Prior))
+	}
+}
+
+// loadMedians reads every reference key's median from its table (after a
+// restore).
+func (p *shardProfile) loadMedians() error {
+	p.resetMedians()
+	for j, k := range p.def.cfg.Reference {
+		m, err := p.ref.Lookup(k)
+		if err != nil {
+			return fmt.Errorf("stream: profile %s: reference key %q: %w", p.def.cfg.Entity, k, err)
+		}
+		if r, ok := m.(*profile.RefState); ok && len(r.Sorted) > 0 {
+			p.med[j].Store(math.Float64bits(r.Median()))
+		}
+	}
+	return nil
+}
+
+// median is reference key j's median label.
+func (p *shardProfile) median(j int) float64 { return math.Float64frombits(p.med[j].Load()) }
+
+// id is the entity's id in event ev of message key key (nil: the event
+// does not name it).
+func (p *shardProfile) id(ev *wire.Event, key []byte) []byte {
+	if p.def.ent < 0 {
+		return key
+	}
+	if p.def.ent < len(ev.Ent) {
+		return ev.Ent[p.def.ent]
+	}
+	return nil
+}
+
+// render appends the members publishing id's profile to dst (with obj,
+// the entity's namespace as its profile kept it, or {"<name>": id} when
+// it has none), counting cold ones.
+func (p *shardProfile) render(dst, id []byte, values, obj bool) []byte {
+	mu := p.h.Mutex(id)
+	if mu != nil {
+		mu.Lock()
+	}
+	st, _ := p.h.Find(id).(*profile.State)
+	if st == nil || st.Events == 0 {
+		p.def.cold.Inc()
+	} else {
+		p.def.joined.Inc()
+	}
+	c := p.def.cfg
+	if obj {
+		dst = appendJSONString(dst, c.Namespace)
+		dst = append(dst, ':')
+		if st != nil && len(st.Attrs) > 0 {
+			dst = append(dst, st.Attrs...)
+		} else {
+			dst = append(dst, '{')
+			dst = appendJSONString(dst, c.Name)
+			dst = append(dst, ':')
+			dst = appendJSONString(dst, id)
+			dst = append(dst, '}')
+		}
+		if values {
+			dst = append(dst, ',')
+		}
+	}
+	if values {
+		dst = c.Render(dst, st, p.median)
+	}
+	if mu != nil {
+		mu.Unlock()
+	}
+	return dst
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString[T string | []byte](dst []byte, s T) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// carries reports whether features of field f are among fields.
+func carries(fields []uint8, f uint8) bool { return slices.Contains(fields, f) }
+
+// joinProfiles returns in, the event's (or a candidate's) hashed features
+// idx, val, field, with the profile values of every entity it names that
+// publishes values and that it does not carry itself appended (ids:
+// idOnly, the candidate's item for the candidates' entity, named only by
+// its id: its namespace from the profile too).
+func (s *Shard) joinProfiles(in *holder.Input, idx []int32, val []float64, field []uint8, ev *wire.Event, key, item []byte, idOnly bool) *holder.Input {
+	ps := &s.ps
+	ps.frag = append(ps.frag[:0], '{')
+	n := 0
+	for _, p := range s.profiles {
+		c := p.def.cfg
+		id := p.id(ev, key)
+		if item != nil && c.Candidates {
+			id = item
+		}
+		obj := idOnly && c.Candidates
+		values := c.Out != "" && !carries(field, p.def.outField)
+		if id == nil || (!values && !obj) {
+			continue
+		}
+		if n > 0 {
+			ps.frag = append(ps.frag, ',')
+		}
+		ps.frag = p.render(ps.frag, id, values, obj)
+		n++
+	}
+	if n == 0 {
+		in.SetHashed(idx, val, field)
+		return in
+	}
+	ps.frag = append(ps.frag, '}')
+	ps.idx, ps.val, ps.field = append(ps.idx[:0], idx...), append(ps.val[:0], val...), append(ps.field[:0], field...)
+	if err := s.e.fragDec.DecodeFeatures(ps.frag, &ps.ev); err == nil {
+		ps.idx, ps.val, ps.field = append(ps.idx, ps.ev.Idx...), append(ps.val, ps.ev.Val...), append(ps.field, ps.ev.Field...)
+	} else if s.e.cfg.Log != nil {
+		// A profile renders valid JSON of finite numbers; an entity's kept
+		// namespace was valid in the event it came from.
+		s.e.cfg.Log.Error("profile join: the rendered profile does not decode", "err", err)
+	}
+	in.SetHashed(ps.idx, ps.val, ps.field)
+	return in
+}
+
+// learnProfiles learns the event ev (message key key, at unix ms, its raw
+// label when labelled) into the profiles of the entities it names, after
+// the models learned it (an fm's factors for the id are as it left them).
+func (s *Shard) learnProfiles(ev *wire.Event, key []byte, at int64) {
+	ps := &s.ps
+	for _, p := range s.profiles {
+		d := p.def
+		id := p.id(ev, key)
+		if id == nil {
+			continue
+		}
+		u := &ps.up
+		u.cfg = d.cfg
+		u.ev = profile.Event{At: at, Label: ev.Label, Labelled: ev.HasLabel, Ref: -1}
+		if d.ent >= 0 {
+			u.ev.Attrs = ev.EntObj[d.ent]
+			if d.factors >= 0 {
+				u.ev.Factors = s.factorsOf(d.factors, ev.EntHash[d.ent])
+			}
+		}
+		if j, ok := d.refs[string(key)]; ok && ev.HasLabel && p.ref != nil {
+			u.ev.Ref = j
+			ps.ru = refUpdate{y: ev.Label, max: d.cfg.MaxLabels}
+			mu := p.ref.Mutex(key)
+			if mu != nil {
+				mu.Lock()
+			}
+			if p.ref.Update(key, &ps.ru) == nil {
+				p.med[j].Store(math.Float64bits(ps.ru.median))
+			}
+			if mu != nil {
+				mu.Unlock()
+			}
+		}
+		mu := p.h.Mutex(id)
+		if mu != nil {
+			mu.Lock()
+		}
+		_ = p.h.Update(id, u) // an unreadable stored profile is counted (keyErrors) and not changed
+		if mu != nil {
+			mu.Unlock()
+		}
+	}
+}
+
+// factorsOf is the fm model i's factors for the feature of 64-bit hash h
+// (zeros when it has not learned it), signed as the feature enters.
+func (s *Shard) factorsOf(i int, h uint64) []float64 {
+	m := s.models[i]
+	mu := m.lock(nil)
+	fm := m.h.Instance().(*online.FM) // newProfileDefs: a global fm
+	f, _ := fm.Factors(s.ps.fac, int32(h&uint64(s.e.cfg.Dim-1)))
+	unlock(mu)
+	if h&(1<<63) != 0 {
+		for j := range f {
+			f[j] = -f[j]
+		}
+	}
+	s.ps.fac = f
+	return f
+}
+
+// captureProfiles appends the shard's profile tables to c.
+func (s *Shard) captureProfiles(c *Checkpoint) error {
+	for _, p := range s.profiles {
+		for k, h := range []*holder.Keyed{p.h, p.ref} {
+			if h == nil {
+				continue
+			}
+			data, d, err := h.Capture()
+			if err != nil {
+				return fmt.Errorf("stream: capture profile %s: %w", p.def.cfg.Entity, err)
+			}
+			name, typ := p.def.name, profile.TypeName
+			if k == 1 {
+				name, typ = p.def.refName, profile.RefTypeName
+			}
+			c.Models = append(c.Models, snapshot.Model{Name: name, Type: typ, Fingerprint: p.def.fingerprint, Data: data})
+			c.deltas = append(c.deltas, d)
+			c.holders = append(c.holders, h)
+		}
+	}
+	return nil
+}
+
+// restoreProfiles restores the profile tables from saved (by name); a
+// table saved with another configuration, or not saved, starts empty.
+func (s *Shard) restoreProfiles(byName map[string]snapshot.Model, src KeySource) (fresh []string, err error) {
+	for _, p := range s.profiles {
+		for k, h := range []*holder.Keyed{p.h, p.ref} {
+			if h == nil {
+				continue
+			}
+			name := p.def.name
+			if k == 1 {
+				name = p.def.refName
+			}
+			sv, ok := byName[name]
+			delete(byName, name)
+			if !ok || sv.Fingerprint != p.def.fingerprint {
+				fresh = append(fresh, name)
+				if err := h.Reset(); err != nil {
+					return nil, fmt.Errorf("stream: profile %s: %w", name, err)
+				}
+				continue
+			}
+			d, err := h.Decode(sv.Data)
+			if err != nil {
+				return nil, fmt.Errorf("stream: restore profile %s: %w", name, err)
+			}
+			if err := h.Restore(sv.Data, d, src, s.e.cfg.AllowKeyLoss); err != nil {
+				return nil, fmt.Errorf("stream: restore profile %s: %w", name, err)
+			}
+		}
+		if p.ref != nil {
+			if err := p.loadMedians(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return fresh, nil
+}
+
+// Profile returns entity's profile of id as the shard keeps it (nil: none
+// kept; false: no such entity), rendered values included: for GET
+// /v1/profiles and tests, the shard paused.
+func (s *Shard) Profile(entity string, id []byte) (st *profile.State, values []byte, ok bool) {
+	for _, p := range s.profiles {
+		if p.def.cfg.Entity != entity {
+			continue
+		}
+		mu := p.h.Mutex(id)
+		if mu != nil {
+			mu.Lock()
+		}
+		m, err := p.h.Lookup(id)
+		if err == nil && m != nil {
+			st, _ = m.(*profile.State)
+		}
+		values = append([]byte{'{'}, p.def.cfg.Render(nil, st, p.median)...)
+		values = append(values, '}')
+		if mu != nil {
+			mu.Unlock()
+		}
+		return st, values, true
+	}
+	return nil, nil, false
+}
+
+// withProfiles is dec with the profiles' entities, and id-only
+// candidates when a profile names the candidates.
+func (e *Engine) withProfiles(dec *wire.Decoder) *wire.Decoder {
+	if len(e.profiles) == 0 {
+		return dec
+	}
+	if ents := entities(e.profiles); len(ents) > 0 {
+		dec, _ = dec.WithEntities(ents) // distinct namespaces: the configuration's check
+	}
+	if slices.ContainsFunc(e.profiles, func(d *profileDef) bool { return d.cfg.Candidates }) {
+		dec = dec.WithIDOnly()
+	}
+	return dec
+}

@@ -1,0 +1,302 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/internal/keystore"
+	"github.com/streamer/streamer/stream/profile"
+	"github.com/streamer/streamer/stream/wire"
+)
+
+// profilesYAML keeps a profile of items (named by features.item.id, with
+// an fm's factors and three reference users' ratings) and of users (the
+// message key); a global fm rates, and a per-user fm ranks on the items'
+// profiles alone (features.use).
+const profilesYAML = `
+kafka: {brokers: ["127.0.0.1:9092"], group: g, input_topic: in, output_topic: out, dlq_topic: dlq}
+rank: {model: per_user}
+profiles:
+  - entity: item
+    id: item.id
+    candidates: true
+    factors: rating
+    half_life: 1h
+    prior: 3
+    reference: {keys: [u0, u1, u2]}
+  - entity: user
+    id: key
+models:
+  - name: rating
+    type: fm
+    loss: squared
+    factors: 4
+    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item, item_profile, user_profile], max_features: 64}
+  - name: per_user
+    type: fm
+    loss: squared
+    factors: 0
+    scope: key
+    max_keys: 8
+    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item, item_profile, user_profile], max_features: 64, use: [item_profile]}
+`
+
+// profileEngine builds profilesYAML's engine over the key store keys.
+func profileEngine(t testing.TB, keys *keystore.DB) *Engine {
+	t.Helper()
+	cfg, err := config.Parse([]byte(profilesYAML), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, err := BuildModels(cfg, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecfg := ConfigFrom(cfg)
+	ecfg.KeyStore = keys
+	if ecfg.Profiles, err = ProfilesFrom(cfg); err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(ecfg, models, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return e
+}
+
+var genres = []string{"Comedy", "Drama", "Action", "Horror"}
+
+// ratingEvents are n ratings of 30 users on 40 items (genres by item),
+// half stars, one a minute, keyed by user.
+func ratingEvents(n int) []kafka.Message {
+	rng := rand.New(rand.NewPCG(7, 8))
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	out := make([]kafka.Message, n)
+	for i := range out {
+		u, m := rng.IntN(30), rng.IntN(40)
+		y := math.Round(2*(3+math.Sin(float64(u*m))+rng.NormFloat64()*0.5)) / 2
+		y = min(5, max(0.5, y))
+		v := fmt.Sprintf(`{"id":"r%d","features":{"user":{"id":"u%d"},"item":{"id":"m%d","genres":["%s"]}},"label":%g}`, i, u, m, genres[m%4], y)
+		out[i] = kafka.Message{Key: []byte(fmt.Sprintf("u%d", u)), Value: []byte(v), Offset: int64(i), Time: t0.Add(time.Duration(i) * time.Minute)}
+	}
+	return out
+}
+
+// profileStates is every item's and user's profile, encoded.
+func profileStates(t *testing.T, s *Shard) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, ent := range []string{"item", "user"} {
+		n := 40
+		prefix := "m"
+		if ent == "user" {
+			n, prefix = 30, "u"
+		}
+		for i := range n {
+			id := fmt.Sprintf("%s%d", prefix, i)
+			st, _, ok := s.Profile(ent, []byte(id))
+			if !ok {
+				t.Fatalf("no entity %s", ent)
+			}
+			if st == nil {
+				continue
+			}
+			b, _ := st.MarshalBinary()
+			out[ent+"/"+id] = string(b)
+		}
+	}
+	return out
+}
+
+// TestProfilesKeepTheStream: a profile's counts, mean and variance are
+// the stream's (against a direct computation), its reference vector holds
+// the reference users' ratings, the rest their medians, its factors are
+// the fm's, and the namespace a profile is kept under is the one the
+// event last had.
+func TestProfilesKeepTheStream(t *testing.T) {
+	e := profileEngine(t, nil)
+	s := instanceShard(t, e)
+	events := ratingEvents(3000)
+	sink := &memSink{Keep: true}
+	type acc struct {
+		n          int
+		sum, sumSq float64
+		ref        map[int]float64
+	}
+	items := map[string]*acc{}
+	refLabels := map[int][]float64{}
+	var ev wire.Event
+	dec := e.NewWorker().dec
+	for i := range events {
+		s.Process(&events[i], sink)
+		if err := dec.Decode(events[i].Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		id := string(ev.Ent[0])
+		a := items[id]
+		if a == nil {
+			a = &acc{ref: map[int]float64{}}
+			items[id] = a
+		}
+		a.n++
+		a.sum += ev.Label
+		a.sumSq += ev.Label * ev.Label
+		if j := strings.TrimPrefix(string(events[i].Key), "u"); j == "0" || j == "1" || j == "2" {
+			r := int(j[0] - '0')
+			a.ref[r] = ev.Label
+			refLabels[r] = append(refLabels[r], ev.Label)
+		}
+	}
+	for _, m := range sink.Msgs {
+		if m.Topic == "dlq" {
+			t.Fatalf("event rejected: %s: %s", m.Headers[1].Value, m.Value)
+		}
+	}
+	for id, a := range items {
+		st, values, _ := s.Profile("item", []byte(id))
+		if st == nil || st.Events != int64(a.n) || st.Labels != int64(a.n) {
+			t.Fatalf("item %s: profile %+v, want %d events", id, st, a.n)
+		}
+		mean := a.sum / float64(a.n)
+		if math.Abs(st.Mean-mean) > 1e-12 || math.Abs(st.Variance()-(a.sumSq/float64(a.n)-mean*mean)) > 1e-9 {
+			t.Fatalf("item %s: mean %v variance %v, want %v", id, st.Mean, st.Variance(), mean)
+		}
+		m := strings.TrimPrefix(id, "m")
+		if want := `{"id":"` + id + `","genres":["` + genres[atoi(m)%4] + `"]}`; string(st.Attrs) != want {
+			t.Fatalf("item %s: namespace kept %s, want %s", id, st.Attrs, want)
+		}
+		for r := range 3 {
+			want := profile.Median(refLabels[r])
+			if y, ok := a.ref[r]; ok {
+				want = y
+			}
+			if !bytes.Contains(values, fmt.Appendf(nil, `"r%d":%v`, r, want)) {
+				t.Fatalf("item %s: reference %d: want %v in %s", id, r, want, values)
+			}
+		}
+		if len(st.Factors) != 4 || st.Factors[0] == 0 {
+			t.Fatalf("item %s: factors %v", id, st.Factors)
+		}
+	}
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = 10*n + int(c-'0')
+	}
+	return n
+}
+
+// TestProfilesRestartAtCheckpoint: a shard restored from a checkpoint
+// and fed the rest of the stream keeps every profile (and reference key)
+// exactly as a shard that never stopped, and so does the per-user model
+// that learns on the joined profiles.
+func TestProfilesRestartAtCheckpoint(t *testing.T) {
+	events := ratingEvents(2000)
+	sink := &memSink{}
+	feed := func(s *Shard, msgs []kafka.Message) {
+		for i := range msgs {
+			s.Process(&msgs[i], sink)
+		}
+	}
+	ref := instanceShard(t, profileEngine(t, nil))
+	feed(ref, events)
+
+	keys, err := keystore.Open("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	a := instanceShard(t, profileEngine(t, keys))
+	feed(a, events[:900])
+	saved := checkpointShard(t, a)
+	feed(a, events[900:1300]) // lost in the crash
+	b, err := profileEngine(t, keys).NewShard("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Restore(saved, nil); err != nil {
+		t.Fatal(err)
+	}
+	feed(b, events[900:])
+	got, want := profileStates(t, b), profileStates(t, ref)
+	if len(want) != 70 {
+		t.Fatalf("%d profiles in the reference, want 70", len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("profile %s differs after the restart", k)
+		}
+	}
+	for u := range 30 {
+		key := []byte(fmt.Sprintf("u%d", u))
+		bw, _ := ref.models[1].h.Find(key).MarshalBinary()
+		bg, _ := b.models[1].h.Find(key).MarshalBinary()
+		if !bytes.Equal(bw, bg) {
+			t.Fatalf("per-user model of %s differs after the restart", key)
+		}
+	}
+}
+
+// TestProfilesIDOnlyCandidates: a ranking request whose candidates name
+// only their item gets, bit for bit, the scores and order of the same
+// request with every candidate's item namespace and profile spelled out
+// (as GET /v1/profiles shows them), and an unknown item is scored with
+// the cold defaults.
+func TestProfilesIDOnlyCandidates(t *testing.T) {
+	e := profileEngine(t, nil)
+	s := instanceShard(t, e)
+	events := ratingEvents(3000)
+	sink := &memSink{}
+	for i := range events {
+		s.Process(&events[i], sink)
+	}
+	dec, err := e.RequestDecoder(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idOnly, spelled bytes.Buffer
+	idOnly.WriteString(`{"id":"q1","key":"u5","features":{"user":{"id":"u5"}},"candidates":[`)
+	spelled.WriteString(`{"id":"q1","key":"u5","features":{"user":{"id":"u5"}},"candidates":[`)
+	for i := range 41 { // m40 was never rated
+		if i > 0 {
+			idOnly.WriteByte(',')
+			spelled.WriteByte(',')
+		}
+		id := fmt.Sprintf("m%d", i)
+		fmt.Fprintf(&idOnly, `{"item":%q}`, id)
+		st, values, _ := s.Profile("item", []byte(id))
+		obj := []byte(`{"id":"` + id + `"}`)
+		if st != nil {
+			obj = st.Attrs
+		}
+		fmt.Fprintf(&spelled, `{"item":%q,"features":{"item":%s,%s}}`, id, obj, values[1:len(values)-1])
+	}
+	idOnly.WriteString(`]}`)
+	spelled.WriteString(`]}`)
+	rank := func(body []byte) string {
+		var ev wire.Event
+		if err := dec.Decode(body, &ev); err != nil {
+			t.Fatal(err)
+		}
+		out := s.Rank(nil, &ev)
+		return strings.ReplaceAll(string(out), `"scored_at"`, "\n")[:bytes.Index(out, []byte(`"scored_at"`))]
+	}
+	a, b := rank(idOnly.Bytes()), rank(spelled.Bytes())
+	if a != b {
+		t.Fatalf("id-only candidates ranked\n%s\nspelled out\n%s", a, b)
+	}
+	if !strings.Contains(a, `"item":"m40"`) {
+		t.Fatalf("the unknown item is missing: %s", a)
+	}
+}
