@@ -381,6 +381,18 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 		}
 		p.ServeRank(w, r)
 	})
+	profileRefused := NewProfileRefused()
+	if err := s.reg.Register(profileRefused); err != nil {
+		return err
+	}
+	mux.HandleFunc("/v1/profiles/", func(w http.ResponseWriter, r *http.Request) {
+		p := s.ranker.Load()
+		if p == nil {
+			WriteRankError(w, profileRefused, http.StatusServiceUnavailable, reasonNotReady, s.NotReady())
+			return
+		}
+		p.ServeProfile(w, r, profileRefused)
+	})
 	if cfg.HTTP.PProf { // off by default: /debug/pprof/ is then a 404
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -1,26 +1,10 @@
 package main
 
 import (
+	"github.com/streamer/streamer/internal/modeltypes"
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/online/refit"
 )
 
-// newModelTypes assembles the model types the service knows: one line per
-// type. A model type is one file (its parameters, validation, construction
-// and restore) plus its line here; the configuration, the service, eval and
-// the snapshot tools find it through this registry.
-func newModelTypes() *online.Registry {
-	return online.MustRegistry(
-		online.MAMType(),
-		online.OMAMType(),
-		online.LogisticType(),
-		online.LDAType(),
-		online.FMType(),
-		refit.SVMType(),
-		refit.LSRRankType(),
-		refit.MLSRRankType(),
-		refit.KRRType(),
-		refit.LowRankType(),
-		refit.AdaBoostType(),
-	)
-}
+// newModelTypes is the model types the service knows (internal/modeltypes,
+// one line per type).
+func newModelTypes() *online.Registry { return modeltypes.New() }

@@ -181,6 +181,18 @@ func newProfileDefs(cfg *Config, models []NamedModel, met *engineMetrics) ([]*pr
 				c.MaxLabels = 1000
 			}
 		}
+		if c.Out != "" {
+			// Two of the profile's values at one index would be summed
+			// there: its vector would not be the one it keeps.
+			seen := map[int32]string{}
+			for _, name := range c.Names() {
+				i, _ := cfg.Hash.Feature(c.Out, name)
+				if other, ok := seen[i]; ok {
+					return nil, fmt.Errorf("stream: profile %s: values %q and %q of namespace %q hash to the same index %d: change features.hash.seed or add bits", c.Entity, other, name, c.Out, i)
+				}
+				seen[i] = name
+			}
+		}
 		d.fingerprint = profileFingerprint(c)
 		d.joined = met.profileJoins.WithLabelValues(c.Entity, "joined")
 		d.cold = met.profileJoins.WithLabelValues(c.Entity, "cold")

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -127,4 +128,14 @@ func (s *scanner) entityMember(hk []byte, name, vstart int) {
 	ev.buf = append(ev.buf, hk[vstart:]...)
 	ev.Ent[s.ent] = ev.buf[mark:len(ev.buf):len(ev.buf)]
 	ev.EntHash[s.ent] = xxhash.Sum64(hk)
+}
+
+// Feature is the index, and whether the sign is negative, of the numeric
+// feature name of namespace ns ("" for the top level) under hashing h.
+func (h HashConfig) Feature(ns, name string) (idx int32, negative bool) {
+	var seed [8]byte
+	binary.LittleEndian.PutUint64(seed[:], h.Seed)
+	b := append(append(append(seed[:], ns...), 0), name...)
+	x := xxhash.Sum64(b)
+	return int32(x & (1<<h.Bits - 1)), x>>63 == 1
 }
