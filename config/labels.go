@@ -131,9 +131,12 @@ func (v *validator) fallbacks(models []Model, reg *online.Registry) {
 					m.Fallback, describeLabel(fb.Label), describeLabel(m.Label))
 			}
 		case tm.Kind == online.Ordinal && m.Label.Edges != nil && tf.Kind == online.Regression && tf.Value:
+		case tm.Kind == online.Ranking && tm.Levels == 0 && tf.Kind == online.Regression:
+			// A ranker orders by its score; a regression model's score
+			// orders the same candidates.
 			// The fallback's value is binned by this model's label.edges.
 		default:
-			v.errorf(p, "%q is %s model (type %s) and this one %s model: a fallback must be of the same kind, or, for an ordinal model with label.edges, a regression model that publishes values (such as fm with the squared loss), whose value the edges bin into a level",
+			v.errorf(p, "%q is %s model (type %s) and this one %s model: a fallback must be of the same kind, or, for an ordinal model with label.edges, a regression model that publishes values (such as fm with the squared loss), whose value the edges bin into a level, or, for a ranking model without levels, a regression model",
 				m.Fallback, aKind(tf.Kind), fb.Type, aKind(tm.Kind))
 		}
 	}

@@ -252,7 +252,7 @@ func New(cfg Config, models []NamedModel, reg prometheus.Registerer) (*Engine, e
 	for i, j := range fallbacks {
 		if d := e.defs[i]; j >= 0 {
 			d.fallback = j
-			if e.defs[j].traits.Kind != d.traits.Kind { // an ordinal model on a regression model's value
+			if e.defs[j].traits.Kind != d.traits.Kind && d.traits.Kind == online.Ordinal { // an ordinal model on a regression model's value
 				d.fbBins = d.label
 			}
 		}

@@ -169,6 +169,7 @@ func checkFallbacks(models []NamedModel) ([]int, error) {
 		switch {
 		case tm.Kind == tf.Kind:
 		case tm.Kind == online.Ordinal && nm.Label.Edges() != nil && tf.Kind == online.Regression && tf.Value:
+		case tm.Kind == online.Ranking && tm.Levels == 0 && tf.Kind == online.Regression: // ordered by score alike
 		default:
 			return nil, fmt.Errorf("stream: model %s (%s): fallback %s is a %s model", nm.Name, tm.Kind, nm.Fallback, tf.Kind)
 		}

@@ -47,6 +47,10 @@ type profileDef struct {
 	fingerprint string
 	ent         int   // its index in the decoder's entities; -1: the message key names it
 	outField    uint8 // the field of cfg.Out (an event or candidate that carries it keeps its own)
+	// The hashed index of each value (cfg.Names), and its sign as the
+	// bit XORed into the value (wire.HashConfig.Feature).
+	valIdx  []int32
+	valSign []uint64
 	factors     int   // the fm model's index in the engine's models (-1: none)
 	refs        map[string]int
 	joined      prometheus.Counter
@@ -70,6 +74,7 @@ type profileScratch struct {
 	idx   []int32    // the event's or candidate's features with the profiles'
 	val   []float64
 	field []uint8
+	nums  []float64 // a profile's values
 	up    profileUpdate
 	ru    refUpdate
 	fac   []float64
@@ -186,7 +191,12 @@ func newProfileDefs(cfg *Config, models []NamedModel, met *engineMetrics) ([]*pr
 			// there: its vector would not be the one it keeps.
 			seen := map[int32]string{}
 			for _, name := range c.Names() {
-				i, _ := cfg.Hash.Feature(c.Out, name)
+				i, neg := cfg.Hash.Feature(c.Out, name)
+				d.valIdx = append(d.valIdx, i)
+				d.valSign = append(d.valSign, 0)
+				if neg {
+					d.valSign[len(d.valSign)-1] = 1 << 63
+				}
 				if other, ok := seen[i]; ok {
 					return nil, fmt.Errorf("stream: profile %s: values %q and %q of namespace %q hash to the same index %d: change features.hash.seed or add bits", c.Entity, other, name, c.Out, i)
 				}
@@ -301,44 +311,66 @@ func (p *shardProfile) id(ev *wire.Event, key []byte) []byte {
 	return nil
 }
 
-// render appends the members publishing id's profile to dst (with obj,
-// the entity's namespace as its profile kept it, or {"<name>": id} when
-// it has none), counting cold ones.
-func (p *shardProfile) render(dst, id []byte, values, obj bool) []byte {
+// join appends to ps's features those of id's profile: with obj, the
+// entity's namespace as its profile kept it ({"<name>": id} when it has
+// none), and with values its values (the namespace cfg.Out), each as the
+// decoder hashes it, so that a client that spells them out sends the same
+// features. Cold ids are counted.
+func (p *shardProfile) join(e *Engine, ps *profileScratch, id []byte, values, obj bool) {
 	mu := p.h.Mutex(id)
 	if mu != nil {
 		mu.Lock()
+		defer mu.Unlock()
 	}
 	st, _ := p.h.Find(id).(*profile.State)
 	if st == nil || st.Events == 0 {
 		p.def.cold.Inc()
+		st = nil
 	} else {
 		p.def.joined.Inc()
 	}
-	c := p.def.cfg
+	d := p.def
 	if obj {
-		dst = appendJSONString(dst, c.Namespace)
-		dst = append(dst, ':')
-		if st != nil && len(st.Attrs) > 0 {
-			dst = append(dst, st.Attrs...)
-		} else {
-			dst = append(dst, '{')
-			dst = appendJSONString(dst, c.Name)
-			dst = append(dst, ':')
-			dst = appendJSONString(dst, id)
-			dst = append(dst, '}')
-		}
-		if values {
-			dst = append(dst, ',')
+		switch h, ok := (*profile.Hashed)(nil), false; {
+		case st != nil && len(st.Attrs) > 0:
+			if h, ok = st.HashedAttrs(); !ok {
+				ps.frag = append(appendJSONString(append(ps.frag[:0], '{'), d.cfg.Namespace), ':')
+				ps.frag = append(append(ps.frag, st.Attrs...), '}')
+				if e.decodeFragment(ps) {
+					st.SetHashedAttrs(ps.ev.Idx, ps.ev.Val, ps.ev.Field)
+				}
+				h, _ = st.HashedAttrs()
+			}
+			ps.idx, ps.val, ps.field = append(ps.idx, h.Idx...), append(ps.val, h.Val...), append(ps.field, h.Field...)
+		default:
+			ps.frag = append(appendJSONString(append(ps.frag[:0], '{'), d.cfg.Namespace), ":{"...)
+			ps.frag = append(appendJSONString(append(appendJSONString(ps.frag, d.cfg.Name), ':'), id), "}}"...)
+			if e.decodeFragment(ps) {
+				ps.idx, ps.val, ps.field = append(ps.idx, ps.ev.Idx...), append(ps.val, ps.ev.Val...), append(ps.field, ps.ev.Field...)
+			}
 		}
 	}
 	if values {
-		dst = c.Render(dst, st, p.median)
+		ps.nums = d.cfg.Numbers(ps.nums[:0], st, p.median)
+		for k, v := range ps.nums {
+			ps.idx = append(ps.idx, d.valIdx[k])
+			ps.val = append(ps.val, math.Float64frombits(math.Float64bits(v)^d.valSign[k]))
+			ps.field = append(ps.field, d.outField)
+		}
 	}
-	if mu != nil {
-		mu.Unlock()
+}
+
+// decodeFragment hashes ps.frag, a features object, into ps.ev; false
+// (logged) if it does not decode: an entity's kept namespace decoded in
+// the event it came from, and an id is quoted here.
+func (e *Engine) decodeFragment(ps *profileScratch) bool {
+	if err := e.fragDec.DecodeFeatures(ps.frag, &ps.ev); err != nil {
+		if e.cfg.Log != nil {
+			e.cfg.Log.Error("profile join: an entity's namespace does not decode", "err", err)
+		}
+		return false
 	}
-	return dst
+	return true
 }
 
 // appendJSONString appends s as a JSON string.
@@ -363,13 +395,13 @@ func carries(fields []uint8, f uint8) bool { return slices.Contains(fields, f) }
 
 // joinProfiles returns in, the event's (or a candidate's) hashed features
 // idx, val, field, with the profile values of every entity it names that
-// publishes values and that it does not carry itself appended (ids:
-// idOnly, the candidate's item for the candidates' entity, named only by
-// its id: its namespace from the profile too).
+// publishes values and that it does not carry itself appended (item: a
+// candidate's item, the id of the candidates' entity; idOnly: the
+// candidate came without features, and takes that entity's namespace
+// from its profile too).
 func (s *Shard) joinProfiles(in *holder.Input, idx []int32, val []float64, field []uint8, ev *wire.Event, key, item []byte, idOnly bool) *holder.Input {
 	ps := &s.ps
-	ps.frag = append(ps.frag[:0], '{')
-	n := 0
+	joined := false
 	for _, p := range s.profiles {
 		c := p.def.cfg
 		id := p.id(ev, key)
@@ -381,24 +413,15 @@ func (s *Shard) joinProfiles(in *holder.Input, idx []int32, val []float64, field
 		if id == nil || (!values && !obj) {
 			continue
 		}
-		if n > 0 {
-			ps.frag = append(ps.frag, ',')
+		if !joined {
+			ps.idx, ps.val, ps.field = append(ps.idx[:0], idx...), append(ps.val[:0], val...), append(ps.field[:0], field...)
+			joined = true
 		}
-		ps.frag = p.render(ps.frag, id, values, obj)
-		n++
+		p.join(s.e, ps, id, values, obj)
 	}
-	if n == 0 {
+	if !joined {
 		in.SetHashed(idx, val, field)
 		return in
-	}
-	ps.frag = append(ps.frag, '}')
-	ps.idx, ps.val, ps.field = append(ps.idx[:0], idx...), append(ps.val[:0], val...), append(ps.field[:0], field...)
-	if err := s.e.fragDec.DecodeFeatures(ps.frag, &ps.ev); err == nil {
-		ps.idx, ps.val, ps.field = append(ps.idx, ps.ev.Idx...), append(ps.val, ps.ev.Val...), append(ps.field, ps.ev.Field...)
-	} else if s.e.cfg.Log != nil {
-		// A profile renders valid JSON of finite numbers; an entity's kept
-		// namespace was valid in the event it came from.
-		s.e.cfg.Log.Error("profile join: the rendered profile does not decode", "err", err)
 	}
 	in.SetHashed(ps.idx, ps.val, ps.field)
 	return in

@@ -131,6 +131,27 @@ type State struct {
 	Factors        []float64
 	Ref            []RefLabel // sorted by J, one per reference key
 	Attrs          []byte     // the entity's namespace object from its last event that had it (raw JSON)
+
+	hashed Hashed // Attrs hashed (SetHashedAttrs; not encoded), until Attrs change
+}
+
+// Hashed are hashed features: indices, signed values, fields.
+type Hashed struct {
+	Idx   []int32
+	Val   []float64
+	Field []uint8
+	ok    bool
+}
+
+// HashedAttrs returns Attrs as SetHashedAttrs kept them, and whether it
+// did since they last changed.
+func (s *State) HashedAttrs() (*Hashed, bool) { return &s.hashed, s.hashed.ok }
+
+// SetHashedAttrs keeps Attrs hashed (copies of idx, val, field) until they
+// change.
+func (s *State) SetHashedAttrs(idx []int32, val []float64, field []uint8) {
+	h := &s.hashed
+	h.Idx, h.Val, h.Field, h.ok = append(h.Idx[:0], idx...), append(h.Val[:0], val...), append(h.Field[:0], field...), true
 }
 
 // RefLabel is reference key J's latest label for the entity.
@@ -180,8 +201,9 @@ func (s *State) Update(c *Config, ev *Event) {
 	if ev.Factors != nil {
 		s.Factors = append(s.Factors[:0], ev.Factors...)
 	}
-	if ev.Attrs != nil {
+	if ev.Attrs != nil && string(ev.Attrs) != string(s.Attrs) {
 		s.Attrs = append(s.Attrs[:0], ev.Attrs...)
+		s.hashed.ok = false
 	}
 }
 
@@ -193,71 +215,70 @@ func (s *State) Variance() float64 {
 	return s.M2 / float64(s.Labels)
 }
 
-// Render appends the members of a features object that publish s (nil:
-// an entity never seen, published with its cold defaults: counts 0, the
-// prior mean, zero factors, every reference key's median) under c.Out;
-// median(j) is reference key j's median label. Numbers are written in
-// the shortest form that reads back as the same float64, so that a client
-// that spells the values out gets the same features.
-func (c *Config) Render(dst []byte, s *State, median func(j int) float64) []byte {
+// Numbers appends to dst the numbers c publishes for s (nil: an entity
+// never seen, with its cold defaults: counts 0, the prior mean, zero
+// factors, every reference key's median), in Names' order; median(j) is
+// reference key j's median label.
+func (c *Config) Numbers(dst []float64, s *State, median func(j int) float64) []float64 {
 	var zero State
 	if s == nil {
 		s = &zero
 	}
-	dst = strconv.AppendQuote(dst, c.Out)
-	dst = append(dst, ":{"...)
-	first := true
-	// member appends "prefix<j>":v (j < 0: no number).
-	member := func(prefix string, j int, v float64) {
-		if !first {
-			dst = append(dst, ',')
-		}
-		first = false
-		dst = append(dst, '"')
-		dst = append(dst, prefix...)
-		if j >= 0 {
-			dst = strconv.AppendInt(dst, int64(j), 10)
-		}
-		dst = append(dst, `":`...)
-		dst = strconv.AppendFloat(dst, v, 'g', -1, 64)
-	}
 	for _, v := range c.Values {
 		switch v {
 		case ValueCount:
-			member(v, -1, float64(s.Events))
+			dst = append(dst, float64(s.Events))
 		case ValueLabels:
-			member(v, -1, float64(s.Labels))
+			dst = append(dst, float64(s.Labels))
 		case ValueMean:
 			m := s.Mean
 			if s.Labels == 0 {
 				m = c.Prior
 			}
-			member(v, -1, m)
+			dst = append(dst, m)
 		case ValueVariance:
-			member(v, -1, s.Variance())
+			dst = append(dst, s.Variance())
 		case ValuePopularity:
-			member(v, -1, s.Pop)
+			dst = append(dst, s.Pop)
 		case ValueFactors:
 			for j := range c.K {
 				f := 0.0
 				if j < len(s.Factors) {
 					f = s.Factors[j]
 				}
-				member("f", j, f)
+				dst = append(dst, f)
 			}
 		case ValueReference:
 			k := 0
 			for j := range c.Reference {
-				y := 0.0
 				if k < len(s.Ref) && int(s.Ref[k].J) == j {
-					y = s.Ref[k].Y
+					dst = append(dst, s.Ref[k].Y)
 					k++
 				} else {
-					y = median(j)
+					dst = append(dst, median(j))
 				}
-				member("r", j, y)
 			}
 		}
+	}
+	return dst
+}
+
+// Render appends the members of a features object that publish s (nil:
+// the cold defaults, as Values) under c.Out, e.g. "item_profile":{"count":12,…}.
+// Numbers are written in the shortest form that reads back as the same
+// float64, so that a client that spells the values out gets the features
+// the service joins.
+func (c *Config) Render(dst []byte, s *State, median func(j int) float64) []byte {
+	dst = strconv.AppendQuote(dst, c.Out)
+	dst = append(dst, ":{"...)
+	values := c.Numbers(nil, s, median)
+	for k, name := range c.Names() {
+		if k > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendQuote(dst, name)
+		dst = append(dst, ':')
+		dst = strconv.AppendFloat(dst, values[k], 'g', -1, 64)
 	}
 	return append(dst, '}')
 }
