@@ -154,8 +154,10 @@ func TestLabelFallbackBad(t *testing.T) {
 			"models[1].fallback", `"g" is a classifier model (type logistic) and this one an ordinal model: a fallback must be of the same kind`},
 		{`[{name: g, type: krr, features: {dim: 2}}, {name: k, type: omam, levels: 3, label: {edges: [2, 4]}, scope: key, fallback: g, features: {dim: 2}}]`,
 			"models[1].fallback", `"g" is a regression model (type krr) and this one an ordinal model`},
-		{`[{name: g, type: krr, features: {dim: 2}}, {name: k, type: lsrrank, scope: key, fallback: g, features: {dim: 2}}]`,
-			"models[1].fallback", `"g" is a regression model (type krr) and this one a ranking model`},
+		{`[{name: g, type: logistic, features: {dim: 2}}, {name: k, type: lsrrank, scope: key, fallback: g, features: {dim: 2}}]`,
+			"models[1].fallback", `"g" is a classifier model (type logistic) and this one a ranking model`},
+		{`[{name: g, type: krr, features: {dim: 2}}, {name: k, type: lsrrank, levels: 3, scope: key, fallback: g, features: {dim: 2}}]`,
+			"models[1].fallback", `"g" is a regression model (type krr) and this one an ordinal model`},
 		{`[{name: g, type: valuereg, features: {dim: 2}}, {name: k, type: omam, levels: 3, scope: key, fallback: g, features: {dim: 2}}]`,
 			"models[1].fallback", `"g" is a regression model (type valuereg) and this one an ordinal model`},
 	}
@@ -184,4 +186,12 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// TestRankingFallsBackOnRegression: a ranking model without levels may
+// fall back on a regression model (both order candidates by score).
+func TestRankingFallsBackOnRegression(t *testing.T) {
+	if _, err := Parse([]byte("models: [{name: g, type: krr, features: {dim: 2}}, {name: k, type: lsrrank, scope: key, fallback: g, features: {dim: 2}}]\n"), nil, typesWithValue); err != nil {
+		t.Fatal(err)
+	}
 }

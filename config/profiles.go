@@ -24,7 +24,7 @@ type Profile struct {
 	// must be listed in the features' namespaces.
 	Namespace string `yaml:"namespace"`
 	// Values are what is published, of count, labels, mean, variance,
-	// popularity, factors, reference; default: the first five, and
+	// popularity, bias, factors, reference; default: the first five, and
 	// factors and reference when configured.
 	Values []string `yaml:"values"`
 	// HalfLife decays the popularity (0: a plain count).
@@ -103,7 +103,7 @@ func (p Profile) PublishedValues() []string {
 }
 
 // profileValues are the values a profile can publish, in their order.
-var profileValues = []string{"count", "labels", "mean", "variance", "popularity", "factors", "reference"}
+var profileValues = []string{"count", "labels", "mean", "variance", "popularity", "bias", "factors", "reference"}
 
 // DefaultProfileKeys is profiles[i].max_keys's default.
 const DefaultProfileKeys = 100_000
@@ -223,8 +223,8 @@ func (v *validator) profiles(c *Config) {
 			}
 		}
 		vals := p.PublishedValues()
-		if slices.Contains(vals, "factors") && p.Factors == "" {
-			v.errorf(path+".values", "publishes factors, but factors names no fm model")
+		if (slices.Contains(vals, "factors") || slices.Contains(vals, "bias")) && p.Factors == "" {
+			v.errorf(path+".values", "publishes the fm's factors or bias, but factors names no fm model")
 		}
 		if slices.Contains(vals, "reference") && !p.Reference.Enabled() {
 			v.errorf(path+".values", "publishes reference, but reference names no keys")

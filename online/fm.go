@@ -1024,17 +1024,18 @@ func (m *FM) stateClose(other Model, rtol float64) error {
 	return nil
 }
 
-// Factors appends to dst[:0] the factors of input index i as they
-// multiply its value (the row's factors over the feature's scale), and
-// reports whether i has been learned (dst is then k zeros when not).
-func (m *FM) Factors(dst []float64, i int32) ([]float64, bool) {
+// Factors returns the weight of input index i and appends to dst[:0] its
+// factors, both as they multiply its value (over the feature's scale),
+// and reports whether i has been learned (a weight 0 and k zero factors
+// when not).
+func (m *FM) Factors(dst []float64, i int32) (w float64, f []float64, learned bool) {
 	dst = dst[:0]
 	r := m.rows.find(i)
 	if r < 0 {
 		for range m.k {
 			dst = append(dst, 0)
 		}
-		return dst, false
+		return 0, dst, false
 	}
 	row := m.rows.row(r)
 	s := row[fmRowS]
@@ -1044,7 +1045,7 @@ func (m *FM) Factors(dst []float64, i int32) ([]float64, bool) {
 	for _, v := range row[fmRowV : fmRowV+m.k] {
 		dst = append(dst, v/s)
 	}
-	return dst, true
+	return row[fmRowW] / s, dst, true
 }
 
 // K is the number of factors per feature.

@@ -112,7 +112,7 @@ func AdaBoostType() *online.Type {
 func newAdaBoost(dim int, p *AdaBoostParams) (online.Model, error) {
 	return New(Config{
 		Type: AdaBoostName, Params: p, Dim: dim,
-		Window: p.Window.Events, WindowTime: p.Window.Time,
+		Window: p.Window.Events, WindowTime: p.Window.Time, MinEvents: p.Window.MinEvents,
 		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, OnScore: p.Refit.OnScore, Guard: p.Refit.Guard, GuardSlack: p.Refit.GuardSlack,
 	}, &AdaBoost{Members: slices.Clone(p.Members), Stumps: p.Stumps, Rounds: p.Rounds})
 }

@@ -206,7 +206,7 @@ func newLowRankModel(dim int, p *LowRankParams) (online.Model, error) {
 	}
 	return New(Config{
 		Type: LowRankName, Params: p, Dim: dim,
-		Window: p.Window.Events, WindowTime: p.Window.Time,
+		Window: p.Window.Events, WindowTime: p.Window.Time, MinEvents: p.Window.MinEvents,
 		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, OnScore: p.Refit.OnScore, Guard: p.Refit.Guard, GuardSlack: p.Refit.GuardSlack,
 	}, &LowRank{
 		Params: lowrank.Params{Rows: rows, Cols: cols, Rank: p.Rank, C: p.C, Tol: p.Tol, MaxIter: p.MaxIterations},

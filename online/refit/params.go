@@ -16,6 +16,9 @@ import (
 type Window struct {
 	Events int           `yaml:"events"` // labelled events kept, ≥ 10 (default 2000)
 	Time   time.Duration `yaml:"time"`   // also drop events older than this (0 = off)
+	// MinEvents: no fit before the window holds this many events (0: 10):
+	// a key-scoped model with a fallback leaves keys with fewer to it.
+	MinEvents int `yaml:"min_events"`
 }
 
 // Schedule is the "refit" key of a refitted model: when it is refitted.
@@ -67,6 +70,9 @@ func checkWindow(errs *[]error, w Window, s Schedule, dim int) {
 	}
 	if w.Time < 0 {
 		*errs = append(*errs, specErrorf("window.time", "must be ≥ 0 (0 = off), got %v", w.Time))
+	}
+	if w.MinEvents < 0 || w.MinEvents > w.Events {
+		*errs = append(*errs, specErrorf("window.min_events", "must be in [0, window.events] (0 = 10), got %d", w.MinEvents))
 	}
 	if s.EveryEvents < 0 || s.Every < 0 || (s.EveryEvents == 0 && s.Every == 0 && !s.OnScore) {
 		*errs = append(*errs, specErrorf("refit", "set every_events and/or every (> 0), or on_score: true (key-scoped models only: a started, global instance ignores it), got every_events %d, every %v, on_score %v", s.EveryEvents, s.Every, s.OnScore))

@@ -174,7 +174,7 @@ func newRankModel(name string, params online.Params, dim, nnz int, p *RankParams
 	}
 	return New(Config{
 		Type: name, Params: params, Dim: dim,
-		Window: p.Window.Events, WindowTime: p.Window.Time,
+		Window: p.Window.Events, WindowTime: p.Window.Time, MinEvents: p.Window.MinEvents,
 		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, OnScore: p.Refit.OnScore, Levels: levels, Sparse: nnz,
 	}, tr)
 }

@@ -185,7 +185,7 @@ func newSVM(dim, nnz int, p *SVMParams) (online.Model, error) {
 	}
 	return New(Config{
 		Type: SVMName, Params: p, Dim: dim,
-		Window: p.Window.Events, WindowTime: p.Window.Time,
+		Window: p.Window.Events, WindowTime: p.Window.Time, MinEvents: p.Window.MinEvents,
 		EveryEvents: p.Refit.EveryEvents, Every: p.Refit.Every, OnScore: p.Refit.OnScore, Guard: p.Refit.Guard, GuardSlack: p.Refit.GuardSlack,
 		Sparse: nnz,
 	}, &SVM{Params: params, Delta: p.Delta, ProbLevels: p.Probability.Levels, NoBound: p.Kernel.Type == "sigmoid"})

@@ -31,7 +31,12 @@ func TestShippedConfigsBuild(t *testing.T) {
 		if len(models) != len(cfg.Models) {
 			t.Errorf("%s: %d models built for %d configured", f, len(models), len(cfg.Models))
 		}
-		if err := Check(ConfigFrom(cfg), models); err != nil {
+		ecfg := ConfigFrom(cfg)
+		if ecfg.Profiles, err = ProfilesFrom(cfg); err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if err := Check(ecfg, models); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}

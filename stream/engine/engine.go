@@ -282,7 +282,10 @@ func Check(cfg Config, models []NamedModel) error {
 	if len(models) == 0 {
 		return errors.New("stream: engine needs at least one model")
 	}
-	_, err := checkEngine(&cfg, models)
+	if _, err := checkEngine(&cfg, models); err != nil {
+		return err
+	}
+	_, err := newProfileDefs(&cfg, models, newEngineMetrics(nil))
 	return err
 }
 

@@ -444,7 +444,7 @@ func (s *Shard) learnProfiles(ev *wire.Event, key []byte, at int64) {
 		if d.ent >= 0 {
 			u.ev.Attrs = ev.EntObj[d.ent]
 			if d.factors >= 0 {
-				u.ev.Factors = s.factorsOf(d.factors, ev.EntHash[d.ent])
+				u.ev.Bias, u.ev.Factors = s.factorsOf(d.factors, ev.EntHash[d.ent])
 			}
 		}
 		if j, ok := d.refs[string(key)]; ok && ev.HasLabel && p.ref != nil {
@@ -472,21 +472,23 @@ func (s *Shard) learnProfiles(ev *wire.Event, key []byte, at int64) {
 	}
 }
 
-// factorsOf is the fm model i's factors for the feature of 64-bit hash h
-// (zeros when it has not learned it), signed as the feature enters.
-func (s *Shard) factorsOf(i int, h uint64) []float64 {
+// factorsOf is the fm model i's weight and factors for the feature of
+// 64-bit hash h (zeros when it has not learned it), signed as the feature
+// enters.
+func (s *Shard) factorsOf(i int, h uint64) (float64, []float64) {
 	m := s.models[i]
 	mu := m.lock(nil)
 	fm := m.h.Instance().(*online.FM) // newProfileDefs: a global fm
-	f, _ := fm.Factors(s.ps.fac, int32(h&uint64(s.e.cfg.Dim-1)))
+	w, f, _ := fm.Factors(s.ps.fac, int32(h&uint64(s.e.cfg.Dim-1)))
 	unlock(mu)
 	if h&(1<<63) != 0 {
+		w = -w
 		for j := range f {
 			f[j] = -f[j]
 		}
 	}
 	s.ps.fac = f
-	return f
+	return w, f
 }
 
 // captureProfiles appends the shard's profile tables to c.

@@ -37,13 +37,14 @@ const (
 	ValueMean       = "mean"       // the labels' mean (cold: Config.Prior)
 	ValueVariance   = "variance"   // the labels' population variance (0 below two labels)
 	ValuePopularity = "popularity" // events decayed with Config.HalfLife, as of the last one
+	ValueBias       = "bias"       // the fm model's weight for the entity's id
 	ValueFactors    = "factors"    // f0..f{k-1}: the fm model's factors for the entity's id
 	ValueReference  = "reference"  // r0..r{R-1}: the reference keys' labels (missing: the key's median)
 )
 
 // AllValues are the values a profile can publish, in the order Render
 // writes them.
-var AllValues = []string{ValueCount, ValueLabels, ValueMean, ValueVariance, ValuePopularity, ValueFactors, ValueReference}
+var AllValues = []string{ValueCount, ValueLabels, ValueMean, ValueVariance, ValuePopularity, ValueBias, ValueFactors, ValueReference}
 
 // Config is one entity's profile: where its id comes from and what is
 // kept and published.
@@ -128,6 +129,7 @@ type State struct {
 	Mean, M2       float64 // Welford's running mean and sum of squared deviations
 	First, Last    int64   // unix milliseconds of the first and last event
 	Pop            float64 // popularity as of Last
+	Bias           float64 // the fm's weight for the id (with Factors)
 	Factors        []float64
 	Ref            []RefLabel // sorted by J, one per reference key
 	Attrs          []byte     // the entity's namespace object from its last event that had it (raw JSON)
@@ -166,6 +168,7 @@ type Event struct {
 	Label    float64
 	Labelled bool
 	Factors  []float64 // the fm model's factors for the id after it learned the event (nil: none)
+	Bias     float64   // and its weight (with Factors)
 	Ref      int       // the event's key's index in Config.Reference, -1 if none
 	Attrs    []byte    // the entity's namespace object in the event (nil: none)
 }
@@ -200,6 +203,7 @@ func (s *State) Update(c *Config, ev *Event) {
 	}
 	if ev.Factors != nil {
 		s.Factors = append(s.Factors[:0], ev.Factors...)
+		s.Bias = ev.Bias
 	}
 	if ev.Attrs != nil && string(ev.Attrs) != string(s.Attrs) {
 		s.Attrs = append(s.Attrs[:0], ev.Attrs...)
@@ -240,6 +244,8 @@ func (c *Config) Numbers(dst []float64, s *State, median func(j int) float64) []
 			dst = append(dst, s.Variance())
 		case ValuePopularity:
 			dst = append(dst, s.Pop)
+		case ValueBias:
+			dst = append(dst, s.Bias)
 		case ValueFactors:
 			for j := range c.K {
 				f := 0.0
@@ -299,6 +305,7 @@ func (s *State) AppendBinary(dst []byte) ([]byte, error) {
 	dst = codec.AppendI64(dst, s.First)
 	dst = codec.AppendI64(dst, s.Last)
 	dst = codec.AppendF64(dst, s.Pop)
+	dst = codec.AppendF64(dst, s.Bias)
 	dst = codec.AppendU32(dst, uint32(len(s.Factors)))
 	dst = codec.AppendF64s(dst, s.Factors)
 	dst = codec.AppendU32(dst, uint32(len(s.Ref)))
@@ -324,6 +331,7 @@ func (s *State) UnmarshalBinary(b []byte) error {
 	t.Mean, t.M2 = r.F64(), r.F64()
 	t.First, t.Last = r.I64(), r.I64()
 	t.Pop = r.F64()
+	t.Bias = r.F64()
 	if n := r.Count("factors", 1<<16, 8); n > 0 {
 		t.Factors = make([]float64, n)
 		r.F64s(t.Factors)
