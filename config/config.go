@@ -344,6 +344,10 @@ type Model struct {
 	// until a key's own instance decides, the key's records carry the
 	// fallback's answer. "" = none.
 	Fallback string `yaml:"fallback"`
+	// Residual (with a fallback): the key's instance learns the label
+	// less the fallback's prediction, and publishes the fallback's
+	// prediction plus its own (a global model with a per-key correction).
+	Residual bool `yaml:"residual"`
 
 	// Params holds every other key of the entry, decoded into the type's
 	// parameter struct (online.Type.NewParams: its defaults, then the keys
@@ -648,6 +652,10 @@ func (m Model) Fingerprint() string {
 		} else { // not a valid configuration: only distinct
 			b = codec.AppendBytes(b, []byte(m.Label.Positive))
 		}
+	}
+	if m.Residual { // a residual model learns other targets (absent otherwise: old fingerprints unchanged)
+		b = append(b, "residual\x00"...)
+		b = codec.AppendBytes(b, []byte(m.Fallback))
 	}
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])

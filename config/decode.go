@@ -483,7 +483,7 @@ func (d *decoder) models(c *Config, n *yaml.Node) {
 }
 
 // commonKeys are the keys of every model; the others are the type's own.
-var commonKeys = []string{"name", "type", "features", "scope", "max_keys", "label", "fallback"}
+var commonKeys = []string{"name", "type", "features", "scope", "max_keys", "label", "fallback", "residual"}
 
 // model decodes one models entry: the common keys, then the type's keys
 // into the type's parameter struct (its defaults first, completed after).
@@ -511,6 +511,8 @@ func (d *decoder) model(n *yaml.Node, path string) Model {
 			d.label(v, p, &m.Label)
 		case "fallback":
 			d.str(v, p, &m.Fallback)
+		case "residual":
+			d.boolean(v, p, &m.Residual)
 		default:
 			own = append(own, entry{k, v})
 		}

@@ -13,7 +13,7 @@
 // with list indices, and its line or environment variable:
 //
 //	config: unknown key "models[0].kernel.gama" (line 12) (models[0].kernel takes: type, gamma, features, seed, degree, coef0, orthogonal, sparse)
-//	config: models[0].balance: does not apply to model type svm (it takes: name, type, features, scope, max_keys, label, fallback, kernel, C, …) (line 14)
+//	config: models[0].balance: does not apply to model type svm (it takes: name, type, features, scope, max_keys, label, fallback, residual, kernel, C, …) (line 14)
 //	config: models[0].kernel.gamma: must be > 0 and finite, got -1 (line 13)
 //	config: kafka.commit_interval: "5 seconds" is not a duration (write e.g. 1s, 250ms, 1m30s) (line 9)
 //	config: kafka.start_offset: "middle" is not one of earliest, latest (from STREAMER_KAFKA_START_OFFSET)
@@ -165,6 +165,9 @@
 //	                                (an ordinal model with label.edges: or a regression model that
 //	                                publishes values); a key's records carry its answer, with
 //	                                "fallback": its name, until the key's own instance decides
+//	residual            false       with a fallback (a regression model) and a ranking or regression
+//	                                model: a key's instance learns the label less the fallback's
+//	                                prediction and publishes their sum
 //
 // Every other key of a models entry belongs to the model type: it is a
 // field of the type's parameter struct (nested keys such as kernel.gamma
@@ -269,7 +272,7 @@
 // model) are hex SHA-256 digests of a canonical encoding of every model
 // key after defaults: name, type, features, scope, max_keys, the
 // canonical encoding of the type's parameters (online/codec: by key, zero
-// values left out) and the label section when set (not fallback, which
-// changes no model's state). Saved model state records the fingerprint, and state
+// values left out), the label section when set and residual with its
+// fallback when set (not a plain fallback, which changes no model's state). Saved model state records the fingerprint, and state
 // is not restored into a model configured differently.
 package config

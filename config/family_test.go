@@ -68,8 +68,8 @@ func TestModelFamilyBad(t *testing.T) {
 		{`{name: o, type: omam, features: {dim: 2}}`, "models[0].levels: required: the number of levels m, in [2, 65536] (labels 1..m), got 0 (line 2)"},
 		{`{name: o, type: omam, levels: 3, edges: [1], features: {dim: 2}}`, "models[0].edges: has 1 edges; levels 3 needs levels−1 = 2 (line 2)"},
 		{`{name: o, type: omam, levels: 3, edges: [2, 1], features: {dim: 2}}`, "models[0].edges[1]: edges must be strictly increasing: 1 after 2 (line 2)"},
-		{`{name: o, type: omam, levels: 3, balance: true, features: {dim: 2}}`, "models[0].balance: does not apply to model type omam (it takes: name, type, features, scope, max_keys, label, fallback, kernel, levels, edges, normalize, budget, window, decay) (line 2)"},
-		{`{name: l, type: logistic, kernel: {type: rbf}, features: {dim: 2}}`, "models[0].kernel: does not apply to model type logistic (it takes: name, type, features, scope, max_keys, label, fallback, learning_rate, l2) (line 2)"},
+		{`{name: o, type: omam, levels: 3, balance: true, features: {dim: 2}}`, "models[0].balance: does not apply to model type omam (it takes: name, type, features, scope, max_keys, label, fallback, residual, kernel, levels, edges, normalize, budget, window, decay) (line 2)"},
+		{`{name: l, type: logistic, kernel: {type: rbf}, features: {dim: 2}}`, "models[0].kernel: does not apply to model type logistic (it takes: name, type, features, scope, max_keys, label, fallback, residual, learning_rate, l2) (line 2)"},
 		{`{name: l, type: logistic, learning_rate: 0, features: {dim: 2}}`, "models[0].learning_rate: must be > 0 and finite, got 0 (line 2)"},
 		{`{name: m, type: mam, window: {events: 10}, decay: {half_life: 5}, features: {dim: 2}}`, "models[0].decay.half_life: cannot be combined with window.events (10): choose one way of forgetting (line 2)"},
 		{`{name: m, type: mam, kernel: {type: polynomial}, features: {dim: 2}}`, `models[0].kernel.type: "polynomial" has no random-feature map: it needs budget > 0 (exact kernel mode) (line 2)`},
@@ -78,10 +78,10 @@ func TestModelFamilyBad(t *testing.T) {
 		{`{name: s, type: svm, refit: {guard: 0.7}, features: {dim: 2}}`, "models[0].refit.guard: must be in [0, 0.5), got 0.7 (line 2)"},
 		{`{name: s, type: svm, probability: {levels: 1}, features: {dim: 2}}`, "models[0].probability.levels: must be in 2..100 (0 = off), got 1 (line 2)"},
 		{`{name: s, type: svm, kernel: {type: sigmoid, degree: 3}, features: {dim: 2}}`, "models[0].kernel.degree: only for kernel type polynomial; remove it (kernel.type is sigmoid) (line 2)"},
-		{`{name: d, type: lda, C: 1, features: {dim: 2}}`, "models[0].C: does not apply to model type lda (it takes: name, type, features, scope, max_keys, label, fallback, window, decay) (line 2)"},
+		{`{name: d, type: lda, C: 1, features: {dim: 2}}`, "models[0].C: does not apply to model type lda (it takes: name, type, features, scope, max_keys, label, fallback, residual, window, decay) (line 2)"},
 		// A key of no model type is a typo: an unknown key.
-		{"{name: m, type: mam, kernell: {type: linear}, features: {dim: 2}}", `config: unknown key "models[0].kernell" (line 2) (model type mam takes: name, type, features, scope, max_keys, label, fallback, kernel, balance, delta, budget, window, decay, bandwidths)`},
-		{"{name: m, type: svm, C_pox: 2, features: {dim: 2}}", `config: unknown key "models[0].C_pox" (line 2) (model type svm takes: name, type, features, scope, max_keys, label, fallback, kernel, C, C_pos, C_neg, delta, window, refit, probability)`},
+		{"{name: m, type: mam, kernell: {type: linear}, features: {dim: 2}}", `config: unknown key "models[0].kernell" (line 2) (model type mam takes: name, type, features, scope, max_keys, label, fallback, residual, kernel, balance, delta, budget, window, decay, bandwidths)`},
+		{"{name: m, type: svm, C_pox: 2, features: {dim: 2}}", `config: unknown key "models[0].C_pox" (line 2) (model type svm takes: name, type, features, scope, max_keys, label, fallback, residual, kernel, C, C_pos, C_neg, delta, window, refit, probability)`},
 	} {
 		_, err := Parse([]byte("models:\n  - "+tc.yaml+"\n"), nil, testTypes)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -142,7 +142,7 @@ models:
 		{`{name: r, type: lsrrank, max_keys: 3, features: {dim: 2}}`, "models[0].max_keys: only with scope: key (line 2)"},
 		{`{name: r, type: lsrrank, levels: 1, features: {dim: 2}}`, "models[0].levels: must be in 2..1000 (integer targets 1..m; 0 = off, any real target), got 1 (line 2)"},
 		{`{name: r, type: mlsrrank, kernels: [{gamma: 1}], levels: 1001, features: {dim: 2}}`, "models[0].levels: must be in 2..1000"},
-		{`{name: r, type: krr, levels: 5, features: {dim: 2}}`, "models[0].levels: does not apply to model type krr (it takes: name, type, features, scope, max_keys, label, fallback, kernel, lambda, solver, window, refit) (line 2)"},
+		{`{name: r, type: krr, levels: 5, features: {dim: 2}}`, "models[0].levels: does not apply to model type krr (it takes: name, type, features, scope, max_keys, label, fallback, residual, kernel, lambda, solver, window, refit) (line 2)"},
 		{`{name: r, type: lsrrank, levels: 5, edges: [1, 2, 3, 4], features: {dim: 2}}`, "models[0].edges: does not apply to model type lsrrank"},
 		{`{name: r, type: lsrrank, refit: {guard: 0.1}, features: {dim: 2}}`, `unknown key "models[0].refit.guard" (line 2) (models[0].refit takes: every_events, every, on_score)`},
 	} {

@@ -88,6 +88,9 @@ func ownEdges(params online.Params) []float64 {
 // that publishes values (its value is binned by the edges).
 func (v *validator) fallbacks(models []Model, reg *online.Registry) {
 	for i, m := range models {
+		if m.Residual && m.Fallback == "" {
+			v.errorf(fmt.Sprintf("models[%d].residual", i), "needs a fallback: the global model whose prediction this one corrects")
+		}
 		if m.Fallback == "" {
 			continue
 		}
@@ -122,6 +125,11 @@ func (v *validator) fallbacks(models []Model, reg *online.Registry) {
 		if !ok1 || !ok2 {
 			continue
 		}
+		if m.Residual && (tf.Kind != online.Regression || (tm.Kind != online.Regression && tm.Kind != online.Ranking)) {
+			v.errorf(fmt.Sprintf("models[%d].residual", i), "a residual model is a ranking or regression model that corrects a regression model's prediction; %q is %s model and this one %s model",
+				m.Fallback, aKind(tf.Kind), aKind(tm.Kind))
+			continue
+		}
 		switch {
 		case tm.Kind == tf.Kind:
 			if tm.Kind == online.Ordinal && tm.Levels != tf.Levels {
@@ -131,10 +139,10 @@ func (v *validator) fallbacks(models []Model, reg *online.Registry) {
 					m.Fallback, describeLabel(fb.Label), describeLabel(m.Label))
 			}
 		case tm.Kind == online.Ordinal && m.Label.Edges != nil && tf.Kind == online.Regression && tf.Value:
+			// The fallback's value is binned by this model's label.edges.
 		case tm.Kind == online.Ranking && tm.Levels == 0 && tf.Kind == online.Regression:
 			// A ranker orders by its score; a regression model's score
 			// orders the same candidates.
-			// The fallback's value is binned by this model's label.edges.
 		default:
 			v.errorf(p, "%q is %s model (type %s) and this one %s model: a fallback must be of the same kind, or, for an ordinal model with label.edges, a regression model that publishes values (such as fm with the squared loss), whose value the edges bin into a level, or, for a ranking model without levels, a regression model",
 				m.Fallback, aKind(tf.Kind), fb.Type, aKind(tm.Kind))

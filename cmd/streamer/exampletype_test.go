@@ -184,7 +184,7 @@ func TestExampleType(t *testing.T) {
 			}
 		}
 		_, err = config.Parse([]byte("models:\n  - {name: c, type: centroid, features: {dim: 2}, balance: true}\n"), nil, types)
-		if err == nil || !strings.Contains(err.Error(), "models[0].balance: does not apply to model type centroid (it takes: name, type, features, scope, max_keys, label, fallback, shrink)") {
+		if err == nil || !strings.Contains(err.Error(), "models[0].balance: does not apply to model type centroid (it takes: name, type, features, scope, max_keys, label, fallback, residual, shrink)") {
 			t.Errorf("a key of another type: %v", err)
 		}
 	})

@@ -71,6 +71,11 @@ type NamedModel struct {
 	// (fallback.go). "" = none.
 	Fallback string
 
+	// Residual (with a Fallback, a regression model): the key's instance
+	// learns the label less the fallback's prediction for the event, and
+	// its published score is the fallback's plus its own (residual.go).
+	Residual bool
+
 	// Use, with hashed features, names the namespaces whose features the
 	// model takes (each listed in the hashing's Namespaces); nil: all.
 	Use []string

@@ -148,6 +148,9 @@ func checkFallbacks(models []NamedModel) ([]int, error) {
 	idx := make([]int, len(models))
 	for i, nm := range models {
 		idx[i] = -1
+		if nm.Residual && nm.Fallback == "" {
+			return nil, fmt.Errorf("stream: model %s: residual needs a fallback", nm.Name)
+		}
 		if nm.Fallback == "" {
 			continue
 		}
@@ -166,6 +169,9 @@ func checkFallbacks(models []NamedModel) ([]int, error) {
 			return nil, fmt.Errorf("stream: model %s: fallback %s is key-scoped; it must be global", nm.Name, nm.Fallback)
 		}
 		tm, tf := kindOf(nm), kindOf(models[j])
+		if nm.Residual && (tf.Kind != online.Regression || (tm.Kind != online.Regression && tm.Kind != online.Ranking)) {
+			return nil, fmt.Errorf("stream: model %s (%s): residual: fallback %s is a %s model, want a ranking or regression model on a regression one", nm.Name, tm.Kind, nm.Fallback, tf.Kind)
+		}
 		switch {
 		case tm.Kind == tf.Kind:
 		case tm.Kind == online.Ordinal && nm.Label.Edges() != nil && tf.Kind == online.Regression && tf.Value:

@@ -28,7 +28,7 @@ func BuildModels(cfg config.Config, reg *online.Registry) ([]NamedModel, error) 
 			return nil, fmt.Errorf("models[%d] (%s): %w", i, mc.Name, err)
 		}
 		nm := NamedModel{Name: mc.Name, Model: m, Fingerprint: mc.Fingerprint(), Traits: t.Traits(mc.Params), New: build,
-			Label: mc.LabelMap(), Fallback: mc.Fallback, Use: mc.Features.Use}
+			Label: mc.LabelMap(), Fallback: mc.Fallback, Residual: mc.Residual, Use: mc.Features.Use}
 		for _, name := range mc.Members() {
 			j := slices.IndexFunc(cfg.Models[:i], func(o config.Model) bool { return o.Name == name })
 			if j < 0 {

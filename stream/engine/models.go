@@ -44,6 +44,7 @@ type modelDef struct {
 	fallback    int              // the model whose answer a key without one gets (fallback.go; -1: none)
 	fbBins      *online.LabelMap // an ordinal model on a regression model's value: its label edges (else nil)
 	use         *[256]bool       // hashed features: the fields the model takes (NamedModel.Use; nil: all)
+	residual    bool             // learns the label less the fallback's prediction, publishes their sum (residual.go)
 
 	// Prequential quality, shared by the shards: judged on the prediction
 	// published before the model learned from the event. Shards judge
@@ -199,7 +200,7 @@ func newModelDef(nm NamedModel, cfg Config, met *engineMetrics) (*modelDef, erro
 		return nil, fmt.Errorf("its traits say it has a bound, but %T has no Bound method", nm.Model)
 	}
 	d := &modelDef{name: name, fingerprint: nm.Fingerprint, proto: nm.Model, traits: t, newInst: nm.New,
-		keyFactory: nm.Factory, maxKeys: nm.MaxKeys, members: nm.Members, label: nm.Label, fallback: -1}
+		keyFactory: nm.Factory, maxKeys: nm.MaxKeys, members: nm.Members, label: nm.Label, fallback: -1, residual: nm.Residual}
 	if d.newInst == nil {
 		// Only the first shard of an instance-scope engine gets an
 		// instance: nm.Model itself.

@@ -49,13 +49,13 @@ type profileDef struct {
 	outField    uint8 // the field of cfg.Out (an event or candidate that carries it keeps its own)
 	// The hashed index of each value (cfg.Names), and its sign as the
 	// bit XORed into the value (wire.HashConfig.Feature).
-	valIdx  []int32
-	valSign []uint64
-	factors     int   // the fm model's index in the engine's models (-1: none)
-	refs        map[string]int
-	joined      prometheus.Counter
-	cold        prometheus.Counter
-	keyErrors   prometheus.Counter
+	valIdx    []int32
+	valSign   []uint64
+	factors   int // the fm model's index in the engine's models (-1: none)
+	refs      map[string]int
+	joined    prometheus.Counter
+	cold      prometheus.Counter
+	keyErrors prometheus.Counter
 }
 
 // shardProfile is a profile's state in a shard (shared by its lanes).

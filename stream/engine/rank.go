@@ -289,6 +289,8 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	rk.fellBack = m.def.fallback >= 0 && rk.undecided(m.def) // a model with a fallback is key-scoped (checkFallbacks)
 	if rk.fellBack {
 		fallback, version = s.rankFallback(ev, key)
+	} else if m.def.residual {
+		s.rankResidual(ev, key)
 	}
 	if usesStats(cfg.Policy) && ex != nil && !rk.explore(ex, ev, cfg) {
 		ex = nil // not positive definite (cannot happen): greedy

@@ -455,8 +455,15 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		if w.prepared {
 			prep = w.prep[i]
 		}
-		p, version := m.observe(msg.Key, m.feed(in, prep, s.preds), s.labels[i], ev.HasLabel)
 		d := m.def
+		y := s.labels[i]
+		if d.residual {
+			y = residualTarget(y, s.preds[d.fallback])
+		}
+		p, version := m.observe(msg.Key, m.feed(in, prep, s.preds), y, ev.HasLabel)
+		if d.residual && d.decided(&p) {
+			addFallback(&p, s.preds[d.fallback])
+		}
 		s.recs[i] = wire.Score{
 			ID: id, Key: key, Model: d.name, Version: version,
 			Score: p.Score, Prediction: p.Label, Probability: p.Probability, HasProbability: p.HasProbability,
@@ -643,7 +650,11 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 		in.SetDense(sl.x)
 	}
 	for i, m := range s.models {
-		m.observe(key, m.feed(in, nil, sl.preds), s.labels[i], true)
+		y := s.labels[i]
+		if m.def.residual {
+			y = residualTarget(y, sl.preds[m.def.fallback])
+		}
+		m.observe(key, m.feed(in, nil, sl.preds), y, true)
 		s.judge(i, sl.preds[i], s.labels[i], raw, sl.preds, nil)
 	}
 	if sl.ope.first {

@@ -47,8 +47,10 @@
 // mean so far (items not rated yet at the mean of all ratings so far;
 // ties by movie id), and of a seeded random order, with 95% intervals
 // (normal approximation over requests), and the paired difference served −
-// item mean. Producing is paced by the requests then, so no rate is
-// reported for that run.
+// item mean. -served-out FILE keeps each request's served NDCG, and a later
+// run's -paired-with FILE reports its own less that run's, request by
+// request: two configurations compared on the same requests. Producing is
+// paced by the requests then, so no rate is reported for that run.
 //
 // -throughput N adds N runs that produce every event at once, each on a
 // fresh broker and service, with -throughput-config (default -config), and
@@ -94,6 +96,7 @@ type options struct {
 	throughput               int
 	throughputConfig         string
 	asJSON, verbose          bool
+	servedOut, pairedWith    string
 	stall                    time.Duration
 }
 
@@ -116,6 +119,8 @@ func main() {
 	flag.IntVar(&o.rankEvery, "rank-every", 50, "a ranking request every this many events")
 	flag.IntVar(&o.rankCands, "rank-candidates", 20, "candidates per request: the movies the user rates next")
 	flag.IntVar(&o.ndcgK, "ndcg-k", 5, "NDCG cut-off")
+	flag.StringVar(&o.servedOut, "served-out", "", "with -rank, write each request's served NDCG to this file (\"event ndcg\" per line)")
+	flag.StringVar(&o.pairedWith, "paired-with", "", "with -rank, a -served-out file of another run (another configuration) on the same data: report the paired difference per request")
 	flag.BoolVar(&o.greedy, "greedy", true, "with -rank, run the service with rank.explore.policy: greedy")
 	flag.IntVar(&o.throughput, "throughput", 0, "throughput runs (every event produced at once) after the replay")
 	flag.StringVar(&o.throughputConfig, "throughput-config", "", "the configuration of the throughput runs (default: -config)")
@@ -372,6 +377,7 @@ func judgeRanking(rs []ratings.Rating, reqs []ratings.Request, res *replayResult
 	means := ratings.NewItemMeans()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var served, byMean, random, diff []float64
+	var byRequest []string // the served NDCG per request, "index ndcg" (-served-out)
 	next := 0
 	for q, req := range reqs {
 		for ; next < req.Index; next++ {
@@ -403,6 +409,7 @@ func judgeRanking(rs []ratings.Rating, reqs []ratings.Request, res *replayResult
 		s := ratings.NDCG(gains(pos), o.ndcgK)
 		m := ratings.NDCG(gains(means.Order(req.Items)), o.ndcgK)
 		served, byMean, diff = append(served, s), append(byMean, m), append(diff, s-m)
+		byRequest = append(byRequest, fmt.Sprintf("%d %v", req.Index, s))
 		random = append(random, ratings.NDCG(gains(rng.Perm(len(req.Items))), o.ndcgK))
 	}
 	row := func(name string, xs []float64) ndcgRow {
@@ -411,6 +418,19 @@ func judgeRanking(rs []ratings.Rating, reqs []ratings.Request, res *replayResult
 	}
 	rk.Orders = []ndcgRow{row("served ("+res.servedBy+")", served), row("item mean so far", byMean), row("random (seeded)", random),
 		row("served − item mean (paired)", diff)}
+	if o.servedOut != "" {
+		if err := os.WriteFile(o.servedOut, []byte(strings.Join(byRequest, "\n")+"\n"), 0o644); err != nil {
+			rk.Errors = append(rk.Errors, "-served-out: "+err.Error())
+		}
+	}
+	if o.pairedWith != "" {
+		d, err := pairedDiff(o.pairedWith, byRequest)
+		if err != nil {
+			rk.Errors = append(rk.Errors, "-paired-with: "+err.Error())
+		} else {
+			rk.Orders = append(rk.Orders, row("served − "+o.pairedWith+" (paired)", d))
+		}
+	}
 	if len(res.latency) > 0 {
 		lat := slices.Clone(res.latency)
 		slices.Sort(lat)
@@ -507,4 +527,34 @@ func (r *report) writeText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// pairedDiff is this run's served NDCG less the other run's (file, as
+// -served-out writes it) on the requests both answered, by event index.
+func pairedDiff(file string, mine []string) ([]float64, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	other := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		idx, v, ok := strings.Cut(line, " ")
+		x, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%s: line %q is not \"event ndcg\"", file, line)
+		}
+		other[idx] = x
+	}
+	var d []float64
+	for _, line := range mine {
+		idx, v, _ := strings.Cut(line, " ")
+		x, _ := strconv.ParseFloat(v, 64)
+		if y, ok := other[idx]; ok {
+			d = append(d, x-y)
+		}
+	}
+	if len(d) == 0 {
+		return nil, fmt.Errorf("%s: no request in common", file)
+	}
+	return d, nil
 }

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream/wire"
+)
+
+const residualYAML = `
+kafka: {brokers: ["127.0.0.1:9092"], group: g, input_topic: in, output_topic: out, dlq_topic: dlq}
+rank: {model: per_user}
+models:
+  - name: rating
+    type: fm
+    loss: squared
+    factors: 4
+    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64}
+  - name: per_user
+    type: fm
+    loss: squared
+    factors: 0
+    scope: key
+    fallback: rating
+    residual: true
+    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64, use: [item]}
+`
+
+// TestResidualModel: a residual key-scoped model publishes its fallback's
+// prediction plus its own, and its key's instance is exactly a twin fed
+// the key's events (the namespaces it uses) with the label less the
+// fallback's published prediction; a ranking request's scores are the
+// same sums.
+func TestResidualModel(t *testing.T) {
+	cfg, err := config.Parse([]byte(residualYAML), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, err := BuildModels(cfg, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(ConfigFrom(cfg), models, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	s := instanceShard(t, e)
+	events := ratingEvents(2000)
+	sink := &memSink{Keep: true}
+	twin, _ := models[1].Factory()
+	dec := e.NewWorker().dec
+	var ev wire.Event
+	var idx []int32
+	var val []float64
+	for i := range events {
+		before := len(sink.Msgs)
+		s.Process(&events[i], sink)
+		var recs [2]struct {
+			Model             string
+			Score, Prediction float64
+			Fallback          string
+		}
+		for k, m := range sink.Msgs[before:] {
+			if err := json.Unmarshal(m.Value, &recs[k]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if string(events[i].Key) != "u3" {
+			continue
+		}
+		if err := dec.Decode(events[i].Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		idx, val = idx[:0], val[:0]
+		for k, f := range ev.Field {
+			if f == 2 { // item
+				idx, val = append(idx, ev.Idx[k]), append(val, ev.Val[k])
+			}
+		}
+		fb := recs[0].Prediction
+		own := online.PeekSparse(twin.(online.SparseModel), idx, val)
+		if recs[1].Fallback == "" && own.HasValue && recs[1].Prediction != fb+own.Value {
+			t.Fatalf("event %d: published %v, want the fallback's %v + the key's own %v", i, recs[1].Prediction, fb, own.Value)
+		}
+		twin.(online.SparseModel).ObserveSparse(idx, val, ev.Label-fb, true)
+	}
+	got, _ := s.models[1].h.Find([]byte("u3")).MarshalBinary()
+	want, _ := twin.MarshalBinary()
+	if !bytes.Equal(got, want) {
+		t.Fatal("the key's instance is not the twin that learned the residuals")
+	}
+}
