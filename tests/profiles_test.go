@@ -154,6 +154,14 @@ func TestProfilesOverHTTP(t *testing.T) {
 	if a[0].Score == a[99].Score {
 		t.Fatalf("every candidate scored %v", a[0].Score)
 	}
+	// The id-only request's 20 unknown items were joined cold (the
+	// spelled-out one carries its own namespace: nothing to join).
+	if v := p.metric(t, "streamer_profile_joins_total", `entity="item",outcome="cold"`); v < 20 {
+		t.Errorf("streamer_profile_joins_total cold: %v, want ≥ 20", v)
+	}
+	if v := p.metric(t, "streamer_profile_events", `entity="item"`); v != float64(len(msgs)) {
+		t.Errorf("streamer_profile_events of items: %v, want %d", v, len(msgs))
+	}
 	for _, tc := range []struct {
 		path string
 		code int

@@ -598,6 +598,12 @@ var (
 		"mam with kernel.gamma auto: each candidate bandwidth's weight in the scoring mixture.", []string{"model", "bandwidth"}, nil)
 	bwChosenDesc = prometheus.NewDesc("streamer_model_bandwidth_chosen",
 		"mam with kernel.gamma auto: the gamma of the bandwidth with the fewest recent mistakes.", []string{"model"}, nil)
+	profileEventsDesc = prometheus.NewDesc("streamer_profile_events",
+		"Entity profiles: events learned into the profiles, over every shard and entity.", []string{"entity"}, nil)
+	profilesDesc = prometheus.NewDesc("streamer_profiles",
+		"Entity profiles: profiles in memory.", []string{"entity"}, nil)
+	profilesStoredDesc = prometheus.NewDesc("streamer_profiles_stored",
+		"Entity profiles: profiles in the embedded key store (as of the last checkpoint).", []string{"entity"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -608,6 +614,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- bwErrorDesc
 	ch <- bwWeightDesc
 	ch <- bwChosenDesc
+	ch <- profileEventsDesc
+	ch <- profilesDesc
+	ch <- profilesStoredDesc
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -618,6 +627,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		shards = append(shards, s)
 	}
 	e.mu.Unlock()
+	for i, d := range e.profiles {
+		var n, hot, stored int64
+		for _, s := range shards {
+			e, h, st := s.profiles[i].h.Counts()
+			n, hot, stored = n+e, hot+h, stored+st
+		}
+		ch <- prometheus.MustNewConstMetric(profileEventsDesc, prometheus.GaugeValue, float64(n), d.cfg.Entity)
+		ch <- prometheus.MustNewConstMetric(profilesDesc, prometheus.GaugeValue, float64(hot), d.cfg.Entity)
+		ch <- prometheus.MustNewConstMetric(profilesStoredDesc, prometheus.GaugeValue, float64(stored), d.cfg.Entity)
+	}
 	for i, d := range e.defs {
 		var n, hot, stored int64
 		for _, s := range shards {
