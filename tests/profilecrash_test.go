@@ -52,7 +52,9 @@ models:
     features: {hash: {bits: 18, seed: 1}, namespaces: [user, item, item_profile, user_profile], max_features: 32, use: [item_profile]}
 `
 
-const profileCrashConfig = `
+// profileRunHeader is the part of the profile tests' configs their two
+// scopes share.
+const profileRunHeader = `
 kafka:
   brokers: [%BROKERS%]
   group: %GROUP%
@@ -60,6 +62,11 @@ kafka:
   session_timeout: 1s
 http:
   listen: "%HTTP%"
+`
+
+// profileCrashConfig: instance scope, file snapshots every second and
+// every 3 000 events.
+const profileCrashConfig = profileRunHeader + `
 snapshot:
   dir: %DIR%
   every: 1s
@@ -67,14 +74,8 @@ snapshot:
   keep: 3
 ` + profileCrashModels
 
-const profilePartitionConfig = `
-kafka:
-  brokers: [%BROKERS%]
-  group: %GROUP%
-  output_topic: %OUTPUT%
-  session_timeout: 1s
-http:
-  listen: "%HTTP%"
+// profilePartitionConfig: partition scope, the profiles in the changelog.
+const profilePartitionConfig = profileRunHeader + `
 snapshot:
   every: 1s
   every_events: 5000

@@ -17,14 +17,12 @@ package seed001
 
 import (
 	"cmp"
-	"encoding/csv"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
+
+	"github.com/streamer/streamer/tests/internal/ratings"
 )
 
 // Rating is one user's rating of one movie (MovieLens: 0.5 to 5 in half
@@ -42,49 +40,23 @@ type Data struct {
 }
 
 // Load reads dir/ratings.csv in MovieLens' format: a header row, then
-// userId,movieId,rating,timestamp (the timestamp is not used).
+// userId,movieId,rating,timestamp (tests/internal/ratings reads it; the
+// timestamp is not used here).
 func Load(dir string) (*Data, error) {
 	f, err := os.Open(filepath.Join(dir, "ratings.csv"))
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	rs, err := readRatings(f)
+	all, err := ratings.ReadRatings(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Name(), err)
 	}
+	rs := make([]Rating, len(all))
+	for i, r := range all {
+		rs[i] = Rating{User: r.User, Movie: r.Item, Value: r.Value}
+	}
 	return FromRatings(rs), nil
-}
-
-// readRatings reads a ratings CSV with a header row.
-func readRatings(r io.Reader) ([]Rating, error) {
-	cr := csv.NewReader(r)
-	cr.ReuseRecord = true
-	if _, err := cr.Read(); err != nil {
-		return nil, fmt.Errorf("header: %w", err)
-	}
-	var out []Rating
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(rec) < 3 {
-			return nil, fmt.Errorf("line %d: %d fields, want at least 3", line, len(rec))
-		}
-		var x Rating
-		var e1, e2, e3 error
-		x.User, e1 = strconv.Atoi(rec[0])
-		x.Movie, e2 = strconv.Atoi(rec[1])
-		x.Value, e3 = strconv.ParseFloat(rec[2], 64)
-		if err := errors.Join(e1, e2, e3); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
-		}
-		out = append(out, x)
-	}
 }
 
 // FromRatings groups rs by user. Where a user rated a movie more than once,
