@@ -249,6 +249,12 @@ func TestProfileCrashRecovery(t *testing.T) {
 	}
 	want := profileStoreStates(t, filepath.Join(refDir, "keystore"))
 	compareProfiles(t, profileStoreStates(t, filepath.Join(dir, "keystore")), want, totals)
+	// The snapshot tools read the profiles' tables.
+	for _, cmd := range []string{"verify", "inspect"} {
+		if out, err := snapshotCmd(cmd, dir); err != nil || !strings.Contains(out, "profile.item") && cmd == "inspect" {
+			t.Errorf("streamer snapshot %s: %v\n%s", cmd, err, out)
+		}
+	}
 }
 
 // TestProfileScaleOut: the same profiles in partition scope (each

@@ -178,6 +178,9 @@ func (s modelState) String() string {
 func describeModel(types *online.Registry, m snapshot.Model) modelState {
 	st := modelState{name: m.Name, typ: m.Type, bytes: len(m.Data), n: -1, keys: -1}
 	restore := func(b []byte) (online.Model, error) {
+		if mod, ok, err := engine.ProfileState(m.Name, b); ok {
+			return mod, err
+		}
 		mod, err := types.Restore(b)
 		if err != nil {
 			return nil, err
@@ -207,7 +210,10 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		}
 		st.note = fmt.Sprintf("%d keys changed in this checkpoint", len(keys))
 		for i, b := range states {
-			b, err := engine.KeyModelState(b) // less the key's exploration statistics (rank.explore ucb, thompson)
+			var err error
+			if !engine.IsProfileTable(m.Name) {
+				b, err = engine.KeyModelState(b) // less the key's exploration statistics (rank.explore ucb, thompson)
+			}
 			if err != nil {
 				st.err = fmt.Errorf("key %q: %w", keys[i], err)
 				return st
@@ -318,7 +324,11 @@ func inspectKeyStore(w io.Writer, types *online.Registry, dir string, detail boo
 		}
 		return nil
 	}
-	r, err := keystore.Check(dir, func(_, _ string, _, state []byte) error {
+	r, err := keystore.Check(dir, func(_, model string, _, state []byte) error {
+		if engine.IsProfileTable(model) {
+			_, _, err := engine.ProfileState(model, state)
+			return err
+		}
 		b, err := engine.KeyModelState(state)
 		if err == nil {
 			_, err = types.Restore(b)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -130,7 +131,7 @@ func newProfileDefs(cfg *Config, models []NamedModel, met *engineMetrics) ([]*pr
 	for i := range cfg.Profiles {
 		pc := &cfg.Profiles[i]
 		c := &pc.Config
-		d := &profileDef{cfg: c, maxKeys: pc.MaxKeys, name: "profile." + c.Entity, refName: "profile." + c.Entity + ".reference", ent: -1, factors: -1}
+		d := &profileDef{cfg: c, maxKeys: pc.MaxKeys, name: profileTablePrefix + c.Entity, refName: profileTablePrefix + c.Entity + ".reference", ent: -1, factors: -1}
 		if d.maxKeys <= 0 {
 			d.maxKeys = defaultProfileKeys
 		}
@@ -591,4 +592,29 @@ func (e *Engine) withProfiles(dec *wire.Decoder) *wire.Decoder {
 		dec = dec.WithIDOnly()
 	}
 	return dec
+}
+
+// profileTablePrefix starts the names of the profiles' tables.
+const profileTablePrefix = "profile."
+
+// IsProfileTable reports whether table (of the key store or a snapshot)
+// holds profiles (ProfileState decodes its states).
+func IsProfileTable(table string) bool { return strings.HasPrefix(table, profileTablePrefix) }
+
+// ProfileState decodes a state of table, when it is a profile table of
+// the key store or a snapshot ("profile.<entity>", and
+// "profile.<entity>.reference" for its reference keys' labels): the tools
+// that check saved state read profiles with it. ok is false for other
+// tables (a model's: the model registry decodes it).
+func ProfileState(table string, b []byte) (m online.Model, ok bool, err error) {
+	rest, found := strings.CutPrefix(table, profileTablePrefix)
+	if !found {
+		return nil, false, nil
+	}
+	if strings.HasSuffix(rest, ".reference") {
+		r := &profile.RefState{}
+		return r, true, r.UnmarshalBinary(b)
+	}
+	s := &profile.State{}
+	return s, true, s.UnmarshalBinary(b)
 }
