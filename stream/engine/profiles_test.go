@@ -52,8 +52,13 @@ models:
 
 // profileEngine builds profilesYAML's engine over the key store keys.
 func profileEngine(t testing.TB, keys *keystore.DB) *Engine {
+	return profileEngineOf(t, keys, profilesYAML)
+}
+
+// profileEngineOf builds the engine of yaml over the key store keys.
+func profileEngineOf(t testing.TB, keys *keystore.DB, yaml string) *Engine {
 	t.Helper()
-	cfg, err := config.Parse([]byte(profilesYAML), nil, testTypes)
+	cfg, err := config.Parse([]byte(yaml), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,5 +375,24 @@ func BenchmarkRankProfiles(b *testing.B) {
 			b.ReportMetric(float64(times[len(times)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(times[len(times)*99/100].Microseconds()), "p99-µs")
 		})
+	}
+}
+
+// BenchmarkApplyProfiles: a rating event through a shard that joins its
+// item's and user's profiles and learns them (profilesYAML: a global fm,
+// a per-user fm on the item profile, every user's in memory), once every
+// entity has a profile.
+func BenchmarkApplyProfiles(b *testing.B) {
+	s := instanceShard(b, profileEngineOf(b, nil, strings.Replace(profilesYAML, "max_keys: 8", "max_keys: 100", 1)))
+	events := ratingEvents(3000)
+	sink := &memSink{}
+	for i := range events {
+		s.Process(&events[i], sink)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.Process(&events[i%len(events)], sink)
+		i++
 	}
 }
