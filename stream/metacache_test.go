@@ -38,8 +38,11 @@ func TestMetadataCache(t *testing.T) {
 	defer b.Close()
 	counting := &countingTransport{next: &kafka.Transport{ClientID: "t"}}
 	cache := newMetadataCache(counting, time.Hour)
+	// RequireAll: WriteMessages returns once the broker has the records
+	// (kafka-go's default, none, returns before, and the offsets read
+	// below could lag them on a loaded machine).
 	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Balancer: &kafka.Murmur2Balancer{}, Transport: cache,
-		BatchSize: 500, BatchTimeout: time.Millisecond}
+		BatchSize: 500, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
