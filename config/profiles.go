@@ -79,8 +79,12 @@ func (p Profile) IDParts() (ns, name string) {
 	return ns, name
 }
 
-// Out is the namespace of the profile's values.
+// Out is the namespace of the profile's values ("" when it publishes
+// none).
 func (p Profile) Out() string {
+	if len(p.PublishedValues()) == 0 {
+		return ""
+	}
 	if p.Namespace != "" {
 		return p.Namespace
 	}
@@ -206,16 +210,17 @@ func (v *validator) profiles(c *Config) {
 			}
 			idNS[ns] = i
 		}
-		out := p.Out()
-		if j, ok := outs[out]; ok {
-			v.errorf(path+".namespace", "%q is also profiles[%d]'s namespace", out, j)
-		}
-		outs[out] = i
-		if !listed(out) {
-			v.errorf(path+".namespace", "%q must be listed in models[0].features.namespaces (models take it, or not, by features.use)", out)
-		}
-		if inInteraction(out) {
-			v.errorf(path+".namespace", "%q is in features.interactions: a profile's values join the event after its interactions are crossed", out)
+		if out := p.Out(); len(p.PublishedValues()) > 0 { // values: [] publishes none (a namespace kept for id-only candidates only)
+			if j, ok := outs[out]; ok {
+				v.errorf(path+".namespace", "%q is also profiles[%d]'s namespace", out, j)
+			}
+			outs[out] = i
+			if !listed(out) {
+				v.errorf(path+".namespace", "%q must be listed in models[0].features.namespaces (models take it, or not, by features.use)", out)
+			}
+			if inInteraction(out) {
+				v.errorf(path+".namespace", "%q is in features.interactions: a profile's values join the event after its interactions are crossed", out)
+			}
 		}
 		for j, val := range p.Values {
 			if !slices.Contains(profileValues, val) {

@@ -729,6 +729,8 @@ func joinInCommands(world *recWorld, cfg config.Config, broker, httpAddr string)
 		fmt.Sprintf("echo '%s' | kcat -P -b %s -t %s -k u42", labelEvent("my-q-1", "u42", world.items[6].id, 5).Value, broker, in),
 		fmt.Sprintf("curl -s %s/metrics | grep '^streamer_labels_total'", host),
 		fmt.Sprintf("curl -s %s/metrics | grep '^streamer_ope_value'", host),
+		fmt.Sprintf("curl -s %s/v1/rank --data @examples/rank-by-id.json", host),
+		fmt.Sprintf("curl -s %s/v1/profiles/item/m7 | grep -o '\"attributes\":{[^}]*}'", host),
 	}
 }
 

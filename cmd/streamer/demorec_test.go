@@ -202,7 +202,7 @@ var (
 	reProduce  = regexp.MustCompile(`^echo '([^']*)' \| kcat -P -b 127\.0\.0\.1:9092 -t (\S+) -k (\S+)$`)
 	reConsume  = regexp.MustCompile(`^kcat -C -b 127\.0\.0\.1:9092 -t (\S+) -o beginning -q \| grep -m(\d+) '([^']*)'$`)
 	rePost     = regexp.MustCompile(`^curl -s localhost:9464(/\S+) --data @(\S+)$`)
-	reGetGrep  = regexp.MustCompile(`^curl -s localhost:9464(/\S+) \| grep (?:-E )?'([^']*)'$`)
+	reGetGrep  = regexp.MustCompile(`^curl -s localhost:9464(/\S+) \| grep (-E |-o )?'([^']*)'$`)
 	reAddrLine = regexp.MustCompile(`(?m)^broker (\S+)  topics .*\nhttp://(\S+)  POST /v1/rank`)
 )
 
@@ -231,7 +231,7 @@ func (d *readmeDemo) run(line string) []string {
 		return d.post(m[1], filepath.Join("../..", m[2]))
 	case reGetGrep.MatchString(line):
 		m := reGetGrep.FindStringSubmatch(line)
-		return d.getGrep(m[1], m[2])
+		return d.getGrep(m[1], m[3], m[2] == "-o ")
 	}
 	t.Fatalf("README: a command the test cannot run (write it as the others are): %q", line)
 	return nil
@@ -358,6 +358,12 @@ func (d *readmeDemo) checkItems(body []byte) {
 		check(it.ID, it.Genres)
 	}
 	for _, c := range v.Candidates {
+		if c.Features.Item.ID == "" { // by id: its namespace is the service's (profiles)
+			if itemIndex(c.Item) < 0 {
+				d.t.Errorf("README: item %q is not in the demo's catalogue", c.Item)
+			}
+			continue
+		}
 		if c.Item != c.Features.Item.ID {
 			d.t.Errorf("README: candidate %s has the features of item %s", c.Item, c.Features.Item.ID)
 		}
@@ -484,7 +490,7 @@ func (d *readmeDemo) checkRanking(req, answer []byte) {
 // getGrep is curl | grep: the lines of the answer the regular expression
 // matches, once the service has consumed every record the walk-through
 // produced (so that a metric counts them).
-func (d *readmeDemo) getGrep(path, expr string) []string {
+func (d *readmeDemo) getGrep(path, expr string, only bool) []string {
 	t := d.t
 	re, err := regexp.Compile(expr)
 	if err != nil {
@@ -502,7 +508,10 @@ func (d *readmeDemo) getGrep(path, expr string) []string {
 	}
 	var out []string
 	for _, l := range strings.Split(d.get(path), "\n") {
-		if re.MatchString(l) {
+		switch {
+		case only: // grep -o: each match
+			out = append(out, re.FindAllString(l, -1)...)
+		case re.MatchString(l):
 			out = append(out, l)
 		}
 	}
