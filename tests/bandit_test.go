@@ -106,6 +106,7 @@ type banditRun struct {
 	clicks, regret float64 // clicks, and expected clicks lost against the best candidate
 	requests       int
 	ips, ci, snips float64 // the service's off-policy estimates of greedy
+	dr, drLo, drHi float64 // and doubly robust, with its interval
 	opeLabels      float64
 	// With every candidate ranked (full): the expected clicks of greedy's
 	// first item on this run's models (the highest score), which the
@@ -213,6 +214,9 @@ func runBandit(t *testing.T, w *banditWorld, policy string, eps, alpha float64, 
 	run.ips = p.metric(t, "streamer_ope_value", `estimator="ips",policy="greedy"`)
 	run.snips = p.metric(t, "streamer_ope_value", `estimator="snips",policy="greedy"`)
 	run.ci = p.metric(t, "streamer_ope_ci95", "")
+	run.dr = p.metric(t, "streamer_ope_value", `estimator="dr",policy="greedy"`)
+	run.drLo = p.metric(t, "streamer_ope_interval", `bound="lower",estimator="dr"`)
+	run.drHi = p.metric(t, "streamer_ope_interval", `bound="upper",estimator="dr"`)
 	if err := p.stop(t); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
@@ -315,8 +319,8 @@ func banditExperiment(t *testing.T, pool, requests int, ucbLimit float64, checkI
 		run  banditRun
 	}{{"epsilon", explore}, {"thompson", thompson}} {
 		onRun := r.run.greedyOnRun / n
-		t.Logf("off-policy from the %s log (%v labels): greedy IPS %.4f ± %.4f, SNIPS %.4f; greedy's expected click rate on this run's models %.4f",
-			r.name, r.run.opeLabels, r.run.ips, r.run.ci, r.run.snips, onRun)
+		t.Logf("off-policy from the %s log (%v labels): greedy IPS %.4f ± %.4f, SNIPS %.4f, DR %.4f [%.4f, %.4f]; greedy's expected click rate on this run's models %.4f",
+			r.name, r.run.opeLabels, r.run.ips, r.run.ci, r.run.snips, r.run.dr, r.run.drLo, r.run.drHi, onRun)
 		if r.run.opeLabels != n {
 			t.Fatalf("%s: off-policy labels %v, want %v", r.name, r.run.opeLabels, n)
 		}

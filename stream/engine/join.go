@@ -74,11 +74,13 @@ type joinSlot struct {
 
 // opeMark is what the off-policy estimates need of the item a ranking
 // request put first: the probability with which the exploration policy put
-// it there, and whether the greedy order would have.
+// it there, whether the greedy order would have, and the rank model's
+// predicted reward of it and of greedy's first (rewardOf).
 type opeMark struct {
-	first  bool
-	prop   float64
-	greedy bool
+	first              bool
+	prop               float64
+	greedy             bool
+	predShown, predTop float64
 }
 
 // joinStatus is what became of a label.
@@ -130,7 +132,7 @@ func newJoinBuffer(c joinConfig) *joinBuffer {
 }
 
 // joinSlotBytes is the size of a joinSlot (a test checks it).
-const joinSlotBytes = 184
+const joinSlotBytes = 200
 
 // joinBytes is the memory a buffer sized by c takes at most, in bytes:
 // per slot, the slot, its dense features and predictions, and its share of

@@ -13,6 +13,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/online/ope"
 	"github.com/streamer/streamer/stream/holder"
 	"github.com/streamer/streamer/stream/wire"
 )
@@ -359,7 +360,8 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 		}
 		e.joinDropped(srcRequests, d)
 		if j == 0 && kept {
-			s.shown.mark(opeMark{first: true, prop: rk.prop[0], greedy: c == best})
+			s.shown.mark(opeMark{first: true, prop: rk.prop[0], greedy: c == best,
+				predShown: e.rewardOf(cd, rk.preds[c]), predTop: e.rewardOf(cd, rk.preds[best])})
 		}
 	}
 	e.joinMoved(srcRequests, s.shown.pending()-before)
@@ -467,7 +469,20 @@ type opeStats struct {
 	mu                  sync.Mutex
 	n, reward, w, rw    float64
 	rw2, greedyN, match float64
+	// The newest samples (ring, at most opeWindow), for the estimates'
+	// intervals (opeCollector), and every sample summed for the
+	// doubly robust estimates: Σ r̂(greedy's first), Σ w (r − r̂(shown)).
+	window     []ope.Sample
+	next       int
+	pred, wres float64
 }
+
+// opeWindow bounds the samples the intervals are computed over; opeBoots
+// is the number of bootstrap resamples of each.
+const (
+	opeWindow = 10_000
+	opeBoots  = 100
+)
 
 // add records the reward r of the first item of a request, marked mark.
 func (o *opeStats) add(mark opeMark, r float64) {
@@ -481,16 +496,50 @@ func (o *opeStats) add(mark opeMark, r float64) {
 	o.w += w
 	o.rw += r * w
 	o.rw2 += r * w * r * w
+	o.pred += mark.predTop
+	o.wres += w * (r - mark.predShown)
 	if mark.greedy {
 		o.match++
+	}
+	smp := ope.Sample{Reward: r, Prop: mark.prop, Match: mark.greedy, PredLogged: mark.predShown, PredTarget: mark.predTop}
+	if len(o.window) < opeWindow {
+		o.window = append(o.window, smp)
+	} else {
+		o.window[o.next] = smp
+		o.next = (o.next + 1) % opeWindow
 	}
 	o.mu.Unlock()
 }
 
+// rewardOf is the reward the rank model (d, whose calibration is cd's;
+// nil: none) predicts for a candidate it predicted p for, on the scale of
+// Engine.reward: a classifier's calibrated probability of a positive label
+// (its own probability, or 0.5, before its calibration is fitted), another
+// kind's value, else its score.
+func (e *Engine) rewardOf(cd *modelDef, p online.Prediction) float64 {
+	if e.defs[e.rankIdx].traits.Kind != online.Classifier {
+		if p.HasValue {
+			return p.Value
+		}
+		return p.Score
+	}
+	if cd != nil && cd.cal != nil {
+		var c wire.Calibrated
+		q := p
+		if cd.cal.certainty(&q, &c); c.HasCal {
+			return c.CalP
+		}
+	}
+	if p.HasProbability {
+		return p.Probability
+	}
+	return 0.5
+}
+
 // opeCollector exports opeStats.
 type opeCollector struct {
-	s                       *opeStats
-	n, value, ci, agreement *prometheus.Desc
+	s                                 *opeStats
+	n, value, ci, agreement, interval *prometheus.Desc
 }
 
 func newOPECollector(s *opeStats) *opeCollector {
@@ -498,8 +547,11 @@ func newOPECollector(s *opeStats) *opeCollector {
 		n: prometheus.NewDesc("streamer_ope_labels_total",
 			"Labels of the items ranking requests put first: the samples of the off-policy estimates.", nil, nil),
 		value: prometheus.NewDesc("streamer_ope_value",
-			"Estimated mean reward of the first item (a classifier's positive-label rate; another kind's mean label): policy logged is the mean observed under the exploration policy; greedy is the greedy order's, by inverse propensity scoring (estimator ips) or its self-normalised form (snips).",
+			"Estimated mean reward of the first item (a classifier's positive-label rate; another kind's mean label): policy logged is the mean observed under the exploration policy; greedy is the greedy order's, by inverse propensity scoring (estimator ips), its self-normalised form (snips), doubly robust with the rank model's predicted reward as the direct method (dr), or its self-normalised form (sndr).",
 			[]string{"policy", "estimator"}, nil),
+		interval: prometheus.NewDesc("streamer_ope_interval",
+			"95% percentile-bootstrap interval of the greedy order's estimated mean reward, by estimator, over the newest 10 000 labelled first items (bound lower or upper).",
+			[]string{"estimator", "bound"}, nil),
 		ci: prometheus.NewDesc("streamer_ope_ci95",
 			"Half-width of the normal 95% confidence interval of the greedy policy's IPS estimate.", nil, nil),
 		agreement: prometheus.NewDesc("streamer_ope_greedy_agreement",
@@ -512,13 +564,17 @@ func (c *opeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.value
 	ch <- c.ci
 	ch <- c.agreement
+	ch <- c.interval
 }
 
 func (c *opeCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	s.mu.Lock()
 	n, reward, w, rw, rw2, match := s.n, s.reward, s.w, s.rw, s.rw2, s.match
+	pred, wres := s.pred, s.wres
+	window := slices.Clone(s.window)
 	s.mu.Unlock()
+	rng := rand.New(rand.NewPCG(1, uint64(n))) // the resamples of one window are the same at every scrape
 	ch <- prometheus.MustNewConstMetric(c.n, prometheus.CounterValue, n)
 	if n == 0 {
 		return
@@ -529,8 +585,21 @@ func (c *opeCollector) Collect(ch chan<- prometheus.Metric) {
 	if w > 0 {
 		ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, rw/w, "greedy", "snips")
 	}
+	ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, (pred+wres)/n, "greedy", "dr")
+	sndr := pred / n
+	if w > 0 {
+		sndr += wres / w
+	}
+	ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, sndr, "greedy", "sndr")
 	ch <- prometheus.MustNewConstMetric(c.ci, prometheus.GaugeValue, ipsCI95(n, rw, rw2))
 	ch <- prometheus.MustNewConstMetric(c.agreement, prometheus.GaugeValue, match/n)
+	for _, e := range ope.Estimators {
+		lo, hi := ope.Interval(e, window, 0.95, opeBoots, rng)
+		if !math.IsNaN(lo) {
+			ch <- prometheus.MustNewConstMetric(c.interval, prometheus.GaugeValue, lo, e.String(), "lower")
+			ch <- prometheus.MustNewConstMetric(c.interval, prometheus.GaugeValue, hi, e.String(), "upper")
+		}
+	}
 }
 
 // ipsCI95 is the half-width of the normal 95% interval of the mean of n
