@@ -7,11 +7,12 @@
 //	go run ./tests/ratingsbench -data DIR -rank                 # and NDCG@5 of POST /v1/rank
 //	go run ./tests/ratingsbench -data DIR -quality=false -throughput 3 -throughput-config FILE
 //
-// DIR holds ratings.csv (userId,movieId,rating,timestamp) and movies.csv
-// (movieId,title,genres joined by '|'), e.g. GroupLens' ml-latest-small,
-// which is for research use only: download it from GroupLens, never
-// commit it or anything derived from it. Ratings of movies missing from
-// movies.csv are dropped, with a warning.
+// DIR holds ratings.csv (a header row, then user id, movie id, rating and
+// Unix time per row) and movies.csv (movie id, title, and the genres joined
+// by '|'): the MovieLens format. docs/performance.md says where to download
+// such a set; its licence is for research only, so the repository holds
+// neither it nor anything derived from it, and DIR is always a flag.
+// Ratings of movies missing from movies.csv are dropped, with a warning.
 //
 // The bench starts an embedded Kafka-protocol broker (the input and output
 // topics with -partitions partitions, the dead-letter topic, the rank
@@ -130,7 +131,7 @@ func main() {
 	flag.DurationVar(&o.stall, "stall", 2*time.Minute, "give up when no record comes for this long")
 	flag.Parse()
 	if o.data == "" {
-		log.Fatal("-data DIR is required (a MovieLens-format ratings set, e.g. ml-latest-small from GroupLens)")
+		log.Fatal("-data DIR is required (a MovieLens-format ratings set: docs/performance.md says where to download one)")
 	}
 	if scoreModels != "" {
 		o.scoreModels = strings.Split(scoreModels, ",")

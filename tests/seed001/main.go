@@ -6,9 +6,10 @@
 //	go run ./tests/seed001 -data DIR            # 3 groups × 10 repetitions
 //	go run ./tests/seed001 -data DIR -reps 2 -groups 0
 //
-// DIR holds a MovieLens ratings.csv (userId,movieId,rating,timestamp),
-// e.g. GroupLens' ml-latest-small, which is for research use only:
-// download it from GroupLens, never commit it or anything derived from it.
+// DIR holds a ratings.csv in the MovieLens format (docs/performance.md says
+// where to download one); its licence is for research only, so the
+// repository holds neither it nor anything derived from it, and DIR is
+// always a flag.
 //
 // The design (tests/internal/seed001): reference users grouped by their
 // number of ratings ([20,40), [40,60), [60,80)); test users with 50–300

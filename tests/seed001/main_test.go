@@ -45,9 +45,6 @@ func synthetic() *seed001.Data {
 // repetition, to rounding; and both models beat a constant prediction on
 // data with a signal.
 func TestThroughTheService(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a broker and a service per repetition")
-	}
 	lsr := seed001.Params{Lambda: 0.01, Kernels: []seed001.Kernel{seed001.RBF(4, 1)}}
 	mlsr := seed001.Params{Lambda: 0.01, Kernels: []seed001.Kernel{seed001.RBF(2, 2), seed001.RBF(8, 1)}}
 	rep, err := run(context.Background(), synthetic(), options{reps: 2, groups: "0", refs: 300, tests: 300, seed: 3, partitions: 2,

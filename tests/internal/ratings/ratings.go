@@ -38,9 +38,9 @@ type Genres map[int][]string
 // NoGenres is MovieLens' "(no genres listed)".
 const NoGenres = "(no genres listed)"
 
-// ReadMovieLens reads dir/ratings.csv and dir/movies.csv (MovieLens'
-// format: userId,movieId,rating,timestamp and movieId,title,genres with the
-// genres joined by '|'). The ratings are in file order.
+// ReadMovieLens reads dir/ratings.csv and dir/movies.csv in the MovieLens
+// format (ReadRatings, ReadMovies), a directory given as a flag: the data
+// is never in the repository. The ratings are in file order.
 func ReadMovieLens(dir string) ([]Rating, Genres, error) {
 	f, err := os.Open(filepath.Join(dir, "ratings.csv"))
 	if err != nil {
@@ -63,8 +63,8 @@ func ReadMovieLens(dir string) ([]Rating, Genres, error) {
 	return rs, genres, nil
 }
 
-// ReadRatings reads a ratings CSV with a header row:
-// userId,movieId,rating,timestamp.
+// ReadRatings reads a ratings CSV: a header row (skipped), then per row a
+// user id, an item id, a rating and a Unix time.
 func ReadRatings(r io.Reader) ([]Rating, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
@@ -96,8 +96,8 @@ func ReadRatings(r io.Reader) ([]Rating, error) {
 	}
 }
 
-// ReadMovies reads a movies CSV with a header row: movieId,title,genres
-// (genres joined by '|'; "(no genres listed)" is none).
+// ReadMovies reads a movies CSV: a header row (skipped), then per row an
+// item id, a title and its genres joined by '|' (NoGenres is none).
 func ReadMovies(r io.Reader) (Genres, error) {
 	cr := csv.NewReader(r)
 	if _, err := cr.Read(); err != nil {

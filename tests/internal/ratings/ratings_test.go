@@ -11,7 +11,7 @@ import (
 )
 
 func TestReadMovieLensFormat(t *testing.T) {
-	rs, err := ReadRatings(strings.NewReader("userId,movieId,rating,timestamp\n2,10,3.5,100\n1,11,4.0,100\n1,10,0.5,99"))
+	rs, err := ReadRatings(strings.NewReader("user,item,rating,time\n2,10,3.5,100\n1,11,4.0,100\n1,10,0.5,99"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func TestReadMovieLensFormat(t *testing.T) {
 	if want := []Rating{{1, 10, 0.5, 99}, {1, 11, 4, 100}, {2, 10, 3.5, 100}}; !slices.Equal(rs, want) {
 		t.Errorf("sorted %v, want %v", rs, want)
 	}
-	g, err := ReadMovies(strings.NewReader("movieId,title,genres\n10,\"A film, with a comma (2001)\",Action|Crime\n11,Another film (2002),(no genres listed)\n"))
+	g, err := ReadMovies(strings.NewReader("item,title,genres\n10,\"A title, with a comma\",Action|Crime\n11,Another title,"+NoGenres+"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestReadMovieLensFormat(t *testing.T) {
 	if _, ok := g[11]; !ok {
 		t.Error("a movie without genres is missing from the map")
 	}
-	if _, err := ReadRatings(strings.NewReader("userId,movieId,rating,timestamp\n1,x,3,4\n")); err == nil {
+	if _, err := ReadRatings(strings.NewReader("user,item,rating,time\n1,x,3,4\n")); err == nil {
 		t.Error("a bad movie id: no error")
 	}
 }

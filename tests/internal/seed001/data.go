@@ -39,9 +39,9 @@ type Data struct {
 	byUser map[int][]Rating
 }
 
-// Load reads dir/ratings.csv in MovieLens' format: a header row, then
-// userId,movieId,rating,timestamp (tests/internal/ratings reads it; the
-// timestamp is not used here).
+// Load reads dir/ratings.csv in the MovieLens format with
+// ratings.ReadRatings (dir is a flag of the command: the data is never in
+// the repository); the time column is not used here.
 func Load(dir string) (*Data, error) {
 	f, err := os.Open(filepath.Join(dir, "ratings.csv"))
 	if err != nil {

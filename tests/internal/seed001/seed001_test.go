@@ -279,7 +279,7 @@ func TestFitErrors(t *testing.T) {
 
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
-	csv := "userId,movieId,rating,timestamp\n2,10,4.0,1\n1,30,2.5,2\n1,10,3.0,3\n1,30,5.0,4\n"
+	csv := "user,item,rating,time\n2,10,4.0,1\n1,30,2.5,2\n1,10,3.0,3\n1,30,5.0,4\n"
 	if err := os.WriteFile(filepath.Join(dir, "ratings.csv"), []byte(csv), 0o600); err != nil {
 		t.Fatal(err)
 	}
