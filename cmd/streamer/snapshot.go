@@ -177,11 +177,8 @@ func (s modelState) String() string {
 // decoding it fully, as a restore at start-up would.
 func describeModel(types *online.Registry, m snapshot.Model) modelState {
 	st := modelState{name: m.Name, typ: m.Type, bytes: len(m.Data), n: -1, keys: -1}
-	restore := func(b []byte) (online.Model, error) {
-		if mod, ok, err := engine.ProfileState(m.Name, b); ok {
-			return mod, err
-		}
-		mod, err := types.Restore(b)
+	// checked is a decoded state, of the type the snapshot records.
+	checked := func(mod online.Model, err error) (online.Model, error) {
 		if err != nil {
 			return nil, err
 		}
@@ -210,15 +207,7 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		}
 		st.note = fmt.Sprintf("%d keys changed in this checkpoint", len(keys))
 		for i, b := range states {
-			var err error
-			if !engine.IsProfileTable(m.Name) {
-				b, err = engine.KeyModelState(b) // less the key's exploration statistics (rank.explore ucb, thompson)
-			}
-			if err != nil {
-				st.err = fmt.Errorf("key %q: %w", keys[i], err)
-				return st
-			}
-			mod, err := restore(b)
+			mod, err := checked(engine.DecodeKeyState(types, m.Name, b))
 			switch {
 			case errors.Is(err, online.ErrNeedsConfig):
 				st.n, st.note = -1, "earlier encoding: decodes only with its configuration"
@@ -231,7 +220,7 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		}
 		return st
 	}
-	mod, err := restore(m.Data)
+	mod, err := checked(types.Restore(m.Data))
 	switch {
 	case errors.Is(err, online.ErrNeedsConfig):
 		st.note = "earlier encoding: decodes only with its configuration"
@@ -325,14 +314,7 @@ func inspectKeyStore(w io.Writer, types *online.Registry, dir string, detail boo
 		return nil
 	}
 	r, err := keystore.Check(dir, func(_, model string, _, state []byte) error {
-		if engine.IsProfileTable(model) {
-			_, _, err := engine.ProfileState(model, state)
-			return err
-		}
-		b, err := engine.KeyModelState(state)
-		if err == nil {
-			_, err = types.Restore(b)
-		}
+		_, err := engine.DecodeKeyState(types, model, state)
 		if errors.Is(err, online.ErrNeedsConfig) {
 			return nil
 		}

@@ -67,12 +67,17 @@ var names = [...]string{IPS: "ips", SNIPS: "snips", DR: "dr", SNDR: "sndr"}
 // String is the estimator's name: ips, snips, dr, sndr.
 func (e Estimator) String() string { return names[e] }
 
-// sums are the sufficient statistics of the four estimators.
-type sums struct {
+// Sums are the sufficient statistics of the four estimators: a log
+// summed sample by sample (Add), estimated at any time (Value).
+type Sums struct {
 	n, w, wr, wres, pred float64
 }
 
-func (a *sums) add(s *Sample) {
+// N is the number of samples added.
+func (a *Sums) N() float64 { return a.n }
+
+// Add adds sample s.
+func (a *Sums) Add(s *Sample) {
 	w := s.weight()
 	a.n++
 	a.w += w
@@ -81,9 +86,10 @@ func (a *sums) add(s *Sample) {
 	a.pred += s.PredTarget
 }
 
-// value is estimator e over the samples summed in a (NaN for none; a
-// self-normalised form with no weight is the direct method's, or NaN).
-func (a *sums) value(e Estimator) float64 {
+// Value is estimator e over the samples summed in a (NaN for none; a
+// self-normalised form with no weight: SNDR the direct method's, SNIPS
+// NaN).
+func (a *Sums) Value(e Estimator) float64 {
 	if a.n == 0 {
 		return math.NaN()
 	}
@@ -108,11 +114,11 @@ func (a *sums) value(e Estimator) float64 {
 
 // Estimate is estimator e's value over samples (NaN when there are none).
 func Estimate(e Estimator, samples []Sample) float64 {
-	var a sums
+	var a Sums
 	for i := range samples {
-		a.add(&samples[i])
+		a.Add(&samples[i])
 	}
-	return a.value(e)
+	return a.Value(e)
 }
 
 // Interval is the percentile bootstrap interval of estimator e at level
@@ -128,11 +134,11 @@ func Interval(e Estimator, samples []Sample, level float64, boots int, rng *rand
 	}
 	vals := make([]float64, 0, boots)
 	for range boots {
-		var a sums
+		var a Sums
 		for range n {
-			a.add(&samples[rng.IntN(n)])
+			a.Add(&samples[rng.IntN(n)])
 		}
-		if v := a.value(e); !math.IsNaN(v) {
+		if v := a.Value(e); !math.IsNaN(v) {
 			vals = append(vals, v)
 		}
 	}

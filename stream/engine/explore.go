@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/codec"
@@ -236,6 +237,22 @@ func splitExplored(b []byte, d int) (inner []byte, a []float64, err error) {
 func KeyModelState(b []byte) ([]byte, error) {
 	inner, _, err := splitExplored(b, -1)
 	return inner, err
+}
+
+// DecodeKeyState decodes b, a key's state in table table of the key store
+// or of a snapshot, as a restore at start-up would: an entity's profile
+// (the tables profile.<entity>…), or a key-scoped model's state through
+// the registry types, less its exploration statistics. The tools that
+// check saved state read every key with it.
+func DecodeKeyState(types *online.Registry, table string, b []byte) (online.Model, error) {
+	if strings.HasPrefix(table, profileTablePrefix) {
+		return profileState(table, b)
+	}
+	inner, err := KeyModelState(b)
+	if err != nil {
+		return nil, err
+	}
+	return types.Restore(inner)
 }
 
 // restoreKeyState restores a key's stored state b into m, a fresh instance

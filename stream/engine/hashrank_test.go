@@ -137,8 +137,8 @@ func TestHashedRank(t *testing.T) {
 	if got := testutil.ToFloat64(e.met.labelsJoined); got != requests*k {
 		t.Errorf("%v labels joined, want %d", got, requests*k)
 	}
-	if e.ope.n != requests {
-		t.Errorf("%v off-policy samples, want %d", e.ope.n, requests)
+	if e.ope.sums.N() != requests {
+		t.Errorf("%v off-policy samples, want %d", e.ope.sums.N(), requests)
 	}
 	// The global model learned exactly what its twin did.
 	s.Process(&kafka.Message{Topic: "events", Offset: off, Value: []byte(`{"features":{"user":{"id":"u1"},"item":{"id":"i4","cat":"c1"}}}`)}, sink)

@@ -345,7 +345,7 @@ func TestRequestFloodKeepsImpressions(t *testing.T) {
 	if j, l := testutil.ToFloat64(e.met.labelsJoined), testutil.ToFloat64(e.met.labelsLate); j != imps+1 || l != 1 {
 		t.Fatalf("item labels: %v joined, %v too late; want %d, 1", j, l, imps+1)
 	}
-	if n := e.ope.n; n != 1 {
+	if n := e.ope.sums.N(); n != 1 {
 		t.Fatalf("off-policy labels %v, want 1", n)
 	}
 	// The metrics by source and reason.

@@ -335,7 +335,7 @@ func (p *shardProfile) join(e *Engine, ps *profileScratch, id []byte, values, ob
 		switch h, ok := (*profile.Hashed)(nil), false; {
 		case st != nil && len(st.Attrs) > 0:
 			if h, ok = st.HashedAttrs(); !ok {
-				ps.frag = append(appendJSONString(append(ps.frag[:0], '{'), d.cfg.Namespace), ':')
+				ps.frag = append(wire.AppendString(append(ps.frag[:0], '{'), []byte(d.cfg.Namespace)), ':')
 				ps.frag = append(append(ps.frag, st.Attrs...), '}')
 				if e.decodeFragment(ps) {
 					st.SetHashedAttrs(ps.ev.Idx, ps.ev.Val, ps.ev.Field)
@@ -344,8 +344,8 @@ func (p *shardProfile) join(e *Engine, ps *profileScratch, id []byte, values, ob
 			}
 			ps.idx, ps.val, ps.field = append(ps.idx, h.Idx...), append(ps.val, h.Val...), append(ps.field, h.Field...)
 		default:
-			ps.frag = append(appendJSONString(append(ps.frag[:0], '{'), d.cfg.Namespace), ":{"...)
-			ps.frag = append(appendJSONString(append(appendJSONString(ps.frag, d.cfg.Name), ':'), id), "}}"...)
+			ps.frag = append(wire.AppendString(append(ps.frag[:0], '{'), []byte(d.cfg.Namespace)), ":{"...)
+			ps.frag = append(wire.AppendString(append(wire.AppendString(ps.frag, []byte(d.cfg.Name)), ':'), id), "}}"...)
 			if e.decodeFragment(ps) {
 				ps.idx, ps.val, ps.field = append(ps.idx, ps.ev.Idx...), append(ps.val, ps.ev.Val...), append(ps.field, ps.ev.Field...)
 			}
@@ -374,26 +374,6 @@ func (e *Engine) decodeFragment(ps *profileScratch) bool {
 	return true
 }
 
-// appendJSONString appends s as a JSON string.
-func appendJSONString[T string | []byte](dst []byte, s T) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
-}
-
-// carries reports whether features of field f are among fields.
-func carries(fields []uint8, f uint8) bool { return slices.Contains(fields, f) }
-
 // joinProfiles returns in, the event's (or a candidate's) hashed features
 // idx, val, field, with the profile values of every entity it names that
 // publishes values and that it does not carry itself appended (item: a
@@ -410,7 +390,7 @@ func (s *Shard) joinProfiles(in *holder.Input, idx []int32, val []float64, field
 			id = item
 		}
 		obj := idOnly && c.Candidates
-		values := c.Out != "" && !carries(field, p.def.outField)
+		values := c.Out != "" && !slices.Contains(field, p.def.outField)
 		if id == nil || (!values && !obj) {
 			continue
 		}
@@ -594,27 +574,16 @@ func (e *Engine) withProfiles(dec *wire.Decoder) *wire.Decoder {
 	return dec
 }
 
-// profileTablePrefix starts the names of the profiles' tables.
+// profileTablePrefix starts the names of the profiles' tables (key store
+// and snapshots): profile.<entity>, profile.<entity>.reference.
 const profileTablePrefix = "profile."
 
-// IsProfileTable reports whether table (of the key store or a snapshot)
-// holds profiles (ProfileState decodes its states).
-func IsProfileTable(table string) bool { return strings.HasPrefix(table, profileTablePrefix) }
-
-// ProfileState decodes a state of table, when it is a profile table of
-// the key store or a snapshot ("profile.<entity>", and
-// "profile.<entity>.reference" for its reference keys' labels): the tools
-// that check saved state read profiles with it. ok is false for other
-// tables (a model's: the model registry decodes it).
-func ProfileState(table string, b []byte) (m online.Model, ok bool, err error) {
-	rest, found := strings.CutPrefix(table, profileTablePrefix)
-	if !found {
-		return nil, false, nil
-	}
-	if strings.HasSuffix(rest, ".reference") {
+// profileState decodes a state of a profile table (DecodeKeyState).
+func profileState(table string, b []byte) (online.Model, error) {
+	if strings.HasSuffix(table, ".reference") {
 		r := &profile.RefState{}
-		return r, true, r.UnmarshalBinary(b)
+		return r, r.UnmarshalBinary(b)
 	}
 	s := &profile.State{}
-	return s, true, s.UnmarshalBinary(b)
+	return s, s.UnmarshalBinary(b)
 }

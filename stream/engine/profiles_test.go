@@ -52,11 +52,12 @@ models:
 
 // profileEngine builds profilesYAML's engine over the key store keys.
 func profileEngine(t testing.TB, keys *keystore.DB) *Engine {
-	return profileEngineOf(t, keys, profilesYAML)
+	return configEngine(t, keys, profilesYAML)
 }
 
-// profileEngineOf builds the engine of yaml over the key store keys.
-func profileEngineOf(t testing.TB, keys *keystore.DB, yaml string) *Engine {
+// configEngine builds the engine of a service configuration (yaml, its
+// profiles included) over the key store keys (nil: an in-memory one).
+func configEngine(t testing.TB, keys *keystore.DB, yaml string) *Engine {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), nil, testTypes)
 	if err != nil {
@@ -274,25 +275,7 @@ func TestProfilesIDOnlyCandidates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var idOnly, spelled bytes.Buffer
-	idOnly.WriteString(`{"id":"q1","key":"u5","features":{"user":{"id":"u5"}},"candidates":[`)
-	spelled.WriteString(`{"id":"q1","key":"u5","features":{"user":{"id":"u5"}},"candidates":[`)
-	for i := range 41 { // m40 was never rated
-		if i > 0 {
-			idOnly.WriteByte(',')
-			spelled.WriteByte(',')
-		}
-		id := fmt.Sprintf("m%d", i)
-		fmt.Fprintf(&idOnly, `{"item":%q}`, id)
-		st, values, _ := s.Profile("item", []byte(id))
-		obj := []byte(`{"id":"` + id + `"}`)
-		if st != nil {
-			obj = st.Attrs
-		}
-		fmt.Fprintf(&spelled, `{"item":%q,"features":{"item":%s,%s}}`, id, obj, values[1:len(values)-1])
-	}
-	idOnly.WriteString(`]}`)
-	spelled.WriteString(`]}`)
+	idOnly, spelled := rankBodies(t, s, 41) // m40 was never rated
 	rank := func(body []byte) string {
 		var ev wire.Event
 		if err := dec.Decode(body, &ev); err != nil {
@@ -301,7 +284,7 @@ func TestProfilesIDOnlyCandidates(t *testing.T) {
 		out := s.Rank(nil, &ev)
 		return strings.ReplaceAll(string(out), `"scored_at"`, "\n")[:bytes.Index(out, []byte(`"scored_at"`))]
 	}
-	a, b := rank(idOnly.Bytes()), rank(spelled.Bytes())
+	a, b := rank(idOnly), rank(spelled)
 	if a != b {
 		t.Fatalf("id-only candidates ranked\n%s\nspelled out\n%s", a, b)
 	}
@@ -310,25 +293,31 @@ func TestProfilesIDOnlyCandidates(t *testing.T) {
 	}
 }
 
-// rankBodies are a request of 100 candidates of user u5 by id only, and
-// the same request with each candidate's item namespace and profile
-// spelled out as GET /v1/profiles shows them (s has learned the items).
-func rankBodies(t testing.TB, s *Shard) (idOnly, spelled []byte) {
+// rankBodies are a request of n candidates m0 … m(n−1) of user u5 by id
+// only, and the same request with each candidate's item namespace and
+// profile spelled out as GET /v1/profiles shows them (an item without a
+// profile: {"id": …} and the cold defaults).
+func rankBodies(t testing.TB, s *Shard, n int) (idOnly, spelled []byte) {
+	t.Helper()
 	var a, b bytes.Buffer
 	a.WriteString(`{"id":"q1","key":"u5","features":{"user":{"id":"u5"}},"candidates":[`)
 	b.WriteString(`{"id":"q1","key":"u5","features":{"user":{"id":"u5"}},"candidates":[`)
-	for i := range 100 {
+	for i := range n {
 		if i > 0 {
 			a.WriteByte(',')
 			b.WriteByte(',')
 		}
 		id := fmt.Sprintf("m%d", i)
 		fmt.Fprintf(&a, `{"item":%q}`, id)
-		st, values, _ := s.Profile("item", []byte(id))
-		if st == nil {
-			t.Fatalf("no profile of %s", id)
+		st, values, ok := s.Profile("item", []byte(id))
+		if !ok {
+			t.Fatal("no item profiles")
 		}
-		fmt.Fprintf(&b, `{"item":%q,"features":{"item":%s,%s}}`, id, st.Attrs, values[1:len(values)-1])
+		obj := []byte(`{"id":"` + id + `"}`)
+		if st != nil {
+			obj = st.Attrs
+		}
+		fmt.Fprintf(&b, `{"item":%q,"features":{"item":%s,%s}}`, id, obj, values[1:len(values)-1])
 	}
 	a.WriteString(`]}`)
 	b.WriteString(`]}`)
@@ -352,7 +341,7 @@ func BenchmarkRankProfiles(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	idOnly, spelled := rankBodies(b, s)
+	idOnly, spelled := rankBodies(b, s, 100)
 	for _, bc := range []struct {
 		name string
 		body []byte
@@ -383,7 +372,7 @@ func BenchmarkRankProfiles(b *testing.B) {
 // a per-user fm on the item profile, every user's in memory), once every
 // entity has a profile.
 func BenchmarkApplyProfiles(b *testing.B) {
-	s := instanceShard(b, profileEngineOf(b, nil, strings.Replace(profilesYAML, "max_keys: 8", "max_keys: 100", 1)))
+	s := instanceShard(b, configEngine(b, nil, strings.Replace(profilesYAML, "max_keys: 8", "max_keys: 100", 1)))
 	events := ratingEvents(3000)
 	sink := &memSink{}
 	for i := range events {

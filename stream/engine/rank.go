@@ -278,20 +278,35 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	inst := m.h.Find(key) // one look-up for every candidate
 	ex, _ := inst.(*explored)
 	hashed := e.cfg.Hash != nil
+	// A residual model's predictions are its fallback's plus its own
+	// (residual.go): the fallback scores each candidate on the same
+	// input, behind its lock, taken after the rank model's (the one order
+	// of the two).
+	var fb *shardModel
+	var fbInst online.Model
+	var fbMu *sync.Mutex
+	if m.def.residual {
+		fb = s.models[m.def.fallback]
+		fbMu = fb.lock(key)
+		fbInst = fb.h.Find(key)
+	}
 	var version int64
 	for i := range n {
 		in, _ := s.candidate(ev, i, key, hashed)
 		p, v := m.h.Peek(inst, m.feed(in, nil, nil))
+		if fb != nil && m.def.decided(&p) {
+			fp, _ := fb.h.Peek(fbInst, fb.feed(in, nil, nil))
+			addFallback(&p, fp)
+		}
 		rk.preds = append(rk.preds, p)
 		rk.score = append(rk.score, p.Score)
 		version = v
 	}
+	unlock(fbMu)
 	fallback := ""
 	rk.fellBack = m.def.fallback >= 0 && rk.undecided(m.def) // a model with a fallback is key-scoped (checkFallbacks)
 	if rk.fellBack {
 		fallback, version = s.rankFallback(ev, key)
-	} else if m.def.residual {
-		s.rankResidual(ev, key)
 	}
 	if usesStats(cfg.Policy) && ex != nil && !rk.explore(ex, ev, cfg) {
 		ex = nil // not positive definite (cannot happen): greedy
@@ -466,15 +481,13 @@ func (s *Shard) request(ev *wire.Event, msg *kafka.Message, id []byte, pub Sink,
 // another kind's: the label itself, e.g. a rating), the importance weight
 // w = [greedy would have put the same item first]/propensity, and r·w.
 type opeStats struct {
-	mu                  sync.Mutex
-	n, reward, w, rw    float64
-	rw2, greedyN, match float64
-	// The newest samples (ring, at most opeWindow), for the estimates'
-	// intervals (opeCollector), and every sample summed for the
-	// doubly robust estimates: Σ r̂(greedy's first), Σ w (r − r̂(shown)).
-	window     []ope.Sample
-	next       int
-	pred, wres float64
+	mu     sync.Mutex
+	reward float64  // Σ r: the logged policy's
+	match  float64  // Σ 1{the item shown is greedy's first}
+	rw2    float64  // Σ (w r)²: IPS's normal interval (ipsCI95)
+	sums   ope.Sums // every sample: the estimates of greedy's value
+	window []ope.Sample
+	next   int // the window's oldest sample once it is full (a ring of opeWindow)
 }
 
 // opeWindow bounds the samples the intervals are computed over; opeBoots
@@ -486,22 +499,18 @@ const (
 
 // add records the reward r of the first item of a request, marked mark.
 func (o *opeStats) add(mark opeMark, r float64) {
-	w := 0.0
+	smp := ope.Sample{Reward: r, Prop: mark.prop, Match: mark.greedy, PredLogged: mark.predShown, PredTarget: mark.predTop}
+	wr := 0.0
 	if mark.greedy && mark.prop > 0 {
-		w = 1 / mark.prop
+		wr = r / mark.prop
 	}
 	o.mu.Lock()
-	o.n++
 	o.reward += r
-	o.w += w
-	o.rw += r * w
-	o.rw2 += r * w * r * w
-	o.pred += mark.predTop
-	o.wres += w * (r - mark.predShown)
+	o.rw2 += wr * wr
 	if mark.greedy {
 		o.match++
 	}
-	smp := ope.Sample{Reward: r, Prop: mark.prop, Match: mark.greedy, PredLogged: mark.predShown, PredTarget: mark.predTop}
+	o.sums.Add(&smp)
 	if len(o.window) < opeWindow {
 		o.window = append(o.window, smp)
 	} else {
@@ -570,29 +579,23 @@ func (c *opeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *opeCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	s.mu.Lock()
-	n, reward, w, rw, rw2, match := s.n, s.reward, s.w, s.rw, s.rw2, s.match
-	pred, wres := s.pred, s.wres
+	reward, rw2, match, sums := s.reward, s.rw2, s.match, s.sums
 	window := slices.Clone(s.window)
 	s.mu.Unlock()
-	rng := rand.New(rand.NewPCG(1, uint64(n))) // the resamples of one window are the same at every scrape
+	n := sums.N()
 	ch <- prometheus.MustNewConstMetric(c.n, prometheus.CounterValue, n)
 	if n == 0 {
 		return
 	}
-	ips := rw / n
 	ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, reward/n, "logged", "observed")
-	ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, ips, "greedy", "ips")
-	if w > 0 {
-		ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, rw/w, "greedy", "snips")
+	for _, e := range ope.Estimators {
+		if v := sums.Value(e); !math.IsNaN(v) {
+			ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, v, "greedy", e.String())
+		}
 	}
-	ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, (pred+wres)/n, "greedy", "dr")
-	sndr := pred / n
-	if w > 0 {
-		sndr += wres / w
-	}
-	ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, sndr, "greedy", "sndr")
-	ch <- prometheus.MustNewConstMetric(c.ci, prometheus.GaugeValue, ipsCI95(n, rw, rw2))
+	ch <- prometheus.MustNewConstMetric(c.ci, prometheus.GaugeValue, ipsCI95(n, n*sums.Value(ope.IPS), rw2))
 	ch <- prometheus.MustNewConstMetric(c.agreement, prometheus.GaugeValue, match/n)
+	rng := rand.New(rand.NewPCG(1, uint64(n))) // the resamples of one window are the same at every scrape
 	for _, e := range ope.Estimators {
 		lo, hi := ope.Interval(e, window, 0.95, opeBoots, rng)
 		if !math.IsNaN(lo) {

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/stream/wire"
-)
+import "github.com/streamer/streamer/online"
 
 // Residual models (NamedModel.Residual): a key-scoped model that corrects
 // its fallback, a global regression model, per key — the global model's
@@ -36,25 +33,5 @@ func addFallback(p *online.Prediction, fb online.Prediction) {
 		p.Value += f
 	} else if fb.HasValue {
 		p.Value, p.HasValue = p.Score, true
-	}
-}
-
-// rankResidual adds to the rank model's own predictions of the request's
-// candidates (rk.preds, a residual model's) the fallback's, as
-// rankFallback scores them.
-func (s *Shard) rankResidual(ev *wire.Event, key []byte) {
-	rk := s.rk
-	d := s.models[s.e.rankIdx].def
-	fm := s.models[d.fallback]
-	defer unlock(fm.lock(key)) // after the rank model's: the one order of the two
-	inst := fm.h.Find(key)
-	for i := range rk.preds {
-		if !d.decided(&rk.preds[i]) {
-			continue
-		}
-		in, _ := s.candidate(ev, i, key, s.e.cfg.Hash != nil)
-		fp, _ := fm.h.Peek(inst, fm.feed(in, nil, nil))
-		addFallback(&rk.preds[i], fp)
-		rk.score[i] = rk.preds[i].Score
 	}
 }

@@ -3,9 +3,11 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 
-	"github.com/streamer/streamer/config"
+	"github.com/segmentio/kafka-go"
+
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/stream/wire"
 )
@@ -35,23 +37,11 @@ models:
 // fallback's published prediction; a ranking request's scores are the
 // same sums.
 func TestResidualModel(t *testing.T) {
-	cfg, err := config.Parse([]byte(residualYAML), nil, testTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	models, err := BuildModels(cfg, testTypes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(ConfigFrom(cfg), models, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
+	e := configEngine(t, nil, residualYAML)
 	s := instanceShard(t, e)
 	events := ratingEvents(2000)
 	sink := &memSink{Keep: true}
-	twin, _ := models[1].Factory()
+	twin, _ := e.defs[1].keyFactory()
 	dec := e.NewWorker().dec
 	var ev wire.Event
 	var idx []int32
@@ -92,5 +82,49 @@ func TestResidualModel(t *testing.T) {
 	want, _ := twin.MarshalBinary()
 	if !bytes.Equal(got, want) {
 		t.Fatal("the key's instance is not the twin that learned the residuals")
+	}
+
+	// A ranking request's scores are the sums too: each candidate's is
+	// what the model publishes for an unlabelled event of the same
+	// features (scored, not learned).
+	rdec, err := e.RequestDecoder(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := `{"id":"q","key":"u3","features":{"user":{"id":"u3"}},"candidates":[`
+	for m := range 3 {
+		if m > 0 {
+			req += ","
+		}
+		req += fmt.Sprintf(`{"item":"m%d","features":{"item":{"id":"m%d","genres":["%s"]}}}`, m, m, genres[m%4])
+	}
+	if err := rdec.Decode([]byte(req+"]}"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	var ranked struct {
+		Ranked []struct {
+			Item  string
+			Score float64
+		}
+	}
+	if err := json.Unmarshal(s.Rank(nil, &ev), &ranked); err != nil || len(ranked.Ranked) != 3 {
+		t.Fatalf("ranking: %v %+v", err, ranked)
+	}
+	for _, it := range ranked.Ranked {
+		m := atoi(it.Item[1:])
+		msg := kafka.Message{Key: []byte("u3"), Value: fmt.Appendf(nil, `{"id":"p","features":{"user":{"id":"u3"},"item":{"id":"m%d","genres":["%s"]}}}`, m, genres[m%4])}
+		before := len(sink.Msgs)
+		s.Process(&msg, sink)
+		var rec struct {
+			Model    string
+			Score    float64
+			Fallback string
+		}
+		if err := json.Unmarshal(sink.Msgs[before+1].Value, &rec); err != nil || rec.Model != "per_user" || rec.Fallback != "" {
+			t.Fatalf("record %s: %v", sink.Msgs[before+1].Value, err)
+		}
+		if it.Score != rec.Score {
+			t.Errorf("%s ranked at %v, scored at %v as an event", it.Item, it.Score, rec.Score)
+		}
 	}
 }

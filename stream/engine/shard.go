@@ -435,12 +435,9 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	ob, _ := pub.(*Outbox) // the pipeline's: its records are encoded off this goroutine
 	in := &s.in
 	switch {
-	case len(s.profiles) > 0:
-		s.e.hashed.add(ev.Hash, ev.Idx)
-		s.joinProfiles(in, ev.Idx, ev.Val, ev.Field, ev, key, nil, false)
 	case s.e.cfg.Hash != nil:
 		s.e.hashed.add(ev.Hash, ev.Idx)
-		in.SetHashed(ev.Idx, ev.Val, ev.Field)
+		s.joinProfiles(in, ev.Idx, ev.Val, ev.Field, ev, key, nil, false) // as they are without profiles
 	default:
 		in.SetDense(ev.Features)
 	}

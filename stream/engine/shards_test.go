@@ -144,14 +144,7 @@ func TestInstanceShardWorkers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := e.NewShard("")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := s.Restore(nil, nil); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return instanceShard(t, e)
 	}
 	s := newShard()
 	var mu sync.Mutex

@@ -77,25 +77,6 @@ type Config struct {
 	Candidates bool
 }
 
-// Publishes reports whether c publishes value v.
-func (c *Config) Publishes(v string) bool { return slices.Contains(c.Values, v) }
-
-// Dim is the number of numbers c publishes.
-func (c *Config) Dim() int {
-	n := 0
-	for _, v := range c.Values {
-		switch v {
-		case ValueFactors:
-			n += c.K
-		case ValueReference:
-			n += len(c.Reference)
-		default:
-			n++
-		}
-	}
-	return n
-}
-
 // Names are the feature names of the numbers c publishes, in Render's
 // order.
 func (c *Config) Names() []string {

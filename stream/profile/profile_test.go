@@ -71,8 +71,8 @@ func TestRenderReadsBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		names := c.Names()
-		if len(names) != len(nums) || len(got["item_profile"]) != len(names) || c.Dim() != len(names) {
-			t.Fatalf("%d names, %d numbers, %d rendered, Dim %d", len(names), len(nums), len(got["item_profile"]), c.Dim())
+		if len(names) != len(nums) || len(got["item_profile"]) != len(names) || len(names) != 5+1+c.K+len(c.Reference) {
+			t.Fatalf("%d names, %d numbers, %d rendered", len(names), len(nums), len(got["item_profile"]))
 		}
 		for k, name := range names {
 			if got["item_profile"][name] != nums[k] {

@@ -69,11 +69,11 @@ func (c *FloatCache) AppendScore(dst []byte, s *Score) []byte { return appendSco
 
 func appendScore(dst []byte, s *Score, c *FloatCache) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, s.ID)
+	dst = AppendString(dst, s.ID)
 	dst = append(dst, `,"key":`...)
-	dst = appendString(dst, s.Key)
+	dst = AppendString(dst, s.Key)
 	dst = append(dst, `,"model":`...)
-	dst = appendString(dst, unsafe.Slice(unsafe.StringData(s.Model), len(s.Model)))
+	dst = AppendString(dst, unsafe.Slice(unsafe.StringData(s.Model), len(s.Model)))
 	dst = append(dst, `,"version":`...)
 	dst = strconv.AppendInt(dst, s.Version, 10)
 	dst = append(dst, `,"score":`...)
@@ -94,7 +94,7 @@ func appendScore(dst []byte, s *Score, c *FloatCache) []byte {
 	}
 	if s.Fallback != "" {
 		dst = append(dst, `,"fallback":`...)
-		dst = appendString(dst, unsafe.Slice(unsafe.StringData(s.Fallback), len(s.Fallback)))
+		dst = AppendString(dst, unsafe.Slice(unsafe.StringData(s.Fallback), len(s.Fallback)))
 	}
 	if s.HasBound {
 		dst = append(dst, `,"certainty":{"mistake_bound":`...)
@@ -110,7 +110,7 @@ func appendScore(dst []byte, s *Score, c *FloatCache) []byte {
 	dst = append(dst, '}')
 	if len(s.EventTS) > 0 {
 		dst = append(dst, `,"event_ts":`...)
-		dst = appendString(dst, s.EventTS)
+		dst = AppendString(dst, s.EventTS)
 	}
 	dst = append(dst, `,"scored_at":"`...)
 	dst = appendTimeUTC(dst, s.ScoredAt)
@@ -229,10 +229,10 @@ func init() {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends b as a quoted JSON string. Control characters are
+// AppendString appends b as a quoted JSON string. Control characters are
 // escaped, as are U+2028 and U+2029 (like encoding/json, so the output is
 // also valid JavaScript); invalid UTF-8 becomes U+FFFD.
-func appendString(dst, b []byte) []byte {
+func AppendString(dst, b []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(b); {

@@ -300,16 +300,16 @@ type Ranked struct {
 // allocate when dst has enough capacity.
 func AppendRanking(dst []byte, r *Ranking) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, r.ID)
+	dst = AppendString(dst, r.ID)
 	dst = append(dst, `,"key":`...)
-	dst = appendString(dst, r.Key)
+	dst = AppendString(dst, r.Key)
 	dst = append(dst, `,"model":`...)
-	dst = appendString(dst, unsafe.Slice(unsafe.StringData(r.Model), len(r.Model)))
+	dst = AppendString(dst, unsafe.Slice(unsafe.StringData(r.Model), len(r.Model)))
 	dst = append(dst, `,"version":`...)
 	dst = strconv.AppendInt(dst, r.Version, 10)
 	if r.Fallback != "" {
 		dst = append(dst, `,"fallback":`...)
-		dst = appendString(dst, unsafe.Slice(unsafe.StringData(r.Fallback), len(r.Fallback)))
+		dst = AppendString(dst, unsafe.Slice(unsafe.StringData(r.Fallback), len(r.Fallback)))
 	}
 	dst = append(dst, `,"ranked":[`...)
 	for i := range r.Ranked {
@@ -318,7 +318,7 @@ func AppendRanking(dst []byte, r *Ranking) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"item":`...)
-		dst = appendString(dst, it.Item)
+		dst = AppendString(dst, it.Item)
 		dst = append(dst, `,"score":`...)
 		dst = appendFloat(dst, it.Score)
 		dst = append(dst, `,"prediction":`...)

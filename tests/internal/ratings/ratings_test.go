@@ -23,7 +23,7 @@ func TestReadMovieLensFormat(t *testing.T) {
 	if want := []Rating{{1, 10, 0.5, 99}, {1, 11, 4, 100}, {2, 10, 3.5, 100}}; !slices.Equal(rs, want) {
 		t.Errorf("sorted %v, want %v", rs, want)
 	}
-	g, err := ReadMovies(strings.NewReader("item,title,genres\n10,\"A title, with a comma\",Action|Crime\n11,Another title,"+NoGenres+"\n"))
+	g, err := ReadMovies(strings.NewReader("item,title,genres\n10,\"A title, with a comma\",Action|Crime\n11,Another title," + NoGenres + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
