@@ -123,10 +123,9 @@ func Estimate(e Estimator, samples []Sample) float64 {
 
 // Interval is the percentile bootstrap interval of estimator e at level
 // (e.g. 0.95) over samples: the level's central quantiles of the
-// estimator over boots resamples (with replacement) drawn from rng. The
-// resamples' indices are drawn once and shared by the estimators called
-// with the same rng state, so intervals are comparable. It returns NaNs
-// for fewer than two samples.
+// estimator over boots resamples (with replacement) drawn from rng (the
+// same rng state gives the same interval). It returns NaNs for fewer than
+// two samples.
 func Interval(e Estimator, samples []Sample, level float64, boots int, rng *rand.Rand) (lo, hi float64) {
 	n := len(samples)
 	if n < 2 || boots < 1 {
