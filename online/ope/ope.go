@@ -149,3 +149,130 @@ func Interval(e Estimator, samples []Sample, level float64, boots int, rng *rand
 	last := float64(len(vals) - 1)
 	return vals[int(math.Floor(alpha*last))], vals[int(math.Ceil((1-alpha)*last))]
 }
+
+// Term is sample s's term of estimator e, for the linear estimators IPS
+// and DR: IPS's w r, DR's r̂(x, π(x)) + w (r − r̂(x, a)); their estimate
+// is the mean of the terms. It panics for the self-normalised forms,
+// which are not means of terms.
+func Term(e Estimator, s *Sample) float64 {
+	w := s.weight()
+	switch e {
+	case IPS:
+		return w * s.Reward
+	case DR:
+		return s.PredTarget + w*(s.Reward-s.PredLogged)
+	}
+	panic("ope: Term of " + e.String())
+}
+
+// DiffInterval is the percentile bootstrap interval of estimator e's
+// value of target policy b minus its value of target policy a, from the
+// same logged decisions: a[i] and b[i] are decision i as each target sees
+// it (the same reward, propensity and logged prediction). Each resample
+// draws the same decisions for both, so that what the two policies share
+// cancels. NaNs for fewer than two decisions, or when a and b differ in
+// length.
+func DiffInterval(e Estimator, a, b []Sample, level float64, boots int, rng *rand.Rand) (lo, hi float64) {
+	n := len(a)
+	if n < 2 || len(b) != n || boots < 1 {
+		return math.NaN(), math.NaN()
+	}
+	vals := make([]float64, 0, boots)
+	for range boots {
+		var sa, sb Sums
+		for range n {
+			i := rng.IntN(n)
+			sa.Add(&a[i])
+			sb.Add(&b[i])
+		}
+		if v := sb.Value(e) - sa.Value(e); !math.IsNaN(v) {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	slices.Sort(vals)
+	alpha := (1 - level) / 2
+	last := float64(len(vals) - 1)
+	return vals[int(math.Floor(alpha*last))], vals[int(math.Ceil((1-alpha)*last))]
+}
+
+// Window is the mean of the newest values added (a ring of a fixed size)
+// with its normal confidence interval, kept as values enter and leave in
+// constant time: the per-decision differences of two policies' terms
+// (Term) that a challenger's promotion is decided on. Its sums are
+// recomputed exactly once per pass of the ring, so that rounding does not
+// accumulate.
+type Window struct {
+	vals      []float64
+	next      int
+	full      bool
+	sum, sum2 float64
+}
+
+// NewWindow returns an empty window of the newest size values (size ≥ 2).
+func NewWindow(size int) *Window {
+	return &Window{vals: make([]float64, 0, max(size, 2))}
+}
+
+// Add adds v, the oldest leaving once the window is full.
+func (w *Window) Add(v float64) {
+	if !w.full {
+		w.vals = append(w.vals, v)
+		w.sum += v
+		w.sum2 += v * v
+		if len(w.vals) == cap(w.vals) {
+			w.full = true
+			w.resum()
+		}
+		return
+	}
+	old := w.vals[w.next]
+	w.vals[w.next] = v
+	w.sum += v - old
+	w.sum2 += v*v - old*old
+	if w.next++; w.next == len(w.vals) {
+		w.next = 0
+		w.resum()
+	}
+}
+
+func (w *Window) resum() {
+	w.sum, w.sum2 = 0, 0
+	for _, v := range w.vals {
+		w.sum += v
+		w.sum2 += v * v
+	}
+}
+
+// Len is the number of values in the window.
+func (w *Window) Len() int { return len(w.vals) }
+
+// Reset empties the window.
+func (w *Window) Reset() {
+	w.vals, w.next, w.full, w.sum, w.sum2 = w.vals[:0], 0, false, 0, 0
+}
+
+// Mean is the mean of the window's values (NaN when empty).
+func (w *Window) Mean() float64 {
+	if len(w.vals) == 0 {
+		return math.NaN()
+	}
+	return w.sum / float64(len(w.vals))
+}
+
+// Interval is the normal interval at level (e.g. 0.95) of the mean of
+// the window's values: mean ± z·s/√n, s the sample standard deviation
+// and z the standard normal quantile of (1 + level)/2. NaNs for fewer
+// than two values.
+func (w *Window) Interval(level float64) (lo, hi float64) {
+	n := float64(len(w.vals))
+	if n < 2 {
+		return math.NaN(), math.NaN()
+	}
+	mean := w.sum / n
+	v := max(0, (w.sum2-n*mean*mean)/(n-1))
+	h := math.Sqrt2 * math.Erfinv(level) * math.Sqrt(v/n)
+	return mean - h, mean + h
+}

@@ -79,3 +79,93 @@ func TestUnbiasedAndIntervals(t *testing.T) {
 		t.Error("an interval from one sample")
 	}
 }
+
+// TestTermsMeanIsEstimate: the mean of IPS's and DR's terms is their
+// estimate.
+func TestTermsMeanIsEstimate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	samples := make([]Sample, 300)
+	for i := range samples {
+		samples[i] = Sample{Reward: float64(rng.IntN(2)), Prop: 0.1 + 0.9*rng.Float64(), Match: rng.IntN(3) > 0,
+			PredLogged: rng.Float64(), PredTarget: rng.Float64()}
+	}
+	for _, e := range []Estimator{IPS, DR} {
+		sum := 0.0
+		for i := range samples {
+			sum += Term(e, &samples[i])
+		}
+		if got, want := sum/float64(len(samples)), Estimate(e, samples); math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s: mean of terms %v, estimate %v", e, got, want)
+		}
+	}
+}
+
+// TestDiffInterval: the difference of a policy with itself is exactly 0,
+// and the interval of two policies' difference covers their estimates'
+// difference.
+func TestDiffInterval(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	a := make([]Sample, 500)
+	b := make([]Sample, 500)
+	for i := range a {
+		a[i] = Sample{Reward: float64(rng.IntN(2)), Prop: 0.5, Match: rng.IntN(2) == 0, PredLogged: 0.4, PredTarget: 0.4}
+		b[i] = a[i]
+		b[i].Match = rng.IntN(4) > 0
+		b[i].PredTarget = 0.6
+	}
+	boot := rand.New(rand.NewPCG(1, 1))
+	if lo, hi := DiffInterval(DR, a, a, 0.95, 100, boot); lo != 0 || hi != 0 {
+		t.Errorf("a policy against itself: [%v, %v], want [0, 0]", lo, hi)
+	}
+	for _, e := range Estimators {
+		d := Estimate(e, b) - Estimate(e, a)
+		lo, hi := DiffInterval(e, a, b, 0.95, 200, boot)
+		if !(lo <= d && d <= hi && hi-lo < 0.5) {
+			t.Errorf("%s: difference %v, interval [%v, %v]", e, d, lo, hi)
+		}
+	}
+	if lo, _ := DiffInterval(DR, a, b[:10], 0.95, 10, boot); !math.IsNaN(lo) {
+		t.Errorf("unequal lengths: %v, want NaN", lo)
+	}
+}
+
+// TestWindow: the window's mean and normal interval are those of its
+// newest values, computed from scratch, through several passes of the
+// ring.
+func TestWindow(t *testing.T) {
+	w := NewWindow(50)
+	rng := rand.New(rand.NewPCG(7, 8))
+	var all []float64
+	for i := range 237 {
+		v := rng.NormFloat64()*3 + 1e6*float64(i%2) // large values: rounding would show
+		w.Add(v)
+		all = append(all, v)
+		tail := all[max(0, len(all)-50):]
+		if w.Len() != len(tail) {
+			t.Fatalf("after %d: %d values, want %d", i+1, w.Len(), len(tail))
+		}
+		var s, s2 float64
+		for _, x := range tail {
+			s += x
+		}
+		mean := s / float64(len(tail))
+		for _, x := range tail {
+			s2 += (x - mean) * (x - mean)
+		}
+		if math.Abs(w.Mean()-mean) > 1e-6 {
+			t.Fatalf("after %d: mean %v, want %v", i+1, w.Mean(), mean)
+		}
+		if len(tail) < 2 {
+			continue
+		}
+		h := 1.959963984540054 * math.Sqrt(s2/float64(len(tail)-1)/float64(len(tail)))
+		lo, hi := w.Interval(0.95)
+		if math.Abs(lo-(mean-h)) > 1e-6*(1+h) || math.Abs(hi-(mean+h)) > 1e-6*(1+h) {
+			t.Fatalf("after %d: interval [%v, %v], want %v ± %v", i+1, lo, hi, mean, h)
+		}
+	}
+	w.Reset()
+	if w.Len() != 0 || !math.IsNaN(w.Mean()) {
+		t.Errorf("after Reset: %d values, mean %v", w.Len(), w.Mean())
+	}
+}
