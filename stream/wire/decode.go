@@ -45,6 +45,12 @@ type Event struct {
 	// ranking request); nil when absent. Only read WithRequests.
 	Item []byte
 
+	// A request's logged decision (a Decoder WithLogged; logged.go): the
+	// item another run put first and its propensity.
+	Logged     []byte
+	LoggedProp float64
+	HasLogged  bool
+
 	// The entities of a Decoder WithEntities, by index: the id the event
 	// gives each (nil: none), the id feature's hash, and its namespace's
 	// object as the message has it (nil: absent). See WithEntities.
@@ -97,6 +103,7 @@ func (ev *Event) reset(dim int) {
 	ev.Label, ev.HasLabel = 0, false
 	ev.HasFeatures = true
 	ev.IsRequest, ev.Cands, ev.K, ev.Item = false, ev.Cands[:0], 0, nil
+	ev.Logged, ev.LoggedProp, ev.HasLogged = nil, 0, false
 	ev.candX = ev.candX[:0]
 	ev.Idx, ev.Val, ev.Hash, ev.Field = ev.Idx[:0], ev.Val[:0], ev.Hash[:0], ev.Field[:0]
 	ev.Ent, ev.EntHash, ev.EntObj = ev.Ent[:0], ev.EntHash[:0], ev.EntObj[:0]
@@ -124,6 +131,7 @@ type Decoder struct {
 	maxCands  int  // > 0: ranking requests with at most maxCands candidates
 	strict    bool // unknown members are bad_request (WithStrict), not skipped
 	idOnly    bool // candidates may come without features (WithIDOnly)
+	logged    bool // requests may carry a logged decision (WithLogged)
 
 	hash *hashing // non-nil: features are hashed (WithHashing); dim is then 2^Bits
 }
@@ -281,6 +289,7 @@ const (
 	fieldCandidates
 	fieldK
 	fieldItem
+	fieldLogged
 )
 
 func (s *scanner) document() *Error {
@@ -339,6 +348,8 @@ func (s *scanner) document() *Error {
 				f = s.requestField(fieldK)
 			case "item":
 				f = s.requestField(fieldItem)
+			case "logged":
+				f = s.loggedField()
 			}
 			if f == fieldUnknown && s.d.strict && sem == nil {
 				sem = &Error{Reason: ReasonBadRequest, Detail: "unknown field " + quoteShort(key) + " (" + s.d.knownFields() + ")"}
@@ -395,6 +406,9 @@ func (s *scanner) document() *Error {
 	if s.ev.K != 0 {
 		return &Error{Reason: ReasonBadRequest, Detail: "k without candidates"}
 	}
+	if s.ev.HasLogged {
+		return &Error{Reason: ReasonBadRequest, Detail: "logged without candidates"}
+	}
 	if !haveFeatures {
 		if s.d.labelOnly && s.ev.HasID && s.ev.HasLabel {
 			s.ev.HasFeatures = false
@@ -436,6 +450,8 @@ func (s *scanner) member(f field) *Error {
 		return e
 	case fieldFeatures:
 		return s.features()
+	case fieldLogged:
+		return s.loggedDecision()
 	}
 	panic("unreachable")
 }

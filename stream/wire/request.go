@@ -247,6 +247,8 @@ func (s *scanner) request(haveFeatures bool) *Error {
 		return &Error{Reason: ReasonBadRequest, Detail: "a ranking request has no label (label its items later, by id and item)"}
 	case ev.Item != nil:
 		return &Error{Reason: ReasonBadRequest, Detail: "a ranking request has no item (its candidates do)"}
+	case ev.HasLogged && ev.LoggedIndex() < 0:
+		return &Error{Reason: ReasonBadRequest, Detail: "logged.item " + quoteShort(ev.Logged) + " is not one of the candidates"}
 	}
 	if ev.K == 0 || ev.K > len(ev.Cands) {
 		ev.K = len(ev.Cands)
