@@ -64,8 +64,30 @@ type Rank struct {
 	// consistent, kafka-go's CRC32Balancer). The service checks it
 	// against the keyed events it consumes (stream/partguard.go).
 	Partitioner string   `yaml:"partitioner"`
-	Explore     Explore  `yaml:"explore"`
-	Join        RankJoin `yaml:"join"`
+	Explore     Explore    `yaml:"explore"`
+	Join        RankJoin   `yaml:"join"`
+	Challenger  Challenger `yaml:"challenger"`
+}
+
+// Challenger is rank.challenger: a second model that ranks every request
+// in shadow (its order is not served). Its greedy policy's value and the
+// difference to the rank model's (the champion's) are estimated off-policy
+// from the champion's exploration log, per labelled first item; with
+// promote auto the two swap once the lower bound of (challenger −
+// champion) has stayed above 0 for Hold labelled first items.
+type Challenger struct {
+	Model   string `yaml:"model"`   // "" = none
+	Promote string `yaml:"promote"` // manual (report only) | auto
+	// Estimator is the difference's: dr (doubly robust, the champion's
+	// predicted reward as the direct method) or ips.
+	Estimator string `yaml:"estimator"`
+	// Confidence is the level of the difference's normal interval over the
+	// newest 10 000 labelled first items.
+	Confidence float64 `yaml:"confidence"`
+	// Hold is the number of labelled first items over which the interval's
+	// lower bound must stay above 0, checked every 100, before auto
+	// promotes.
+	Hold int `yaml:"hold"`
 }
 
 // RankJoin is rank.join: with delayed labels on, the join window of the
@@ -85,6 +107,9 @@ type RankJoin struct {
 	// keep, all together (13 bytes each); 0 = 64 × Events.
 	Entries int `yaml:"entries"`
 }
+
+// DefaultChallengerHold is rank.challenger.hold's default.
+const DefaultChallengerHold = 2000
 
 // The defaults of rank.join.
 const (
@@ -115,6 +140,9 @@ const (
 	PartitionerMurmur2 = "murmur2"
 	PartitionerFNV1a   = "fnv1a"
 	PartitionerCRC32   = "crc32"
+
+	PromoteManual = "manual"
+	PromoteAuto   = "auto"
 
 	ExploreGreedy   = "greedy"
 	ExploreEpsilon  = "epsilon"
@@ -528,7 +556,8 @@ func Default() Config {
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
 			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
-			Join:    RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey}},
+			Join:       RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey},
+			Challenger: Challenger{Promote: PromoteManual, Estimator: "dr", Confidence: 0.95, Hold: DefaultChallengerHold}},
 	}
 }
 

@@ -57,7 +57,8 @@ func TestGoodRoundTrip(t *testing.T) {
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
-			Join: RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey}},
+			Join:       RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey},
+			Challenger: Challenger{Promote: PromoteManual, Estimator: "dr", Confidence: 0.95, Hold: DefaultChallengerHold}},
 		Models: []Model{
 			{
 				Name:     "mam_rbf",
@@ -319,7 +320,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 64 {
+	if len(vars) != len(leaves) || len(vars) != 69 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

@@ -85,6 +85,11 @@ var leaves = []leaf{
 	{"rank.join.time", func(c *Config) any { return &c.Rank.Join.Time }},
 	{"rank.join.per_key", func(c *Config) any { return &c.Rank.Join.PerKey }},
 	{"rank.join.entries", func(c *Config) any { return &c.Rank.Join.Entries }},
+	{"rank.challenger.model", func(c *Config) any { return &c.Rank.Challenger.Model }},
+	{"rank.challenger.promote", func(c *Config) any { return &c.Rank.Challenger.Promote }},
+	{"rank.challenger.estimator", func(c *Config) any { return &c.Rank.Challenger.Estimator }},
+	{"rank.challenger.confidence", func(c *Config) any { return &c.Rank.Challenger.Confidence }},
+	{"rank.challenger.hold", func(c *Config) any { return &c.Rank.Challenger.Hold }},
 	{"calibration.window", func(c *Config) any { return &c.Calibration.Window }},
 	{"calibration.every", func(c *Config) any { return &c.Calibration.Every }},
 	{"calibration.delta", func(c *Config) any { return &c.Calibration.Delta }},
@@ -92,7 +97,7 @@ var leaves = []leaf{
 
 // sections are the mappings outside models that hold leaves.
 var sections = map[string]bool{
-	"kafka": true, "kafka.producer": true, "kafka.tls": true, "kafka.sasl": true, "http": true, "http.tls": true, "http.auth": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true, "rank": true, "rank.explore": true, "rank.join": true, "calibration": true,
+	"kafka": true, "kafka.producer": true, "kafka.tls": true, "kafka.sasl": true, "http": true, "http.tls": true, "http.auth": true, "log": true, "metrics": true, "snapshot": true, "labels": true, "labels.join_window": true, "rank": true, "rank.explore": true, "rank.join": true, "rank.challenger": true, "calibration": true,
 }
 
 var leafByPath = func() map[string]leaf {

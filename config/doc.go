@@ -129,6 +129,16 @@
 //	rank.join.per_key               10000             most shown items of one key kept; more are not kept (0 = no limit)
 //	rank.join.entries               0                 hashed features: the hashed entries the shown items keep, all
 //	                                                  together, 13 bytes each (0 = 64 × events); ≥ features.max_features
+//	rank.challenger.model           ""                a model that ranks every request in shadow (not served); its
+//	                                                  greedy policy is evaluated off-policy against rank.model's
+//	                                                  from the exploration log ("" = none); same kind as rank.model,
+//	                                                  not an aggregate; policy greedy or epsilon
+//	rank.challenger.promote         manual            manual: report only | auto: swap the two when the lower bound
+//	                                                  of (challenger − champion) stays > 0 for hold labelled first items
+//	rank.challenger.estimator       dr                dr | ips: the estimator of the difference
+//	rank.challenger.confidence      0.95              level of the difference's normal interval; [0.5, 1)
+//	rank.challenger.hold            2000              labelled first items the lower bound must stay > 0 over
+//	                                                  (checked every 100); [100, 10000000]
 //	calibration.window              2000              each model's window of prequential (score, label) pairs its
 //	                                                  calibrated certainty is fitted on (0 = off); [0, 1000000]
 //	calibration.every               100               labelled pairs between refits of the calibration table; > 0
@@ -257,6 +267,11 @@
 //	STREAMER_RANK_JOIN_TIME
 //	STREAMER_RANK_JOIN_PER_KEY
 //	STREAMER_RANK_JOIN_ENTRIES
+//	STREAMER_RANK_CHALLENGER_MODEL
+//	STREAMER_RANK_CHALLENGER_PROMOTE
+//	STREAMER_RANK_CHALLENGER_ESTIMATOR
+//	STREAMER_RANK_CHALLENGER_CONFIDENCE
+//	STREAMER_RANK_CHALLENGER_HOLD
 //	STREAMER_CALIBRATION_WINDOW
 //	STREAMER_CALIBRATION_EVERY
 //	STREAMER_CALIBRATION_DELTA

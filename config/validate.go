@@ -286,6 +286,7 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 			}
 		}
 	}
+	v.challenger(c, reg)
 	if r.Model == "" {
 		return
 	}
@@ -316,6 +317,70 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 		names[i] = m.Name
 	}
 	v.errorf("rank.model", "%q is not the name of a model of this config (%s)", r.Model, list(names))
+}
+
+// challenger checks rank.challenger: a model of the config other than
+// rank.model, that ranks as it does (not an aggregate), of the same kind
+// (their rewards are on one scale), with a policy that keeps no
+// statistics of the rank model's own.
+func (v *validator) challenger(c *Config, reg *online.Registry) {
+	ch := c.Rank.Challenger
+	v.oneOf("rank.challenger.promote", ch.Promote, PromoteManual, PromoteAuto)
+	v.oneOf("rank.challenger.estimator", ch.Estimator, "dr", "ips")
+	if !(ch.Confidence >= 0.5 && ch.Confidence < 1) {
+		v.errorf("rank.challenger.confidence", "must be in [0.5, 1), got %v", ch.Confidence)
+	}
+	if ch.Hold < 100 || ch.Hold > 10_000_000 {
+		v.errorf("rank.challenger.hold", "must be in [100, 10000000] labelled first items, got %d", ch.Hold)
+	}
+	if ch.Model == "" {
+		return
+	}
+	r := c.Rank
+	switch {
+	case r.Model == "":
+		v.errorf("rank.challenger.model", "%q challenges rank.model, which is not set", ch.Model)
+		return
+	case ch.Model == r.Model:
+		v.errorf("rank.challenger.model", "%q is rank.model itself", ch.Model)
+		return
+	case r.Explore.Policy == ExploreUCB || r.Explore.Policy == ExploreThompson:
+		v.errorf("rank.challenger.model", "rank.explore.policy %s keeps statistics of rank.model's own: a challenger needs greedy or epsilon", r.Explore.Policy)
+	}
+	var champ, chal *Model
+	for i := range c.Models {
+		switch c.Models[i].Name {
+		case r.Model:
+			champ = &c.Models[i]
+		case ch.Model:
+			chal = &c.Models[i]
+		}
+	}
+	if chal == nil {
+		names := make([]string, len(c.Models))
+		for i, m := range c.Models {
+			names[i] = m.Name
+		}
+		v.errorf("rank.challenger.model", "%q is not the name of a model of this config (%s)", ch.Model, list(names))
+		return
+	}
+	if len(chal.Members()) > 0 {
+		v.errorf("rank.challenger.model", "%q aggregates other models' predictions (type %s); challenge with a model that scores the features alone", ch.Model, chal.Type)
+	}
+	if champ == nil {
+		return
+	}
+	kind := func(m *Model) (online.Kind, bool) {
+		if t := reg.Lookup(m.Type); t != nil && m.Params != nil {
+			return t.Traits(m.Params).Kind, true
+		}
+		return 0, false
+	}
+	a, okA := kind(champ)
+	b, okB := kind(chal)
+	if okA && okB && a != b {
+		v.errorf("rank.challenger.model", "%q is of kind %s, rank.model %q of kind %s: their rewards must be on one scale", ch.Model, b, r.Model, a)
+	}
 }
 
 // members checks the members of every aggregating model (adaboost): other
