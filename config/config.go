@@ -334,6 +334,11 @@ type Snapshot struct {
 	Keep           int           `yaml:"keep"`            // snapshot files kept
 	ChangelogTopic string        `yaml:"changelog_topic"` // compacted topic holding the same state; "" = off
 
+	// Versions is how many versions of each global model are kept in
+	// Dir/versions (the model's state as checkpoints saved it, for listing
+	// and rollback); 0 = off. Needs Dir.
+	Versions int `yaml:"versions"`
+
 	// Scope "partition" keeps model state per input partition in the
 	// changelog, so that several instances of the consumer group share the
 	// input (scale-out): a partition's state moves with the partition, and
@@ -552,7 +557,7 @@ func Default() Config {
 			Auth: HTTPAuth{Protect: DefaultProtect()}},
 		Log:         Log{Level: LevelInfo, Format: FormatText},
 		Metrics:     Metrics{AccuracyWindow: 1000},
-		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
+		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Versions: 5, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
 			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},

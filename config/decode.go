@@ -69,6 +69,7 @@ var leaves = []leaf{
 	{"snapshot.every", func(c *Config) any { return &c.Snapshot.Every }},
 	{"snapshot.every_events", func(c *Config) any { return &c.Snapshot.EveryEvents }},
 	{"snapshot.keep", func(c *Config) any { return &c.Snapshot.Keep }},
+	{"snapshot.versions", func(c *Config) any { return &c.Snapshot.Versions }},
 	{"snapshot.changelog_topic", func(c *Config) any { return &c.Snapshot.ChangelogTopic }},
 	{"snapshot.scope", func(c *Config) any { return &c.Snapshot.Scope }},
 	{"snapshot.remote_refresh", func(c *Config) any { return &c.Snapshot.RemoteRefresh }},

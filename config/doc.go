@@ -82,8 +82,10 @@
 //	http.auth.tokens_file           ""                bearer tokens, one a line (# comments), each ≥ 16 characters; requests
 //	                                                  to the protect groups need "Authorization: Bearer <token>" (else 401);
 //	                                                  read again when it changes and on SIGHUP; "" = no authentication
-//	http.auth.protect               [rank, pprof]     groups that need a token (with tokens_file): rank (/v1/*), metrics,
-//	                                                  pprof (/debug/pprof/*), health (/healthz, /readyz)
+//	http.auth.protect               [rank, pprof,     groups that need a token (with tokens_file): rank (/v1/*), metrics,
+//	                                 admin]           pprof (/debug/pprof/*), health (/healthz, /readyz), admin
+//	                                                  (/v1/models*: model versions and rollback; a rollback is refused
+//	                                                  unless admin is protected or http.listen is loopback)
 //	log.level                       info              debug | info | warn | error
 //	log.format                      text              text | json
 //	metrics.accuracy_window         1000              events in the sliding prequential-accuracy window; > 0
@@ -96,6 +98,8 @@
 //	                                                  snapshot that includes them is durable; > 0
 //	snapshot.every_events           0                 also snapshot after this many events (0 = off); >= 0
 //	snapshot.keep                   3                 snapshot files kept; > 0
+//	snapshot.versions               5                 versions kept of each global model in dir/versions (for
+//	                                                  streamer models list|rollback); 0 = off; [0, 1000]; needs dir
 //	snapshot.changelog_topic        ""                compacted Kafka topic holding the same state, so that a
 //	                                                  stateless instance restores from Kafka alone ("" = off)
 //	                                                  With neither dir nor changelog_topic, state is not durable.
@@ -251,6 +255,7 @@
 //	STREAMER_SNAPSHOT_EVERY
 //	STREAMER_SNAPSHOT_EVERY_EVENTS
 //	STREAMER_SNAPSHOT_KEEP
+//	STREAMER_SNAPSHOT_VERSIONS
 //	STREAMER_SNAPSHOT_CHANGELOG_TOPIC
 //	STREAMER_SNAPSHOT_SCOPE
 //	STREAMER_SNAPSHOT_REMOTE_REFRESH

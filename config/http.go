@@ -35,26 +35,30 @@ func (t HTTPTLS) Enabled() bool { return t.CertFile != "" }
 // unused.
 type HTTPAuth struct {
 	TokensFile string   `yaml:"tokens_file"` // one token a line; blank lines and # comments ignored
-	Protect    []string `yaml:"protect"`     // endpoint groups: rank, metrics, pprof, health
+	Protect    []string `yaml:"protect"`     // endpoint groups: rank, metrics, pprof, health, admin
 }
 
 // Enabled reports whether requests to the protected groups need a token.
 func (a HTTPAuth) Enabled() bool { return a.TokensFile != "" }
 
-// Endpoint groups of http.auth.protect: rank is /v1/*, metrics /metrics,
-// pprof /debug/pprof/*, health /healthz and /readyz.
+// Endpoint groups of http.auth.protect: rank is /v1/* (but admin's),
+// metrics /metrics, pprof /debug/pprof/*, health /healthz and /readyz,
+// admin /v1/models and /v1/models/* (model versions and rollback).
 const (
 	GroupRank    = "rank"
 	GroupMetrics = "metrics"
 	GroupPProf   = "pprof"
 	GroupHealth  = "health"
+	GroupAdmin   = "admin"
 )
 
 // HTTPGroups lists the endpoint groups http.auth.protect may name.
-func HTTPGroups() []string { return []string{GroupRank, GroupMetrics, GroupPProf, GroupHealth} }
+func HTTPGroups() []string {
+	return []string{GroupRank, GroupMetrics, GroupPProf, GroupHealth, GroupAdmin}
+}
 
 // DefaultProtect is the default http.auth.protect.
-func DefaultProtect() []string { return []string{GroupRank, GroupPProf} }
+func DefaultProtect() []string { return []string{GroupRank, GroupPProf, GroupAdmin} }
 
 // MinTokenLen is the shortest token http.auth.tokens_file may hold.
 const MinTokenLen = 16

@@ -48,20 +48,20 @@ func TestHTTPSecurityKeys(t *testing.T) {
 		t.Errorf("auth %+v", a)
 	}
 
-	// The defaults: plain HTTP, no tokens, [rank, pprof] once a tokens file is given.
+	// The defaults: plain HTTP, no tokens, [rank, pprof, admin] once a tokens file is given.
 	def := Default().HTTP
-	if def.TLS.Enabled() || def.Auth.Enabled() || !slices.Equal(def.Auth.Protect, []string{"rank", "pprof"}) {
+	if def.TLS.Enabled() || def.Auth.Enabled() || !slices.Equal(def.Auth.Protect, []string{"rank", "pprof", "admin"}) {
 		t.Errorf("defaults %+v", def)
 	}
 	c, err = Parse([]byte(minimal+"http: {auth: {tokens_file: "+f.tokens+"}}\n"), nil, testTypes)
-	if err != nil || !slices.Equal(c.HTTP.Auth.Protect, []string{"rank", "pprof"}) {
+	if err != nil || !slices.Equal(c.HTTP.Auth.Protect, []string{"rank", "pprof", "admin"}) {
 		t.Fatalf("protect %v, %v", c.HTTP.Auth.Protect, err)
 	}
 
 	// From the environment.
 	c, err = Parse([]byte(minimal), []string{
 		"STREAMER_HTTP_TLS_CERT_FILE=" + f.cert, "STREAMER_HTTP_TLS_KEY_FILE=" + f.key, "STREAMER_HTTP_TLS_CLIENT_CA_FILE=" + f.ca,
-		"STREAMER_HTTP_AUTH_TOKENS_FILE=" + f.tokens, "STREAMER_HTTP_AUTH_PROTECT=rank, metrics,pprof,health"}, testTypes)
+		"STREAMER_HTTP_AUTH_TOKENS_FILE=" + f.tokens, "STREAMER_HTTP_AUTH_PROTECT=rank, metrics,pprof,health,admin"}, testTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,14 +147,14 @@ func TestHTTPSecurityErrors(t *testing.T) {
 			"config: http.auth.tokens_file: " + short + " line 1: a token of 8 characters; use at least 16"},
 		{"token with blanks", auth("tokens_file: " + spaced), nil,
 			"config: http.auth.tokens_file: " + spaced + " line 3: a token may hold only letters, digits, -._~+/ and trailing = (one token a line)"},
-		{"unknown group", auth("tokens_file: " + f.tokens + ", protect: [rank, admin]"), nil,
-			`config: http.auth.protect[1]: "admin" is not an endpoint group (one of rank, metrics, pprof, health) (line 4)`},
+		{"unknown group", auth("tokens_file: " + f.tokens + ", protect: [rank, root]"), nil,
+			`config: http.auth.protect[1]: "root" is not an endpoint group (one of rank, metrics, pprof, health, admin) (line 4)`},
 		{"unknown group from the environment", minimal, []string{"STREAMER_HTTP_AUTH_PROTECT=rank,Metrics"},
-			`config: http.auth.protect[1]: "Metrics" is not an endpoint group (one of rank, metrics, pprof, health) (from STREAMER_HTTP_AUTH_PROTECT)`},
+			`config: http.auth.protect[1]: "Metrics" is not an endpoint group (one of rank, metrics, pprof, health, admin) (from STREAMER_HTTP_AUTH_PROTECT)`},
 		{"repeated group", auth("tokens_file: " + f.tokens + ", protect: [rank, metrics, rank]"), nil,
 			`config: http.auth.protect[2]: "rank" repeats http.auth.protect[0] (line 4)`},
 		{"nothing protected", auth("tokens_file: " + f.tokens + ", protect: []"), nil,
-			"config: http.auth.protect: empty: list the endpoint groups that need a token (rank, metrics, pprof, health), or remove http.auth.tokens_file (line 4)"},
+			"config: http.auth.protect: empty: list the endpoint groups that need a token (rank, metrics, pprof, health, admin), or remove http.auth.tokens_file (line 4)"},
 		{"protect not a list", auth("tokens_file: " + f.tokens + ", protect: rank"), nil,
 			`config: http.auth.protect: must be a list, got "rank" (line 4)`},
 	}

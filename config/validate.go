@@ -66,6 +66,9 @@ var (
 // MaxModelName is the longest accepted models[i].name.
 const MaxModelName = 64
 
+// MaxSnapshotVersions is the largest accepted snapshot.versions.
+const MaxSnapshotVersions = 1000
+
 func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	v := &validator{src: src}
 	k := c.Kafka
@@ -157,6 +160,9 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 		v.errorf("snapshot.every_events", "must be >= 0 (0 = off), got %d", c.Snapshot.EveryEvents)
 	}
 	v.positive("snapshot.keep", int64(c.Snapshot.Keep))
+	if n := c.Snapshot.Versions; n < 0 || n > MaxSnapshotVersions {
+		v.errorf("snapshot.versions", "must be 0 (off) to %d, got %d", MaxSnapshotVersions, n)
+	}
 	switch c.Snapshot.Scope {
 	case SnapshotScopeInstance:
 	case SnapshotScopePartition:

@@ -335,7 +335,7 @@ func TestHTTPSBadMaterial(t *testing.T) {
 		{fmt.Sprintf("  tls: {cert_file: %s, key_file: %s, client_ca_file: %s}", f.cert, f.key, f.tokens),
 			"config: http.tls.client_ca_file: " + f.tokens + " holds no PEM certificate"},
 		{fmt.Sprintf("  auth: {tokens_file: %s}", empty), "config: http.auth.tokens_file: " + empty + " holds no token"},
-		{"  tls: {cert_file: x, key_file: y}\n  auth: {protect: [rank, admin]}", `config: http.auth.protect[1]: "admin" is not an endpoint group`},
+		{"  tls: {cert_file: x, key_file: y}\n  auth: {protect: [rank, root]}", `config: http.auth.protect[1]: "root" is not an endpoint group`},
 	} {
 		cfg := strings.ReplaceAll(strings.ReplaceAll(httpSecConfig(c.http), "%BROKERS%", "127.0.0.1:1"), "%HTTP%", freeAddr(t))
 		path := filepath.Join(t.TempDir(), "streamer.yaml")
