@@ -103,7 +103,9 @@ func TestSetModel(t *testing.T) {
 		{k, func(err error) bool { return errors.Is(err, ErrKeyScopedModel) }},
 		{snapshot.Model{Name: "nope", Type: "mam", Data: v1.Data}, func(err error) bool { return errors.Is(err, ErrUnknownModel) }},
 		{otherFP, func(err error) bool { return errors.As(err, &mismatch) && mismatch.SavedFingerprint == "0123" }},
-		{otherType, func(err error) bool { return errors.As(err, &mismatch) && mismatch.SavedType == "omam" && mismatch.Type == "mam" }},
+		{otherType, func(err error) bool {
+			return errors.As(err, &mismatch) && mismatch.SavedType == "omam" && mismatch.Type == "mam"
+		}},
 		{bad, func(err error) bool { return err != nil }},
 	} {
 		if err := s.SetModel(c.saved); !c.is(err) {
