@@ -350,6 +350,28 @@ func (s *VersionStore) Load(model string, v uint64) (*Model, Version, error) {
 	return m, ver, nil
 }
 
+// Newest returns the number of model's newest version file, valid or not
+// (0 when it has none): the next version is numbered past it.
+func (s *VersionStore) Newest(model string) (uint64, error) {
+	if !validModelDir(model) {
+		return 0, fmt.Errorf("snapshot: versions: %q is not a model name", model)
+	}
+	ents, err := os.ReadDir(filepath.Join(s.dir, model))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("snapshot: versions of %s: %w", model, err)
+	}
+	var newest uint64
+	for _, e := range ents {
+		if seq, ok := parseFileName(e.Name()); ok && e.Type().IsRegular() {
+			newest = max(newest, seq)
+		}
+	}
+	return newest, nil
+}
+
 // PendingRollback is a rollback requested while the service was stopped
 // (RequestRollback): the service applies it at start.
 type PendingRollback struct {

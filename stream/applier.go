@@ -34,6 +34,10 @@ type pshard struct {
 	next  map[int]int64 // per partition: next offset to process; the state includes everything before it (guarded by mu; a feed's applier keeps its own, feed.next)
 	feeds map[int]*feed // per partition feeding the shard now (guarded by mu)
 	saved map[int]int64 // offsets of the last durable snapshot (guarded by the pipeline's ckptMu)
+	// change counts the changes of the state no event made (rollbacks:
+	// versions.go), under mu; savedChange is the count the last durable
+	// snapshot holds (guarded by the pipeline's ckptMu).
+	change, savedChange uint64
 
 	gateMu          sync.Mutex
 	gate            sync.Cond // broadcast when served grows

@@ -48,6 +48,8 @@ type shardCapture struct {
 	offsets map[int]int64
 	feeds   []*feed            // the partitions feeding sh at the capture
 	cp      *engine.Checkpoint // nil: nothing to save
+	change  uint64             // sh.change at the capture
+	n       []int64            // with versions: the models' examples at the capture
 }
 
 // checkpoint is the one checkpoint path, for every shard of either scope:
@@ -73,10 +75,11 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 	for _, sh := range shards {
 		sh.lock()
 		sh.foldNext()
-		c := shardCapture{sh: sh, offsets: maps.Clone(sh.next), feeds: slices.Collect(maps.Values(sh.feeds))}
+		c := shardCapture{sh: sh, offsets: maps.Clone(sh.next), feeds: slices.Collect(maps.Values(sh.feeds)), change: sh.change}
 		// While saves fail, a shard whose snapshot is durable may still
-		// have keys the key store did not take: captured again.
-		if p.store != nil && sh.st != nil && (!maps.Equal(c.offsets, sh.saved) || p.saves.failing()) {
+		// have keys the key store did not take: captured again. A
+		// rollback is a change without events.
+		if p.store != nil && sh.st != nil && (!maps.Equal(c.offsets, sh.saved) || c.change != sh.savedChange || p.saves.failing()) {
 			cp, err := sh.st.Capture()
 			if err != nil {
 				sh.unlock()
@@ -85,6 +88,9 @@ func (p *Pipeline) checkpoint(ctx context.Context, gen *kafka.Generation) {
 				continue
 			}
 			c.cp, captured = cp, true
+			if p.versions.on() && sh.scope == "" {
+				c.n = sh.st.ModelExamples()
+			}
 		}
 		sh.unlock()
 		caps = append(caps, c)
@@ -199,7 +205,12 @@ func (p *Pipeline) save(ctx context.Context, c shardCapture) (durable bool, fail
 		p.saves.logFailure(p.log, sh.scope, "checkpoint: snapshot not durable; offsets not committed", err)
 		return false, err
 	}
-	sh.saved = c.offsets
+	sh.saved, sh.savedChange = c.offsets, c.change
+	if sh.scope == "" && p.versions.on() {
+		// Off the event path, after the save: a version that is not
+		// written is logged and counted, the checkpoint goes on.
+		p.versions.checkpointed(c.cp.Models, c.n, p.store.LastSeq(), time.Now(), versionOffsets(p.cfg.Topic, c.offsets), c.change)
+	}
 	// The snapshot holds the key deltas: if what follows fails, the
 	// keys stay dirty and the next checkpoint writes them again, and a
 	// restart redoes them from the snapshot.

@@ -329,6 +329,8 @@ func (s *httpSec) authorize(r *http.Request) (detail, challenge string) {
 func endpointGroup(p string) string {
 	c := path.Clean("/" + p)
 	switch {
+	case c == "/v1/models" || strings.HasPrefix(c, "/v1/models/"):
+		return config.GroupAdmin
 	case c == "/v1" || strings.HasPrefix(c, "/v1/"):
 		return config.GroupRank
 	case c == "/metrics":

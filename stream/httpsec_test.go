@@ -38,6 +38,8 @@ func TestEndpointGroup(t *testing.T) {
 		"/metrics": "metrics", "/metrics/": "metrics", "/./metrics": "metrics", "/debug/../metrics": "metrics",
 		"/debug/pprof/": "pprof", "/debug/pprof/profile": "pprof", "/debug/pprof": "pprof", "/debug//pprof/heap": "pprof",
 		"/healthz": "health", "/readyz": "health",
+		"/v1/models": "admin", "/v1/models/": "admin", "/v1/models/m/rollback": "admin", "//v1/models/m/rollback": "admin",
+		"/v1/x/../models/m/rollback": "admin", "/v1/modelsx": "rank",
 		"/": "", "": "", "/v1x": "", "/metricsz": "", "/Metrics": "",
 	} {
 		if got := endpointGroup(p); got != want {

@@ -124,7 +124,8 @@ type Pipeline struct {
 	// rankRefused counts POST /v1/rank's errors (RankHTTPConfig.Refused),
 	// its 404s while ranking is off included; nil: not counted.
 	rankRefused *prometheus.CounterVec
-	saves       *saveHealth // the checkpoints' saves: failures, backoff (saves.go)
+	saves       *saveHealth    // the checkpoints' saves: failures, backoff (saves.go)
+	versions    *versionKeeper // model versions and rollbacks (versions.go; nil: off)
 
 	// labels is Run's context: the profiler labels of its goroutines
 	// (package stage) add to its own.

@@ -282,6 +282,9 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		err = pipeline.UseEngine(eng, s.store, cfg.Snapshot.Partitioned(), cfg.Snapshot.RemoteRefresh)
 	}
 	if err == nil {
+		err = openVersions(cfg, pipeline, eng, reg, log) // versions.go
+	}
+	if err == nil {
 		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes, Registerer: reg, Refused: s.rankRefused,
 			Partitions: func(ctx context.Context) (int, error) { return sec.Partitions(ctx, cfg.Kafka, AuthCheckTimeout) }})
 	}
@@ -291,6 +294,9 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		status := s.phaseDetail("restoring the models' state")
 		status("")
 		err = retryDisk(ctx, log, "restore the models' state", status, func() error { return pipeline.Restore(ctx) })
+	}
+	if err == nil && !cfg.Snapshot.Partitioned() {
+		err = pipeline.applyPendingRollbacks(ctx) // streamer models rollback, while stopped
 	}
 	if err == nil && pipeline.StartedEmpty() && o.allowEmptyState {
 		log.Warn("no valid state found; --allow-empty-state: the models start empty, at the consumer group's committed offsets if it has any")
@@ -393,6 +399,9 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 		}
 		p.ServeProfile(w, r, profileRefused)
 	})
+	if err := s.serveModels(mux); err != nil { // versionshttp.go
+		return err
+	}
 	if cfg.HTTP.PProf { // off by default: /debug/pprof/ is then a 404
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
