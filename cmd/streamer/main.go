@@ -5,6 +5,7 @@
 //	streamer run --config configs/streamer.yaml   the service against a Kafka cluster
 //	streamer demo [--duration 30s]                everything on an embedded broker
 //	streamer bench [--events 1000000]             end-to-end throughput vs pass-through
+//	streamer models list|rollback                 model versions, and rollback to one
 package main
 
 import (
@@ -38,7 +39,7 @@ func newRoot() *cobra.Command {
 		Version:       version(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd(), newEvalCmd(), newTopicsCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newDemoCmd(), newBenchCmd(), newSnapshotCmd(), newEvalCmd(), newTopicsCmd(), newModelsCmd(), newVersionCmd())
 	return root
 }
 
