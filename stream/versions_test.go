@@ -294,3 +294,114 @@ func counterValue(t *testing.T, c *prometheus.CounterVec, code, reason string) f
 	}
 	return m.GetCounter().GetValue()
 }
+
+// modelMetric reads the value of metric name with label model=model (0 when
+// absent).
+func modelMetric(t *testing.T, reg prometheus.Gatherer, name, model string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if metricLabels(m)["model"] == model {
+				if m.GetGauge() != nil {
+					return m.GetGauge().GetValue()
+				}
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// TestPendingRollbackAtStart: a rollback requested while the service is
+// stopped (streamer models rollback --config) is applied at start, before
+// anything is consumed: the model has the version's state (its examples);
+// it is recorded as a new version by the first checkpoint, and its request
+// removed, so that the next start does not apply it again. A request whose
+// version is already recorded (the service stopped before removing it)
+// is only removed.
+func TestPendingRollbackAtStart(t *testing.T) {
+	r := newDiskFullRig(t, 64<<20)
+	run := r.start()
+	for range 3 {
+		r.produce(200)
+		waitFor(t, 30*time.Second, "the events saved and committed", func() bool { return r.caughtUp(run.s) })
+	}
+	if _, err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := snapshot.OpenVersionStore(filepath.Join(r.dir, snapshot.VersionsDir), r.cfg.Snapshot.Versions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vers, _, err := vs.List("global")
+	if err != nil || len(vers) < 2 {
+		t.Fatalf("versions: %+v %v", vers, err)
+	}
+	target := vers[len(vers)-1]
+	req, err := vs.RequestRollback("global", target.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	run = r.start()
+	reg := run.s.Registry()
+	if n := modelMetric(t, reg, "streamer_model_examples", "global"); n != float64(target.N) {
+		t.Fatalf("after the start the model has %v examples, version %d has %d", n, target.Version, target.N)
+	}
+	if n := modelMetric(t, reg, "streamer_model_rollbacks_total", "global"); n != 1 {
+		t.Fatalf("streamer_model_rollbacks_total %v", n)
+	}
+	waitFor(t, 20*time.Second, "the rollback recorded and its request removed", func() bool {
+		ps, _ := vs.PendingRollbacks()
+		vers, _, _ := vs.List("global")
+		return len(ps) == 0 && vers[0].Origin == snapshot.OriginRollback && vers[0].Request == req.ID && vers[0].From == target.Version
+	})
+	if _, err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	run = r.start()
+	if n := modelMetric(t, run.s.Registry(), "streamer_model_rollbacks_total", "global"); n != 0 {
+		t.Fatalf("the rollback applied again at the next start")
+	}
+	if n := modelMetric(t, run.s.Registry(), "streamer_model_examples", "global"); n != float64(target.N) {
+		t.Fatalf("after a restart the model has %v examples, want %d", n, target.N)
+	}
+	if _, err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	// Recorded, not removed: removed at start, not applied.
+	req, err = vs.RequestRollback("global", target.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := vs.Load("global", target.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := vs.Add(*m, snapshot.Version{Origin: snapshot.OriginRollback, From: target.Version, N: target.N, Request: req.ID}); err != nil {
+		t.Fatal(err)
+	}
+	r.produce(100)
+	run = r.start()
+	if ps, _ := vs.PendingRollbacks(); len(ps) != 0 {
+		t.Fatalf("the request of a rollback already recorded is still there: %+v", ps)
+	}
+	if n := modelMetric(t, run.s.Registry(), "streamer_model_rollbacks_total", "global"); n != 0 {
+		t.Fatal("a rollback already recorded applied again")
+	}
+	waitFor(t, 30*time.Second, "the events saved and committed", func() bool { return r.caughtUp(run.s) })
+	if n := modelMetric(t, run.s.Registry(), "streamer_model_examples", "global"); n != float64(target.N+100) {
+		t.Fatalf("the model has %v examples, want %d", n, target.N+100)
+	}
+	if _, err := run.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
