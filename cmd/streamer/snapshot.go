@@ -187,6 +187,10 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		}
 		return mod, nil
 	}
+	if m.Type == engine.RankStateType {
+		st.note = fmt.Sprintf("the model that ranks: %s", m.Data)
+		return st
+	}
 	if holder.IsKeyed(m.Data) {
 		// The checkpoint's changed keys are in the snapshot (each is
 		// decoded); the others are in the key store.

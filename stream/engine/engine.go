@@ -190,8 +190,12 @@ type Engine struct {
 
 	profiles []*profileDef // the entities' profiles (profiles.go)
 	fragDec  *wire.Decoder // decodes the profiles' rendered features (nil: no profiles)
-	rankIdx  int           // the rank model's index in defs (-1: requests off)
+	rankIdx  int           // the configured rank model's index in defs (-1: requests off)
 	ope      *opeStats     // off-policy estimates from the labels of requests' first items
+	// The model that ranks (the champion: rankIdx until a challenger is
+	// promoted) and the challenger (-1: none), by index in defs
+	// (challenger.go).
+	champ, chal atomic.Int32
 
 	joinWaiting [2]atomic.Int64                // by joinSource: events waiting in every shard's join buffers
 	wantCkpt    atomic.Bool                    // a key-scoped model holds more than KeyHold
@@ -224,6 +228,8 @@ func New(cfg Config, models []NamedModel, reg prometheus.Registerer) (*Engine, e
 	}
 	e := &Engine{cfg: cfg, met: newEngineMetrics(reg), now: time.Now, keys: cfg.KeyStore, shards: map[*Shard]struct{}{},
 		rankIdx: rankIdx, ope: &opeStats{}}
+	e.champ.Store(int32(rankIdx))
+	e.chal.Store(int32(challengerIndex(&e.cfg.Rank, models)))
 	for _, nm := range models {
 		d, err := newModelDef(nm, cfg, e.met)
 		if err != nil {
@@ -273,9 +279,10 @@ func New(cfg Config, models []NamedModel, reg prometheus.Registerer) (*Engine, e
 	if reg != nil {
 		reg.MustRegister(&stateCollector{e: e}, &keyFaultCollector{e: e})
 		if rankIdx >= 0 {
-			reg.MustRegister(newOPECollector(e.ope))
+			reg.MustRegister(newOPECollector(e))
 		}
 	}
+	e.challenge()
 	return e, nil
 }
 
@@ -305,6 +312,9 @@ func checkEngine(cfg *Config, models []NamedModel) (int, error) {
 	}
 	rankIdx, err := checkRank(cfg, models)
 	if err != nil {
+		return 0, err
+	}
+	if err := checkChallenger(cfg, models, rankIdx); err != nil {
 		return 0, err
 	}
 	if _, err := checkFallbacks(models); err != nil {

@@ -64,13 +64,12 @@ func (d *modelDef) fromFallback(fp online.Prediction) online.Prediction {
 }
 
 // rankFallback scores the candidates of request ev for key with the rank
-// model's fallback, when the key's own instance has an answer for none of
+// model's (d's) fallback, when the key's own instance has an answer for none of
 // them (rk.preds): rk.own keeps the own predictions (the join buffer's),
 // rk.preds and rk.score become the fallback's. It returns the fallback's
 // name and version.
-func (s *Shard) rankFallback(ev *wire.Event, key []byte) (name string, version int64) {
+func (s *Shard) rankFallback(ev *wire.Event, key []byte, d *modelDef) (name string, version int64) {
 	rk := s.rk
-	d := s.models[s.e.rankIdx].def
 	fm := s.models[d.fallback]
 	defer unlock(fm.lock(key)) // after the rank model's: the one order of the two
 	inst := fm.h.Find(key)

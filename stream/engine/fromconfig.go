@@ -65,7 +65,9 @@ func ConfigFrom(cfg config.Config) Config {
 		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
 			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
 			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed),
-			JoinEvents: rankJoinEvents(cfg.Rank.Join), JoinTime: cfg.Rank.Join.Time, JoinPerKey: cfg.Rank.Join.PerKey, JoinEntries: cfg.Rank.Join.Entries},
+			JoinEvents: rankJoinEvents(cfg.Rank.Join), JoinTime: cfg.Rank.Join.Time, JoinPerKey: cfg.Rank.Join.PerKey, JoinEntries: cfg.Rank.Join.Entries,
+			Challenger: cfg.Rank.Challenger.Model, Promote: cfg.Rank.Challenger.Promote, Estimator: cfg.Rank.Challenger.Estimator,
+			Confidence: cfg.Rank.Challenger.Confidence, Hold: cfg.Rank.Challenger.Hold},
 	}
 }
 

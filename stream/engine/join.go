@@ -72,17 +72,6 @@ type joinSlot struct {
 	ope   opeMark             // an item a ranking request put first: what off-policy estimates need
 }
 
-// opeMark is what the off-policy estimates need of the item a ranking
-// request put first: the probability with which the exploration policy put
-// it there, whether the greedy order would have, and the rank model's
-// predicted reward of it and of greedy's first (rewardOf).
-type opeMark struct {
-	first              bool
-	prop               float64
-	greedy             bool
-	predShown, predTop float64
-}
-
 // joinStatus is what became of a label.
 type joinStatus int
 

@@ -97,6 +97,7 @@ type engineMetrics struct {
 	refitWindow, refitSV, refitObj, refitAt *prometheus.GaugeVec
 
 	profileJoins, profileKeyErrors *prometheus.CounterVec
+	promotions                     *prometheus.CounterVec
 }
 
 var reasons = []wire.Reason{
@@ -179,8 +180,9 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	}
 	m.profileJoins = counter("streamer_profile_joins_total", "Profiles joined to events and ranking candidates, by entity and outcome: joined, or cold (an id with no profile yet: the cold defaults).", "entity", "outcome")
 	m.profileKeyErrors = counter("streamer_profile_key_errors_total", "Profiles whose stored state could not be read (the event was not learned into it), by entity.", "entity")
+	m.promotions = newPromotions()
 	if reg != nil {
-		reg.MustRegister(m.profileJoins, m.profileKeyErrors)
+		reg.MustRegister(m.profileJoins, m.profileKeyErrors, m.promotions)
 		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.accuracy,
 			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, joinDropped, joinPending,
 			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keyErrors,

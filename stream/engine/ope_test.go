@@ -28,7 +28,7 @@ func TestOPECollector(t *testing.T) {
 		samples = append(samples, ope.Sample{Reward: r, Prop: m.prop, Match: m.greedy, PredLogged: m.predShown, PredTarget: m.predTop})
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newOPECollector(o))
+	reg.MustRegister(newOPECollector(&Engine{ope: o, defs: []*modelDef{{name: "m"}}}))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

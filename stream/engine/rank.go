@@ -9,11 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
-	"github.com/streamer/streamer/online/ope"
 	"github.com/streamer/streamer/stream/holder"
 	"github.com/streamer/streamer/stream/wire"
 )
@@ -59,7 +57,31 @@ type RankConfig struct {
 	JoinTime    time.Duration
 	JoinPerKey  int
 	JoinEntries int
+
+	// Challenger names a model that ranks every request that can be
+	// labelled in shadow (its order is not served; challenger.go); ""
+	// none. Promote (PromoteManual, the default, or PromoteAuto),
+	// Estimator ("dr", the default, or "ips"), Confidence (0 = 0.95)
+	// and Hold (0 = 2000) are rank.challenger's.
+	Challenger string
+	Promote    string
+	Estimator  string
+	Confidence float64
+	Hold       int
+
+	// Replay makes the shards take a request's logged decision
+	// (wire.Event.Logged, a Decoder WithLogged) for their own: the logged
+	// item is put first with the logged propensity, so that the
+	// off-policy estimates are those of the log's decisions (streamer
+	// eval --log).
+	Replay bool
 }
+
+// Promotion modes of a challenger (RankConfig.Promote).
+const (
+	PromoteManual = "manual"
+	PromoteAuto   = "auto"
+)
 
 // DefaultJoinEntriesPerItem sizes the ring of the hashed entries of the
 // items requests show when RankConfig.JoinEntries is 0: that many entries
@@ -94,8 +116,9 @@ type rankScratch struct {
 	all      []online.Prediction // per model: a shown item's predictions
 	resp     wire.Ranking
 	rng      *rand.Rand
-	jid      []byte       // (request id, item) of the join
-	in       holder.Input // a candidate's features (candidate)
+	jid      []byte              // (request id, item) of the join
+	in       holder.Input        // a candidate's features (candidate)
+	chPreds  []online.Prediction // per candidate: the challenger's (challengerFirst)
 
 	ex    explorer  // ucb and thompson: the key's statistics at work
 	draw  []int     // thompson: a draw's order
@@ -268,7 +291,9 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	e := s.e
 	cfg := &e.cfg.Rank
 	rk := s.rankScratch()
-	m := s.models[e.rankIdx]
+	champ := int(e.champ.Load()) // the model that ranks: this request's, whatever a promotion does meanwhile
+	gen := e.ope.generation()
+	m := s.models[champ]
 	n := len(ev.Cands)
 	rk.preds, rk.score = rk.preds[:0], rk.score[:0]
 	// The rank model's instance stays this request's until it is
@@ -306,7 +331,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	fallback := ""
 	rk.fellBack = m.def.fallback >= 0 && rk.undecided(m.def) // a model with a fallback is key-scoped (checkFallbacks)
 	if rk.fellBack {
-		fallback, version = s.rankFallback(ev, key)
+		fallback, version = s.rankFallback(ev, key, m.def)
 	}
 	if usesStats(cfg.Policy) && ex != nil && !rk.explore(ex, ev, cfg) {
 		ex = nil // not positive definite (cannot happen): greedy
@@ -314,6 +339,9 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	}
 	k := ev.K
 	best := rk.orderCandidates(n, k, cfg, ex)
+	if cfg.Replay && ev.HasLogged {
+		rk.takeLogged(ev.LoggedIndex(), ev.LoggedProp)
+	}
 	unlock(mu)
 	r := &rk.resp
 	r.ID, r.Key, r.Model, r.ScoredAt, r.Fallback = id, key, m.def.name, now, fallback
@@ -348,6 +376,10 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 	if s.shown == nil || !ev.HasID {
 		return
 	}
+	chBest := -1 // the challenger's greedy first
+	if ch := int(e.chal.Load()); ch >= 0 {
+		chBest = s.challengerFirst(ch, ev, key)
+	}
 	s.jmu.Lock()
 	defer s.jmu.Unlock()
 	before := s.shown.pending()
@@ -356,7 +388,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 		rk.jid = itemID(rk.jid[:0], ev.ID, ev.Cands[c].Item)
 		in, hash := s.candidate(ev, c, key, hashed)
 		for i, mm := range s.models {
-			if i == e.rankIdx {
+			if i == champ {
 				rk.all[i] = rk.ownPred(c)
 				continue
 			}
@@ -375,8 +407,12 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 		}
 		e.joinDropped(srcRequests, d)
 		if j == 0 && kept {
-			s.shown.mark(opeMark{first: true, prop: rk.prop[0], greedy: c == best,
-				predShown: e.rewardOf(cd, rk.preds[c]), predTop: e.rewardOf(cd, rk.preds[best])})
+			mk := opeMark{first: true, prop: rk.prop[0], greedy: c == best, gen: gen,
+				predShown: e.rewardOf(cd, rk.preds[c]), predTop: e.rewardOf(cd, rk.preds[best])}
+			if chBest >= 0 {
+				mk.hasChal, mk.chMatch, mk.predCh = true, c == chBest, e.rewardOf(cd, rk.preds[chBest])
+			}
+			s.shown.mark(mk)
 		}
 	}
 	e.joinMoved(srcRequests, s.shown.pending()-before)
@@ -409,7 +445,7 @@ func (rk *rankScratch) explore(ex *explored, ev *wire.Event, cfg *RankConfig) bo
 // reward is the off-policy reward of label y (as the rank model maps it;
 // raw: as sent): a classifier's 1 or 0, another kind's label as sent.
 func (e *Engine) reward(y, raw float64) float64 {
-	if e.defs[e.rankIdx].traits.Kind != online.Classifier {
+	if e.defs[e.rankIdx].traits.Kind != online.Classifier { // a challenger is of the same kind (checkRank)
 		return raw
 	}
 	if y > 0 {
@@ -473,147 +509,6 @@ func (s *Shard) request(ev *wire.Event, msg *kafka.Message, id []byte, pub Sink,
 		topic = s.e.cfg.OutputTopic
 	}
 	pub.Publish(kafka.Message{Topic: topic, Key: msg.Key, Value: wire.AppendRanking(pub.Buffer(), &s.rk.resp)})
-}
-
-// opeStats accumulates the off-policy estimates of the greedy policy from
-// the labels of the items requests put first: per labelled request, the
-// logged reward r (a classifier's: 1 for the positive class, else 0;
-// another kind's: the label itself, e.g. a rating), the importance weight
-// w = [greedy would have put the same item first]/propensity, and r·w.
-type opeStats struct {
-	mu     sync.Mutex
-	reward float64  // Σ r: the logged policy's
-	match  float64  // Σ 1{the item shown is greedy's first}
-	rw2    float64  // Σ (w r)²: IPS's normal interval (ipsCI95)
-	sums   ope.Sums // every sample: the estimates of greedy's value
-	window []ope.Sample
-	next   int // the window's oldest sample once it is full (a ring of opeWindow)
-}
-
-// opeWindow bounds the samples the intervals are computed over; opeBoots
-// is the number of bootstrap resamples of each.
-const (
-	opeWindow = 10_000
-	opeBoots  = 100
-)
-
-// add records the reward r of the first item of a request, marked mark.
-func (o *opeStats) add(mark opeMark, r float64) {
-	smp := ope.Sample{Reward: r, Prop: mark.prop, Match: mark.greedy, PredLogged: mark.predShown, PredTarget: mark.predTop}
-	wr := 0.0
-	if mark.greedy && mark.prop > 0 {
-		wr = r / mark.prop
-	}
-	o.mu.Lock()
-	o.reward += r
-	o.rw2 += wr * wr
-	if mark.greedy {
-		o.match++
-	}
-	o.sums.Add(&smp)
-	if len(o.window) < opeWindow {
-		o.window = append(o.window, smp)
-	} else {
-		o.window[o.next] = smp
-		o.next = (o.next + 1) % opeWindow
-	}
-	o.mu.Unlock()
-}
-
-// rewardOf is the reward the rank model (d, whose calibration is cd's;
-// nil: none) predicts for a candidate it predicted p for, on the scale of
-// Engine.reward: a classifier's calibrated probability of a positive label
-// (its own probability, or 0.5, before its calibration is fitted), another
-// kind's value, else its score.
-func (e *Engine) rewardOf(cd *modelDef, p online.Prediction) float64 {
-	if e.defs[e.rankIdx].traits.Kind != online.Classifier {
-		if p.HasValue {
-			return p.Value
-		}
-		return p.Score
-	}
-	if cd != nil && cd.cal != nil {
-		var c wire.Calibrated
-		q := p
-		if cd.cal.certainty(&q, &c); c.HasCal {
-			return c.CalP
-		}
-	}
-	if p.HasProbability {
-		return p.Probability
-	}
-	return 0.5
-}
-
-// opeCollector exports opeStats.
-type opeCollector struct {
-	s                                 *opeStats
-	n, value, ci, agreement, interval *prometheus.Desc
-}
-
-func newOPECollector(s *opeStats) *opeCollector {
-	return &opeCollector{s: s,
-		n: prometheus.NewDesc("streamer_ope_labels_total",
-			"Labels of the items ranking requests put first: the samples of the off-policy estimates.", nil, nil),
-		value: prometheus.NewDesc("streamer_ope_value",
-			"Estimated mean reward of the first item (a classifier's positive-label rate; another kind's mean label): policy logged is the mean observed under the exploration policy; greedy is the greedy order's, by inverse propensity scoring (estimator ips), its self-normalised form (snips), doubly robust with the rank model's predicted reward as the direct method (dr), or its self-normalised form (sndr).",
-			[]string{"policy", "estimator"}, nil),
-		interval: prometheus.NewDesc("streamer_ope_interval",
-			"95% percentile-bootstrap interval of the greedy order's estimated mean reward, by estimator, over the newest 10 000 labelled first items (bound lower or upper).",
-			[]string{"estimator", "bound"}, nil),
-		ci: prometheus.NewDesc("streamer_ope_ci95",
-			"Half-width of the normal 95% confidence interval of the greedy policy's IPS estimate.", nil, nil),
-		agreement: prometheus.NewDesc("streamer_ope_greedy_agreement",
-			"Fraction of labelled requests whose first item is greedy's first.", nil, nil),
-	}
-}
-
-func (c *opeCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.n
-	ch <- c.value
-	ch <- c.ci
-	ch <- c.agreement
-	ch <- c.interval
-}
-
-func (c *opeCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.s
-	s.mu.Lock()
-	reward, rw2, match, sums := s.reward, s.rw2, s.match, s.sums
-	window := slices.Clone(s.window)
-	s.mu.Unlock()
-	n := sums.N()
-	ch <- prometheus.MustNewConstMetric(c.n, prometheus.CounterValue, n)
-	if n == 0 {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, reward/n, "logged", "observed")
-	for _, e := range ope.Estimators {
-		if v := sums.Value(e); !math.IsNaN(v) {
-			ch <- prometheus.MustNewConstMetric(c.value, prometheus.GaugeValue, v, "greedy", e.String())
-		}
-	}
-	ch <- prometheus.MustNewConstMetric(c.ci, prometheus.GaugeValue, ipsCI95(n, n*sums.Value(ope.IPS), rw2))
-	ch <- prometheus.MustNewConstMetric(c.agreement, prometheus.GaugeValue, match/n)
-	rng := rand.New(rand.NewPCG(1, uint64(n))) // the resamples of one window are the same at every scrape
-	for _, e := range ope.Estimators {
-		lo, hi := ope.Interval(e, window, 0.95, opeBoots, rng)
-		if !math.IsNaN(lo) {
-			ch <- prometheus.MustNewConstMetric(c.interval, prometheus.GaugeValue, lo, e.String(), "lower")
-			ch <- prometheus.MustNewConstMetric(c.interval, prometheus.GaugeValue, hi, e.String(), "upper")
-		}
-	}
-}
-
-// ipsCI95 is the half-width of the normal 95% interval of the mean of n
-// samples with sum sum and sum of squares sum2.
-func ipsCI95(n, sum, sum2 float64) float64 {
-	if n < 2 {
-		return math.Inf(1)
-	}
-	mean := sum / n
-	v := max(0, (sum2-n*mean*mean)/(n-1))
-	return 1.96 * math.Sqrt(v/n)
 }
 
 // checkRank resolves cfg.Rank against the models: the index of the rank

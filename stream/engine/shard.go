@@ -655,7 +655,7 @@ func (s *Shard) lateLabel(src joinSource, id, key []byte, raw float64, now int64
 		s.judge(i, sl.preds[i], s.labels[i], raw, sl.preds, nil)
 	}
 	if sl.ope.first {
-		s.e.ope.add(sl.ope, s.e.reward(s.labels[s.e.rankIdx], raw))
+		s.e.ope.add(sl.ope, s.e.reward(s.labels[s.e.champ.Load()], raw))
 	}
 }
 

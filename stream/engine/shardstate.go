@@ -35,6 +35,7 @@ func (s *Shard) Capture() (*Checkpoint, error) {
 	if err := s.captureProfiles(c); err != nil {
 		return nil, err
 	}
+	s.captureRank(c)
 	return c, nil
 }
 
@@ -128,6 +129,7 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 		return nil, nil, err
 	}
 	fresh = append(fresh, pfresh...)
+	s.restoreRank(byName)
 	for name := range byName {
 		dropped = append(dropped, name)
 	}

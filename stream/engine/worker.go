@@ -31,6 +31,9 @@ func (e *Engine) NewWorker() *Worker {
 	}
 	if e.rankIdx >= 0 {
 		dec = dec.WithRequests(e.cfg.Rank.MaxCandidates)
+		if e.cfg.Rank.Replay {
+			dec = dec.WithLogged()
+		}
 	}
 	if e.cfg.Hash != nil {
 		dec, _ = dec.WithHashing(*e.cfg.Hash) // checked by New
