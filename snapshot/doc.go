@@ -12,6 +12,8 @@
 //     pod without local disk can restore from Kafka alone.
 //
 // Both verify everything they read; bad data is reported, never returned.
+// VersionStore (versions.go) keeps versions of single models, each a
+// snapshot file of its own, and the rollback requests made offline.
 //
 // # Guarantees
 //

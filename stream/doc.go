@@ -45,8 +45,9 @@
 //
 // Around that path: the Pipeline and its consumer-group loop in
 // pipeline.go, partition scope in partition.go, ranking requests over
-// HTTP in rankhttp.go, the health of the saves in saves.go, the wiring in
-// service.go.
+// HTTP in rankhttp.go, the health of the saves in saves.go, the models'
+// versions and rollbacks in versions.go (recorded by the checkpoint after
+// its saves) and versionshttp.go, the wiring in service.go.
 //
 // # Goroutines
 //

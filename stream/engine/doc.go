@@ -39,5 +39,6 @@
 // (models.go), a shard's state for checkpoints (shardstate.go), ranking
 // requests (rank.go, explore.go), delayed labels (join.go), hashed
 // features (hashed.go), failed keys and the key store's errors
-// (keyfault.go, keymemory.go), per-partition histograms (histshards.go).
+// (keyfault.go, keymemory.go), per-partition histograms (histshards.go),
+// setting a global model's state to a saved version (versions.go).
 package engine
