@@ -568,8 +568,8 @@ func TestDashboard(t *testing.T) {
 }
 
 // observedConfig runs two models: the MAM (bound monitor, prequential
-// accuracy) and an SVM refitted every 100 labelled events (refit metrics),
-// with snapshots on (snapshot metrics).
+// accuracy; it ranks) and an SVM refitted every 100 labelled events (refit
+// metrics; it challenges the MAM), with snapshots on (snapshot metrics).
 const observedConfig = `
 kafka:
   brokers: [%BROKERS%]
@@ -585,6 +585,7 @@ labels:
   join_window: {events: 1000, time: 1m}
 rank:
   model: mam
+  challenger: {model: svm}
 models:
   - name: mam
     type: mam

@@ -97,6 +97,9 @@ func (e *Engine) challenge() {
 		return
 	}
 	c := newChallengeStats(&e.cfg.Rank)
+	a, b := e.defs[e.champ.Load()].name, e.defs[e.chal.Load()].name
+	e.met.promotions.WithLabelValues(a, b) // both ways at 0: the series exist from the start
+	e.met.promotions.WithLabelValues(b, a)
 	c.promote = func(mean, lo, samples float64) {
 		from, to := e.champ.Load(), e.chal.Load()
 		e.champ.Store(to)
