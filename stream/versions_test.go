@@ -328,6 +328,7 @@ func modelMetric(t *testing.T, reg prometheus.Gatherer, name, model string) floa
 // is only removed.
 func TestPendingRollbackAtStart(t *testing.T) {
 	r := newDiskFullRig(t, 64<<20)
+	r.cfg.Snapshot.Versions = 50 // none pruned
 	run := r.start()
 	for range 3 {
 		r.produce(200)
