@@ -2,7 +2,10 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -146,5 +149,78 @@ func TestReplayLogged(t *testing.T) {
 		if est.Estimator == "ips" && est.Value != 0 {
 			t.Errorf("%s ips %v, want 0", est.Policy, est.Value)
 		}
+	}
+}
+
+// TestChallengerLanes: four lanes of an instance shard rank requests
+// (the challenger in shadow) and apply their labels in parallel while the
+// estimates are read and checkpoints captured. Run under -race (.ci/run),
+// it checks the challenger's paths for races; every label is a sample.
+func TestChallengerLanes(t *testing.T) {
+	e := challengeEngine(t, PromoteAuto, false)
+	s := instanceShard(t, e)
+	trainFirstAxis(s, 4)
+	const lanes, perLane = 4, 600
+	var mu sync.RWMutex // the pipeline's shard lock: lanes apply shared, a capture holds it alone
+	var wg sync.WaitGroup
+	for part := range lanes {
+		l := s.Lane(part)
+		l.Applies(part)
+		w := e.NewWorker()
+		wg.Go(func() {
+			defer l.Leave()
+			sink := &memSink{Keep: true}
+			apply := func(msg *kafka.Message) {
+				mu.RLock()
+				defer mu.RUnlock()
+				w.Prepare(msg)
+				l.ApplyAt(w, msg, sink, time.Now())
+				if msg.Offset%50 == 49 {
+					l.EndRun()
+				}
+			}
+			for n := range perLane {
+				id := fmt.Sprintf("p%d-%d", part, n)
+				req := fmt.Appendf(nil, `{"id":%q,"key":"u%d","k":1,"candidates":[{"item":"x","features":[1,0,0,0]},{"item":"y","features":[-1,0,%d,0]}]}`, id, n%7, n%3)
+				sink.Msgs = sink.Msgs[:0]
+				apply(&kafka.Message{Partition: part, Offset: int64(2 * n), Value: req})
+				var resp struct{ Ranked []struct{ Item string } }
+				if len(sink.Msgs) != 1 || json.Unmarshal(sink.Msgs[0].Value, &resp) != nil || len(resp.Ranked) != 1 {
+					t.Errorf("%s: no response", id)
+					return
+				}
+				// The challenger's item (y) is rewarded, the champion's is not.
+				y := -1
+				if resp.Ranked[0].Item == "y" {
+					y = 1
+				}
+				apply(&kafka.Message{Partition: part, Offset: int64(2*n + 1), Value: fmt.Appendf(nil, `{"id":%q,"item":%q,"label":%d}`, id, resp.Ranked[0].Item, y)})
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			e.OPE(5, 1)
+			mu.Lock()
+			_, err := s.Capture()
+			mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+	if r := e.OPE(5, 1); r.Labels != lanes*perLane {
+		t.Errorf("%d labels, want %d", r.Labels, lanes*perLane)
 	}
 }
