@@ -336,8 +336,11 @@ type Snapshot struct {
 
 	// Versions is how many versions of each global model are kept in
 	// Dir/versions (the model's state as checkpoints saved it, for listing
-	// and rollback); 0 = off. Needs Dir.
-	Versions int `yaml:"versions"`
+	// and rollback); 0 = off. Needs Dir. VersionsEvery is the least time
+	// between two versions a checkpoint records of a model (0: at every
+	// checkpoint where the model changed).
+	Versions      int           `yaml:"versions"`
+	VersionsEvery time.Duration `yaml:"versions_every"`
 
 	// Scope "partition" keeps model state per input partition in the
 	// changelog, so that several instances of the consumer group share the

@@ -70,6 +70,7 @@ var leaves = []leaf{
 	{"snapshot.every_events", func(c *Config) any { return &c.Snapshot.EveryEvents }},
 	{"snapshot.keep", func(c *Config) any { return &c.Snapshot.Keep }},
 	{"snapshot.versions", func(c *Config) any { return &c.Snapshot.Versions }},
+	{"snapshot.versions_every", func(c *Config) any { return &c.Snapshot.VersionsEvery }},
 	{"snapshot.changelog_topic", func(c *Config) any { return &c.Snapshot.ChangelogTopic }},
 	{"snapshot.scope", func(c *Config) any { return &c.Snapshot.Scope }},
 	{"snapshot.remote_refresh", func(c *Config) any { return &c.Snapshot.RemoteRefresh }},

@@ -100,6 +100,8 @@
 //	snapshot.keep                   3                 snapshot files kept; > 0
 //	snapshot.versions               5                 versions kept of each global model in dir/versions (for
 //	                                                  streamer models list|rollback); 0 = off; [0, 1000]; needs dir
+//	snapshot.versions_every         0s                least time between two versions a checkpoint records of a
+//	                                                  model (0 = whenever it changed); >= 0
 //	snapshot.changelog_topic        ""                compacted Kafka topic holding the same state, so that a
 //	                                                  stateless instance restores from Kafka alone ("" = off)
 //	                                                  With neither dir nor changelog_topic, state is not durable.
@@ -256,6 +258,7 @@
 //	STREAMER_SNAPSHOT_EVERY_EVENTS
 //	STREAMER_SNAPSHOT_KEEP
 //	STREAMER_SNAPSHOT_VERSIONS
+//	STREAMER_SNAPSHOT_VERSIONS_EVERY
 //	STREAMER_SNAPSHOT_CHANGELOG_TOPIC
 //	STREAMER_SNAPSHOT_SCOPE
 //	STREAMER_SNAPSHOT_REMOTE_REFRESH

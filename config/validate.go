@@ -163,6 +163,9 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	if n := c.Snapshot.Versions; n < 0 || n > MaxSnapshotVersions {
 		v.errorf("snapshot.versions", "must be 0 (off) to %d, got %d", MaxSnapshotVersions, n)
 	}
+	if c.Snapshot.VersionsEvery < 0 {
+		v.errorf("snapshot.versions_every", "must be >= 0 (0 = at every checkpoint where the model changed), got %v", c.Snapshot.VersionsEvery)
+	}
 	switch c.Snapshot.Scope {
 	case SnapshotScopeInstance:
 	case SnapshotScopePartition:

@@ -95,7 +95,13 @@ type VersionStore struct {
 
 	mu     sync.Mutex // serialises Add, guards stores and heads
 	stores map[string]*FileStore
-	heads  map[string][sha256.Size]byte // per model: the hash of its newest version's state, once known
+	heads  map[string]head // per model: its newest version, once known
+}
+
+// head is what AddIfChanged compares a state with: the newest version's.
+type head struct {
+	sum [sha256.Size]byte // of its state
+	at  time.Time         // when it was recorded
 }
 
 // OpenVersionStore opens (creating it if needed) the versions directory
@@ -107,7 +113,7 @@ func OpenVersionStore(dir string, keep int) (*VersionStore, error) {
 	if err := mkdirDurable(dir); err != nil {
 		return nil, fmt.Errorf("snapshot: versions: %w", err)
 	}
-	return &VersionStore{dir: dir, keep: keep, stores: map[string]*FileStore{}, heads: map[string][sha256.Size]byte{}}, nil
+	return &VersionStore{dir: dir, keep: keep, stores: map[string]*FileStore{}, heads: map[string]head{}}, nil
 }
 
 // Dir returns the store's directory.
@@ -198,44 +204,49 @@ func (s *VersionStore) Add(m Model, meta Version) (Version, error) {
 }
 
 // AddIfChanged is Add unless m's state is byte for byte the state of the
-// model's newest version (added false, nothing written).
-func (s *VersionStore) AddIfChanged(m Model, meta Version) (v Version, added bool, err error) {
+// model's newest version, or that version was recorded less than every
+// before meta.CreatedAt (now when zero; every 0: whenever it changed):
+// then added is false and nothing is written.
+func (s *VersionStore) AddIfChanged(m Model, meta Version, every time.Duration) (v Version, added bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sum := sha256.Sum256(m.Data)
-	head, known := s.heads[m.Name]
+	h, known := s.heads[m.Name]
 	if !known {
-		if newest, err := s.newestValid(m.Name); err == nil && newest != nil {
-			head, known = sha256.Sum256(newest.Data), true
-			s.heads[m.Name] = head
+		if newest, at, err := s.newestValid(m.Name); err == nil && newest != nil {
+			h, known = head{sum: sha256.Sum256(newest.Data), at: at}, true
+			s.heads[m.Name] = h
 		}
 	}
-	if known && head == sum {
+	now := meta.CreatedAt
+	if now.IsZero() {
+		now = time.Now()
+	}
+	if known && (now.Sub(h.at) < every || h.sum == sha256.Sum256(m.Data)) {
 		return Version{}, false, nil
 	}
 	v, err = s.add(m, meta)
 	return v, err == nil, err
 }
 
-// newestValid returns the state of model's newest version that reads, nil
-// when none does. s.mu held.
-func (s *VersionStore) newestValid(model string) (*Model, error) {
+// newestValid returns the state of model's newest version that reads and
+// when it was recorded, nil when none reads. s.mu held.
+func (s *VersionStore) newestValid(model string) (*Model, time.Time, error) {
 	fs, err := s.store(model)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	paths, err := fs.List()
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	for _, p := range paths {
 		if snap, err := ReadFile(p); err == nil {
 			if m := snap.Model(model); m != nil {
-				return m, nil
+				return m, snap.CreatedAt, nil
 			}
 		}
 	}
-	return nil, nil
+	return nil, time.Time{}, nil
 }
 
 func (s *VersionStore) add(m Model, meta Version) (Version, error) {
@@ -261,7 +272,7 @@ func (s *VersionStore) add(m Model, meta Version) (Version, error) {
 	if _, err := fs.Save(snap); err != nil {
 		return Version{}, fmt.Errorf("snapshot: version %d of %s: %w", snap.Seq, m.Name, err)
 	}
-	s.heads[m.Name] = sha256.Sum256(m.Data)
+	s.heads[m.Name] = head{sum: sha256.Sum256(m.Data), at: snap.CreatedAt}
 	return versionOf(m.Name, snap), nil
 }
 

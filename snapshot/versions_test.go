@@ -105,7 +105,7 @@ func TestVersionStoreAddIfChanged(t *testing.T) {
 		state int
 		added bool
 	}{{1, true}, {1, false}, {2, true}, {2, false}, {1, true}} {
-		v, added, err := s.AddIfChanged(stateOf(c.state), meta)
+		v, added, err := s.AddIfChanged(stateOf(c.state), meta, 0)
 		if err != nil || added != c.added {
 			t.Fatalf("step %d: added %v (%+v) err %v, want added %v", i, added, v, err, c.added)
 		}
@@ -114,11 +114,38 @@ func TestVersionStoreAddIfChanged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, added, err := again.AddIfChanged(stateOf(1), meta); err != nil || added {
+	if _, added, err := again.AddIfChanged(stateOf(1), meta, 0); err != nil || added {
 		t.Fatalf("reopened, same state: added %v err %v", added, err)
 	}
-	if v, added, err := again.AddIfChanged(stateOf(3), meta); err != nil || !added || v.Version != 4 {
+	if v, added, err := again.AddIfChanged(stateOf(3), meta, 0); err != nil || !added || v.Version != 4 {
 		t.Fatalf("reopened, new state: %+v added %v err %v", v, added, err)
+	}
+}
+
+// TestVersionStoreEvery: with every > 0 a changed state is recorded only
+// once the newest version is that old, also for a store opened afresh.
+func TestVersionStoreEvery(t *testing.T) {
+	s := openVersions(t, 5)
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i, c := range []struct {
+		state int
+		at    time.Duration
+		added bool
+	}{{1, 0, true}, {2, 30 * time.Second, false}, {3, time.Minute, true}, {3, 3 * time.Minute, false}, {4, 90 * time.Second, false}, {4, 2 * time.Minute, true}} {
+		_, added, err := s.AddIfChanged(stateOf(c.state), Version{CreatedAt: t0.Add(c.at)}, time.Minute)
+		if err != nil || added != c.added {
+			t.Fatalf("step %d: added %v err %v, want added %v", i, added, err, c.added)
+		}
+	}
+	again, err := OpenVersionStore(s.Dir(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, added, _ := again.AddIfChanged(stateOf(5), Version{CreatedAt: t0.Add(150 * time.Second)}, time.Minute); added {
+		t.Fatal("reopened: recorded 30 s after the newest version")
+	}
+	if v, added, _ := again.AddIfChanged(stateOf(5), Version{CreatedAt: t0.Add(180 * time.Second)}, time.Minute); !added || v.Version != 4 {
+		t.Fatalf("reopened: a minute after the newest version: %+v %v", v, added)
 	}
 }
 
@@ -154,7 +181,7 @@ func TestVersionStoreCorrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, added, err := again.AddIfChanged(stateOf(2), Version{}); err != nil || added {
+	if _, added, err := again.AddIfChanged(stateOf(2), Version{}, 0); err != nil || added {
 		t.Fatalf("state of the newest valid version: added %v err %v", added, err)
 	}
 	v, err := again.Add(stateOf(4), Version{})

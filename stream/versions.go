@@ -22,8 +22,10 @@ import (
 // "Model versions and rollback").
 //
 // After every instance-scope checkpoint whose snapshot is durable, each
-// global model whose state differs from its newest version is recorded as
-// a new version in snapshot.dir/versions (snapshot.VersionStore), on the
+// global model whose state differs from its newest version (and, with
+// snapshot.versions_every, whose newest version is at least that old) is
+// recorded as a new version in snapshot.dir/versions
+// (snapshot.VersionStore), on the
 // checkpoint's goroutine, after the saves: never on the event path. A
 // version that cannot be written is logged and counted; the checkpoint
 // goes on.
@@ -57,6 +59,7 @@ type versionKeeper struct {
 	log    *slog.Logger
 	logged repeats
 	wait   time.Duration // how long a rollback waits for the checkpoint that makes it durable
+	every  time.Duration // snapshot.versions_every
 
 	rollbacks *prometheus.CounterVec
 	newest    *prometheus.GaugeVec
@@ -92,7 +95,7 @@ type rollbackResult struct {
 // keeps none), registers the metrics on reg (always) and gives the keeper
 // to the pipeline.
 func openVersions(cfg config.Config, p *Pipeline, eng *engine.Engine, reg prometheus.Registerer, log *slog.Logger) error {
-	k := &versionKeeper{models: eng.ModelInfos(), log: log,
+	k := &versionKeeper{models: eng.ModelInfos(), log: log, every: cfg.Snapshot.VersionsEvery,
 		wait: min(20*time.Second, max(time.Second, cfg.HTTP.WriteTimeout*3/4)),
 		rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamer_model_rollbacks_total",
 			Help: "Rollbacks of a model's state to one of its versions (POST /v1/models/{model}/rollback, or requested with streamer models rollback and applied at start)."}, []string{"model"}),
@@ -199,7 +202,7 @@ func (k *versionKeeper) checkpointed(models []snapshot.Model, examples []int64, 
 		if i < len(examples) {
 			n = examples[i]
 		}
-		v, added, err := k.store.AddIfChanged(m, snapshot.Version{Seq: seq, N: n, Origin: snapshot.OriginCheckpoint, CreatedAt: at, Offsets: offsets})
+		v, added, err := k.store.AddIfChanged(m, snapshot.Version{Seq: seq, N: n, Origin: snapshot.OriginCheckpoint, CreatedAt: at, Offsets: offsets}, k.every)
 		switch {
 		case err != nil:
 			k.failed("model versions: a version could not be written (the checkpoint is durable; the next one tries again)", "model", m.Name, "err", err)
