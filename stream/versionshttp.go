@@ -324,6 +324,7 @@ func (p *Pipeline) serveRollback(w http.ResponseWriter, req *http.Request, model
 		fail(http.StatusServiceUnavailable, reasonNotReady, "the consumer group is not joined: the checkpoint that saves a rollback cannot run")
 		return
 	}
+	start := time.Now() // the answer within the keeper's wait, a refit waited for included
 	rb, err := p.RollBack(req.Context(), model, rr.To, nil)
 	var mismatch *engine.StateMismatchError
 	switch {
@@ -352,7 +353,7 @@ func (p *Pipeline) serveRollback(w http.ResponseWriter, req *http.Request, model
 		fail(http.StatusInternalServerError, reasonInternal, err.Error())
 		return
 	}
-	wait := time.NewTimer(p.versions.wait)
+	wait := time.NewTimer(max(time.Millisecond, p.versions.wait-time.Since(start)))
 	defer wait.Stop()
 	select {
 	case r := <-rb.done:
