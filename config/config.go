@@ -63,7 +63,7 @@ type Rank struct {
 	// Murmur2Balancer), fnv1a (kafka-go's Hash) or crc32 (librdkafka's
 	// consistent, kafka-go's CRC32Balancer). The service checks it
 	// against the keyed events it consumes (stream/partguard.go).
-	Partitioner string   `yaml:"partitioner"`
+	Partitioner string     `yaml:"partitioner"`
 	Explore     Explore    `yaml:"explore"`
 	Join        RankJoin   `yaml:"join"`
 	Challenger  Challenger `yaml:"challenger"`
@@ -563,7 +563,7 @@ func Default() Config {
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Versions: 5, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
-			Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
+			Explore:    Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
 			Join:       RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey},
 			Challenger: Challenger{Promote: PromoteManual, Estimator: "dr", Confidence: 0.95, Hold: DefaultChallengerHold}},
 	}
