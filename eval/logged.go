@@ -329,11 +329,10 @@ func RunLog(ctx context.Context, cfg config.Config, types *online.Registry, opt 
 	}
 	c.LabelsJoined, c.LabelsUnknown, c.LabelsLate = labelOutcomes(reg)
 	rep.OPE = e.OPE(opt.Boots, opt.Seed)
-	lh.mu.Lock()
-	rep.Wins = lh.wins
-	if rep.Wins != nil {
-		rep.Wins.Challenger = rep.OPE.Challenger
+	if d := rep.OPE.Difference; d != nil && d.Won != nil {
+		rep.Wins = &LogWins{Challenger: rep.OPE.Challenger, Samples: float64(d.Won.Samples), Difference: d.Won.Mean, Lower: d.Won.Lower}
 	}
+	lh.mu.Lock()
 	rep.Warnings = append(rep.Warnings, lh.warnings...)
 	if lh.more > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%d more warnings of the engine", lh.more))
@@ -717,50 +716,22 @@ func (s *replaySink) Publish(m kafka.Message) {
 	}
 }
 
-// logHandler keeps what the replay needs of the engine's log: where the
-// challenger first won, and the warnings (at most maxWarnings).
+// logHandler keeps the engine's warnings (at most maxWarnings).
 type logHandler struct {
 	mu       sync.Mutex
-	wins     *LogWins
 	warnings []string
 	more     int
 }
 
 const maxWarnings = 20
 
-func (h *logHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (h *logHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
 func (h *logHandler) WithAttrs([]slog.Attr) slog.Handler           { return h }
 func (h *logHandler) WithGroup(string) slog.Handler                { return h }
 
 func (h *logHandler) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if strings.HasPrefix(r.Message, "rank: the challenger wins") {
-		if h.wins == nil {
-			w := &LogWins{}
-			r.Attrs(func(a slog.Attr) bool {
-				v := a.Value.Resolve()
-				f := math.NaN()
-				switch v.Kind() {
-				case slog.KindFloat64:
-					f = v.Float64()
-				case slog.KindInt64:
-					f = float64(v.Int64())
-				}
-				switch a.Key {
-				case "difference":
-					w.Difference = f
-				case "lower":
-					w.Lower = f
-				case "labels":
-					w.Samples = f
-				}
-				return true
-			})
-			h.wins = w
-		}
-		return nil
-	}
 	if r.Level < slog.LevelWarn {
 		return nil
 	}
@@ -908,7 +879,7 @@ func (r *LogReport) WriteSummary(w io.Writer) error {
 		if d.Lower > 0 {
 			verdict = "its lower bound is above 0: the challenger is better"
 		}
-		fmt.Fprintf(&b, "\nchallenger − champion (%s − %s, %s, over the newest %d labelled first items): %s; %g%% normal interval at the last check (every 100): [%s, %s]: %s\n",
+		fmt.Fprintf(&b, "\nchallenger − champion (%s − %s, %s, over the newest %d labelled first items): %s; %g%% normal interval: [%s, %s]: %s\n",
 			o.Challenger, o.Champion, d.Estimator, min(o.Samples, 10_000), fmtSigned(d.Mean), 100*d.Confidence, fmtSigned(d.Lower), fmtSigned(d.Upper), verdict)
 		fmt.Fprintf(&b, "promote %s (configured): replayed as manual, %s ranked throughout; ", r.Promote, o.Champion)
 		verb := "would have been reported winning"

@@ -80,6 +80,7 @@ type challengeStats struct {
 	lo, hi   float64      // the interval at the last check (NaN before one)
 	since    float64      // samples at the first check of the current run of checks with lo > 0 (-1: none)
 	reported bool         // manual: this run's win was logged
+	won      *OPEWin      // the generation's first win (manual: it stays the champion)
 	promote  func(mean, lo float64, samples float64)
 	wins     func(mean, lo float64, samples float64)
 }
@@ -104,7 +105,7 @@ func newChallengeStats(cfg *RankConfig) *challengeStats {
 func (c *challengeStats) reset() {
 	c.sums, c.window = ope.Sums{}, c.window[:0]
 	c.diff.Reset()
-	c.lo, c.hi, c.since, c.reported = math.NaN(), math.NaN(), -1, false
+	c.lo, c.hi, c.since, c.reported, c.won = math.NaN(), math.NaN(), -1, false, nil
 }
 
 // generation is the current generation, which a request's mark carries.
@@ -170,6 +171,9 @@ func (o *opeStats) check(n float64) {
 		return
 	}
 	mean, lo := c.diff.Mean(), c.lo
+	if c.won == nil {
+		c.won = &OPEWin{Samples: int64(n), Mean: mean, Lower: lo}
+	}
 	if c.cfg.Promote != PromoteAuto {
 		if !c.reported && c.wins != nil {
 			c.wins(mean, lo, n)
@@ -252,14 +256,24 @@ type OPEEstimate struct {
 
 // OPEDifference is the challenger's value minus the champion's, by
 // Estimator over the newest opeWindow samples, with its normal interval
-// at Confidence as last checked, and the samples over which its lower
-// bound has stayed above 0 (Ahead).
+// at Confidence now (Lower, Upper; a promotion is decided on the interval
+// at each check, every challengeEvery samples), the samples over which its
+// lower bound has stayed above 0 at the checks (Ahead), and the first
+// time in this generation it did so for Hold samples (Won; nil: not yet).
 type OPEDifference struct {
 	Estimator          string
 	Mean, Lower, Upper float64
 	Confidence         float64
 	Ahead, Hold        int64
 	Promote            string
+	Won                *OPEWin
+}
+
+// OPEWin is when a challenger won: the samples of the generation then,
+// the difference's mean and the lower bound of its interval.
+type OPEWin struct {
+	Samples     int64
+	Mean, Lower float64
 }
 
 // OPE reports the off-policy estimates, with bootstrap intervals of boots
@@ -276,8 +290,13 @@ func (e *Engine) OPE(boots int, seed uint64) OPEReport {
 	if c := o.ch; c != nil {
 		r.Challenger = e.defs[e.chal.Load()].name
 		chSums, chWindow = c.sums, slices.Clone(c.window)
-		r.Difference = &OPEDifference{Estimator: c.est.String(), Mean: c.diff.Mean(), Lower: c.lo, Upper: c.hi,
+		lo, hi := c.diff.Interval(c.cfg.Confidence)
+		r.Difference = &OPEDifference{Estimator: c.est.String(), Mean: c.diff.Mean(), Lower: lo, Upper: hi,
 			Confidence: c.cfg.Confidence, Ahead: int64(c.ahead(o.sums.N())), Hold: int64(c.cfg.Hold), Promote: c.cfg.Promote}
+		if c.won != nil {
+			w := *c.won
+			r.Difference.Won = &w
+		}
 	}
 	if n := o.sums.N(); n > 0 {
 		r.Logged, r.Agreement = o.reward/n, o.match/n
@@ -323,7 +342,7 @@ func newOPECollector(e *Engine) *opeCollector {
 		agreement: prometheus.NewDesc("streamer_ope_greedy_agreement",
 			"Fraction of labelled requests whose first item is greedy's first.", nil, nil),
 		diff: prometheus.NewDesc("streamer_rank_challenger_difference",
-			"The challenger's estimated mean reward minus the champion's (rank.challenger.estimator, over the newest 10 000 labelled first items since the last promotion): stat mean, and lower and upper, the bounds of its normal interval at rank.challenger.confidence as last checked (every 100 labelled first items).",
+			"The challenger's estimated mean reward minus the champion's (rank.challenger.estimator, over the newest 10 000 labelled first items since the last promotion): stat mean, and lower and upper, the bounds of its normal interval at rank.challenger.confidence (promotion checks it every 100 labelled first items).",
 			[]string{"stat"}, nil),
 		ahead: prometheus.NewDesc("streamer_rank_challenger_ahead",
 			"Labelled first items over which the lower bound of (challenger − champion) has stayed above 0 (0: it is not above 0); promote auto swaps the two at rank.challenger.hold.", nil, nil),
