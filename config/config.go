@@ -560,7 +560,7 @@ func Default() Config {
 			Auth: HTTPAuth{Protect: DefaultProtect()}},
 		Log:         Log{Level: LevelInfo, Format: FormatText},
 		Metrics:     Metrics{AccuracyWindow: 1000},
-		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Versions: 5, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
+		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Versions: 5, VersionsEvery: 10 * time.Minute, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
 			Explore:    Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},

@@ -54,7 +54,7 @@ func TestGoodRoundTrip(t *testing.T) {
 			Auth: HTTPAuth{Protect: DefaultProtect()}},
 		Log:         Log{Level: "debug", Format: "json"},
 		Metrics:     Metrics{AccuracyWindow: 5000},
-		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Versions: 5, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
+		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Versions: 5, VersionsEvery: 10 * time.Minute, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
 			Join:       RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey},

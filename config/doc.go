@@ -100,7 +100,7 @@
 //	snapshot.keep                   3                 snapshot files kept; > 0
 //	snapshot.versions               5                 versions kept of each global model in dir/versions (for
 //	                                                  streamer models list|rollback); 0 = off; [0, 1000]; needs dir
-//	snapshot.versions_every         0s                least time between two versions a checkpoint records of a
+//	snapshot.versions_every         10m               least time between two versions a checkpoint records of a
 //	                                                  model (0 = whenever it changed); >= 0
 //	snapshot.changelog_topic        ""                compacted Kafka topic holding the same state, so that a
 //	                                                  stateless instance restores from Kafka alone ("" = off)

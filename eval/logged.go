@@ -196,12 +196,8 @@ func RunLog(ctx context.Context, cfg config.Config, types *online.Registry, opt 
 	}
 
 	// The engine, as the service builds it, replaying.
-	models, err := engine.BuildModels(cfg, types)
+	ecfg, models, err := engine.FromConfig(cfg, types)
 	if err != nil {
-		return nil, err
-	}
-	ecfg := engine.ConfigFrom(cfg)
-	if ecfg.Profiles, err = engine.ProfilesFrom(cfg); err != nil {
 		return nil, err
 	}
 	ecfg.Rank.Replay = true
@@ -218,11 +214,8 @@ func RunLog(ctx context.Context, cfg config.Config, types *online.Registry, opt 
 		return nil, err
 	}
 	defer e.Close()
-	sh, err := e.NewShard("")
+	sh, err := e.EmptyShard()
 	if err != nil {
-		return nil, err
-	}
-	if _, _, err := sh.Restore(nil, nil); err != nil {
 		return nil, err
 	}
 	defer sh.Close()

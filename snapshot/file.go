@@ -240,6 +240,11 @@ func (s *FileStore) seqs() ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
+	return fileSeqs(ents), nil
+}
+
+// fileSeqs are the numbers of the snapshot files among ents, newest first.
+func fileSeqs(ents []os.DirEntry) []uint64 {
 	var seqs []uint64
 	for _, e := range ents {
 		if seq, ok := parseFileName(e.Name()); ok && e.Type().IsRegular() {
@@ -248,7 +253,7 @@ func (s *FileStore) seqs() ([]uint64, error) {
 	}
 	slices.Sort(seqs)
 	slices.Reverse(seqs)
-	return seqs, nil
+	return seqs
 }
 
 // List returns the paths of the snapshot files, newest (highest Seq) first.

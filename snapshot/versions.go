@@ -319,14 +319,7 @@ func (s *VersionStore) List(model string) ([]Version, []BadVersion, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: versions of %s: %w", model, err)
 	}
-	var seqs []uint64
-	for _, e := range ents {
-		if seq, ok := parseFileName(e.Name()); ok && e.Type().IsRegular() {
-			seqs = append(seqs, seq)
-		}
-	}
-	slices.Sort(seqs)
-	slices.Reverse(seqs)
+	seqs := fileSeqs(ents)
 	var out []Version
 	var bad []BadVersion
 	for _, seq := range seqs {

@@ -161,12 +161,8 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}()
 	// The models, and what the engine does not take of the configuration,
 	// before anything connects to the brokers.
-	models, err := engine.BuildModels(cfg, types)
+	ecfg, models, err := engine.FromConfig(cfg, types)
 	if err != nil {
-		return nil, err
-	}
-	ecfg := engine.ConfigFrom(cfg)
-	if ecfg.Profiles, err = engine.ProfilesFrom(cfg); err != nil {
 		return nil, err
 	}
 	if err := engine.Check(ecfg, models); err != nil {

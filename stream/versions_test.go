@@ -96,6 +96,7 @@ func TestModelsHTTP(t *testing.T) {
 	r := newDiskFullRig(t, 64<<20)
 	r.cfg.HTTP.WriteTimeout = 2 * time.Second // a rollback waits 1.5 s for its checkpoint
 	r.cfg.Snapshot.Versions = 10
+	r.cfg.Snapshot.VersionsEvery = 0 // a version at every checkpoint
 	run := r.start()
 	addr, reg := run.s.Addr(), run.s.Registry()
 	versions := filepath.Join(r.dir, snapshot.VersionsDir)
@@ -332,6 +333,7 @@ func modelMetric(t *testing.T, reg prometheus.Gatherer, name, model string) floa
 func TestPendingRollbackAtStart(t *testing.T) {
 	r := newDiskFullRig(t, 64<<20)
 	r.cfg.Snapshot.Versions = 50 // none pruned
+	r.cfg.Snapshot.VersionsEvery = 0
 	run := r.start()
 	for range 3 {
 		r.produce(200)

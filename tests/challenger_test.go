@@ -65,20 +65,17 @@ func runChallenge(t *testing.T, w *banditWorld, champ, chal, promote string, req
 	if err != nil {
 		t.Fatal(err)
 	}
-	models, err := engine.BuildModels(cfg, types)
+	ecfg, models, err := engine.FromConfig(cfg, types)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.ConfigFrom(cfg), models, nil)
+	e, err := engine.New(ecfg, models, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	sh, err := e.NewShard("")
+	sh, err := e.EmptyShard()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := sh.Restore(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	defer sh.Close()

@@ -81,8 +81,19 @@ func TestHashedIdleMemory(t *testing.T) {
 			t.Errorf("model %s learned %v events, want %d", m, got, n)
 		}
 	}
-	waitFor(t, 60*time.Second, "a snapshot", func() bool {
-		return p.metric(t, "streamer_snapshots_total", "") >= 1
+	// A snapshot, and the models' first versions (snapshot.versions),
+	// which the checkpoint writes after it: idle is after both.
+	waitFor(t, 60*time.Second, "a snapshot and the models' versions", func() bool {
+		if p.metric(t, "streamer_snapshots_total", "") < 1 {
+			return false
+		}
+		text := p.metrics(t)
+		for _, m := range []string{"ranks", "clicks", "ranks_rbf"} {
+			if !strings.Contains(text, `streamer_model_saved_version{model="`+m+`"} `) {
+				return false
+			}
+		}
+		return true
 	})
 	prof := p.heapProfile(t) // collects garbage first (gc=1)
 	if path := os.Getenv("E2E_HEAP_PROFILE"); path != "" {

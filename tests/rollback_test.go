@@ -42,6 +42,7 @@ snapshot:
   dir: %DIR%
   every: 200ms
   versions: 50
+  versions_every: 0s
 rank:
   model: prefs
 models:

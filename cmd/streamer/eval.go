@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -101,18 +102,7 @@ logged stream").`,
 			if err != nil {
 				return err
 			}
-			for _, w := range rep.Warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
-			}
-			if err := rep.WriteDir(out); err != nil {
-				return err
-			}
-			if err := rep.WriteSummary(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), filepath.Join(out, eval.ReportJSON))
-			fmt.Fprintln(cmd.OutOrStdout(), filepath.Join(out, eval.ReportHTML))
-			return nil
+			return writeReport(cmd, rep.Warnings, rep, out, eval.ReportJSON, eval.ReportHTML)
 		},
 	}
 	f := cmd.Flags()
@@ -166,7 +156,16 @@ func evalLog(cmd *cobra.Command, cfg config.Config, types *online.Registry, path
 	if err != nil {
 		return err
 	}
-	for _, w := range rep.Warnings {
+	return writeReport(cmd, rep.Warnings, rep, out, eval.OPEJSON)
+}
+
+// writeReport prints a report's warnings on stderr, writes it into the
+// directory out, prints its summary, then the paths of its files there.
+func writeReport(cmd *cobra.Command, warnings []string, rep interface {
+	WriteDir(string) error
+	WriteSummary(io.Writer) error
+}, out string, files ...string) error {
+	for _, w := range warnings {
 		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
 	}
 	if err := rep.WriteDir(out); err != nil {
@@ -175,6 +174,8 @@ func evalLog(cmd *cobra.Command, cfg config.Config, types *online.Registry, path
 	if err := rep.WriteSummary(cmd.OutOrStdout()); err != nil {
 		return err
 	}
-	fmt.Fprintln(cmd.OutOrStdout(), filepath.Join(out, eval.OPEJSON))
+	for _, f := range files {
+		fmt.Fprintln(cmd.OutOrStdout(), filepath.Join(out, f))
+	}
 	return nil
 }

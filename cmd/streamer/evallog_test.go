@@ -111,11 +111,10 @@ func logRun(t *testing.T, w *logWorld, yaml string, requests, cands int, seed ui
 	if err != nil {
 		t.Fatal(err)
 	}
-	models, err := engine.BuildModels(cfg, types)
+	ecfg, models, err := engine.FromConfig(cfg, types)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ecfg := engine.ConfigFrom(cfg)
 	var logs bytes.Buffer
 	ecfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	e, err := engine.New(ecfg, models, nil)
@@ -123,11 +122,8 @@ func logRun(t *testing.T, w *logWorld, yaml string, requests, cands int, seed ui
 		t.Fatal(err)
 	}
 	defer e.Close()
-	sh, err := e.NewShard("")
+	sh, err := e.EmptyShard()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := sh.Restore(nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	defer sh.Close()

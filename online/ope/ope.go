@@ -141,13 +141,7 @@ func Interval(e Estimator, samples []Sample, level float64, boots int, rng *rand
 			vals = append(vals, v)
 		}
 	}
-	if len(vals) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	slices.Sort(vals)
-	alpha := (1 - level) / 2
-	last := float64(len(vals) - 1)
-	return vals[int(math.Floor(alpha*last))], vals[int(math.Ceil((1-alpha)*last))]
+	return central(vals, level)
 }
 
 // Term is sample s's term of estimator e, for the linear estimators IPS
@@ -189,13 +183,7 @@ func DiffInterval(e Estimator, a, b []Sample, level float64, boots int, rng *ran
 			vals = append(vals, v)
 		}
 	}
-	if len(vals) == 0 {
-		return math.NaN(), math.NaN()
-	}
-	slices.Sort(vals)
-	alpha := (1 - level) / 2
-	last := float64(len(vals) - 1)
-	return vals[int(math.Floor(alpha*last))], vals[int(math.Ceil((1-alpha)*last))]
+	return central(vals, level)
 }
 
 // Window is the mean of the newest values added (a ring of a fixed size)
@@ -275,4 +263,16 @@ func (w *Window) Interval(level float64) (lo, hi float64) {
 	v := max(0, (w.sum2-n*mean*mean)/(n-1))
 	h := math.Sqrt2 * math.Erfinv(level) * math.Sqrt(v/n)
 	return mean - h, mean + h
+}
+
+// central is the central interval at level of the values vals (sorted in
+// place): its lower and upper quantiles. NaNs when there are none.
+func central(vals []float64, level float64) (lo, hi float64) {
+	if len(vals) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	slices.Sort(vals)
+	alpha := (1 - level) / 2
+	last := float64(len(vals) - 1)
+	return vals[int(math.Floor(alpha*last))], vals[int(math.Ceil((1-alpha)*last))]
 }

@@ -142,3 +142,18 @@ func hashConfig(f config.Features) *wire.HashConfig {
 	}
 	return h
 }
+
+// FromConfig is what the service builds from its configuration before it
+// connects: the models (BuildModels) and the engine's configuration
+// (ConfigFrom, with the entities' profiles, ProfilesFrom).
+func FromConfig(cfg config.Config, reg *online.Registry) (Config, []NamedModel, error) {
+	models, err := BuildModels(cfg, reg)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	ecfg := ConfigFrom(cfg)
+	if ecfg.Profiles, err = ProfilesFrom(cfg); err != nil {
+		return Config{}, nil, err
+	}
+	return ecfg, models, nil
+}

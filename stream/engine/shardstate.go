@@ -149,3 +149,18 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 	}
 	return fresh, dropped, nil
 }
+
+// EmptyShard returns an instance-scope shard whose models start empty
+// (NewShard(""), then Restore of nothing), for a caller that feeds it
+// records itself: a replay, a simulation.
+func (e *Engine) EmptyShard() (*Shard, error) {
+	s, err := e.NewShard("")
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := s.Restore(nil, nil); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
