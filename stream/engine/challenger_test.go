@@ -224,3 +224,39 @@ func TestChallengerLanes(t *testing.T) {
 		t.Errorf("%d labels, want %d", r.Labels, lanes*perLane)
 	}
 }
+
+// BenchmarkRank100Challenger is BenchmarkRank100 with a second linear mam
+// ranking in shadow (challenger) beside the same request without one: what
+// the challenger adds to a request. 0 allocs.
+func BenchmarkRank100Challenger(b *testing.B) {
+	for _, challenger := range []string{"", "b"} {
+		name := "none"
+		if challenger != "" {
+			name = "challenger"
+		}
+		b.Run(name, func(b *testing.B) {
+			var models []NamedModel
+			for _, n := range []string{"a", "b"} {
+				m, err := online.NewMAM(32, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
+				if err != nil {
+					b.Fatal(err)
+				}
+				models = append(models, NamedModel{Name: n, Model: m})
+			}
+			e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 32, MaxMessageBytes: 1 << 20, JoinEvents: 1000,
+				Rank: RankConfig{Model: "a", Policy: PolicyGreedy, Seed: 7, Challenger: challenger}}, models, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(e.Close)
+			s := instanceShard(b, e)
+			trainFirstAxis(s, 32)
+			msg := kafka.Message{Topic: "events", Key: []byte("u"), Value: testkit.Request32(100, 32, 10)}
+			sink := &memSink{}
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Process(&msg, sink)
+			}
+		})
+	}
+}
