@@ -11,6 +11,7 @@ import (
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/codec"
 	"github.com/streamer/streamer/snapshot"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // trainedState returns the encoding of a model of spec after a few events
@@ -60,7 +61,8 @@ func keyedState(keys []string, states [][]byte) []byte {
 // TestSnapshotVerifyEveryType writes a snapshot holding one model of every
 // registered type (each example configuration, plain and standardised), a
 // key-scoped model and states written before the registry (format version 1
-// and the refitted models' earlier encoding), and checks that `snapshot
+// and the refitted models' earlier encoding) and a challenger's rank
+// state, and checks that `snapshot
 // verify` calls it good and `inspect` reports every model with its n; then
 // that a snapshot whose model state does not decode is reported BAD.
 func TestSnapshotVerifyEveryType(t *testing.T) {
@@ -88,6 +90,9 @@ func TestSnapshotVerifyEveryType(t *testing.T) {
 			Data: keyedState([]string{"alice", "bob"}, [][]byte{a, b})})
 		want[name] = "keys=2  n=60"
 	}
+	// With rank.challenger, which model ranks (not a model state).
+	snap.Models = append(snap.Models, snapshot.Model{Name: engine.RankStateName, Type: engine.RankStateType, Data: []byte("mam-a")})
+	want[engine.RankStateName] = "the model that ranks: mam-a"
 	legacy, err := filepath.Glob("../../online/testdata/legacy/*.bin")
 	if err != nil || len(legacy) < 10 {
 		t.Fatalf("legacy states: %v %v", legacy, err)
