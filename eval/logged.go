@@ -687,17 +687,7 @@ func (s *replaySink) Publish(m kafka.Message) {
 		}
 		return
 	}
-	var reason, detail, offset string
-	for _, h := range m.Headers {
-		switch h.Key {
-		case engine.HeaderReason:
-			reason = string(h.Value)
-		case engine.HeaderDetail:
-			detail = string(h.Value)
-		case engine.HeaderOffset:
-			offset = string(h.Value)
-		}
-	}
+	reason, detail, offset := engine.DeadLetterHeader(&m, engine.HeaderReason), engine.DeadLetterHeader(&m, engine.HeaderDetail), engine.DeadLetterHeader(&m, engine.HeaderOffset)
 	if s.reasons == nil {
 		s.reasons = map[string]int64{}
 	}

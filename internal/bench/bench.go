@@ -493,15 +493,7 @@ func (s *countingSink) PublishBatch(msgs []kafka.Message) {
 // count keeps the first dead letter's reason.
 func (s *countingSink) count(m *kafka.Message) {
 	if m.Topic == dlqTopic && s.dead.Add(1) == 1 {
-		var reason, detail string
-		for _, h := range m.Headers {
-			switch h.Key {
-			case engine.HeaderReason:
-				reason = string(h.Value)
-			case engine.HeaderDetail:
-				detail = string(h.Value)
-			}
-		}
+		reason, detail := engine.DeadLetterHeader(m, engine.HeaderReason), engine.DeadLetterHeader(m, engine.HeaderDetail)
 		s.mu.Lock()
 		s.why = fmt.Sprintf("the first: %s: %s", reason, detail)
 		s.mu.Unlock()

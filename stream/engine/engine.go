@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/internal/keystore"
 	"github.com/streamer/streamer/online"
@@ -34,6 +35,17 @@ const (
 	// received (decimal). The value kept is its first bytes.
 	HeaderOriginalBytes = "streamer.original_bytes"
 )
+
+// DeadLetterHeader is the value of header key of dead letter m ("" when
+// it has none).
+func DeadLetterHeader(m *kafka.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
 
 // NamedModel is a configured model instance.
 type NamedModel struct {
