@@ -81,8 +81,9 @@ type Challenger struct {
 	// Estimator is the difference's: dr (doubly robust, the champion's
 	// predicted reward as the direct method) or ips.
 	Estimator string `yaml:"estimator"`
-	// Confidence is the level of the difference's normal interval over the
-	// newest 10 000 labelled first items.
+	// Confidence is the level of the difference's confidence sequence
+	// over the labelled first items since the last promotion (an interval
+	// valid at every look at once).
 	Confidence float64 `yaml:"confidence"`
 	// Hold is the number of labelled first items over which the interval's
 	// lower bound must stay above 0, checked every 100, before auto

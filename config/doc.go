@@ -142,7 +142,7 @@
 //	rank.challenger.promote         manual            manual: report only | auto: swap the two when the lower bound
 //	                                                  of (challenger − champion) stays > 0 for hold labelled first items
 //	rank.challenger.estimator       dr                dr | ips: the estimator of the difference
-//	rank.challenger.confidence      0.95              level of the difference's normal interval; [0.5, 1)
+//	rank.challenger.confidence      0.95              level of the difference's confidence sequence; [0.5, 1)
 //	rank.challenger.hold            2000              labelled first items the lower bound must stay > 0 over
 //	                                                  (checked every 100); [100, 10000000]
 //	calibration.window              2000              each model's window of prequential (score, label) pairs its

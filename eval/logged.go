@@ -862,8 +862,8 @@ func (r *LogReport) WriteSummary(w io.Writer) error {
 		if d.Lower > 0 {
 			verdict = "its lower bound is above 0: the challenger is better"
 		}
-		fmt.Fprintf(&b, "\nchallenger − champion (%s − %s, %s, over the newest %d labelled first items): %s; %g%% normal interval: [%s, %s]: %s\n",
-			o.Challenger, o.Champion, d.Estimator, min(o.Samples, 10_000), fmtSigned(d.Mean), 100*d.Confidence, fmtSigned(d.Lower), fmtSigned(d.Upper), verdict)
+		fmt.Fprintf(&b, "\nchallenger − champion (%s − %s, %s, over %d labelled first items): %s; %g%% confidence sequence: [%s, %s]: %s\n",
+			o.Challenger, o.Champion, d.Estimator, o.Samples, fmtSigned(d.Mean), 100*d.Confidence, fmtSigned(d.Lower), fmtSigned(d.Upper), verdict)
 		fmt.Fprintf(&b, "promote %s (configured): replayed as manual, %s ranked throughout; ", r.Promote, o.Champion)
 		verb := "would have been reported winning"
 		if r.Promote == engine.PromoteAuto {

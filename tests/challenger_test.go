@@ -19,8 +19,9 @@ import (
 // epsilon-greedy (ε 0.2) by the rank model %CHAMP%, %CHAL% ranking in
 // shadow, promote %PROMOTE%. Two kinds of model: a global linear mam (one
 // preference for all users) and a per-user one (the world's users differ:
-// it is better once it has learned), and a second per-user one
-// configured identically (an equal challenger).
+// it is better once it has learned), a second per-user one configured
+// identically (an equal challenger), and a per-user one without class
+// balance (a close one: a few thousandths of a click a request worse).
 const challengerConfig = `
 labels:
   join_window: {events: 1000, time: 10m}
@@ -33,6 +34,7 @@ models:
   - {name: global, type: mam, kernel: {type: linear}, features: {dim: %DIM%}}
   - {name: peruser, type: mam, scope: key, kernel: {type: linear}, features: {dim: %DIM%}}
   - {name: peruser2, type: mam, scope: key, kernel: {type: linear}, features: {dim: %DIM%}}
+  - {name: unbalanced, type: mam, scope: key, balance: false, kernel: {type: linear}, features: {dim: %DIM%}}
 `
 
 // recordSink keeps the records a shard publishes.
@@ -206,12 +208,15 @@ func shadowScores(t *testing.T, sh *engine.Shard, request []byte, model string) 
 // 2000) within challengeRequests requests in at least 18 of 20 seeds, and
 // then ranks; the reverse (a global challenger of the per-user rank
 // model: worse) and an identically configured per-user challenger (equal)
-// are promoted in none of 20.
+// are promoted in none of 20, nor is a close one (a per-user model without
+// class balance) unless the simulation says it is better. Before the
+// confidence sequence (ope.Sequence), a fixed-n interval checked every 100
+// labels promoted that close, slightly worse challenger in 1 of 20 seeds.
 func TestChallengerPromotion(t *testing.T) {
 	t.Parallel()
 	const seeds, cands = 20, 20
 	w := newBanditWorld(60, 500, 8, 11)
-	type result struct{ better, worse, equal challengeRun }
+	type result struct{ better, worse, equal, close challengeRun }
 	results := make([]result, seeds)
 	t.Run("seeds", func(t *testing.T) {
 		for s := range seeds {
@@ -222,15 +227,16 @@ func TestChallengerPromotion(t *testing.T) {
 					better: runChallenge(t, w, "global", "peruser", "auto", challengeRequests, cands, seed),
 					worse:  runChallenge(t, w, "peruser", "global", "auto", challengeRequests, cands, seed),
 					equal:  runChallenge(t, w, "peruser", "peruser2", "auto", challengeRequests, cands, seed),
+					close:  runChallenge(t, w, "peruser", "unbalanced", "auto", challengeRequests, cands, seed),
 				}
 			})
 		}
 	})
 	promoted := 0
 	for s, r := range results {
-		seed, better, worse, equal := 300+s, r.better, r.worse, r.equal
-		t.Logf("seed %d: better promoted at request %d (truth +%.4f clicks/request); worse: %d (truth %.4f); equal: %d (truth %.4f)",
-			seed, better.promotedAt, better.truthDiff, worse.promotedAt, worse.truthDiff, equal.promotedAt, equal.truthDiff)
+		seed, better, worse, equal, close := 300+s, r.better, r.worse, r.equal, r.close
+		t.Logf("seed %d: better promoted at request %d (truth +%.4f clicks/request); worse: %d (truth %.4f); equal: %d (truth %.4f); close: %d (truth %+.4f)",
+			seed, better.promotedAt, better.truthDiff, worse.promotedAt, worse.truthDiff, equal.promotedAt, equal.truthDiff, close.promotedAt, close.truthDiff)
 		if !(better.truthDiff > 0) || !(worse.truthDiff < 0) {
 			t.Errorf("seed %d: the simulation's truth: per-user − global %+.4f, global − per-user %+.4f: want the per-user model better", seed, better.truthDiff, worse.truthDiff)
 		}
@@ -242,6 +248,9 @@ func TestChallengerPromotion(t *testing.T) {
 		}
 		if worse.promotedAt >= 0 || equal.promotedAt >= 0 {
 			t.Errorf("seed %d: a worse challenger promoted at request %d, an equal one at %d (want never: -1)", seed, worse.promotedAt, equal.promotedAt)
+		}
+		if close.promotedAt >= 0 && !(close.truthDiff > 0) {
+			t.Errorf("seed %d: a close challenger that is not better (truth %+.4f) promoted at request %d", seed, close.truthDiff, close.promotedAt)
 		}
 	}
 	t.Logf("the better challenger was promoted within %d requests in %d of %d seeds", challengeRequests, promoted, seeds)

@@ -129,43 +129,60 @@ func TestDiffInterval(t *testing.T) {
 	}
 }
 
-// TestWindow: the window's mean and normal interval are those of its
-// newest values, computed from scratch, through several passes of the
-// ring.
-func TestWindow(t *testing.T) {
-	w := NewWindow(50)
+// TestSequence: the confidence sequence's interval holds its mean, is
+// the mean alone for equal values, is about 4.0 σ/√n wide at n0 and level
+// 0.95, and, looked at after every value of 2 000 null streams (mean 0),
+// excludes 0 at any time in at most a few percent of them, where the
+// fixed-n normal interval looked at as often does so in most.
+func TestSequence(t *testing.T) {
+	s := NewSequence(1000)
+	for range 5 {
+		s.Add(0.25)
+	}
+	if lo, hi := s.Interval(0.95); lo != 0.25 || hi != 0.25 {
+		t.Errorf("equal values: [%v, %v], want [0.25, 0.25]", lo, hi)
+	}
+	s.Reset()
 	rng := rand.New(rand.NewPCG(7, 8))
-	var all []float64
-	for i := range 237 {
-		v := rng.NormFloat64()*3 + 1e6*float64(i%2) // large values: rounding would show
-		w.Add(v)
-		all = append(all, v)
-		tail := all[max(0, len(all)-50):]
-		if w.Len() != len(tail) {
-			t.Fatalf("after %d: %d values, want %d", i+1, w.Len(), len(tail))
+	for range 1000 {
+		s.Add(rng.NormFloat64())
+	}
+	lo, hi := s.Interval(0.95)
+	if m := s.Mean(); !(lo < m && m < hi) || math.Abs((hi-lo)/2*math.Sqrt(1000)-4.0) > 0.3 {
+		t.Errorf("at n0: mean %v, interval [%v, %v], half-width %.2f σ/√n, want about 4.0", m, lo, hi, (hi-lo)/2*math.Sqrt(1000))
+	}
+	const streams, n = 2000, 3000
+	seqMisses, fixedMisses := 0, 0
+	for range streams {
+		s := NewSequence(1000)
+		var sum, sum2 float64
+		seqMiss, fixedMiss := false, false
+		for i := 1; i <= n; i++ {
+			v := rng.NormFloat64()
+			s.Add(v)
+			sum += v
+			sum2 += v * v
+			if i%10 != 0 || i < 20 {
+				continue
+			}
+			if lo, hi := s.Interval(0.95); lo > 0 || hi < 0 {
+				seqMiss = true
+			}
+			m := sum / float64(i)
+			h := 1.96 * math.Sqrt((sum2-float64(i)*m*m)/float64(i-1)/float64(i))
+			if m-h > 0 || m+h < 0 {
+				fixedMiss = true
+			}
 		}
-		var s, s2 float64
-		for _, x := range tail {
-			s += x
+		if seqMiss {
+			seqMisses++
 		}
-		mean := s / float64(len(tail))
-		for _, x := range tail {
-			s2 += (x - mean) * (x - mean)
-		}
-		if math.Abs(w.Mean()-mean) > 1e-6 {
-			t.Fatalf("after %d: mean %v, want %v", i+1, w.Mean(), mean)
-		}
-		if len(tail) < 2 {
-			continue
-		}
-		h := 1.959963984540054 * math.Sqrt(s2/float64(len(tail)-1)/float64(len(tail)))
-		lo, hi := w.Interval(0.95)
-		if math.Abs(lo-(mean-h)) > 1e-6*(1+h) || math.Abs(hi-(mean+h)) > 1e-6*(1+h) {
-			t.Fatalf("after %d: interval [%v, %v], want %v ± %v", i+1, lo, hi, mean, h)
+		if fixedMiss {
+			fixedMisses++
 		}
 	}
-	w.Reset()
-	if w.Len() != 0 || !math.IsNaN(w.Mean()) {
-		t.Errorf("after Reset: %d values, mean %v", w.Len(), w.Mean())
+	t.Logf("null streams whose interval excluded 0 at some look (every 10 values, %d values): sequence %d of %d, fixed-n normal %d", n, seqMisses, streams, fixedMisses)
+	if float64(seqMisses) > 0.05*streams || float64(fixedMisses) < 0.2*streams {
+		t.Errorf("excluded 0 at some look: sequence %d of %d (want ≤ 5%%), fixed-n %d (want ≥ 20%%: the looks matter)", seqMisses, streams, fixedMisses)
 	}
 }

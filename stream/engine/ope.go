@@ -27,10 +27,12 @@ import (
 // estimates since the generation began) and the newest opeWindow kept
 // (the bootstrap intervals of the metrics). With a challenger, each
 // sample's difference of the two policies' terms (ope.Term of the
-// configured estimator) enters a window of the same size, whose normal
-// interval decides a promotion: checked every challengeEvery samples,
-// auto promotion swaps the champion and the challenger once the lower
-// bound has been above 0 at every check over Hold samples. A promotion
+// configured estimator) enters a confidence sequence over the generation
+// (ope.Sequence: an interval whose coverage holds at every sample at
+// once, so that checking it often does not make a chance win likely),
+// which decides a promotion: checked every challengeEvery samples, auto
+// promotion swaps the champion and the challenger once the lower bound
+// has been above 0 at every check over Hold samples. A promotion
 // starts a new generation: the evidence, gathered under the old
 // champion's log and roles, starts afresh, and labels of requests ranked
 // before it count only in streamer_ope_labels_total.
@@ -75,12 +77,12 @@ type challengeStats struct {
 	cfg      *RankConfig
 	est      ope.Estimator
 	sums     ope.Sums
-	window   []ope.Sample // aligned with opeStats.window: the same decisions as the challenger sees them
-	diff     *ope.Window  // per sample: the challenger's term − the champion's
-	lo, hi   float64      // the interval at the last check (NaN before one)
-	since    float64      // samples at the first check of the current run of checks with lo > 0 (-1: none)
-	reported bool         // manual: this run's win was logged
-	won      *OPEWin      // the generation's first win (manual: it stays the champion)
+	window   []ope.Sample  // aligned with opeStats.window: the same decisions as the challenger sees them
+	diff     *ope.Sequence // per sample: the challenger's term − the champion's, since the generation began
+	lo, hi   float64       // the interval at the last check (NaN before one)
+	since    float64       // samples at the first check of the current run of checks with lo > 0 (-1: none)
+	reported bool          // manual: this run's win was logged
+	won      *OPEWin       // the generation's first win (manual: it stays the champion)
 	promote  func(mean, lo float64, samples float64)
 	wins     func(mean, lo float64, samples float64)
 }
@@ -94,7 +96,7 @@ const (
 
 // newChallengeStats returns a challenger's evidence as cfg configures it.
 func newChallengeStats(cfg *RankConfig) *challengeStats {
-	c := &challengeStats{cfg: cfg, est: ope.DR, diff: ope.NewWindow(opeWindow)}
+	c := &challengeStats{cfg: cfg, est: ope.DR, diff: ope.NewSequence(cfg.Hold)}
 	if cfg.Estimator == "ips" {
 		c.est = ope.IPS
 	}
@@ -255,9 +257,9 @@ type OPEEstimate struct {
 }
 
 // OPEDifference is the challenger's value minus the champion's, by
-// Estimator over the newest opeWindow samples, with its normal interval
-// at Confidence now (Lower, Upper; a promotion is decided on the interval
-// at each check, every challengeEvery samples), the samples over which its
+// Estimator over the samples since the generation began, with its
+// confidence sequence's interval at Confidence now (Lower, Upper; a
+// promotion is decided on it at each check, every challengeEvery samples), the samples over which its
 // lower bound has stayed above 0 at the checks (Ahead), and the first
 // time in this generation it did so for Hold samples (Won; nil: not yet).
 type OPEDifference struct {
@@ -342,7 +344,7 @@ func newOPECollector(e *Engine) *opeCollector {
 		agreement: prometheus.NewDesc("streamer_ope_greedy_agreement",
 			"Fraction of labelled requests whose first item is greedy's first.", nil, nil),
 		diff: prometheus.NewDesc("streamer_rank_challenger_difference",
-			"The challenger's estimated mean reward minus the champion's (rank.challenger.estimator, over the newest 10 000 labelled first items since the last promotion): stat mean, and lower and upper, the bounds of its normal interval at rank.challenger.confidence (promotion checks it every 100 labelled first items).",
+			"The challenger's estimated mean reward minus the champion's (rank.challenger.estimator, over the labelled first items since the last promotion): stat mean, and lower and upper, the bounds of its confidence sequence at rank.challenger.confidence (valid at every look at once; promotion checks it every 100 labelled first items).",
 			[]string{"stat"}, nil),
 		ahead: prometheus.NewDesc("streamer_rank_challenger_ahead",
 			"Labelled first items over which the lower bound of (challenger − champion) has stayed above 0 (0: it is not above 0); promote auto swaps the two at rank.challenger.hold.", nil, nil),
