@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/streamer/streamer/internal/banditsim"
+
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/streamer/streamer/online"
@@ -47,7 +49,7 @@ func TestBanditPolicies(t *testing.T) {
 		users, items, requests = 200, 1000, 50000
 	}
 	const cands, dim = 20, 8
-	w := newBanditWorld(users, items, dim, 11)
+	w := banditsim.New(users, items, dim, 11)
 	greedy := replayPolicies(t, w, requests, cands, 0, []replayed{{"greedy", 0, 0}, {"ucb", 0.1, 0}, {"ucb", 1, 1.02},
 		{"ucb", 2, 0}, {"thompson", 0.1, 0}, {"upper", 0, 0}, {"ridge", 0, 0}, {"linucb", 0.3, 0.92},
 		{"logistic", 0, 0}, {"logistic-ucb", 0.5, 0.85}})
@@ -66,7 +68,7 @@ type replayed struct {
 // replayPolicies runs each policy (greedy first) over request sequences
 // 21..25 of w (simulateBandit), logs its mean regret per request and its
 // ratio to greedy's, checks the limits, and returns greedy's regret.
-func replayPolicies(t *testing.T, w *banditWorld, requests, cands, pool int, policies []replayed) (greedy float64) {
+func replayPolicies(t *testing.T, w *banditsim.World, requests, cands, pool int, policies []replayed) (greedy float64) {
 	t.Helper()
 	for _, p := range policies {
 		var sum float64
@@ -109,11 +111,11 @@ type simUser struct {
 // each user has a fixed list of that many random items (banditPools) and
 // a request's candidates are drawn from the user's list instead of the
 // whole catalogue.
-func simulateBandit(t *testing.T, w *banditWorld, policy string, alpha float64, requests, cands, pool int, seed uint64) float64 {
+func simulateBandit(t *testing.T, w *banditsim.World, policy string, alpha float64, requests, cands, pool int, seed uint64) float64 {
 	t.Helper()
-	dim := len(w.items[0])
+	dim := len(w.Items[0])
 	n := dim + 1
-	us := make([]*simUser, len(w.users))
+	us := make([]*simUser, len(w.Users))
 	for i := range us {
 		m, err := online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Balance: true, Delta: 0.05})
 		if err != nil {
@@ -153,12 +155,12 @@ func simulateBandit(t *testing.T, w *banditWorld, policy string, alpha float64, 
 	lists := banditPools(w, pool, seed)
 	ids := make([]int, cands)
 	for r := range requests {
-		u := rng.IntN(len(w.users))
-		perm := banditCandidates(rng, len(w.items), lists, u)
+		u := rng.IntN(len(w.Users))
+		perm := banditCandidates(rng, len(w.Items), lists, u)
 		best := 0.0
 		for c := range ids {
 			ids[c] = perm[c]
-			best = max(best, w.clickProb(u, ids[c]))
+			best = max(best, w.ClickProb(u, ids[c]))
 		}
 		U := us[u]
 		var ainv mat.Dense
@@ -190,7 +192,7 @@ func simulateBandit(t *testing.T, w *banditWorld, policy string, alpha float64, 
 		}
 		pick, pickScore, pickIndex := -1, 0.0, math.Inf(-1)
 		for _, it := range ids {
-			x := w.items[it]
+			x := w.Items[it]
 			score := online.Peek(U.mam, x).Score
 			index := score
 			switch policy {
@@ -226,7 +228,7 @@ func simulateBandit(t *testing.T, w *banditWorld, policy string, alpha float64, 
 				pick, pickScore, pickIndex = it, score, index
 			}
 		}
-		pc := w.clickProb(u, pick)
+		pc := w.ClickProb(u, pick)
 		regret += best - pc
 		y := -1.0
 		if clickRng.Float64() < pc {
@@ -245,7 +247,7 @@ func simulateBandit(t *testing.T, w *banditWorld, policy string, alpha float64, 
 		if len(pending) == 250 || r == requests-1 {
 			for _, l := range pending {
 				V := us[l.u]
-				x := w.items[l.item]
+				x := w.Items[l.item]
 				V.mam.Observe(x, l.y, true)
 				zv := z(x)
 				V.a.SymRankOne(V.a, 1, zv)
@@ -321,7 +323,7 @@ func TestBanditFixedCandidatesReplay(t *testing.T) {
 		users, items, requests = 200, 1000, 50000
 	}
 	const cands, dim, pool = 20, 8, 20
-	w := newBanditWorld(users, items, dim, 11)
+	w := banditsim.New(users, items, dim, 11)
 	replayPolicies(t, w, requests, cands, pool, []replayed{{"greedy", 0, 0}, {"ucb", 0.1, 0}, {"ucb", 0.3, 0},
 		{"ucb", 1, 0.65}, {"ucb", 2, 0}, {"thompson", 0.1, 0.85}, {"thompson", 0.3, 0}, {"thompson", 1, 0}})
 }

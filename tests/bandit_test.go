@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamer/streamer/internal/banditsim"
+
 	"github.com/segmentio/kafka-go"
 )
 
@@ -39,50 +41,16 @@ models:
     features: {dim: %DIM%}
 `
 
-// banditWorld is the simulator: users with hidden preference vectors,
-// items with features, and a click on item v shown first to user u with
-// probability σ(uᵀv).
-type banditWorld struct {
-	users, items [][]float64
-}
-
-func newBanditWorld(users, items, dim int, seed uint64) *banditWorld {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	w := &banditWorld{}
-	vec := func(scale float64) []float64 {
-		v := make([]float64, dim)
-		for j := range v {
-			v[j] = scale * rng.NormFloat64()
-		}
-		return v
-	}
-	for range users {
-		w.users = append(w.users, vec(3/math.Sqrt(float64(dim))))
-	}
-	for range items {
-		w.items = append(w.items, vec(1))
-	}
-	return w
-}
-
-func (w *banditWorld) clickProb(u, v int) float64 {
-	var s float64
-	for j, x := range w.users[u] {
-		s += x * w.items[v][j]
-	}
-	return 1 / (1 + math.Exp(-s))
-}
-
 // banditPools returns each user's fixed list of pool random items (seeded
 // by seed), or nil for pool 0 (candidates from the whole catalogue).
-func banditPools(w *banditWorld, pool int, seed uint64) [][]int {
+func banditPools(w *banditsim.World, pool int, seed uint64) [][]int {
 	if pool <= 0 {
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(seed, 5))
-	lists := make([][]int, len(w.users))
+	lists := make([][]int, len(w.Users))
 	for u := range lists {
-		lists[u] = rng.Perm(len(w.items))[:pool]
+		lists[u] = rng.Perm(len(w.Items))[:pool]
 	}
 	return lists
 }
@@ -124,14 +92,14 @@ type banditRun struct {
 // leaves rank.explore.alpha at its default. With full, a request asks for
 // every candidate ranked (k = cands; the click is still on the first), so
 // that the scores show greedy's choice on the run's own models.
-func runBandit(t *testing.T, w *banditWorld, policy string, eps, alpha float64, requests, cands, pool int, full bool, seed uint64) banditRun {
+func runBandit(t *testing.T, w *banditsim.World, policy string, eps, alpha float64, requests, cands, pool int, full bool, seed uint64) banditRun {
 	t.Helper()
 	b := startBroker(t, 3)
 	explore := fmt.Sprintf("policy: %s, epsilon: %v", policy, eps)
 	if alpha >= 0 {
 		explore += fmt.Sprintf(", alpha: %v", alpha)
 	}
-	cfg := strings.NewReplacer("%EXPLORE%", explore, "%DIM%", fmt.Sprint(len(w.items[0]))).Replace(banditConfig)
+	cfg := strings.NewReplacer("%EXPLORE%", explore, "%DIM%", fmt.Sprint(len(w.Items[0]))).Replace(banditConfig)
 	p := startStreamer(t, b, cfg)
 	rng := rand.New(rand.NewPCG(seed, 2)) // the same request sequence for every policy
 	clickRng := rand.New(rand.NewPCG(seed, 3))
@@ -142,7 +110,7 @@ func runBandit(t *testing.T, w *banditWorld, policy string, eps, alpha float64, 
 	ids := make([]int, cands)
 	var body bytes.Buffer
 	for r := range requests {
-		u := rng.IntN(len(w.users))
+		u := rng.IntN(len(w.Users))
 		body.Reset()
 		k := 1
 		if full {
@@ -150,15 +118,15 @@ func runBandit(t *testing.T, w *banditWorld, policy string, eps, alpha float64, 
 		}
 		fmt.Fprintf(&body, `{"id":"q%d","key":"u%d","k":%d,"candidates":[`, r, u, k)
 		best := 0.0
-		perm := banditCandidates(rng, len(w.items), lists, u) // distinct items
+		perm := banditCandidates(rng, len(w.Items), lists, u) // distinct items
 		for c := range ids {
 			ids[c] = perm[c]
 			if c > 0 {
 				body.WriteByte(',')
 			}
-			fx, _ := json.Marshal(w.items[ids[c]])
+			fx, _ := json.Marshal(w.Items[ids[c]])
 			fmt.Fprintf(&body, `{"item":"i%d","features":%s}`, ids[c], fx)
-			best = max(best, w.clickProb(u, ids[c]))
+			best = max(best, w.ClickProb(u, ids[c]))
 		}
 		body.WriteString("]}")
 		resp, err := client.Post("http://"+p.http+"/v1/rank", "application/json", &body)
@@ -189,9 +157,9 @@ func runBandit(t *testing.T, w *banditWorld, policy string, eps, alpha float64, 
 					g = c
 				}
 			}
-			run.greedyOnRun += w.clickProb(u, g)
+			run.greedyOnRun += w.ClickProb(u, g)
 		}
-		pc := w.clickProb(u, item)
+		pc := w.ClickProb(u, item)
 		run.regret += best - pc
 		label := -1
 		if clickRng.Float64() < pc {
@@ -286,7 +254,7 @@ func banditExperiment(t *testing.T, pool, requests int, ucbLimit float64, checkI
 		alpha = a
 	}
 	const cands, dim, seed = 20, 8, 21
-	w := newBanditWorld(users, items, dim, 11)
+	w := banditsim.New(users, items, dim, 11)
 	// A random pick's expected regret, for scale.
 	rng := rand.New(rand.NewPCG(12, 1))
 	lists := banditPools(w, pool, seed)
@@ -295,7 +263,7 @@ func banditExperiment(t *testing.T, pool, requests int, ucbLimit float64, checkI
 		u := rng.IntN(users)
 		best, sum := 0.0, 0.0
 		for _, v := range banditCandidates(rng, items, lists, u)[:cands] {
-			pc := w.clickProb(u, v)
+			pc := w.ClickProb(u, v)
 			best = max(best, pc)
 			sum += pc
 		}

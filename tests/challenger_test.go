@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamer/streamer/internal/banditsim"
+
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
@@ -58,10 +60,10 @@ type challengeRun struct {
 // first item, from each model's scores on the state the request saw) is
 // summed until the challenger ranks; a run stops 250 requests after it
 // does.
-func runChallenge(t *testing.T, w *banditWorld, champ, chal, promote string, requests, cands int, seed uint64) challengeRun {
+func runChallenge(t *testing.T, w *banditsim.World, champ, chal, promote string, requests, cands int, seed uint64) challengeRun {
 	t.Helper()
 	yaml := strings.NewReplacer("%CHAMP%", champ, "%CHAL%", chal, "%PROMOTE%", promote, "%SEED%", fmt.Sprint(seed),
-		"%DIM%", fmt.Sprint(len(w.items[0]))).Replace(challengerConfig)
+		"%DIM%", fmt.Sprint(len(w.Items[0]))).Replace(challengerConfig)
 	types := modeltypes.New()
 	cfg, err := config.Parse([]byte(yaml), nil, types)
 	if err != nil {
@@ -87,8 +89,8 @@ func runChallenge(t *testing.T, w *banditWorld, champ, chal, promote string, req
 	var labels []kafka.Message
 	sink := &recordSink{}
 	var body bytes.Buffer
-	itemJSON := make([][]byte, len(w.items))
-	for v, x := range w.items {
+	itemJSON := make([][]byte, len(w.Items))
+	for v, x := range w.Items {
 		fx, _ := json.Marshal(x)
 		itemJSON[v] = fmt.Appendf(nil, `{"item":"i%d","features":%s}`, v, fx)
 	}
@@ -99,8 +101,8 @@ func runChallenge(t *testing.T, w *banditWorld, champ, chal, promote string, req
 		sh.Process(&msg, sink)
 	}
 	for r := range requests {
-		u := rng.IntN(len(w.users))
-		perm := rng.Perm(len(w.items))[:cands]
+		u := rng.IntN(len(w.Users))
+		perm := rng.Perm(len(w.Items))[:cands]
 		body.Reset()
 		fmt.Fprintf(&body, `{"id":"q%d","key":"u%d","k":1,"candidates":[`, r, u)
 		for c, v := range perm {
@@ -138,10 +140,10 @@ func runChallenge(t *testing.T, w *banditWorld, champ, chal, promote string, req
 			// The truth: each greedy policy's first item's click probability.
 			g := greedyOf(shadowScores(t, sh, body.Bytes(), champ))
 			c := greedyOf(shadowScores(t, sh, body.Bytes(), chal))
-			run.truthDiff += w.clickProb(u, c) - w.clickProb(u, g)
+			run.truthDiff += w.ClickProb(u, c) - w.ClickProb(u, g)
 		}
 		label := -1
-		if clickRng.Float64() < w.clickProb(u, shown) {
+		if clickRng.Float64() < w.ClickProb(u, shown) {
 			label = 1
 		}
 		labels = append(labels, kafka.Message{Key: fmt.Appendf(nil, "u%d", u), Value: fmt.Appendf(nil, `{"id":"q%d","item":"i%d","label":%d}`, r, shown, label)})
@@ -215,7 +217,7 @@ func shadowScores(t *testing.T, sh *engine.Shard, request []byte, model string) 
 func TestChallengerPromotion(t *testing.T) {
 	t.Parallel()
 	const seeds, cands = 20, 20
-	w := newBanditWorld(60, 500, 8, 11)
+	w := banditsim.New(60, 500, 8, 11)
 	type result struct{ better, worse, equal, close challengeRun }
 	results := make([]result, seeds)
 	t.Run("seeds", func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/streamer/streamer/internal/banditsim"
+
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/calibrate"
 	"github.com/streamer/streamer/online/ope"
@@ -28,10 +30,10 @@ type opeRun struct {
 // the first items, refitted every 100 pairs. Each request logs the click,
 // the propensity of the item shown, whether greedy would have shown it,
 // and the reward model's predictions for the item shown and greedy's.
-func logBandit(t *testing.T, w *banditWorld, requests, cands int, eps float64, seed uint64) opeRun {
+func logBandit(t *testing.T, w *banditsim.World, requests, cands int, eps float64, seed uint64) opeRun {
 	t.Helper()
-	dim := len(w.items[0])
-	models := make([]online.Model, len(w.users))
+	dim := len(w.Items[0])
+	models := make([]online.Model, len(w.Users))
 	for i := range models {
 		m, err := online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Balance: true, Delta: 0.05})
 		if err != nil {
@@ -60,12 +62,12 @@ func logBandit(t *testing.T, w *banditWorld, requests, cands int, eps float64, s
 	ids := make([]int, cands)
 	scores := make([]float64, cands)
 	for range requests {
-		u := rng.IntN(len(w.users))
-		perm := banditCandidates(rng, len(w.items), nil, u)
+		u := rng.IntN(len(w.Users))
+		perm := banditCandidates(rng, len(w.Items), nil, u)
 		g := 0
 		for c := range ids {
 			ids[c] = perm[c]
-			scores[c] = online.Peek(models[u], w.items[ids[c]]).Score
+			scores[c] = online.Peek(models[u], w.Items[ids[c]]).Score
 			if scores[c] > scores[g] {
 				g = c
 			}
@@ -78,14 +80,14 @@ func logBandit(t *testing.T, w *banditWorld, requests, cands int, eps float64, s
 		if a == g {
 			prop += 1 - eps
 		}
-		pc := w.clickProb(u, ids[a])
+		pc := w.ClickProb(u, ids[a])
 		y := 0.0
 		if clickRng.Float64() < pc {
 			y = 1
 		}
 		run.samples = append(run.samples, ope.Sample{Reward: y, Prop: prop, Match: a == g,
 			PredLogged: predict(scores[a]), PredTarget: predict(scores[g])})
-		run.truth += w.clickProb(u, ids[g])
+		run.truth += w.ClickProb(u, ids[g])
 		if scores[a] != 0 {
 			win.Add(scores[a], y > 0)
 			if win.Added()%100 == 0 {
@@ -95,7 +97,7 @@ func logBandit(t *testing.T, w *banditWorld, requests, cands int, eps float64, s
 		pending = append(pending, label{u, ids[a], 2*y - 1})
 		if len(pending) == 250 {
 			for _, l := range pending {
-				models[l.u].Observe(w.items[l.item], l.y, true)
+				models[l.u].Observe(w.Items[l.item], l.y, true)
 			}
 			pending = pending[:0]
 		}
@@ -114,7 +116,7 @@ func logBandit(t *testing.T, w *banditWorld, requests, cands int, eps float64, s
 func TestOffPolicyEstimators(t *testing.T) {
 	t.Parallel()
 	const seeds, requests, cands, eps = 20, 6000, 20, 0.2
-	w := newBanditWorld(60, 500, 8, 11)
+	w := banditsim.New(60, 500, 8, 11)
 	mse := map[ope.Estimator]float64{}
 	covered := map[ope.Estimator]int{}
 	for s := range seeds {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamer/streamer/internal/banditsim"
+
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
@@ -26,37 +28,6 @@ import (
 // small bandit world is logged by the engine in process, as the service
 // would log it (its input records and its response records, written as
 // kcat dumps them), and replayed by the command.
-
-// logWorld is a bandit world: users with hidden preference vectors, items
-// with features; a user clicks an item with probability σ(userᵀitem).
-type logWorld struct{ users, items [][]float64 }
-
-func newLogWorld(users, items, dim int, seed uint64) *logWorld {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	vec := func(scale float64) []float64 {
-		v := make([]float64, dim)
-		for j := range v {
-			v[j] = scale * rng.NormFloat64()
-		}
-		return v
-	}
-	w := &logWorld{}
-	for range users {
-		w.users = append(w.users, vec(3/math.Sqrt(float64(dim))))
-	}
-	for range items {
-		w.items = append(w.items, vec(1))
-	}
-	return w
-}
-
-func (w *logWorld) clickProb(u, v int) float64 {
-	var s float64
-	for j, x := range w.users[u] {
-		s += x * w.items[v][j]
-	}
-	return 1 / (1 + math.Exp(-s))
-}
 
 // evalLogConfig ranks by %RANK% (epsilon-greedy, ε 0.2) with %CHAL% as a
 // challenger (promote manual): a global linear mam and a per-user one.
@@ -104,7 +75,7 @@ func (s *srecordSink) Publish(m kafka.Message) { s.msgs = append(s.msgs, m) }
 // each first item, and each impression's, comes back as a delayed label
 // in batches of 250 requests, keyed by the user but naming no key (as a
 // label-only producer sends it).
-func logRun(t *testing.T, w *logWorld, yaml string, requests, cands int, seed uint64) loggedRun {
+func logRun(t *testing.T, w *banditsim.World, yaml string, requests, cands int, seed uint64) loggedRun {
 	t.Helper()
 	types := newModelTypes()
 	cfg, err := config.Parse([]byte(yaml), nil, types)
@@ -131,8 +102,8 @@ func logRun(t *testing.T, w *logWorld, yaml string, requests, cands int, seed ui
 	sink := &srecordSink{}
 	rng := rand.New(rand.NewPCG(seed, 2))
 	clicks := rand.New(rand.NewPCG(seed, 3))
-	feats := make([][]byte, len(w.items))
-	for v, x := range w.items {
+	feats := make([][]byte, len(w.Items))
+	for v, x := range w.Items {
 		feats[v], _ = json.Marshal(x)
 	}
 	start := time.UnixMilli(1_700_000_000_000)
@@ -150,13 +121,13 @@ func logRun(t *testing.T, w *logWorld, yaml string, requests, cands int, seed ui
 		}
 	}
 	label := func(u, v int) int {
-		if clicks.Float64() < w.clickProb(u, v) {
+		if clicks.Float64() < w.ClickProb(u, v) {
 			return 1
 		}
 		return -1
 	}
 	for i := range 100 {
-		u, v := rng.IntN(len(w.users)), rng.IntN(len(w.items))
+		u, v := rng.IntN(len(w.Users)), rng.IntN(len(w.Items))
 		apply(fmt.Sprintf("u%d", u), fmt.Appendf(nil, `{"id":"e%d","key":"u%d","features":%s,"label":%d}`, i, u, feats[v], label(u, v)))
 	}
 	type pending struct {
@@ -166,14 +137,14 @@ func logRun(t *testing.T, w *logWorld, yaml string, requests, cands int, seed ui
 	var labels []pending
 	var body bytes.Buffer
 	for r := range requests {
-		u := rng.IntN(len(w.users))
+		u := rng.IntN(len(w.Users))
 		key := fmt.Sprintf("u%d", u)
 		if r%20 == 0 {
-			v := rng.IntN(len(w.items))
+			v := rng.IntN(len(w.Items))
 			apply(key, fmt.Appendf(nil, `{"id":"imp%d","key":"%s","features":%s}`, r, key, feats[v]))
 			labels = append(labels, pending{key, fmt.Appendf(nil, `{"id":"imp%d","label":%d}`, r, label(u, v))})
 		}
-		perm := rng.Perm(len(w.items))[:cands]
+		perm := rng.Perm(len(w.Items))[:cands]
 		body.Reset()
 		fmt.Fprintf(&body, `{"id":"q%d","key":"%s","k":1,"candidates":[`, r, key)
 		for c, v := range perm {
@@ -197,7 +168,7 @@ func logRun(t *testing.T, w *logWorld, yaml string, requests, cands int, seed ui
 			}
 			var v int
 			fmt.Sscanf(scores[best].Item, "i%d", &v)
-			run.truth[m] += w.clickProb(u, v)
+			run.truth[m] += w.ClickProb(u, v)
 		}
 		apply(key, req)
 		var resp struct {
@@ -340,7 +311,7 @@ func same(a, b float64) bool {
 // interval.
 func TestEvalLogReproducesLive(t *testing.T) {
 	const requests = 3000
-	w := newLogWorld(20, 100, 8, 5)
+	w := banditsim.New(20, 100, 8, 5)
 	for _, calibrated := range []bool{false, true} {
 		t.Run(fmt.Sprintf("calibration=%v", calibrated), func(t *testing.T) {
 			yaml := logConfigYAML("global", "peruser", 8)
@@ -453,7 +424,7 @@ func checkReplay(t *testing.T, format string, f opeFile, run loggedRun, exact bo
 // being about 0.01 from the truth in this log.
 func TestEvalLogTruth(t *testing.T) {
 	const requests = 3000
-	w := newLogWorld(20, 100, 8, 5)
+	w := banditsim.New(20, 100, 8, 5)
 	for _, calibrated := range []bool{false, true} {
 		t.Run(fmt.Sprintf("calibration=%v", calibrated), func(t *testing.T) {
 			cal := ""
@@ -500,7 +471,7 @@ func TestEvalLogTruth(t *testing.T) {
 // none of the requests' ids, an unknown --log-format, and more skipped
 // lines than --max-skipped.
 func TestEvalLogErrors(t *testing.T) {
-	w := newLogWorld(20, 100, 8, 5)
+	w := banditsim.New(20, 100, 8, 5)
 	yaml := logConfigYAML("global", "peruser", 8)
 	run := logRun(t, w, yaml, 300, 20, 47)
 	dir := t.TempDir()
@@ -569,7 +540,7 @@ func TestEvalLogErrors(t *testing.T) {
 // and their labels not fed (counted, and a warning); an id answered twice
 // keeps the last answer.
 func TestEvalLogSkipsAndDrops(t *testing.T) {
-	w := newLogWorld(20, 100, 8, 5)
+	w := banditsim.New(20, 100, 8, 5)
 	yaml := logConfigYAML("global", "peruser", 8)
 	run := logRun(t, w, yaml, 300, 20, 47)
 	dir := t.TempDir()

@@ -144,19 +144,17 @@ func Interval(e Estimator, samples []Sample, level float64, boots int, rng *rand
 	return central(vals, level)
 }
 
-// Term is sample s's term of estimator e, for the linear estimators IPS
-// and DR: IPS's w r, DR's r̂(x, π(x)) + w (r − r̂(x, a)); their estimate
-// is the mean of the terms. It panics for the self-normalised forms,
-// which are not means of terms.
+// Term is sample s's term of estimator e: IPS's w r, DR's r̂(x, π(x)) +
+// w (r − r̂(x, a)); the estimate is the mean of the terms. The
+// self-normalised forms are not means of terms: SNIPS takes IPS's, SNDR
+// DR's (the terms of their numerators, which the mean of matches them
+// once Σ w ≈ n).
 func Term(e Estimator, s *Sample) float64 {
 	w := s.weight()
-	switch e {
-	case IPS:
+	if e == IPS || e == SNIPS {
 		return w * s.Reward
-	case DR:
-		return s.PredTarget + w*(s.Reward-s.PredLogged)
 	}
-	panic("ope: Term of " + e.String())
+	return s.PredTarget + w*(s.Reward-s.PredLogged)
 }
 
 // DiffInterval is the percentile bootstrap interval of estimator e's

@@ -81,7 +81,7 @@ func TestUnbiasedAndIntervals(t *testing.T) {
 }
 
 // TestTermsMeanIsEstimate: the mean of IPS's and DR's terms is their
-// estimate.
+// estimate; the self-normalised forms take their terms.
 func TestTermsMeanIsEstimate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	samples := make([]Sample, 300)
@@ -93,6 +93,9 @@ func TestTermsMeanIsEstimate(t *testing.T) {
 		sum := 0.0
 		for i := range samples {
 			sum += Term(e, &samples[i])
+			if sn := map[Estimator]Estimator{IPS: SNIPS, DR: SNDR}[e]; Term(sn, &samples[i]) != Term(e, &samples[i]) {
+				t.Fatalf("%s's term differs from %s's", sn, e)
+			}
 		}
 		if got, want := sum/float64(len(samples)), Estimate(e, samples); math.Abs(got-want) > 1e-12 {
 			t.Errorf("%s: mean of terms %v, estimate %v", e, got, want)
