@@ -79,7 +79,6 @@ type challengeStats struct {
 	sums     ope.Sums
 	window   []ope.Sample  // aligned with opeStats.window: the same decisions as the challenger sees them
 	diff     *ope.Sequence // per sample: the challenger's term − the champion's, since the generation began
-	lo, hi   float64       // the interval at the last check (NaN before one)
 	since    float64       // samples at the first check of the current run of checks with lo > 0 (-1: none)
 	reported bool          // manual: this run's win was logged
 	won      *OPEWin       // the generation's first win (manual: it stays the champion)
@@ -107,7 +106,7 @@ func newChallengeStats(cfg *RankConfig) *challengeStats {
 func (c *challengeStats) reset() {
 	c.sums, c.window = ope.Sums{}, c.window[:0]
 	c.diff.Reset()
-	c.lo, c.hi, c.since, c.reported, c.won = math.NaN(), math.NaN(), -1, false, nil
+	c.since, c.reported, c.won = -1, false, nil
 }
 
 // generation is the current generation, which a request's mark carries.
@@ -161,8 +160,8 @@ func (o *opeStats) add(mark opeMark, r float64) {
 // lower bound has been above 0 at every check over cfg.Hold samples.
 func (o *opeStats) check(n float64) {
 	c := o.ch
-	c.lo, c.hi = c.diff.Interval(c.cfg.Confidence)
-	if !(c.lo > 0) {
+	lo, _ := c.diff.Interval(c.cfg.Confidence)
+	if !(lo > 0) {
 		c.since, c.reported = -1, false
 		return
 	}
@@ -172,7 +171,7 @@ func (o *opeStats) check(n float64) {
 	if n-c.since < float64(c.cfg.Hold) {
 		return
 	}
-	mean, lo := c.diff.Mean(), c.lo
+	mean := c.diff.Mean()
 	if c.won == nil {
 		c.won = &OPEWin{Samples: int64(n), Mean: mean, Lower: lo}
 	}

@@ -445,7 +445,7 @@ func (rk *rankScratch) explore(ex *explored, ev *wire.Event, cfg *RankConfig) bo
 // reward is the off-policy reward of label y (as the rank model maps it;
 // raw: as sent): a classifier's 1 or 0, another kind's label as sent.
 func (e *Engine) reward(y, raw float64) float64 {
-	if e.defs[e.rankIdx].traits.Kind != online.Classifier { // a challenger is of the same kind (checkRank)
+	if e.defs[e.rankIdx].traits.Kind != online.Classifier { // a challenger is of the same kind (checkChallenger)
 		return raw
 	}
 	if y > 0 {
