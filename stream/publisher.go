@@ -553,10 +553,10 @@ func (p *Publisher) give(m kafka.Message, err error) {
 // settle accounts for m as done with: its epoch's and the total pending
 // counts.
 func (p *Publisher) settle(m kafka.Message) {
+	p.pending.Add(-1) // first: an Await that returns sees it
 	if e, ok := m.WriterData.(*epoch); ok {
 		e.pending.Add(-1)
 	}
-	p.pending.Add(-1)
 }
 
 // Undeliverable says, for /readyz, how many records the brokers refused
@@ -641,6 +641,10 @@ func (p *Publisher) completion(msgs []kafka.Message, err error) {
 // pending counts go down, their values are recycled into Buffer's, and
 // the published callback gets their count.
 func (p *Publisher) delivered(msgs []kafka.Message) {
+	// The callback and the total first: an Await that the epochs' counts
+	// below let return sees them done.
+	p.met.published(len(msgs))
+	p.pending.Add(-int64(len(msgs)))
 	var e *epoch // the epoch of a run of records, counted down once
 	var n int64
 	for i := range msgs {
@@ -657,8 +661,6 @@ func (p *Publisher) delivered(msgs []kafka.Message) {
 		e.pending.Add(-n)
 	}
 	p.free.putValues(msgs)
-	p.met.published(len(msgs))
-	p.pending.Add(-int64(len(msgs)))
 }
 
 // deliver hands a batch of the publisher's loop to the writer or, with

@@ -39,13 +39,17 @@ func (c modelsCall) errorReason(t *testing.T) string {
 	return e.Error.Reason
 }
 
+// modelsClient gives up on an answer after a minute: a request that hangs
+// fails its test instead of the package's timeout.
+var modelsClient = &http.Client{Timeout: time.Minute}
+
 func callModels(t *testing.T, addr, method, path, body string) modelsCall {
 	t.Helper()
 	req, err := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := modelsClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +169,12 @@ func TestModelsHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := oldest
+	// Its state, read now: the versions added below (the rollbacks'
+	// own) may push it out of the newest ten.
+	from, _, err := vs.Load("global", target.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	for _, c := range []struct {
 		method, path, body string
@@ -224,9 +234,11 @@ func TestModelsHTTP(t *testing.T) {
 	if vers[0].Version != rb.Version || vers[0].Origin != snapshot.OriginRollback || vers[0].From != target.Version || vers[0].N != *target.N {
 		t.Fatalf("the rollback's version: %+v, answered %+v", vers[0], rb)
 	}
-	data, _, _ := vs.Load("global", rb.Version)
-	from, _, _ := vs.Load("global", target.Version)
-	if data == nil || from == nil || string(data.Data) != string(from.Data) {
+	data, _, err := vs.Load("global", rb.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data.Data) != string(from.Data) {
 		t.Fatal("the rollback's version does not hold the state of the version it copies")
 	}
 	if _, err := run.stop(t); err != nil {
