@@ -200,10 +200,13 @@ func (r *diskFullRig) ends() map[int]int64 {
 	r.t.Helper()
 	out := map[int]int64{}
 	for p := range 2 {
-		conn, err := kafka.DialLeader(context.Background(), "tcp", r.b.Addrs()[0], "events", p)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		conn, err := kafka.DialLeader(ctx, "tcp", r.b.Addrs()[0], "events", p)
+		cancel()
 		if err != nil {
 			r.t.Fatal(err)
 		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second)) // an answer that never comes fails, not hangs
 		off, err := conn.ReadLastOffset()
 		conn.Close()
 		if err != nil {

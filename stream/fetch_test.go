@@ -216,11 +216,14 @@ func TestPartitionFetcherTruncated(t *testing.T) {
 
 // firstOffset is the first offset of partition 0 of topic.
 func firstOffset(b *Broker, topic string) (int64, error) {
-	c, err := kafka.DialLeader(context.Background(), "tcp", b.Addrs()[0], topic, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := kafka.DialLeader(ctx, "tcp", b.Addrs()[0], topic, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // an answer that never comes fails, not hangs
 	return c.ReadFirstOffset()
 }
 
