@@ -203,7 +203,7 @@ func TestReference(t *testing.T) {
 // (OpenBLAS 0.3.21, Debian's, which python3-sklearn brings) on two
 // threads (one gives yet another rank-1 objective), so the script runs
 // with OPENBLAS_CORETYPE=SkylakeX and OPENBLAS_NUM_THREADS=2; where numpy
-// then does not run on those kernels (no AVX-512, another BLAS) the test
+// then does not run those kernels (a CPU without AVX-512, another BLAS) the test
 // is skipped, naming what it found.
 func TestReferenceLive(t *testing.T) {
 	if testing.Short() {
@@ -214,13 +214,17 @@ func TestReferenceLive(t *testing.T) {
 		t.Skipf("%s with numpy and scikit-learn not available: %v", py, err)
 	}
 	env := append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "OPENBLAS_CORETYPE=SkylakeX", "OPENBLAS_NUM_THREADS=2")
+	// The probe also multiplies two matrices on those kernels: a CPU
+	// without AVX-512 is named by OpenBLAS as asked, and dies of an
+	// illegal instruction only once a kernel runs.
 	probe := exec.Command(py, "-c", `import numpy
 from threadpoolctl import threadpool_info
+numpy.ones((64, 64)) @ numpy.ones((64, 64))
 print(" ".join("%s:%s" % (i.get("internal_api"), i.get("architecture")) for i in threadpool_info()))`)
 	probe.Env = env
 	blas, err := probe.Output()
 	if err != nil || strings.TrimSpace(string(blas)) != "openblas:SkylakeX" {
-		t.Skipf("numpy's BLAS is %q (%v), not OpenBLAS on its SkylakeX kernels, which made the stored outputs", strings.TrimSpace(string(blas)), err)
+		t.Skipf("numpy's BLAS is %q (%v), not OpenBLAS running its SkylakeX kernels (they need AVX-512), which made the stored outputs", strings.TrimSpace(string(blas)), err)
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(py, "testdata/reference.py", "--out", dir, "--regenerate")
