@@ -202,9 +202,13 @@ func TestReference(t *testing.T) {
 // objective). The stored outputs were made with the SkylakeX kernels
 // (OpenBLAS 0.3.21, Debian's, which python3-sklearn brings) on two
 // threads (one gives yet another rank-1 objective), so the script runs
-// with OPENBLAS_CORETYPE=SkylakeX and OPENBLAS_NUM_THREADS=2; where numpy
-// then does not run those kernels (a CPU without AVX-512, another BLAS) the test
-// is skipped, naming what it found.
+// with OPENBLAS_CORETYPE=SkylakeX and OPENBLAS_NUM_THREADS=2 and the
+// outputs are compared as above. Where those kernels cannot run (a CPU
+// without AVX-512, another BLAS) the script runs on the BLAS there is,
+// and the check is what does not hang on the last bit: the data bit for
+// bit, each rank's objective within 1% and the test decisions' signs on
+// 99% of the rows (Haswell kernels: 0.03% and 0.6% off, 0 and 3 of 1 000
+// signs).
 func TestReferenceLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the reference takes ~15 s")
@@ -213,18 +217,23 @@ func TestReferenceLive(t *testing.T) {
 	if err := exec.Command(py, "-c", "import numpy, sklearn").Run(); err != nil {
 		t.Skipf("%s with numpy and scikit-learn not available: %v", py, err)
 	}
-	env := append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "OPENBLAS_CORETYPE=SkylakeX", "OPENBLAS_NUM_THREADS=2")
-	// The probe also multiplies two matrices on those kernels: a CPU
+	env := append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "OPENBLAS_NUM_THREADS=2")
+	// The probe multiplies two matrices on the SkylakeX kernels: a CPU
 	// without AVX-512 is named by OpenBLAS as asked, and dies of an
 	// illegal instruction only once a kernel runs.
+	skx := append(env, "OPENBLAS_CORETYPE=SkylakeX")
 	probe := exec.Command(py, "-c", `import numpy
 from threadpoolctl import threadpool_info
 numpy.ones((64, 64)) @ numpy.ones((64, 64))
 print(" ".join("%s:%s" % (i.get("internal_api"), i.get("architecture")) for i in threadpool_info()))`)
-	probe.Env = env
+	probe.Env = skx
 	blas, err := probe.Output()
-	if err != nil || strings.TrimSpace(string(blas)) != "openblas:SkylakeX" {
-		t.Skipf("numpy's BLAS is %q (%v), not OpenBLAS running its SkylakeX kernels (they need AVX-512), which made the stored outputs", strings.TrimSpace(string(blas)), err)
+	exact := err == nil && strings.TrimSpace(string(blas)) == "openblas:SkylakeX"
+	if exact {
+		env = skx
+	} else {
+		t.Logf("numpy's BLAS is %q (%v), not OpenBLAS running its SkylakeX kernels (they need AVX-512), which made the stored outputs: "+
+			"the data is compared bit for bit, the outputs approximately", strings.TrimSpace(string(blas)), err)
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(py, "testdata/reference.py", "--out", dir, "--regenerate")
@@ -246,12 +255,31 @@ print(" ".join("%s:%s" % (i.get("internal_api"), i.get("architecture")) for i in
 	}
 	stored, live := readReference(t, "testdata"), readReference(t, dir)
 	for r, s := range stored.Ranks {
-		l := live.Ranks[r]
-		if math.Abs(s.Objective-l.Objective) > 1e-9*s.Objective || s.Iterations != l.Iterations {
-			t.Errorf("rank %s: live objective %v after %d iterations, stored %v after %d", r, l.Objective, l.Iterations, s.Objective, s.Iterations)
+		l, ok := live.Ranks[r]
+		if !ok {
+			t.Fatalf("rank %s: no live output", r)
 		}
 		p1 := readPredictions(t, "testdata/pred_rank"+r+".csv")
 		p2 := readPredictions(t, filepath.Join(dir, "pred_rank"+r+".csv"))
+		if len(p1) != len(p2) {
+			t.Fatalf("rank %s: %d live decisions, %d stored", r, len(p2), len(p1))
+		}
+		if !exact {
+			flipped := 0
+			for i := range p1 {
+				if p1[i] > 0 != (p2[i] > 0) {
+					flipped++
+				}
+			}
+			if math.Abs(s.Objective-l.Objective) > 0.01*s.Objective || flipped > len(p1)/100 {
+				t.Errorf("rank %s: live objective %v after %d iterations, stored %v after %d; %d of %d test decisions of another sign",
+					r, l.Objective, l.Iterations, s.Objective, s.Iterations, flipped, len(p1))
+			}
+			continue
+		}
+		if math.Abs(s.Objective-l.Objective) > 1e-9*s.Objective || s.Iterations != l.Iterations {
+			t.Errorf("rank %s: live objective %v after %d iterations, stored %v after %d", r, l.Objective, l.Iterations, s.Objective, s.Iterations)
+		}
 		for i := range p1 {
 			if math.Abs(p1[i]-p2[i]) > 1e-6*(1+math.Abs(p1[i])) {
 				t.Fatalf("rank %s: test row %d: live decision %v, stored %v", r, i, p2[i], p1[i])
