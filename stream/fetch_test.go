@@ -214,16 +214,42 @@ func TestPartitionFetcherTruncated(t *testing.T) {
 	}
 }
 
-// firstOffset is the first offset of partition 0 of topic.
-func firstOffset(b *Broker, topic string) (int64, error) {
+// leader dials the leader of partition part of topic on addr, within 10 s,
+// and gives the connection a 10 s deadline: an answer that never comes
+// fails the test instead of hanging the package.
+func leader(addr, topic string, part int) (*kafka.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := kafka.DialLeader(ctx, "tcp", b.Addrs()[0], topic, 0)
+	c, err := kafka.DialLeader(ctx, "tcp", addr, topic, part)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, nil
+}
+
+// lastOffset is the end offset of partition part of topic on addr.
+func lastOffset(t testing.TB, addr, topic string, part int) int64 {
+	t.Helper()
+	c, err := leader(addr, topic, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	off, err := c.ReadLastOffset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return off
+}
+
+// firstOffset is the first offset of partition 0 of topic.
+func firstOffset(b *Broker, topic string) (int64, error) {
+	c, err := leader(b.Addrs()[0], topic, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second)) // an answer that never comes fails, not hangs
 	return c.ReadFirstOffset()
 }
 

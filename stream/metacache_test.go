@@ -65,15 +65,7 @@ func TestMetadataCache(t *testing.T) {
 	}
 	total := int64(0)
 	for part := range 3 {
-		conn, err := kafka.DialLeader(ctx, "tcp", b.Addrs()[0], "out", part)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last, err := conn.ReadLastOffset()
-		conn.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		last := lastOffset(t, b.Addrs()[0], "out", part)
 		if last == 0 {
 			t.Errorf("partition %d got no records: the balancer saw fewer partitions", part)
 		}

@@ -48,15 +48,7 @@ func TestPublisherMarkAwait(t *testing.T) {
 		before := 0
 		for part := range 2 {
 			r := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Addrs(), Topic: "out", Partition: part, MaxWait: 50 * time.Millisecond})
-			conn, err := kafka.DialLeader(ctx, "tcp", b.Addrs()[0], "out", part)
-			if err != nil {
-				t.Fatal(err)
-			}
-			last, err := conn.ReadLastOffset()
-			conn.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
+			last := lastOffset(t, b.Addrs()[0], "out", part)
 			for off := int64(0); off < last; off++ {
 				msg, err := r.ReadMessage(ctx)
 				if err != nil {
