@@ -91,8 +91,14 @@ func TestVennAbersAgainstBruteForce(t *testing.T) {
 		pairs := make([]calibrate.Pair, n)
 		for i := range pairs {
 			s := float64(r.IntN(levels))
-			if trial%3 == 0 {
+			switch trial % 3 {
+			case 0:
 				s = r.NormFloat64() // continuous: no ties
+			case 1:
+				s -= float64(levels / 2) // negative levels too, and −0 for some 0s
+				if s == 0 && r.IntN(2) == 0 {
+					s = math.Copysign(0, -1)
+				}
 			}
 			y := 0.0
 			// Labels loosely increasing with the score, or not at all.
@@ -108,7 +114,7 @@ func TestVennAbersAgainstBruteForce(t *testing.T) {
 		if trial%2 == 1 {
 			v = fitter.VennAbers(pairs)
 		}
-		tests := []float64{-1e300, math.Inf(-1), math.Inf(1), 1e300, -0.5, float64(levels) + 0.5}
+		tests := []float64{-1e300, math.Inf(-1), math.Inf(1), 1e300, -0.5, float64(levels) + 0.5, 0, math.Copysign(0, -1)}
 		for _, p := range pairs {
 			tests = append(tests, p.Score, p.Score+0.5, p.Score-0.5, math.Nextafter(p.Score, math.Inf(1)))
 		}

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
@@ -42,6 +44,20 @@ func TestJudgeRuns(t *testing.T) {
 		}
 	}
 	s.EndRun()
+	// The mistake bounds published: into the partition's shard of the
+	// histogram a run at a time, one by one into the shard of none.
+	const bounds = "streamer_model_mistake_bound"
+	got, err := testutil.CollectAndFormat(e.met.bound, expfmt.TypeTextPlain, bounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := testutil.CollectAndFormat(ref.met.bound, expfmt.TypeTextPlain, bounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withoutSums(got) != withoutSums(want) || !strings.Contains(string(want), bounds+`_count{model="g"} 1000`) {
+		t.Errorf("mistake bounds observed in runs:\n%s\none by one:\n%s", got, want)
+	}
 	for i, d := range e.defs {
 		r := ref.defs[i]
 		if got, want := testutil.ToFloat64(d.met.scored), testutil.ToFloat64(r.met.scored); got != want || want != 1000 {

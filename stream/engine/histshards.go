@@ -78,6 +78,51 @@ func (s *HistShard) Observe(x float64) {
 	s.count.Add(1)
 }
 
+// histRun holds the observations of one applier's run for a HistShard,
+// in plain memory: one atomic write per bucket a run touched, and one to
+// the sum and the count, at the run's end (HistShard.addRun), where each
+// observation would take three.
+type histRun struct {
+	buckets []uint64 // len(bounds)+1 once observed
+	sum     float64
+	n       uint64
+}
+
+// observe adds an observation of x, for a shard with these bounds.
+func (r *histRun) observe(bounds []float64, x float64) {
+	if r.buckets == nil {
+		r.buckets = make([]uint64, len(bounds)+1)
+	}
+	i := 0
+	for i < len(bounds) && !(bounds[i] >= x) { // sort.SearchFloat64s(bounds, x), NaN last; a dozen bounds
+		i++
+	}
+	r.buckets[i]++
+	r.sum += x
+	r.n++
+}
+
+// addRun adds r's observations to s and empties r.
+func (s *HistShard) addRun(r *histRun) {
+	if r.n == 0 {
+		return
+	}
+	for i, c := range r.buckets {
+		if c > 0 {
+			s.buckets[i].Add(c)
+			r.buckets[i] = 0
+		}
+	}
+	for {
+		old := s.sum.Load()
+		if s.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+r.sum)) {
+			break
+		}
+	}
+	s.count.Add(r.n)
+	r.sum, r.n = 0, 0
+}
+
 func (h *HistShards) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
 
 func (h *HistShards) Collect(ch chan<- prometheus.Metric) {

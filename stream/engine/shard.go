@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
@@ -60,7 +59,8 @@ type shardModel struct {
 	useIdx   []int32
 	useVal   []float64
 	useField []uint8
-	bound    prometheus.Observer // an applier's (Shard.Applies): its partition's shard of the model's mistake-bound histogram
+	bound    *HistShard // an applier's (Shard.Applies): its partition's shard of the model's mistake-bound histogram
+	runBound histRun    // the bounds published in the applier's current run, added to bound at its end (EndRun)
 
 	holder.Figures // for the scrape (stateCollector)
 }
@@ -562,13 +562,15 @@ func (s *Shard) scored(m *shardModel, i int, p online.Prediction) {
 	}
 	s.scores[i]++
 	if p.HasBound {
-		m.bound.Observe(p.MistakeBound)
+		m.runBound.observe(m.bound.bounds, p.MistakeBound)
 	}
 }
 
 // EndRun ends the run of events an applier applied: the models' counts
-// of published predictions move once, and the predictions it kept
-// (judge) are judged, each model's under one hold of its judge's lock.
+// of published predictions move once, their published mistake bounds go
+// into the partition's shard of the histogram (histRun), and the
+// predictions it kept (judge) are judged, each model's under one hold of
+// its judge's lock.
 // The appliers of an instance's partitions share every model's judge (its
 // prequential quality and calibration window) and counters, and would
 // otherwise queue at the lock, and contend for the counters' cache
@@ -576,8 +578,10 @@ func (s *Shard) scored(m *shardModel, i int, p online.Prediction) {
 func (s *Shard) EndRun() {
 	for i, n := range s.scores {
 		if n > 0 {
-			s.models[i].def.met.scored.Add(float64(n))
+			m := s.models[i]
+			m.def.met.scored.Add(float64(n))
 			s.scores[i] = 0
+			m.bound.addRun(&m.runBound)
 		}
 	}
 	if len(s.judged) == 0 {

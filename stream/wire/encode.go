@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/binary"
 	"math"
 	"strconv"
 	"time"
@@ -171,7 +172,57 @@ func appendFloat(dst []byte, v float64) []byte {
 	if b, ok := appendShortDecimal(dst, v); ok {
 		return b
 	}
-	return strconv.AppendFloat(dst, v, 'g', -1, 64)
+	return appendShortest(dst, v)
+}
+
+// appendShortest writes v, finite, as strconv.AppendFloat(dst, v, 'g', -1,
+// 64) does. strconv lays out the 'f' form a byte at a time, as costly as
+// finding the digits (a score in (−1, 1) has 16 or 17 of them); its 'e'
+// form copies them at once. So the shortest digits are taken from the 'e'
+// form and, where 'g' uses the 'f' form (decimal exponent x in [−4, 6)),
+// copied into it: the digits d₁…dₙ up to the point (x + 1 of them, padded
+// with zeros) then the rest after a '.', or "0." and −x − 1 zeros before
+// them all.
+func appendShortest(dst []byte, v float64) []byte {
+	if v == 0 {
+		return strconv.AppendFloat(dst, v, 'g', -1, 64) // "0" or "-0", no exponent
+	}
+	var buf [32]byte
+	e := strconv.AppendFloat(buf[:0], v, 'e', -1, 64) // [-]d[.ddd]e±xx[x]
+	i := 0
+	if e[0] == '-' {
+		i = 1
+	}
+	k := len(e) - 4 // the 'e' of a two-digit exponent
+	if e[k] != 'e' {
+		return append(dst, e...) // three digits: |x| ≥ 100, 'e' form
+	}
+	x := int(e[k+2]-'0')*10 + int(e[k+3]-'0')
+	if e[k+1] == '-' {
+		x = -x
+	}
+	if x < -4 || x >= 6 {
+		return append(dst, e...)
+	}
+	// The digits: e[i], then e[i+2:k] after the '.' when there are more.
+	d0, rest := e[i], e[min(i+2, k):k]
+	dst = append(dst, e[:i]...) // the sign
+	if x < 0 {
+		dst = append(dst, "0.0000"[:1-x]...)
+		dst = append(dst, d0)
+		return append(dst, rest...)
+	}
+	dst = append(dst, d0)
+	if x <= len(rest) {
+		dst = append(dst, rest[:x]...)
+		if x < len(rest) {
+			dst = append(dst, '.')
+			dst = append(dst, rest[x:]...)
+		}
+		return dst
+	}
+	dst = append(dst, rest...)
+	return append(dst, "00000"[:x-len(rest)]...)
 }
 
 // appendShortDecimal writes v as strconv.AppendFloat(dst, v, 'g', -1, 64)
@@ -236,6 +287,12 @@ func AppendString(dst, b []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(b); {
+		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i == len(b) {
+			break
+		}
 		c := b[i]
 		if c < utf8.RuneSelf {
 			if !needsEscape[c] {
@@ -278,6 +335,18 @@ func AppendString(dst, b []byte) []byte {
 	}
 	dst = append(dst, b[start:]...)
 	return append(dst, '"')
+}
+
+// plain8 reports whether the eight bytes of x are ASCII that a JSON string
+// holds as is: none of them has its high bit set, is below 0x20, or is '"'
+// or '\\'. A byte below 0x20 (x − 0x20 borrows in it) or equal to one of
+// the two (the byte of x XOR it, less 1, borrows) sets its high bit in
+// the flags; a borrow can flag a byte above a flagged one as well, never
+// one when none is.
+func plain8(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q, s := x^(lo*'"'), x^(lo*'\\')
+	return (x|(x-lo*0x20)&^x|(q-lo)&^q|(s-lo)&^s)&hi == 0
 }
 
 // Calibrated is a prediction's calibrated certainty, in a score record

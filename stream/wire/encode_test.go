@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func decodeMap(t *testing.T, b []byte) map[string]any {
@@ -171,6 +172,89 @@ func TestAppendScoreEscaping(t *testing.T) {
 	}
 }
 
+// TestAppendStringWords checks AppendString, which skips eight plain bytes
+// at a time, against the byte at a time loop it had (appendStringBytes):
+// random strings of plain ASCII with, at random places, each byte that
+// stops the words ('"', '\\', control characters, DEL, bytes from 0x80
+// up: valid and invalid UTF-8, U+2028), and every byte value alone in a
+// word of plain ones.
+func TestAppendStringWords(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	special := []string{`"`, `\`, "\x00", "\x1f", "\n", "\x7f", "é", "€", "😀", "\u2028", "\xff", "\xe2\x82"}
+	var b []byte
+	for range 50000 {
+		b = b[:0]
+		for n := r.IntN(40); n > 0; n-- {
+			if r.IntN(6) == 0 {
+				b = append(b, special[r.IntN(len(special))]...)
+			} else {
+				b = append(b, byte(0x20+r.IntN(0x5f)))
+			}
+		}
+		if got, want := AppendString(nil, b), appendStringBytes(nil, b); !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q) = %s, want %s", b, got, want)
+		}
+	}
+	for c := range 256 {
+		for at := range 9 {
+			b := []byte("abcdefghijklmnopq")
+			b[at] = byte(c)
+			if got, want := AppendString(nil, b), appendStringBytes(nil, b); !bytes.Equal(got, want) {
+				t.Fatalf("AppendString(%q) = %s, want %s", b, got, want)
+			}
+		}
+	}
+}
+
+// appendStringBytes is AppendString as it was, a byte at a time.
+func appendStringBytes(dst, b []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c < utf8.RuneSelf {
+			if !needsEscape[c] {
+				i++
+				continue
+			}
+			dst = append(dst, b[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, b[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, b[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, b[start:]...)
+	return append(dst, '"')
+}
+
 func TestAppendScoreAllocs(t *testing.T) {
 	s := benchScore()
 	buf := AppendScore(nil, s)
@@ -246,6 +330,53 @@ func TestAppendFloatShortDecimal(t *testing.T) {
 		check(math.Nextafter(v, math.Inf(1)))
 		check(math.Float64frombits(r.Uint64()))
 		check(r.Float64())
+	}
+}
+
+// TestAppendShortest checks the 'f' layout of shortest digits taken from
+// the 'e' form against strconv's 'g' form itself: around every power of
+// ten from 1e-330 to 1e310 (the switches between the forms at 1e-4 and
+// 1e6, the three-digit exponents, subnormals), every count of digits (a
+// random significand cut to 1–17 digits, at each exponent the 'f' form
+// covers and its neighbours), and random bit patterns and scores.
+func TestAppendShortest(t *testing.T) {
+	check := func(v float64) {
+		t.Helper()
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return
+		}
+		for _, v := range []float64{v, -v} {
+			if got, want := string(appendShortest(nil, v)), strconv.FormatFloat(v, 'g', -1, 64); got != want {
+				t.Fatalf("appendShortest(%v) = %s, want %s", v, got, want)
+			}
+		}
+	}
+	check(0)
+	check(math.SmallestNonzeroFloat64)
+	check(math.MaxFloat64)
+	for x := -330; x <= 310; x++ {
+		v, _ := strconv.ParseFloat("1e"+strconv.Itoa(x), 64)
+		check(v)
+		check(math.Nextafter(v, 0))
+		check(math.Nextafter(v, math.Inf(1)))
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	for x := -7; x <= 8; x++ {
+		for nd := 1; nd <= 17; nd++ {
+			for range 400 {
+				digits := strconv.FormatUint(1e16+r.Uint64N(9e16), 10) // 17 digits, the first not 0
+				v, err := strconv.ParseFloat(digits[:nd]+"e"+strconv.Itoa(x-nd+1), 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(v)
+			}
+		}
+	}
+	for range 300000 {
+		check(math.Float64frombits(r.Uint64()))
+		check(r.NormFloat64())
+		check(r.Float64() * math.Pow(10, float64(r.IntN(14)-6)))
 	}
 }
 

@@ -66,11 +66,14 @@ func slowNumber(lit []byte) (float64, numStatus) {
 // valid) is a number it leaves to strconv.ParseFloat.
 func fastNumber(src []byte, start int) (float64, int, numStatus) {
 	i := start
-	neg := false
-	if i < len(src) && src[i] == '-' {
-		neg = true
-		i++
+	if i >= len(src) {
+		return 0, start, numWrongType
 	}
+	// The sign, and below a leading 0, without a branch: features are
+	// signed and in (−1, 1) as often as not, so either branch would
+	// mispredict about every other number.
+	neg := src[i] == '-'
+	i += b2i(neg)
 	if i >= len(src) || !isDigit(src[i]) {
 		if i == start {
 			return 0, start, numWrongType
@@ -79,13 +82,25 @@ func fastNumber(src []byte, start int) (float64, int, numStatus) {
 	}
 	first := i // the first digit of the significand
 	var w uint64
-	if src[i] == '0' { // a leading 0 stands alone
+	if i+8 <= len(src) {
+		// The integer part's first digits from a word: a leading 0
+		// stands alone (n = 1: the digit after it, if any, is the
+		// caller's to reject); eight digits go on below.
+		x := binary.LittleEndian.Uint64(src[i:])
+		n := leadingDigits(x)
+		n += (1 - n) & -b2i(src[i] == '0')
+		w = digitsValue(x, n)
+		i += n
+		if n == 8 {
+			for ; i < len(src) && isDigit(src[i]); i++ {
+				w = w*10 + uint64(src[i]-'0') // wraps past 19 digits: see below
+			}
+		}
+	} else if src[i] == '0' {
 		i++
 	} else {
-		// Integer parts are short (one digit for most floats as
-		// printed), where a byte loop is cheaper than a word.
 		for ; i < len(src) && isDigit(src[i]); i++ {
-			w = w*10 + uint64(src[i]-'0') // wraps past 19 digits: see below
+			w = w*10 + uint64(src[i]-'0')
 		}
 	}
 	nd := i - first // digits, leading zeros included
@@ -181,11 +196,17 @@ func fastNumber(src []byte, start int) (float64, int, numStatus) {
 	return 0, i, numSlow
 }
 
+// signed is f (≥ +0) with its sign set when neg, without a branch.
 func signed(f float64, neg bool) float64 {
-	if neg {
-		return -f
+	return math.Float64frombits(math.Float64bits(f) | uint64(b2i(neg))<<63)
+}
+
+// b2i is 1 for true and 0 for false (a flag set from the comparison).
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
-	return f
+	return 0
 }
 
 // pow10 holds the powers of ten that are exact in a float64.

@@ -5,7 +5,9 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"os"
+	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -430,6 +432,44 @@ func TestParseNumberRandom(t *testing.T) {
 		}
 		all := float64(per * workers)
 		t.Logf("%-9s %d literals, %.4f%% left to strconv (%.4f%% with Clinger's fast path alone)", g.name, per*workers, 100*float64(n)/all, 100*float64(c)/all)
+	}
+}
+
+// TestParseNumberPaths parses random strings of number bytes followed by
+// one delimiter (where the words of eight bytes cannot be read: the byte
+// loops) and by many (the words): the value, the end and the status must
+// be the same both ways; a number read must be what the JSON grammar
+// takes, followed by no digit unless it is a lone 0, and strconv's value.
+func TestParseNumberPaths(t *testing.T) {
+	grammar := regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+	r := rand.New(rand.NewPCG(21, 22))
+	const alphabet = "0123456789000111-+.eE"
+	var lit []byte
+	for range 300000 {
+		lit = lit[:0]
+		for n := r.IntN(24); n > 0; n-- {
+			lit = append(lit, alphabet[r.IntN(len(alphabet))])
+		}
+		short := append(slices.Clip(lit), ',')
+		long := append(slices.Clip(lit), ",,,,,,,,,,,,,,,,"...)
+		v1, e1, s1 := parseNumber(short, 0)
+		v2, e2, s2 := parseNumber(long, 0)
+		if math.Float64bits(v1) != math.Float64bits(v2) || e1 != e2 || s1 != s2 {
+			t.Fatalf("%q: (%v, %d, %d) with one delimiter, (%v, %d, %d) with more", lit, v1, e1, s1, v2, e2, s2)
+		}
+		if s1 != numOK {
+			continue
+		}
+		num := string(lit[:e1])
+		if !grammar.MatchString(num) {
+			t.Fatalf("%q: read %q, not a JSON number", lit, num)
+		}
+		if e1 < len(lit) && isDigit(lit[e1]) && strings.TrimPrefix(num, "-") != "0" {
+			t.Fatalf("%q: read %q, a digit left after it", lit, num)
+		}
+		if want, err := strconv.ParseFloat(num, 64); err != nil || math.Float64bits(v1) != math.Float64bits(want) {
+			t.Fatalf("%q: %v, strconv %v (%v)", num, v1, want, err)
+		}
 	}
 }
 
