@@ -172,57 +172,7 @@ func appendFloat(dst []byte, v float64) []byte {
 	if b, ok := appendShortDecimal(dst, v); ok {
 		return b
 	}
-	return appendShortest(dst, v)
-}
-
-// appendShortest writes v, finite, as strconv.AppendFloat(dst, v, 'g', -1,
-// 64) does. strconv lays out the 'f' form a byte at a time, as costly as
-// finding the digits (a score in (−1, 1) has 16 or 17 of them); its 'e'
-// form copies them at once. So the shortest digits are taken from the 'e'
-// form and, where 'g' uses the 'f' form (decimal exponent x in [−4, 6)),
-// copied into it: the digits d₁…dₙ up to the point (x + 1 of them, padded
-// with zeros) then the rest after a '.', or "0." and −x − 1 zeros before
-// them all.
-func appendShortest(dst []byte, v float64) []byte {
-	if v == 0 {
-		return strconv.AppendFloat(dst, v, 'g', -1, 64) // "0" or "-0", no exponent
-	}
-	var buf [32]byte
-	e := strconv.AppendFloat(buf[:0], v, 'e', -1, 64) // [-]d[.ddd]e±xx[x]
-	i := 0
-	if e[0] == '-' {
-		i = 1
-	}
-	k := len(e) - 4 // the 'e' of a two-digit exponent
-	if e[k] != 'e' {
-		return append(dst, e...) // three digits: |x| ≥ 100, 'e' form
-	}
-	x := int(e[k+2]-'0')*10 + int(e[k+3]-'0')
-	if e[k+1] == '-' {
-		x = -x
-	}
-	if x < -4 || x >= 6 {
-		return append(dst, e...)
-	}
-	// The digits: e[i], then e[i+2:k] after the '.' when there are more.
-	d0, rest := e[i], e[min(i+2, k):k]
-	dst = append(dst, e[:i]...) // the sign
-	if x < 0 {
-		dst = append(dst, "0.0000"[:1-x]...)
-		dst = append(dst, d0)
-		return append(dst, rest...)
-	}
-	dst = append(dst, d0)
-	if x <= len(rest) {
-		dst = append(dst, rest[:x]...)
-		if x < len(rest) {
-			dst = append(dst, '.')
-			dst = append(dst, rest[x:]...)
-		}
-		return dst
-	}
-	dst = append(dst, rest...)
-	return append(dst, "00000"[:x-len(rest)]...)
+	return strconv.AppendFloat(dst, v, 'g', -1, 64)
 }
 
 // appendShortDecimal writes v as strconv.AppendFloat(dst, v, 'g', -1, 64)

@@ -333,53 +333,6 @@ func TestAppendFloatShortDecimal(t *testing.T) {
 	}
 }
 
-// TestAppendShortest checks the 'f' layout of shortest digits taken from
-// the 'e' form against strconv's 'g' form itself: around every power of
-// ten from 1e-330 to 1e310 (the switches between the forms at 1e-4 and
-// 1e6, the three-digit exponents, subnormals), every count of digits (a
-// random significand cut to 1–17 digits, at each exponent the 'f' form
-// covers and its neighbours), and random bit patterns and scores.
-func TestAppendShortest(t *testing.T) {
-	check := func(v float64) {
-		t.Helper()
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return
-		}
-		for _, v := range []float64{v, -v} {
-			if got, want := string(appendShortest(nil, v)), strconv.FormatFloat(v, 'g', -1, 64); got != want {
-				t.Fatalf("appendShortest(%v) = %s, want %s", v, got, want)
-			}
-		}
-	}
-	check(0)
-	check(math.SmallestNonzeroFloat64)
-	check(math.MaxFloat64)
-	for x := -330; x <= 310; x++ {
-		v, _ := strconv.ParseFloat("1e"+strconv.Itoa(x), 64)
-		check(v)
-		check(math.Nextafter(v, 0))
-		check(math.Nextafter(v, math.Inf(1)))
-	}
-	r := rand.New(rand.NewPCG(8, 9))
-	for x := -7; x <= 8; x++ {
-		for nd := 1; nd <= 17; nd++ {
-			for range 400 {
-				digits := strconv.FormatUint(1e16+r.Uint64N(9e16), 10) // 17 digits, the first not 0
-				v, err := strconv.ParseFloat(digits[:nd]+"e"+strconv.Itoa(x-nd+1), 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				check(v)
-			}
-		}
-	}
-	for range 300000 {
-		check(math.Float64frombits(r.Uint64()))
-		check(r.NormFloat64())
-		check(r.Float64() * math.Pow(10, float64(r.IntN(14)-6)))
-	}
-}
-
 // TestAppendTimeUTC checks the scored_at writer against
 // t.UTC().AppendFormat(time.RFC3339Nano): random instants over years 0 to
 // 9999 and beyond (AppendFormat's own path), whole seconds, fractions with
