@@ -62,9 +62,10 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 		}
 	}
 	if sh.st == nil {
+		var msg kafka.Message // one for the loop: Process takes its address, which escapes
 		for {
-			msg, ok := fetch()
-			if !ok {
+			var ok bool
+			if msg, ok = fetch(); !ok {
 				break
 			}
 			start := time.Now()

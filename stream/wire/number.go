@@ -69,9 +69,8 @@ func fastNumber(src []byte, start int) (float64, int, numStatus) {
 	if i >= len(src) {
 		return 0, start, numWrongType
 	}
-	// The sign, and below a leading 0, without a branch: features are
-	// signed and in (−1, 1) as often as not, so either branch would
-	// mispredict about every other number.
+	// The sign without a branch: features are signed as often as not,
+	// so a branch would mispredict every other number.
 	neg := src[i] == '-'
 	i += b2i(neg)
 	if i >= len(src) || !isDigit(src[i]) {
@@ -82,26 +81,16 @@ func fastNumber(src []byte, start int) (float64, int, numStatus) {
 	}
 	first := i // the first digit of the significand
 	var w uint64
-	if i+8 <= len(src) {
-		// The integer part's first digits from a word: a leading 0
-		// stands alone (n = 1: the digit after it, if any, is the
-		// caller's to reject); eight digits go on below.
-		x := binary.LittleEndian.Uint64(src[i:])
-		n := leadingDigits(x)
-		n += (1 - n) & -b2i(src[i] == '0')
-		w = digitsValue(x, n)
-		i += n
-		if n == 8 {
-			for ; i < len(src) && isDigit(src[i]); i++ {
-				w = w*10 + uint64(src[i]-'0') // wraps past 19 digits: see below
-			}
-		}
-	} else if src[i] == '0' {
-		i++
-	} else {
-		for ; i < len(src) && isDigit(src[i]); i++ {
-			w = w*10 + uint64(src[i]-'0')
-		}
+	// Integer parts are short (one digit for most floats as printed),
+	// where a byte loop is cheaper than a word. A leading 0 stands alone:
+	// what follows it is the caller's to reject. (Checked after the loop,
+	// where it is rare, not before it, where features in (−1, 1) as often
+	// as not would make the branch mispredict every other number.)
+	for ; i < len(src) && isDigit(src[i]); i++ {
+		w = w*10 + uint64(src[i]-'0') // wraps past 19 digits: see below
+	}
+	if i-first > 1 && src[first] == '0' {
+		return signed(0, neg), first + 1, numOK
 	}
 	nd := i - first // digits, leading zeros included
 	q := 0
