@@ -24,6 +24,28 @@ func BenchmarkVennAbersLookup(b *testing.B) {
 	_ = sink
 }
 
+// BenchmarkVennAbersLookupRefitted: Probability as the service calls it,
+// on a table refitted every 100 lookups (the default calibration.every):
+// 64 tables of n = 2000 pairs in turn, 100 lookups each, so that each
+// table comes to a lookup out of the cache, as a refit's new table does.
+// Target: 0 allocs.
+func BenchmarkVennAbersLookupRefitted(b *testing.B) {
+	tables := make([]*calibrate.VennAbers, 64)
+	for i := range tables {
+		tables[i] = calibrate.FitVennAbers(randomPairs(2000, uint64(i+1)))
+	}
+	qs := randomPairs(1024, 9)
+	b.ReportAllocs()
+	var sink float64
+	i := 0
+	for b.Loop() {
+		p, lo, hi := tables[i/100&63].Probability(qs[i&1023].Score)
+		sink += p + lo + hi
+		i++
+	}
+	_ = sink
+}
+
 // BenchmarkVennAbersFit: FitVennAbers on n = 2000 pairs (the background
 // refit, every K labelled events). Target: none, reported (O(n log n)).
 func BenchmarkVennAbersFit(b *testing.B) {

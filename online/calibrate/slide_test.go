@@ -35,7 +35,8 @@ func sameFloats(a, b []float64) bool {
 }
 
 func sameVennAbers(a, b *VennAbers) bool {
-	return a.n == b.n && a.np == b.np && sameFloats(a.scores, b.scores) && sameFloats(a.f0, b.f0) && sameFloats(a.f1, b.f1)
+	return a.n == b.n && a.np == b.np && a.k == b.k && sameFloats(a.upAt, b.upAt) && sameFloats(a.up, b.up) &&
+		sameFloats(a.loAt, b.loAt) && sameFloats(a.lo, b.lo)
 }
 
 // TestFitterAtSameBits: VennAbersAt and ConformalAt on a window's recent

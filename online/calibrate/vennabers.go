@@ -10,16 +10,19 @@ import (
 // returned by FitVennAbers, so a table may serve lookups on any number of
 // goroutines while the next one is fitted.
 type VennAbers struct {
-	// scores are the k distinct finite calibration scores, ascending.
-	scores []float64
-	// f0[j], j = 0..k, is p0(s) for the j-th run of test scores: s with
-	// exactly j calibration scores ≤ s, i.e. s ∈ [scores[j−1], scores[j]).
-	f0 []float64
-	// f1[j], j = 0..k, is p1(s) for s with exactly j calibration scores
-	// < s, i.e. s ∈ (scores[j−1], scores[j]].
-	f1 []float64
-	n  int // calibration pairs fitted on (ties counted)
-	np int // positive ones among them
+	// For the k distinct finite calibration scores s_1 < … < s_k, p0
+	// and p1 at a test score s are step functions of s: p1(s) depends on
+	// how many calibration scores are < s, p0(s) on how many are ≤ s.
+	// Each is kept as the calibration scores where it steps and its
+	// values: p1(s) = up[j] for the j scores of upAt that are < s, p0(s)
+	// = lo[j] for the j scores of loAt that are ≤ s. A fit on 2 000 pairs
+	// has 100 to 200 steps, where there are up to 2 000 scores: a lookup
+	// searches tables that stay in the cache, even right after a refit.
+	upAt, up []float64 // len(up) = len(upAt) + 1
+	loAt, lo []float64 // len(lo) = len(loAt) + 1
+	k        int       // distinct finite calibration scores
+	n        int       // calibration pairs fitted on (ties counted)
+	np       int       // positive ones among them
 }
 
 // FitVennAbers fits the IVAP table on pairs (Score the classifier's score,
@@ -35,12 +38,13 @@ func FitVennAbers(pairs []Pair) *VennAbers {
 
 // A Fitter fits Venn–Abers tables, keeping its working memory from one fit
 // to the next: a fit allocates only the table it returns (one block of
-// 3 k + 2 floats for k distinct scores), where FitVennAbers allocates
-// about six times that. The zero Fitter is ready; it is not safe for
+// 2 (steps of p0 + steps of p1) + 2 floats), where FitVennAbers allocates
+// its working memory too. The zero Fitter is ready; it is not safe for
 // concurrent use (a background refit owns one).
 type Fitter struct {
 	pos, neg, s     []float64
 	w, y, cw, cy, g []float64
+	f0, f1          []float64 // p0 and p1 per run of test scores (table)
 	pts, st         []point
 
 	// For VennAbersAt and ConformalAt: the last fits' inputs, and scratch
@@ -152,18 +156,20 @@ func (f *Fitter) table() *VennAbers {
 		y = append(y, float64(i-i0))
 	}
 	k := len(ds)
+	v.k = k
 	f.w, f.y, f.s = w, y, ds
-	// The table: scores, f1 and f0 in one block.
-	block := make([]float64, 3*k+2)
-	v.scores, v.f1, v.f0 = block[:k:k], block[k:2*k+1:2*k+1], block[2*k+1:]
-	copy(v.scores, ds)
+	// f1[j], j = 0..k, is p1(s) for the test scores s with exactly j
+	// calibration scores < s, s ∈ (s_j, s_{j+1}]; f0[j] is p0(s) for those
+	// with exactly j calibration scores ≤ s, s ∈ [s_j, s_{j+1}).
+	f1, f0 := grow(f.f1, k+1), grow(f.f0, k+1)
+	f.f1, f.f0 = f1, f0
 	cw, cy := grow(f.cw, k+1), grow(f.cy, k+1)
 	f.cw, f.cy = cw, cy
 	cw[0], cy[0] = 0, 0
 	for i := range k {
 		cw[i+1], cy[i+1] = cw[i]+w[i], cy[i]+y[i]
 	}
-	f.upperF1(v.f1, cw, cy)
+	f.upperF1(f1, cw, cy)
 
 	// p0 by symmetry: the isotonic fit of (s, y) is 1 − (the isotonic fit
 	// of (−s, 1 − y)) at −s, so p0 on the data is 1 − p1 on the mirrored
@@ -176,10 +182,36 @@ func (f *Fitter) table() *VennAbers {
 	g := grow(f.g, k+1)
 	f.g = g
 	f.upperF1(g, cw, cy)
-	for j := range v.f0 {
-		v.f0[j] = 1 - g[k-j]
+	for j := range f0 {
+		f0[j] = 1 - g[k-j]
+	}
+	// The steps: f1 steps at run j ≥ 1 when f1[j] ≠ f1[j−1], which is
+	// where s passes s_j (s_j < s), and f0 where s reaches s_j (s_j ≤ s).
+	m1, m0 := steps(f1), steps(f0)
+	block := make([]float64, 2*(m1+m0)+2)
+	v.upAt, v.up = block[:0:m1], block[m1:m1:2*m1+1]
+	v.loAt, v.lo = block[2*m1+1:2*m1+1:2*m1+1+m0], block[2*m1+1+m0:2*m1+1+m0]
+	v.up, v.lo = append(v.up, f1[0]), append(v.lo, f0[0])
+	for j := 1; j <= k; j++ {
+		if f1[j] != f1[j-1] {
+			v.upAt, v.up = append(v.upAt, ds[j-1]), append(v.up, f1[j])
+		}
+		if f0[j] != f0[j-1] {
+			v.loAt, v.lo = append(v.loAt, ds[j-1]), append(v.lo, f0[j])
+		}
 	}
 	return v
+}
+
+// steps is the number of j ≥ 1 with f[j] ≠ f[j−1].
+func steps(f []float64) int {
+	n := 0
+	for j := 1; j < len(f); j++ {
+		if f[j] != f[j-1] {
+			n++
+		}
+	}
+	return n
 }
 
 // grow returns s resized to n, reusing its memory when it can.
@@ -269,22 +301,26 @@ func (v *VennAbers) Probability(score float64) (p, lower, upper float64) {
 	if score != score {
 		return 0.5, 0, 1
 	}
-	// j = the number of calibration scores < score.
-	s := v.scores
-	lo, hi := 0, len(s)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if s[m] < score {
-			lo = m + 1
+	a, i, j := v.upAt, 0, len(v.upAt) // p1: the steps at scores < score
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if a[h] < score {
+			i = h + 1
 		} else {
-			hi = m
+			j = h
 		}
 	}
-	j0 := lo
-	if lo < len(s) && s[lo] == score {
-		j0++
+	upper = v.up[i]
+	a, i, j = v.loAt, 0, len(v.loAt) // p0: the steps at scores ≤ score
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if a[h] <= score {
+			i = h + 1
+		} else {
+			j = h
+		}
 	}
-	lower, upper = v.f0[j0], v.f1[lo]
+	lower = v.lo[i]
 	return upper / (1 - lower + upper), lower, upper
 }
 
@@ -296,4 +332,4 @@ func (v *VennAbers) N() int { return v.n }
 func (v *VennAbers) Positives() int { return v.np }
 
 // Distinct returns the number of distinct calibration scores.
-func (v *VennAbers) Distinct() int { return len(v.scores) }
+func (v *VennAbers) Distinct() int { return v.k }
