@@ -233,11 +233,15 @@ const hexDigits = "0123456789abcdef"
 // AppendString appends b as a quoted JSON string. Control characters are
 // escaped, as are U+2028 and U+2029 (like encoding/json, so the output is
 // also valid JavaScript); invalid UTF-8 becomes U+FFFD.
-func AppendString(dst, b []byte) []byte {
+func AppendString(dst, b []byte) []byte { return appendString(dst, b, true) }
+
+// appendString is AppendString, skipping eight plain bytes at a time
+// (plain8) when words is set; a byte at a time otherwise.
+func appendString(dst, b []byte, words bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(b); {
-		for i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
+		for words && i+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[i:])) {
 			i += 8
 		}
 		if i == len(b) {

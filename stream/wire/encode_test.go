@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 )
 
 func decodeMap(t *testing.T, b []byte) map[string]any {
@@ -173,7 +172,8 @@ func TestAppendScoreEscaping(t *testing.T) {
 }
 
 // TestAppendStringWords checks AppendString, which skips eight plain bytes
-// at a time, against the byte at a time loop it had (appendStringBytes):
+// at a time, against the same loop a byte at a time (appendString without
+// words):
 // random strings of plain ASCII with, at random places, each byte that
 // stops the words ('"', '\\', control characters, DEL, bytes from 0x80
 // up: valid and invalid UTF-8, U+2028), and every byte value alone in a
@@ -191,7 +191,7 @@ func TestAppendStringWords(t *testing.T) {
 				b = append(b, byte(0x20+r.IntN(0x5f)))
 			}
 		}
-		if got, want := AppendString(nil, b), appendStringBytes(nil, b); !bytes.Equal(got, want) {
+		if got, want := AppendString(nil, b), appendString(nil, b, false); !bytes.Equal(got, want) {
 			t.Fatalf("AppendString(%q) = %s, want %s", b, got, want)
 		}
 	}
@@ -199,60 +199,11 @@ func TestAppendStringWords(t *testing.T) {
 		for at := range 9 {
 			b := []byte("abcdefghijklmnopq")
 			b[at] = byte(c)
-			if got, want := AppendString(nil, b), appendStringBytes(nil, b); !bytes.Equal(got, want) {
+			if got, want := AppendString(nil, b), appendString(nil, b, false); !bytes.Equal(got, want) {
 				t.Fatalf("AppendString(%q) = %s, want %s", b, got, want)
 			}
 		}
 	}
-}
-
-// appendStringBytes is AppendString as it was, a byte at a time.
-func appendStringBytes(dst, b []byte) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(b); {
-		c := b[i]
-		if c < utf8.RuneSelf {
-			if !needsEscape[c] {
-				i++
-				continue
-			}
-			dst = append(dst, b[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, b[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, b[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, b[start:]...)
-	return append(dst, '"')
 }
 
 func TestAppendScoreAllocs(t *testing.T) {
