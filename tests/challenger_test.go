@@ -207,16 +207,20 @@ func shadowScores(t *testing.T, sh *engine.Shard, request []byte, model string) 
 // with ε 0.2, clicks back in batches of 250), a per-user challenger of a
 // global rank model — truly better, as the simulation's truth confirms in
 // every seed — is promoted (promote auto, the defaults: dr, 95%, hold
-// 2000) within challengeRequests requests in at least 18 of 20 seeds, and
-// then ranks; the reverse (a global challenger of the per-user rank
+// 2000) within challengeRequests requests in at least 90% of the seeds,
+// and then ranks; the reverse (a global challenger of the per-user rank
 // model: worse) and an identically configured per-user challenger (equal)
-// are promoted in none of 20, nor is a close one (a per-user model without
+// are promoted in none, nor is a close one (a per-user model without
 // class balance) unless the simulation says it is better. Before the
 // confidence sequence (ope.Sequence), a fixed-n interval checked every 100
 // labels promoted that close, slightly worse challenger in 1 of 20 seeds.
+// CI runs 10 seeds (9 must promote); the trial, 20 seeds (18),
+// runs with -tags e2efull:
+//
+//	go test -tags e2efull ./tests -run TestChallengerPromotion -v
 func TestChallengerPromotion(t *testing.T) {
 	t.Parallel()
-	const seeds, cands = 20, 20
+	const seeds, cands = 10 * e2eScale, 20
 	w := banditsim.New(60, 500, 8, 11)
 	type result struct{ better, worse, equal, close challengeRun }
 	results := make([]result, seeds)
@@ -256,8 +260,8 @@ func TestChallengerPromotion(t *testing.T) {
 		}
 	}
 	t.Logf("the better challenger was promoted within %d requests in %d of %d seeds", challengeRequests, promoted, seeds)
-	if promoted < 18 {
-		t.Errorf("the better challenger was promoted in %d of %d seeds, want ≥ 18", promoted, seeds)
+	if want := seeds * 9 / 10; promoted < want {
+		t.Errorf("the better challenger was promoted in %d of %d seeds, want ≥ %d", promoted, seeds, want)
 	}
 }
 

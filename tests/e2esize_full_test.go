@@ -2,5 +2,6 @@
 
 package tests
 
-// e2eScale: the full streams of the crash and scale-out tests (e2esize_test.go).
+// e2eScale: the full streams of the crash and scale-out tests and the 20
+// seeds of TestChallengerPromotion (e2esize_test.go).
 const e2eScale = 2

@@ -134,26 +134,30 @@ func (f *Fitter) table() *VennAbers {
 	}
 	w, y, ds := f.w[:0], f.y[:0], f.s[:0] // per distinct score
 	v := &VennAbers{n: len(pos) + len(neg), np: len(pos)}
+	// The merge takes the smaller head without a branch on which list
+	// it is in (a positive or a negative score, as random as the labels:
+	// a branch mispredicted every other score), and adds a score equal
+	// to the last one (ties) to its counts.
+	inf := math.Inf(1) // past a list's end; the scores are finite
 	for i, j := 0, 0; i < len(pos) || j < len(neg); {
-		var s float64
-		switch {
-		case j == len(neg):
-			s = pos[i]
-		case i == len(pos):
-			s = neg[j]
-		default:
-			s = min(pos[i], neg[j])
+		a, b := inf, inf
+		if i < len(pos) {
+			a = pos[i]
 		}
-		i0, j0 := i, j
-		for i < len(pos) && pos[i] == s {
-			i++
+		if j < len(neg) {
+			b = neg[j]
 		}
-		for j < len(neg) && neg[j] == s {
-			j++
+		s := min(a, b)
+		ip, jn := b2i(a == s), b2i(b == s)
+		i, j = i+ip, j+jn
+		if n := len(ds); n > 0 && ds[n-1] == s {
+			w[n-1] += float64(ip + jn)
+			y[n-1] += float64(ip)
+			continue
 		}
 		ds = append(ds, s)
-		w = append(w, float64(i-i0+j-j0))
-		y = append(y, float64(i-i0))
+		w = append(w, float64(ip+jn))
+		y = append(y, float64(ip))
 	}
 	k := len(ds)
 	v.k = k
@@ -201,6 +205,14 @@ func (f *Fitter) table() *VennAbers {
 		}
 	}
 	return v
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // steps is the number of j ≥ 1 with f[j] ≠ f[j−1].
@@ -273,8 +285,9 @@ func (f *Fitter) upperF1(f1, cw, cy []float64) {
 		a, b := st[len(st)-1], st[len(st)-2]
 		return (b.y - a.y) / (b.x - a.x)
 	}
+	sl := slope() // the stack's top two's, until they change
 	for i := 1; i <= k; i++ {
-		f1[i-1] = slope()
+		f1[i-1] = sl
 		// P_{i−1} := P_{i−2} + P_i − P_{i−1} (p is offset by one).
 		q := point{p[i-1].x + p[i+1].x - p[i].x, p[i-1].y + p[i+1].y - p[i].y}
 		p[i] = q
@@ -287,8 +300,9 @@ func (f *Fitter) upperF1(f1, cw, cy []float64) {
 			st = st[:len(st)-1]
 		}
 		st = append(st, q)
+		sl = slope()
 	}
-	f1[k] = slope()
+	f1[k] = sl
 }
 
 // Probability returns the IVAP prediction for a test score: lower = p0(s),
