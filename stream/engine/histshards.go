@@ -4,7 +4,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -68,58 +67,68 @@ func (h *HistShards) Shard(v string, slot int) *HistShard {
 
 // Observe adds an observation of x.
 func (s *HistShard) Observe(x float64) {
-	s.buckets[sort.SearchFloat64s(s.bounds, x)].Add(1)
-	for {
-		old := s.sum.Load()
-		if s.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+x)) {
-			break
-		}
-	}
+	s.buckets[bucket(s.bounds, x)].Add(1)
+	s.addSum(x)
 	s.count.Add(1)
 }
 
-// histRun holds the observations of one applier's run for a HistShard,
-// in plain memory: one atomic write per bucket a run touched, and one to
-// the sum and the count, at the run's end (HistShard.addRun), where each
-// observation would take three.
+// bucket is the index of x's bucket: the first bound ≥ x, len(bounds) for
+// a value above them all or NaN (sort.SearchFloat64s's answer, by a scan:
+// a histogram has a few dozen bounds at most).
+func bucket(bounds []float64, x float64) int {
+	i := 0
+	for i < len(bounds) && !(bounds[i] >= x) {
+		i++
+	}
+	return i
+}
+
+// addSum adds x to the sum of the observations.
+func (s *HistShard) addSum(x float64) {
+	for {
+		old := s.sum.Load()
+		if s.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+x)) {
+			return
+		}
+	}
+}
+
+// histRun holds the observations of one applier's run for its shard, in
+// plain memory: at the run's end (flush) they take one atomic write per
+// bucket the run touched, and one to the sum and one to the count, where
+// each observation would take three.
 type histRun struct {
-	buckets []uint64 // len(bounds)+1 once observed
+	s       *HistShard
+	buckets []uint64
 	sum     float64
 	n       uint64
 }
 
-// observe adds an observation of x, for a shard with these bounds.
-func (r *histRun) observe(bounds []float64, x float64) {
-	if r.buckets == nil {
-		r.buckets = make([]uint64, len(bounds)+1)
-	}
-	i := 0
-	for i < len(bounds) && !(bounds[i] >= x) { // sort.SearchFloat64s(bounds, x), NaN last; a dozen bounds
-		i++
-	}
-	r.buckets[i]++
+// run returns an empty run of observations for s.
+func (s *HistShard) run() *histRun {
+	return &histRun{s: s, buckets: make([]uint64, len(s.buckets))}
+}
+
+// observe adds an observation of x to the run.
+func (r *histRun) observe(x float64) {
+	r.buckets[bucket(r.s.bounds, x)]++
 	r.sum += x
 	r.n++
 }
 
-// addRun adds r's observations to s and empties r.
-func (s *HistShard) addRun(r *histRun) {
+// flush adds the run's observations to its shard and empties the run.
+func (r *histRun) flush() {
 	if r.n == 0 {
 		return
 	}
 	for i, c := range r.buckets {
 		if c > 0 {
-			s.buckets[i].Add(c)
+			r.s.buckets[i].Add(c)
 			r.buckets[i] = 0
 		}
 	}
-	for {
-		old := s.sum.Load()
-		if s.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+r.sum)) {
-			break
-		}
-	}
-	s.count.Add(r.n)
+	r.s.addSum(r.sum)
+	r.s.count.Add(r.n)
 	r.sum, r.n = 0, 0
 }
 

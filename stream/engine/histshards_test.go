@@ -32,8 +32,7 @@ func TestHistShards(t *testing.T) {
 	}
 	// An applier's runs (histRun): bounds themselves, values between and
 	// beyond them, NaN, in runs of 1 to 40 added at their ends.
-	var run histRun
-	sh := h.Shard("runs", 3)
+	run := h.Shard("runs", 3).run()
 	for i := 0; i < 3000; {
 		for k := 1 + rng.IntN(40); k > 0; k-- {
 			x := rng.ExpFloat64() * 1e-4
@@ -45,13 +44,13 @@ func TestHistShards(t *testing.T) {
 			case 7:
 				x = 10
 			}
-			run.observe(bounds, x)
+			run.observe(x)
 			ref.WithLabelValues("runs").Observe(x)
 			i++
 		}
-		sh.addRun(&run)
+		run.flush()
 		if run.n != 0 || run.sum != 0 || slices.ContainsFunc(run.buckets, func(c uint64) bool { return c != 0 }) {
-			t.Fatalf("run not emptied by addRun: %+v", run)
+			t.Fatalf("run not emptied by flush: %+v", *run)
 		}
 	}
 	if h.Shard("idle", 2) != h.Shard("idle", 2) || h.Shard("idle", 2) == h.Shard("running", 2) {

@@ -59,8 +59,7 @@ type shardModel struct {
 	useIdx   []int32
 	useVal   []float64
 	useField []uint8
-	bound    *HistShard // an applier's (Shard.Applies): its partition's shard of the model's mistake-bound histogram
-	runBound histRun    // the bounds published in the applier's current run, added to bound at its end (EndRun)
+	bound    *histRun // an applier's (Shard.Applies): the published mistake bounds of its run, for its partition's shard of the histogram (flushed by EndRun)
 
 	holder.Figures // for the scrape (stateCollector)
 }
@@ -548,7 +547,7 @@ func (s *Shard) Applies(part int) {
 	s.runs = true
 	s.scores = make([]int, len(s.models))
 	for _, m := range s.models {
-		m.bound = s.e.met.bound.Shard(m.def.name, part)
+		m.bound = s.e.met.bound.Shard(m.def.name, part).run()
 	}
 }
 
@@ -562,7 +561,7 @@ func (s *Shard) scored(m *shardModel, i int, p online.Prediction) {
 	}
 	s.scores[i]++
 	if p.HasBound {
-		m.runBound.observe(m.bound.bounds, p.MistakeBound)
+		m.bound.observe(p.MistakeBound)
 	}
 }
 
@@ -581,7 +580,7 @@ func (s *Shard) EndRun() {
 			m := s.models[i]
 			m.def.met.scored.Add(float64(n))
 			s.scores[i] = 0
-			m.bound.addRun(&m.runBound)
+			m.bound.flush()
 		}
 	}
 	if len(s.judged) == 0 {
