@@ -315,24 +315,12 @@ func (v *VennAbers) Probability(score float64) (p, lower, upper float64) {
 	if score != score {
 		return 0.5, 0, 1
 	}
-	a, i, j := v.upAt, 0, len(v.upAt) // p1: the steps at scores < score
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		if a[h] < score {
-			i = h + 1
-		} else {
-			j = h
-		}
-	}
-	upper = v.up[i]
-	a, i, j = v.loAt, 0, len(v.loAt) // p0: the steps at scores ≤ score
-	for i < j {
-		h := int(uint(i+j) >> 1)
-		if a[h] <= score {
-			i = h + 1
-		} else {
-			j = h
-		}
+	// p1 by the steps at scores < score; p0 by those at scores ≤ score,
+	// one more when a step is at score itself (their scores are distinct).
+	upper = v.up[below(v.upAt, score)]
+	i := below(v.loAt, score)
+	if i < len(v.loAt) && v.loAt[i] == score {
+		i++
 	}
 	lower = v.lo[i]
 	return upper / (1 - lower + upper), lower, upper
@@ -344,6 +332,20 @@ func (v *VennAbers) N() int { return v.n }
 
 // Positives returns how many of them were positive.
 func (v *VennAbers) Positives() int { return v.np }
+
+// below is the number of the ascending values a that are < x.
+func below(a []float64, x float64) int {
+	i, j := 0, len(a)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if a[h] < x {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i
+}
 
 // Distinct returns the number of distinct calibration scores.
 func (v *VennAbers) Distinct() int { return v.k }
