@@ -187,3 +187,20 @@ func BenchmarkFtoa(b *testing.B) {
 		})
 	}
 }
+
+// FuzzFtoa: appendShortest writes strconv's text for any finite float64
+// (go test -fuzz FuzzFtoa ./stream/wire).
+func FuzzFtoa(f *testing.F) {
+	for _, v := range []float64{0, 1, 0.1, 5e-324, math.MaxFloat64, 0x1p-1022, 123456.789, 1e21} {
+		f.Add(math.Float64bits(v))
+	}
+	f.Fuzz(func(t *testing.T, b uint64) {
+		v := math.Float64frombits(b)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return
+		}
+		if got, want := appendShortest(nil, v), strconv.AppendFloat(nil, v, 'g', -1, 64); !bytes.Equal(got, want) {
+			t.Fatalf("%#x: %s, strconv %s", b, got, want)
+		}
+	})
+}
