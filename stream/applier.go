@@ -131,17 +131,22 @@ func (sh *pshard) applyLoop(f *feed, out Sink) {
 		}
 		// One clock reading per event: the end of an event's
 		// application is the start of the next one's, and its
-		// scored_at.
-		start := time.Now()
+		// scored_at. The wall clock is read once per run (base), and
+		// an event's time is base plus the monotonic clock's reading
+		// since (time.Since reads one clock, time.Now two: 30 against
+		// 60 ns on the 2-vCPU VM).
+		base := time.Now()
+		start := base
 		for i := 0; i < len(batch); i++ {
 			s := batch[i]
 			if sh.requests.Load() > 0 {
 				sh.yield()
-				start = time.Now()
+				base = time.Now()
+				start = base
 			}
 			f.st.ApplyAt(s.w, &s.msg, s.out, start)
 			f.next = s.msg.Offset + 1
-			end := time.Now()
+			end := base.Add(time.Since(base))
 			s.busy += end.Sub(start)
 			start = end
 			if i == len(batch)-1 && len(batch) < maxApplyBatch {
