@@ -41,8 +41,10 @@
 // prediction is the class, or the level for ordinal models. Without a bound,
 // mistake_bound and delta are null; n is always present. event_ts is the
 // input's ts and is omitted when the input had none. scored_at is UTC, RFC 3339
-// with up to nanosecond precision. A non-finite score or bound is written as
-// null.
+// with up to nanosecond precision. Floats are written in their shortest form,
+// the text strconv.FormatFloat(v, 'g', -1, 64) gives (by ftoa.go's own
+// Schubfach, tested against strconv); a non-finite score or bound is written
+// as null.
 //
 // # Dead-letter reasons
 //
