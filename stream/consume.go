@@ -108,9 +108,9 @@ type feed struct {
 	st        *engine.Shard // what the applier applies events to: the shard, or in instance scope its lane for the partition
 	next      int64         // the offset after the last event applied (-1: none yet); written by the applier holding the shard's lock shared
 
-	free  chan *slot  // the partition's free slots, where a slot goes back once published
-	ready *applyQueue // the prepared slots, in offset order, to the partition's applier
-	tally *tally      // counts the events applied and published (nil: not counted)
+	free  *slotQueue // the partition's free slots, where the applier puts a run's slots back once published
+	ready *slotQueue // the prepared slots, in offset order, to the partition's applier
+	tally *tally     // counts the events applied and published (nil: not counted)
 	// published is the offset after the last event whose records are
 	// published (handed to the sink): a checkpoint waits for it to reach
 	// the offsets it captured before it marks the publisher's stream.
@@ -125,14 +125,14 @@ type feed struct {
 // vCPUs). A slot holds a worker (the decoded features and every model's
 // preparation), so a partition's slots are bounded to slotMemory: fewer,
 // down to minSlots, when the workers are large.
-// prepareTimed: one event in this many has its decoding timed.
-const prepareTimed = 8
-
 const (
 	maxSlots   = 128
 	minSlots   = 32
 	slotMemory = 4 << 20
 )
+
+// prepareTimed: one event in this many has its decoding timed.
+const prepareTimed = 8
 
 // slotsPerPartition is the number of slots of each partition (see
 // maxSlots).
@@ -163,12 +163,12 @@ const maxApplyBatch = 4 * minSlots
 // (a few µs), not for their runs.
 func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafka.Message, bool), t *tally) {
 	slots := p.slotsPerPartition()
-	free := make(chan *slot, slots)
-	f := &feed{partition: partition, free: free, ready: newApplyQueue(), tally: t}
-	floats := new(wire.FloatCache) // the partition's applier's
-	bufs := newBufCache(out)       // the partition's applier's
+	f := &feed{partition: partition, free: newSlotQueue(), ready: newSlotQueue(), tally: t}
+	floats := new(wire.FloatCache)   // the partition's applier's
+	bufs := newBufCache(out)         // the partition's applier's
+	spare := make([]*slot, 0, slots) // free slots this goroutine took from f.free, used first
 	for range slots {
-		free <- &slot{w: p.engine.NewWorker(), out: engine.NewOutbox(bufs, floats)}
+		spare = append(spare, &slot{w: p.engine.NewWorker(), out: engine.NewOutbox(bufs, floats)})
 	}
 	sh.lock()
 	// Everything before the state's offset was published by the
@@ -216,7 +216,11 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 			break
 		}
 		check.check(msg.Key)
-		s := <-free
+		if len(spare) == 0 { // all are applied or waiting: those published since, at once
+			spare, _ = f.free.take(spare, true)
+		}
+		s := spare[len(spare)-1]
+		spare = spare[:len(spare)-1]
 		s.msg = msg
 		// The time decoding took, on one event in prepareTimed (two clock
 		// readings, 60 ns on the 2-vCPU VM, a tenth of a decode): the
@@ -232,7 +236,7 @@ func (p *Pipeline) apply(sh *pshard, partition int, out Sink, fetch func() (kafk
 		s.busy = prepared
 		f.ready.put(s)
 	}
-	for range slots { // every event sent is applied and published
-		<-free
+	for len(spare) < slots { // every event sent is applied and published
+		spare, _ = f.free.take(spare, true)
 	}
 }

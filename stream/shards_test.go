@@ -8,22 +8,29 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// TestApplyQueue: the slots of several partitions' goroutines reach the
-// applier each partition's in the order put, none lost or twice, whether
-// the applier waits on an empty queue or finds slots queued; a close
-// ends a wait.
-func TestApplyQueue(t *testing.T) {
-	q := newApplyQueue()
+// TestSlotQueue: the slots of several partitions' goroutines reach the
+// taker each partition's in the order put, one at a time or in runs, none
+// lost or twice, whether the taker waits on an empty queue or finds slots
+// queued; a close ends a wait.
+func TestSlotQueue(t *testing.T) {
+	q := newSlotQueue()
 	const producers, each = 3, 20000
 	var wg sync.WaitGroup
 	for p := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var run []*slot // partition 0 puts runs of 7 (putAll)
 			for i := range each {
-				q.put(&slot{msg: kafka.Message{Partition: p, Offset: int64(i)}})
+				s := &slot{msg: kafka.Message{Partition: p, Offset: int64(i)}}
+				if p > 0 {
+					q.put(s)
+				} else if run = append(run, s); len(run) == 7 || i == each-1 {
+					q.putAll(run)
+					run = run[:0]
+				}
 				if i%1000 == 0 {
-					time.Sleep(time.Millisecond) // let the applier find it empty
+					time.Sleep(time.Millisecond) // let the taker find it empty
 				}
 			}
 		}()
@@ -54,7 +61,7 @@ func TestApplyQueue(t *testing.T) {
 		}
 	}
 
-	q = newApplyQueue()
+	q = newSlotQueue()
 	done := make(chan bool)
 	go func() {
 		_, ok := q.take(nil, true)
