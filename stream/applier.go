@@ -197,16 +197,7 @@ type slotQueue struct {
 func newSlotQueue() *slotQueue { return &slotQueue{wake: make(chan struct{}, 1)} }
 
 // put queues s.
-func (q *slotQueue) put(s *slot) {
-	q.mu.Lock()
-	q.slots = append(q.slots, s)
-	w := q.waiting
-	q.waiting = false
-	q.mu.Unlock()
-	if w {
-		q.wake <- struct{}{}
-	}
-}
+func (q *slotQueue) put(s *slot) { q.putAll([]*slot{s}) }
 
 // putAll queues ss, in their order, under one lock.
 func (q *slotQueue) putAll(ss []*slot) {
@@ -220,7 +211,7 @@ func (q *slotQueue) putAll(ss []*slot) {
 	}
 }
 
-// close says no slot follows; the applier ends once it took the last.
+// close says no slot follows; the taker ends once it took the last.
 func (q *slotQueue) close() {
 	q.mu.Lock()
 	q.closed = true
