@@ -6,7 +6,7 @@ import (
 )
 
 // Shortest float64 formatting: the text strconv.AppendFloat(dst, v, 'g',
-// -1, 64) writes, byte for byte, in about a third of its time. Every
+// -1, 64) writes, byte for byte, in less than half its time. Every
 // output record carries five or six arbitrary floats (the score, the
 // mistake bound, the calibrated probability and its bounds), and strconv's
 // general path (its decimal slice, then the 'e' or 'f' layout a byte at a
