@@ -35,8 +35,52 @@ func sameFloats(a, b []float64) bool {
 }
 
 func sameVennAbers(a, b *VennAbers) bool {
-	return a.n == b.n && a.np == b.np && a.k == b.k && sameFloats(a.upAt, b.upAt) && sameFloats(a.up, b.up) &&
-		sameFloats(a.loAt, b.loAt) && sameFloats(a.lo, b.lo)
+	return a.n == b.n && a.np == b.np && a.k == b.k && sameFloats(a.at, b.at) && sameFloats(a.pl, b.pl)
+}
+
+// TestProbabilityPath: Probability's one search of the merged thresholds
+// gives, bit for bit, what the step lists give searched one by one (p1 by
+// the steps at scores < s, p0 by those ≤ s, p = p1/(1 − p0 + p1)), at
+// every step, its neighbours, ±0, ±Inf and the largest floats, on tables
+// with ties, signed zeros and steps of both lists at one score.
+func TestProbabilityPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	count := func(a []float64, in func(float64) bool) int {
+		n := 0
+		for _, x := range a {
+			if in(x) {
+				n++
+			}
+		}
+		return n
+	}
+	for trial := range 400 {
+		pairs := slidingPairs(rng, rng.IntN(300))
+		if trial%4 == 0 { // scores spaced one ulp apart, and the largest
+			for i := range pairs {
+				pairs[i].Score = math.Nextafter(1, float64(rng.IntN(3)-1)*math.Inf(1))
+				if rng.IntN(20) == 0 {
+					pairs[i].Score = math.MaxFloat64 * float64(1-2*rng.IntN(2))
+				}
+			}
+		}
+		var f Fitter
+		v := f.VennAbers(pairs)
+		sl := f.sl // the table's step lists
+		tests := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.MaxFloat64, -math.MaxFloat64, 1, math.Nextafter(1, 2), math.Nextafter(1, 0)}
+		for _, x := range append(slices.Clone(sl.upAt), sl.loAt...) {
+			tests = append(tests, x, math.Nextafter(x, math.Inf(1)), math.Nextafter(x, math.Inf(-1)))
+		}
+		for _, s := range tests {
+			upper := sl.up[count(sl.upAt, func(x float64) bool { return x < s })]
+			lower := sl.lo[count(sl.loAt, func(x float64) bool { return x <= s })]
+			p := upper / (1 - lower + upper)
+			gp, glo, ghi := v.Probability(s)
+			if !sameFloats([]float64{gp, glo, ghi}, []float64{p, lower, upper}) {
+				t.Fatalf("trial %d, s %v: (%v, %v, %v), the step lists (%v, %v, %v)", trial, s, gp, glo, ghi, p, lower, upper)
+			}
+		}
+	}
 }
 
 // TestFitterAtSameBits: VennAbersAt and ConformalAt on a window's recent

@@ -12,17 +12,27 @@ import (
 type VennAbers struct {
 	// For the k distinct finite calibration scores s_1 < … < s_k, p0
 	// and p1 at a test score s are step functions of s: p1(s) depends on
-	// how many calibration scores are < s, p0(s) on how many are ≤ s.
-	// Each is kept as the calibration scores where it steps and its
-	// values: p1(s) = up[j] for the j scores of upAt that are < s, p0(s)
-	// = lo[j] for the j scores of loAt that are ≤ s. A fit on 2 000 pairs
-	// has 100 to 200 steps, where there are up to 2 000 scores: a lookup
-	// searches tables that stay in the cache, even right after a refit.
+	// how many calibration scores are < s, p0(s) on how many are ≤ s
+	// (stepLists). A lookup reads both in one sorted list of thresholds,
+	// at, a test score having passed a threshold when it is ≥ it (p1's
+	// steps, passed when s > the step's score, are kept as the next
+	// float64 above it); and per count of thresholds passed, pl holds
+	// (p, p0, p1). A fit on 2 000 pairs has 100 to 200 steps of each,
+	// where there are up to 2 000 scores: one search of a list that stays
+	// in the cache, even right after a refit, and p's division done once
+	// per fit.
+	at, pl []float64 // len(pl) = 3 (len(at) + 1)
+	k      int       // distinct finite calibration scores
+	n      int       // calibration pairs fitted on (ties counted)
+	np     int       // positive ones among them
+}
+
+// stepLists are p0 and p1 as step functions of the test score s: p1(s) =
+// up[j] for the j scores of upAt that are < s, p0(s) = lo[j] for the j
+// scores of loAt that are ≤ s.
+type stepLists struct {
 	upAt, up []float64 // len(up) = len(upAt) + 1
 	loAt, lo []float64 // len(lo) = len(loAt) + 1
-	k        int       // distinct finite calibration scores
-	n        int       // calibration pairs fitted on (ties counted)
-	np       int       // positive ones among them
 }
 
 // FitVennAbers fits the IVAP table on pairs (Score the classifier's score,
@@ -38,13 +48,14 @@ func FitVennAbers(pairs []Pair) *VennAbers {
 
 // A Fitter fits Venn–Abers tables, keeping its working memory from one fit
 // to the next: a fit allocates only the table it returns (one block of
-// 2 (steps of p0 + steps of p1) + 2 floats), where FitVennAbers allocates
+// 4 (steps of p0 + steps of p1) + 3 floats), where FitVennAbers allocates
 // its working memory too. The zero Fitter is ready; it is not safe for
 // concurrent use (a background refit owns one).
 type Fitter struct {
 	pos, neg, s     []float64
 	w, y, cw, cy, g []float64
 	f0, f1          []float64 // p0 and p1 per run of test scores (table)
+	sl              stepLists // the last table's
 	pts, st         []point
 
 	// For VennAbersAt and ConformalAt: the last fits' inputs, and scratch
@@ -191,20 +202,44 @@ func (f *Fitter) table() *VennAbers {
 	}
 	// The steps: f1 steps at run j ≥ 1 when f1[j] ≠ f1[j−1], which is
 	// where s passes s_j (s_j < s), and f0 where s reaches s_j (s_j ≤ s).
-	m1, m0 := steps(f1), steps(f0)
-	block := make([]float64, 2*(m1+m0)+2)
-	v.upAt, v.up = block[:0:m1], block[m1:m1:2*m1+1]
-	v.loAt, v.lo = block[2*m1+1:2*m1+1:2*m1+1+m0], block[2*m1+1+m0:2*m1+1+m0]
-	v.up, v.lo = append(v.up, f1[0]), append(v.lo, f0[0])
+	sl := &f.sl
+	sl.upAt, sl.up = sl.upAt[:0], append(sl.up[:0], f1[0])
+	sl.loAt, sl.lo = sl.loAt[:0], append(sl.lo[:0], f0[0])
 	for j := 1; j <= k; j++ {
 		if f1[j] != f1[j-1] {
-			v.upAt, v.up = append(v.upAt, ds[j-1]), append(v.up, f1[j])
+			sl.upAt, sl.up = append(sl.upAt, ds[j-1]), append(sl.up, f1[j])
 		}
 		if f0[j] != f0[j-1] {
-			v.loAt, v.lo = append(v.loAt, ds[j-1]), append(v.lo, f0[j])
+			sl.loAt, sl.lo = append(sl.loAt, ds[j-1]), append(sl.lo, f0[j])
 		}
 	}
+	v.path(sl)
 	return v
+}
+
+// path builds at and pl from the step lists: their thresholds merged in
+// order, and after each count of thresholds passed the (p, p0, p1) of the
+// counts of each list's passed. A threshold of each list at the same
+// value are passed together, so the pair between them is never looked up.
+func (v *VennAbers) path(sl *stepLists) {
+	n := len(sl.upAt) + len(sl.loAt)
+	block := make([]float64, n+3*(n+1))
+	v.at, v.pl = block[:0:n], block[n:n]
+	i, j := 0, 0
+	for {
+		up, lo := sl.up[i], sl.lo[j]
+		v.pl = append(v.pl, up/(1-lo+up), lo, up)
+		switch {
+		case i < len(sl.upAt) && (j == len(sl.loAt) || math.Nextafter(sl.upAt[i], math.Inf(1)) < sl.loAt[j]):
+			v.at = append(v.at, math.Nextafter(sl.upAt[i], math.Inf(1)))
+			i++
+		case j < len(sl.loAt):
+			v.at = append(v.at, sl.loAt[j])
+			j++
+		default:
+			return
+		}
+	}
 }
 
 // b2i is 1 for true, 0 for false.
@@ -213,17 +248,6 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
-}
-
-// steps is the number of j ≥ 1 with f[j] ≠ f[j−1].
-func steps(f []float64) int {
-	n := 0
-	for j := 1; j < len(f); j++ {
-		if f[j] != f[j-1] {
-			n++
-		}
-	}
-	return n
 }
 
 // grow returns s resized to n, reusing its memory when it can.
@@ -315,15 +339,10 @@ func (v *VennAbers) Probability(score float64) (p, lower, upper float64) {
 	if score != score {
 		return 0.5, 0, 1
 	}
-	// p1 by the steps at scores < score; p0 by those at scores ≤ score,
-	// one more when a step is at score itself (their scores are distinct).
-	upper = v.up[below(v.upAt, score)]
-	i := below(v.loAt, score)
-	if i < len(v.loAt) && v.loAt[i] == score {
-		i++
-	}
-	lower = v.lo[i]
-	return upper / (1 - lower + upper), lower, upper
+	// The thresholds ≤ score: p1's steps at scores < score, p0's at
+	// scores ≤ score (path).
+	k := 3 * atMost(v.at, score)
+	return v.pl[k], v.pl[k+1], v.pl[k+2]
 }
 
 // N returns the number of calibration pairs the table was fitted on
@@ -333,12 +352,12 @@ func (v *VennAbers) N() int { return v.n }
 // Positives returns how many of them were positive.
 func (v *VennAbers) Positives() int { return v.np }
 
-// below is the number of the ascending values a that are < x.
-func below(a []float64, x float64) int {
+// atMost is the number of the ascending values a that are ≤ x.
+func atMost(a []float64, x float64) int {
 	i, j := 0, len(a)
 	for i < j {
 		h := int(uint(i+j) >> 1)
-		if a[h] < x {
+		if a[h] <= x {
 			i = h + 1
 		} else {
 			j = h
