@@ -58,8 +58,8 @@ func BenchmarkVennAbersFit(b *testing.B) {
 
 // BenchmarkFitterVennAbers: a Fitter's fit on n = 2000 pairs, its
 // working memory reused (the engine's background refit, up to hundreds a
-// second at a high event rate). Target: the table's one allocation (3k + 2
-// floats) per fit, and ≤ 100 µs (82–98 µs on the 2-vCPU VM, 2026-11-27;
+// second at a high event rate). Target: the table's one allocation (4
+// floats per step of p0 or p1, and 3) per fit, and ≤ 100 µs (82–98 µs on the 2-vCPU VM, 2026-11-27;
 // 121–138 µs when it sorted the pairs with a comparison function).
 func BenchmarkFitterVennAbers(b *testing.B) {
 	ps := randomPairs(2000, 1)
