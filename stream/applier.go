@@ -254,19 +254,22 @@ var clockBase = time.Now()
 func monotonic() time.Duration { return time.Since(clockBase) }
 
 // tally is a partition's accounting of the events processed, by its
-// applier (or the stateless loop, consume): per event its latency and
-// the partition's lag, per run the counters every partition shares
-// (consumed, and the events towards snapshot.every_events), moved once per
-// run. A nil tally counts nothing.
+// applier (or the stateless loop, consume), one goroutine's: per event its
+// latency and the partition's lag, noted in plain memory and moved to the
+// metrics once per run (ran) with the counters every partition shares
+// (consumed, and the events towards snapshot.every_events): the
+// latencies through the partition's shard of the histogram (HistRun),
+// the lag as the run's last event left it. A nil tally counts nothing.
 type tally struct {
 	p             *Pipeline
 	lag           prometheus.Gauge
-	idle, running *engine.HistShard
+	idle, running *engine.HistRun
+	lagNow        float64 // the last done event's lag, for ran
 }
 
 func (p *Pipeline) newTally(partition int) *tally {
 	return &tally{p: p, lag: p.met.lag.WithLabelValues(strconv.Itoa(partition)),
-		idle: p.met.latency.Shard("idle", partition), running: p.met.latency.Shard("running", partition)}
+		idle: p.met.latency.Shard("idle", partition).Run(), running: p.met.latency.Shard("running", partition).Run()}
 }
 
 // done accounts for a processed event that took busy of processing.
@@ -280,20 +283,24 @@ func (t *tally) done(msg *kafka.Message, busy time.Duration) {
 	} else {
 		t.idle.Observe(busy.Seconds())
 	}
-	t.lag.Set(float64(msg.HighWaterMark - msg.Offset - 1))
+	t.lagNow = float64(msg.HighWaterMark - msg.Offset - 1)
 	if p.cfg.OnProcessed != nil {
 		p.cfg.OnProcessed(msg)
 	}
 }
 
-// ran accounts for a run of n processed events, after their done: it may
-// ask for a checkpoint (snapshot.every_events, or key-scoped models
-// holding too many changed keys).
+// ran accounts for a run of n ≥ 1 processed events, after their done: it
+// moves their latencies and lag to the metrics and may ask for a
+// checkpoint (snapshot.every_events, or key-scoped models holding too
+// many changed keys).
 func (t *tally) ran(n int) {
 	if t == nil {
 		return
 	}
 	p := t.p
+	t.idle.Flush()
+	t.running.Flush()
+	t.lag.Set(t.lagNow)
 	p.met.consumed.Add(float64(n))
 	if every := p.cfg.SnapshotEveryEvents; (every > 0 && p.since.Add(int64(n)) >= int64(every)) || (p.engine != nil && p.store != nil && p.engine.CheckpointWanted()) {
 		select {

@@ -93,31 +93,31 @@ func (s *HistShard) addSum(x float64) {
 	}
 }
 
-// histRun holds the observations of one applier's run for its shard, in
-// plain memory: at the run's end (flush) they take one atomic write per
+// HistRun holds the observations of one applier's run for its shard, in
+// plain memory: at the run's end (Flush) they take one atomic write per
 // bucket the run touched, and one to the sum and one to the count, where
-// each observation would take three.
-type histRun struct {
+// each observation would take three. A run is one goroutine's.
+type HistRun struct {
 	s       *HistShard
 	buckets []uint64
 	sum     float64
 	n       uint64
 }
 
-// run returns an empty run of observations for s.
-func (s *HistShard) run() *histRun {
-	return &histRun{s: s, buckets: make([]uint64, len(s.buckets))}
+// Run returns an empty run of observations for s.
+func (s *HistShard) Run() *HistRun {
+	return &HistRun{s: s, buckets: make([]uint64, len(s.buckets))}
 }
 
-// observe adds an observation of x to the run.
-func (r *histRun) observe(x float64) {
+// Observe adds an observation of x to the run.
+func (r *HistRun) Observe(x float64) {
 	r.buckets[bucket(r.s.bounds, x)]++
 	r.sum += x
 	r.n++
 }
 
-// flush adds the run's observations to its shard and empties the run.
-func (r *histRun) flush() {
+// Flush adds the run's observations to its shard and empties the run.
+func (r *HistRun) Flush() {
 	if r.n == 0 {
 		return
 	}

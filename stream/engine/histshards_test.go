@@ -30,9 +30,9 @@ func TestHistShards(t *testing.T) {
 		h.Shard(v, i%5-1).Observe(x)
 		ref.WithLabelValues(v).Observe(x)
 	}
-	// An applier's runs (histRun): bounds themselves, values between and
+	// An applier's runs (HistRun): bounds themselves, values between and
 	// beyond them, NaN, in runs of 1 to 40 added at their ends.
-	run := h.Shard("runs", 3).run()
+	run := h.Shard("runs", 3).Run()
 	for i := 0; i < 3000; {
 		for k := 1 + rng.IntN(40); k > 0; k-- {
 			x := rng.ExpFloat64() * 1e-4
@@ -44,11 +44,11 @@ func TestHistShards(t *testing.T) {
 			case 7:
 				x = 10
 			}
-			run.observe(x)
+			run.Observe(x)
 			ref.WithLabelValues("runs").Observe(x)
 			i++
 		}
-		run.flush()
+		run.Flush()
 		if run.n != 0 || run.sum != 0 || slices.ContainsFunc(run.buckets, func(c uint64) bool { return c != 0 }) {
 			t.Fatalf("run not emptied by flush: %+v", *run)
 		}

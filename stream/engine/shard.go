@@ -59,7 +59,7 @@ type shardModel struct {
 	useIdx   []int32
 	useVal   []float64
 	useField []uint8
-	bound    *histRun // an applier's (Shard.Applies): the published mistake bounds of its run, for its partition's shard of the histogram (flushed by EndRun)
+	bound    *HistRun // an applier's (Shard.Applies): the published mistake bounds of its run, for its partition's shard of the histogram (flushed by EndRun)
 
 	holder.Figures // for the scrape (stateCollector)
 }
@@ -547,7 +547,7 @@ func (s *Shard) Applies(part int) {
 	s.runs = true
 	s.scores = make([]int, len(s.models))
 	for _, m := range s.models {
-		m.bound = s.e.met.bound.Shard(m.def.name, part).run()
+		m.bound = s.e.met.bound.Shard(m.def.name, part).Run()
 	}
 }
 
@@ -561,13 +561,13 @@ func (s *Shard) scored(m *shardModel, i int, p online.Prediction) {
 	}
 	s.scores[i]++
 	if p.HasBound {
-		m.bound.observe(p.MistakeBound)
+		m.bound.Observe(p.MistakeBound)
 	}
 }
 
 // EndRun ends the run of events an applier applied: the models' counts
 // of published predictions move once, their published mistake bounds go
-// into the partition's shard of the histogram (histRun), and the
+// into the partition's shard of the histogram (HistRun), and the
 // predictions it kept (judge) are judged, each model's under one hold of
 // its judge's lock.
 // The appliers of an instance's partitions share every model's judge (its
@@ -580,7 +580,7 @@ func (s *Shard) EndRun() {
 			m := s.models[i]
 			m.def.met.scored.Add(float64(n))
 			s.scores[i] = 0
-			m.bound.flush()
+			m.bound.Flush()
 		}
 	}
 	if len(s.judged) == 0 {
