@@ -38,11 +38,12 @@ func sameVennAbers(a, b *VennAbers) bool {
 	return a.n == b.n && a.np == b.np && a.k == b.k && sameFloats(a.at, b.at) && sameFloats(a.pl, b.pl)
 }
 
-// TestProbabilityPath: Probability's one search of the merged thresholds
-// gives, bit for bit, what the step lists give searched one by one (p1 by
-// the steps at scores < s, p0 by those ≤ s, p = p1/(1 − p0 + p1)), at
-// every step, its neighbours, ±0, ±Inf and the largest floats, on tables
-// with ties, signed zeros and steps of both lists at one score.
+// TestProbabilityPath: Probability's one search of the thresholds gives,
+// bit for bit, what the fit's runs give looked up directly (p1 = f1[the
+// calibration scores < s], p0 = f0[those ≤ s], p = p1/(1 − p0 + p1)), at
+// every calibration score, its neighbours, ±0, ±Inf and the largest
+// floats, on tables with ties, signed zeros, scores one ulp apart and
+// steps of p0 and p1 at one score.
 func TestProbabilityPath(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	count := func(a []float64, in func(float64) bool) int {
@@ -66,18 +67,18 @@ func TestProbabilityPath(t *testing.T) {
 		}
 		var f Fitter
 		v := f.VennAbers(pairs)
-		sl := f.sl // the table's step lists
+		ds, f0, f1 := f.s, f.f0, f.f1 // the fit's distinct scores and runs
 		tests := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.MaxFloat64, -math.MaxFloat64, 1, math.Nextafter(1, 2), math.Nextafter(1, 0)}
-		for _, x := range append(slices.Clone(sl.upAt), sl.loAt...) {
+		for _, x := range ds {
 			tests = append(tests, x, math.Nextafter(x, math.Inf(1)), math.Nextafter(x, math.Inf(-1)))
 		}
 		for _, s := range tests {
-			upper := sl.up[count(sl.upAt, func(x float64) bool { return x < s })]
-			lower := sl.lo[count(sl.loAt, func(x float64) bool { return x <= s })]
+			upper := f1[count(ds, func(x float64) bool { return x < s })]
+			lower := f0[count(ds, func(x float64) bool { return x <= s })]
 			p := upper / (1 - lower + upper)
 			gp, glo, ghi := v.Probability(s)
 			if !sameFloats([]float64{gp, glo, ghi}, []float64{p, lower, upper}) {
-				t.Fatalf("trial %d, s %v: (%v, %v, %v), the step lists (%v, %v, %v)", trial, s, gp, glo, ghi, p, lower, upper)
+				t.Fatalf("trial %d, s %v: (%v, %v, %v), the runs (%v, %v, %v)", trial, s, gp, glo, ghi, p, lower, upper)
 			}
 		}
 	}

@@ -12,11 +12,11 @@ import (
 type VennAbers struct {
 	// For the k distinct finite calibration scores s_1 < … < s_k, p0
 	// and p1 at a test score s are step functions of s: p1(s) depends on
-	// how many calibration scores are < s, p0(s) on how many are ≤ s
-	// (stepLists). A lookup reads both in one sorted list of thresholds,
-	// at, a test score having passed a threshold when it is ≥ it (p1's
-	// steps, passed when s > the step's score, are kept as the next
-	// float64 above it); and per count of thresholds passed, pl holds
+	// how many calibration scores are < s, p0(s) on how many are ≤ s.
+	// A lookup reads the scores where either steps in one sorted list of
+	// thresholds, at, a test score having passed a threshold when it is
+	// ≥ it (p1's steps, passed when s > the step's score, are kept as the
+	// next float64 above it); and per count of thresholds passed, pl holds
 	// (p, p0, p1). A fit on 2 000 pairs has 100 to 200 steps of each,
 	// where there are up to 2 000 scores: one search of a list that stays
 	// in the cache, even right after a refit, and p's division done once
@@ -25,14 +25,6 @@ type VennAbers struct {
 	k      int       // distinct finite calibration scores
 	n      int       // calibration pairs fitted on (ties counted)
 	np     int       // positive ones among them
-}
-
-// stepLists are p0 and p1 as step functions of the test score s: p1(s) =
-// up[j] for the j scores of upAt that are < s, p0(s) = lo[j] for the j
-// scores of loAt that are ≤ s.
-type stepLists struct {
-	upAt, up []float64 // len(up) = len(upAt) + 1
-	loAt, lo []float64 // len(lo) = len(loAt) + 1
 }
 
 // FitVennAbers fits the IVAP table on pairs (Score the classifier's score,
@@ -55,7 +47,6 @@ type Fitter struct {
 	pos, neg, s     []float64
 	w, y, cw, cy, g []float64
 	f0, f1          []float64 // p0 and p1 per run of test scores (table)
-	sl              stepLists // the last table's
 	pts, st         []point
 
 	// For VennAbersAt and ConformalAt: the last fits' inputs, and scratch
@@ -200,46 +191,30 @@ func (f *Fitter) table() *VennAbers {
 	for j := range f0 {
 		f0[j] = 1 - g[k-j]
 	}
-	// The steps: f1 steps at run j ≥ 1 when f1[j] ≠ f1[j−1], which is
-	// where s passes s_j (s_j < s), and f0 where s reaches s_j (s_j ≤ s).
-	sl := &f.sl
-	sl.upAt, sl.up = sl.upAt[:0], append(sl.up[:0], f1[0])
-	sl.loAt, sl.lo = sl.loAt[:0], append(sl.lo[:0], f0[0])
+	// The thresholds, in order: at run j ≥ 1, p0 steps (f0[j] ≠
+	// f0[j−1]) where s reaches s_j, and p1 (f1[j] ≠ f1[j−1]) where s
+	// passes s_j, at the next float64 above it, which is ≤ s_{j+1}.
+	m := 0
 	for j := 1; j <= k; j++ {
-		if f1[j] != f1[j-1] {
-			sl.upAt, sl.up = append(sl.upAt, ds[j-1]), append(sl.up, f1[j])
+		m += b2i(f0[j] != f0[j-1]) + b2i(f1[j] != f1[j-1])
+	}
+	block := make([]float64, m+3*(m+1))
+	v.at, v.pl = block[:0:m], block[m:m]
+	lo, up := f0[0], f1[0]
+	v.pl = append(v.pl, up/(1-lo+up), lo, up)
+	for j := 1; j <= k; j++ {
+		if f0[j] != lo {
+			lo = f0[j]
+			v.at = append(v.at, ds[j-1])
+			v.pl = append(v.pl, up/(1-lo+up), lo, up)
 		}
-		if f0[j] != f0[j-1] {
-			sl.loAt, sl.lo = append(sl.loAt, ds[j-1]), append(sl.lo, f0[j])
+		if f1[j] != up {
+			up = f1[j]
+			v.at = append(v.at, math.Nextafter(ds[j-1], math.Inf(1)))
+			v.pl = append(v.pl, up/(1-lo+up), lo, up)
 		}
 	}
-	v.path(sl)
 	return v
-}
-
-// path builds at and pl from the step lists: their thresholds merged in
-// order, and after each count of thresholds passed the (p, p0, p1) of the
-// counts of each list's passed. A threshold of each list at the same
-// value are passed together, so the pair between them is never looked up.
-func (v *VennAbers) path(sl *stepLists) {
-	n := len(sl.upAt) + len(sl.loAt)
-	block := make([]float64, n+3*(n+1))
-	v.at, v.pl = block[:0:n], block[n:n]
-	i, j := 0, 0
-	for {
-		up, lo := sl.up[i], sl.lo[j]
-		v.pl = append(v.pl, up/(1-lo+up), lo, up)
-		switch {
-		case i < len(sl.upAt) && (j == len(sl.loAt) || math.Nextafter(sl.upAt[i], math.Inf(1)) < sl.loAt[j]):
-			v.at = append(v.at, math.Nextafter(sl.upAt[i], math.Inf(1)))
-			i++
-		case j < len(sl.loAt):
-			v.at = append(v.at, sl.loAt[j])
-			j++
-		default:
-			return
-		}
-	}
 }
 
 // b2i is 1 for true, 0 for false.
