@@ -100,36 +100,41 @@ func (s *HistShard) addSum(x float64) {
 type HistRun struct {
 	s       *HistShard
 	buckets []uint64
+	lo, hi  int // the buckets observed into lie in [lo, hi] (lo > hi: none)
 	sum     float64
 	n       uint64
 }
 
 // Run returns an empty run of observations for s.
 func (s *HistShard) Run() *HistRun {
-	return &HistRun{s: s, buckets: make([]uint64, len(s.buckets))}
+	return &HistRun{s: s, buckets: make([]uint64, len(s.buckets)), lo: len(s.buckets), hi: -1}
 }
 
 // Observe adds an observation of x to the run.
 func (r *HistRun) Observe(x float64) {
-	r.buckets[bucket(r.s.bounds, x)]++
+	i := bucket(r.s.bounds, x)
+	r.buckets[i]++
+	r.lo, r.hi = min(r.lo, i), max(r.hi, i)
 	r.sum += x
 	r.n++
 }
 
-// Flush adds the run's observations to its shard and empties the run.
+// Flush adds the run's observations to its shard and empties the run. It
+// reads only the buckets between the lowest and the highest observed
+// into: a run of one event (the stateless loop's) is one bucket.
 func (r *HistRun) Flush() {
 	if r.n == 0 {
 		return
 	}
-	for i, c := range r.buckets {
-		if c > 0 {
+	for i := r.lo; i <= r.hi; i++ {
+		if c := r.buckets[i]; c > 0 {
 			r.s.buckets[i].Add(c)
 			r.buckets[i] = 0
 		}
 	}
 	r.s.addSum(r.sum)
 	r.s.count.Add(r.n)
-	r.sum, r.n = 0, 0
+	r.sum, r.n, r.lo, r.hi = 0, 0, len(r.buckets), -1
 }
 
 func (h *HistShards) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }

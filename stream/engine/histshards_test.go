@@ -49,7 +49,7 @@ func TestHistShards(t *testing.T) {
 			i++
 		}
 		run.Flush()
-		if run.n != 0 || run.sum != 0 || slices.ContainsFunc(run.buckets, func(c uint64) bool { return c != 0 }) {
+		if run.n != 0 || run.sum != 0 || run.lo <= run.hi || slices.ContainsFunc(run.buckets, func(c uint64) bool { return c != 0 }) {
 			t.Fatalf("run not emptied by flush: %+v", *run)
 		}
 	}
