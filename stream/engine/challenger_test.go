@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/online"
@@ -17,6 +18,13 @@ import (
 // like "a") challenging the rank model "a".
 func challengeEngine(t testing.TB, promote string, replay bool) *Engine {
 	t.Helper()
+	return challengeEngineJoin(t, promote, replay, 1000)
+}
+
+// challengeEngineJoin is challengeEngine with a join window of
+// joinEvents events (and as many shown items).
+func challengeEngineJoin(t testing.TB, promote string, replay bool, joinEvents int) *Engine {
+	t.Helper()
 	var models []NamedModel
 	for _, name := range []string{"a", "b"} {
 		m, err := online.NewMAM(4, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
@@ -25,7 +33,7 @@ func challengeEngine(t testing.TB, promote string, replay bool) *Engine {
 		}
 		models = append(models, NamedModel{Name: name, Model: m, Fingerprint: name + "-fp"})
 	}
-	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20, JoinEvents: 1000,
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20, JoinEvents: joinEvents,
 		Rank: RankConfig{Model: "a", Policy: PolicyEpsilon, Epsilon: 0.5, Seed: 7, Challenger: "b", Promote: promote, Hold: 100, Replay: replay}},
 		models, nil)
 	if err != nil {
@@ -156,11 +164,15 @@ func TestReplayLogged(t *testing.T) {
 // (the challenger in shadow) and apply their labels in parallel while the
 // estimates are read and checkpoints captured. Run under -race (.ci/run),
 // it checks the challenger's paths for races; every label is a sample.
+// The shard's one buffer of shown items holds every request's item: with
+// a smaller one, a lane descheduled between its request and its label
+// (other lanes showing a whole buffer's items meanwhile) finds its item
+// pushed out, and its label late.
 func TestChallengerLanes(t *testing.T) {
-	e := challengeEngine(t, PromoteAuto, false)
+	const lanes, perLane = 4, 600
+	e := challengeEngineJoin(t, PromoteAuto, false, lanes*perLane)
 	s := instanceShard(t, e)
 	trainFirstAxis(s, 4)
-	const lanes, perLane = 4, 600
 	var mu sync.RWMutex // the pipeline's shard lock: lanes apply shared, a capture holds it alone
 	var wg sync.WaitGroup
 	for part := range lanes {
@@ -221,7 +233,8 @@ func TestChallengerLanes(t *testing.T) {
 	close(stop)
 	readers.Wait()
 	if r := e.OPE(5, 1); r.Labels != lanes*perLane {
-		t.Errorf("%d labels, want %d", r.Labels, lanes*perLane)
+		t.Errorf("%d labels, want %d (%v late, %v of unknown ids)", r.Labels, lanes*perLane,
+			testutil.ToFloat64(e.met.labelsLate), testutil.ToFloat64(e.met.labelsUnknown))
 	}
 }
 
