@@ -17,59 +17,19 @@ import (
 // 1 000, max_keys 10 000). Target: the hot key within 1.2× of the global
 // model, 0 allocs/op for both.
 func BenchmarkHotKey(b *testing.B) {
-	factory := func() (online.Model, error) {
-		return online.NewMAM(8, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
-	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	msgs := make([]kafka.Message, 64)
-	for i := range msgs {
-		v := []byte(`{"features":[`)
-		for j := range 8 {
-			if j > 0 {
-				v = append(v, ',')
-			}
-			v = strconv.AppendFloat(v, rng.NormFloat64(), 'g', 6, 64)
-		}
-		msgs[i] = kafka.Message{Topic: "events", Key: []byte("user-42"), Value: fmt.Appendf(v, `],"label":%d}`, 1-2*(i%2))}
-	}
+	msgs := benchEvents(rng, 64, 8, 'g', func(int) []byte { return []byte("user-42") })
 	for _, keyed := range []bool{false, true} {
 		name := "global"
 		if keyed {
 			name = "hot-key"
 		}
 		b.Run(name, func(b *testing.B) {
-			m, _ := factory()
-			nm := NamedModel{Name: "m", Model: m, Fingerprint: "fp", New: factory}
+			keys := 0
 			if keyed {
-				nm.Factory, nm.MaxKeys = factory, 10_000
+				keys = 10_000
 			}
-			e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8}, []NamedModel{nm}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			s, err := e.NewShard("")
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, _, err := s.Restore(nil, nil); err != nil {
-				b.Fatal(err)
-			}
-			w, sink := e.NewWorker(), &memSink{}
-			for i := range 1000 { // other keys in memory
-				msg := msgs[0]
-				msg.Key = fmt.Appendf(nil, "user-%d", 1000+i)
-				w.Prepare(&msg)
-				s.Apply(w, &msg, sink)
-			}
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				msg := &msgs[i&63]
-				w.Prepare(msg)
-				s.Apply(w, msg, sink)
-				i++
-			}
+			benchKeyed(b, 8, keys, msgs, 1000, func(i int) []byte { return fmt.Appendf(nil, "user-%d", 1000+i) })
 		})
 	}
 }
@@ -81,24 +41,46 @@ func BenchmarkHotKey(b *testing.B) {
 // 0 allocs/op.
 func BenchmarkManyKeys(b *testing.B) {
 	const dim, keys = 32, 10_000
-	factory := func() (online.Model, error) {
-		return online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
-	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	msgs := make([]kafka.Message, 4096)
+	msgs := benchEvents(rng, 4096, dim, 'f', func(int) []byte { return fmt.Appendf(nil, "k%d", rng.IntN(keys)) })
+	benchKeyed(b, dim, 2*keys, msgs, keys, func(i int) []byte { return fmt.Appendf(nil, "k%d", i) })
+}
+
+// benchEvents returns n labelled events of dim normal features, written
+// in format format ('g': 6 digits; 'f': 6 decimals), with the keys key(i)
+// returns.
+func benchEvents(rng *rand.Rand, n, dim int, format byte, key func(i int) []byte) []kafka.Message {
+	prec := 6
+	msgs := make([]kafka.Message, n)
 	for i := range msgs {
 		v := []byte(`{"features":[`)
 		for j := range dim {
 			if j > 0 {
 				v = append(v, ',')
 			}
-			v = strconv.AppendFloat(v, rng.NormFloat64(), 'f', 6, 64)
+			v = strconv.AppendFloat(v, rng.NormFloat64(), format, prec, 64)
 		}
-		msgs[i] = kafka.Message{Topic: "events", Key: fmt.Appendf(nil, "k%d", rng.IntN(keys)), Value: fmt.Appendf(v, `],"label":%d}`, 1-2*(i%2))}
+		v = append(v, `],"label":`...)
+		v = strconv.AppendInt(v, int64(1-2*(i%2)), 10)
+		msgs[i] = kafka.Message{Topic: "events", Key: key(i), Value: append(v, '}')}
+	}
+	return msgs
+}
+
+// benchKeyed times a shard with a linear MAM of dim features, key-scoped
+// with maxKeys instances in memory (0: one global instance), on msgs in
+// turn (len a power of two), after warm events (msgs[0]'s) with the keys
+// warmKey(0 … warm−1).
+func benchKeyed(b *testing.B, dim, maxKeys int, msgs []kafka.Message, warm int, warmKey func(i int) []byte) {
+	factory := func() (online.Model, error) {
+		return online.NewMAM(dim, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
 	}
 	m, _ := factory()
-	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim},
-		[]NamedModel{{Name: "m", Model: m, Fingerprint: "fp", New: factory, Factory: factory, MaxKeys: 2 * keys}}, nil)
+	nm := NamedModel{Name: "m", Model: m, Fingerprint: "fp", New: factory}
+	if maxKeys > 0 {
+		nm.Factory, nm.MaxKeys = factory, maxKeys
+	}
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim}, []NamedModel{nm}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -111,16 +93,16 @@ func BenchmarkManyKeys(b *testing.B) {
 		b.Fatal(err)
 	}
 	w, sink := e.NewWorker(), &memSink{}
-	for i := range keys { // every key in memory
+	for i := range warm {
 		msg := msgs[0]
-		msg.Key = fmt.Appendf(nil, "k%d", i)
+		msg.Key = warmKey(i)
 		w.Prepare(&msg)
 		s.Apply(w, &msg, sink)
 	}
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		msg := &msgs[i&4095]
+		msg := &msgs[i&(len(msgs)-1)]
 		w.Prepare(msg)
 		s.Apply(w, msg, sink)
 		i++
