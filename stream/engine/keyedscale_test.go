@@ -47,7 +47,7 @@ func BenchmarkManyKeys(b *testing.B) {
 }
 
 // benchEvents returns n labelled events of dim normal features, written
-// in format format ('g': 6 digits; 'f': 6 decimals), with the keys key(i)
+// formatted as format ('g': 6 digits; 'f': 6 decimals), with the keys key(i)
 // returns.
 func benchEvents(rng *rand.Rand, n, dim int, format byte, key func(i int) []byte) []kafka.Message {
 	prec := 6
