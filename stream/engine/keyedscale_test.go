@@ -85,13 +85,7 @@ func benchKeyed(b *testing.B, dim, maxKeys int, msgs []kafka.Message, warm int, 
 		b.Fatal(err)
 	}
 	defer e.Close()
-	s, err := e.NewShard("")
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := s.Restore(nil, nil); err != nil {
-		b.Fatal(err)
-	}
+	s := instanceShard(b, e)
 	w, sink := e.NewWorker(), &memSink{}
 	for i := range warm {
 		msg := msgs[0]
