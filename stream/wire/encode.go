@@ -201,23 +201,8 @@ func appendShortDecimal(dst []byte, v float64) ([]byte, bool) {
 	if v < 0 {
 		dst = append(dst, '-')
 	}
-	dst = strconv.AppendUint(dst, k/1e6, 10)
-	frac := k % 1e6
-	if frac == 0 {
-		return dst, true
-	}
-	var buf [7]byte // '.' and the six places, written from the last
-	for i := 6; i > 0; i-- {
-		buf[i] = byte('0' + frac%10)
-		frac /= 10
-	}
-	buf[0] = '.'
-	n := 7
-	for buf[n-1] == '0' { // frac is not 0: a place is not 0
-		n--
-	}
-	dst = append(dst, buf[:n]...)
-	return dst, true
+	d, exp := trimZeros(k, -6) // k ≥ 100 (a ≥ 1e-4)
+	return appendDecimalG(dst, d, exp), true
 }
 
 // needsEscape marks the ASCII bytes that cannot appear as is in a JSON string.
