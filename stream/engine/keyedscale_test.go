@@ -37,13 +37,17 @@ func BenchmarkHotKey(b *testing.B) {
 // BenchmarkManyKeys is the per-event path of `streamer bench`'s key-scoped
 // case (internal/bench/testdata/keyed-mam.yaml): a linear MAM with d = 32
 // per key, 10 000 keys all in memory, each event's key drawn uniformly, so
-// that its instance is mostly out of the caches, as it is in the service.
-// 0 allocs/op.
+// that its instance is mostly out of the caches, as it is in the service
+// (keys); and the same events through one global model (global), so that
+// the difference is what the key costs. 0 allocs/op.
 func BenchmarkManyKeys(b *testing.B) {
 	const dim, keys = 32, 10_000
 	rng := rand.New(rand.NewPCG(1, 2))
 	msgs := benchEvents(rng, 4096, dim, 'f', func(int) []byte { return fmt.Appendf(nil, "k%d", rng.IntN(keys)) })
-	benchKeyed(b, dim, 2*keys, msgs, keys, func(i int) []byte { return fmt.Appendf(nil, "k%d", i) })
+	b.Run("global", func(b *testing.B) { benchKeyed(b, dim, 0, msgs, 0, nil) })
+	b.Run("keys", func(b *testing.B) {
+		benchKeyed(b, dim, 2*keys, msgs, keys, func(i int) []byte { return fmt.Appendf(nil, "k%d", i) })
+	})
 }
 
 // benchEvents returns n labelled events of dim normal features, written
