@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 func newExact(t testing.TB, k KernelSpec, dim, budget int, balance bool) *ExactMAM {

@@ -1,9 +1,10 @@
 package online
 
 import (
-	"github.com/streamer/streamer/online/internal/vmath"
 	"math"
 	"math/rand/v2"
+
+	"github.com/streamer/streamer/online/internal/vmath"
 )
 
 // Orthogonal random features (Yu et al. 2016, "Orthogonal Random
