@@ -142,3 +142,82 @@ func runBoundMonitor(t *testing.T, gamma float64, n, flipAt int, next func() ([]
 	}
 	return m, mon, first, total
 }
+
+// BenchmarkBoundMonitorAdd is a judged event's margin into a full window of
+// 2 000 over the default grid: margins of standard normal scores with
+// random labels, so that which ρ a margin passes is as unpredictable as on
+// a model's stream. 0 allocs/op.
+func BenchmarkBoundMonitorAdd(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	margins := make([]float64, 4096)
+	for i := range margins {
+		margins[i] = rng.NormFloat64() * 0.5
+	}
+	m := NewBoundMonitor(2000, DefaultBoundGrid())
+	for _, v := range margins[:2000] {
+		m.Add(v)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		m.Add(margins[i&(len(margins)-1)])
+		i++
+	}
+}
+
+// The monitor's counts by prefix equal a count over the margins held, for
+// every ρ of grids in any order, with repeated values, ±0, infinities and
+// NaN, and margins that hit grid values exactly (ties), NaN and ±Inf, in
+// windowed and cumulative mode: Observed and Check's violations both.
+func TestBoundMonitorMatchesCount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	grids := [][]float64{
+		DefaultBoundGrid(),
+		{0.5, 0, 0.25, 0.5, math.Copysign(0, -1), 0.9},
+		{math.Inf(1), -0.3, math.NaN(), 0.2, math.Inf(-1), 0.2},
+		{0.7},
+	}
+	for gi, grid := range grids {
+		for _, window := range []int{0, 1, 7, 50} {
+			m := NewBoundMonitor(window, grid)
+			var held []float64
+			for step := range 400 {
+				var x float64
+				switch r := rng.IntN(10); {
+				case r == 0:
+					x = -grid[rng.IntN(len(grid))] // a tie with a grid value
+				case r == 1:
+					x = []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1)}[rng.IntN(5)]
+				default:
+					x = rng.NormFloat64() * 0.6
+				}
+				m.Add(x)
+				held = append(held, x)
+				if window > 0 && len(held) > window {
+					held = held[1:]
+				}
+				limit := func(rho float64) float64 { return 0.3 }
+				_, violations := m.Check(limit, nil)
+				want := 0
+				for i, rho := range grid {
+					n := 0
+					for _, h := range held {
+						if h <= -rho {
+							n++
+						}
+					}
+					f := float64(n) / float64(len(held))
+					if got := m.Observed(i); got != f {
+						t.Fatalf("grid %d, window %d, step %d: observed(%v) = %v, want %v", gi, window, step, rho, got, f)
+					}
+					if f > limit(rho) {
+						want++
+					}
+				}
+				if violations != want {
+					t.Fatalf("grid %d, window %d, step %d: %d violations, want %d", gi, window, step, violations, want)
+				}
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,7 +64,9 @@ type calibration struct {
 	every  int64
 	met    calMetrics
 
-	// Guarded by the model's judgeMu.
+	// Guarded by mu, which the judges take around add: the model's
+	// judgeMu guards its quality, not these.
+	mu     sync.Mutex
 	win    *calibrate.Window
 	recent []judged // the last len(recent) judged events' published certainty, for the live check
 	next   int
@@ -122,17 +125,24 @@ func (s *checkSums) add(j judged, k float64) {
 		return
 	}
 	d := min(9, max(0, int(j.p*10)))
+	// The label's side and whether it is inside its interval are as
+	// random as the labels: each adds k or 0, without a branch.
 	s.n[d] += k
-	if j.y > 0 {
-		s.pos[d] += k
-	}
+	s.pos[d] += k * one(j.y > 0)
 	s.lo[d] += k * j.lo
 	s.hi[d] += k * j.hi
 	s.width += k * (j.hi - j.lo)
 	s.m += k
-	if j.lo <= j.y && j.y <= j.hi {
-		s.in += k
+	s.in += k * one(j.lo <= j.y) * one(j.y <= j.hi)
+}
+
+// one is 1 when b holds, else 0: a select without a branch.
+func one(b bool) float64 {
+	var i int
+	if b {
+		i = 1
 	}
+	return float64(i)
 }
 
 type calMetrics struct {
@@ -222,7 +232,7 @@ func (c *calibration) point(p *online.Prediction) float64 {
 
 // add records the judged pair (p, the model's own decision, and label y;
 // raw: the label as sent; pub: the certainty published with p, nil when
-// not known, then the current table's); the model's judgeMu is held.
+// not known, then the current table's); c.mu is held.
 func (c *calibration) add(p online.Prediction, y, raw float64, pub *wire.Calibrated) {
 	j := judged{y: y}
 	if !c.seen || y < c.lo {

@@ -281,3 +281,72 @@ func TestCalibrationCheckSums(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkJudgeSections times, per event, the two sections every applier
+// of an instance queues at once per run (Shard.EndRun): a model's
+// calibration window (calibration.add under its lock, the refit's copy of
+// the window every 100 pairs included) and its prequential quality
+// (judgeLocked under judgeMu, the gauges once per run), each in runs of 64
+// events of a linear MAM's kind. With many appliers the longer of the two
+// bounds the events per second they can judge together (before the
+// calibration had its own lock, their sum did). 0 allocs/op.
+func BenchmarkJudgeSections(b *testing.B) {
+	m, _ := online.NewMAM(8, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 8, Calibration: CalibrationConfig{Window: 2000, Every: 100}},
+		[]NamedModel{{Name: "mam", Model: m, Fingerprint: "fp"}}, prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	instanceShard(b, e) // binds the judge to instance scope (the live bound check on)
+	d := e.defs[0]
+	rng := rand.New(rand.NewPCG(5, 6))
+	const run = 64
+	preds := make([]online.Prediction, 4096)
+	ys := make([]float64, len(preds))
+	for i := range preds {
+		s := rng.NormFloat64()
+		preds[i] = online.Prediction{Score: s, Label: 1, HasBound: true, MistakeBound: 0.5, Delta: 0.05, N: int64(i)}
+		if s < 0 {
+			preds[i].Label = -1
+		}
+		ys[i] = float64(1 - 2*rng.IntN(2))
+	}
+	pub := wire.Calibrated{HasCal: true, CalP: 0.6, CalLower: 0.55, CalUpper: 0.65, CalN: 2000}
+	b.Run("calibration", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if i%run == 0 {
+				d.cal.mu.Lock()
+			}
+			k := i & (len(preds) - 1)
+			d.cal.add(preds[k], ys[k], ys[k], &pub)
+			if i++; i%run == 0 {
+				d.cal.mu.Unlock()
+			}
+		}
+		if i%run != 0 {
+			d.cal.mu.Unlock()
+		}
+	})
+	b.Run("quality", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if i%run == 0 {
+				d.judgeMu.Lock()
+			}
+			k := i & (len(preds) - 1)
+			d.judgeLocked(preds[k], preds[k], ys[k], ys[k], d.bound)
+			if i++; i%run == 0 {
+				d.judged()
+				d.judgeMu.Unlock()
+			}
+		}
+		if i%run != 0 {
+			d.judged()
+			d.judgeMu.Unlock()
+		}
+	})
+}

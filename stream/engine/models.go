@@ -50,7 +50,10 @@ type modelDef struct {
 	// published before the model learned from the event. Shards judge
 	// under judgeMu (a short critical section; everything else on the
 	// per-event path is the shard's own); appliers a run of events at a
-	// time (Shard.EndRun).
+	// time (Shard.EndRun). The calibration window, shared too, has a lock
+	// of its own (calibration.mu): one applier can add its run's pairs
+	// while another judges its run's quality, so that neither section
+	// bounds how many appliers run in parallel.
 	judgeMu    sync.Mutex
 	cal        *calibration // nil: calibration off
 	quality    *online.Judge
@@ -318,9 +321,14 @@ func (d *modelDef) scored(p online.Prediction) {
 func (d *modelDef) judge(p online.Prediction, y, raw float64, preds []online.Prediction, cal *wire.Calibrated) {
 	d.met.learned.Inc()
 	pub := d.published(p, preds)
+	if c := d.cal; c != nil && d.decided(&p) {
+		c.mu.Lock()
+		c.add(p, y, raw, cal)
+		c.mu.Unlock()
+	}
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
-	d.judgeLocked(p, pub, y, raw, d.bound, cal)
+	d.judgeLocked(p, pub, y, raw, d.bound)
 	d.judged()
 }
 
@@ -343,15 +351,12 @@ func (d *modelDef) judged() {
 }
 
 // judgeLocked is judge's part under judgeMu: p the model's prediction, pub
-// the one published for the event, cal the calibrated certainty published
-// with p (nil: the calibration looks it up in its current table). The
-// quality gauges are the caller's to set (judged), once for the events it
-// judges under one hold.
-func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder, cal *wire.Calibrated) {
+// the one published for the event. The quality gauges are the caller's to
+// set (judged), once for the events it judges under one hold; the
+// calibration window is the caller's to give p (calibration.add, under
+// its own lock).
+func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b online.Bounder) {
 	j := d.quality
-	if d.cal != nil && d.decided(&p) {
-		d.cal.add(p, y, raw, cal)
-	}
 	if d.traits.Kind == online.Ordinal && pub.HasValue {
 		j.AddValue(pub.Value, raw) // the expected label published
 	}

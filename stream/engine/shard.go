@@ -568,8 +568,9 @@ func (s *Shard) scored(m *shardModel, i int, p online.Prediction) {
 // EndRun ends the run of events an applier applied: the models' counts
 // of published predictions move once, their published mistake bounds go
 // into the partition's shard of the histogram (HistRun), and the
-// predictions it kept (judge) are judged, each model's under one hold of
-// its judge's lock.
+// predictions it kept (judge) are judged: each model's calibration pairs
+// under one hold of the calibration's lock, then its quality under one
+// hold of its judge's lock.
 // The appliers of an instance's partitions share every model's judge (its
 // prequential quality and calibration window) and counters, and would
 // otherwise queue at the lock, and contend for the counters' cache
@@ -588,6 +589,25 @@ func (s *Shard) EndRun() {
 	}
 	for i, m := range s.models {
 		d, n := m.def, 0
+		if c := d.cal; c != nil {
+			for k := range s.judged {
+				if j := &s.judged[k]; j.model == i && d.decided(&j.p) {
+					if n == 0 {
+						c.mu.Lock()
+					}
+					var cal *wire.Calibrated
+					if j.hasCal {
+						cal = &j.cal
+					}
+					c.add(j.p, j.y, j.raw, cal)
+					n++
+				}
+			}
+			if n > 0 {
+				c.mu.Unlock()
+			}
+			n = 0
+		}
 		b := d.bound
 		if lh, ok := m.h.(holder.Lane); ok && b != nil {
 			b = lh.Bounder() // a lane's view of a mergeable mam
@@ -597,11 +617,7 @@ func (s *Shard) EndRun() {
 				if n == 0 {
 					d.judgeMu.Lock()
 				}
-				var cal *wire.Calibrated
-				if j.hasCal {
-					cal = &j.cal
-				}
-				d.judgeLocked(j.p, j.pub, j.y, j.raw, b, cal)
+				d.judgeLocked(j.p, j.pub, j.y, j.raw, b)
 				n++
 			}
 		}
