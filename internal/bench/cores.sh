@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # cores.sh measures how one instance scales with the machine's cores, the
-# checks of a many-core machine (docs/performance.md, "Scaling with
-# cores"): for linear d = 32 and rbf D = 256, 8 partitions,
+# checks of a many-core machine (issue 37's; docs/performance.md, "Known
+# limits"): for linear d = 32 and rbf D = 256, 8 partitions,
 #
 #   1. with the embedded broker, all cores: score / pass-through events/s
 #      (the broker's own limit is the ceiling; target ≥ 0.8);
