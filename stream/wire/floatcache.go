@@ -5,10 +5,17 @@ import "math"
 // FloatCache memoises the formatting of floats (FloatCache.AppendScore):
 // a direct-mapped table of the last values formatted, by their bits. A
 // value's shortest 'g' form is at most 24 bytes; a hit copies them, where
-// the shortest search costs several times more. Its zero value is ready;
-// it is not safe for concurrent use (one per encoding goroutine).
+// the shortest search costs several times more. It also keeps the text of
+// the last second a record was stamped in (scored_at). Its zero value is
+// ready; it is not safe for concurrent use (one per encoding goroutine).
 type FloatCache struct {
 	e [floatCacheSize]floatEntry
+
+	// The second of the last time written (appendTime): its Unix
+	// seconds and its text, when hasSec.
+	sec    int64
+	second [19]byte
+	hasSec bool
 }
 
 const floatCacheBits = 7
