@@ -128,16 +128,17 @@ func (s *checkSums) add(j judged, k float64) {
 	// The label's side and whether it is inside its interval are as
 	// random as the labels: each adds k or 0, without a branch.
 	s.n[d] += k
-	s.pos[d] += k * one(j.y > 0)
+	s.pos[d] += k * b2f(j.y > 0)
 	s.lo[d] += k * j.lo
 	s.hi[d] += k * j.hi
 	s.width += k * (j.hi - j.lo)
 	s.m += k
-	s.in += k * one(j.lo <= j.y) * one(j.y <= j.hi)
+	s.in += k * b2f(j.lo <= j.y) * b2f(j.y <= j.hi)
 }
 
-// one is 1 when b holds, else 0: a select without a branch.
-func one(b bool) float64 {
+// b2f is 1 when b holds, else 0: a select without a branch (as b2i in
+// the wire and calibrate packages).
+func b2f(b bool) float64 {
 	var i int
 	if b {
 		i = 1

@@ -54,7 +54,6 @@ func BenchmarkManyKeys(b *testing.B) {
 // formatted as format ('g': 6 digits; 'f': 6 decimals), with the keys key(i)
 // returns.
 func benchEvents(rng *rand.Rand, n, dim int, format byte, key func(i int) []byte) []kafka.Message {
-	prec := 6
 	msgs := make([]kafka.Message, n)
 	for i := range msgs {
 		v := []byte(`{"features":[`)
@@ -62,7 +61,7 @@ func benchEvents(rng *rand.Rand, n, dim int, format byte, key func(i int) []byte
 			if j > 0 {
 				v = append(v, ',')
 			}
-			v = strconv.AppendFloat(v, rng.NormFloat64(), format, prec, 64)
+			v = strconv.AppendFloat(v, rng.NormFloat64(), format, 6, 64)
 		}
 		v = append(v, `],"label":`...)
 		v = strconv.AppendInt(v, int64(1-2*(i%2)), 10)

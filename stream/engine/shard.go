@@ -521,6 +521,34 @@ type judgement struct {
 	hasCal bool
 }
 
+// calibrateRun gives model d (the i-th) its decisions among the run's
+// judgements js for its calibration window, under one hold of the
+// window's lock.
+func (d *modelDef) calibrateRun(i int, js []judgement) {
+	c, locked := d.cal, false
+	if c == nil {
+		return
+	}
+	for k := range js {
+		j := &js[k]
+		if j.model != i || !d.decided(&j.p) {
+			continue
+		}
+		if !locked {
+			c.mu.Lock()
+			locked = true
+		}
+		var cal *wire.Calibrated
+		if j.hasCal {
+			cal = &j.cal
+		}
+		c.add(j.p, j.y, j.raw, cal)
+	}
+	if locked {
+		c.mu.Unlock()
+	}
+}
+
 // judge judges model i's prediction p for an event (its label y, raw on
 // the wire; preds every model's predictions for it; cal the calibrated
 // certainty published with p, nil when p was not published or the event
@@ -589,25 +617,7 @@ func (s *Shard) EndRun() {
 	}
 	for i, m := range s.models {
 		d, n := m.def, 0
-		if c := d.cal; c != nil {
-			for k := range s.judged {
-				if j := &s.judged[k]; j.model == i && d.decided(&j.p) {
-					if n == 0 {
-						c.mu.Lock()
-					}
-					var cal *wire.Calibrated
-					if j.hasCal {
-						cal = &j.cal
-					}
-					c.add(j.p, j.y, j.raw, cal)
-					n++
-				}
-			}
-			if n > 0 {
-				c.mu.Unlock()
-			}
-			n = 0
-		}
+		d.calibrateRun(i, s.judged)
 		b := d.bound
 		if lh, ok := m.h.(holder.Lane); ok && b != nil {
 			b = lh.Bounder() // a lane's view of a mergeable mam
