@@ -372,7 +372,7 @@ type Model struct {
 	Type     string   `yaml:"type"` // a registered model type
 	Features Features `yaml:"features"`
 	Scope    string   `yaml:"scope"`    // "" or global (one model) | key (one instance per event key)
-	MaxKeys  int      `yaml:"max_keys"` // scope key: instances kept in memory (LRU)
+	MaxKeys  int      `yaml:"max_keys"` // scope key: instances kept in memory (a second-chance sweep evicts)
 	// Label maps the wire label before the model reads it (LabelMap):
 	// label.positive for classifiers, label.edges for ordinal models. The
 	// zero value maps nothing.

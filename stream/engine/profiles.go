@@ -33,7 +33,7 @@ import (
 // ProfileConfig is one entity's profile in the engine.
 type ProfileConfig struct {
 	profile.Config
-	MaxKeys int // profiles in memory per shard (LRU out to the key store); default 100 000
+	MaxKeys int // profiles in memory per shard (a second-chance sweep out to the key store); default 100 000
 }
 
 // defaultProfileKeys is ProfileConfig.MaxKeys's default.

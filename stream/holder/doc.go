@@ -7,7 +7,7 @@
 //   - a plain holder (NewPlain, holder.go): one instance of the model;
 //   - a keyed holder (NewKeyed, keyed.go): a key-scoped model, one instance
 //     per event key in a key table (table.go) that keeps at most max_keys
-//     in memory, least recently used evicted, and writes changed keys to
+//     in memory, evicted by a second-chance sweep, and writes changed keys to
 //     the key store (internal/keystore) once the snapshot that includes
 //     them is durable; a key whose stored state cannot be read is failed
 //     (faults.go); in instance scope the table is split into stripes, each

@@ -19,8 +19,11 @@ import (
 // instance per event key (e.g. one ranking model per user, trained on that
 // user's items), created on first sight from the model's configuration.
 //
-// At most max instances are kept in memory, least recently used evicted
-// first; every key's state is in the shard's table of the embedded store
+// At most max instances are kept in memory, evicted in the order of a
+// second-chance (CLOCK) sweep, an approximation of least recently used
+// that costs a hit one flag in the entry it reads anyway (an exact order of
+// use relinked two other, random entries per event: a cache miss or two
+// each); every key's state is in the shard's table of the embedded store
 // (internal/keystore) as of the shard's last checkpoint. A key's state moves
 // to the store only at checkpoints, and only if it changed: a checkpoint
 // captures the delta (every key learned since the last durable checkpoint)
@@ -45,7 +48,7 @@ type keyedModels struct {
 	faults  *keyFaults   // failed keys
 
 	index   map[string]*keyedEntry
-	lru     keyedEntry // the sentinel of the ring of the instances in memory, in their order of use (use)
+	ring    keyedEntry // the sentinel of the ring of the instances in memory, in the sweep's order (use, victim)
 	hot     int        // instances in memory
 	pending map[string]pendingState
 	held    int // bytes of the states in pending
@@ -71,14 +74,14 @@ type keyedModels struct {
 }
 
 type keyedEntry struct {
-	// newer and older link the instances in memory in their order of use
-	// (keyedModels.lru): kept in the entry itself, a hit reorders without
-	// reading a list element of its own.
+	// newer and older link the instances in memory in the sweep's order
+	// (keyedModels.ring), kept in the entry itself.
 	newer, older *keyedEntry
 	key          string
 	m            online.Model
 	changed      uint64 // gen of its last change since the table was written; 0 = clean
 	inTable      bool   // the table holds a state of the key (known counts it)
+	used         bool   // used since it was loaded or the sweep last passed it (the second chance)
 }
 
 // pendingState is the state of a dirty key evicted before the checkpoint
@@ -106,66 +109,92 @@ func newKeyedModels(factory func() (online.Model, error), max int, table *keysto
 // emptyMemory drops every instance in memory and every pending state.
 func (k *keyedModels) emptyMemory() {
 	k.index, k.pending, k.held, k.hot = map[string]*keyedEntry{}, map[string]pendingState{}, 0, 0
-	k.lru.newer, k.lru.older = &k.lru, &k.lru
+	k.ring.newer, k.ring.older = &k.ring, &k.ring
 }
 
-// The order of use is a ring through k.lru: k.lru.older is the most
-// recently used instance, k.lru.newer the least.
+// The instances in memory are a ring through k.ring in the sweep's order:
+// k.ring.newer is the next the sweep looks at (the oldest), k.ring.older
+// the last it will (the newest: loaded or given its second chance last).
 
-// use puts ent first in the order of use, linking it in if it is not.
+// use records a use of ent: it links ent in as the newest if it is not in
+// memory yet, and otherwise marks it used, which spares it the sweep's
+// next pass. A hit writes only ent, which the caller reads anyway.
 func (k *keyedModels) use(ent *keyedEntry) {
-	if k.lru.older == ent {
+	if ent.newer != nil {
+		ent.used = true
 		return
 	}
-	if ent.newer != nil {
-		ent.newer.older, ent.older.newer = ent.older, ent.newer
-	} else {
-		k.hot++
-	}
-	first := k.lru.older
-	ent.newer, ent.older = &k.lru, first
-	first.newer, k.lru.older = ent, ent
+	k.link(ent)
+	k.hot++
 }
 
-// unlink takes ent out of the order of use.
+// link puts ent in the ring as the newest.
+func (k *keyedModels) link(ent *keyedEntry) {
+	last := k.ring.older
+	ent.newer, ent.older = &k.ring, last
+	last.newer, k.ring.older = ent, ent
+}
+
+// unlink takes ent out of the ring.
 func (k *keyedModels) unlink(ent *keyedEntry) {
 	ent.newer.older, ent.older.newer = ent.older, ent.newer
 	ent.newer, ent.older = nil, nil
 	k.hot--
 }
 
-// leastUsed is the least recently used instance in memory; nil when none.
-func (k *keyedModels) leastUsed() *keyedEntry {
+// oldest is the instance the sweep looks at next; nil when none is in
+// memory.
+func (k *keyedModels) oldest() *keyedEntry {
 	if k.hot == 0 {
 		return nil
 	}
-	return k.lru.newer
+	return k.ring.newer
 }
 
-// byUse is the instances in memory, the most recently used first.
-func (k *keyedModels) byUse() []*keyedEntry {
+// victim is the instance to evict: the sweep takes the oldest, and one
+// used since it was loaded or last passed loses its mark and becomes the
+// newest instead (its second chance). It returns within one turn of the
+// ring, as every instance it passes loses its mark; nil when none is in
+// memory. Each mark a use set is cleared once, so a victim costs O(1)
+// amortised.
+func (k *keyedModels) victim() *keyedEntry {
+	for k.hot > 0 {
+		ent := k.ring.newer
+		if !ent.used {
+			return ent
+		}
+		ent.used = false
+		ent.newer.older, ent.older.newer = ent.older, ent.newer
+		k.link(ent)
+	}
+	return nil
+}
+
+// bySweep is the instances in memory, the newest first (the sweep's
+// order reversed).
+func (k *keyedModels) bySweep() []*keyedEntry {
 	var out []*keyedEntry
-	for ent := k.lru.older; ent != &k.lru && len(out) <= k.hot; ent = ent.older {
+	for ent := k.ring.older; ent != &k.ring && len(out) <= k.hot; ent = ent.older {
 		out = append(out, ent)
 	}
 	return out
 }
 
-// check checks the invariants of the instances in memory: the order of
-// use is a ring that links each entry both ways, and holds the index's
+// check checks the invariants of the instances in memory: the sweep's
+// order is a ring that links each entry both ways, and holds the index's
 // entries, at most max of them (unless an eviction failed), none failed
 // and none also pending.
 func (k *keyedModels) check() error {
-	used := k.byUse()
-	if len(used) != k.hot || len(k.index) != k.hot || k.hot > k.max {
-		return fmt.Errorf("keyed models %s: %d in the order of use, counted %d, %d in the index, at most %d", k.name, len(used), k.hot, len(k.index), k.max)
+	ring := k.bySweep()
+	if len(ring) != k.hot || len(k.index) != k.hot || k.hot > k.max {
+		return fmt.Errorf("keyed models %s: %d in the ring, counted %d, %d in the index, at most %d", k.name, len(ring), k.hot, len(k.index), k.max)
 	}
-	for _, ent := range used {
+	for _, ent := range ring {
 		switch {
 		case ent.older.newer != ent || ent.newer.older != ent:
 			return fmt.Errorf("keyed models %s: %q not linked both ways", k.name, ent.key)
 		case k.index[ent.key] != ent:
-			return fmt.Errorf("keyed models %s: %q in the order of use, not in the index", k.name, ent.key)
+			return fmt.Errorf("keyed models %s: %q in the ring, not in the index", k.name, ent.key)
 		case k.faults.get([]byte(ent.key)) != nil:
 			return fmt.Errorf("keyed models %s: failed key %q in memory", k.name, ent.key)
 		}
@@ -176,10 +205,10 @@ func (k *keyedModels) check() error {
 	return nil
 }
 
-// newerThan is the instance used next after ent; nil after the most
-// recent.
+// newerThan is the instance after ent in the sweep's order; nil after the
+// newest.
 func (k *keyedModels) newerThan(ent *keyedEntry) *keyedEntry {
-	if ent.newer == &k.lru {
+	if ent.newer == &k.ring {
 		return nil
 	}
 	return ent.newer
@@ -290,17 +319,18 @@ func (k *keyedModels) load(key []byte, create bool) (*keyedEntry, error) {
 			return nil, nil
 		}
 	}
-	k.index[ent.key] = ent
-	k.use(ent)
-	for k.hot > k.max {
+	// Room first, so that the sweep never takes ent itself.
+	for k.hot >= k.max && k.hot > 0 {
 		if err := k.evict(); err != nil {
-			// The least recent instance stays in memory, beyond max,
-			// rather than lose what it learned; ent is in the index and
-			// learns this event.
+			// The sweep's victim stays in memory, beyond max, rather
+			// than lose what it learned; ent joins it and learns this
+			// event.
 			k.log.Error("key-scoped model: an instance could not be evicted; kept in memory", "model", k.name, "err", err)
 			break
 		}
 	}
+	k.index[ent.key] = ent
+	k.use(ent)
 	return ent, nil
 }
 
@@ -339,7 +369,7 @@ func (k *keyedModels) dirty(ent *keyedEntry) {
 }
 
 func (k *keyedModels) evict() error {
-	ent := k.leastUsed()
+	ent := k.victim()
 	if ent.changed != 0 {
 		b, err := ent.m.MarshalBinary()
 		if err != nil {
@@ -381,7 +411,7 @@ func (d *Delta) States() (keys, states [][]byte) { return d.keys, d.states }
 // capture encodes the delta of the next checkpoint (the shard is paused).
 func (k *keyedModels) capture() (*Delta, error) {
 	d := &Delta{ckpt: k.ckpt + 1, examples: k.examples, known: k.known, gen: k.gen}
-	for ent := k.leastUsed(); ent != nil; ent = k.newerThan(ent) {
+	for ent := k.oldest(); ent != nil; ent = k.newerThan(ent) {
 		if ent.changed == 0 {
 			continue
 		}

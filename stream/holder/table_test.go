@@ -2,7 +2,6 @@ package holder
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -11,25 +10,20 @@ import (
 	"github.com/streamer/streamer/online"
 )
 
-// The instances kept in memory are always the max most recently used
-// keys, while the table fills up and once it is full, with captures in
-// between; and the list is in the order of the last uses.
-func TestKeyedKeepsMostRecentlyUsed(t *testing.T) {
-	keys, err := keystore.Open("", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer keys.Close()
-	factory := func() (online.Model, error) {
-		return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
-	}
+// The instances kept in memory are always those a second-chance (CLOCK)
+// cache of max keys keeps, while the table fills up and once it is full,
+// with captures in between; and the ring is in the sweep's order, each
+// instance marked as the reference marks it.
+func TestKeyedSecondChance(t *testing.T) {
 	const max = 8
-	k, err := newKeyedModels(factory, max, keys.Table("", "lru"))
-	if err != nil {
-		t.Fatal(err)
+	k := testTable(t, max)
+	type slot struct {
+		key  string
+		used bool
 	}
-	var recent []string // the reference: most recent first
+	var ring []slot // the reference: the sweep's order, oldest first
 	rng := rand.New(rand.NewPCG(1, 2))
+	evicted := 0
 	for i := range 400 {
 		// The first 100 uses stay within 6 keys (the table is not full); the
 		// rest range over 20 with a skew to the low ones.
@@ -43,33 +37,89 @@ func TestKeyedKeepsMostRecentlyUsed(t *testing.T) {
 			t.Fatal(err)
 		}
 		k.learned(ent)
-		recent = slices.DeleteFunc(recent, func(s string) bool { return s == key })
-		recent = slices.Insert(recent, 0, key)
-		if len(recent) > max {
-			recent = recent[:max]
+		if j := slices.IndexFunc(ring, func(s slot) bool { return s.key == key }); j >= 0 {
+			ring[j].used = true
+		} else {
+			for len(ring) >= max {
+				s := ring[0]
+				ring = ring[1:]
+				if s.used {
+					ring = append(ring, slot{s.key, false})
+				} else {
+					evicted++
+				}
+			}
+			ring = append(ring, slot{key, false})
 		}
 		if i%37 == 0 {
 			if _, err := k.capture(); err != nil {
 				t.Fatal(err)
 			}
 		}
-		in := slices.Sorted(maps.Keys(k.index))
-		want := slices.Sorted(slices.Values(recent))
-		if !slices.Equal(in, want) {
-			t.Fatalf("use %d (%s): in memory %v, want the %d most recent %v", i, key, in, max, want)
+		var got []slot
+		for _, ent := range slices.Backward(k.bySweep()) {
+			got = append(got, slot{ent.key, ent.used})
+		}
+		if !slices.Equal(got, ring) {
+			t.Fatalf("use %d (%s): ring %v, want %v", i, key, got, ring)
+		}
+		if k.index[key] == nil {
+			t.Fatalf("use %d: %s not in memory after its use", i, key)
 		}
 	}
-	if len(k.pending) == 0 {
-		t.Fatal("no key was evicted: the test does not reach a full table")
+	if evicted < 50 || len(k.pending) == 0 {
+		t.Fatalf("%d evictions, %d keys pending: the test does not reach a full table", evicted, len(k.pending))
 	}
 	if err := k.check(); err != nil {
 		t.Fatal(err)
 	}
-	var order []string
-	for _, ent := range k.byUse() {
-		order = append(order, ent.key)
+}
+
+// Keys used again within a turn of the ring stay in memory through a flood
+// of keys seen once, which an order of loading (FIFO) would evict.
+func TestKeyedKeepsHotKeysThroughFlood(t *testing.T) {
+	const max = 8
+	k := testTable(t, max)
+	hot := []string{"h0", "h1", "h2"}
+	for i := range 2000 {
+		key := hot[i%len(hot)]
+		if i%2 == 1 {
+			key = fmt.Sprintf("flood%d", i)
+		}
+		ent, err := k.get([]byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.learned(ent)
+		for _, h := range hot {
+			if _, ok := k.index[h]; !ok && i >= 2*len(hot) {
+				t.Fatalf("use %d: hot key %s evicted by the flood", i, h)
+			}
+		}
+		if k.len() > max {
+			t.Fatalf("use %d: %d instances in memory, at most %d", i, k.len(), max)
+		}
 	}
-	if !slices.Equal(order, recent) {
-		t.Fatalf("order %v, want %v", order, recent)
+	if err := k.check(); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// testTable is an empty table of a linear MAM on two features keeping at
+// most max instances in memory.
+func testTable(t *testing.T, max int) *keyedModels {
+	t.Helper()
+	keys, err := keystore.Open("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keys.Close() })
+	factory := func() (online.Model, error) {
+		return online.NewMAM(2, online.MAMParams{Kernel: online.KernelSpec{Type: online.KernelLinear}, Delta: 0.05})
+	}
+	k, err := newKeyedModels(factory, max, keys.Table("", "ring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
