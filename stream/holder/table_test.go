@@ -107,7 +107,7 @@ func TestKeyedKeepsHotKeysThroughFlood(t *testing.T) {
 
 // testTable is an empty table of a linear MAM on two features keeping at
 // most max instances in memory.
-func testTable(t *testing.T, max int) *keyedModels {
+func testTable(t testing.TB, max int) *keyedModels {
 	t.Helper()
 	keys, err := keystore.Open("", nil)
 	if err != nil {
@@ -122,4 +122,34 @@ func testTable(t *testing.T, max int) *keyedModels {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// BenchmarkKeyTableHit looks up a key already in memory, drawn uniformly
+// among 10 000 (the table's part of bench's key-scoped case, whose keys
+// mostly miss the first-level cache), and marks it learned.
+func BenchmarkKeyTableHit(b *testing.B) {
+	const keys = 10_000
+	k := testTable(b, 2*keys)
+	names := make([][]byte, keys)
+	for i := range names {
+		names[i] = fmt.Appendf(nil, "k%d", i)
+		if _, err := k.get(names[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := make([]int32, 1<<16)
+	for i := range order {
+		order[i] = int32(rng.IntN(keys))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ent, err := k.get(names[order[i&(len(order)-1)]])
+		if err != nil {
+			b.Fatal(err)
+		}
+		k.learned(ent)
+		i++
+	}
 }
