@@ -45,6 +45,9 @@ type Calibration struct {
 	Window int     `yaml:"window"` // pairs per model; 0 = off
 	Every  int     `yaml:"every"`  // labelled pairs between refits of the table
 	Delta  float64 `yaml:"delta"`  // conformal intervals' level is 1 − delta
+	// MinInterval is the least time between the starts of two refits
+	// (0: none); a refit due sooner starts once it has passed.
+	MinInterval time.Duration `yaml:"min_interval"`
 }
 
 // Rank is the rank section: ranking requests, which ask the model Model
@@ -562,7 +565,7 @@ func Default() Config {
 		Log:         Log{Level: LevelInfo, Format: FormatText},
 		Metrics:     Metrics{AccuracyWindow: 1000},
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Versions: 5, VersionsEvery: 10 * time.Minute, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
-		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
+		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1, MinInterval: 10 * time.Millisecond},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
 			Explore:    Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
 			Join:       RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey},

@@ -55,7 +55,7 @@ func TestGoodRoundTrip(t *testing.T) {
 		Log:         Log{Level: "debug", Format: "json"},
 		Metrics:     Metrics{AccuracyWindow: 5000},
 		Snapshot:    Snapshot{Every: 5 * time.Second, Keep: 3, Versions: 5, VersionsEvery: 10 * time.Minute, Scope: SnapshotScopeInstance, RemoteRefresh: time.Second},
-		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1},
+		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1, MinInterval: 10 * time.Millisecond},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2, Explore: Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
 			Join:       RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey},
 			Challenger: Challenger{Promote: PromoteManual, Estimator: "dr", Confidence: 0.95, Hold: DefaultChallengerHold}},
@@ -297,6 +297,8 @@ func TestEnvErrors(t *testing.T) {
 		{"STREAMER_KAFKA_MAX_FEATURE_ABS=0", `config: kafka.max_feature_abs: must be > 0 and ≤ 1e100`},
 		{"STREAMER_KAFKA_MAX_FEATURE_ABS=1e200", `config: kafka.max_feature_abs: must be > 0 and ≤ 1e100`},
 		{"STREAMER_KAFKA_MAX_FEATURE_ABS=NaN", `config: kafka.max_feature_abs: must be > 0 and ≤ 1e100`},
+		{"STREAMER_CALIBRATION_MIN_INTERVAL=-1ms", `config: calibration.min_interval: must be in [0s, 1h] (0 = refit every calibration.every pairs), got -1ms`},
+		{"STREAMER_CALIBRATION_MIN_INTERVAL=2h", `config: calibration.min_interval: must be in [0s, 1h]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.env, func(t *testing.T) {
@@ -320,7 +322,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 71 {
+	if len(vars) != len(leaves) || len(vars) != 72 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

@@ -95,6 +95,7 @@ var leaves = []leaf{
 	{"calibration.window", func(c *Config) any { return &c.Calibration.Window }},
 	{"calibration.every", func(c *Config) any { return &c.Calibration.Every }},
 	{"calibration.delta", func(c *Config) any { return &c.Calibration.Delta }},
+	{"calibration.min_interval", func(c *Config) any { return &c.Calibration.MinInterval }},
 }
 
 // sections are the mappings outside models that hold leaves.

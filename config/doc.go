@@ -149,6 +149,7 @@
 //	                                                  calibrated certainty is fitted on (0 = off); [0, 1000000]
 //	calibration.every               100               labelled pairs between refits of the calibration table; > 0
 //	calibration.delta               0.1               conformal intervals (non-classifiers) have level 1 − delta; (0, 1)
+//	calibration.min_interval        10ms              the least time between the starts of two refits (0 = every `every` pairs); [0s, 1h]
 //	models                          (none)            list of models; at least one is required
 //
 // Keys every entry models[i] has, whatever its type:
@@ -283,6 +284,7 @@
 //	STREAMER_CALIBRATION_WINDOW
 //	STREAMER_CALIBRATION_EVERY
 //	STREAMER_CALIBRATION_DELTA
+//	STREAMER_CALIBRATION_MIN_INTERVAL
 //
 // A variable whose value does not parse or validate is an error naming the
 // variable. A STREAMER_* variable that matches no key is an error too (typo

@@ -242,6 +242,9 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	if d := c.Calibration.Delta; !(d > 0 && d < 1) {
 		v.errorf("calibration.delta", "must be in (0, 1), got %v", d)
 	}
+	if d := c.Calibration.MinInterval; d < 0 || d > time.Hour {
+		v.errorf("calibration.min_interval", "must be in [0s, 1h] (0 = refit every calibration.every pairs), got %v", d)
+	}
 	return v.errs
 }
 

@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 	var cfg bench.Config
 	var kernel, configPath, cpuProfile, mutexProfile string
 	var calWindow, calEvery int
+	var calGap time.Duration
 	var calDelta float64
 	var asJSON bool
 	var instances []int
@@ -121,8 +122,9 @@ Every score run checks that each model learned every event
 was dead-lettered.
 
 The score pipelines keep the calibrated certainty as the service does by
-default (a window of 2 000 pairs refitted every 100: --calibration-window,
---calibration-every; --config: the file's calibration section), so the
+default (a window of 2 000 pairs refitted every 100, at most every 10ms:
+--calibration-window, --calibration-every, --calibration-min-interval;
+--config: the file's calibration section), so the
 figures are the default service's; --calibration-window 0 measures without
 it. (Before 2026-11-27 the bench ran without calibration.)
 
@@ -140,7 +142,7 @@ it. (Before 2026-11-27 the bench ran without calibration.)
              "labels" ("±1", "1..m" or "0.5..5 (ratings)"),
              "pipelines": ["passthrough", "score", "score+snapshot"],
              "gomaxprocs", "calibration_window" (0: off),
-             "calibration_every"},
+             "calibration_every", "calibration_min_interval_s"},
    "warmup": [round, …] (discarded; "round": 0),
    "rounds": [{"round": 1…, "order": [pipeline, …],
                "results": [{"pipeline", "position" (0-based, in "order"),
@@ -200,6 +202,9 @@ interleaving; --json does not apply.`,
 				if !cmd.Flags().Changed("calibration-every") {
 					calEvery = c.Calibration.Every
 				}
+				if !cmd.Flags().Changed("calibration-min-interval") {
+					calGap = c.Calibration.MinInterval
+				}
 				calDelta = c.Calibration.Delta
 			} else {
 				cfg.Kernel = online.KernelSpec{Type: kernel}
@@ -208,10 +213,10 @@ interleaving; --json does not apply.`,
 				}
 				cfg.Models = bench.BuiltinMAM(cfg.Dim, cfg.Kernel)
 			}
-			if calWindow < 0 || calWindow > 0 && calEvery < 1 {
-				return fmt.Errorf("--calibration-window must be ≥ 0 (0 = off) and --calibration-every ≥ 1")
+			if calWindow < 0 || calWindow > 0 && (calEvery < 1 || calGap < 0) {
+				return fmt.Errorf("--calibration-window must be ≥ 0 (0 = off), --calibration-every ≥ 1 and --calibration-min-interval ≥ 0")
 			}
-			cfg.Calibration = engine.CalibrationConfig{Window: calWindow, Every: calEvery, Delta: calDelta}
+			cfg.Calibration = engine.CalibrationConfig{Window: calWindow, Every: calEvery, Delta: calDelta, MinInterval: calGap}
 			stderr := cmd.ErrOrStderr()
 			cfg.Progress = func(s string) { fmt.Fprintln(stderr, s) }
 			if cfg.Stages && (cpuProfile != "" || len(instances) > 0) {
@@ -281,6 +286,7 @@ interleaving; --json does not apply.`,
 	calDelta = calDefault.Delta
 	cmd.Flags().IntVar(&calWindow, "calibration-window", calDefault.Window, "calibrated certainty: the window of (score, label) pairs, as calibration.window (0 = off; --config: its calibration)")
 	cmd.Flags().IntVar(&calEvery, "calibration-every", calDefault.Every, "calibrated certainty: labelled pairs between refits, as calibration.every")
+	cmd.Flags().DurationVar(&calGap, "calibration-min-interval", calDefault.MinInterval, "calibrated certainty: the least time between refits' starts, as calibration.min_interval (0 = every --calibration-every pairs)")
 	cmd.Flags().IntSliceVar(&instances, "instances", nil, "scale-out: instance counts to measure, e.g. 1,2,3 (partitioned state; --partitions 6 suits up to 6)")
 	return cmd
 }

@@ -109,6 +109,8 @@ type Setup struct {
 	// The calibration window and refit period (0: calibration off).
 	CalibrationWindow int `json:"calibration_window"`
 	CalibrationEvery  int `json:"calibration_every"`
+	// The least time between refits' starts, seconds (0: none).
+	CalibrationMinIntervalS float64 `json:"calibration_min_interval_s"`
 }
 
 // Topics of the embedded broker: the preloaded input and the dead-letter
@@ -147,7 +149,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Setup: Setup{Events: cfg.Events, Dim: cfg.Dim, Partitions: cfg.Partitions, Rounds: cfg.Rounds, WarmupRounds: cfg.Warmup,
 			SnapshotEveryS: cfg.SnapshotEvery.Seconds(), Models: models.Name, Labels: models.Labels(), Pipelines: pipelines,
 			GOMAXPROCS: runtime.GOMAXPROCS(0), CalibrationWindow: cfg.Calibration.Window, CalibrationEvery: cfg.Calibration.Every,
-			DataPath: dataPath(cfg.NoBroker)},
+			CalibrationMinIntervalS: cfg.Calibration.MinInterval.Seconds(), DataPath: dataPath(cfg.NoBroker)},
 		Warmup: []Round{}, Rounds: []Round{},
 	}
 	b, err := stream.StartBroker(0, stream.TopicSpec{Name: inputTopic, Partitions: cfg.Partitions}, stream.TopicSpec{Name: dlqTopic, Partitions: 1})

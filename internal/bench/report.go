@@ -20,6 +20,9 @@ func (rep *Report) WriteText(w io.Writer) {
 	cal := "calibration off"
 	if s.CalibrationWindow > 0 {
 		cal = fmt.Sprintf("calibration window %d refitted every %d", s.CalibrationWindow, s.CalibrationEvery)
+		if s.CalibrationMinIntervalS > 0 {
+			cal += fmt.Sprintf(" and at most every %v", time.Duration(s.CalibrationMinIntervalS*float64(time.Second)))
+		}
 	}
 	fmt.Fprintf(w, "\nend-to-end throughput, %d events, %s, %s, labels %s, %d partitions, %s, %s, GOMAXPROCS=%d\n",
 		s.Events, s.Input.Describe(s.Dim), s.Models, s.Labels, s.Partitions, snap, cal, s.GOMAXPROCS)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,8 +19,9 @@ import (
 // Calibrated certainty. Every labelled event a model is judged on gives a
 // prequential pair — the score published before the model learned, and
 // the label — to the model's calibration window (all shards' and keys'
-// pairs together). Every CalibrationConfig.Every pairs a background
-// goroutine fits the window's pairs of the later half of the stream so far
+// pairs together). Every CalibrationConfig.Every pairs (but not sooner
+// than CalibrationConfig.MinInterval after the last began: see refit) a
+// background goroutine fits the window's pairs of the later half of the stream so far
 // (calibrate.Window.CopyRecentTo: a model still learning fast scores its
 // first events less well than its later ones, and a table fitted on them
 // is underconfident): classifiers an inductive Venn–Abers table
@@ -51,6 +53,10 @@ type CalibrationConfig struct {
 	Window int     // pairs per model (0 = calibration off)
 	Every  int     // labelled pairs between refits
 	Delta  float64 // conformal intervals: level 1 − Delta
+	// MinInterval is the least time from one refit's start to the
+	// next's (0: none): a refit due sooner waits for it, and then fits
+	// the window as it is then.
+	MinInterval time.Duration
 	// Labels is the context whose profiler labels the refits carry beside
 	// stage=calibration (package stage); nil: none.
 	Labels context.Context
@@ -62,6 +68,7 @@ type calibration struct {
 	levels int // ordinal: m (0: not known, the largest level seen)
 	level  float64
 	every  int64
+	gap    time.Duration // CalibrationConfig.MinInterval
 	met    calMetrics
 
 	// Guarded by mu, which the judges take around add: the model's
@@ -77,6 +84,8 @@ type calibration struct {
 	lo, hi float64          // the labels' range (ordinal: of the levels)
 	seen   bool             // lo, hi hold a label
 	means  *levelMeans      // ordinal: the raw labels by predicted level
+	began  time.Time        // when the last refit began (zero: none yet)
+	late   bool             // a refit waits for gap to pass (refitLate's timer is set)
 
 	labels context.Context // of the refits' goroutines (package stage)
 
@@ -149,17 +158,19 @@ func b2f(b bool) float64 {
 type calMetrics struct {
 	observed, lower, upper, count []prometheus.Gauge // per probability decile
 	width, coverage, pairs        prometheus.Gauge
+	refits                        prometheus.Counter
 }
 
 func newCalibration(name string, t online.Traits, cfg CalibrationConfig, met *engineMetrics) *calibration {
 	kind := t.Kind
-	c := &calibration{kind: kind, levels: t.Levels, level: 1 - cfg.Delta, every: int64(cfg.Every), labels: cfg.Labels,
+	c := &calibration{kind: kind, levels: t.Levels, level: 1 - cfg.Delta, every: int64(cfg.Every), gap: cfg.MinInterval, labels: cfg.Labels,
 		win: calibrate.NewWindow(cfg.Window), recent: make([]judged, cfg.Window)}
 	if kind == online.Ordinal {
 		c.means = newLevelMeans(cfg.Window, t.Levels)
 	}
 	c.met.width = met.calWidth.WithLabelValues(name)
 	c.met.pairs = met.calPairs.WithLabelValues(name)
+	c.met.refits = met.calRefits.WithLabelValues(name)
 	if kind == online.Classifier {
 		for d := range 10 {
 			ds := strconv.Itoa(d)
@@ -284,9 +295,30 @@ func (c *calibration) add(p online.Prediction, y, raw float64, pub *wire.Calibra
 	if c.means != nil {
 		c.exp.Store(c.means.table())
 	}
+	c.refit(time.Now())
+}
+
+// refit starts a fit of the window in the background (c.mu held), unless
+// the last began less than gap ago: then a timer starts it once gap has
+// passed (refitLate), on the window as it is then, so that a burst of
+// events costs one refit per gap, and its last pairs are fitted without
+// waiting for more. At a high rate, a window of 2 000 pairs turns over
+// in milliseconds: refitting every 100 pairs then cost about 5% of the
+// process's CPU (bench, linear, two cores: 0.26 µs per event; 0.11 with
+// 10 ms between refits) for tables no reader could tell apart. A fit
+// still running when one is due skips that turn.
+func (c *calibration) refit(now time.Time) {
+	if wait := c.gap - now.Sub(c.began); c.gap > 0 && !c.began.IsZero() && wait > 0 {
+		if !c.late {
+			c.late = true
+			time.AfterFunc(wait, c.refitLate)
+		}
+		return
+	}
 	if !c.fitting.CompareAndSwap(false, true) {
 		return // the previous fit is still running: the next turn
 	}
+	c.began = now
 	c.buf = c.win.CopyRecentTo(c.buf[:0])
 	lo, hi := c.lo, c.hi
 	if c.kind == online.Ordinal {
@@ -296,6 +328,21 @@ func (c *calibration) add(p online.Prediction, y, raw float64, pub *wire.Calibra
 		stage.Set(c.labels, "stage", "calibration")
 		c.fit(pairs, first, lo, hi)
 	}(c.buf, c.win.Added()-int64(len(c.buf)))
+}
+
+// refitLate is the refit that waited for gap to pass.
+func (c *calibration) refitLate() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.late = false
+	if c.fitting.Load() {
+		// The last fit is still running: try again a gap later rather
+		// than leave the newest pairs unfitted.
+		c.late = true
+		time.AfterFunc(c.gap, c.refitLate)
+		return
+	}
+	c.refit(time.Now())
 }
 
 // fit fits pairs (a copy of the window's recent pairs, the first of them
@@ -309,6 +356,7 @@ func (c *calibration) fit(pairs []calibrate.Pair, first int64, lo, hi float64) {
 	} else {
 		c.cf.Store(&conformalTable{Conformal: c.fitter.ConformalAt(pairs, first), lo: lo, hi: hi})
 	}
+	c.met.refits.Inc()
 }
 
 // levelMeans keeps the labels as sent of an ordinal model's last window

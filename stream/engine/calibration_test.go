@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -349,4 +350,67 @@ func BenchmarkJudgeSections(b *testing.B) {
 			d.judgeMu.Unlock()
 		}
 	})
+}
+
+// With calibration.min_interval, a burst of pairs faster than the interval
+// costs one refit when it begins and one when the interval has passed, and
+// that later one fits the burst's last pairs, without waiting for more
+// events; then nothing runs until pairs come again. Without it, every
+// `every` pairs refit (each waited for here, as a slower stream would).
+func TestCalibrationMinInterval(t *testing.T) {
+	const window, every, pairs = 50, 10, 1000
+	const gap = 200 * time.Millisecond
+	refits := func(c *calibration) int { return int(testutil.ToFloat64(c.met.refits)) }
+	// The burst: labels alternate, except the last window, all positive,
+	// so that a table fitted on it counts window positives.
+	add := func(c *calibration, i int) {
+		y := float64(i % 2)
+		if i >= pairs-window {
+			y = 1
+		}
+		c.mu.Lock()
+		c.add(online.Prediction{Score: float64(i%7) - 3, Label: 1}, y, y, nil)
+		c.mu.Unlock()
+	}
+
+	met := newEngineMetrics(prometheus.NewRegistry())
+	c := newCalibration("m", online.Traits{Kind: online.Classifier}, CalibrationConfig{Window: window, Every: every, Delta: 0.1, MinInterval: gap}, met)
+	start := time.Now()
+	for i := range pairs {
+		add(c, i)
+	}
+	burst := time.Since(start)
+	for c.fitting.Load() {
+		runtime.Gosched()
+	}
+	// A loaded machine may take longer than gap over the burst: then a
+	// refit per gap it took.
+	if got, most := refits(c), 1+int(burst/gap); got < 1 || got > most {
+		t.Fatalf("%d refits after a burst of %v, want 1 to %d", got, burst, most)
+	}
+	deadline := time.Now().Add(50 * gap)
+	for c.va.Load() == nil || c.va.Load().Positives() != window {
+		if time.Now().After(deadline) {
+			t.Fatalf("the burst's last %d pairs not fitted %v after it (%d refits; the table: %d pairs, %d positive)",
+				window, 50*gap, refits(c), c.va.Load().N(), c.va.Load().Positives())
+		}
+		time.Sleep(gap / 20)
+	}
+	n := refits(c)
+	time.Sleep(3 * gap)
+	if got := refits(c); got != n {
+		t.Fatalf("%d refits without new pairs, want none after the late one (%d)", got-n, n)
+	}
+
+	met = newEngineMetrics(prometheus.NewRegistry())
+	c = newCalibration("m", online.Traits{Kind: online.Classifier}, CalibrationConfig{Window: window, Every: every, Delta: 0.1}, met)
+	for i := range pairs {
+		add(c, i)
+		for c.fitting.Load() {
+			runtime.Gosched()
+		}
+	}
+	if got := refits(c); got != pairs/every {
+		t.Fatalf("without min_interval: %d refits, want one every %d pairs, %d", got, every, pairs/every)
+	}
 }

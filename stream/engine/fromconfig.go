@@ -61,7 +61,7 @@ func ConfigFrom(cfg config.Config) Config {
 		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
 		JoinTime:        cfg.Labels.JoinWindow.Time,
 		Hash:            HashConfig(cfg),
-		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta},
+		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta, MinInterval: cfg.Calibration.MinInterval},
 		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,
 			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
 			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed),

@@ -92,6 +92,7 @@ type engineMetrics struct {
 
 	calObserved, calLower, calUpper, calCount *prometheus.GaugeVec
 	calWidth, calCoverage, calPairs           *prometheus.GaugeVec
+	calRefits                                 *prometheus.CounterVec
 
 	versionAccuracy                         *prometheus.GaugeVec
 	keyErrors                               *prometheus.CounterVec
@@ -163,6 +164,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		calWidth:    gauge("streamer_calibration_width", "Mean width of the calibrated certainty of recent judged events: upper - lower of the probability (classifiers) or of the conformal interval (other kinds).", "model"),
 		calCoverage: gauge("streamer_calibration_coverage", "Ranking, ordinal and regression models: fraction of recent labels inside the conformal interval published for them (target: its level).", "model"),
 		calPairs:    gauge("streamer_calibration_pairs", "Prequential (score, label) pairs in the calibration window.", "model"),
+		calRefits:   counter("streamer_calibration_refits_total", "Refits of the calibration table (every calibration.every pairs, at most one per calibration.min_interval).", "model"),
 		keyErrors:   counter("streamer_model_key_errors_total", "Key-scoped models: keys whose stored state could not be read (a fresh instance scored the event, which the key did not learn).", byModel...),
 	}
 	for _, r := range reasons {
