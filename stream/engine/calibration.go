@@ -21,10 +21,10 @@ import (
 // the label — to the model's calibration window (all shards' and keys'
 // pairs together). Every CalibrationConfig.Every pairs (but not sooner
 // than CalibrationConfig.MinInterval after the last began: see refit) a
-// background goroutine fits the window's pairs of the later half of the stream so far
-// (calibrate.Window.CopyRecentTo: a model still learning fast scores its
-// first events less well than its later ones, and a table fitted on them
-// is underconfident): classifiers an inductive Venn–Abers table
+// background goroutine fits the window's pairs of the later half of the
+// stream so far (calibrate.Window.CopyRecentTo: a model still learning
+// fast scores its first events less well than its later ones, and a
+// table fitted on them is underconfident): classifiers an inductive Venn–Abers table
 // (online/calibrate), other kinds a split-conformal table of the absolute
 // residuals |y − score|; the table is swapped in atomically and every
 // score published after carries certainty.probability {p, lower, upper,
