@@ -191,7 +191,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		reg.MustRegister(m.scored, m.learned, m.mistakes, m.violations, m.rejected, m.accuracy,
 			m.mae, m.zeroOne, m.tau, m.rmse, m.version, m.observed, m.limit, m.bound, labels, joinDropped, joinPending,
 			m.versionAccuracy, m.refits, m.refitSeconds, m.refitWindow, m.refitSV, m.refitObj, m.refitAt, m.keyErrors,
-			m.rankRequests, m.rankCandidates, m.rankSeconds, m.rankWait, m.calObserved, m.calLower, m.calUpper, m.calCount, m.calWidth, m.calCoverage, m.calPairs)
+			m.rankRequests, m.rankCandidates, m.rankSeconds, m.rankWait, m.calObserved, m.calLower, m.calUpper, m.calCount, m.calWidth, m.calCoverage, m.calPairs, m.calRefits)
 	}
 	return m
 }
