@@ -137,10 +137,14 @@ func (k *keyedModels) link(ent *keyedEntry) {
 
 // unlink takes ent out of the ring.
 func (k *keyedModels) unlink(ent *keyedEntry) {
-	ent.newer.older, ent.older.newer = ent.older, ent.newer
+	detach(ent)
 	ent.newer, ent.older = nil, nil
 	k.hot--
 }
+
+// detach joins ent's neighbours in the ring, leaving ent's links as they
+// were.
+func detach(ent *keyedEntry) { ent.newer.older, ent.older.newer = ent.older, ent.newer }
 
 // oldest is the instance the sweep looks at next; nil when none is in
 // memory.
@@ -164,7 +168,7 @@ func (k *keyedModels) victim() *keyedEntry {
 			return ent
 		}
 		ent.used = false
-		ent.newer.older, ent.older.newer = ent.older, ent.newer
+		detach(ent)
 		k.link(ent)
 	}
 	return nil
