@@ -59,11 +59,16 @@ does not weigh on every run (about 3 GB of memory for a million events).
 --stages CPU-profiles each measured run and adds a table of the CPU per event
 of each stage of the service — fetch and decode (a goroutine per partition),
 apply (a goroutine per partition: score and learn, each model behind its own
-lock in instance scope, a key-scoped one behind its key's stripe's, encode), publish (the publisher's loops, one per four GOMAXPROCS), calibration
-refits, checkpoints — and of the rest of the process (the embedded broker, the
-clients, the collector), with the busiest goroutine's share of the run: one
-near 1.00 is never idle and bounds events/s whatever the cores; and a second
-table with each stage's busiest goroutine's share of the run.
+lock in instance scope, a key-scoped one behind its key's stripe's, encode),
+publish (the publisher's loops, one per four GOMAXPROCS), calibration
+refits, checkpoints — of the embedded broker, and of the rest of the process
+(the clients, the collector), with the busiest goroutine's share of the run:
+one near 1.00 is never idle and bounds events/s whatever the cores; and a
+second table with each stage's busiest goroutine's share of the run. The
+broker's is its request loop: one goroutine handles every client's requests
+in turn (its connections' goroutines work in parallel), so with many cores
+it bounds every pipeline's events/s at about 1 / (its CPU per event), its
+share of the run divided by the run's events/s.
 
 --merge-lanes on|off|auto: in instance scope, a mergeable global mam
 (no window, no decay, no gamma auto) is learned by the partitions' lanes in
@@ -269,7 +274,7 @@ interleaving; --json does not apply.`,
 		},
 	}
 	cmd.Flags().IntVar(&cfg.Events, "events", 1_000_000, "events to push through each pipeline")
-	cmd.Flags().BoolVar(&cfg.Stages, "stages", false, "CPU-profile each measured run and report the CPU of each stage of the service (fetch, apply, publish, calibration, checkpoint) per event, and its busiest goroutine's share of the run (1 = never idle: it bounds events/s whatever the cores)")
+	cmd.Flags().BoolVar(&cfg.Stages, "stages", false, "CPU-profile each measured run and report the CPU of each stage of the service (fetch, apply, publish, calibration, checkpoint) and of the embedded broker per event, and its busiest goroutine's share of the run (1 = never idle: it bounds events/s whatever the cores)")
 	cmd.Flags().Var(mergeLanesFlag{&cfg.MergeLanes}, "merge-lanes", "auto | on | off: whether the partitions' lanes learn a mergeable global mam in parallel, each with a merged view of its own (auto: with GOMAXPROCS > 2), or take turns at one instance")
 	cmd.Flags().BoolVar(&cfg.NoBroker, "no-broker", false, "no broker on the data path: each run reads the events from memory (generated once, before the rounds) and publishes to a discarding publisher; the consumer group stays on the embedded broker")
 	cmd.Flags().IntVar(&cfg.Rounds, "rounds", 5, "measured rounds; each runs every pipeline once, in a balanced order")

@@ -152,7 +152,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			CalibrationMinIntervalS: cfg.Calibration.MinInterval.Seconds(), DataPath: dataPath(cfg.NoBroker)},
 		Warmup: []Round{}, Rounds: []Round{},
 	}
-	b, err := stream.StartBroker(0, stream.TopicSpec{Name: inputTopic, Partitions: cfg.Partitions}, stream.TopicSpec{Name: dlqTopic, Partitions: 1})
+	// The broker's goroutines (its request loop, a reader and a writer
+	// per connection) carry the profiler label stage=broker, from the
+	// goroutine that starts them: --stages gives the embedded broker's CPU
+	// apart from the clients' and the collector's.
+	var b *stream.Broker
+	var err error
+	pprof.Do(ctx, pprof.Labels("stage", "broker"), func(context.Context) {
+		b, err = stream.StartBroker(0, stream.TopicSpec{Name: inputTopic, Partitions: cfg.Partitions}, stream.TopicSpec{Name: dlqTopic, Partitions: 1})
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -193,8 +201,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		say(fmt.Sprintf("%s: order %s", name, strings.Join(rd.Order, ", ")))
 		for pos, mode := range rd.Order {
 			// The run's goroutines (the service's, the clients') carry the
-			// profiler label pipeline=MODE, the broker's none: `go tool pprof
-			// -tags` splits a --cpuprofile between the pipelines and the rest.
+			// profiler label pipeline=MODE, the broker's stage=broker: `go tool
+			// pprof -tags` splits a --cpuprofile between the pipelines, the
+			// broker and the rest.
 			var r Result
 			var err error
 			var prof bytes.Buffer
@@ -208,7 +217,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if profiling {
 				pprof.StopCPUProfile()
 				if err == nil {
-					r.Goroutines, err = cpuByGoroutineLabels(prof.Bytes(), []string{"stage", "partition", "shard"})
+					r.Goroutines, err = cpuByGoroutineLabels(prof.Bytes(), []string{"stage", "partition", "shard"}, brokerLoop)
 				}
 			}
 			r.Round, r.Position = rd.Round, pos

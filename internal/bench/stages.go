@@ -15,11 +15,20 @@ import (
 // Stage CPU: with Config.Stages each measured run is CPU-profiled on its
 // own, and its samples summed by the goroutine labels the service sets
 // (stream/internal/stage: stage=fetch partition=N, stage=apply partition=N,
-// stage=publish, stage=calibration, stage=checkpoint): the CPU of each
-// goroutine of the events' path, and of the rest of the process (the
-// embedded broker, the clients' own goroutines, the collector). A
+// stage=publish, stage=calibration, stage=checkpoint) and the bench's
+// embedded broker's (stage=broker; its request loop stage=broker
+// goroutine=loop): the CPU of each goroutine of the events' path, of the
+// broker, and of the rest of the process (the clients' own goroutines,
+// the collector). A
 // goroutine whose CPU over the run's elapsed time is near 1 is saturated:
 // it bounds the events/s whatever the cores.
+
+// brokerLoop tells the embedded broker's request loop (kfake's Cluster.run:
+// one goroutine handles every request of every client, in turn) apart
+// from its connections' goroutines, which share its label stage=broker:
+// stage=broker goroutine=loop. With many cores, a loop near 1.00 of a
+// run is what bounds the broker's events/s.
+var brokerLoop = map[string]string{"github.com/twmb/franz-go/pkg/kfake.(*Cluster).run": "loop"}
 
 // GoroutineCPU is the CPU a labelled goroutine (or the set of goroutines
 // sharing its labels) used over a run.
@@ -49,10 +58,14 @@ func labelValue(labels, key string) string {
 
 // cpuByGoroutineLabels sums the CPU time of a CPU profile (runtime/pprof's
 // gzipped protocol buffer) by the values of the labels keys its samples
-// carry (samples without keys[0] are summed under ""), largest first.
+// carry (samples without keys[0] are summed under ""), largest first. A
+// labelled sample whose outermost frame (the function its goroutine
+// started in) is a key of roots gets the label goroutine=roots[that
+// function] too: one goroutine told apart from the others that share its
+// labels (the embedded broker's request loop among its connections').
 // It reads the profile.proto fields it needs by hand: this module has no
 // dependency that parses profiles.
-func cpuByGoroutineLabels(profile []byte, keys []string) ([]GoroutineCPU, error) {
+func cpuByGoroutineLabels(profile []byte, keys []string, roots map[string]string) ([]GoroutineCPU, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(profile))
 	if err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
@@ -63,12 +76,15 @@ func cpuByGoroutineLabels(profile []byte, keys []string) ([]GoroutineCPU, error)
 	}
 	type label struct{ key, str int64 }
 	type sample struct {
-		values []int64
-		labels []label
+		values    []int64
+		labels    []label
+		locations []uint64 // the stack's location ids, the leaf first
 	}
 	var strs []string
 	var types []int64 // sample_type's type string index, per value
 	var samples []sample
+	outer := map[uint64]uint64{} // location id → the function id of its outermost line
+	funcs := map[uint64]int64{}  // function id → its name's string index
 	err = fields(raw, func(num int, wire int, v uint64, b []byte) error {
 		switch {
 		case num == 1 && wire == 2: // sample_type: ValueType{type = 1, unit = 2}
@@ -86,16 +102,22 @@ func cpuByGoroutineLabels(profile []byte, keys []string) ([]GoroutineCPU, error)
 			var s sample
 			if err := fields(b, func(n, w int, v uint64, bb []byte) error {
 				switch {
+				case n == 1 && w == 0:
+					s.locations = append(s.locations, v)
+				case n == 1 && w == 2: // packed
+					var err error
+					if s.locations, err = appendPacked(s.locations, bb); err != nil {
+						return err
+					}
 				case n == 2 && w == 0:
 					s.values = append(s.values, int64(v))
 				case n == 2 && w == 2: // packed
-					for len(bb) > 0 {
-						x, k := binary.Uvarint(bb)
-						if k <= 0 {
-							return errors.New("bad packed value")
-						}
+					xs, err := appendPacked(nil, bb)
+					if err != nil {
+						return err
+					}
+					for _, x := range xs {
 						s.values = append(s.values, int64(x))
-						bb = bb[k:]
 					}
 				case n == 3 && w == 2: // Label{key = 1, str = 2}
 					var l label
@@ -117,6 +139,42 @@ func cpuByGoroutineLabels(profile []byte, keys []string) ([]GoroutineCPU, error)
 				return err
 			}
 			samples = append(samples, s)
+		case num == 4 && wire == 2 && len(roots) > 0: // location: id = 1, line = 4 (Line{function_id = 1}), the outermost last
+			var id, fn uint64
+			err := fields(b, func(n, w int, v uint64, bb []byte) error {
+				switch {
+				case n == 1 && w == 0:
+					id = v
+				case n == 4 && w == 2:
+					return fields(bb, func(n, w int, v uint64, _ []byte) error {
+						if n == 1 && w == 0 {
+							fn = v
+						}
+						return nil
+					})
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			outer[id] = fn
+		case num == 5 && wire == 2 && len(roots) > 0: // function: id = 1, name = 2
+			var id uint64
+			var name int64
+			err := fields(b, func(n, w int, v uint64, _ []byte) error {
+				switch {
+				case n == 1 && w == 0:
+					id = v
+				case n == 2 && w == 0:
+					name = int64(v)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			funcs[id] = name
 		case num == 6 && wire == 2: // string_table
 			strs = append(strs, string(b))
 		}
@@ -156,6 +214,11 @@ func cpuByGoroutineLabels(profile []byte, keys []string) ([]GoroutineCPU, error)
 		if len(parts) == 0 || !strings.HasPrefix(parts[0], keys[0]+"=") {
 			parts = nil
 		}
+		if n := len(s.locations); n > 0 && parts != nil {
+			if g, ok := roots[str(funcs[outer[s.locations[n-1]]])]; ok {
+				parts = append(parts, "goroutine="+g)
+			}
+		}
 		sums[strings.Join(parts, " ")] += s.values[cpu]
 	}
 	out := make([]GoroutineCPU, 0, len(sums))
@@ -169,6 +232,19 @@ func cpuByGoroutineLabels(profile []byte, keys []string) ([]GoroutineCPU, error)
 		return strings.Compare(a.Labels, b.Labels)
 	})
 	return out, nil
+}
+
+// appendPacked appends the varints of a packed repeated field to dst.
+func appendPacked(dst []uint64, b []byte) ([]uint64, error) {
+	for len(b) > 0 {
+		x, k := binary.Uvarint(b)
+		if k <= 0 {
+			return dst, errors.New("bad packed value")
+		}
+		dst = append(dst, x)
+		b = b[k:]
+	}
+	return dst, nil
 }
 
 // fields calls f with each field of the protocol buffer message b: its

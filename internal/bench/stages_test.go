@@ -29,11 +29,15 @@ func (b pb) bytes(num int, v []byte) pb {
 }
 
 // TestCPUByGoroutineLabels: a profile written as runtime/pprof writes one
-// (values packed, labels as string indices, the string table after the
-// samples; a fixed64 field to skip) is summed by its labels' values, the
-// samples without a stage under "".
+// (values and location ids packed, labels as string indices, locations and
+// functions after the samples, then the string table; a fixed64 field to
+// skip) is summed by its labels' values, the samples without a stage under
+// "", and a labelled sample whose stack starts in a root function gets
+// that root's goroutine label (the outermost line of its outermost
+// location: inlined frames come first).
 func TestCPUByGoroutineLabels(t *testing.T) {
-	strs := []string{"", "samples", "count", "cpu", "nanoseconds", "stage", "apply", "shard", "instance", "fetch", "partition", "0", "1"}
+	strs := []string{"", "samples", "count", "cpu", "nanoseconds", "stage", "apply", "shard", "instance", "fetch", "partition", "0", "1",
+		"broker", "pkg.loop", "pkg.handle", "pkg.read", "pkg.inlined"}
 	idx := func(s string) uint64 {
 		for i, x := range strs {
 			if x == s {
@@ -44,16 +48,33 @@ func TestCPUByGoroutineLabels(t *testing.T) {
 		return 0
 	}
 	label := func(k, v string) []byte { return pb(nil).varint(1, idx(k)).varint(2, idx(v)) }
-	sample := func(cpu uint64, labels ...[]byte) []byte {
-		var packed []byte
+	// stackSample is a sample whose stack is the locations locs, the leaf
+	// first.
+	stackSample := func(cpu uint64, locs []uint64, labels ...[]byte) []byte {
+		var packed, ids []byte
 		packed = binary.AppendUvarint(packed, 1)
 		packed = binary.AppendUvarint(packed, cpu)
-		s := pb(nil).bytes(1, binary.AppendUvarint(nil, 7)).bytes(2, packed)
+		for _, l := range locs {
+			ids = binary.AppendUvarint(ids, l)
+		}
+		s := pb(nil).bytes(1, ids).bytes(2, packed)
 		for _, l := range labels {
 			s = s.bytes(3, l)
 		}
 		return s
 	}
+	sample := func(cpu uint64, labels ...[]byte) []byte { return stackSample(cpu, []uint64{7}, labels...) }
+	// Functions 1–4: loop, handle, read, inlined; locations 7 (handle),
+	// 8 (loop), 9 (read), 10 (inlined into read: outermost read).
+	function := func(id uint64, name string) []byte { return pb(nil).varint(1, id).varint(2, idx(name)) }
+	location := func(id uint64, fns ...uint64) []byte {
+		l := pb(nil).varint(1, id).varint(2, 0x4000)
+		for _, f := range fns {
+			l = l.bytes(4, pb(nil).varint(1, f).varint(2, 10))
+		}
+		return l
+	}
+	broker := label("stage", "broker")
 	var p pb
 	p = p.bytes(1, pb(nil).varint(1, idx("samples")).varint(2, idx("count")))
 	p = p.bytes(1, pb(nil).varint(1, idx("cpu")).varint(2, idx("nanoseconds")))
@@ -61,9 +82,17 @@ func TestCPUByGoroutineLabels(t *testing.T) {
 	p = p.bytes(2, sample(10e6, label("stage", "apply"), label("shard", "instance")))
 	p = p.bytes(2, sample(20e6, label("partition", "1"), label("stage", "fetch")))
 	p = p.bytes(2, sample(10e6, label("stage", "fetch"), label("partition", "0")))
-	p = p.bytes(2, sample(50e6))                         // no labels: the broker
-	p = p.bytes(2, sample(5e6, label("partition", "0"))) // no stage: the rest too
+	p = p.bytes(2, sample(50e6))                               // no labels: the broker
+	p = p.bytes(2, sample(5e6, label("partition", "0")))       // no stage: the rest too
+	p = p.bytes(2, stackSample(70e6, []uint64{7, 8}, broker))  // handle, called by the loop
+	p = p.bytes(2, stackSample(15e6, []uint64{8}, broker))     // the loop itself
+	p = p.bytes(2, stackSample(25e6, []uint64{7, 10}, broker)) // a connection's reader (the inlined function's caller)
+	p = p.bytes(2, stackSample(1e6, []uint64{8}))              // the loop's function, unlabelled: the rest
 	p = append(binary.AppendUvarint(p, 9<<3|1), make([]byte, 8)...)
+	for id, name := range map[uint64]string{1: "pkg.loop", 2: "pkg.handle", 3: "pkg.read", 4: "pkg.inlined"} {
+		p = p.bytes(5, function(id, name))
+	}
+	p = p.bytes(4, location(7, 2)).bytes(4, location(8, 1)).bytes(4, location(9, 3)).bytes(4, location(10, 4, 3))
 	for _, s := range strs {
 		p = p.bytes(6, []byte(s))
 	}
@@ -71,11 +100,12 @@ func TestCPUByGoroutineLabels(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write(p)
 	zw.Close()
-	got, err := cpuByGoroutineLabels(gz.Bytes(), []string{"stage", "partition", "shard"})
+	got, err := cpuByGoroutineLabels(gz.Bytes(), []string{"stage", "partition", "shard"}, map[string]string{"pkg.loop": "loop", "pkg.inlined": "wrong"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []GoroutineCPU{{"", 55 * time.Millisecond}, {"stage=apply shard=instance", 40 * time.Millisecond},
+	want := []GoroutineCPU{{"stage=broker goroutine=loop", 85 * time.Millisecond}, {"", 56 * time.Millisecond},
+		{"stage=apply shard=instance", 40 * time.Millisecond}, {"stage=broker", 25 * time.Millisecond},
 		{"stage=fetch partition=1", 20 * time.Millisecond}, {"stage=fetch partition=0", 10 * time.Millisecond}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -86,10 +116,15 @@ func TestCPUByGoroutineLabels(t *testing.T) {
 		}
 	}
 	st := StageCPU(got)
-	if st["apply"] != 40*time.Millisecond || st["fetch"] != 30*time.Millisecond || st[""] != 55*time.Millisecond {
+	if st["apply"] != 40*time.Millisecond || st["fetch"] != 30*time.Millisecond || st["broker"] != 110*time.Millisecond || st[""] != 56*time.Millisecond {
 		t.Errorf("by stage %v", st)
 	}
-	if _, err := cpuByGoroutineLabels([]byte("not gzip"), []string{"stage"}); err == nil {
+	// Without roots the loop is not told apart.
+	got, err = cpuByGoroutineLabels(gz.Bytes(), []string{"stage", "partition", "shard"}, nil)
+	if err != nil || got[0] != (GoroutineCPU{"stage=broker", 110 * time.Millisecond}) {
+		t.Errorf("without roots: %v, %v", got, err)
+	}
+	if _, err := cpuByGoroutineLabels([]byte("not gzip"), []string{"stage"}, nil); err == nil {
 		t.Error("garbage parsed")
 	}
 }
@@ -111,7 +146,7 @@ func TestCPUByGoroutineLabelsLive(t *testing.T) {
 		sink = x
 	})
 	pprof.StopCPUProfile()
-	got, err := cpuByGoroutineLabels(prof.Bytes(), []string{"stage", "partition", "shard"})
+	got, err := cpuByGoroutineLabels(prof.Bytes(), []string{"stage", "partition", "shard"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +163,8 @@ var sink float64
 // TestBenchStages: with Stages, each measured run's CPU is kept by the
 // service's goroutine labels: a score run has its applier and its
 // fetchers (the stages that take most of its CPU: the others may get no
-// 10 ms sample in so short a run); the report prints the table.
+// 10 ms sample in so short a run), and the embedded broker its request
+// loop; the report prints the tables.
 func TestBenchStages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -145,7 +181,7 @@ func TestBenchStages(t *testing.T) {
 	for _, g := range r.Goroutines {
 		labels = append(labels, g.Labels)
 	}
-	for _, want := range []string{"stage=apply partition=", "stage=fetch partition="} {
+	for _, want := range []string{"stage=apply partition=", "stage=fetch partition=", "stage=broker goroutine=loop"} {
 		found := false
 		for _, l := range labels {
 			found = found || strings.HasPrefix(l, want)
@@ -164,10 +200,10 @@ func TestBenchStages(t *testing.T) {
 	_, row, _ := strings.Cut(perStage, "| score |")
 	row, _, _ = strings.Cut(row, "\n")
 	cells := strings.Split(strings.Trim(row, " |"), "|")
-	if !ok || len(cells) != 5 {
+	if !ok || len(cells) != 6 {
 		t.Fatalf("no per-stage row for score in:\n%s", text.String())
 	}
-	for i, stage := range []string{"fetch", "apply"} {
+	for i, stage := range map[int]string{0: "fetch", 1: "apply", 5: "broker"} {
 		if v, err := strconv.ParseFloat(strings.TrimSpace(cells[i]), 64); err != nil || !(v > 0 && v <= 1.05) {
 			t.Errorf("score: busiest %s goroutine's share %q, want in (0, 1]", stage, cells[i])
 		}
