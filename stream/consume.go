@@ -24,8 +24,9 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	var out Sink = p.pub
 	if p.cfg.Sink != nil {
 		out = p.cfg.Sink
-	} else if p.pub != nil {
-		out = p.pub.Lane(partition) // the partition's records through one of the publisher's queues, in order
+	}
+	if l, ok := out.(laneSink); ok && (p.cfg.Sink != nil || p.pub != nil) {
+		out = l.Lane(partition) // the partition's records through one of the publisher's queues, in order
 	}
 	t := p.newTally(partition)
 	defer p.met.lag.DeleteLabelValues(strconv.Itoa(partition))

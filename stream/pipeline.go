@@ -23,6 +23,15 @@ type Sink = engine.Sink
 
 var _ Sink = (*Publisher)(nil)
 
+// laneSink is a Sink that gives each partition's records a lane of their
+// own (*Publisher: one of its queues, which keeps them in order): a
+// partition publishes through its lane.
+type laneSink interface {
+	Lane(partition int) Sink
+}
+
+var _ laneSink = (*Publisher)(nil)
+
 // Processor handles input messages statelessly (no snapshots): the
 // pipeline calls Process for one message at a time (never concurrently), in
 // offset order per partition, and the processor sends what the message
@@ -59,7 +68,10 @@ type PipelineConfig struct {
 	OnProcessed func(msg *kafka.Message)
 	// Sink, when set, receives the records instead of the publisher and
 	// must forward every one of them to it (a counting wrapper, for
-	// benchmarks): checkpoints wait for the publisher's deliveries.
+	// benchmarks): checkpoints wait for the publisher's deliveries. Like
+	// the publisher's, its Lane(partition) method, if it has one, gives
+	// each partition's records their own (Publisher.Lane), so that a
+	// wrapper's records take the service's path.
 	Sink Sink
 
 	// Source, when set, gives each assigned partition's fetcher instead

@@ -1,9 +1,11 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -255,11 +257,43 @@ func BenchmarkDiscardPublishRuns(b *testing.B) {
 	}
 }
 
+// recordingLanes wraps a publisher as PipelineConfig.Sink, with lanes
+// (Lane): each notes the records it carries, and counts those of another
+// partition (a record's value is "partition-offset").
+type recordingLanes struct {
+	Sink
+	mu      sync.Mutex
+	lanes   map[int]int // partition → records through its lane
+	strayed atomic.Int64
+}
+
+func (s *recordingLanes) Lane(partition int) Sink {
+	return &sinkLane{s: s, partition: partition, Sink: s.Sink.(*Publisher).Lane(partition)}
+}
+
+type sinkLane struct {
+	Sink
+	s         *recordingLanes
+	partition int
+}
+
+func (l *sinkLane) Publish(m kafka.Message) {
+	l.s.mu.Lock()
+	l.s.lanes[l.partition]++
+	l.s.mu.Unlock()
+	if !bytes.HasPrefix(m.Value, fmt.Appendf(nil, "%d-", l.partition)) {
+		l.s.strayed.Add(1)
+	}
+	l.Sink.Publish(m)
+}
+
 // TestPipelineMemorySource runs a pass-through pipeline whose records come
 // from a MemorySource and go to a discarding publisher, in a consumer
 // group on the embedded broker whose input topic is empty: every record
 // is processed once, in order per partition, and the group commits the
-// offsets after the last.
+// offsets after the last. The records go through a Sink with lanes, as
+// the service's go through the publisher's: each partition's through its
+// own lane (Lane).
 func TestPipelineMemorySource(t *testing.T) {
 	const parts, n = 3, 400
 	b, err := StartBroker(0, TopicSpec{Name: "in", Partitions: parts})
@@ -274,8 +308,9 @@ func TestPipelineMemorySource(t *testing.T) {
 	next := make([]int64, parts) // per partition, on its goroutine
 	var processed atomic.Int64
 	bad := make(chan string, 1)
+	sink := &recordingLanes{Sink: pub, lanes: map[int]int{}}
 	pl := NewPipeline(PipelineConfig{Brokers: b.Addrs(), Group: "g", Topic: "in", StartOffset: kafka.FirstOffset,
-		CommitInterval: 50 * time.Millisecond, Source: src.Fetcher}, ProcessorFunc(func(msg *kafka.Message, out Sink) {
+		CommitInterval: 50 * time.Millisecond, Source: src.Fetcher, Sink: sink}, ProcessorFunc(func(msg *kafka.Message, out Sink) {
 		if msg.Offset != next[msg.Partition] || string(msg.Value) != fmt.Sprintf("%d-%d", msg.Partition, msg.Offset) {
 			select {
 			case bad <- fmt.Sprintf("partition %d: offset %d (want %d), value %q", msg.Partition, msg.Offset, next[msg.Partition], msg.Value):
@@ -313,6 +348,16 @@ func TestPipelineMemorySource(t *testing.T) {
 	}
 	if processed.Load() != parts*n || published.Load() != parts*n {
 		t.Errorf("%d processed, %d published, want %d", processed.Load(), published.Load(), parts*n)
+	}
+	sink.mu.Lock()
+	for p := range parts {
+		if sink.lanes[p] != n {
+			t.Errorf("partition %d: %d records through its lane, want %d", p, sink.lanes[p], n)
+		}
+	}
+	sink.mu.Unlock()
+	if k := sink.strayed.Load(); k != 0 {
+		t.Errorf("%d records through another partition's lane", k)
 	}
 	// Run's stop committed every partition's end.
 	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: 10 * time.Second}

@@ -89,7 +89,7 @@ same partitions (the preload's balancer: the key's FNV-1a hash, round robin
 without a key, so dense event i is in partition i mod --partitions) and in
 the same order — and every run's pipeline reads each partition from there
 through the same fetch-to-publish path (the partition's goroutine, decode,
-apply, the publisher's queue and batching loop) into a publisher that
+apply, the publisher's queues and batching loops) into a publisher that
 discards what it publishes and acknowledges it at once. Pass-through is then
 memory → publish the same bytes → discarded. The consumer group (membership,
 offset commits) stays on the embedded broker. CPU per event is then the

@@ -354,7 +354,7 @@ func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg
 func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, group string, proc stream.Processor, eng *engine.Engine, reg *prometheus.Registry,
 	events int, store *stream.StateStore, every time.Duration) (Result, error) {
 	var processed, acked atomic.Int64
-	sink := &countingSink{}
+	sink := newCountingSink(nil) // the publisher, once built
 	done := make(chan struct{})
 	var once sync.Once
 	// Done when every event is processed (so sink.records is final) and
@@ -470,12 +470,46 @@ func modelExamples(reg prometheus.Gatherer) (map[string]int64, error) {
 }
 
 // countingSink counts the records a processor publishes, and those it
-// dead-letters with the first one's reason.
+// dead-letters with the first one's reason. Its lanes (Lane) count into
+// the same counts.
 type countingSink struct {
 	engine.Sink
+	*sinkCounts
+}
+
+type sinkCounts struct {
 	records, dead atomic.Int64
 	mu            sync.Mutex
 	why           string
+}
+
+func newCountingSink(to engine.Sink) *countingSink {
+	return &countingSink{Sink: to, sinkCounts: &sinkCounts{}}
+}
+
+// Lane is the lane of the sink it wraps for partition (the publisher's:
+// Publisher.Lane), counted with s: each partition's records take the
+// service's path, through one of the publisher's queues, their buffers
+// taken a run at a time (Buffers). Without lanes, s itself.
+func (s *countingSink) Lane(partition int) stream.Sink {
+	l, ok := s.Sink.(interface{ Lane(int) stream.Sink })
+	if !ok {
+		return s
+	}
+	return &countingSink{Sink: l.Lane(partition), sinkCounts: s.sinkCounts}
+}
+
+// Buffers are the wrapped sink's, n at once when it hands them out so.
+func (s *countingSink) Buffers(dst [][]byte, n int) [][]byte {
+	if b, ok := s.Sink.(interface {
+		Buffers(dst [][]byte, n int) [][]byte
+	}); ok {
+		return b.Buffers(dst, n)
+	}
+	for range n {
+		dst = append(dst, s.Sink.Buffer())
+	}
+	return dst
 }
 
 func (s *countingSink) Publish(m kafka.Message) {

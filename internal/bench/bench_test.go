@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/streamer/streamer/online"
+	"github.com/streamer/streamer/stream"
+	"github.com/streamer/streamer/stream/engine"
 )
 
 // TestBenchRunSmoke runs the whole bench on a few events: a warm-up
@@ -71,5 +76,42 @@ func TestBenchRunSmoke(t *testing.T) {
 	}
 	if _, err := json.Marshal(rep); err != nil {
 		t.Errorf("report does not encode: %v", err)
+	}
+}
+
+// TestCountingSinkLanes: the bench's counting sink hands each partition
+// the publisher's lane (the service's path: one of its queues, buffers a
+// run at a time), and its lanes count into the sink's counts, dead
+// letters with the first one's reason.
+func TestCountingSinkLanes(t *testing.T) {
+	var acked atomic.Int64
+	pub := stream.NewPublisher(stream.PublisherConfig{BatchSize: 10, Discard: true}, nil, func(n int) { acked.Add(int64(n)) }, nil)
+	defer pub.Close(context.Background())
+	sink := newCountingSink(pub)
+	lanes := []stream.Sink{sink.Lane(0), sink.Lane(1)}
+	for i, l := range lanes {
+		c, ok := l.(*countingSink)
+		if !ok || c.Sink == stream.Sink(pub) || c.sinkCounts != sink.sinkCounts {
+			t.Fatalf("lane %d: %T %+v, want a counting sink around the publisher's lane", i, l, l)
+		}
+		if bufs := c.Buffers(nil, 64); len(bufs) != 64 {
+			t.Fatalf("lane %d: %d buffers, want 64", i, len(bufs))
+		}
+	}
+	lanes[0].(*countingSink).PublishBatch([]kafka.Message{{Topic: "out", Value: []byte("a")}, {Topic: "out", Value: []byte("b")}})
+	lanes[1].Publish(kafka.Message{Topic: "out", Value: []byte("c")})
+	dead := kafka.Message{Topic: dlqTopic, Value: []byte("x"), Headers: []kafka.Header{{Key: engine.HeaderReason, Value: []byte("not_json")}}}
+	lanes[1].Publish(dead)
+	if got := sink.records.Load(); got != 4 {
+		t.Errorf("%d records counted, want 4", got)
+	}
+	if sink.dead.Load() != 1 || !strings.Contains(sink.reason(), "not_json") {
+		t.Errorf("dead letters %d (%q), want 1 not_json", sink.dead.Load(), sink.reason())
+	}
+	for deadline := time.Now().Add(10 * time.Second); acked.Load() < 4 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if acked.Load() != 4 {
+		t.Errorf("%d records acknowledged, want 4", acked.Load())
 	}
 }
