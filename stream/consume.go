@@ -21,11 +21,14 @@ func (p *Pipeline) consume(ctx context.Context, gen *kafka.Generation, sh *pshar
 	stage.Set(p.labels, "stage", "fetch", "partition", strconv.Itoa(partition))
 	r := p.fetcher(partition, offset) // source.go
 	defer r.Close()
-	var out Sink = p.pub
-	if p.cfg.Sink != nil {
+	var out Sink
+	switch {
+	case p.cfg.Sink != nil:
 		out = p.cfg.Sink
+	case p.pub != nil:
+		out = p.pub
 	}
-	if l, ok := out.(laneSink); ok && (p.cfg.Sink != nil || p.pub != nil) {
+	if l, ok := out.(laneSink); ok {
 		out = l.Lane(partition) // the partition's records through one of the publisher's queues, in order
 	}
 	t := p.newTally(partition)

@@ -354,7 +354,7 @@ func runOne(ctx context.Context, b *stream.Broker, mem *stream.MemorySource, cfg
 func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, group string, proc stream.Processor, eng *engine.Engine, reg *prometheus.Registry,
 	events int, store *stream.StateStore, every time.Duration) (Result, error) {
 	var processed, acked atomic.Int64
-	sink := newCountingSink(nil) // the publisher, once built
+	var sink *countingSink // around the publisher, once built
 	done := make(chan struct{})
 	var once sync.Once
 	// Done when every event is processed (so sink.records is final) and
@@ -371,7 +371,7 @@ func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, g
 		acked.Add(int64(n))
 		check()
 	}, nil)
-	sink.Sink = pub
+	sink = newCountingSink(pub)
 	var first, cpu0, wait0 atomic.Int64
 	var source func(partition int, offset int64) stream.Fetcher
 	if mem != nil {
@@ -473,8 +473,17 @@ func modelExamples(reg prometheus.Gatherer) (map[string]int64, error) {
 // dead-letters with the first one's reason. Its lanes (Lane) count into
 // the same counts.
 type countingSink struct {
-	engine.Sink
+	bufferingSink
 	*sinkCounts
+}
+
+// bufferingSink is the publisher, or one of its lanes: a Sink that takes
+// runs of records and hands out record buffers a run at a time, as the
+// service's appliers use them.
+type bufferingSink interface {
+	engine.Sink
+	PublishBatch(msgs []kafka.Message)
+	Buffers(dst [][]byte, n int) [][]byte
 }
 
 type sinkCounts struct {
@@ -483,39 +492,27 @@ type sinkCounts struct {
 	why           string
 }
 
-func newCountingSink(to engine.Sink) *countingSink {
-	return &countingSink{Sink: to, sinkCounts: &sinkCounts{}}
+func newCountingSink(to bufferingSink) *countingSink {
+	return &countingSink{bufferingSink: to, sinkCounts: &sinkCounts{}}
 }
 
 // Lane is the lane of the sink it wraps for partition (the publisher's:
 // Publisher.Lane), counted with s: each partition's records take the
-// service's path, through one of the publisher's queues, their buffers
-// taken a run at a time (Buffers). Without lanes, s itself.
+// service's path, through one of the publisher's queues. Without lanes, s
+// itself.
 func (s *countingSink) Lane(partition int) stream.Sink {
-	l, ok := s.Sink.(interface{ Lane(int) stream.Sink })
-	if !ok {
-		return s
+	if l, ok := s.bufferingSink.(interface{ Lane(int) stream.Sink }); ok {
+		if lane, ok := l.Lane(partition).(bufferingSink); ok {
+			return &countingSink{bufferingSink: lane, sinkCounts: s.sinkCounts}
+		}
 	}
-	return &countingSink{Sink: l.Lane(partition), sinkCounts: s.sinkCounts}
-}
-
-// Buffers are the wrapped sink's, n at once when it hands them out so.
-func (s *countingSink) Buffers(dst [][]byte, n int) [][]byte {
-	if b, ok := s.Sink.(interface {
-		Buffers(dst [][]byte, n int) [][]byte
-	}); ok {
-		return b.Buffers(dst, n)
-	}
-	for range n {
-		dst = append(dst, s.Sink.Buffer())
-	}
-	return dst
+	return s
 }
 
 func (s *countingSink) Publish(m kafka.Message) {
 	s.records.Add(1)
 	s.count(&m)
-	s.Sink.Publish(m)
+	s.bufferingSink.Publish(m)
 }
 
 // PublishBatch counts msgs and hands them on as one run, as the service's
@@ -526,13 +523,7 @@ func (s *countingSink) PublishBatch(msgs []kafka.Message) {
 	for i := range msgs {
 		s.count(&msgs[i])
 	}
-	if b, ok := s.Sink.(interface{ PublishBatch([]kafka.Message) }); ok {
-		b.PublishBatch(msgs)
-		return
-	}
-	for _, m := range msgs {
-		s.Sink.Publish(m)
-	}
+	s.bufferingSink.PublishBatch(msgs)
 }
 
 // count keeps the first dead letter's reason.

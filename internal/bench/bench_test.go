@@ -91,7 +91,7 @@ func TestCountingSinkLanes(t *testing.T) {
 	lanes := []stream.Sink{sink.Lane(0), sink.Lane(1)}
 	for i, l := range lanes {
 		c, ok := l.(*countingSink)
-		if !ok || c.Sink == stream.Sink(pub) || c.sinkCounts != sink.sinkCounts {
+		if !ok || c.bufferingSink == bufferingSink(pub) || c.sinkCounts != sink.sinkCounts {
 			t.Fatalf("lane %d: %T %+v, want a counting sink around the publisher's lane", i, l, l)
 		}
 		if bufs := c.Buffers(nil, 64); len(bufs) != 64 {

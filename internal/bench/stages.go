@@ -76,7 +76,7 @@ func cpuByGoroutineLabels(profile []byte, keys []string, roots map[string]string
 	}
 	type label struct{ key, str int64 }
 	type sample struct {
-		values    []int64
+		values    []uint64
 		labels    []label
 		locations []uint64 // the stack's location ids, the leaf first
 	}
@@ -110,14 +110,11 @@ func cpuByGoroutineLabels(profile []byte, keys []string, roots map[string]string
 						return err
 					}
 				case n == 2 && w == 0:
-					s.values = append(s.values, int64(v))
+					s.values = append(s.values, v)
 				case n == 2 && w == 2: // packed
-					xs, err := appendPacked(nil, bb)
-					if err != nil {
+					var err error
+					if s.values, err = appendPacked(s.values, bb); err != nil {
 						return err
-					}
-					for _, x := range xs {
-						s.values = append(s.values, int64(x))
 					}
 				case n == 3 && w == 2: // Label{key = 1, str = 2}
 					var l label
@@ -219,7 +216,7 @@ func cpuByGoroutineLabels(profile []byte, keys []string, roots map[string]string
 				parts = append(parts, "goroutine="+g)
 			}
 		}
-		sums[strings.Join(parts, " ")] += s.values[cpu]
+		sums[strings.Join(parts, " ")] += int64(s.values[cpu])
 	}
 	out := make([]GoroutineCPU, 0, len(sums))
 	for l, ns := range sums {
