@@ -101,21 +101,12 @@ func cpuByGoroutineLabels(profile []byte, keys []string, roots map[string]string
 		case num == 2 && wire == 2: // sample: location_id = 1, value = 2, label = 3
 			var s sample
 			if err := fields(b, func(n, w int, v uint64, bb []byte) error {
+				var err error
 				switch {
-				case n == 1 && w == 0:
-					s.locations = append(s.locations, v)
-				case n == 1 && w == 2: // packed
-					var err error
-					if s.locations, err = appendPacked(s.locations, bb); err != nil {
-						return err
-					}
-				case n == 2 && w == 0:
-					s.values = append(s.values, v)
-				case n == 2 && w == 2: // packed
-					var err error
-					if s.values, err = appendPacked(s.values, bb); err != nil {
-						return err
-					}
+				case n == 1:
+					s.locations, err = appendRepeated(s.locations, w, v, bb)
+				case n == 2:
+					s.values, err = appendRepeated(s.values, w, v, bb)
 				case n == 3 && w == 2: // Label{key = 1, str = 2}
 					var l label
 					if err := fields(bb, func(n, w int, v uint64, _ []byte) error {
@@ -131,7 +122,7 @@ func cpuByGoroutineLabels(profile []byte, keys []string, roots map[string]string
 					}
 					s.labels = append(s.labels, l)
 				}
-				return nil
+				return err
 			}); err != nil {
 				return err
 			}
@@ -229,6 +220,18 @@ func cpuByGoroutineLabels(profile []byte, keys []string, roots map[string]string
 		return strings.Compare(a.Labels, b.Labels)
 	})
 	return out, nil
+}
+
+// appendRepeated appends an occurrence of a repeated varint field to
+// dst: its value v (wire 0), or the values packed in b (wire 2).
+func appendRepeated(dst []uint64, wire int, v uint64, b []byte) ([]uint64, error) {
+	switch wire {
+	case 0:
+		return append(dst, v), nil
+	case 2:
+		return appendPacked(dst, b)
+	}
+	return dst, nil
 }
 
 // appendPacked appends the varints of a packed repeated field to dst.
