@@ -475,6 +475,7 @@ func modelExamples(reg prometheus.Gatherer) (map[string]int64, error) {
 type countingSink struct {
 	bufferingSink
 	*sinkCounts
+	pub *stream.Publisher // whose lanes Lane hands out
 }
 
 // bufferingSink is the publisher, or one of its lanes: a Sink that takes
@@ -492,21 +493,15 @@ type sinkCounts struct {
 	why           string
 }
 
-func newCountingSink(to bufferingSink) *countingSink {
-	return &countingSink{bufferingSink: to, sinkCounts: &sinkCounts{}}
+func newCountingSink(pub *stream.Publisher) *countingSink {
+	return &countingSink{bufferingSink: pub, sinkCounts: &sinkCounts{}, pub: pub}
 }
 
-// Lane is the lane of the sink it wraps for partition (the publisher's:
-// Publisher.Lane), counted with s: each partition's records take the
-// service's path, through one of the publisher's queues. Without lanes, s
-// itself.
+// Lane is the publisher's lane for partition (Publisher.Lane), counted
+// with s: each partition's records take the service's path, through one
+// of the publisher's queues.
 func (s *countingSink) Lane(partition int) stream.Sink {
-	if l, ok := s.bufferingSink.(interface{ Lane(int) stream.Sink }); ok {
-		if lane, ok := l.Lane(partition).(bufferingSink); ok {
-			return &countingSink{bufferingSink: lane, sinkCounts: s.sinkCounts}
-		}
-	}
-	return s
+	return &countingSink{bufferingSink: s.pub.Lane(partition).(bufferingSink), sinkCounts: s.sinkCounts, pub: s.pub}
 }
 
 func (s *countingSink) Publish(m kafka.Message) {
