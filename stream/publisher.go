@@ -40,7 +40,7 @@ import (
 type Publisher struct {
 	w           *kafka.Writer
 	meta        *metadataCache // the writers' transport
-	ins         []chan *pubRun // one per loop; Publish and PublishBatch use the first
+	ins         []*pubQueue    // one per loop; Publish and PublishBatch use the first
 	runs        sync.Pool      // of *pubRun, empty
 	pending     atomic.Int64
 	epoch       atomic.Pointer[epoch] // the records published now count here
@@ -184,7 +184,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		ErrorLogger:  p.w.ErrorLogger,
 	}
 	for i := range publisherLoops(cfg.Loops) {
-		in := make(chan *pubRun, queuedRuns(cfg.BatchSize))
+		in := newPubQueue(queuedRecords(cfg.BatchSize))
 		p.ins = append(p.ins, in)
 		p.loops.Add(1)
 		go func() {
@@ -206,7 +206,7 @@ func (p *Publisher) Lane(lane int) Sink {
 // pubLane is a publisher's queue as a Sink (Publisher.Lane).
 type pubLane struct {
 	p  *Publisher
-	in chan *pubRun
+	in *pubQueue
 }
 
 func (l *pubLane) Buffer() []byte                       { return l.p.Buffer() }
@@ -279,10 +279,53 @@ func (s *bufStack) putValues(msgs []kafka.Message) {
 // pubRun is a run of records on the publisher's queue, in order.
 type pubRun struct{ msgs []kafka.Message }
 
-// queuedRuns is the capacity of the publisher's queue in runs: about
-// 4·batchSize + 1024 records when runs are an applier's largest
-// (maxApplyBatch events), at least 16 runs.
-func queuedRuns(batchSize int) int { return max(16, (4*batchSize+1024)/maxApplyBatch) }
+// queuedRecords is the capacity of each of the publisher's queues in
+// records.
+func queuedRecords(batchSize int) int { return 4*batchSize + 1024 }
+
+// pubQueue is one of the publisher's queues: runs of records in the order
+// published, bounded by the records they hold, not by the runs, so that a
+// publisher of one record at a time (Publish: a ranking response, a
+// processor's record) has as much room as an applier's runs of a hundred.
+// (Bounded by runs, a queue of 39 runs held 39 single records: their
+// publishers blocked on every write of a batch, and pass-through lost 16%
+// of its events/s.) A run is taken while the queue holds fewer records
+// than its capacity, so it holds at most capacity + the largest run − 1.
+type pubQueue struct {
+	runs chan *pubRun // as many runs as records fit: a send never blocks
+	mu   sync.Mutex
+	cond sync.Cond // signalled when room grows
+	room int       // records the queue may still take; ≤ 0: full
+}
+
+func newPubQueue(records int) *pubQueue {
+	q := &pubQueue{runs: make(chan *pubRun, records), room: records}
+	q.cond.L = &q.mu
+	return q
+}
+
+// put queues r, waiting while the queue is full (backpressure on the
+// publisher's caller).
+func (q *pubQueue) put(r *pubRun) {
+	q.mu.Lock()
+	for q.room <= 0 {
+		q.cond.Wait()
+	}
+	q.room -= len(r.msgs)
+	q.mu.Unlock()
+	q.runs <- r
+}
+
+// taken gives back the room of n records taken off the queue.
+func (q *pubQueue) taken(n int) {
+	q.mu.Lock()
+	full := q.room <= 0
+	q.room += n
+	q.mu.Unlock()
+	if full {
+		q.cond.Broadcast()
+	}
+}
 
 // Publish queues m for delivery. It blocks only when the queue is full
 // (explicit backpressure on the processing loop). m.WriterData is the
@@ -300,7 +343,7 @@ func (p *Publisher) Publish(m kafka.Message) {
 func (p *Publisher) PublishBatch(msgs []kafka.Message) { p.publish(p.ins[0], msgs) }
 
 // publish is PublishBatch onto queue in.
-func (p *Publisher) publish(in chan *pubRun, msgs []kafka.Message) {
+func (p *Publisher) publish(in *pubQueue, msgs []kafka.Message) {
 	if len(msgs) == 0 {
 		return
 	}
@@ -320,11 +363,12 @@ func (p *Publisher) publish(in chan *pubRun, msgs []kafka.Message) {
 		m.WriterData = e
 		r.msgs = append(r.msgs, m)
 	}
-	in <- r
+	in.put(r)
 }
 
-// take appends r's records to batch and frees r.
-func (p *Publisher) take(batch []kafka.Message, r *pubRun) []kafka.Message {
+// take appends r's records, taken off queue in, to batch and frees r.
+func (p *Publisher) take(in *pubQueue, batch []kafka.Message, r *pubRun) []kafka.Message {
+	in.taken(len(r.msgs))
 	batch = append(batch, r.msgs...)
 	clear(r.msgs)
 	r.msgs = r.msgs[:0]
@@ -428,7 +472,7 @@ func (p *Publisher) Close(ctx context.Context) error {
 // loop hands the runs of queue in to the writer in batches of about
 // batchSize records, until Close; with retries, it also sends the records
 // that failed again once their backoff has passed (one loop does).
-func (p *Publisher) loop(batchSize int, in chan *pubRun, retries bool) {
+func (p *Publisher) loop(batchSize int, in *pubQueue, retries bool) {
 	batch := make([]kafka.Message, 0, batchSize)
 	var retry <-chan time.Time // nil: never
 	if retries {
@@ -441,13 +485,13 @@ func (p *Publisher) loop(batchSize int, in chan *pubRun, retries bool) {
 		select {
 		case <-p.stopc:
 			return
-		case r := <-in:
-			batch = p.take(batch, r)
+		case r := <-in.runs:
+			batch = p.take(in, batch, r)
 		drain:
 			for len(batch) < batchSize {
 				select {
-				case r := <-in:
-					batch = p.take(batch, r)
+				case r := <-in.runs:
+					batch = p.take(in, batch, r)
 				default:
 					break drain
 				}

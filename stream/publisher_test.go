@@ -102,14 +102,15 @@ func TestPublisherMarkAwait(t *testing.T) {
 func BenchmarkPublish(b *testing.B) {
 	for _, c := range []struct{ name, topic string }{{"score", "scores"}, {"dead_letter", "dlq"}} {
 		b.Run(c.name, func(b *testing.B) {
-			p := &Publisher{ins: []chan *pubRun{make(chan *pubRun, 1<<12)}, truncTopic: "dlq", maxRecord: 1 << 20}
+			q := newPubQueue(1 << 12)
+			p := &Publisher{ins: []*pubQueue{q}, truncTopic: "dlq", maxRecord: 1 << 20}
 			p.epoch.Store(&epoch{})
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				var batch []kafka.Message
-				for r := range p.ins[0] {
-					batch = p.take(batch[:0], r)
+				for r := range q.runs {
+					batch = p.take(q, batch[:0], r)
 				}
 			}()
 			m := kafka.Message{Topic: c.topic, Key: []byte("user-42"), Value: []byte(`{"id":"e-1","score":0.5}`),
@@ -121,7 +122,7 @@ func BenchmarkPublish(b *testing.B) {
 					p.Mark()
 				}
 			}
-			close(p.ins[0])
+			close(q.runs)
 			<-done
 		})
 	}
@@ -266,5 +267,55 @@ func TestPublisherLanes(t *testing.T) {
 			t.Fatalf("lane %d: record %d after %d", lane, i, next[lane]-1)
 		}
 		next[lane]++
+	}
+}
+
+// TestPubQueueBoundsRecords: a publisher's queue holds as many records as
+// its capacity whether they come one at a time (Publish) or in runs; a
+// publisher waits while it is full and goes on once the loop takes a run;
+// a run larger than the room left still goes in (so a large run cannot
+// wait forever behind single records), and the queue is then full.
+func TestPubQueueBoundsRecords(t *testing.T) {
+	const capacity = 1024 // records: far more runs than the 39 a bound by runs gave
+	q := newPubQueue(capacity)
+	p := &Publisher{ins: []*pubQueue{q}}
+	p.epoch.Store(&epoch{})
+	m := kafka.Message{Topic: "scores", Value: []byte(`{}`)}
+	for range capacity {
+		p.Publish(m) // never waits: the loop is not running
+	}
+	if n := len(q.runs); n != capacity {
+		t.Fatalf("%d runs queued, want %d", n, capacity)
+	}
+	published := make(chan struct{})
+	go func() {
+		p.Publish(m)
+		close(published)
+	}()
+	select {
+	case <-published:
+		t.Fatalf("a record beyond the queue's %d went in without waiting", capacity)
+	case <-time.After(20 * time.Millisecond):
+	}
+	var batch []kafka.Message
+	batch = p.take(q, batch, <-q.runs) // the loop takes one: room for one
+	<-published
+	batch = p.take(q, batch, <-q.runs) // and another
+	run := make([]kafka.Message, 100)
+	for i := range run {
+		run[i] = m
+	}
+	p.PublishBatch(run) // 100 records into the room of 1
+	if q.room != 1-len(run) {
+		t.Fatalf("room %d after a run of %d into the room of one, want %d", q.room, len(run), 1-len(run))
+	}
+	for len(q.runs) > 0 {
+		batch = p.take(q, batch[:0], <-q.runs)
+	}
+	if q.room != capacity {
+		t.Fatalf("room %d with the queue empty, want %d", q.room, capacity)
+	}
+	if n := p.pending.Load(); n != int64(capacity+1+len(run)) {
+		t.Fatalf("%d records pending, want %d", n, capacity+1+len(run))
 	}
 }
