@@ -285,6 +285,7 @@ type Producer struct {
 	BatchSize    int           `yaml:"batch_size"`
 	BatchTimeout time.Duration `yaml:"batch_timeout"`
 	RequiredAcks string        `yaml:"required_acks"`
+	BufferBytes  int           `yaml:"buffer_bytes"` // records published, not yet acknowledged: past it, consumption waits
 }
 
 // HTTP is the http section.
@@ -558,6 +559,7 @@ func Default() Config {
 				BatchSize:    1000,
 				BatchTimeout: 5 * time.Millisecond,
 				RequiredAcks: AcksAll,
+				BufferBytes:  128 << 20,
 			},
 		},
 		HTTP: HTTP{Listen: "127.0.0.1:9464", ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,

@@ -46,7 +46,7 @@ func TestGoodRoundTrip(t *testing.T) {
 			CommitInterval:  250 * time.Millisecond,
 			UnreadyAfter:    15 * time.Second,
 			SessionTimeout:  10 * time.Second,
-			Producer:        Producer{BatchSize: 500, BatchTimeout: 10 * time.Millisecond, RequiredAcks: "one"},
+			Producer:        Producer{BatchSize: 500, BatchTimeout: 10 * time.Millisecond, RequiredAcks: "one", BufferBytes: 128 << 20},
 			TLS:             TLS{Enabled: true, ServerName: "kafka.internal"},
 			SASL:            SASL{Mechanism: "scram-sha-512", Username: "scorer", Password: "pa55: word"},
 		},
@@ -158,6 +158,7 @@ func TestBad(t *testing.T) {
 		{"bad_duration", `config: kafka.commit_interval: "5 seconds" is not a duration`},
 		{"bad_int", `config: kafka.producer.batch_size: "lots" is not an integer (line 3)`},
 		{"zero_batch_size", `config: kafka.producer.batch_size: must be > 0, got 0 (line 3)`},
+		{"negative_buffer_bytes", `config: kafka.producer.buffer_bytes: must be > 0, got -1 (line 3)`},
 		{"bad_start_offset", `config: kafka.start_offset: "middle" is not one of earliest, latest (line 2)`},
 		{"bad_acks", `config: kafka.producer.required_acks: "two" is not one of none, one, all`},
 		{"same_topics", `config: kafka.output_topic: "events" is also kafka.input_topic`},
@@ -322,7 +323,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 72 {
+	if len(vars) != len(leaves) || len(vars) != 73 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

@@ -40,6 +40,7 @@ var leaves = []leaf{
 	{"kafka.producer.batch_size", func(c *Config) any { return &c.Kafka.Producer.BatchSize }},
 	{"kafka.producer.batch_timeout", func(c *Config) any { return &c.Kafka.Producer.BatchTimeout }},
 	{"kafka.producer.required_acks", func(c *Config) any { return &c.Kafka.Producer.RequiredAcks }},
+	{"kafka.producer.buffer_bytes", func(c *Config) any { return &c.Kafka.Producer.BufferBytes }},
 	{"kafka.tls.enabled", func(c *Config) any { return &c.Kafka.TLS.Enabled }},
 	{"kafka.tls.ca_file", func(c *Config) any { return &c.Kafka.TLS.CAFile }},
 	{"kafka.tls.cert_file", func(c *Config) any { return &c.Kafka.TLS.CertFile }},

@@ -54,6 +54,8 @@
 //	kafka.producer.batch_size       1000              most messages per produce batch; > 0
 //	kafka.producer.batch_timeout    5ms               longest a partial batch waits; > 0
 //	kafka.producer.required_acks    all               acknowledgements a produce waits for: none | one | all
+//	kafka.producer.buffer_bytes     134217728         most bytes (keys and values) of records published and not yet
+//	                                                  acknowledged; past it consumption waits for the brokers; > 0
 //	kafka.tls.enabled               false             TLS on every broker connection (consumer, producers, changelog)
 //	kafka.tls.ca_file               ""                PEM file of the CAs that sign the brokers' certificates ("" = system roots)
 //	kafka.tls.cert_file             ""                client certificate (PEM) for mutual TLS; needs key_file
@@ -229,6 +231,7 @@
 //	STREAMER_KAFKA_PRODUCER_BATCH_SIZE
 //	STREAMER_KAFKA_PRODUCER_BATCH_TIMEOUT
 //	STREAMER_KAFKA_PRODUCER_REQUIRED_ACKS
+//	STREAMER_KAFKA_PRODUCER_BUFFER_BYTES
 //	STREAMER_KAFKA_TLS_ENABLED             true or false
 //	STREAMER_KAFKA_TLS_CA_FILE
 //	STREAMER_KAFKA_TLS_CERT_FILE

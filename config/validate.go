@@ -125,6 +125,7 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 		v.errorf("kafka.session_timeout", "must be >= 1s, got %v", k.SessionTimeout)
 	}
 	v.positive("kafka.producer.batch_size", int64(k.Producer.BatchSize))
+	v.positive("kafka.producer.buffer_bytes", int64(k.Producer.BufferBytes))
 	if k.Producer.BatchTimeout <= 0 {
 		v.errorf("kafka.producer.batch_timeout", "must be > 0, got %v", k.Producer.BatchTimeout)
 	}

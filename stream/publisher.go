@@ -43,6 +43,8 @@ type Publisher struct {
 	ins         []*pubQueue    // one per loop; Publish and PublishBatch use the first
 	runs        sync.Pool      // of *pubRun, empty
 	pending     atomic.Int64
+	pendingSize atomic.Int64          // the pending records' bytes (keys and values)
+	room        pendingRoom           // the lanes' bound on pendingSize
 	epoch       atomic.Pointer[epoch] // the records published now count here
 	free        bufStack
 	log         *slog.Logger
@@ -107,6 +109,21 @@ type PublisherConfig struct {
 	// its records to the writer (Lane); 0: one per four GOMAXPROCS, at
 	// least one and at most eight.
 	Loops int
+	// BufferBytes bounds the bytes (keys and values) of the records
+	// published through the lanes and not yet acknowledged: past it a
+	// lane's publisher waits (pendingRoom). 0: DefaultBufferBytes.
+	BufferBytes int64
+}
+
+// DefaultBufferBytes is PublisherConfig.BufferBytes when it is 0, the
+// default of kafka.producer.buffer_bytes.
+const DefaultBufferBytes = 128 << 20
+
+func bufferBytes(b int64) int64 {
+	if b <= 0 {
+		return DefaultBufferBytes
+	}
+	return b
 }
 
 // publisherLoops is the number of a publisher's loops for loops (the
@@ -151,6 +168,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		discard:    cfg.Discard,
 	}
 	p.epoch.Store(&epoch{})
+	p.room.init(bufferBytes(cfg.BufferBytes))
 	var base kafka.RoundTripper = cfg.Transport
 	if cfg.Transport == nil {
 		base = &kafka.Transport{ClientID: cfg.ClientID}
@@ -211,8 +229,86 @@ type pubLane struct {
 
 func (l *pubLane) Buffer() []byte                       { return l.p.Buffer() }
 func (l *pubLane) Buffers(dst [][]byte, n int) [][]byte { return l.p.Buffers(dst, n) }
-func (l *pubLane) Publish(m kafka.Message)              { l.p.publish(l.in, []kafka.Message{m}) }
-func (l *pubLane) PublishBatch(msgs []kafka.Message)    { l.p.publish(l.in, msgs) }
+
+// Publish and PublishBatch wait while the records pending are at
+// BufferBytes. kafka-go's asynchronous writer queues whatever it is
+// handed, so without a bound a service that consumes faster than the
+// brokers take its records (a backlog caught up, a slow or refusing output
+// topic) held every record in memory: 128–285 k records at the peak of a
+// million-event bench run on 2 vCPUs, without bound on a longer stream.
+// With it the applier waits, its partition's reader stops fetching, and
+// the lag grows where it is seen. Publisher.Publish (a ranking response)
+// does not wait: its callers are bounded by their requests.
+func (l *pubLane) Publish(m kafka.Message) {
+	l.p.room.await(&l.p.pendingSize)
+	l.p.publish(l.in, []kafka.Message{m})
+}
+
+func (l *pubLane) PublishBatch(msgs []kafka.Message) {
+	l.p.room.await(&l.p.pendingSize)
+	l.p.publish(l.in, msgs)
+}
+
+// recordSize is what a record counts towards BufferBytes.
+func recordSize(m *kafka.Message) int64 { return int64(len(m.Key) + len(m.Value)) }
+
+// pendingRoom makes the lanes' publishers wait while a publisher's pending
+// records' bytes are at their bound (max), until the acknowledgements
+// bring them under it, or Release; a run goes in whole once they are
+// under it. The writer's completions (made) look at one atomic when no
+// one waits.
+type pendingRoom struct {
+	max     int64 // 0: no bound
+	mu      sync.Mutex
+	cond    sync.Cond
+	waiting atomic.Int32
+	free    atomic.Bool // released: no one waits any more
+}
+
+func (r *pendingRoom) init(max int64) {
+	r.max = max
+	r.cond.L = &r.mu
+}
+
+// await returns once pending is under the bound.
+func (r *pendingRoom) await(pending *atomic.Int64) {
+	if r.max <= 0 || pending.Load() < r.max || r.free.Load() {
+		return
+	}
+	r.mu.Lock()
+	r.waiting.Add(1)
+	for pending.Load() >= r.max && !r.free.Load() {
+		r.cond.Wait()
+	}
+	r.waiting.Add(-1)
+	r.mu.Unlock()
+}
+
+// made wakes the waiters once pending (just lowered) is under the bound.
+// (A waiter that counted itself after the load of waiting below reads
+// pending after it was lowered.)
+func (r *pendingRoom) made(pending *atomic.Int64) {
+	if r.waiting.Load() == 0 || pending.Load() >= r.max {
+		return
+	}
+	r.mu.Lock() // a waiter between its check and its Wait gets there first
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+// release ends every wait, now and later.
+func (r *pendingRoom) release() {
+	r.free.Store(true)
+	r.mu.Lock()
+	r.mu.Unlock()
+	r.cond.Broadcast()
+}
+
+// Release lets the lanes' publishers go on without waiting for
+// acknowledgements (the service gives up on the deliveries at its
+// shutdown_timeout): what they publish is queued, not delivered, and the
+// offsets of its events are not committed.
+func (p *Publisher) Release() { p.room.release() }
 
 // Buffer returns an empty byte slice to encode a record into; it is recycled
 // once the record is delivered.
@@ -354,6 +450,7 @@ func (p *Publisher) publish(in *pubQueue, msgs []kafka.Message) {
 	if r == nil {
 		r = &pubRun{}
 	}
+	var size int64
 	for _, m := range msgs {
 		if m.Topic == p.truncTopic && p.truncTopic != "" {
 			if n := recordBytes(&m); n > p.maxRecord {
@@ -361,8 +458,10 @@ func (p *Publisher) publish(in *pubQueue, msgs []kafka.Message) {
 			}
 		}
 		m.WriterData = e
+		size += recordSize(&m)
 		r.msgs = append(r.msgs, m)
 	}
+	p.pendingSize.Add(size)
 	in.put(r)
 }
 
@@ -453,6 +552,7 @@ func waitUntil(ctx context.Context, done func() bool) error {
 func (p *Publisher) Close(ctx context.Context) error {
 	err := p.Flush(ctx)
 	p.once.Do(func() { close(p.stopc) })
+	p.room.release() // nothing is delivered from now: no lane waits for it
 	p.loops.Wait()
 	closed := make(chan error, 1)
 	go func() { closed <- errors.Join(p.w.Close(), p.solo.Close()) }()
@@ -601,6 +701,8 @@ func (p *Publisher) settle(m kafka.Message) {
 	if e, ok := m.WriterData.(*epoch); ok {
 		e.pending.Add(-1)
 	}
+	p.pendingSize.Add(-recordSize(&m))
+	p.room.made(&p.pendingSize)
 }
 
 // Undeliverable says, for /readyz, how many records the brokers refused
@@ -690,8 +792,9 @@ func (p *Publisher) delivered(msgs []kafka.Message) {
 	p.met.published(len(msgs))
 	p.pending.Add(-int64(len(msgs)))
 	var e *epoch // the epoch of a run of records, counted down once
-	var n int64
+	var n, size int64
 	for i := range msgs {
+		size += recordSize(&msgs[i])
 		m, _ := msgs[i].WriterData.(*epoch)
 		if m != e {
 			if e != nil {
@@ -704,6 +807,8 @@ func (p *Publisher) delivered(msgs []kafka.Message) {
 	if e != nil {
 		e.pending.Add(-n)
 	}
+	p.pendingSize.Add(-size)
+	p.room.made(&p.pendingSize)
 	p.free.putValues(msgs)
 }
 

@@ -319,3 +319,54 @@ func TestPubQueueBoundsRecords(t *testing.T) {
 		t.Fatalf("%d records pending, want %d", n, capacity+1+len(run))
 	}
 }
+
+// TestLanesWaitForAcknowledgements: a lane's publisher waits while the
+// bytes of the records published and not yet acknowledged are at the
+// bound, and goes on once acknowledgements bring them under it, or once
+// the publisher is released; Publish (a ranking response) does not wait.
+func TestLanesWaitForAcknowledgements(t *testing.T) {
+	q := newPubQueue(1024)
+	p := &Publisher{ins: []*pubQueue{q}, met: &pubMetrics{published: func(int) {}, errors: func(int) {}}}
+	p.epoch.Store(&epoch{})
+	p.room.init(40)
+	lane := p.Lane(0).(*pubLane)
+	m := kafka.Message{Topic: "scores", Key: []byte("k"), Value: []byte(`{"score":1}`)} // 12 bytes
+	lane.PublishBatch([]kafka.Message{m, m, m})                                         // 36 bytes: under the bound
+	lane.Publish(m)                                                                     // 48: at it
+	p.Publish(m)                                                                        // not through a lane: does not wait
+	waiting := func() chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			lane.Publish(m)
+			close(done)
+		}()
+		select {
+		case <-done:
+			t.Fatalf("a lane published with %d bytes pending, the bound 40", p.pendingSize.Load())
+		case <-time.After(20 * time.Millisecond):
+		}
+		return done
+	}
+	done := waiting()
+	var batch []kafka.Message
+	for len(batch) < 3 {
+		batch = p.take(q, batch, <-q.runs)
+	}
+	p.delivered(batch[:2]) // 60 − 24 = 36: under the bound
+	<-done
+	if n, b := p.Pending(), p.pendingSize.Load(); n != 4 || b != 48 {
+		t.Fatalf("%d records of %d bytes pending, want 4 of 48", n, b)
+	}
+	p.settle(batch[2]) // a record given up counts down too
+	if b := p.pendingSize.Load(); b != 36 {
+		t.Fatalf("%d bytes pending after a record given up, want 36", b)
+	}
+	lane.Publish(m) // 48
+	done = waiting()
+	p.Release()
+	<-done
+	lane.Publish(m) // released: no wait however many are pending
+	if n, b := p.Pending(), p.pendingSize.Load(); n != 6 || b != 72 {
+		t.Fatalf("%d records of %d bytes pending, want 6 of 72", n, b)
+	}
+}

@@ -235,6 +235,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		BatchTimeout:  cfg.Kafka.Producer.BatchTimeout,
 		BatchBytes:    int64(batchBytes),
 		RequiredAcks:  requiredAcks(cfg.Kafka.Producer.RequiredAcks),
+		BufferBytes:   int64(cfg.Kafka.Producer.BufferBytes),
 		Transport:     sec.Transport(cfg.Kafka.ClientID),
 		Health:        health,
 		TopicKeys:     topicKeys(cfg),
@@ -577,6 +578,7 @@ func (s *Service) Run(ctx context.Context) error {
 		select {
 		case <-time.After(s.cfg.ShutdownTimeout):
 			close(late)
+			s.pub.Release() // an applier waiting for deliveries stops waiting
 			s.pipeline.Abort()
 		case <-finished:
 		}
@@ -590,6 +592,7 @@ func (s *Service) Run(ctx context.Context) error {
 		select {
 		case r := <-s.health.Fatal():
 			fatal = r
+			s.pub.Release()
 			s.pipeline.Abort() // what the brokers refuse will not be delivered
 			stop()
 		case <-pctx.Done():
