@@ -287,16 +287,7 @@ func TestPubQueueBoundsRecords(t *testing.T) {
 	if n := len(q.runs); n != capacity {
 		t.Fatalf("%d runs queued, want %d", n, capacity)
 	}
-	published := make(chan struct{})
-	go func() {
-		p.Publish(m)
-		close(published)
-	}()
-	select {
-	case <-published:
-		t.Fatalf("a record beyond the queue's %d went in without waiting", capacity)
-	case <-time.After(20 * time.Millisecond):
-	}
+	published := waiting(t, func() { p.Publish(m) }, "a record beyond the full queue")
 	var batch []kafka.Message
 	batch = p.take(q, batch, <-q.runs) // the loop takes one: room for one
 	<-published
@@ -330,24 +321,14 @@ func TestLanesWaitForAcknowledgements(t *testing.T) {
 	p.epoch.Store(&epoch{})
 	p.room.init(40)
 	lane := p.Lane(0).(*pubLane)
-	m := kafka.Message{Topic: "scores", Key: []byte("k"), Value: []byte(`{"score":1}`)} // 12 bytes
-	lane.PublishBatch([]kafka.Message{m, m, m})                                         // 36 bytes: under the bound
-	lane.Publish(m)                                                                     // 48: at it
-	p.Publish(m)                                                                        // not through a lane: does not wait
-	waiting := func() chan struct{} {
-		done := make(chan struct{})
-		go func() {
-			lane.Publish(m)
-			close(done)
-		}()
-		select {
-		case <-done:
-			t.Fatalf("a lane published with %d bytes pending, the bound 40", p.pendingSize.Load())
-		case <-time.After(20 * time.Millisecond):
-		}
-		return done
-	}
-	done := waiting()
+	// Records of 12 bytes: three, then one more, reach the bound; Publish
+	// does not wait for it.
+	m := kafka.Message{Topic: "scores", Key: []byte("k"), Value: []byte(`{"score":1}`)}
+	lane.PublishBatch([]kafka.Message{m, m, m})
+	lane.Publish(m)
+	p.Publish(m)
+	atBound := func() { lane.Publish(m) }
+	done := waiting(t, atBound, "a lane's record with 60 bytes pending, the bound 40,")
 	var batch []kafka.Message
 	for len(batch) < 3 {
 		batch = p.take(q, batch, <-q.runs)
@@ -362,11 +343,28 @@ func TestLanesWaitForAcknowledgements(t *testing.T) {
 		t.Fatalf("%d bytes pending after a record given up, want 36", b)
 	}
 	lane.Publish(m) // 48
-	done = waiting()
+	done = waiting(t, atBound, "a lane's record with 48 bytes pending, the bound 40,")
 	p.Release()
 	<-done
 	lane.Publish(m) // released: no wait however many are pending
 	if n, b := p.Pending(), p.pendingSize.Load(); n != 6 || b != 72 {
 		t.Fatalf("%d records of %d bytes pending, want 6 of 72", n, b)
 	}
+}
+
+// waiting starts publish on a goroutine and fails the test if it returns
+// within 20 ms (it should wait); the channel closes once it returns.
+func waiting(t *testing.T, publish func(), what string) chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		publish()
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatalf("%s went in without waiting", what)
+	case <-time.After(20 * time.Millisecond):
+	}
+	return done
 }
