@@ -43,8 +43,7 @@ type Publisher struct {
 	ins         []*pubQueue    // one per loop; Publish and PublishBatch use the first
 	runs        sync.Pool      // of *pubRun, empty
 	pending     atomic.Int64
-	pendingSize atomic.Int64          // the pending records' bytes (keys and values)
-	room        pendingRoom           // the lanes' bound on pendingSize
+	pendingSize gate                  // the pending records' bytes (keys and values), bounded for the lanes
 	epoch       atomic.Pointer[epoch] // the records published now count here
 	free        bufStack
 	log         *slog.Logger
@@ -111,7 +110,7 @@ type PublisherConfig struct {
 	Loops int
 	// BufferBytes bounds the bytes (keys and values) of the records
 	// published through the lanes and not yet acknowledged: past it a
-	// lane's publisher waits (pendingRoom). 0: DefaultBufferBytes.
+	// lane's publisher waits (pubLane.Publish). 0: DefaultBufferBytes.
 	BufferBytes int64
 }
 
@@ -168,7 +167,7 @@ func NewPublisher(cfg PublisherConfig, log *slog.Logger, published, errors func(
 		discard:    cfg.Discard,
 	}
 	p.epoch.Store(&epoch{})
-	p.room.init(bufferBytes(cfg.BufferBytes))
+	p.pendingSize.init(bufferBytes(cfg.BufferBytes))
 	var base kafka.RoundTripper = cfg.Transport
 	if cfg.Transport == nil {
 		base = &kafka.Transport{ClientID: cfg.ClientID}
@@ -240,75 +239,81 @@ func (l *pubLane) Buffers(dst [][]byte, n int) [][]byte { return l.p.Buffers(dst
 // the lag grows where it is seen. Publisher.Publish (a ranking response)
 // does not wait: its callers are bounded by their requests.
 func (l *pubLane) Publish(m kafka.Message) {
-	l.p.room.await(&l.p.pendingSize)
+	l.p.pendingSize.wait()
 	l.p.publish(l.in, []kafka.Message{m})
 }
 
 func (l *pubLane) PublishBatch(msgs []kafka.Message) {
-	l.p.room.await(&l.p.pendingSize)
+	l.p.pendingSize.wait()
 	l.p.publish(l.in, msgs)
 }
 
 // recordSize is what a record counts towards BufferBytes.
 func recordSize(m *kafka.Message) int64 { return int64(len(m.Key) + len(m.Value)) }
 
-// pendingRoom makes the lanes' publishers wait while a publisher's pending
-// records' bytes are at their bound (max), until the acknowledgements
-// bring them under it, or Release; a run goes in whole once they are
-// under it. The writer's completions (made) look at one atomic when no
-// one waits.
-type pendingRoom struct {
-	max     int64 // 0: no bound
+// gate bounds a count that goers add to after waiting and completions
+// take from: wait returns once the count is under max (≤ 0: no bound) or
+// the gate is released. A goer adds all it brings once under max, so a
+// large addition is never starved by small ones, and the count passes max
+// by at most what the goers that passed together bring. add, lowering the
+// count, looks at one more atomic when no one waits.
+type gate struct {
+	n       atomic.Int64
+	max     int64
 	mu      sync.Mutex
 	cond    sync.Cond
 	waiting atomic.Int32
 	free    atomic.Bool // released: no one waits any more
 }
 
-func (r *pendingRoom) init(max int64) {
-	r.max = max
-	r.cond.L = &r.mu
+func (g *gate) init(max int64) {
+	g.max = max
+	g.cond.L = &g.mu
 }
 
-// await returns once pending is under the bound.
-func (r *pendingRoom) await(pending *atomic.Int64) {
-	if r.max <= 0 || pending.Load() < r.max || r.free.Load() {
+func (g *gate) open() bool { return g.max <= 0 || g.n.Load() < g.max || g.free.Load() }
+
+// wait returns once the count is under max, or the gate is released.
+func (g *gate) wait() {
+	if g.open() {
 		return
 	}
-	r.mu.Lock()
-	r.waiting.Add(1)
-	for pending.Load() >= r.max && !r.free.Load() {
-		r.cond.Wait()
+	g.mu.Lock()
+	g.waiting.Add(1)
+	for !g.open() {
+		g.cond.Wait()
 	}
-	r.waiting.Add(-1)
-	r.mu.Unlock()
+	g.waiting.Add(-1)
+	g.mu.Unlock()
 }
 
-// made wakes the waiters once pending (just lowered) is under the bound.
-// (A waiter that counted itself after the load of waiting below reads
-// pending after it was lowered.)
-func (r *pendingRoom) made(pending *atomic.Int64) {
-	if r.waiting.Load() == 0 || pending.Load() >= r.max {
+// add adds d to the count; when that brings it under max, it wakes the
+// waiters. (A waiter that counted itself after the load of waiting below
+// reads the count after the addition.)
+func (g *gate) add(d int64) {
+	if n := g.n.Add(d); d >= 0 || g.waiting.Load() == 0 || n >= g.max {
 		return
 	}
-	r.mu.Lock() // a waiter between its check and its Wait gets there first
-	r.mu.Unlock()
-	r.cond.Broadcast()
+	g.wake()
 }
 
 // release ends every wait, now and later.
-func (r *pendingRoom) release() {
-	r.free.Store(true)
-	r.mu.Lock()
-	r.mu.Unlock()
-	r.cond.Broadcast()
+func (g *gate) release() {
+	g.free.Store(true)
+	g.wake()
+}
+
+func (g *gate) wake() {
+	g.mu.Lock() // a waiter between its check and its Wait gets there first
+	g.mu.Unlock()
+	g.cond.Broadcast()
 }
 
 // Release lets the lanes' publishers go on without waiting for
 // acknowledgements (the service gives up on the deliveries at its
 // shutdown_timeout): what they publish is queued, not delivered, and the
 // offsets of its events are not committed.
-func (p *Publisher) Release() { p.room.release() }
+func (p *Publisher) Release() { p.pendingSize.release() }
 
 // Buffer returns an empty byte slice to encode a record into; it is recycled
 // once the record is delivered.
@@ -386,41 +391,24 @@ func queuedRecords(batchSize int) int { return 4*batchSize + 1024 }
 // (Bounded by runs, a queue of 39 runs held 39 single records: their
 // publishers blocked on every write of a batch, and pass-through lost 16%
 // of its events/s.) A run is taken while the queue holds fewer records
-// than its capacity, so it holds at most capacity + the largest run − 1.
+// than its capacity (gate).
 type pubQueue struct {
-	runs chan *pubRun // as many runs as records fit: a send never blocks
-	mu   sync.Mutex
-	cond sync.Cond // signalled when room grows
-	room int       // records the queue may still take; ≤ 0: full
+	runs   chan *pubRun // as many runs as records fit: a send waits only when runs passed the gate together
+	queued gate         // the records in runs
 }
 
 func newPubQueue(records int) *pubQueue {
-	q := &pubQueue{runs: make(chan *pubRun, records), room: records}
-	q.cond.L = &q.mu
+	q := &pubQueue{runs: make(chan *pubRun, records)}
+	q.queued.init(int64(records))
 	return q
 }
 
 // put queues r, waiting while the queue is full (backpressure on the
 // publisher's caller).
 func (q *pubQueue) put(r *pubRun) {
-	q.mu.Lock()
-	for q.room <= 0 {
-		q.cond.Wait()
-	}
-	q.room -= len(r.msgs)
-	q.mu.Unlock()
+	q.queued.wait()
+	q.queued.add(int64(len(r.msgs)))
 	q.runs <- r
-}
-
-// taken gives back the room of n records taken off the queue.
-func (q *pubQueue) taken(n int) {
-	q.mu.Lock()
-	full := q.room <= 0
-	q.room += n
-	q.mu.Unlock()
-	if full {
-		q.cond.Broadcast()
-	}
 }
 
 // Publish queues m for delivery. It blocks only when the queue is full
@@ -461,13 +449,13 @@ func (p *Publisher) publish(in *pubQueue, msgs []kafka.Message) {
 		size += recordSize(&m)
 		r.msgs = append(r.msgs, m)
 	}
-	p.pendingSize.Add(size)
+	p.pendingSize.add(size)
 	in.put(r)
 }
 
 // take appends r's records, taken off queue in, to batch and frees r.
 func (p *Publisher) take(in *pubQueue, batch []kafka.Message, r *pubRun) []kafka.Message {
-	in.taken(len(r.msgs))
+	in.queued.add(-int64(len(r.msgs)))
 	batch = append(batch, r.msgs...)
 	clear(r.msgs)
 	r.msgs = r.msgs[:0]
@@ -552,7 +540,7 @@ func waitUntil(ctx context.Context, done func() bool) error {
 func (p *Publisher) Close(ctx context.Context) error {
 	err := p.Flush(ctx)
 	p.once.Do(func() { close(p.stopc) })
-	p.room.release() // nothing is delivered from now: no lane waits for it
+	p.pendingSize.release() // nothing is delivered from now: no lane waits for it
 	p.loops.Wait()
 	closed := make(chan error, 1)
 	go func() { closed <- errors.Join(p.w.Close(), p.solo.Close()) }()
@@ -701,8 +689,7 @@ func (p *Publisher) settle(m kafka.Message) {
 	if e, ok := m.WriterData.(*epoch); ok {
 		e.pending.Add(-1)
 	}
-	p.pendingSize.Add(-recordSize(&m))
-	p.room.made(&p.pendingSize)
+	p.pendingSize.add(-recordSize(&m))
 }
 
 // Undeliverable says, for /readyz, how many records the brokers refused
@@ -807,8 +794,7 @@ func (p *Publisher) delivered(msgs []kafka.Message) {
 	if e != nil {
 		e.pending.Add(-n)
 	}
-	p.pendingSize.Add(-size)
-	p.room.made(&p.pendingSize)
+	p.pendingSize.add(-size)
 	p.free.putValues(msgs)
 }
 

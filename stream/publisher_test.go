@@ -297,14 +297,14 @@ func TestPubQueueBoundsRecords(t *testing.T) {
 		run[i] = m
 	}
 	p.PublishBatch(run) // 100 records into the room of 1
-	if q.room != 1-len(run) {
-		t.Fatalf("room %d after a run of %d into the room of one, want %d", q.room, len(run), 1-len(run))
+	if n := q.queued.n.Load(); n != capacity-1+int64(len(run)) {
+		t.Fatalf("%d records queued after a run of %d into the room of one, want %d", n, len(run), capacity-1+len(run))
 	}
 	for len(q.runs) > 0 {
 		batch = p.take(q, batch[:0], <-q.runs)
 	}
-	if q.room != capacity {
-		t.Fatalf("room %d with the queue empty, want %d", q.room, capacity)
+	if n := q.queued.n.Load(); n != 0 {
+		t.Fatalf("%d records counted with the queue empty, want 0", n)
 	}
 	if n := p.pending.Load(); n != int64(capacity+1+len(run)) {
 		t.Fatalf("%d records pending, want %d", n, capacity+1+len(run))
@@ -319,7 +319,7 @@ func TestLanesWaitForAcknowledgements(t *testing.T) {
 	q := newPubQueue(1024)
 	p := &Publisher{ins: []*pubQueue{q}, met: &pubMetrics{published: func(int) {}, errors: func(int) {}}}
 	p.epoch.Store(&epoch{})
-	p.room.init(40)
+	p.pendingSize.init(40)
 	lane := p.Lane(0).(*pubLane)
 	// Records of 12 bytes: three, then one more, reach the bound; Publish
 	// does not wait for it.
@@ -335,11 +335,11 @@ func TestLanesWaitForAcknowledgements(t *testing.T) {
 	}
 	p.delivered(batch[:2]) // 60 − 24 = 36: under the bound
 	<-done
-	if n, b := p.Pending(), p.pendingSize.Load(); n != 4 || b != 48 {
+	if n, b := p.Pending(), p.pendingSize.n.Load(); n != 4 || b != 48 {
 		t.Fatalf("%d records of %d bytes pending, want 4 of 48", n, b)
 	}
 	p.settle(batch[2]) // a record given up counts down too
-	if b := p.pendingSize.Load(); b != 36 {
+	if b := p.pendingSize.n.Load(); b != 36 {
 		t.Fatalf("%d bytes pending after a record given up, want 36", b)
 	}
 	lane.Publish(m) // 48
@@ -347,7 +347,7 @@ func TestLanesWaitForAcknowledgements(t *testing.T) {
 	p.Release()
 	<-done
 	lane.Publish(m) // released: no wait however many are pending
-	if n, b := p.Pending(), p.pendingSize.Load(); n != 6 || b != 72 {
+	if n, b := p.Pending(), p.pendingSize.n.Load(); n != 6 || b != 72 {
 		t.Fatalf("%d records of %d bytes pending, want 6 of 72", n, b)
 	}
 }
