@@ -263,7 +263,8 @@ type gate struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	waiting atomic.Int32
-	free    atomic.Bool // released: no one waits any more
+	free    atomic.Bool  // released: no one waits any more
+	waited  atomic.Int64 // nanoseconds spent in wait by all goers, summed
 }
 
 func (g *gate) init(max int64) {
@@ -278,6 +279,7 @@ func (g *gate) wait() {
 	if g.open() {
 		return
 	}
+	start := time.Now()
 	g.mu.Lock()
 	g.waiting.Add(1)
 	for !g.open() {
@@ -285,6 +287,7 @@ func (g *gate) wait() {
 	}
 	g.waiting.Add(-1)
 	g.mu.Unlock()
+	g.waited.Add(int64(time.Since(start)))
 }
 
 // add adds d to the count; when that brings it under max, it wakes the
@@ -502,6 +505,14 @@ func (p *Publisher) Await(ctx context.Context, m Mark) error {
 
 // Pending is the number of records published but not yet acknowledged.
 func (p *Publisher) Pending() int64 { return p.pending.Load() }
+
+// PendingBytes returns the bytes (keys and values) of the records
+// published and not yet acknowledged: what BufferBytes bounds.
+func (p *Publisher) PendingBytes() int64 { return p.pendingSize.n.Load() }
+
+// Waited returns the time the lanes' publishers have spent waiting at
+// BufferBytes, summed over them: back-pressure from the brokers.
+func (p *Publisher) Waited() time.Duration { return time.Duration(p.pendingSize.waited.Load()) }
 
 // Flush waits until every record published so far has been acknowledged by
 // the broker, or ctx ends.

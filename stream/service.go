@@ -245,7 +245,13 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	}, log, func(n int) { published.Add(float64(n)) }, func(n int) { pubErrs.Add(float64(n)) })
 	reg.MustRegister(published, pubErrs, undeliverable, truncated, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "streamer_publish_pending", Help: "Records published but not yet acknowledged."},
-		func() float64 { return float64(pub.Pending()) }))
+		func() float64 { return float64(pub.Pending()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "streamer_publish_pending_bytes", Help: "Bytes (keys and values) of the records published but not yet acknowledged; kafka.producer.buffer_bytes bounds them."},
+			func() float64 { return float64(pub.PendingBytes()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "streamer_publish_wait_seconds_total", Help: "Time the partitions' appliers waited for acknowledgements at kafka.producer.buffer_bytes, summed over them."},
+			func() float64 { return pub.Waited().Seconds() }))
 	pipeline := NewPipeline(PipelineConfig{
 		Brokers:        cfg.Kafka.Brokers,
 		Group:          cfg.Kafka.Group,
