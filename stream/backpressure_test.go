@@ -1,12 +1,17 @@
 package stream
 
 import (
+	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/streamer/streamer/internal/keystore"
 )
 
 // TestSlowOutputBoundsPending runs the service over a backlog while the
@@ -137,4 +142,78 @@ func readTopic(t *testing.T, addr, topic string, part int) []kafka.Message {
 		}
 	}
 	return out
+}
+
+// TestStopWhileBackPressured stops the service while the broker holds
+// every produce request to the output topic unanswered, with the
+// partitions' appliers waiting at kafka.producer.buffer_bytes: the stop
+// gives up at shutdown_timeout (Run returns, saying how many records were
+// not delivered), commits no offset past its durable state nor past what
+// was delivered; a new instance, the broker answering again, then catches
+// up, and every key's model has learned each of its events once.
+func TestStopWhileBackPressured(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the service against a broker for seconds")
+	}
+	const events = 4000
+	r := newDiskFullRig(t, 1<<30)
+	r.cfg.Kafka.Producer.BufferBytes = 16 << 10
+	r.cfg.ShutdownTimeout = time.Second
+
+	held := make(chan struct{})
+	var once sync.Once
+	answer := func() { once.Do(func() { close(held) }) }
+	t.Cleanup(answer) // before the broker closes (cleanups run last first)
+	var holding atomic.Int64
+	c := r.b.c
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+			if tp.Topic == "scores" {
+				holding.Add(1)
+				c.SleepControl(func() { <-held })
+				break
+			}
+		}
+		return nil, nil, false
+	})
+
+	r.produce(events)
+	run := r.start()
+	waitFor(t, 30*time.Second, "the appliers to wait at the bound", func() bool {
+		return run.s.pub.PendingBytes() >= 16<<10 && run.s.pub.Waited() > 0
+	})
+	_, err := run.stop(t) // fails the test if Run does not return within 30 s
+	if err == nil || !strings.Contains(err.Error(), "shutdown_timeout") {
+		t.Fatalf("Run returned %v, want the stop to give up at shutdown_timeout", err)
+	}
+	if holding.Load() == 0 {
+		t.Fatal("no produce request to the output topic was held")
+	}
+	r.checkCommitted(run.s)
+	committed, ends := r.committed(run.s), r.ends()
+	var left int64
+	for p, end := range ends {
+		left += end - committed[p]
+	}
+	if left == 0 {
+		t.Fatal("every offset committed, though no score record was delivered")
+	}
+
+	answer()
+	// The stop gave up on the key store's close at shutdown_timeout; a
+	// process would exit and free it, this one waits for the close.
+	waitFor(t, 30*time.Second, "the stopped instance's key store to close", func() bool {
+		db, err := keystore.Open(filepath.Join(r.dir, "keystore"), nil)
+		if err != nil {
+			return false
+		}
+		return db.Close() == nil
+	})
+	again := r.start()
+	waitFor(t, 60*time.Second, "the new instance to catch up", func() bool { return r.caughtUp(again.s) })
+	if _, err := again.stop(t); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	r.checkExact()
 }

@@ -263,8 +263,11 @@ type gate struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	waiting atomic.Int32
-	free    atomic.Bool  // released: no one waits any more
-	waited  atomic.Int64 // nanoseconds spent in wait by all goers, summed
+	free    atomic.Bool // released: no one waits any more
+
+	// Under mu: the time the goers waited (waits ended) and the sum
+	// of the monotonic clock's readings when the current waits began.
+	waited, began time.Duration
 }
 
 func (g *gate) init(max int64) {
@@ -279,15 +282,25 @@ func (g *gate) wait() {
 	if g.open() {
 		return
 	}
-	start := time.Now()
 	g.mu.Lock()
+	start := monotonic()
 	g.waiting.Add(1)
+	g.began += start
 	for !g.open() {
 		g.cond.Wait()
 	}
 	g.waiting.Add(-1)
+	g.began -= start
+	g.waited += monotonic() - start
 	g.mu.Unlock()
-	g.waited.Add(int64(time.Since(start)))
+}
+
+// waitedFor returns the time spent waiting, summed over the goers, the
+// waits still going on included.
+func (g *gate) waitedFor() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waited + time.Duration(g.waiting.Load())*monotonic() - g.began
 }
 
 // add adds d to the count; when that brings it under max, it wakes the
@@ -511,8 +524,9 @@ func (p *Publisher) Pending() int64 { return p.pending.Load() }
 func (p *Publisher) PendingBytes() int64 { return p.pendingSize.n.Load() }
 
 // Waited returns the time the lanes' publishers have spent waiting at
-// BufferBytes, summed over them: back-pressure from the brokers.
-func (p *Publisher) Waited() time.Duration { return time.Duration(p.pendingSize.waited.Load()) }
+// BufferBytes, summed over them, the waits going on included:
+// back-pressure from the brokers.
+func (p *Publisher) Waited() time.Duration { return p.pendingSize.waitedFor() }
 
 // Flush waits until every record published so far has been acknowledged by
 // the broker, or ctx ends.
