@@ -463,16 +463,19 @@ func openKeyStore(cfg config.Config, models []engine.NamedModel, log *slog.Logge
 			log.Warn("snapshot.dir/keys holds the evicted key-scoped models of an earlier version: each such key is read from there on its next event and moves to the key store (snapshot.dir/keystore) at the next checkpoint", "dir", old)
 		}
 	} else {
+		removeStaleKeyStores(os.TempDir(), log)
 		var err error
-		if tmp, err = os.MkdirTemp("", "streamer-keystore-"); err != nil {
+		if tmp, err = os.MkdirTemp("", tmpKeyStorePrefix); err != nil {
 			return nil, fmt.Errorf("key store: %w", err)
 		}
+		holdTmpKeyStore(tmp, true)
 		dir = tmp
 	}
 	db, err := keystore.Open(dir, log, opts...)
 	if err != nil {
 		if tmp != "" {
 			_ = os.RemoveAll(tmp)
+			holdTmpKeyStore(tmp, false)
 		}
 		return nil, engine.ExplainKeyStoreOpen(cfg, fmt.Errorf("snapshot.dir: key store: %w", err))
 	}
@@ -489,6 +492,7 @@ func (k *keyStore) close() {
 	_ = k.db.Close()
 	if k.tmp != "" {
 		_ = os.RemoveAll(k.tmp)
+		holdTmpKeyStore(k.tmp, false)
 	}
 }
 
