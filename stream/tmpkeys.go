@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -19,10 +20,16 @@ import (
 // those whose store nobody holds open any more: Pebble holds a lock on
 // its LOCK file while the store is open (an fcntl lock, released by the
 // kernel when the process dies), so a LOCK file that this process can
-// lock is a stopped instance's.
+// lock, and that is older than staleKeyStoreAge, is a stopped instance's.
 
 // tmpKeyStorePrefix names the key stores' temporary directories.
 const tmpKeyStorePrefix = "streamer-keystore-"
+
+// staleKeyStoreAge is how old a LOCK file must be for its store to be
+// removed: Pebble creates the file, then locks it, and a store being
+// opened by another process between the two is not to be taken for a
+// stopped one. A store left less than this ago goes at a later start.
+const staleKeyStoreAge = time.Minute
 
 // tmpKeyStores are the temporary key stores this process has open: fcntl
 // locks do not conflict within one process, so they are skipped by name.
@@ -64,8 +71,8 @@ func removeStaleKeyStores(root string, log *slog.Logger) {
 			continue
 		}
 		lock := filepath.Join(dir, "LOCK")
-		if _, err := os.Stat(lock); err != nil {
-			continue // not opened yet (or not a store): left alone
+		if fi, err := os.Stat(lock); err != nil || time.Since(fi.ModTime()) < staleKeyStoreAge {
+			continue // not opened yet, or being opened now (or not a store): left alone
 		}
 		l, err := vfs.Default.Lock(lock)
 		if err != nil {

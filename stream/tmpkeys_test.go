@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/streamer/streamer/internal/keystore"
 )
@@ -17,8 +18,9 @@ import (
 // TestStaleKeyStoresRemoved checks the start-up clean-up of the temporary
 // key stores left by killed instances: a store whose LOCK nobody holds is
 // removed (and logged); one held open by another process (a child running
-// this test binary), one open in this process, a directory not opened as
-// a store yet and another program's directory are left alone; the other
+// this test binary), one open in this process, one whose LOCK is less than
+// staleKeyStoreAge old, a directory not opened as a store yet and another
+// program's directory are left alone; the other
 // process's goes once that process is killed.
 func TestStaleKeyStoresRemoved(t *testing.T) {
 	if dir := os.Getenv("STREAMER_TEST_HOLD_KEYSTORE"); dir != "" {
@@ -47,6 +49,10 @@ func TestStaleKeyStoresRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(path(tmpKeyStorePrefix+"stale"), "LOCK")); err != nil {
 		t.Fatalf("a closed store has no LOCK file, which the clean-up looks for: %v", err)
+	}
+	recent := open(tmpKeyStorePrefix + "recent") // stopped, but its LOCK was made just now
+	if err := recent.Close(); err != nil {
+		t.Fatal(err)
 	}
 	mine := open(tmpKeyStorePrefix + "mine")
 	holdTmpKeyStore(path(tmpKeyStorePrefix+"mine"), true)
@@ -82,6 +88,12 @@ func TestStaleKeyStoresRemoved(t *testing.T) {
 		t.Fatalf("the child process did not open its store: %q, %v", line, err)
 	}
 
+	long := time.Now().Add(-2 * staleKeyStoreAge)
+	for _, name := range []string{"stale", "other", "mine"} {
+		if err := os.Chtimes(filepath.Join(path(tmpKeyStorePrefix+name), "LOCK"), long, long); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var logs bytes.Buffer
 	removeStaleKeyStores(root, slog.New(slog.NewTextHandler(&logs, nil)))
 	exists := func(name string) bool { _, err := os.Stat(path(name)); return err == nil }
@@ -91,7 +103,7 @@ func TestStaleKeyStoresRemoved(t *testing.T) {
 	if !strings.Contains(logs.String(), "removed the temporary key store") || !strings.Contains(logs.String(), tmpKeyStorePrefix+"stale") {
 		t.Errorf("the removal was not logged: %s", logs.String())
 	}
-	for _, name := range []string{tmpKeyStorePrefix + "other", tmpKeyStorePrefix + "mine", tmpKeyStorePrefix + "new", "another-program"} {
+	for _, name := range []string{tmpKeyStorePrefix + "other", tmpKeyStorePrefix + "mine", tmpKeyStorePrefix + "recent", tmpKeyStorePrefix + "new", "another-program"} {
 		if !exists(name) {
 			t.Errorf("%s was removed", name)
 		}
@@ -101,6 +113,11 @@ func TestStaleKeyStoresRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = child.Wait()
+	// (Probing a LOCK file, Pebble's vfs.Lock creates it anew: the first
+	// pass made it recent.)
+	if err := os.Chtimes(filepath.Join(path(tmpKeyStorePrefix+"other"), "LOCK"), long, long); err != nil {
+		t.Fatal(err)
+	}
 	removeStaleKeyStores(root, slog.New(slog.DiscardHandler))
 	if exists(tmpKeyStorePrefix + "other") {
 		t.Error("the store of the process that has exited was not removed")
