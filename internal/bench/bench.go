@@ -372,7 +372,7 @@ func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, g
 		check()
 	}, nil)
 	sink = newCountingSink(pub)
-	var first, cpu0, wait0 atomic.Int64
+	var first, cpu0, wait0, allocs0 atomic.Int64
 	var source func(partition int, offset int64) stream.Fetcher
 	if mem != nil {
 		source = mem.Fetcher
@@ -386,6 +386,7 @@ func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, g
 					c, _ := processCPU()
 					cpu0.Store(int64(c))
 					wait0.Store(int64(lockWait()))
+					allocs0.Store(heapAllocs())
 				}
 			}
 			processed.Add(1)
@@ -422,6 +423,7 @@ func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, g
 	end := time.Now()
 	cpu1, cpuOK := processCPU()
 	wait1 := lockWait()
+	allocs1 := heapAllocs()
 	var learned map[string]int64
 	if reg != nil && err == nil {
 		// Before the pipeline stops: closing a shard zeroes its figures.
@@ -440,6 +442,7 @@ func benchOne(ctx context.Context, brokers []string, mem *stream.MemorySource, g
 		res.CPU = cpu1 - time.Duration(cpu0.Load())
 	}
 	res.LockWait = wait1 - time.Duration(wait0.Load())
+	res.Allocs = allocs1 - allocs0.Load()
 	if n := sink.dead.Load(); err == nil && n > 0 {
 		err = fmt.Errorf("bench: %s: %d of %d events were dead-lettered (%s): the figures would not be the service's", group, n, events, sink.reason())
 	}

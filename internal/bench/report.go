@@ -61,9 +61,9 @@ func (rep *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 
-	fmt.Fprintf(w, "\n| pipeline | median events/s | p25–p75 | spread (p75−p25)/median | min–max | median CPU µs/event (process) | median lock wait µs/event |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "\n| pipeline | median events/s | p25–p75 | spread (p75−p25)/median | min–max | median CPU µs/event (process) | median lock wait µs/event | median heap allocations/event (process) |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range rep.Summary.Pipelines {
-		fmt.Fprintf(w, "| %s | %.0f | %.0f–%.0f | %.0f%% | %.0f–%.0f | %.2f | %.2f |\n", p.Pipeline, p.Median, p.P25, p.P75, 100*p.RelIQR, p.Min, p.Max, p.CPUPerEvent, p.LockWaitPerEvent)
+		fmt.Fprintf(w, "| %s | %.0f | %.0f–%.0f | %.0f%% | %.0f–%.0f | %.2f | %.2f | %.2f |\n", p.Pipeline, p.Median, p.P25, p.P75, 100*p.RelIQR, p.Min, p.Max, p.CPUPerEvent, p.LockWaitPerEvent, p.AllocsPerEvent)
 	}
 	if len(rep.Summary.Ratios) > 0 {
 		fmt.Fprintf(w, "\n| ratio, within each round | median | p25–p75 | min–max |\n|---|---|---|---|\n")

@@ -75,6 +75,10 @@ type Result struct {
 	// Elapsed, from runtime/metrics: where goroutines that could run in
 	// parallel take turns, it grows with the cores.
 	LockWait time.Duration
+	// Allocs is the heap objects the process allocated over Elapsed
+	// (runtime/metrics; the embedded broker's included, and kafka-go's:
+	// --no-broker leaves mostly the service's own).
+	Allocs int64
 	// Learned is, for a score pipeline, the examples each model had
 	// learned when the run ended (by model name; a key-scoped model's over
 	// every key): Events each, or Run fails.
@@ -102,6 +106,14 @@ func (r Result) LockWaitPerEvent() float64 {
 	return float64(r.LockWait.Nanoseconds()) / 1e3 / float64(r.Events)
 }
 
+// AllocsPerEvent is Allocs per event.
+func (r Result) AllocsPerEvent() float64 {
+	if r.Events == 0 {
+		return 0
+	}
+	return float64(r.Allocs) / float64(r.Events)
+}
+
 // Rate is events per second.
 func (r Result) Rate() float64 { return float64(r.Events) / r.Elapsed.Seconds() }
 
@@ -117,6 +129,7 @@ type resultJSON struct {
 	CPUS       float64          `json:"cpu_s"`             // the process's CPU time (user + system) over seconds
 	CPUPerEv   float64          `json:"cpu_us_per_event"`  // cpu_s / events, in µs
 	LockWaitS  float64          `json:"lock_wait_s"`       // goroutines blocked on locks (runtime/metrics /sync/mutex/wait/total)
+	Allocs     int64            `json:"allocs"`            // heap objects the process allocated (runtime/metrics /gc/heap/allocs:objects)
 	Learned    map[string]int64 `json:"learned,omitempty"` // score pipelines: examples learned, by model
 	// --stages: the run's CPU by goroutine labels ("stage=apply partition=0",
 	// "" for the rest of the process), largest first.
@@ -135,7 +148,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		gs = append(gs, goroutineJSON{g.Labels, g.CPU.Seconds()})
 	}
 	return json.Marshal(resultJSON{r.Mode, r.Position, r.Events, r.Records, r.Elapsed.Seconds(), finite(r.Rate()), r.Snapshots,
-		r.CPU.Seconds(), finite(r.CPUPerEvent()), r.LockWait.Seconds(), r.Learned, gs})
+		r.CPU.Seconds(), finite(r.CPUPerEvent()), r.LockWait.Seconds(), r.Allocs, r.Learned, gs})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes (Round is not in it: the
@@ -147,7 +160,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	*r = Result{Mode: j.Pipeline, Position: j.Position, Events: j.Events, Records: j.Records, Snapshots: j.Snapshots,
 		Elapsed: time.Duration(j.Seconds * float64(time.Second)), CPU: time.Duration(j.CPUS * float64(time.Second)),
-		LockWait: time.Duration(j.LockWaitS * float64(time.Second)), Learned: j.Learned}
+		LockWait: time.Duration(j.LockWaitS * float64(time.Second)), Allocs: j.Allocs, Learned: j.Learned}
 	for _, g := range j.Goroutines {
 		r.Goroutines = append(r.Goroutines, GoroutineCPU{Labels: g.Labels, CPU: time.Duration(g.CPUS * float64(time.Second))})
 	}
@@ -239,6 +252,9 @@ type PipelineStats struct {
 	// LockWaitPerEvent is the median over the rounds of the time
 	// goroutines spent blocked on locks per event, in µs.
 	LockWaitPerEvent float64 `json:"lock_wait_us_per_event"`
+	// AllocsPerEvent is the median over the rounds of the heap objects
+	// the process allocated per event.
+	AllocsPerEvent float64 `json:"allocs_per_event"`
 }
 
 // RatioStats is one ratio over the measured rounds, each round's ratio
@@ -276,17 +292,18 @@ func Summarize(rounds []Round, threshold float64) Summary {
 	slices.SortStableFunc(modes, func(a, b string) int { return modeRank(a) - modeRank(b) })
 	var noisy []string
 	for _, m := range modes {
-		var rates, cpu, wait []float64
+		var rates, cpu, wait, allocs []float64
 		for _, r := range rounds {
 			if res, ok := r.Result(m); ok {
 				rates = append(rates, res.Rate())
 				cpu = append(cpu, res.CPUPerEvent())
 				wait = append(wait, res.LockWaitPerEvent())
+				allocs = append(allocs, res.AllocsPerEvent())
 			}
 		}
 		sp := SpreadOf(rates)
 		ps := PipelineStats{Pipeline: m, Spread: sp, RelIQR: finite(sp.RelIQR()), CPUPerEvent: finite(SpreadOf(cpu).Median),
-			LockWaitPerEvent: finite(SpreadOf(wait).Median)}
+			LockWaitPerEvent: finite(SpreadOf(wait).Median), AllocsPerEvent: finite(SpreadOf(allocs).Median)}
 		s.Pipelines = append(s.Pipelines, ps)
 		if sp.N > 1 && !(sp.RelIQR() <= threshold) {
 			noisy = append(noisy, fmt.Sprintf("%s %.0f%%", m, 100*sp.RelIQR()))
@@ -336,6 +353,20 @@ func finite(x float64) float64 {
 		return 0
 	}
 	return x
+}
+
+// allocsMetric is the runtime's count of heap objects allocated.
+const allocsMetric = "/gc/heap/allocs:objects"
+
+// heapAllocs is the heap objects the process has allocated so far
+// (runtime/metrics; 0 where the runtime does not keep it).
+func heapAllocs() int64 {
+	s := []metrics.Sample{{Name: allocsMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
 }
 
 // lockWaitMetric is the runtime's total time goroutines have spent blocked
