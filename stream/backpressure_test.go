@@ -146,7 +146,8 @@ func readTopic(t *testing.T, addr, topic string, part int) []kafka.Message {
 
 // TestStopWhileBackPressured stops the service while the broker holds
 // every produce request to the output topic unanswered, with the
-// partitions' appliers waiting at kafka.producer.buffer_bytes: the stop
+// partitions' appliers waiting at kafka.producer.buffer_bytes (which the
+// service logs, once a window): the stop
 // gives up at shutdown_timeout (Run returns, saying how many records were
 // not delivered), commits no offset past its durable state nor past what
 // was delivered; a new instance, the broker answering again, then catches
@@ -159,6 +160,7 @@ func TestStopWhileBackPressured(t *testing.T) {
 	r := newDiskFullRig(t, 1<<30)
 	r.cfg.Kafka.Producer.BufferBytes = 16 << 10
 	r.cfg.ShutdownTimeout = time.Second
+	r.tune = func(s *Service) { s.backPressureWindow = 200 * time.Millisecond }
 
 	held := make(chan struct{})
 	var once sync.Once
@@ -182,6 +184,9 @@ func TestStopWhileBackPressured(t *testing.T) {
 	run := r.start()
 	waitFor(t, 30*time.Second, "the appliers to wait at the bound", func() bool {
 		return run.s.pub.PendingBytes() >= 16<<10 && run.s.pub.Waited() > 0
+	})
+	waitFor(t, 30*time.Second, "the back-pressure to be logged", func() bool {
+		return strings.Contains(r.log.String(), "publishing is held back by the brokers")
 	})
 	_, err := run.stop(t) // fails the test if Run does not return within 30 s
 	if err == nil || !strings.Contains(err.Error(), "shutdown_timeout") {

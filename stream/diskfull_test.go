@@ -95,6 +95,7 @@ type diskFullRig struct {
 	log  *logLines
 	sent map[string]int64 // labelled events per key, produced so far
 	n    int
+	tune func(*Service) // if set, applied to each service before it runs
 }
 
 func newDiskFullRig(t *testing.T, size int64) *diskFullRig {
@@ -139,6 +140,9 @@ func (r *diskFullRig) start() *running {
 	if err != nil {
 		cancel()
 		r.t.Fatalf("start-up: %v", err)
+	}
+	if r.tune != nil {
+		r.tune(s)
 	}
 	run := &running{s: s, cancel: cancel, done: make(chan struct{})}
 	go func() {

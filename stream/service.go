@@ -53,6 +53,9 @@ type Service struct {
 	ranker atomic.Pointer[Pipeline]
 	// rankRefused counts the POST /v1/rank requests refused (NewRankRefused).
 	rankRefused *prometheus.CounterVec
+	// backPressureWindow is watchBackPressure's (backPressureWindow; tests
+	// shorten it).
+	backPressureWindow time.Duration
 }
 
 // Option tunes a Service.
@@ -148,7 +151,7 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 	// error) and /metrics answer from the first second, whatever the
 	// start-up below waits for.
 	health := NewBrokerHealth(reg, log)
-	s := &Service{cfg: cfg, reg: reg, log: log, health: health}
+	s := &Service{cfg: cfg, reg: reg, log: log, health: health, backPressureWindow: backPressureWindow}
 	s.phase.Store(ptr("checking the brokers"))
 	if err := s.serveHTTP(o.reload); err != nil {
 		return nil, err
@@ -574,7 +577,9 @@ func (s *Service) Run(ctx context.Context) error {
 	probeCtx, stopProbe := context.WithCancel(context.Background())
 	probed := make(chan struct{})
 	go func() { defer close(probed); s.probeBrokers(probeCtx) }()
-	defer func() { stopProbe(); <-probed }()
+	pressed := make(chan struct{})
+	go func() { defer close(pressed); s.watchBackPressure(probeCtx, s.backPressureWindow) }()
+	defer func() { stopProbe(); <-probed; <-pressed }()
 	// Once ctx ends, the stop may take cfg.ShutdownTimeout: past it, the
 	// final checkpoints and the producer give up (late closes).
 	finished, late := make(chan struct{}), make(chan struct{})
@@ -662,6 +667,35 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.log.Info("stopped")
 	return err
+}
+
+// backPressureWindow is the period watchBackPressure judges and logs at
+// most once.
+const backPressureWindow = time.Minute
+
+// watchBackPressure logs, at most once a window, that the brokers hold
+// publishing back: when the partitions' appliers waited at
+// kafka.producer.buffer_bytes for half the window or more, summed over
+// them. The lag then grows with no error anywhere; the metric
+// streamer_publish_wait_seconds_total and the alert say the same.
+func (s *Service) watchBackPressure(ctx context.Context, window time.Duration) {
+	t := time.NewTicker(window)
+	defer t.Stop()
+	last := s.pub.Waited()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w := s.pub.Waited()
+		if held := w - last; held >= window/2 {
+			s.log.Warn("publishing is held back by the brokers: the output topic takes records slower than the service scores them, so it consumes only as fast (the lag grows)",
+				"appliers_waited", held.Round(time.Millisecond).String(), "window", window.String(),
+				"pending_bytes", s.pub.PendingBytes(), "kafka.producer.buffer_bytes", s.cfg.Kafka.Producer.BufferBytes)
+		}
+		last = w
+	}
 }
 
 // probeBrokers asks the brokers for their API versions every few seconds
