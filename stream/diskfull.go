@@ -141,8 +141,8 @@ func (s *Service) closeKeys(late <-chan struct{}) error {
 	select {
 	case <-done:
 		return nil
-	case <-late:
-		return errors.New("the key store did not close within shutdown_timeout (what it holds was durable already)")
+	case <-late: // maybe closed before the close began: it is not waited for
+		return errors.New("the key store was left closing in the background: the stop took shutdown_timeout (what it holds was durable already)")
 	}
 }
 
