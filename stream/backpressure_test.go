@@ -26,9 +26,6 @@ import (
 // once (one record per model), every key's model exactly its events,
 // offsets committed to the end.
 func TestSlowOutputBoundsPending(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the service against a broker for seconds")
-	}
 	const (
 		events = 4000
 		bound  = 16 << 10
@@ -153,9 +150,6 @@ func readTopic(t *testing.T, addr, topic string, part int) []kafka.Message {
 // was delivered; a new instance, the broker answering again, then catches
 // up, and every key's model has learned each of its events once.
 func TestStopWhileBackPressured(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the service against a broker for seconds")
-	}
 	const events = 4000
 	r := newDiskFullRig(t, 1<<30)
 	r.cfg.Kafka.Producer.BufferBytes = 16 << 10

@@ -157,9 +157,6 @@ func TestBenchRunNoBroker(t *testing.T) {
 // here give −0.03 to 0.06), where one allocation per event, the least a
 // per-event allocation could add, gives 1.
 func TestScoreAllocatesNothingPerEvent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the pipeline over 150 000 events")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	allocs := func(events int) int64 {
