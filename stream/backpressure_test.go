@@ -37,20 +37,11 @@ func TestSlowOutputBoundsPending(t *testing.T) {
 	var slow atomic.Bool
 	slow.Store(true)
 	var slowed atomic.Int64
-	c := r.b.c
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !slow.Load() {
-			return nil, nil, false
+	r.holdScores(func() {
+		if slow.Load() {
+			slowed.Add(1)
+			time.Sleep(delay)
 		}
-		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
-			if tp.Topic == "scores" {
-				slowed.Add(1)
-				c.SleepControl(func() { time.Sleep(delay) }) // other connections' requests go on meanwhile
-				break
-			}
-		}
-		return nil, nil, false // handled as usual, late
 	})
 
 	r.produce(events)
@@ -111,6 +102,23 @@ func TestSlowOutputBoundsPending(t *testing.T) {
 	}
 }
 
+// holdScores has the broker answer each produce request to the output
+// topic only once hold returns (other connections' requests go on
+// meanwhile), then as usual.
+func (r *diskFullRig) holdScores(hold func()) {
+	c := r.b.c
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+			if tp.Topic == "scores" {
+				c.SleepControl(hold)
+				break
+			}
+		}
+		return nil, nil, false // handled as usual, once held
+	})
+}
+
 // readTopic returns every record of a topic's partition.
 func readTopic(t *testing.T, addr, topic string, part int) []kafka.Message {
 	t.Helper()
@@ -161,17 +169,9 @@ func TestStopWhileBackPressured(t *testing.T) {
 	answer := func() { once.Do(func() { close(held) }) }
 	t.Cleanup(answer) // before the broker closes (cleanups run last first)
 	var holding atomic.Int64
-	c := r.b.c
-	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
-			if tp.Topic == "scores" {
-				holding.Add(1)
-				c.SleepControl(func() { <-held })
-				break
-			}
-		}
-		return nil, nil, false
+	r.holdScores(func() {
+		holding.Add(1)
+		<-held
 	})
 
 	r.produce(events)

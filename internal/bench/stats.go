@@ -361,12 +361,19 @@ const allocsMetric = "/gc/heap/allocs:objects"
 // heapAllocs is the heap objects the process has allocated so far
 // (runtime/metrics; 0 where the runtime does not keep it).
 func heapAllocs() int64 {
-	s := []metrics.Sample{{Name: allocsMetric}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
+	v := runtimeMetric(allocsMetric)
+	if v.Kind() != metrics.KindUint64 {
 		return 0
 	}
-	return int64(s[0].Value.Uint64())
+	return int64(v.Uint64())
+}
+
+// runtimeMetric reads one runtime/metrics value (KindBad where the
+// runtime does not keep it).
+func runtimeMetric(name string) metrics.Value {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return s[0].Value
 }
 
 // lockWaitMetric is the runtime's total time goroutines have spent blocked
@@ -376,10 +383,9 @@ const lockWaitMetric = "/sync/mutex/wait/total:seconds"
 // lockWait is the time the process's goroutines have spent blocked on
 // locks so far (runtime/metrics; 0 where the runtime does not keep it).
 func lockWait() time.Duration {
-	s := []metrics.Sample{{Name: lockWaitMetric}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindFloat64 {
+	v := runtimeMetric(lockWaitMetric)
+	if v.Kind() != metrics.KindFloat64 {
 		return 0
 	}
-	return time.Duration(s[0].Value.Float64() * float64(time.Second))
+	return time.Duration(v.Float64() * float64(time.Second))
 }
