@@ -38,6 +38,13 @@ type FMParams struct {
 	// (the classic factorization machine). The names are namespaces of
 	// features.namespaces (hashed features).
 	Factorize [][]string `yaml:"factorize"`
+	// LearnIntercept makes the squared loss's intercept w₀ a weight
+	// learned like the others (AdaGrad at LearningRate, from 0) instead of
+	// the running mean of the labels: for a model that learns another's
+	// residuals (a key-scoped residual model), whose first residuals,
+	// made while the other model has not learned the key yet, would
+	// otherwise stay in its mean. The logistic loss always learns it.
+	LearnIntercept bool `yaml:"learn_intercept"`
 
 	// namespaces is features.namespaces, which the configuration sets
 	// (SetNamespaces): an entry's field f ≥ 1 is the namespace
@@ -116,6 +123,9 @@ func (p *FMParams) Validate(int) error {
 			c.add("features.namespaces", "namespace %q listed twice", ns)
 		}
 	}
+	if p.LearnIntercept && p.Loss == FMLogistic {
+		c.add("learn_intercept", "applies to loss %s only (the %s loss's intercept is always learned)", FMSquared, FMLogistic)
+	}
 	if len(p.Factorize) > 0 && p.Factors == 0 {
 		c.add("factorize", "needs factors > 0")
 	}
@@ -181,12 +191,13 @@ func FMType() *Type {
 // (without Factorize every entry is in one namespace paired with itself).
 //
 // Losses: squared (FMSquared, a regression: w₀ is the running mean of the
-// labels learned, the score is ŷ and the prediction Value is ŷ clipped to
-// the range of the labels learned so far) or logistic (FMLogistic, a
+// labels learned, or learned from 0 with LearnIntercept, the score is ŷ
+// and the prediction Value is ŷ clipped to the range of the labels
+// learned so far) or logistic (FMLogistic, a
 // classifier: w₀ is learned, the score is the logit, Probability σ(ŷ)).
 //
 // Learning, per labelled event, with g = dℓ/dŷ (ŷ − y, or −y·σ(−yŷ)):
-// AdaGrad per coordinate for w (and w₀ of the logistic loss) and per
+// AdaGrad per coordinate for w (and a learned w₀) and per
 // feature for vⱼ (one sum of ‖∇vⱼ‖²/k per feature):
 //
 //	∂ŷ/∂vⱼ = xⱼ·(Σ_{b paired with a, b≠a} S_b + [(a,a) listed]·(Sₐ − vⱼxⱼ))   for j in namespace a
@@ -213,12 +224,15 @@ type FM struct {
 	dim int
 	k   int
 	sq  bool // squared loss
+	// learnB: w₀ is b, learned (the logistic loss, or the squared loss
+	// with LearnIntercept); otherwise the running mean of the labels.
+	learnB bool
 
 	n        int64
 	ySum     float64 // Σy of the squared loss (Neumaier-compensated with yComp)
 	yComp    float64
 	lo, hi   float64 // range of the squared loss's labels learned
-	b, gb    float64 // logistic loss: the intercept w₀ and its AdaGrad sum
+	b, gb    float64 // learnB: the intercept w₀ and its AdaGrad sum
 	nPos     int64   // logistic loss: labels +1
 	rows     fmRows
 	slotOf   [MaxFields + 1]int8 // field → its slot among the factorized namespaces (−1: no interactions)
@@ -390,7 +404,7 @@ func NewFM(dim int, p FMParams) (*FM, error) {
 	}
 	p.namespaces = slices.Clone(p.namespaces)
 	p.Factorize = cloneLists(p.Factorize)
-	m := &FM{p: p, dim: dim, k: p.Factors, sq: p.Loss == FMSquared}
+	m := &FM{p: p, dim: dim, k: p.Factors, sq: p.Loss == FMSquared, learnB: p.Loss != FMSquared || p.LearnIntercept}
 	m.rows.stride = fmRowV + m.k
 	m.initBase = fmix64(uint64(p.Seed) ^ genP2)
 	m.lo, m.hi = math.Inf(1), math.Inf(-1)
@@ -655,12 +669,10 @@ func (m *FM) score() float64 {
 	sc := &m.sc
 	k := m.k
 	var lin float64
-	if m.sq {
-		if m.n > 0 {
-			lin = (m.ySum + m.yComp) / float64(m.n)
-		}
-	} else {
+	if m.learnB {
 		lin = m.b
+	} else if m.n > 0 {
+		lin = (m.ySum + m.yComp) / float64(m.n)
 	}
 	if k == 0 {
 		for e := range sc.ents {
@@ -857,12 +869,14 @@ func (m *FM) learn(g float64) {
 // record adds label y to the loss's statistics and counts the example.
 func (m *FM) record(g, y float64) {
 	eta := m.p.LearningRate
+	if m.learnB {
+		m.gb += g * g
+		m.b -= eta * g / (math.Sqrt(m.gb) + adagradEps)
+	}
 	if m.sq {
 		m.ySum, m.yComp = twoSumAcc(m.ySum, m.yComp, y)
 		m.lo, m.hi = min(m.lo, y), max(m.hi, y)
 	} else {
-		m.gb += g * g
-		m.b -= eta * g / (math.Sqrt(m.gb) + adagradEps)
 		if y > 0 {
 			m.nPos++
 		}
@@ -893,6 +907,8 @@ func (m *FM) AppendBinary(dst []byte) ([]byte, error) {
 		dst = codec.AppendF64(dst, m.hi)
 	} else {
 		dst = codec.AppendI64(dst, m.nPos)
+	}
+	if m.learnB {
 		dst = codec.AppendF64(dst, m.b)
 		dst = codec.AppendF64(dst, m.gb)
 	}
@@ -932,7 +948,10 @@ func (m *FM) UnmarshalBinary(b []byte) error {
 	if nm.sq {
 		nm.ySum, nm.yComp, nm.lo, nm.hi = r.F64(), r.F64(), r.F64(), r.F64()
 	} else {
-		nm.nPos, nm.b, nm.gb = r.I64(), r.F64(), r.F64()
+		nm.nPos = r.I64()
+	}
+	if nm.learnB {
+		nm.b, nm.gb = r.F64(), r.F64()
 	}
 	rowBytes := 4 + 8*nm.rows.stride
 	rows := r.Count("rows", d, rowBytes)
@@ -975,8 +994,11 @@ func (m *FM) checkState() error {
 		} else if !(m.lo <= m.hi) || !isFinite(m.lo) || !isFinite(m.hi) {
 			return fmt.Errorf("label range [%v, %v]", m.lo, m.hi)
 		}
-	} else if m.nPos < 0 || m.nPos > m.n || !isFinite(m.b) || !(m.gb >= 0) || !isFinite(m.gb) || m.n == 0 && (m.b != 0 || m.gb != 0) {
-		return fmt.Errorf("logistic state n+=%d b=%v G=%v", m.nPos, m.b, m.gb)
+	} else if m.nPos < 0 || m.nPos > m.n {
+		return fmt.Errorf("logistic state n+=%d", m.nPos)
+	}
+	if !isFinite(m.b) || !(m.gb >= 0) || !isFinite(m.gb) || m.n == 0 && (m.b != 0 || m.gb != 0) || !m.learnB && (m.b != 0 || m.gb != 0) {
+		return fmt.Errorf("intercept b=%v G=%v", m.b, m.gb)
 	}
 	if m.n == 0 && m.rows.n > 0 {
 		return errors.New("rows without examples")

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -58,7 +59,7 @@ func fmBrute(m *FM, idx []int32, val []float64, field []uint8) float64 {
 		return false
 	}
 	y := m.b
-	if m.sq && m.n > 0 {
+	if !m.learnB && m.n > 0 {
 		y = (m.ySum + m.yComp) / float64(m.n)
 	}
 	for j := range ii {
@@ -117,6 +118,7 @@ func TestFMScoreMatchesPairwiseSum(t *testing.T) {
 		"both":        func(p *FMParams) { p.Factorize = [][]string{{"item", "user"}, {"user", "user"}} },
 		"logistic":    func(p *FMParams) { p.Loss = FMLogistic; p.Factorize = [][]string{{"user", "item"}} },
 		"linear":      func(p *FMParams) { p.Factors = 0 },
+		"learned w0":  func(p *FMParams) { p.LearnIntercept = true; p.Factorize = [][]string{{"user", "item"}} },
 	}
 	for name, set := range modes {
 		t.Run(name, func(t *testing.T) {
@@ -208,6 +210,58 @@ func TestFMFactorGradient(t *testing.T) {
 				t.Fatalf("entry %d factor %d: analytic %v, numeric %v", e, f, want, num)
 			}
 		}
+	}
+}
+
+// TestFMLearnedIntercept: with learn_intercept the squared loss's w₀
+// starts at 0 and takes AdaGrad steps on g = ŷ − y (the label's running
+// mean plays no part), step by step as a hand computation of the same
+// updates; the state, w₀ included, survives encoding.
+func TestFMLearnedIntercept(t *testing.T) {
+	p := DefaultFMParams()
+	p.Factors, p.LearnIntercept, p.LearningRate = 0, true, 0.1
+	m, err := NewFM(1<<10, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b, gb, w, gw float64 // w₀ and the one feature's weight, by hand
+	for n, y := range []float64{4, 5, 1, 3.5, 2} {
+		pr := m.ObserveSparse([]int32{7}, []float64{1}, y, true)
+		if want := b + w; pr.Score != want {
+			t.Fatalf("event %d: score %v, want %v (w₀ %v)", n, pr.Score, want, b)
+		}
+		g := pr.Score - y
+		gw += g * g
+		w -= 0.1 * g / (math.Sqrt(gw) + adagradEps)
+		gb += g * g
+		b -= 0.1 * g / (math.Sqrt(gb) + adagradEps)
+	}
+	if m.b != b || m.gb != gb {
+		t.Fatalf("w₀ %v (G %v), want %v (G %v)", m.b, m.gb, b, gb)
+	}
+	// the running mean (3.1) would have put the first score near 3; here
+	// w₀ moved 0.1 a step
+	if b > 0.5 {
+		t.Fatalf("w₀ = %v: not learned from 0 at learning_rate", b)
+	}
+	enc, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := MustRegistry(FMType()).Restore(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := StateClose(m, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := PeekSparse(r.(*FM), []int32{7}, []float64{1}).Score, b+w; got != want {
+		t.Fatalf("restored score %v, want %v", got, want)
+	}
+	bad := DefaultFMParams()
+	bad.Loss, bad.LearnIntercept = FMLogistic, true
+	if _, err := NewFM(1<<10, bad); err == nil || !strings.Contains(err.Error(), "learn_intercept") {
+		t.Fatalf("logistic with learn_intercept: %v", err)
 	}
 }
 

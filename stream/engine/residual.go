@@ -8,8 +8,11 @@ import "github.com/streamer/streamer/online"
 // effect and per-key random effects, as GLMix has them). The key's
 // instance learns y − f(x), f the fallback's prediction published for the
 // same event (before the fallback learned it); every prediction of the
-// model, published or ranked, is f(x) + its own. An instance with no
-// answer yet (an empty fm, a refitted model before its first fit) adds 0.
+// model, published or ranked, is f(x) + its own score. Not its own value:
+// an fm clips that to the labels it learned, here the residuals, which do
+// not bound the next residual (after one, the clipped value is that
+// residual whatever the model says). An instance with no answer yet (an
+// empty fm, a refitted model before its first fit) adds 0.
 
 // fallbackValue is the value of the fallback's prediction p: its value
 // when it has one, else its score.
@@ -25,13 +28,11 @@ func fallbackValue(p online.Prediction) float64 {
 func residualTarget(y float64, fb online.Prediction) float64 { return y - fallbackValue(fb) }
 
 // addFallback adds the fallback's prediction fb to p, a residual model's
-// own.
+// own: the sum of fb's value and p's score is p's score and value.
 func addFallback(p *online.Prediction, fb online.Prediction) {
 	f := fallbackValue(fb)
 	p.Score += f
-	if p.HasValue {
-		p.Value += f
-	} else if fb.HasValue {
+	if p.HasValue || fb.HasValue {
 		p.Value, p.HasValue = p.Score, true
 	}
 }
