@@ -392,7 +392,11 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 				rk.all[i] = rk.ownPred(c)
 				continue
 			}
-			rk.all[i], _ = mm.peek(key, mm.feed(in, nil, rk.all))
+			p, _ := mm.peek(key, mm.feed(in, nil, rk.all))
+			if d := mm.def; d.residual && d.decided(&p) {
+				addFallback(&p, rk.all[d.fallback]) // as an event's (ApplyAt): its label judges the sum
+			}
+			rk.all[i] = p
 		}
 		var kept bool
 		var d joinDrops

@@ -142,3 +142,67 @@ func TestResidualModel(t *testing.T) {
 		}
 	}
 }
+
+// TestResidualShownItemsKeepTheSum: the items a ranking request showed
+// wait for their labels with every model's prediction, and a residual
+// model that does not rank keeps there what it would publish for the item
+// as an event, the fallback's value plus its own score (its label is
+// judged against that, as an event's is), not its own score alone.
+func TestResidualShownItemsKeepTheSum(t *testing.T) {
+	e := configEngine(t, nil, `
+kafka: {brokers: ["127.0.0.1:9092"], group: g, input_topic: in, output_topic: out, dlq_topic: dlq}
+labels: {join_window: {events: 100, time: 1h}}
+rank: {model: rating, join: {events: 100, time: 1h}}
+models:
+  - name: rating
+    type: fm
+    loss: squared
+    factors: 4
+    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64}
+  - name: per_user
+    type: fm
+    loss: squared
+    factors: 0
+    scope: key
+    fallback: rating
+    residual: true
+    learn_intercept: true
+    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64, use: [item]}
+`)
+	s := instanceShard(t, e)
+	sink := &memSink{Keep: true}
+	events := ratingEvents(600)
+	for i := range events {
+		s.Process(&events[i], sink)
+	}
+	req := `{"id":"q","key":"u3","features":{"user":{"id":"u3"}},"candidates":[`
+	for m := range 3 {
+		if m > 0 {
+			req += ","
+		}
+		req += fmt.Sprintf(`{"item":"m%d","features":{"item":{"id":"m%d","genres":["%s"]}}}`, m, m, genres[m%4])
+	}
+	s.Process(&kafka.Message{Key: []byte("u3"), Value: []byte(req + "]}")}, sink)
+	for m := range 3 {
+		// what per_user publishes for the item as an unlabelled event
+		// (scored, not learned)
+		msg := kafka.Message{Key: []byte("u3"), Value: fmt.Appendf(nil, `{"id":"p","features":{"user":{"id":"u3"},"item":{"id":"m%d","genres":["%s"]}}}`, m, genres[m%4])}
+		before := len(sink.Msgs)
+		s.Process(&msg, sink)
+		var rec struct {
+			Model             string
+			Score, Prediction float64
+			Fallback          string
+		}
+		if err := json.Unmarshal(sink.Msgs[before+1].Value, &rec); err != nil || rec.Model != "per_user" || rec.Fallback != "" {
+			t.Fatalf("record %s: %v", sink.Msgs[before+1].Value, err)
+		}
+		sl, status, _ := s.shown.take(itemID(nil, []byte("q"), fmt.Appendf(nil, "m%d", m)), e.now().UnixNano())
+		if status != joined {
+			t.Fatalf("m%d: shown item not kept (status %v)", m, status)
+		}
+		if kept := sl.preds[1]; kept.Score != rec.Score || kept.Value != rec.Prediction {
+			t.Errorf("m%d: the shown item keeps per_user's %v (value %v), published as an event %v (value %v)", m, kept.Score, kept.Value, rec.Score, rec.Prediction)
+		}
+	}
+}
