@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"math"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +110,85 @@ func readRecords(t *testing.T, b *stream.Broker, topic string, n int, timeout ti
 			t.Fatalf("read %d of %d records of %s: %v", i, n, topic, err)
 		}
 		add(m)
+	}
+}
+
+// TestRatingsConfigOverKafka: configs/recommendation-ratings.yaml as
+// shipped (but for the brokers, the listen address and the snapshot
+// directory) on ratingsWorld's stream, through the real binary: over the
+// last half, each of its models against the baselines a practitioner
+// would try first, computed here on the same stream. The rating fm beats
+// the biases; the per-user correction of the fm (per_user, residual) stays
+// within 2% of the fm and beats the biases; the click model (liked, rating
+// ≥ 4) beats the biases' predicted rating as a score, in ROC AUC and in
+// accuracy at that baseline's best threshold, and the running rate in log
+// loss.
+func TestRatingsConfigOverKafka(t *testing.T) {
+	useFastBinary(t)
+	const n = 60_000
+	shipped, err := os.ReadFile("../configs/recommendation-ratings.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(shipped)
+	for _, r := range [][2]string{
+		{"brokers: [localhost:9092]", "brokers: [%BROKERS%]"},
+		{`listen: "127.0.0.1:9464"`, "listen: \"%HTTP%\"\nlog:\n  level: warn"},
+		{"dir: state/snapshots", "dir: " + t.TempDir()},
+	} {
+		if !strings.Contains(cfg, r[0]) {
+			t.Fatalf("configs/recommendation-ratings.yaml has no %q", r[0])
+		}
+		cfg = strings.Replace(cfg, r[0], r[1], 1)
+	}
+	b, err := stream.StartBroker(0, stream.TopicSpec{Name: "ratings", Partitions: 3}, stream.TopicSpec{Name: "rating-scores", Partitions: 3},
+		stream.TopicSpec{Name: "ratings.dlq", Partitions: 1}, stream.TopicSpec{Name: "ranked", Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	p := startStreamer(t, b, cfg)
+	rs := ratingsWorld.Ratings(n)
+	msgs := make([]kafka.Message, n)
+	for i, r := range rs {
+		msgs[i] = kafka.Message{Key: ratings.AppendKey(nil, r), Value: ratings.AppendEvent(nil, i, r, nil)}
+	}
+	produce(t, b, "ratings", msgs)
+	col := ratings.NewCollector(n)
+	readRecords(t, b, "rating-scores", 3*n, 2*time.Minute, func(m kafka.Message) {
+		if _, _, err := col.Add(m.Value); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := p.stop(t); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+
+	const liked = 4
+	inf := math.Inf(1)
+	base := ratings.RunBaselines(rs, nil, 0.05, -inf, inf)
+	res := map[string]ratings.Result{}
+	for _, r := range ratings.Judge(rs, col, base, ratings.Options{From: n / 2, Lo: -inf, Hi: inf, Liked: liked}) {
+		res[r.Model] = r
+	}
+	_, biases := ratings.BaselineRMSE(rs, base, n/2)
+	cb := ratings.ClassifierBaselines(rs, base, liked, n/2)
+	rate, byBiases := cb[0], cb[1]
+	rating, perUser, click := res["rating"], res["per_user"], res["liked"]
+	t.Logf("last %d ratings: RMSE rating %.4f, per_user %.4f, biases %.4f; liked: accuracy %.4f, log loss %.4f, AUC %.4f; %s: accuracy %.4f, AUC %.4f; %s: log loss %.4f",
+		n-n/2, float64(rating.RMSE), float64(perUser.RMSE), biases, float64(click.Accuracy), float64(click.LogLoss), float64(click.AUC),
+		byBiases.Name, float64(byBiases.Accuracy), float64(byBiases.AUC), rate.Name, float64(rate.LogLoss))
+	if rating.Predicted != n-n/2 || perUser.Predicted != n-n/2 || click.Decisions != n-n/2 {
+		t.Fatalf("records judged: rating %d, per_user %d, liked %d of %d", rating.Predicted, perUser.Predicted, click.Decisions, n-n/2)
+	}
+	if !(float64(rating.RMSE) < biases) {
+		t.Errorf("rating's RMSE %.4f: want below the biases' %.4f", float64(rating.RMSE), biases)
+	}
+	if r := float64(perUser.RMSE); !(r <= 1.02*float64(rating.RMSE)) || !(r < biases) {
+		t.Errorf("per_user's RMSE %.4f: want ≤ 1.02 × rating's %.4f and below the biases' %.4f", r, float64(rating.RMSE), biases)
+	}
+	if !(click.AUC > byBiases.AUC) || !(click.Accuracy > byBiases.Accuracy) || !(click.LogLoss < rate.LogLoss) {
+		t.Errorf("liked: AUC %.4f, accuracy %.4f, log loss %.4f; want AUC and accuracy above the biases' score's %.4f and %.4f, log loss below the running rate's %.4f",
+			float64(click.AUC), float64(click.Accuracy), float64(click.LogLoss), float64(byBiases.AUC), float64(byBiases.Accuracy), float64(rate.LogLoss))
 	}
 }

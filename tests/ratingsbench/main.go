@@ -169,12 +169,14 @@ func main() {
 
 // report is the bench's output (-json writes it as is).
 type report struct {
-	Setup      setup            `json:"setup"`
-	Models     []ratings.Result `json:"models,omitempty"`
-	Baselines  []baselineRow    `json:"baselines,omitempty"`
-	DeadLetter map[string]int   `json:"dead_letters,omitempty"`
-	Ranking    *ranking         `json:"ranking,omitempty"`
-	Rates      []rate           `json:"rates,omitempty"`
+	Setup     setup            `json:"setup"`
+	Models    []ratings.Result `json:"models,omitempty"`
+	Baselines []baselineRow    `json:"baselines,omitempty"`
+	// The classifiers' baselines (rating ≥ liked), in stream order.
+	ClassifierBaselines []ratings.ClassifierBaseline `json:"classifier_baselines,omitempty"`
+	DeadLetter          map[string]int               `json:"dead_letters,omitempty"`
+	Ranking             *ranking                     `json:"ranking,omitempty"`
+	Rates               []rate                       `json:"rates,omitempty"`
 	// Median of the throughput runs (-throughput ≥ 2).
 	Median *rate `json:"throughput_median,omitempty"`
 }
@@ -317,6 +319,7 @@ func run(ctx context.Context, o options) (*report, error) {
 			{"running mean", "service", ratings.Num(sm), len(rs)},
 			{fmt.Sprintf("running mean + user and item biases (SGD %g)", o.step), "service", ratings.Num(sb), len(rs)},
 		}
+		rep.ClassifierBaselines = ratings.ClassifierBaselines(rs, base, o.liked, 0)
 		if o.rank {
 			rep.Ranking = judgeRanking(rs, rp.requests, res, o)
 		} else {
@@ -486,6 +489,9 @@ func (r *report) writeText(w io.Writer) {
 			fmt.Fprintf(w, "| classifier (liked = rating ≥ %g) | accuracy | decisions | log loss | probabilities | ROC AUC |\n|---|---:|---:|---:|---:|---:|\n", s.Liked)
 			for _, m := range cls {
 				fmt.Fprintf(w, "| %s | %s | %d | %s | %d | %s |\n", m.Model, f4(m.Accuracy), m.Decisions, f4(m.LogLoss), m.LogLossN, f4(m.AUC))
+			}
+			for _, b := range r.ClassifierBaselines {
+				fmt.Fprintf(w, "| %s (stream order, baseline) | %s | %d | %s | %d | %s |\n", b.Name, f4(b.Accuracy), b.Decisions, f4(b.LogLoss), b.LogLossN, f4(b.AUC))
 			}
 			fmt.Fprintln(w)
 		}

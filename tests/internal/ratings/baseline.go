@@ -1,6 +1,9 @@
 package ratings
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // Clip bounds x to [lo, hi].
 func Clip(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
@@ -98,4 +101,70 @@ func RunBaselines(rs []Rating, order []int, step, lo, hi float64) Baselines {
 		}
 	}
 	return out
+}
+
+// ClassifierBaseline is a baseline classifier's prequential figures
+// against the outcome rating ≥ liked, as Result has a model's.
+type ClassifierBaseline struct {
+	Name      string `json:"name"`
+	Decisions int    `json:"decisions"`
+	Accuracy  Num    `json:"accuracy"`
+	LogLossN  int    `json:"log_loss_n"`
+	LogLoss   Num    `json:"log_loss"`
+	AUC       Num    `json:"auc"`
+}
+
+// ClassifierBaselines judges two baselines of a classifier of the outcome
+// rating ≥ liked over rs[from:], each event predicted before it is
+// learned, in rs's order (base: RunBaselines in that order):
+//
+//   - the running rate of the outcome: its probability is the fraction of
+//     positive ratings so far (½ before the first), its decision the
+//     majority so far;
+//   - the biases baseline's predicted rating as the score, deciding
+//     "positive" when it is ≥ t, t the one of liked − 1, liked − ½ and
+//     liked with the best accuracy in hindsight (optimistic for the
+//     baseline); no probability.
+func ClassifierBaselines(rs []Rating, base Baselines, liked float64, from int) []ClassifierBaseline {
+	var rate Binary
+	pos, n := 0, 0
+	for i, r := range rs {
+		if i >= from {
+			p := 0.5
+			if n > 0 {
+				p = float64(pos) / float64(n)
+			}
+			d := -1.0
+			if p >= 0.5 {
+				d = 1
+			}
+			rate.Add(r.Value >= liked, p, d, p)
+		}
+		n++
+		if r.Value >= liked {
+			pos++
+		}
+	}
+	judged := func(name string, b *Binary) ClassifierBaseline {
+		acc, nd := b.Accuracy()
+		ll, nll := b.LogLoss()
+		return ClassifierBaseline{Name: name, Decisions: nd, Accuracy: Num(acc), LogLossN: nll, LogLoss: Num(ll), AUC: Num(b.AUC())}
+	}
+	out := []ClassifierBaseline{judged("running rate of liked ratings", &rate)}
+	var best ClassifierBaseline
+	for k, t := range []float64{liked - 1, liked - 0.5, liked} {
+		var b Binary
+		for i := from; i < len(rs); i++ {
+			d := -1.0
+			if base.Biases[i] >= t {
+				d = 1
+			}
+			b.Add(rs[i].Value >= liked, base.Biases[i], d, math.NaN())
+		}
+		c := judged(fmt.Sprintf("biases' predicted rating, liked when ≥ %g (the best of %g, %g, %g in hindsight)", t, liked-1, liked-0.5, liked), &b)
+		if k == 0 || c.Accuracy > best.Accuracy {
+			best = c
+		}
+	}
+	return append(out, best)
 }

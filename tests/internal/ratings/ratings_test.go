@@ -120,6 +120,31 @@ func TestBaselines(t *testing.T) {
 	}
 }
 
+// TestClassifierBaselines: the running rate predicts each event from the
+// ones before it (events before from count but are not judged), and the
+// biases' score decides at the threshold that does best.
+func TestClassifierBaselines(t *testing.T) {
+	rs := []Rating{{1, 1, 4, 0}, {1, 2, 2, 1}, {2, 1, 5, 2}, {1, 1, 3, 3}, {2, 2, 4, 4}}
+	base := Baselines{Biases: []float64{0, 0, 3.6, 3.4, 4.2}}
+	cb := ClassifierBaselines(rs, base, 4, 2)
+	if len(cb) != 2 {
+		t.Fatalf("%d baselines", len(cb))
+	}
+	// The rate before events 2, 3, 4: 1/2 (decides liked, right), 2/3
+	// (liked, wrong), 2/4 (liked, right).
+	r := cb[0]
+	if r.Decisions != 3 || math.Abs(float64(r.Accuracy)-2.0/3) > 1e-12 || r.LogLossN != 3 ||
+		math.Abs(float64(r.LogLoss)-(2*math.Ln2+math.Log(3))/3) > 1e-12 || r.AUC != 0 {
+		t.Errorf("running rate: %+v", r)
+	}
+	// Thresholds 3, 3.5, 4 on 3.6, 3.4, 4.2 for liked, not, liked: 3.5
+	// gets all three right.
+	b := cb[1]
+	if !strings.Contains(b.Name, "≥ 3.5") || b.Decisions != 3 || b.Accuracy != 1 || b.LogLossN != 0 || b.AUC != 1 {
+		t.Errorf("biases: %+v", b)
+	}
+}
+
 // On a synthetic world with biases the bias baseline beats the mean, and
 // neither explains the interaction and the noise.
 func TestWorldBaselines(t *testing.T) {
