@@ -379,13 +379,15 @@ func judgeRanking(rs []ratings.Rating, reqs []ratings.Request, res *replayResult
 		rk.Errors = append(rk.Errors[:5:5], fmt.Sprintf("… and %d more", len(res.rankErrors)-5))
 	}
 	means := ratings.NewItemMeans()
+	biases := ratings.NewBiases(o.step)
 	rng := rand.New(rand.NewPCG(1, 2))
-	var served, byMean, random, diff []float64
+	var served, byMean, byCount, byBiases, random, diff []float64
 	var byRequest []string // the served NDCG per request, "index ndcg" (-served-out)
 	next := 0
 	for q, req := range reqs {
 		for ; next < req.Index; next++ {
 			means.Learn(rs[next].Item, rs[next].Value)
+			biases.Learn(rs[next].User, rs[next].Item, rs[next].Value)
 		}
 		gains := func(pos []int) []float64 {
 			g := make([]float64, len(pos))
@@ -415,12 +417,15 @@ func judgeRanking(rs []ratings.Rating, reqs []ratings.Request, res *replayResult
 		served, byMean, diff = append(served, s), append(byMean, m), append(diff, s-m)
 		byRequest = append(byRequest, fmt.Sprintf("%d %v", req.Index, s))
 		random = append(random, ratings.NDCG(gains(rng.Perm(len(req.Items))), o.ndcgK))
+		byCount = append(byCount, ratings.NDCG(gains(means.PopularOrder(req.Items)), o.ndcgK))
+		byBiases = append(byBiases, ratings.NDCG(gains(ratings.OrderBy(req.Items, func(it int) float64 { return biases.Predict(req.User, it) })), o.ndcgK))
 	}
 	row := func(name string, xs []float64) ndcgRow {
 		ci := ratings.MeanCI(xs)
 		return ndcgRow{name, ratings.Num(ci.Mean), ratings.Num(ci.Lower), ratings.Num(ci.Upper), ci.N}
 	}
-	rk.Orders = []ndcgRow{row("served ("+res.servedBy+")", served), row("item mean so far", byMean), row("random (seeded)", random),
+	rk.Orders = []ndcgRow{row("served ("+res.servedBy+")", served), row("item mean so far", byMean),
+		row("item popularity so far (ratings)", byCount), row(fmt.Sprintf("biases' predicted rating (SGD %g)", o.step), byBiases), row("random (seeded)", random),
 		row("served − item mean (paired)", diff)}
 	if o.servedOut != "" {
 		if err := os.WriteFile(o.servedOut, []byte(strings.Join(byRequest, "\n")+"\n"), 0o644); err != nil {

@@ -101,14 +101,27 @@ func (m *ItemMeans) Mean(item int) float64 {
 
 // Order returns the positions of items (indices into items) in the
 // baseline's order.
-func (m *ItemMeans) Order(items []int) []int {
+func (m *ItemMeans) Order(items []int) []int { return OrderBy(items, m.Mean) }
+
+// Count returns how many ratings item has had so far.
+func (m *ItemMeans) Count(item int) int { return m.n[item] }
+
+// PopularOrder returns the positions of items in the order of their
+// ratings so far, most first (popularity), ties by id.
+func (m *ItemMeans) PopularOrder(items []int) []int {
+	return OrderBy(items, func(it int) float64 { return float64(m.n[it]) })
+}
+
+// OrderBy returns the positions of items (indices into items) by score,
+// highest first, ties by id.
+func OrderBy(items []int, score func(item int) float64) []int {
 	pos := make([]int, len(items))
-	means := make([]float64, len(items))
+	sc := make([]float64, len(items))
 	for j, it := range items {
-		pos[j], means[j] = j, m.Mean(it)
+		pos[j], sc[j] = j, score(it)
 	}
 	slices.SortStableFunc(pos, func(a, b int) int {
-		return cmp.Or(cmp.Compare(means[b], means[a]), cmp.Compare(items[a], items[b]))
+		return cmp.Or(cmp.Compare(sc[b], sc[a]), cmp.Compare(items[a], items[b]))
 	})
 	return pos
 }

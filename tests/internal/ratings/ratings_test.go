@@ -227,6 +227,23 @@ func TestNDCG(t *testing.T) {
 	}
 }
 
+// TestItemOrders: the item-mean and popularity baselines order a
+// request's candidates by their ratings so far, ties (and unrated items,
+// at the mean of all) by id.
+func TestItemOrders(t *testing.T) {
+	m := NewItemMeans()
+	for _, r := range [][2]float64{{7, 5}, {3, 2}, {3, 4}, {9, 3}, {3, 3}, {9, 4}} {
+		m.Learn(int(r[0]), r[1])
+	}
+	items := []int{9, 4, 3, 7} // means 3.5, none (3.5, the mean of all), 3, 5; counts 2, 0, 3, 1
+	if got, want := m.Order(items), []int{3, 1, 0, 2}; !slices.Equal(got, want) {
+		t.Errorf("by mean %v, want %v", got, want)
+	}
+	if got, want := m.PopularOrder(items), []int{2, 0, 3, 1}; !slices.Equal(got, want) {
+		t.Errorf("by popularity %v, want %v", got, want)
+	}
+}
+
 func TestRequests(t *testing.T) {
 	// User 1 rates items 1..6 at events 0, 2, 4, 6, 8, 9 (item 3 twice);
 	// user 2 rates at the others.
