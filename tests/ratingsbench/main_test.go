@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/streamer/streamer/tests/internal/ratings"
@@ -51,18 +52,29 @@ func TestJudgeRanking(t *testing.T) {
 			res.served[q] = append(res.served[q], strconv.Itoa(req.Items[p]))
 		}
 	}
-	rk := judgeRanking(rs, reqs, res, options{rankCands: 10, ndcgK: 5})
+	rk := judgeRanking(rs, reqs, res, options{rankCands: 10, ndcgK: 5, step: 0.05})
+	row := func(rk *ranking, prefix string) ndcgRow {
+		t.Helper()
+		for _, o := range rk.Orders {
+			if strings.HasPrefix(o.Order, prefix) {
+				return o
+			}
+		}
+		t.Fatalf("no order %q in %+v", prefix, rk.Orders)
+		return ndcgRow{}
+	}
 	if rk.Answered != len(reqs)-1 || rk.Orders[0].N != len(reqs)-1 {
 		t.Fatalf("answered %d of %d: %+v", rk.Answered, len(reqs), rk)
 	}
 	if s := float64(rk.Orders[0].Mean); math.Abs(s-1) > 1e-12 {
 		t.Errorf("the best order served: NDCG %v, want 1", s)
 	}
-	if mean := float64(rk.Orders[1].Mean); !(mean > 0 && mean < 1) || rk.Orders[1].N != len(reqs)-1 {
-		t.Errorf("item-mean NDCG %v over %d requests", mean, rk.Orders[1].N)
+	byMean := row(rk, "item mean")
+	if mean := float64(byMean.Mean); !(mean > 0 && mean < 1) || byMean.N != len(reqs)-1 {
+		t.Errorf("item-mean NDCG %v over %d requests", mean, byMean.N)
 	}
-	if d := float64(rk.Orders[3].Mean); math.Abs(d-(1-float64(rk.Orders[1].Mean))) > 1e-12 {
-		t.Errorf("paired difference %v, want 1 − item mean's %v", d, rk.Orders[1].Mean)
+	if d := float64(row(rk, "served − item mean").Mean); math.Abs(d-(1-float64(byMean.Mean))) > 1e-12 {
+		t.Errorf("paired difference %v, want 1 − item mean's %v", d, byMean.Mean)
 	}
 
 	// The last request alone: its item-mean order, recomputed here from
@@ -70,16 +82,31 @@ func TestJudgeRanking(t *testing.T) {
 	last := len(reqs) - 1
 	only := &replayResult{served: make([][]string, len(reqs)), servedBy: "m"}
 	only.served[last] = res.served[last]
-	rk = judgeRanking(rs, reqs, only, options{rankCands: 10, ndcgK: 5})
+	rk = judgeRanking(rs, reqs, only, options{rankCands: 10, ndcgK: 5, step: 0.05})
 	m := ratings.NewItemMeans()
+	b := ratings.NewBiases(0.05)
 	for _, r := range rs[:reqs[last].Index] {
 		m.Learn(r.Item, r.Value)
+		b.Learn(r.User, r.Item, r.Value)
 	}
-	var gains []float64
-	for _, p := range m.Order(reqs[last].Items) {
-		gains = append(gains, reqs[last].Ratings[p])
+	req := reqs[last]
+	ndcg := func(pos []int) float64 {
+		var gains []float64
+		for _, p := range pos {
+			gains = append(gains, req.Ratings[p])
+		}
+		return ratings.NDCG(gains, 5)
 	}
-	if got, want := float64(rk.Orders[1].Mean), ratings.NDCG(gains, 5); rk.Orders[1].N != 1 || math.Abs(got-want) > 1e-12 {
-		t.Errorf("the last request's item-mean NDCG %v (of %d requests), want %v", got, rk.Orders[1].N, want)
+	for _, c := range []struct {
+		prefix string
+		want   float64
+	}{
+		{"item mean", ndcg(m.Order(req.Items))},
+		{"item popularity", ndcg(m.PopularOrder(req.Items))},
+		{"biases", ndcg(ratings.OrderBy(req.Items, func(it int) float64 { return b.Predict(req.User, it) }))},
+	} {
+		if o := row(rk, c.prefix); o.N != 1 || math.Abs(float64(o.Mean)-c.want) > 1e-12 {
+			t.Errorf("the last request's %s NDCG %v (of %d requests), want %v", c.prefix, o.Mean, o.N, c.want)
+		}
 	}
 }
