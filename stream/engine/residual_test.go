@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/segmentio/kafka-go"
@@ -149,26 +150,10 @@ func TestResidualModel(t *testing.T) {
 // as an event, the fallback's value plus its own score (its label is
 // judged against that, as an event's is), not its own score alone.
 func TestResidualShownItemsKeepTheSum(t *testing.T) {
-	e := configEngine(t, nil, `
-kafka: {brokers: ["127.0.0.1:9092"], group: g, input_topic: in, output_topic: out, dlq_topic: dlq}
-labels: {join_window: {events: 100, time: 1h}}
-rank: {model: rating, join: {events: 100, time: 1h}}
-models:
-  - name: rating
-    type: fm
-    loss: squared
-    factors: 4
-    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64}
-  - name: per_user
-    type: fm
-    loss: squared
-    factors: 0
-    scope: key
-    fallback: rating
-    residual: true
-    learn_intercept: true
-    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64, use: [item]}
-`)
+	// residualYAML's models, ranked by rating; the shown items wait for
+	// their labels
+	e := configEngine(t, nil, strings.Replace(residualYAML, "rank: {model: per_user}",
+		"labels: {join_window: {events: 100, time: 1h}}\nrank: {model: rating, join: {events: 100, time: 1h}}", 1))
 	s := instanceShard(t, e)
 	sink := &memSink{Keep: true}
 	events := ratingEvents(600)
