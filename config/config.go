@@ -522,6 +522,9 @@ const (
 	ScopeKey    = "key"
 )
 
+// DefaultProducerBufferBytes is kafka.producer.buffer_bytes' default.
+const DefaultProducerBufferBytes = 128 << 20
+
 // DefaultMaxFeatureAbs is the default kafka.max_feature_abs: far beyond
 // any sane feature, far below where the models' arithmetic overflows
 // (squared norms overflow near 1e154).
@@ -559,7 +562,7 @@ func Default() Config {
 				BatchSize:    1000,
 				BatchTimeout: 5 * time.Millisecond,
 				RequiredAcks: AcksAll,
-				BufferBytes:  128 << 20,
+				BufferBytes:  DefaultProducerBufferBytes,
 			},
 		},
 		HTTP: HTTP{Listen: "127.0.0.1:9464", ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/stream/engine"
 	"github.com/streamer/streamer/stream/internal/stage"
 )
@@ -110,17 +111,14 @@ type PublisherConfig struct {
 	Loops int
 	// BufferBytes bounds the bytes (keys and values) of the records
 	// published through the lanes and not yet acknowledged: past it a
-	// lane's publisher waits (pubLane.Publish). 0: DefaultBufferBytes.
+	// lane's publisher waits (pubLane.Publish). 0: kafka.producer.buffer_bytes'
+	// default (config.DefaultProducerBufferBytes).
 	BufferBytes int64
 }
 
-// DefaultBufferBytes is PublisherConfig.BufferBytes when it is 0, the
-// default of kafka.producer.buffer_bytes.
-const DefaultBufferBytes = 128 << 20
-
 func bufferBytes(b int64) int64 {
 	if b <= 0 {
-		return DefaultBufferBytes
+		return config.DefaultProducerBufferBytes
 	}
 	return b
 }
