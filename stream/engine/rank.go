@@ -393,9 +393,7 @@ func (s *Shard) rankRequest(ev *wire.Event, id, key []byte, now time.Time) {
 				continue
 			}
 			p, _ := mm.peek(key, mm.feed(in, nil, rk.all))
-			if d := mm.def; d.residual && d.decided(&p) {
-				addFallback(&p, rk.all[d.fallback]) // as an event's (ApplyAt): its label judges the sum
-			}
+			mm.def.residualSum(&p, rk.all) // as an event's (ApplyAt): its label judges the sum
 			rk.all[i] = p
 		}
 		var kept bool

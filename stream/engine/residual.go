@@ -27,6 +27,16 @@ func fallbackValue(p online.Prediction) float64 {
 // it, given the fallback's prediction fb for the event.
 func residualTarget(y float64, fb online.Prediction) float64 { return y - fallbackValue(fb) }
 
+// residualSum makes p, model d's own prediction for an event (or an item
+// a request shows), the one d publishes: for a residual model with an
+// answer, p plus its fallback's prediction for the same input (in preds,
+// every model's, indexed as the engine's models); otherwise p as it is.
+func (d *modelDef) residualSum(p *online.Prediction, preds []online.Prediction) {
+	if d.residual && d.decided(p) {
+		addFallback(p, preds[d.fallback])
+	}
+}
+
 // addFallback adds the fallback's prediction fb to p, a residual model's
 // own: the sum of fb's value and p's score is p's score and value.
 func addFallback(p *online.Prediction, fb online.Prediction) {

@@ -457,9 +457,7 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 			y = residualTarget(y, s.preds[d.fallback])
 		}
 		p, version := m.observe(msg.Key, m.feed(in, prep, s.preds), y, ev.HasLabel)
-		if d.residual && d.decided(&p) {
-			addFallback(&p, s.preds[d.fallback])
-		}
+		d.residualSum(&p, s.preds)
 		s.recs[i] = wire.Score{
 			ID: id, Key: key, Model: d.name, Version: version,
 			Score: p.Score, Prediction: p.Label, Probability: p.Probability, HasProbability: p.HasProbability,
