@@ -106,12 +106,8 @@ func RunBaselines(rs []Rating, order []int, step, lo, hi float64) Baselines {
 // ClassifierBaseline is a baseline classifier's prequential figures
 // against the outcome rating ≥ liked, as Result has a model's.
 type ClassifierBaseline struct {
-	Name      string `json:"name"`
-	Decisions int    `json:"decisions"`
-	Accuracy  Num    `json:"accuracy"`
-	LogLossN  int    `json:"log_loss_n"`
-	LogLoss   Num    `json:"log_loss"`
-	AUC       Num    `json:"auc"`
+	Name string `json:"name"`
+	BinaryFigures
 }
 
 // ClassifierBaselines judges two baselines of a classifier of the outcome
@@ -145,12 +141,7 @@ func ClassifierBaselines(rs []Rating, base Baselines, liked float64, from int) [
 			pos++
 		}
 	}
-	judged := func(name string, b *Binary) ClassifierBaseline {
-		acc, nd := b.Accuracy()
-		ll, nll := b.LogLoss()
-		return ClassifierBaseline{Name: name, Decisions: nd, Accuracy: Num(acc), LogLossN: nll, LogLoss: Num(ll), AUC: Num(b.AUC())}
-	}
-	out := []ClassifierBaseline{judged("running rate of liked ratings", &rate)}
+	out := []ClassifierBaseline{{"running rate of liked ratings", rate.Figures()}}
 	var best ClassifierBaseline
 	for k, t := range []float64{liked - 1, liked - 0.5, liked} {
 		var b Binary
@@ -161,7 +152,7 @@ func ClassifierBaselines(rs []Rating, base Baselines, liked float64, from int) [
 			}
 			b.Add(rs[i].Value >= liked, base.Biases[i], d, math.NaN())
 		}
-		c := judged(fmt.Sprintf("biases' predicted rating, liked when ≥ %g (the best of %g, %g, %g in hindsight)", t, liked-1, liked-0.5, liked), &b)
+		c := ClassifierBaseline{fmt.Sprintf("biases' predicted rating, liked when ≥ %g (the best of %g, %g, %g in hindsight)", t, liked-1, liked-0.5, liked), b.Figures()}
 		if k == 0 || c.Accuracy > best.Accuracy {
 			best = c
 		}

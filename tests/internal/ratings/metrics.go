@@ -84,6 +84,24 @@ func (b *Binary) LogLoss() (float64, int) {
 	return b.ll.sum / float64(b.nll), b.nll
 }
 
+// BinaryFigures are a classifier's figures against a binary outcome:
+// accuracy of the Decisions (prediction ±1), log loss of the LogLossN
+// probabilities, ROC AUC of the scores.
+type BinaryFigures struct {
+	Decisions int `json:"decisions"`
+	Accuracy  Num `json:"accuracy"`
+	LogLossN  int `json:"log_loss_n"`
+	LogLoss   Num `json:"log_loss"`
+	AUC       Num `json:"auc"`
+}
+
+// Figures returns b's figures.
+func (b *Binary) Figures() BinaryFigures {
+	acc, n := b.Accuracy()
+	ll, nll := b.LogLoss()
+	return BinaryFigures{Decisions: n, Accuracy: Num(acc), LogLossN: nll, LogLoss: Num(ll), AUC: Num(b.AUC())}
+}
+
 // AUC returns the ROC AUC of the scores (NaN without both outcomes).
 func (b *Binary) AUC() float64 { return AUC(b.scores, b.pos) }
 

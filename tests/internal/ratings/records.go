@@ -249,14 +249,9 @@ type Result struct {
 	BiasesRMSE   Num  `json:"biases_rmse_same_events"`
 	ScoreAsValue bool `json:"score_as_rating,omitempty"`
 
-	// Classifiers, against the outcome rating ≥ Options.Liked: accuracy of
-	// the Decisions (prediction ±1), log loss of the LogLossN published
-	// probabilities, ROC AUC of the scores.
-	Decisions int `json:"decisions"`
-	Accuracy  Num `json:"accuracy"`
-	LogLossN  int `json:"log_loss_n"`
-	LogLoss   Num `json:"log_loss"`
-	AUC       Num `json:"auc"`
+	// Classifiers, against the outcome rating ≥ Options.Liked (NaN and 0
+	// for the other models).
+	BinaryFigures
 }
 
 // Options says what Judge judges.
@@ -295,10 +290,7 @@ func Judge(rs []Rating, c *Collector, base Baselines, o Options) []Result {
 		res.Predicted = e.N()
 		res.Accuracy, res.LogLoss, res.AUC = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
 		if m.Kind() == KindClassifier {
-			var acc, ll float64
-			acc, res.Decisions = bin.Accuracy()
-			ll, res.LogLossN = bin.LogLoss()
-			res.Accuracy, res.LogLoss, res.AUC = Num(acc), Num(ll), Num(bin.AUC())
+			res.BinaryFigures = bin.Figures()
 		}
 		out = append(out, res)
 	}
