@@ -371,3 +371,35 @@ func eventJSON(id string, x []float64, label *int) []byte {
 	b.WriteByte('}')
 	return []byte(b.String())
 }
+
+// shipped is a configuration file of configs/ being edited for a test.
+type shipped struct {
+	t         *testing.T
+	name, cfg string
+}
+
+// shippedConfig reads configs/name and makes it the test's, for
+// startStreamer: the embedded broker, a free listen address, log level
+// warn and a snapshot directory of the test's own.
+func shippedConfig(t *testing.T, name string) *shipped {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "configs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &shipped{t: t, name: name, cfg: string(b)}
+	s.replace("brokers: [localhost:9092]", "brokers: [%BROKERS%]")
+	s.replace(`listen: "127.0.0.1:9464"`, "listen: \"%HTTP%\"\nlog:\n  level: warn")
+	s.replace("dir: state/snapshots", "dir: "+t.TempDir())
+	return s
+}
+
+// replace replaces old by new once, failing the test where the file has no
+// old (the shipped file changed under the test).
+func (s *shipped) replace(old, new string) {
+	s.t.Helper()
+	if !strings.Contains(s.cfg, old) {
+		s.t.Fatalf("configs/%s has no %q", s.name, old)
+	}
+	s.cfg = strings.Replace(s.cfg, old, new, 1)
+}

@@ -43,21 +43,9 @@ func TestRankFlood(t *testing.T) {
 		requests, imps, delay = 1_000_000, 100_000, time.Minute
 		windowEvents, perKey = 100_000, 10_000
 	}
-	shipped, err := os.ReadFile("../configs/recommendation.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(shipped)
-	replace := func(old, new string) {
-		t.Helper()
-		if !strings.Contains(cfg, old) {
-			t.Fatalf("configs/recommendation.yaml has no %q", old)
-		}
-		cfg = strings.Replace(cfg, old, new, 1)
-	}
-	replace("brokers: [localhost:9092]", "brokers: [%BROKERS%]")
-	replace(`listen: "127.0.0.1:9464"`, "listen: \"%HTTP%\"\n  pprof: true\nlog:\n  level: warn")
-	replace("dir: state/snapshots", "dir: "+t.TempDir())
+	cfg := shippedConfig(t, "recommendation.yaml")
+	replace := cfg.replace
+	replace(`listen: "%HTTP%"`, "listen: \"%HTTP%\"\n  pprof: true")
 	if !full {
 		// Room for the impressions waiting (about a second's), not for
 		// the items the flood shows meanwhile (18 000 a second here).
@@ -70,7 +58,7 @@ func TestRankFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	p := startStreamer(t, b, cfg)
+	p := startStreamer(t, b, cfg.cfg)
 
 	const users, dim = 50, 16
 	rng := rand.New(rand.NewPCG(11, 12))

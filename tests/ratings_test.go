@@ -3,8 +3,6 @@ package tests
 import (
 	"context"
 	"math"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -126,28 +124,14 @@ func readRecords(t *testing.T, b *stream.Broker, topic string, n int, timeout ti
 func TestRatingsConfigOverKafka(t *testing.T) {
 	useFastBinary(t)
 	const n = 60_000
-	shipped, err := os.ReadFile("../configs/recommendation-ratings.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(shipped)
-	for _, r := range [][2]string{
-		{"brokers: [localhost:9092]", "brokers: [%BROKERS%]"},
-		{`listen: "127.0.0.1:9464"`, "listen: \"%HTTP%\"\nlog:\n  level: warn"},
-		{"dir: state/snapshots", "dir: " + t.TempDir()},
-	} {
-		if !strings.Contains(cfg, r[0]) {
-			t.Fatalf("configs/recommendation-ratings.yaml has no %q", r[0])
-		}
-		cfg = strings.Replace(cfg, r[0], r[1], 1)
-	}
+	cfg := shippedConfig(t, "recommendation-ratings.yaml")
 	b, err := stream.StartBroker(0, stream.TopicSpec{Name: "ratings", Partitions: 3}, stream.TopicSpec{Name: "rating-scores", Partitions: 3},
 		stream.TopicSpec{Name: "ratings.dlq", Partitions: 1}, stream.TopicSpec{Name: "ranked", Partitions: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	p := startStreamer(t, b, cfg)
+	p := startStreamer(t, b, cfg.cfg)
 	rs := ratingsWorld.Ratings(n)
 	msgs := make([]kafka.Message, n)
 	for i, r := range rs {
