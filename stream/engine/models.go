@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -65,7 +67,7 @@ type modelDef struct {
 type modelMetrics struct {
 	scored, learned, mistakes prometheus.Counter
 	accuracy                  prometheus.Gauge
-	mae, zeroOne, tau, rmse   prometheus.Gauge
+	mae, zeroOne, rmse        prometheus.Gauge
 	version                   prometheus.Gauge
 	bound                     prometheus.Observer // the shard of the goroutines of no partition (HistShards)
 	violations                prometheus.Counter
@@ -78,7 +80,8 @@ type engineMetrics struct {
 	scored, learned, mistakes, violations *prometheus.CounterVec
 	rejected                              *prometheus.CounterVec
 	accuracy, version                     *prometheus.GaugeVec
-	mae, zeroOne, tau, rmse               *prometheus.GaugeVec
+	mae, zeroOne, rmse                    *prometheus.GaugeVec
+	tau                                   *scrapeGauges
 	observed, limit                       *prometheus.GaugeVec
 	bound                                 *HistShards // per model; an applier observes into its partition's shard
 	rejectedBy                            map[wire.Reason]prometheus.Counter
@@ -128,7 +131,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		accuracy:   gauge("streamer_model_accuracy", "Classifiers: prequential accuracy over the sliding window of recent labelled events.", byModel...),
 		mae:        gauge("streamer_model_mae", "Ordinal models: prequential mean absolute level error over the recent window.", byModel...),
 		zeroOne:    gauge("streamer_model_zero_one", "Ordinal models: prequential zero-one level error over the recent window.", byModel...),
-		tau:        gauge("streamer_model_kendall_tau", "Ordinal, ranking and regression models: Kendall's tau-b of score against the label over the recent window (every 100 labelled events).", byModel...),
+		tau:        newScrapeGauges("streamer_model_kendall_tau", "Ordinal, ranking and regression models: Kendall's tau-b of score against the label over the recent window, computed when scraped (NaN before 100 labelled events).", "model"),
 		rmse:       gauge("streamer_model_rmse", "Regression models: root mean squared error of the predicted value (the prediction published, else the score) over the recent window; ordinal models with calibration: of the expected label published against the label as sent (every 100 labelled events).", byModel...),
 		version:    gauge("streamer_model_version", "Version of the model that is serving scores.", byModel...),
 		observed:   gauge("streamer_bound_observed", "Observed fraction of recent labelled events with y·f ≤ −rho.", "model", "rho"),
@@ -257,14 +260,14 @@ func newModelDef(nm NamedModel, cfg Config, met *engineMetrics) (*modelDef, erro
 	case online.Ordinal:
 		d.met.mae = met.mae.WithLabelValues(name)
 		d.met.zeroOne = met.zeroOne.WithLabelValues(name)
-		d.met.tau = met.tau.WithLabelValues(name)
+		met.tau.set(name, d.kendallTau)
 		if cfg.Calibration.Window > 0 { // the expected label's error (calibration's per-level means)
 			d.met.rmse = met.rmse.WithLabelValues(name)
 		}
 	case online.Ranking:
-		d.met.tau = met.tau.WithLabelValues(name)
+		met.tau.set(name, d.kendallTau)
 	case online.Regression:
-		d.met.tau = met.tau.WithLabelValues(name)
+		met.tau.set(name, d.kendallTau)
 		d.met.rmse = met.rmse.WithLabelValues(name)
 	}
 	d.onRefit = func(rep refit.Report) { met.refitted(name, rep) }
@@ -288,7 +291,11 @@ func (d *modelDef) bindScope(partitioned bool, window int, met *engineMetrics) {
 	if jt.Bound && (d.keyFactory != nil || (partitioned && !d.mergeable)) {
 		jt.Bound = false
 	}
-	d.quality = online.NewJudge(jt, window)
+	j := online.NewJudge(jt, window)
+	j.DeferTau() // computed when scraped (kendallTau), not every 100 labelled events
+	d.judgeMu.Lock()
+	d.quality = j
+	d.judgeMu.Unlock()
 	if !jt.Bound {
 		return
 	}
@@ -365,9 +372,6 @@ func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b onlin
 	if !j.Add(pub, y, b) {
 		return
 	}
-	if d.met.tau != nil {
-		d.met.tau.Set(j.KendallTau())
-	}
 	if d.met.rmse != nil {
 		d.met.rmse.Set(j.RMSE())
 	}
@@ -378,6 +382,51 @@ func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b onlin
 		}
 		d.met.violations.Add(float64(all - d.violations))
 		d.violations = all
+	}
+}
+
+// kendallTau is the model's τ-b over its judge's window now, for the
+// gauge's scrape (NaN before its scope is bound).
+func (d *modelDef) kendallTau() float64 {
+	d.judgeMu.Lock()
+	defer d.judgeMu.Unlock()
+	if d.quality == nil {
+		return math.NaN()
+	}
+	return d.quality.KendallTau()
+}
+
+// scrapeGauges is a gauge vector by model whose values are computed when
+// Prometheus collects them, for a measure too dear to keep current on the
+// events' path: Kendall's τ-b over a window of 1 000 costs about 100 µs,
+// which at every 100th labelled event was a fifth of the CPU of a ratings
+// configuration's regression models (`streamer bench --config
+// configs/recommendation-ratings.yaml --no-broker`).
+type scrapeGauges struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	fns  map[string]func() float64 // by model
+}
+
+func newScrapeGauges(name, help, label string) *scrapeGauges {
+	return &scrapeGauges{desc: prometheus.NewDesc(name, help, []string{label}, nil), fns: map[string]func() float64{}}
+}
+
+// set makes f the value of the gauge labelled value.
+func (g *scrapeGauges) set(value string, f func() float64) {
+	g.mu.Lock()
+	g.fns[value] = f
+	g.mu.Unlock()
+}
+
+func (g *scrapeGauges) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *scrapeGauges) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	fns := maps.Clone(g.fns)
+	g.mu.Unlock()
+	for v, f := range fns {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, f(), v)
 	}
 }
 

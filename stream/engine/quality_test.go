@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"math"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/streamer/streamer/online"
+)
+
+// TestKendallTauGaugeAtScrape: streamer_model_kendall_tau is computed when
+// scraped, over the judge's window as it is then: NaN before 100 labelled
+// events, then exactly τ-b of the published scores against the labels of
+// every event judged so far, also between two of the judge's checks
+// (every 100th event), where it used to keep the last check's value.
+func TestKendallTauGaugeAtScrape(t *testing.T) {
+	const dim = 2
+	reg := prometheus.NewRegistry()
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, AccuracyWindow: 1000},
+		[]NamedModel{{Name: "fm", Model: valueModel(dim, 100, 0.5, 5), Traits: online.Traits{Kind: online.Regression, Value: true}}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := instanceShard(t, e)
+	sink := &memSink{Keep: true}
+	var labels []float64
+	tau := func() float64 {
+		t.Helper()
+		if n := testutil.CollectAndCount(reg, "streamer_model_kendall_tau"); n != 1 {
+			t.Fatalf("%d series of streamer_model_kendall_tau, want 1", n)
+		}
+		return testutil.ToFloat64(e.met.tau)
+	}
+	if got := tau(); !math.IsNaN(got) {
+		t.Fatalf("τ %v before any event, want NaN", got)
+	}
+	process := func(upTo int) {
+		for i := len(labels); i < upTo; i++ {
+			y := ratings[(i*7)%len(ratings)]
+			x0 := y + 0.5*float64(i%5-2) // off by up to a star: τ well inside (0, 1)
+			msg := ratingEvent(i, "u", []float64{x0, 0}, y)
+			s.Process(&msg, sink)
+			labels = append(labels, y)
+		}
+	}
+	process(99)
+	if got := tau(); !math.IsNaN(got) {
+		t.Fatalf("τ %v after 99 labelled events, want NaN until the 100th", got)
+	}
+	for _, n := range []int{100, 401, 402, 1250} {
+		process(n)
+		recs, _ := scoreRecords(t, sink)
+		// The first prediction, made before the model had a value, is
+		// not judged; the window holds the last 1 000 judged.
+		var scores, truth []float64
+		for i := max(1, n-1000); i < n; i++ {
+			scores = append(scores, recs[i].Score)
+			truth = append(truth, labels[i])
+		}
+		want := online.KendallTauB(scores, truth)
+		if got := tau(); got != want || !(want > 0.5 && want < 1) {
+			t.Errorf("after %d events: τ %v, want %v (τ-b of the window's %d published scores against their labels)", n, got, want, len(scores))
+		}
+	}
+}
