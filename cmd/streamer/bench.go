@@ -21,7 +21,7 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var cfg bench.Config
-	var kernel, configPath, cpuProfile, mutexProfile string
+	var kernel, configPath, cpuProfile, mutexProfile, memProfile string
 	var calWindow, calEvery int
 	var calGap time.Duration
 	var calDelta float64
@@ -80,6 +80,12 @@ than two GOMAXPROCS.
 --mutexprofile FILE records every contended lock of the bench's process
 (runtime.SetMutexProfileFraction(1)) and writes the profile at the end (go
 tool pprof -top FILE): where the lock-wait column's time goes.
+
+--memprofile FILE records every heap allocation of the bench's process
+(runtime.MemProfileRate = 1, which slows it: its events/s are not the
+service's) and writes the profile at the end (go tool pprof
+-sample_index=alloc_objects -top FILE): where the heap allocations per
+event come from.
 
 --no-broker takes the embedded broker off the data path, for the service's
 own cost apart from the broker's (which, sharing the process, tops out
@@ -254,6 +260,18 @@ interleaving; --json does not apply.`,
 					}
 				}()
 			}
+			if memProfile != "" {
+				// Every allocation's stack, not one per 512 kB: the
+				// per-event paths are to allocate nothing, and a rare
+				// allocation per event shows as such.
+				defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+				runtime.MemProfileRate = 1
+				defer func() {
+					if err := writeProfile("allocs", memProfile); err != nil {
+						fmt.Fprintf(stderr, "streamer: --memprofile: %v\n", err)
+					}
+				}()
+			}
 			if len(instances) > 0 {
 				if cfg.NoBroker {
 					return fmt.Errorf("--no-broker does not apply to --instances: scale-out measures instances that share their state through the broker's changelog")
@@ -293,6 +311,7 @@ interleaving; --json does not apply.`,
 	cmd.Flags().StringVarP(&configPath, "config", "c", "", "benchmark the models of this config file (YAML) instead of the built-in MAM")
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole bench (broker included) to this file (go tool pprof); the pipelines' goroutines carry the label pipeline=passthrough|score|score+snapshot (go tool pprof -tags FILE; -tagfocus pipeline=score)")
 	cmd.Flags().StringVar(&mutexProfile, "mutexprofile", "", "write a profile of the whole bench's contended locks to this file (go tool pprof): where the lock wait column's time goes")
+	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write a profile of the whole bench's heap allocations to this file, every one recorded (slow: not for timing) (go tool pprof -sample_index=alloc_objects FILE): where the heap allocations column's come from")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON to stdout (schema above), the tables to stderr")
 	calDefault := config.Default().Calibration
 	calDelta = calDefault.Delta

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,5 +55,36 @@ func TestBenchNoBroker(t *testing.T) {
 	}
 	if _, _, err := runBench(t, "--no-broker", "--instances", "1", "--events", "10"); err == nil || !strings.Contains(err.Error(), "--no-broker") {
 		t.Errorf("--no-broker --instances: %v, want a refusal naming --no-broker", err)
+	}
+}
+
+// TestBenchMemProfile: --memprofile writes a profile of the bench's
+// allocations (a gzipped pprof protocol buffer) in which each allocation
+// counts: it holds the alloc_objects sample type and the workers the
+// score runs allocate once per partition, which the default sampling
+// (one allocation per 512 kB) would mostly miss.
+func TestBenchMemProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mem.prof")
+	if _, stderr, err := runBench(t, "--no-broker", "--memprofile", path, "--events", "300", "--rounds", "1", "--warmup", "0",
+		"--snapshot-every", "0", "--partitions", "2", "--dim", "4"); err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("not a gzipped profile: %v", err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"alloc_objects", "stream/engine.(*Engine).NewWorker"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("the profile names no %q", want)
+		}
 	}
 }
