@@ -65,3 +65,50 @@ func TestKendallTauGaugeAtScrape(t *testing.T) {
 		}
 	}
 }
+
+// TestKendallTauScrapedWhileApplying: Prometheus scrapes (gathering the
+// registry, which computes τ under the model's judge lock) while a shard
+// applies regression events (run under -race by CI); the last scrape
+// after the events is τ over the window's last 1 000 judged.
+func TestKendallTauScrapedWhileApplying(t *testing.T) {
+	const dim, n = 2, 3000
+	reg := prometheus.NewRegistry()
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, AccuracyWindow: 1000},
+		[]NamedModel{{Name: "fm", Model: valueModel(dim, 100, 0.5, 5), Traits: online.Traits{Kind: online.Regression, Value: true}}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := instanceShard(t, e)
+	sink := &memSink{Keep: true}
+	labels := make([]float64, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			labels[i] = ratings[(i*3)%len(ratings)]
+			msg := ratingEvent(i, "u", []float64{labels[i] + 0.5*float64(i%5-2), 0}, labels[i])
+			s.Process(&msg, sink)
+		}
+	}()
+	scrapes := 0
+	for running := true; running; scrapes++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		if _, err := reg.Gather(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, _ := scoreRecords(t, sink)
+	var scores, truth []float64
+	for i := n - 1000; i < n; i++ {
+		scores = append(scores, recs[i].Score)
+		truth = append(truth, labels[i])
+	}
+	if got, want := testutil.ToFloat64(e.met.tau), online.KendallTauB(scores, truth); got != want {
+		t.Errorf("τ %v after the events, want %v", got, want)
+	}
+	t.Logf("%d scrapes during %d events", scrapes, n)
+}
