@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -62,6 +63,8 @@ type modelDef struct {
 	bound      online.Bounder
 	mistakes   int64 // judge.Mistakes() already counted
 	violations int   // judge.Violations() already counted
+	tau        float64
+	tauAt      time.Time // when tau was computed (kendallTau; zero: never)
 }
 
 type modelMetrics struct {
@@ -131,7 +134,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		accuracy:   gauge("streamer_model_accuracy", "Classifiers: prequential accuracy over the sliding window of recent labelled events.", byModel...),
 		mae:        gauge("streamer_model_mae", "Ordinal models: prequential mean absolute level error over the recent window.", byModel...),
 		zeroOne:    gauge("streamer_model_zero_one", "Ordinal models: prequential zero-one level error over the recent window.", byModel...),
-		tau:        newScrapeGauges("streamer_model_kendall_tau", "Ordinal, ranking and regression models: Kendall's tau-b of score against the label over the recent window, computed when scraped (NaN before 100 labelled events).", "model"),
+		tau:        newScrapeGauges("streamer_model_kendall_tau", "Ordinal, ranking and regression models: Kendall's tau-b of score against the label over the recent window, computed when scraped, at most once a second (NaN before 100 labelled events).", "model"),
 		rmse:       gauge("streamer_model_rmse", "Regression models: root mean squared error of the predicted value (the prediction published, else the score) over the recent window; ordinal models with calibration: of the expected label published against the label as sent (every 100 labelled events).", byModel...),
 		version:    gauge("streamer_model_version", "Version of the model that is serving scores.", byModel...),
 		observed:   gauge("streamer_bound_observed", "Observed fraction of recent labelled events with y·f ≤ −rho.", "model", "rho"),
@@ -385,15 +388,26 @@ func (d *modelDef) judgeLocked(p, pub online.Prediction, y, raw float64, b onlin
 	}
 }
 
-// kendallTau is the model's τ-b over its judge's window now, for the
-// gauge's scrape (NaN before its scope is bound).
+// tauRefresh is the least time between two computations of a model's
+// τ-b for the gauge: a scrape sooner gets the last one. τ holds the
+// model's judge lock for about 100 µs (a window of 1 000), which the
+// appliers wait for; /metrics asked for it in a loop (by a client, when
+// it is not in http.auth.protect) would otherwise stall them.
+var tauRefresh = time.Second
+
+// kendallTau is the model's τ-b over its judge's window, for the gauge's
+// scrape: computed now, unless it was less than tauRefresh ago (NaN
+// before its scope is bound).
 func (d *modelDef) kendallTau() float64 {
 	d.judgeMu.Lock()
 	defer d.judgeMu.Unlock()
 	if d.quality == nil {
 		return math.NaN()
 	}
-	return d.quality.KendallTau()
+	if now := time.Now(); d.tauAt.IsZero() || now.Sub(d.tauAt) >= tauRefresh {
+		d.tau, d.tauAt = d.quality.KendallTau(), now
+	}
+	return d.tau
 }
 
 // scrapeGauges is a gauge vector by model whose values are computed when

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -16,6 +17,7 @@ import (
 // every event judged so far, also between two of the judge's checks
 // (every 100th event), where it used to keep the last check's value.
 func TestKendallTauGaugeAtScrape(t *testing.T) {
+	tauRefreshed(t, 0)
 	const dim = 2
 	reg := prometheus.NewRegistry()
 	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, AccuracyWindow: 1000},
@@ -71,6 +73,7 @@ func TestKendallTauGaugeAtScrape(t *testing.T) {
 // applies regression events (run under -race by CI); the last scrape
 // after the events is τ over the window's last 1 000 judged.
 func TestKendallTauScrapedWhileApplying(t *testing.T) {
+	tauRefreshed(t, 0)
 	const dim, n = 2, 3000
 	reg := prometheus.NewRegistry()
 	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, AccuracyWindow: 1000},
@@ -111,4 +114,51 @@ func TestKendallTauScrapedWhileApplying(t *testing.T) {
 		t.Errorf("τ %v after the events, want %v", got, want)
 	}
 	t.Logf("%d scrapes during %d events", scrapes, n)
+}
+
+// tauRefreshed sets tauRefresh to d for the test.
+func tauRefreshed(t *testing.T, d time.Duration) {
+	old := tauRefresh
+	tauRefresh = d
+	t.Cleanup(func() { tauRefresh = old })
+}
+
+// TestKendallTauScrapesCapped: scrapes within tauRefresh of the last
+// computation get its value, without computing τ again (under the judge's
+// lock, which the appliers wait for), however many labelled events came
+// since.
+func TestKendallTauScrapesCapped(t *testing.T) {
+	tauRefreshed(t, time.Hour)
+	const dim = 2
+	reg := prometheus.NewRegistry()
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: dim, AccuracyWindow: 1000},
+		[]NamedModel{{Name: "fm", Model: valueModel(dim, 100, 0.5, 5), Traits: online.Traits{Kind: online.Regression, Value: true}}}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := instanceShard(t, e)
+	sink := &memSink{}
+	process := func(from, to int) {
+		for i := from; i < to; i++ {
+			y := ratings[(i*7)%len(ratings)]
+			msg := ratingEvent(i, "u", []float64{y + 0.5*float64(i%5-2), 0}, y)
+			s.Process(&msg, sink)
+		}
+	}
+	process(0, 150)
+	first := testutil.ToFloat64(e.met.tau)
+	if !(first > 0.5 && first < 1) {
+		t.Fatalf("τ %v after 150 events", first)
+	}
+	process(150, 400)
+	d := e.defs[0]
+	d.judgeMu.Lock()
+	now := d.quality.KendallTau()
+	d.judgeMu.Unlock()
+	if now == first {
+		t.Fatalf("τ over the window did not change (%v): the test shows nothing", now)
+	}
+	if got := testutil.ToFloat64(e.met.tau); got != first {
+		t.Errorf("a scrape within tauRefresh: τ %v, want the last computed, %v", got, first)
+	}
 }
