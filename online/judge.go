@@ -49,8 +49,7 @@ type Judge struct {
 
 	labelled                  int64
 	mistakes                  int64
-	deferTau                  bool  // DeferTau: τ computed when asked, not at the checks
-	tauAt                     int64 // deferred τ: labelled when tau was computed
+	deferTau                  bool // DeferTau: τ computed when asked, not at the checks
 	version                   int64
 	versionN, versionRight    int64
 	tau, rmse                 float64
@@ -206,16 +205,16 @@ func (j *Judge) ZeroOne() float64 {
 
 // KendallTau returns Kendall's τ-b of score against target over the window
 // at the last check (NaN before the first, or for a classifier); after
-// DeferTau, over the window as it is now (NaN before the first check).
+// DeferTau, over the window as it is now (NaN before the first check),
+// computed at each call.
 func (j *Judge) KendallTau() float64 {
-	if j.deferTau && j.tauAt != j.labelled && j.labelled >= JudgeCheckEvery {
+	if j.deferTau && j.labelled >= JudgeCheckEvery {
 		switch {
 		case j.ord != nil:
 			j.tau = j.ord.KendallTau()
 		case j.sw != nil:
 			j.tau = j.sw.kendallTau()
 		}
-		j.tauAt = j.labelled
 	}
 	return j.tau
 }
@@ -224,7 +223,8 @@ func (j *Judge) KendallTau() float64 {
 // called, over the window as it is then, instead of at every check: τ
 // costs O(window · log window), which at the checks of a window of 1 000
 // is a few µs per labelled event, where a service that exports it to
-// Prometheus needs it once per scrape. It changes no other measure.
+// Prometheus needs it once per scrape (and bounds how often it asks). It
+// changes no other measure.
 func (j *Judge) DeferTau() { j.deferTau = true }
 
 // RMSE returns the regression model's root mean squared error over the
