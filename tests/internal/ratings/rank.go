@@ -103,9 +103,6 @@ func (m *ItemMeans) Mean(item int) float64 {
 // baseline's order.
 func (m *ItemMeans) Order(items []int) []int { return OrderBy(items, m.Mean) }
 
-// Count returns how many ratings item has had so far.
-func (m *ItemMeans) Count(item int) int { return m.n[item] }
-
 // PopularOrder returns the positions of items in the order of their
 // ratings so far, most first (popularity), ties by id.
 func (m *ItemMeans) PopularOrder(items []int) []int {
