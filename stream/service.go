@@ -53,8 +53,8 @@ type Service struct {
 	ranker atomic.Pointer[Pipeline]
 	// rankRefused counts the POST /v1/rank requests refused (NewRankRefused).
 	rankRefused *prometheus.CounterVec
-	// backPressureWindow is watchBackPressure's (backPressureWindow; tests
-	// shorten it).
+	// backPressureWindow is the period watchBackPressure judges
+	// (backPressureWindow; tests shorten it).
 	backPressureWindow time.Duration
 }
 
@@ -578,7 +578,7 @@ func (s *Service) Run(ctx context.Context) error {
 	probed := make(chan struct{})
 	go func() { defer close(probed); s.probeBrokers(probeCtx) }()
 	pressed := make(chan struct{})
-	go func() { defer close(pressed); s.watchBackPressure(probeCtx, s.backPressureWindow) }()
+	go func() { defer close(pressed); s.watchBackPressure(probeCtx) }()
 	defer func() { stopProbe(); <-probed; <-pressed }()
 	// Once ctx ends, the stop may take cfg.ShutdownTimeout: past it, the
 	// final checkpoints and the producer give up (late closes).
@@ -673,12 +673,13 @@ func (s *Service) Run(ctx context.Context) error {
 // most once.
 const backPressureWindow = time.Minute
 
-// watchBackPressure logs, at most once a window, that the brokers hold
-// publishing back: when the partitions' appliers waited at
-// kafka.producer.buffer_bytes for half the window or more, summed over
-// them. The lag then grows with no error anywhere; the metric
+// watchBackPressure logs, at most once a window (s.backPressureWindow),
+// that the brokers hold publishing back: when the partitions' appliers
+// waited at kafka.producer.buffer_bytes for half the window or more,
+// summed over them. The lag then grows with no error anywhere; the metric
 // streamer_publish_wait_seconds_total and the alert say the same.
-func (s *Service) watchBackPressure(ctx context.Context, window time.Duration) {
+func (s *Service) watchBackPressure(ctx context.Context) {
+	window := s.backPressureWindow
 	t := time.NewTicker(window)
 	defer t.Stop()
 	last := s.pub.Waited()
