@@ -534,6 +534,21 @@ func (s *scanner) denseFeatures() *Error {
 	} else {
 		// The common case inline: a number, a comma, the next number.
 		src, i, maxAbs := s.src, s.pos, s.d.maxAbs
+		// First the numbers of the short form (shortNumber) that a
+		// comma follows, as fixed decimals are written; from the first
+		// other (the last number, one out of bounds, or not short), the
+		// loop below, which reads it again.
+		for {
+			v, end, ok := shortNumber(src, i)
+			if !ok || src[end] != ',' || maxAbs > 0 && (v > maxAbs || v < -maxAbs) {
+				break
+			}
+			if n < len(f) {
+				f[n] = v
+			}
+			n++
+			i = end + 1
+		}
 		for {
 			if i < len(src) && src[i] <= ' ' {
 				s.pos = i

@@ -555,3 +555,65 @@ func TestDecodeMatrix(t *testing.T) {
 		t.Error("a nested array without a shape was accepted")
 	}
 }
+
+// TestDecodeShortFeatures decodes features written with fixed decimals,
+// as many producers round them, mixed with other forms and spacing: the
+// values are strconv's, and a bound or a syntax error names the feature
+// it stops at (a syntax error its offset), as for any other form.
+func TestDecodeShortFeatures(t *testing.T) {
+	const dim = 12
+	r := rand.New(rand.NewPCG(5, 6))
+	d := mustDecoder(t, dim, nil, 0).WithMaxAbs(5)
+	var ev Event
+	for range 3000 {
+		lits := make([]string, dim)
+		for i := range lits {
+			switch x := r.NormFloat64() * 2; r.IntN(5) {
+			case 0: // any other form, finite
+				for lits[i] = randNumber(r); ; lits[i] = randNumber(r) {
+					if v, _ := strconv.ParseFloat(lits[i], 64); !math.IsInf(v, 0) {
+						break
+					}
+				}
+			case 1:
+				lits[i] = " " + strconv.FormatFloat(x, 'f', 1+r.IntN(7), 64) + " "
+			default:
+				lits[i] = strconv.FormatFloat(x, 'f', 1+r.IntN(7), 64)
+			}
+		}
+		in := `{"features":[` + strings.Join(lits, ",") + `]}`
+		err := d.Decode([]byte(in), &ev)
+		bad := -1
+		for i, l := range lits {
+			if v, _ := strconv.ParseFloat(strings.TrimSpace(l), 64); math.Abs(v) > 5 {
+				bad = i
+				break
+			}
+		}
+		if bad >= 0 {
+			if want := "features[" + strconv.Itoa(bad) + "]"; ReasonOf(err) != ReasonOutOfRange || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s: err %v, want out_of_range at %s", in, err, want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		for i, l := range lits {
+			want, _ := strconv.ParseFloat(strings.TrimSpace(l), 64)
+			if math.Float64bits(ev.Features[i]) != math.Float64bits(want) {
+				t.Fatalf("%s: features[%d] = %v, strconv %v", in, i, ev.Features[i], want)
+			}
+		}
+	}
+	for in, want := range map[string]string{
+		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5,9.5]}`: "features[11]",
+		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5,-4.5,2.5]}`: "got 13 features",
+		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5]}`: "got 11 features",
+		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5,.5]}`: "offset 57",
+	} {
+		if err := d.Decode([]byte(in), &ev); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err %v, want one naming %q", in, err, want)
+		}
+	}
+}

@@ -580,3 +580,33 @@ func BenchmarkParseNumber(b *testing.B) {
 		})
 	}
 }
+
+// TestShortNumber: shortNumber takes exactly the literals -?d.d{1,7} that
+// no digit, '.'-less exponent or end of input follows within its eleven
+// bytes, with strconv's value and end; the others are left to fastNumber.
+func TestShortNumber(t *testing.T) {
+	lits := []string{"0.5", "-0.5", "1.2345678", "-9.9999999", "0.0000000", "-0.000000", "9.1",
+		"1.23456789", "12.5", "-12.5", "0.", "1", ".5", "-.5", "1.5e3", "1.5E-3", "01.5", "--1.5", "+1.5", "1..5"}
+	for _, lit := range lits {
+		for _, tail := range []string{",", "]", " ,", "}", "e1,", "E1,", ".5,", ",1,2,3,4,5,6,7,8,9"} {
+			src := []byte(lit + tail)
+			v, end, ok := shortNumber(src, 0)
+			digits := strings.TrimPrefix(lit, "-")
+			form := len(digits) >= 3 && len(digits) <= 9 && isDigit(digits[0]) && digits[1] == '.' &&
+				strings.Trim(digits[2:], "0123456789") == "" && tail[0]|0x20 != 'e'
+			if want := form && len(src) >= 11; ok != want {
+				t.Errorf("%q: short %v, want %v", src, ok, want)
+			}
+			if !ok {
+				continue
+			}
+			want, _ := strconv.ParseFloat(lit, 64)
+			if math.Float64bits(v) != math.Float64bits(want) || end != len(lit) {
+				t.Errorf("%q: %v, end %d; want %v, end %d", src, v, end, want, len(lit))
+			}
+		}
+	}
+	if _, _, ok := shortNumber([]byte("1.5,2.5,3"), 4); ok {
+		t.Error("read past the end of a short input") // fewer than eleven bytes from 4
+	}
+}
