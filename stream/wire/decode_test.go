@@ -607,10 +607,10 @@ func TestDecodeShortFeatures(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5,9.5]}`: "features[11]",
+		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5,9.5]}`:      "features[11]",
 		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5,-4.5,2.5]}`: "got 13 features",
-		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5]}`: "got 11 features",
-		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5,.5]}`: "offset 57",
+		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5]}`:          "got 11 features",
+		`{"features":[1.5,2.5,3.5,4.5,0.5,1.5,2.5,3.5,4.5,0.5,1.5,.5]}`:       "offset 57",
 	} {
 		if err := d.Decode([]byte(in), &ev); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err %v, want one naming %q", in, err, want)
