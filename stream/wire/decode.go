@@ -534,21 +534,7 @@ func (s *scanner) denseFeatures() *Error {
 	} else {
 		// The common case inline: a number, a comma, the next number.
 		src, i, maxAbs := s.src, s.pos, s.d.maxAbs
-		// First the numbers of the short form (shortNumber) that a
-		// comma follows, as fixed decimals are written; from the first
-		// other (the last number, one out of bounds, or not short), the
-		// loop below, which reads it again.
-		for {
-			v, end, ok := shortNumber(src, i)
-			if !ok || src[end] != ',' || maxAbs > 0 && (v > maxAbs || v < -maxAbs) {
-				break
-			}
-			if n < len(f) {
-				f[n] = v
-			}
-			n++
-			i = end + 1
-		}
+		i, n = shortRun(src, i, f, 0, maxAbs)
 		for {
 			if i < len(src) && src[i] <= ' ' {
 				s.pos = i
@@ -588,6 +574,26 @@ func (s *scanner) denseFeatures() *Error {
 		return &Error{Reason: ReasonWrongDimension, Detail: fmt.Sprintf("got %d features, want %d", n, len(f))}
 	}
 	return nil
+}
+
+// shortRun reads the numbers of the short form (shortNumber) that a comma
+// follows from src[i:], as features written with a fixed number of
+// decimals come, into dst from index n (counting those past its end), and
+// returns the index after the last one's comma and the new count. It stops
+// at the first other number: the last of the array, one beyond ±maxAbs,
+// one of another form, which the caller's general loop reads.
+func shortRun(src []byte, i int, dst []float64, n int, maxAbs float64) (int, int) {
+	for {
+		v, end, ok := shortNumber(src, i)
+		if !ok || src[end] != ',' || maxAbs > 0 && (v > maxAbs || v < -maxAbs) {
+			return i, n
+		}
+		if n < len(dst) {
+			dst[n] = v
+		}
+		n++
+		i = end + 1
+	}
 }
 
 // feature parses the number of features[i] (row < 0) or features[row][i]
@@ -633,6 +639,10 @@ func (s *scanner) matrixFeatures() *Error {
 				row = f[r*cols : (r+1)*cols]
 			}
 			src, i, maxAbs := s.src, s.pos, s.d.maxAbs
+			var k int
+			i, k = shortRun(src, i, row, 0, maxAbs)
+			c += k
+			n += k
 			for { // as in denseFeatures
 				if i < len(src) && src[i] <= ' ' {
 					s.pos = i

@@ -557,15 +557,17 @@ func TestDecodeMatrix(t *testing.T) {
 }
 
 // TestDecodeShortFeatures decodes features written with fixed decimals,
-// as many producers round them, mixed with other forms and spacing: the
+// as many producers round them, mixed with other forms and spacing, as an
+// array and as a matrix's rows: the
 // values are strconv's, and a bound or a syntax error names the feature
 // it stops at (a syntax error its offset), as for any other form.
 func TestDecodeShortFeatures(t *testing.T) {
 	const dim = 12
 	r := rand.New(rand.NewPCG(5, 6))
 	d := mustDecoder(t, dim, nil, 0).WithMaxAbs(5)
+	m := d.WithShape(3) // 3×4, as nested arrays
 	var ev Event
-	for range 3000 {
+	for k := range 3000 {
 		lits := make([]string, dim)
 		for i := range lits {
 			switch x := r.NormFloat64() * 2; r.IntN(5) {
@@ -581,8 +583,11 @@ func TestDecodeShortFeatures(t *testing.T) {
 				lits[i] = strconv.FormatFloat(x, 'f', 1+r.IntN(7), 64)
 			}
 		}
-		in := `{"features":[` + strings.Join(lits, ",") + `]}`
-		err := d.Decode([]byte(in), &ev)
+		in, dec := `{"features":[`+strings.Join(lits, ",")+`]}`, d
+		if k%3 == 0 {
+			in, dec = `{"features":[[`+strings.Join(lits[:4], ",")+`],[`+strings.Join(lits[4:8], ",")+`],[`+strings.Join(lits[8:], ",")+`]]}`, m
+		}
+		err := dec.Decode([]byte(in), &ev)
 		bad := -1
 		for i, l := range lits {
 			if v, _ := strconv.ParseFloat(strings.TrimSpace(l), 64); math.Abs(v) > 5 {
@@ -591,7 +596,11 @@ func TestDecodeShortFeatures(t *testing.T) {
 			}
 		}
 		if bad >= 0 {
-			if want := "features[" + strconv.Itoa(bad) + "]"; ReasonOf(err) != ReasonOutOfRange || !strings.Contains(err.Error(), want) {
+			want := "features[" + strconv.Itoa(bad) + "]"
+			if dec == m {
+				want = "features[" + strconv.Itoa(bad/4) + "][" + strconv.Itoa(bad%4) + "]"
+			}
+			if ReasonOf(err) != ReasonOutOfRange || !strings.Contains(err.Error(), want) {
 				t.Fatalf("%s: err %v, want out_of_range at %s", in, err, want)
 			}
 			continue
