@@ -61,21 +61,25 @@ func parseNumber(src []byte, start int) (float64, int, numStatus) {
 // (Clinger's fast path). It reads eleven bytes from i, so it returns
 // false with fewer.
 func shortNumber(src []byte, i int) (float64, int, bool) {
-	if i+11 > len(src) {
+	if i < 0 || i+11 > len(src) {
 		return 0, i, false
 	}
+	// The number past its sign, if any (without a branch: features are
+	// signed as often as not), indexed by constants below: one bounds
+	// check here, none there.
 	neg := src[i] == '-'
 	j := i + b2i(neg)
-	d0 := src[j] - '0'
-	if d0 > 9 || src[j+1] != '.' {
+	b := src[j : j+10 : j+10]
+	d0 := b[0] - '0'
+	if d0 > 9 || b[1] != '.' {
 		return 0, i, false
 	}
-	x := binary.LittleEndian.Uint64(src[j+2:])
-	n := leadingDigits(x)
-	if uint(n-1) >= 7 || byte(x>>(8*n))|0x20 == 'e' {
+	x := binary.LittleEndian.Uint64(b[2:10])
+	n := leadingDigits(x) & 7 // 8 (more digits) is 0 here, refused as none
+	if n == 0 || byte(x>>(8*n))|0x20 == 'e' {
 		return 0, i, false
 	}
-	return signed(float64(uint64(d0)*upow10[n]+digitsValue(x, n))/pow10[n], neg), j + 2 + n, true
+	return signed(float64(int64(uint64(d0)*upow10[n]+digitsValue(x, n)))/pow10[n], neg), j + 2 + n, true // below 10^8: an int64 converts without uint64's branch
 }
 
 // slowNumber parses a valid JSON number literal with strconv.
