@@ -33,20 +33,34 @@ var fuzzSeeds = []string{
 	`{"a":[[[[[[[[[[]]]]]]]]]],"features":[1.5e+1,2E-1,3]}`,
 	"{\"key\":\"\xff\",\"features\":[1,2,3]}",
 	``,
+	// Short decimals (their own path, shortRun), in arrays and a matrix's rows.
+	`{"features":[0.125,-2.5,3.75]}`,
+	`{"features":[0.125,-2.5,3.75,10.0,-0.000001,7.5]}`,
+	`{"features":[[0.125,-2.5,3.75],[10.0,-0.1,7.5]]}`,
+	`{"features":[[0.125,-2.5,3.75] , [ 1e1,-0.1,7.5 ]]}`,
+	`{"features":[[0.125,-2.5],[3.75,10.0,-0.1,7.5]]}`,
+	`{"features":[[0.125,-2.5,3.75],[10.0,-0.1,7.5],[]]}`,
+	`{"features":[[0.125,-2.5,3.75],[10.0,-0.1,7.5,]]}`,
+	`{"features":[1.5,7.25,-3.25]}`, // beyond the bound of 5, on the short path
+	`{"features":[1.5,-4.99,3.25]}`,
+	`{"features":[[1.5,-4.9,3.25],[5.0,-5.5,7.5]]}`,
 }
 
 // FuzzDecode checks that Decode never panics, that what it accepts
 // encoding/json accepts too as an object with the same features, label and
 // strings, and that whatever encoding/json finds valid as an object Decode
-// does not call not_json.
+// does not call not_json: for a flat array or named features, a 2×3 matrix
+// (WithShape) and a bound on the features (WithMaxAbs).
 func FuzzDecode(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
 	}
 	dense := mustDecoder(f, 3, nil, 0)
 	named := mustDecoder(f, 3, []string{"a", "b", "c"}, 0)
+	matrix := mustDecoder(f, 6, nil, 0).WithShape(2)
+	bounded := mustDecoder(f, 3, nil, 0).WithMaxAbs(5)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		for _, d := range []*Decoder{dense, named} {
+		for _, d := range []*Decoder{dense, named, matrix, bounded} {
 			var ev Event
 			err := d.Decode(in, &ev)
 			if err != nil {
@@ -78,6 +92,20 @@ func checkAgainstEncodingJSON(t *testing.T, d *Decoder, in []byte, ev *Event) {
 	raw := bytes.TrimLeft(m["features"], " \t\r\n")
 	var want []float64
 	switch {
+	case len(raw) > 0 && raw[0] == '[' && d.rows > 0 && bytes.HasPrefix(bytes.TrimLeft(raw[1:], " \t\r\n"), []byte("[")):
+		var rows [][]float64
+		if err := json.Unmarshal(raw, &rows); err != nil {
+			t.Fatalf("%q: features: %v", in, err)
+		}
+		if len(rows) != d.rows {
+			t.Fatalf("%q: accepted %d rows, want %d", in, len(rows), d.rows)
+		}
+		for _, r := range rows {
+			if len(r) != d.dim/d.rows {
+				t.Fatalf("%q: accepted a row of %d numbers, want %d", in, len(r), d.dim/d.rows)
+			}
+			want = append(want, r...)
+		}
 	case len(raw) > 0 && raw[0] == '[':
 		if err := json.Unmarshal(raw, &want); err != nil {
 			t.Fatalf("%q: features: %v", in, err)
@@ -102,6 +130,9 @@ func checkAgainstEncodingJSON(t *testing.T, d *Decoder, in []byte, ev *Event) {
 	for i := range want {
 		if math.Float64bits(want[i]) != math.Float64bits(ev.Features[i]) {
 			t.Fatalf("%q: features %v, encoding/json %v", in, ev.Features, want)
+		}
+		if d.maxAbs > 0 && math.Abs(want[i]) > d.maxAbs {
+			t.Fatalf("%q: accepted features[%d] = %v beyond ±%v", in, i, want[i], d.maxAbs)
 		}
 	}
 

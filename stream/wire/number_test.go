@@ -503,12 +503,20 @@ func clingerOnly(lit string) bool {
 }
 
 // FuzzParseNumber compares parseNumber with strconv.ParseFloat on any
-// bytes that strconv and the JSON grammar both take for a number.
+// bytes that strconv and the JSON grammar both take for a number, and
+// shortNumber with parseNumber where it reads a number a comma follows.
 func FuzzParseNumber(f *testing.F) {
 	for _, s := range numberEdges {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, lit string) {
+		padded := append([]byte(lit), ",,,,,,,,,,,"...) // shortNumber reads eleven bytes
+		if v, end, ok := shortNumber(padded, 0); ok && padded[end] == ',' {
+			pv, pend, st := parseNumber(padded, 0)
+			if st != numOK || pend != end || math.Float64bits(pv) != math.Float64bits(v) {
+				t.Fatalf("%q: shortNumber %v to %d, parseNumber %v to %d (status %d)", lit, v, end, pv, pend, st)
+			}
+		}
 		end, ok := scanNumber([]byte(lit), 0)
 		_, pend, st := parseNumber([]byte(lit), 0)
 		if !ok {
