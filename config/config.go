@@ -378,8 +378,8 @@ type Model struct {
 	Scope    string   `yaml:"scope"`    // "" or global (one model) | key (one instance per event key)
 	MaxKeys  int      `yaml:"max_keys"` // scope key: instances kept in memory (a second-chance sweep evicts)
 	// Label maps the wire label before the model reads it (LabelMap):
-	// label.positive for classifiers, label.edges for ordinal models. The
-	// zero value maps nothing.
+	// label.positive for classifiers, label.edges for ordinal models, and
+	// label.min and label.max for every model. The zero value maps nothing.
 	Label Label `yaml:"label"`
 	// Fallback names a global model listed before this key-scoped one:
 	// until a key's own instance decides, the key's records carry the
@@ -433,21 +433,42 @@ type Label struct {
 	// Edges bin an ordinal model's wire labels into its levels 1..m: m−1
 	// strictly increasing finite numbers, level = 1 + #{edges ≤ label}.
 	Edges []float64 `yaml:"edges"`
+	// Min and Max (nil: no bound), for any model, bound the wire labels it
+	// reads: an event whose label is outside [Min, Max] is dead-lettered
+	// bad_label, before any model learns it. They are finite, Min ≤ Max.
+	Min *float64 `yaml:"min"`
+	Max *float64 `yaml:"max"`
 }
 
 // IsZero reports whether no key of the label section is set.
-func (l Label) IsZero() bool { return l.Positive == "" && l.Edges == nil }
+func (l Label) IsZero() bool { return !l.maps() && l.Min == nil && l.Max == nil }
+
+// maps reports whether l changes the label a model reads (positive or
+// edges; a range only keeps labels out).
+func (l Label) maps() bool { return l.Positive != "" || l.Edges != nil }
 
 // Map returns the label map of l: nil when no key is set, an error when a
 // key does not parse (the validator reports it on its key).
 func (l Label) Map() (*online.LabelMap, error) {
+	var m *online.LabelMap
+	var err error
 	switch {
 	case l.Positive != "":
-		return online.PositiveWhen(l.Positive)
+		m, err = online.PositiveWhen(l.Positive)
 	case l.Edges != nil:
-		return online.BinnedBy(l.Edges)
+		m, err = online.BinnedBy(l.Edges)
 	}
-	return nil, nil
+	if err != nil || l.Min == nil && l.Max == nil {
+		return m, err
+	}
+	lo, hi := math.Inf(-1), math.Inf(1)
+	if l.Min != nil {
+		lo = *l.Min
+	}
+	if l.Max != nil {
+		hi = *l.Max
+	}
+	return m.WithRange(lo, hi)
 }
 
 // LabelMap returns the model's label map (nil: none) of a validated
@@ -685,7 +706,10 @@ func (m Model) Fingerprint() string {
 		b = codec.AppendParams(b, m.Params)
 	}
 	b = codec.EndFrame(b, at)
-	if !m.Label.IsZero() { // absent before label mapping existed: old fingerprints unchanged
+	// The label's range (label.min, label.max) is left out: it keeps labels
+	// from the model, and a model's state learned without it is its state
+	// with it (a range added to a running service keeps the state).
+	if m.Label.maps() { // absent before label mapping existed: old fingerprints unchanged
 		b = append(b, "label\x00"...)
 		if l, err := m.Label.Map(); err == nil {
 			op, x := l.Condition()

@@ -749,8 +749,14 @@ func (d *decoder) label(n *yaml.Node, path string, l *Label) {
 			d.str(v, p, &l.Positive)
 		case "edges":
 			d.floats(v, p, &l.Edges)
+		case "min":
+			l.Min = new(float64)
+			d.float(v, p, l.Min)
+		case "max":
+			l.Max = new(float64)
+			d.float(v, p, l.Max)
 		default:
-			d.errs = append(d.errs, &Error{Key: p, Line: k.Line, kind: errUnknownKey, Msg: "(label takes: positive, edges)"})
+			d.errs = append(d.errs, &Error{Key: p, Line: k.Line, kind: errUnknownKey, Msg: "(label takes: positive, edges, min, max)"})
 		}
 	})
 }

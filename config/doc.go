@@ -180,6 +180,9 @@
 //	                                (>=, >, <=, <, ==) and a finite number, quoted: ">= 4"; −1 elsewhere
 //	label.edges         (none)      ordinal models: levels − 1 strictly increasing finite numbers;
 //	                                level = 1 + #{edges ≤ label} (not with omam's own edges)
+//	label.min, .max     (none)      any model: finite bounds of the wire labels it reads; an event
+//	                                whose label is outside [min, max] is dead-lettered bad_label
+//	                                before any model learns it (not in the fingerprint)
 //	fallback            (none)      scope key: a global model listed before this one, of the same kind
 //	                                (an ordinal model with label.edges: or a regression model that
 //	                                publishes values); a key's records carry its answer, with

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 
@@ -24,11 +25,22 @@ func traitsOf(m Model, reg *online.Registry) (online.Traits, bool) {
 
 // label checks models[i].label (at p, the model's path) against the
 // model's kind: positive for classifiers, edges for ordinal models, m − 1
-// of them for m levels.
+// of them for m levels; min and max finite, min ≤ max, for any model.
 func (v *validator) label(p string, m Model, reg *online.Registry) {
 	l := m.Label
 	if l.IsZero() {
 		return
+	}
+	for _, b := range []struct {
+		key string
+		x   *float64
+	}{{"min", l.Min}, {"max", l.Max}} {
+		if b.x != nil && (math.IsNaN(*b.x) || math.IsInf(*b.x, 0)) {
+			v.errorf(p+".label."+b.key, "must be a finite number, got %v", *b.x)
+		}
+	}
+	if l.Min != nil && l.Max != nil && !(*l.Min <= *l.Max) {
+		v.errorf(p+".label.max", "is %v, below label.min %v: the labels a model reads are in [min, max]", *l.Max, *l.Min)
 	}
 	tr, ok := traitsOf(m, reg)
 	if !ok {

@@ -90,6 +90,52 @@ func TestLabel(t *testing.T) {
 	}
 }
 
+// TestLabelRange: label.min and label.max decode for any kind of model,
+// alone or with positive or edges, into a map that reads only the labels
+// in [min, max]; they leave the fingerprint as it is (a range added to a
+// running service keeps the models' state). A bad bound is an error
+// naming its key (TestLabelFallbackBad).
+func TestLabelRange(t *testing.T) {
+	c, err := Parse([]byte(`models:
+  - {name: r, type: krr, features: {dim: 4}, label: {min: 0.5, max: 5}}
+  - {name: like, type: logistic, features: {dim: 4}, label: {positive: ">= 4", min: 0.5, max: 5}}
+  - {name: o, type: omam, levels: 3, features: {dim: 4}, label: {edges: [2, 4], max: 5}}
+  - {name: lo, type: krr, features: {dim: 4}, label: {min: 0}}
+`), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		model int
+		v     float64
+		want  float64
+		ok    bool
+	}{
+		{0, 0.5, 0.5, true}, {0, 5, 5, true}, {0, 5.5, 0, false}, {0, 1e12, 0, false}, {0, 0.4, 0, false},
+		{1, 4, 1, true}, {1, 3.5, -1, true}, {1, 9, 0, false},
+		{2, -7, 1, true}, {2, 4.5, 3, true}, {2, 5.5, 0, false},
+		{3, 0, 0, true}, {3, 1e12, 1e12, true}, {3, -0.5, 0, false},
+	} {
+		y, ok := c.Models[tc.model].LabelMap().Read(tc.v)
+		if ok != tc.ok || ok && y != tc.want {
+			t.Errorf("%s: Read(%v) = %v, %v; want %v, %v", c.Models[tc.model].Name, tc.v, y, ok, tc.want, tc.ok)
+		}
+	}
+	plain, err := Parse([]byte(`models:
+  - {name: r, type: krr, features: {dim: 4}}
+  - {name: like, type: logistic, features: {dim: 4}, label: {positive: ">= 4"}}
+  - {name: o, type: omam, levels: 3, features: {dim: 4}, label: {edges: [2, 4]}}
+`), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range plain.Models {
+		if c.Models[i].Fingerprint() != m.Fingerprint() {
+			t.Errorf("%s: the range changes the fingerprint", m.Name)
+		}
+	}
+}
+
 // TestFallback: a key-scoped model's fallback is a global model listed
 // before it, of its kind; an ordinal model with label.edges may fall back
 // on a regression model that publishes values.
@@ -135,7 +181,11 @@ func TestLabelFallbackBad(t *testing.T) {
 		{`[{name: o, type: omam, levels: 3, edges: [1, 2], label: {edges: [1, 2]}, features: {dim: 2}}]`,
 			"models[0].label.edges", "does not go with models[0].edges (the type's own binning of the labels): give one of them"},
 		{`[{name: o, type: omam, levels: 3, label: {bins: [1, 2]}, features: {dim: 2}}]`,
-			"models[0].label.bins", "(label takes: positive, edges)"},
+			"models[0].label.bins", "(label takes: positive, edges, min, max)"},
+		{`[{name: r, type: krr, label: {min: 5, max: 0.5}, features: {dim: 2}}]`, "models[0].label.max", "is 0.5, below label.min 5"},
+		{`[{name: r, type: krr, label: {min: .nan}, features: {dim: 2}}]`, "models[0].label.min", "must be a finite number"},
+		{`[{name: r, type: krr, label: {max: .inf}, features: {dim: 2}}]`, "models[0].label.max", "must be a finite number"},
+		{`[{name: r, type: krr, label: {max: five}, features: {dim: 2}}]`, "models[0].label.max", `"five" is not a number`},
 		{`[{name: g, type: omam, levels: 3, features: {dim: 2}}, {name: k, type: omam, levels: 3, fallback: g, features: {dim: 2}}]`,
 			"models[1].fallback", "only with scope: key"},
 		{`[{name: k, type: omam, levels: 3, scope: key, fallback: nope, features: {dim: 2}}]`,

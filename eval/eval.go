@@ -776,8 +776,9 @@ func (st *modelState) run(rows []Row) {
 				o.kind, o.p = outcomeScored, st.observe(i, r, 0, false)
 				continue
 			}
-			y, ok := st.m.Label(st.label.Map(r.Label))
-			if !ok {
+			v, in := st.label.Read(r.Label)
+			y, ok := st.m.Label(v)
+			if !in || !ok {
 				o.kind = outcomeRejected
 				continue
 			}

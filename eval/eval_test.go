@@ -493,7 +493,8 @@ func TestTooManySkipped(t *testing.T) {
 // model's label section: a ratings file feeds a regression model, a
 // classifier with label.positive and an ordinal model with label.edges,
 // and no model rejects a row (without label.positive the classifier
-// rejects every rating but 1).
+// rejects every rating but 1; with label.min and label.max a model
+// rejects the ratings outside them).
 func TestLabelMapping(t *testing.T) {
 	var src strings.Builder
 	src.WriteString("x0,x1,rating\n")
@@ -510,6 +511,7 @@ func TestLabelMapping(t *testing.T) {
   - {name: like, type: logistic, label: {positive: ">= 4"}, features: {dim: 2}}
   - {name: stars, type: omam, levels: 5, label: {edges: [1.5, 2.5, 3.5, 4.5]}, kernel: {type: linear}, features: {dim: 2}}
   - {name: rating, type: krr, solver: exact, window: {events: 100}, refit: {every_events: 50}, features: {dim: 2}}
+  - {name: capped, type: krr, solver: exact, window: {events: 100}, refit: {every_events: 50}, label: {min: 1, max: 4}, features: {dim: 2}}
 `), nil, testTypes)
 	if err != nil {
 		t.Fatal(err)
@@ -518,7 +520,8 @@ func TestLabelMapping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]int64{"plain": 270, "like": 0, "stars": 0, "rating": 0} {
+	// capped reads the ratings 1..4 only: 0.5, 4.5 and 5 are 3 in 10.
+	for name, want := range map[string]int64{"plain": 270, "like": 0, "stars": 0, "rating": 0, "capped": 90} {
 		if got := rep.Models[name].Prequential.Rejected; got != want {
 			t.Errorf("%s: %d rows rejected, want %d", name, got, want)
 		}

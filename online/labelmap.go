@@ -11,13 +11,19 @@ import (
 // Model.Label), so that one stream of labels, say ratings 0.5..5, feeds
 // models of different kinds: a classifier reads +1 where a condition on
 // the label holds and −1 elsewhere (PositiveWhen), an ordinal model reads
-// the level 1 + #{edges ≤ label} (BinnedBy). The zero value and nil map
-// nothing (Map returns its argument). A LabelMap is immutable: any number
-// of goroutines may use it.
+// the level 1 + #{edges ≤ label} (BinnedBy). Either may also have a range
+// (WithRange): a wire label outside it is not read at all (Read), so that
+// one label off the scale, a producer's bug or a hostile client's, cannot
+// move a model (a squared-loss model's running mean and clipping range
+// would take in a rating of 1e12). The zero value and nil map nothing
+// (Map returns its argument, Read reads every label). A LabelMap is
+// immutable: any number of goroutines may use it.
 type LabelMap struct {
-	op    string  // PositiveWhen: ">=", ">", "<=", "<" or "=="; "" otherwise
-	at    float64 // PositiveWhen: the number compared with
-	edges []float64
+	op     string  // PositiveWhen: ">=", ">", "<=", "<" or "=="; "" otherwise
+	at     float64 // PositiveWhen: the number compared with
+	edges  []float64
+	ranged bool    // WithRange: labels outside [lo, hi] are not read
+	lo, hi float64 // the range (±Inf for an open side)
 }
 
 // PositiveWhen returns the map of a classifier's labels to +1 where the
@@ -61,9 +67,42 @@ func BinnedBy(edges []float64) (*LabelMap, error) {
 	return &LabelMap{edges: append([]float64(nil), edges...)}, nil
 }
 
+// WithRange returns a copy of l (nil: a map of nothing) that reads only
+// the wire labels in [lo, hi]; −Inf or +Inf leaves a side open. lo and hi
+// must not be NaN, and lo ≤ hi.
+func (l *LabelMap) WithRange(lo, hi float64) (*LabelMap, error) {
+	if math.IsNaN(lo) || math.IsNaN(hi) || !(lo <= hi) {
+		return nil, fmt.Errorf("range [%v, %v]: want min ≤ max", lo, hi)
+	}
+	c := &LabelMap{}
+	if l != nil {
+		*c = *l
+	}
+	c.ranged, c.lo, c.hi = true, lo, hi
+	return c, nil
+}
+
+// Range returns the range of a WithRange map (ok false otherwise).
+func (l *LabelMap) Range() (lo, hi float64, ok bool) {
+	if l == nil || !l.ranged {
+		return 0, 0, false
+	}
+	return l.lo, l.hi, true
+}
+
+// Read returns Map(v) and whether v is in the map's range (always, for a
+// map without one): a label outside it must not reach the model. It does
+// not allocate.
+func (l *LabelMap) Read(v float64) (float64, bool) {
+	if l != nil && l.ranged && !(v >= l.lo && v <= l.hi) {
+		return 0, false
+	}
+	return l.Map(v), true
+}
+
 // Map returns the label the model reads for wire label v: ±1 for a
-// condition, a level for edges, v itself for a nil or zero map. It does not
-// allocate.
+// condition, a level for edges, v itself for a nil or zero map; whatever
+// the range (see Read). It does not allocate.
 func (l *LabelMap) Map(v float64) float64 {
 	switch {
 	case l == nil:
@@ -128,15 +167,25 @@ func (l *LabelMap) Condition() (op string, at float64) {
 	return l.op, l.at
 }
 
-// String describes the map: "positive >= 4", "edges [1.5 2.5]" or "none".
+// String describes the map: "positive >= 4", "edges [1.5 2.5]" or "none",
+// then its range if it has one: "positive >= 4, range [0.5, 5]", "range
+// [0.5, 5]".
 func (l *LabelMap) String() string {
+	s := "none"
 	switch {
 	case l == nil:
-		return "none"
+		return s
 	case l.op != "":
-		return "positive " + l.op + " " + strconv.FormatFloat(l.at, 'g', -1, 64)
+		s = "positive " + l.op + " " + strconv.FormatFloat(l.at, 'g', -1, 64)
 	case l.edges != nil:
-		return fmt.Sprintf("edges %v", l.edges)
+		s = fmt.Sprintf("edges %v", l.edges)
 	}
-	return "none"
+	if !l.ranged {
+		return s
+	}
+	r := fmt.Sprintf("range [%v, %v]", l.lo, l.hi)
+	if s == "none" {
+		return r
+	}
+	return s + ", " + r
 }

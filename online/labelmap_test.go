@@ -75,6 +75,64 @@ func TestBinnedBy(t *testing.T) {
 	}
 }
 
+// TestLabelRange: a map with a range reads the wire labels in it, ends
+// included, as the map without it does, and none outside it (nor NaN);
+// the range goes with a condition, edges or nothing, and the map it was
+// made from keeps reading every label.
+func TestLabelRange(t *testing.T) {
+	pos, _ := PositiveWhen(">= 4")
+	bins, _ := BinnedBy([]float64{2, 4})
+	inf := math.Inf(1)
+	for _, tc := range []struct {
+		name   string
+		base   *LabelMap
+		lo, hi float64
+		str    string
+	}{
+		{"none", nil, 0.5, 5, "range [0.5, 5]"},
+		{"positive", pos, 0.5, 5, "positive >= 4, range [0.5, 5]"},
+		{"edges", bins, 0.5, 5, "edges [2 4], range [0.5, 5]"},
+		{"min only", nil, 0, inf, "range [0, +Inf]"},
+		{"one value", nil, 3, 3, "range [3, 3]"},
+	} {
+		l, err := tc.base.WithRange(tc.lo, tc.hi)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := l.String(); got != tc.str {
+			t.Errorf("%s: String %q, want %q", tc.name, got, tc.str)
+		}
+		if lo, hi, ok := l.Range(); !ok || lo != tc.lo || hi != tc.hi {
+			t.Errorf("%s: Range %v %v %v", tc.name, lo, hi, ok)
+		}
+		for _, v := range []float64{-1e12, -1, 0, 0.49, 0.5, 1, 3, 4, 4.5, 5, 5.01, 1e12, inf, -inf, math.NaN()} {
+			y, ok := l.Read(v)
+			in := v >= tc.lo && v <= tc.hi
+			if ok != in {
+				t.Errorf("%s: Read(%v) ok = %v, want %v", tc.name, v, ok, in)
+			}
+			if in && y != tc.base.Map(v) {
+				t.Errorf("%s: Read(%v) = %v, Map without the range %v", tc.name, v, y, tc.base.Map(v))
+			}
+			if y2, ok2 := tc.base.Read(v); !ok2 || y2 != tc.base.Map(v) && v == v {
+				t.Errorf("%s: the map without the range: Read(%v) = %v, %v", tc.name, v, y2, ok2)
+			}
+		}
+	}
+	if _, _, ok := pos.Range(); ok {
+		t.Error("PositiveWhen has a range")
+	}
+	for _, bad := range [][2]float64{{5, 0.5}, {math.NaN(), 5}, {0, math.NaN()}} {
+		if _, err := pos.WithRange(bad[0], bad[1]); err == nil {
+			t.Errorf("range %v accepted", bad)
+		}
+	}
+	l, _ := bins.WithRange(0.5, 5)
+	if n := testing.AllocsPerRun(100, func() { _, _ = l.Read(3.7) }); n != 0 {
+		t.Errorf("Read: %v allocs", n)
+	}
+}
+
 // TestJudgeValues: a regression model's RMSE judges its value when it
 // publishes one, and a model that publishes values is not judged before
 // it has one; an ordinal model's RMSE is that of the values given to

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,7 +114,9 @@ func readRecords(t *testing.T, b *stream.Broker, topic string, n int, timeout ti
 
 // TestRatingsConfigOverKafka: configs/recommendation-ratings.yaml as
 // shipped (but for the brokers, the listen address and the snapshot
-// directory) on ratingsWorld's stream, through the real binary: over the
+// directory) on ratingsWorld's stream clipped to the config's 0.5..5
+// scale, through the real binary, with one rating off the scale midway,
+// which must be dead-lettered naming the model's label range: over the
 // last half, each of its models against the baselines a practitioner
 // would try first, computed here on the same stream. The rating fm beats
 // the biases; the per-user correction of the fm (per_user, residual) stays
@@ -132,16 +135,34 @@ func TestRatingsConfigOverKafka(t *testing.T) {
 	}
 	t.Cleanup(b.Close)
 	p := startStreamer(t, b, cfg.cfg)
-	rs := ratingsWorld.Ratings(n)
-	msgs := make([]kafka.Message, n)
+	world := ratingsWorld
+	world.Min, world.Max = 0.5, 5 // the config's label.min and label.max
+	rs := world.Ratings(n)
+	msgs := make([]kafka.Message, 0, n+1)
 	for i, r := range rs {
-		msgs[i] = kafka.Message{Key: ratings.AppendKey(nil, r), Value: ratings.AppendEvent(nil, i, r, nil)}
+		if i == n/2 {
+			// A rating off the scale: dead-lettered, or every later
+			// prediction would be off by 1e12/n and fail the checks below.
+			msgs = append(msgs, kafka.Message{Key: ratings.AppendKey(nil, r),
+				Value: []byte(`{"id":"off-scale","features":{"user":{"id":"1"},"item":{"id":"2"}},"label":1e12}`)})
+		}
+		msgs = append(msgs, kafka.Message{Key: ratings.AppendKey(nil, r), Value: ratings.AppendEvent(nil, i, r, nil)})
 	}
 	produce(t, b, "ratings", msgs)
 	col := ratings.NewCollector(n)
 	readRecords(t, b, "rating-scores", 3*n, 2*time.Minute, func(m kafka.Message) {
 		if _, _, err := col.Add(m.Value); err != nil {
 			t.Fatal(err)
+		}
+	})
+	readRecords(t, b, "ratings.dlq", 1, time.Minute, func(m kafka.Message) {
+		h := map[string]string{}
+		for _, kv := range m.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		if !strings.Contains(string(m.Value), `"off-scale"`) || h["streamer.reason"] != "bad_label" ||
+			!strings.Contains(h["streamer.detail"], "outside model rating's label range [0.5, 5]") {
+			t.Errorf("dead letter %s, headers %v: want the rating off the scale, bad_label, naming rating's range", m.Value, h)
 		}
 	})
 	if err := p.stop(t); err != nil {

@@ -393,7 +393,14 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 	ev := &w.ev
 	if ev.HasLabel {
 		for i, d := range s.e.defs {
-			y, ok := d.proto.Label(d.label.Map(ev.Label))
+			v, in := d.label.Read(ev.Label)
+			if !in {
+				lo, hi, _ := d.label.Range()
+				s.e.reject(msg, pub, wire.ReasonBadLabel,
+					fmt.Sprintf("label %v is outside model %s's label range [%v, %v] (label.min, label.max)", ev.Label, d.name, lo, hi))
+				return
+			}
+			y, ok := d.proto.Label(v)
 			if !ok {
 				s.e.reject(msg, pub, wire.ReasonBadLabel,
 					fmt.Sprintf("label %v is not in model %s's label set", ev.Label, d.name))

@@ -8,7 +8,8 @@ import (
 // World is a synthetic rating world: rating(u, i) = Base + b_u + b_i +
 // ⟨p_u, q_i⟩ + noise, with biases drawn N(0, BiasSD²), Factors latent factors
 // per user and item drawn N(0, σ²) with σ = InteractionSD^½/Factors^¼ (so that
-// ⟨p_u, q_i⟩ has standard deviation InteractionSD), and noise N(0, Noise²).
+// ⟨p_u, q_i⟩ has standard deviation InteractionSD), and noise N(0, Noise²);
+// clipped to a rating scale [Min, Max] when Max > Min.
 type World struct {
 	Users, Items, Factors int
 	Base                  float64 // 3
@@ -16,6 +17,7 @@ type World struct {
 	InteractionSD         float64 // 1
 	Noise                 float64 // 0.5
 	Seed                  uint64
+	Min, Max              float64 // the scale's ends (Max ≤ Min: none)
 }
 
 // Ratings draws n ratings of uniformly random (user, item) pairs (pairs
@@ -44,6 +46,9 @@ func (w World) Ratings(n int) []Rating {
 		y := w.Base + bu[u] + bi[i] + rng.NormFloat64()*w.Noise
 		for k := range w.Factors {
 			y += pu[u][k] * qi[i][k]
+		}
+		if w.Max > w.Min {
+			y = min(w.Max, max(w.Min, y))
 		}
 		out[t] = Rating{User: u, Item: i, Value: y, Time: int64(t)}
 	}
