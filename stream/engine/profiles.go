@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -407,6 +408,11 @@ func (s *Shard) joinProfiles(in *holder.Input, idx []int32, val []float64, field
 	in.SetHashed(ps.idx, ps.val, ps.field)
 	return in
 }
+
+// maxClockSkew is how far ahead of the service's clock an event's Kafka
+// timestamp may be for a profile (a producer's clock a little ahead); a
+// timestamp further ahead counts as the clock plus maxClockSkew.
+const maxClockSkew = time.Minute
 
 // learnProfiles learns the event ev (message key key, at unix ms, its raw
 // label when labelled) into the profiles of the entities it names, after

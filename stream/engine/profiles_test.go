@@ -385,3 +385,45 @@ func BenchmarkApplyProfiles(b *testing.B) {
 		i++
 	}
 }
+
+// TestProfileTimeNotAhead: a profile takes an event's time from its Kafka
+// timestamp, but never more than maxClockSkew past the service's clock.
+// On a live stream (each event stamped when it is applied, a minute
+// apart), one rating of item m5 stamped in the year 9000 leaves m5's
+// profile as the same rating stamped maxClockSkew ahead would: its
+// popularity keeps decaying (half_life 1h), where the future timestamp
+// would make it the item's last event and stop the decay for good.
+func TestProfileTimeNotAhead(t *testing.T) {
+	run := func(stamp func(now time.Time) time.Time) *profile.State {
+		e := profileEngine(t, nil)
+		s := instanceShard(t, e)
+		w := e.NewWorker()
+		sink := &memSink{}
+		t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		events := ratingEventsOf(600, 10)
+		for i := range events {
+			now := t0.Add(time.Duration(i) * time.Minute)
+			msg := events[i]
+			msg.Time = now
+			if i == 100 {
+				msg.Value = []byte(`{"id":"late","features":{"user":{"id":"u1"},"item":{"id":"m5","genres":["Drama"]}},"label":4}`)
+				msg.Time = stamp(now)
+			}
+			w.Prepare(&msg)
+			s.ApplyAt(w, &msg, sink, now)
+		}
+		st, _, _ := s.Profile("item", []byte("m5"))
+		if st == nil {
+			t.Fatal("no profile of m5")
+		}
+		return st
+	}
+	want := run(func(now time.Time) time.Time { return now.Add(maxClockSkew) })
+	got := run(func(time.Time) time.Time { return time.Date(9000, 1, 1, 0, 0, 0, 0, time.UTC) })
+	if got.Last != want.Last || math.Float64bits(got.Pop) != math.Float64bits(want.Pop) {
+		t.Errorf("m5 with a rating stamped in the year 9000: last %d, popularity %v; stamped %v ahead: %d, %v", got.Last, got.Pop, maxClockSkew, want.Last, want.Pop)
+	}
+	if float64(want.Events) < 2*want.Pop {
+		t.Errorf("m5: %d events, popularity %v: the stream does not decay it enough to show a stop", want.Events, want.Pop)
+	}
+}

@@ -494,9 +494,15 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 		s.judge(i, s.preds[i], s.labels[i], ev.Label, s.preds, cal)
 	}
 	if len(s.profiles) > 0 {
-		at := msg.Time.UnixMilli()
-		if msg.Time.IsZero() {
-			at = now.UnixMilli()
+		// The event's Kafka timestamp, but never beyond the service's clock
+		// by more than maxClockSkew: a producer's timestamp far ahead (year
+		// 9000) would otherwise become the entity's last event, and its
+		// popularity would stop decaying until the clock got there. Within
+		// the skew the timestamp is kept, so that a replay after a crash
+		// (a later clock) gives the same profiles.
+		at := now.UnixMilli()
+		if !msg.Time.IsZero() {
+			at = min(msg.Time.UnixMilli(), now.Add(maxClockSkew).UnixMilli())
 		}
 		s.learnProfiles(ev, key, at)
 	}
