@@ -323,6 +323,10 @@ type Labels struct {
 type JoinWindow struct {
 	Events int           `yaml:"events"` // most impressions kept (the oldest is dropped first)
 	Time   time.Duration `yaml:"time"`   // longest an impression waits
+	// PerKey bounds the impressions of one message key kept; an impression
+	// whose key has PerKey waiting is not kept, so that one key cannot push
+	// the others' out. 0 = no limit.
+	PerKey int `yaml:"per_key"`
 }
 
 // Enabled reports whether delayed labels are joined.

@@ -300,6 +300,7 @@ func TestEnvErrors(t *testing.T) {
 		{"STREAMER_KAFKA_MAX_FEATURE_ABS=NaN", `config: kafka.max_feature_abs: must be > 0 and ≤ 1e100`},
 		{"STREAMER_CALIBRATION_MIN_INTERVAL=-1ms", `config: calibration.min_interval: must be in [0s, 1h] (0 = refit every calibration.every pairs), got -1ms`},
 		{"STREAMER_CALIBRATION_MIN_INTERVAL=2h", `config: calibration.min_interval: must be in [0s, 1h]`},
+		{"STREAMER_LABELS_JOIN_WINDOW_PER_KEY=-1", `config: labels.join_window.per_key: must be >= 0 (0 = no limit), got -1`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.env, func(t *testing.T) {
@@ -323,7 +324,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 73 {
+	if len(vars) != len(leaves) || len(vars) != 74 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

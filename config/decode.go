@@ -66,6 +66,7 @@ var leaves = []leaf{
 	{"metrics.accuracy_window", func(c *Config) any { return &c.Metrics.AccuracyWindow }},
 	{"labels.join_window.events", func(c *Config) any { return &c.Labels.JoinWindow.Events }},
 	{"labels.join_window.time", func(c *Config) any { return &c.Labels.JoinWindow.Time }},
+	{"labels.join_window.per_key", func(c *Config) any { return &c.Labels.JoinWindow.PerKey }},
 	{"snapshot.dir", func(c *Config) any { return &c.Snapshot.Dir }},
 	{"snapshot.every", func(c *Config) any { return &c.Snapshot.Every }},
 	{"snapshot.every_events", func(c *Config) any { return &c.Snapshot.EveryEvents }},

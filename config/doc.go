@@ -95,6 +95,9 @@
 //	                                                  for a label-only event with their id (0 = no count limit)
 //	labels.join_window.time         0s                delayed labels: longest an impression waits (0 = no time limit);
 //	                                                  both 0 = delayed labels off
+//	labels.join_window.per_key      0                 most impressions of one message key kept; more are not kept
+//	                                                  (dropped, reason quota), so that one key cannot push the
+//	                                                  others' out (0 = no limit)
 //	snapshot.dir                    ""                directory of snapshot files ("" = no file store)
 //	snapshot.every                  5s                snapshot period; offsets are committed only after the
 //	                                                  snapshot that includes them is durable; > 0
@@ -260,6 +263,7 @@
 //	STREAMER_METRICS_ACCURACY_WINDOW
 //	STREAMER_LABELS_JOIN_WINDOW_EVENTS
 //	STREAMER_LABELS_JOIN_WINDOW_TIME
+//	STREAMER_LABELS_JOIN_WINDOW_PER_KEY
 //	STREAMER_SNAPSHOT_DIR
 //	STREAMER_SNAPSHOT_EVERY
 //	STREAMER_SNAPSHOT_EVERY_EVENTS

@@ -154,6 +154,9 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	if c.Labels.JoinWindow.Time < 0 {
 		v.errorf("labels.join_window.time", "must be >= 0 (0 = no time limit), got %v", c.Labels.JoinWindow.Time)
 	}
+	if c.Labels.JoinWindow.PerKey < 0 {
+		v.errorf("labels.join_window.per_key", "must be >= 0 (0 = no limit), got %d", c.Labels.JoinWindow.PerKey)
+	}
 	if c.Snapshot.Every <= 0 {
 		v.errorf("snapshot.every", "must be > 0, got %v", c.Snapshot.Every)
 	}

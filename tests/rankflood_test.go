@@ -49,7 +49,7 @@ func TestRankFlood(t *testing.T) {
 	if !full {
 		// Room for the impressions waiting (about a second's), not for
 		// the items the flood shows meanwhile (18 000 a second here).
-		replace("join_window: {events: 1000000, time: 10m}", "join_window: {events: 5000, time: 10m}")
+		replace("join_window: {events: 1000000, time: 10m, per_key: 10000}", "join_window: {events: 5000, time: 10m, per_key: 10000}")
 		replace("join: {events: 100000, time: 10m, per_key: 10000}", fmt.Sprintf("join: {events: %d, time: 10m, per_key: %d}", windowEvents, perKey))
 	}
 	b, err := stream.StartBroker(0, stream.TopicSpec{Name: "impressions", Partitions: 3},

@@ -108,9 +108,11 @@ type Config struct {
 	// kept (at most JoinEvents of them per shard, each at most JoinTime when
 	// > 0) until a label-only event with their id arrives; the models learn
 	// then. The items ranking requests show wait in a window of their own
-	// (RankConfig.JoinEvents).
+	// (RankConfig.JoinEvents). JoinPerKey > 0 bounds the events of one
+	// message key kept: one more is not kept (dropped, reason quota).
 	JoinEvents int
 	JoinTime   time.Duration
+	JoinPerKey int
 
 	// MergeLanes says whether, in instance scope, the partitions' lanes
 	// learn a mergeable global mam in parallel, each into statistics and
@@ -485,7 +487,7 @@ var joinSources = [...]string{"impressions", "requests"}
 
 // joinConfig sizes a shard's join buffer for src.
 func (e *Engine) joinConfig(src joinSource) joinConfig {
-	c := joinConfig{events: e.cfg.JoinEvents, dim: e.cfg.Dim, models: len(e.defs), maxAge: int64(e.cfg.JoinTime)}
+	c := joinConfig{events: e.cfg.JoinEvents, dim: e.cfg.Dim, models: len(e.defs), maxAge: int64(e.cfg.JoinTime), perKey: e.cfg.JoinPerKey}
 	if src == srcRequests {
 		r := &e.cfg.Rank
 		c.events, c.maxAge, c.perKey, c.entries = r.JoinEvents, int64(r.JoinTime), r.JoinPerKey, r.JoinEntries

@@ -60,6 +60,7 @@ func ConfigFrom(cfg config.Config) Config {
 		AccuracyWindow:  cfg.Metrics.AccuracyWindow,
 		JoinEvents:      joinEvents(cfg.Labels.JoinWindow),
 		JoinTime:        cfg.Labels.JoinWindow.Time,
+		JoinPerKey:      cfg.Labels.JoinWindow.PerKey,
 		Hash:            HashConfig(cfg),
 		Calibration:     CalibrationConfig{Window: cfg.Calibration.Window, Every: cfg.Calibration.Every, Delta: cfg.Calibration.Delta, MinInterval: cfg.Calibration.MinInterval},
 		Rank: RankConfig{Model: cfg.Rank.Model, MaxCandidates: cfg.Rank.MaxCandidates, ResponseTopic: cfg.Rank.ResponseTopic,

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/config"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/stream/internal/testkit"
 )
@@ -353,6 +354,7 @@ func TestRequestFloodKeepsImpressions(t *testing.T) {
 	for _, want := range []string{
 		`streamer_join_dropped_total{reason="expired",source="impressions"} 0`,
 		`streamer_join_dropped_total{reason="full",source="impressions"} 0`,
+		`streamer_join_dropped_total{reason="quota",source="impressions"} 0`,
 		fmt.Sprintf(`streamer_join_dropped_total{reason="full",source="requests"} %v`, full),
 		fmt.Sprintf(`streamer_join_dropped_total{reason="quota",source="requests"} %v`, quota),
 		`streamer_join_pending{source="impressions"} 0`,
@@ -361,9 +363,6 @@ func TestRequestFloodKeepsImpressions(t *testing.T) {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("no %s in\n%s", want, body)
 		}
-	}
-	if strings.Contains(body, `reason="quota",source="impressions"`) {
-		t.Errorf("impressions have no quota:\n%s", body)
 	}
 }
 
@@ -437,5 +436,69 @@ func TestRankFloodAllocs(t *testing.T) {
 		if tc.name == "hashed" && s.shown.ring == nil {
 			t.Error("hashed: no entries' ring")
 		}
+	}
+}
+
+// TestImpressionFloodQuota: one key floods the stream with 1 000
+// unlabelled impressions between five users' 50 impressions and their
+// labels. With labels.join_window.per_key (20 of a window of 200) every
+// user's label joins, the flooder keeps 20 waiting and the rest are
+// counted as quota drops under source="impressions"; without it the flood
+// pushes the users' impressions out of the window and their labels are
+// unknown. The configuration's key reaches the engine's.
+func TestImpressionFloodQuota(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+kafka: {brokers: ["127.0.0.1:9092"], group: g, input_topic: in, output_topic: out}
+labels: {join_window: {events: 200, time: 1h, per_key: 20}}
+models: [{name: mam, type: mam, kernel: {type: linear}, features: {dim: 4}}]
+`), nil, testTypes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := ConfigFrom(cfg); c.JoinEvents != 200 || c.JoinPerKey != 20 {
+		t.Fatalf("labels.join_window: engine's JoinEvents %d, JoinPerKey %d; want 200, 20", c.JoinEvents, c.JoinPerKey)
+	}
+	run := func(perKey int) (*Engine, *Shard) {
+		m, err := online.NewMAM(4, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
+			JoinEvents: 200, JoinTime: time.Hour, JoinPerKey: perKey}, []NamedModel{{Name: "mam", Model: m}}, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := instanceShard(t, e)
+		sink := &memSink{}
+		off := int64(0)
+		process := func(key string, v []byte) {
+			s.Process(&kafka.Message{Topic: "events", Offset: off, Key: []byte(key), Value: v}, sink)
+			off++
+		}
+		const users, floods = 50, 1000
+		for i := range floods {
+			if i%20 == 0 && i/20 < users {
+				n := i / 20
+				process(fmt.Sprint("u", n%5), fmt.Appendf(nil, `{"id":"imp-%d","features":[%d,1,0,0]}`, n, n))
+			}
+			process("flooder", fmt.Appendf(nil, `{"id":"flood-%d","features":[0,0,1,%d]}`, i, i))
+		}
+		for n := range users {
+			process(fmt.Sprint("u", n%5), fmt.Appendf(nil, `{"id":"imp-%d","label":%d}`, n, 2*(n%2)-1))
+		}
+		return e, s
+	}
+	e, s := run(20)
+	if j, u := testutil.ToFloat64(e.met.labelsJoined), testutil.ToFloat64(e.met.labelsUnknown); j != 50 || u != 0 {
+		t.Fatalf("with a quota: %v labels joined, %v unknown; want 50, 0", j, u)
+	}
+	imp := e.met.joinDropped[srcImpressions]
+	full, quota := testutil.ToFloat64(imp[0]), testutil.ToFloat64(imp[2])
+	if c := s.join.keys[s.join.keyHash([]byte("flooder"))]; c != 20 || full != 0 || quota != 1000-20 {
+		t.Fatalf("with a quota: the flooder has %d waiting, %v dropped full, %v quota; want 20, 0, 980", c, full, quota)
+	}
+	e, _ = run(0)
+	if u := testutil.ToFloat64(e.met.labelsUnknown); u == 0 {
+		t.Fatal("without a quota the flood pushed no user's impression out: the test shows nothing")
 	}
 }

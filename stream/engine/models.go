@@ -177,14 +177,11 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		m.rejectedBy[r] = m.rejected.WithLabelValues(string(r))
 	}
 	joinDropped := counter("streamer_join_dropped_total",
-		"Events that left a join window unlabelled, by source (impressions: the stream's unlabelled events; requests: the items ranking requests showed, in a window of their own) and reason (full: evicted by a newer one; expired: older than the window's time; quota: not kept, its key had rank.join.per_key items waiting).",
+		"Events that left a join window unlabelled, by source (impressions: the stream's unlabelled events; requests: the items ranking requests showed, in a window of their own) and reason (full: evicted by a newer one; expired: older than the window's time; quota: not kept, its key had labels.join_window.per_key impressions or rank.join.per_key items waiting).",
 		"source", "reason")
 	joinPending := gauge("streamer_join_pending", "Events waiting for a delayed label, by source (impressions, requests).", "source")
 	for src, name := range joinSources {
 		for r, reason := range []string{"full", "expired", "quota"} {
-			if joinSource(src) == srcImpressions && r == 2 {
-				continue // impressions have no per-key limit (nil: never counted)
-			}
 			m.joinDropped[src][r] = joinDropped.WithLabelValues(name, reason)
 		}
 		m.joinPending[src] = joinPending.WithLabelValues(name)
