@@ -171,21 +171,21 @@ func (l *LabelMap) Condition() (op string, at float64) {
 // then its range if it has one: "positive >= 4, range [0.5, 5]", "range
 // [0.5, 5]".
 func (l *LabelMap) String() string {
-	s := "none"
+	if l == nil {
+		return "none"
+	}
+	var parts []string
 	switch {
-	case l == nil:
-		return s
 	case l.op != "":
-		s = "positive " + l.op + " " + strconv.FormatFloat(l.at, 'g', -1, 64)
+		parts = append(parts, "positive "+l.op+" "+strconv.FormatFloat(l.at, 'g', -1, 64))
 	case l.edges != nil:
-		s = fmt.Sprintf("edges %v", l.edges)
+		parts = append(parts, fmt.Sprintf("edges %v", l.edges))
 	}
-	if !l.ranged {
-		return s
+	if l.ranged {
+		parts = append(parts, fmt.Sprintf("range [%v, %v]", l.lo, l.hi))
 	}
-	r := fmt.Sprintf("range [%v, %v]", l.lo, l.hi)
-	if s == "none" {
-		return r
+	if len(parts) == 0 {
+		return "none"
 	}
-	return s + ", " + r
+	return strings.Join(parts, ", ")
 }

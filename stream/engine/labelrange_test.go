@@ -10,9 +10,9 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// labelRangeYAML rates with an fm and tells liked ratings with another,
-// both reading only ratings in [0.5, 5] (RANGE is replaced by the label
-// keys under test).
+// labelRangeYAML rates with an fm and tells liked ratings with another;
+// its %[1]s is their label keys beyond liked's condition: none, or a
+// range of ratings ("min: 0.5, max: 5").
 const labelRangeYAML = `
 kafka: {brokers: ["127.0.0.1:9092"], group: g, input_topic: in, output_topic: out, dlq_topic: dlq}
 models:
@@ -20,13 +20,13 @@ models:
     type: fm
     loss: squared
     factors: 4
-    label: {RANGE}
+    label: {%[1]s}
     features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64}
   - name: liked
     type: fm
     loss: logistic
     factors: 4
-    label: {positive: ">= 4", RANGE}
+    label: {positive: ">= 4", %[1]s}
     features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64}
 `
 
@@ -58,9 +58,7 @@ func TestLabelRangeKeepsRatingsOffTheScaleOut(t *testing.T) {
 	}
 	run := func(labelKeys string, events []kafka.Message) (map[string]record, []kafka.Message) {
 		t.Helper()
-		yaml := strings.ReplaceAll(labelRangeYAML, "RANGE", labelKeys)
-		yaml = strings.ReplaceAll(yaml, "{positive: \">= 4\", }", "{positive: \">= 4\"}")
-		e := configEngine(t, nil, strings.ReplaceAll(yaml, "label: {}", ""))
+		e := configEngine(t, nil, fmt.Sprintf(labelRangeYAML, labelKeys))
 		s := instanceShard(t, e)
 		sink := &memSink{Keep: true}
 		for i := range events {

@@ -645,10 +645,8 @@ func (s *scanner) matrixFeatures() *Error {
 				row = f[r*cols : (r+1)*cols]
 			}
 			src, i, maxAbs := s.src, s.pos, s.d.maxAbs
-			var k int
-			i, k = shortRun(src, i, row, 0, maxAbs)
-			c += k
-			n += k
+			i, c = shortRun(src, i, row, 0, maxAbs)
+			n += c
 			for { // as in denseFeatures
 				if i < len(src) && src[i] <= ' ' {
 					s.pos = i
