@@ -7,12 +7,16 @@
 //	go run ./tests/ratingsbench -data DIR -rank                 # and NDCG@5 of POST /v1/rank
 //	go run ./tests/ratingsbench -data DIR -quality=false -throughput 3 -throughput-config FILE
 //
-// DIR holds ratings.csv (a header row, then user id, movie id, rating and
-// Unix time per row) and movies.csv (movie id, title, and the genres joined
-// by '|'): the MovieLens format. docs/performance.md says where to download
-// such a set; its licence is for research only, so the repository holds
-// neither it nor anything derived from it, and DIR is always a flag.
-// Ratings of movies missing from movies.csv are dropped, with a warning.
+// DIR holds a MovieLens set in any of the layouts GroupLens publishes:
+// ratings.csv and movies.csv (ml-latest, ml-latest-small, ml-20m and
+// later: a header row, then user id, movie id, rating and Unix time per
+// row; movie id, title and the genres joined by '|'), ratings.dat and
+// movies.dat (ml-1m, ml-10m: the same fields separated by "::"), or u.data
+// and u.item (ml-100k: tab-separated ratings; the genres as 19 flags).
+// docs/performance.md says where to download such a set; its licence is
+// for research only, so the repository holds neither it nor anything
+// derived from it, and DIR is always a flag. Ratings of movies missing
+// from the movies' file are dropped, with a warning.
 //
 // The bench starts an embedded Kafka-protocol broker (the input and output
 // topics with -partitions partitions, the dead-letter topic, the rank
@@ -29,7 +33,8 @@
 // the bench reads every model's record of every event: the RMSE of each
 // model that publishes a rating prediction ("prediction" of a regression
 // model, "expected" of an ordinal one, the score of the models named in
-// -score-models), clipped to [-lo, -hi], over the events that had one,
+// -score-models), clipped to [-lo, -hi] (by default the least and the
+// greatest rating of the set), over the events that had one,
 // with the baselines' RMSE over the same events; classifiers' accuracy,
 // log loss and ROC AUC against liked = rating ≥ -liked. The baselines,
 // computed here: the running mean of the ratings so far, and the running
@@ -104,13 +109,14 @@ type options struct {
 func main() {
 	var o options
 	var scoreModels string
-	flag.StringVar(&o.data, "data", "", "directory with ratings.csv and movies.csv (MovieLens format); required")
+	flag.StringVar(&o.data, "data", "", "directory of a MovieLens set: ratings.csv and movies.csv, ratings.dat and movies.dat, or u.data and u.item; required")
 	flag.StringVar(&o.configPath, "config", "configs/recommendation-ratings.yaml", "the service's configuration")
 	flag.StringVar(&o.binary, "streamer", "", "the streamer binary (default: go build ./cmd/streamer into a temporary directory)")
 	flag.IntVar(&o.partitions, "partitions", 3, "partitions of the input and output topics")
 	flag.IntVar(&o.limit, "limit", 0, "replay only the first N ratings in time order (0: all)")
-	flag.Float64Var(&o.lo, "lo", 0.5, "rating predictions are clipped to [lo, hi]")
-	flag.Float64Var(&o.hi, "hi", 5, "rating predictions are clipped to [lo, hi]")
+	o.lo, o.hi = math.NaN(), math.NaN()
+	flag.Func("lo", "rating predictions are clipped to [lo, hi] (default: the set's least rating)", numberFlag(&o.lo))
+	flag.Func("hi", "rating predictions are clipped to [lo, hi] (default: the set's greatest rating)", numberFlag(&o.hi))
 	flag.Float64Var(&o.liked, "liked", 4, "a rating ≥ liked is the positive outcome of classifiers")
 	flag.Float64Var(&o.step, "step", 0.05, "SGD step of the bias baseline")
 	flag.StringVar(&scoreModels, "score-models", "", "comma-separated models whose score is their rating prediction (e.g. a krr)")
@@ -239,6 +245,18 @@ type rate struct {
 	CPUUsPerEvnt ratings.Num `json:"service_cpu_us_per_event"`
 }
 
+// numberFlag sets *v to a flag's number.
+func numberFlag(v *float64) func(string) error {
+	return func(s string) error {
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(x) {
+			return fmt.Errorf("want a number, got %q", s)
+		}
+		*v = x
+		return nil
+	}
+}
+
 func run(ctx context.Context, o options) (*report, error) {
 	all, genres, err := ratings.ReadMovieLens(o.data)
 	if err != nil {
@@ -254,11 +272,24 @@ func run(ctx context.Context, o options) (*report, error) {
 		}
 	}
 	if len(unknown) > 0 {
-		log.Printf("warning: dropped %d ratings of movies not in movies.csv, e.g. %+v", len(unknown), unknown[0])
+		log.Printf("warning: dropped %d ratings of movies not in the movies' file, e.g. %+v", len(unknown), unknown[0])
 	}
 	ratings.SortByTime(rs)
 	if o.limit > 0 && o.limit < len(rs) {
 		rs = rs[:o.limit]
+	}
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%s: no ratings of known movies", o.data)
+	}
+	lo, hi := rs[0].Value, rs[0].Value
+	for _, r := range rs {
+		lo, hi = min(lo, r.Value), max(hi, r.Value)
+	}
+	if math.IsNaN(o.lo) {
+		o.lo = lo
+	}
+	if math.IsNaN(o.hi) {
+		o.hi = hi
 	}
 	users, items := map[int]bool{}, map[int]bool{}
 	for _, r := range rs {
@@ -460,7 +491,7 @@ func (r *report) writeText(w io.Writer) {
 	s := r.Setup
 	fmt.Fprintf(w, "ratings replay: %d ratings (%d users, %d movies) from %s", s.Ratings, s.Users, s.Items, s.Data)
 	if s.Dropped > 0 {
-		fmt.Fprintf(w, " (%d ratings of movies not in movies.csv dropped)", s.Dropped)
+		fmt.Fprintf(w, " (%d ratings of movies not in the movies' file dropped)", s.Dropped)
 	}
 	fmt.Fprintf(w, "\nconfig %s, models %s; %d partitions; %d CPUs, GOMAXPROCS %d", s.Config, strings.Join(s.Models, ", "), s.Partitions, s.CPUs, s.GOMAXPROCS)
 	if s.GOMAXENV != "" {

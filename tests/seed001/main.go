@@ -6,8 +6,9 @@
 //	go run ./tests/seed001 -data DIR            # 3 groups × 10 repetitions
 //	go run ./tests/seed001 -data DIR -reps 2 -groups 0
 //
-// DIR holds a ratings.csv in the MovieLens format (docs/performance.md says
-// where to download one); its licence is for research only, so the
+// DIR holds a MovieLens set in any of GroupLens' layouts: ratings.csv
+// (ml-latest, ml-20m and later), ratings.dat (ml-1m, ml-10m) or u.data
+// (ml-100k); docs/performance.md says where to download one. Its licence is for research only, so the
 // repository holds neither it nor anything derived from it, and DIR is
 // always a flag.
 //
@@ -62,7 +63,7 @@ import (
 
 func main() {
 	var o options
-	flag.StringVar(&o.data, "data", "", "directory with ratings.csv (MovieLens format; required)")
+	flag.StringVar(&o.data, "data", "", "directory of a MovieLens set: ratings.csv, ratings.dat or u.data (required)")
 	flag.IntVar(&o.reps, "reps", seed001.Reps, "repetitions per group")
 	flag.StringVar(&o.groups, "groups", "0,1,2", "groups to run (0: [20,40), 1: [40,60), 2: [60,80))")
 	flag.IntVar(&o.refs, "refs", seed001.MaxRefs, "reference users per trial, at most")
@@ -73,7 +74,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "v", false, "the service's log to stderr")
 	flag.Parse()
 	if o.data == "" {
-		fmt.Fprintln(os.Stderr, "seed001: -data DIR is required (a MovieLens ratings.csv; see the command's doc)")
+		fmt.Fprintln(os.Stderr, "seed001: -data DIR is required (a MovieLens set; see the command's doc)")
 		os.Exit(2)
 	}
 	d, err := seed001.Load(o.data)

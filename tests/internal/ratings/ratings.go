@@ -18,11 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // Rating is one rating of an item by a user at a time.
@@ -37,31 +34,6 @@ type Genres map[int][]string
 
 // NoGenres is MovieLens' "(no genres listed)".
 const NoGenres = "(no genres listed)"
-
-// ReadMovieLens reads dir/ratings.csv and dir/movies.csv in the MovieLens
-// format (ReadRatings, ReadMovies), a directory given as a flag: the data
-// is never in the repository. The ratings are in file order.
-func ReadMovieLens(dir string) ([]Rating, Genres, error) {
-	f, err := os.Open(filepath.Join(dir, "ratings.csv"))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	rs, err := ReadRatings(f)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", f.Name(), err)
-	}
-	g, err := os.Open(filepath.Join(dir, "movies.csv"))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer g.Close()
-	genres, err := ReadMovies(g)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", g.Name(), err)
-	}
-	return rs, genres, nil
-}
 
 // ReadRatings reads a ratings CSV: a header row (skipped), then per row a
 // user id, an item id, a rating and a Unix time.
@@ -80,16 +52,8 @@ func ReadRatings(r io.Reader) ([]Rating, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(rec) < 4 {
-			return nil, fmt.Errorf("line %d: %d fields, want 4", len(out)+2, len(rec))
-		}
-		var x Rating
-		var e1, e2, e3, e4 error
-		x.User, e1 = strconv.Atoi(rec[0])
-		x.Item, e2 = strconv.Atoi(rec[1])
-		x.Value, e3 = strconv.ParseFloat(rec[2], 64)
-		x.Time, e4 = strconv.ParseInt(rec[3], 10, 64)
-		if err := errors.Join(e1, e2, e3, e4); err != nil {
+		x, err := parseRating(rec)
+		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", len(out)+2, err)
 		}
 		out = append(out, x)
@@ -119,11 +83,7 @@ func ReadMovies(r io.Reader) (Genres, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
-		if g := rec[2]; g != "" && g != NoGenres {
-			out[id] = strings.Split(g, "|")
-		} else {
-			out[id] = nil
-		}
+		out[id] = splitGenres(rec[2])
 	}
 }
 

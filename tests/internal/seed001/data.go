@@ -17,9 +17,6 @@ package seed001
 
 import (
 	"cmp"
-	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/streamer/streamer/tests/internal/ratings"
@@ -39,18 +36,13 @@ type Data struct {
 	byUser map[int][]Rating
 }
 
-// Load reads dir/ratings.csv in the MovieLens format with
-// ratings.ReadRatings (dir is a flag of the command: the data is never in
-// the repository); the time column is not used here.
+// Load reads the ratings of a MovieLens set in dir, in any of GroupLens'
+// layouts (ratings.ReadMovieLensRatings; dir is a flag of the command: the
+// data is never in the repository); the time column is not used here.
 func Load(dir string) (*Data, error) {
-	f, err := os.Open(filepath.Join(dir, "ratings.csv"))
+	all, err := ratings.ReadMovieLensRatings(dir)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	all, err := ratings.ReadRatings(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	rs := make([]Rating, len(all))
 	for i, r := range all {

@@ -1,0 +1,228 @@
+package ratings
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// A layout is one of the file layouts GroupLens publishes MovieLens sets in.
+type layout struct {
+	ratings, movies string
+	readRatings     func(io.Reader) ([]Rating, error)
+	readMovies      func(io.Reader) (Genres, error)
+}
+
+// layouts are tried in this order: the first whose ratings file dir holds
+// is read.
+var layouts = []layout{
+	// ml-latest, ml-latest-small, ml-20m, ml-25m, ml-32m
+	{"ratings.csv", "movies.csv", ReadRatings, ReadMovies},
+	// ml-1m, ml-10m: UserID::MovieID::Rating::Timestamp, MovieID::Title::Genres
+	{"ratings.dat", "movies.dat", ReadRatingsDat, ReadMoviesDat},
+	// ml-100k: user item rating timestamp (tabs), and the items with 19 genre flags
+	{"u.data", "u.item", ReadRatings100K, ReadMovies100K},
+}
+
+// ReadMovieLens reads the ratings (in file order) and the movies' genres
+// of a MovieLens set in dir, in any of GroupLens' layouts: ratings.csv and
+// movies.csv (ml-latest, ml-20m and later), ratings.dat and movies.dat
+// (ml-1m, ml-10m), or u.data and u.item (ml-100k). dir is always given as
+// a flag: the data is never in the repository.
+func ReadMovieLens(dir string) ([]Rating, Genres, error) {
+	l, err := findLayout(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := readFile(filepath.Join(dir, l.ratings), l.readRatings)
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := readFile(filepath.Join(dir, l.movies), l.readMovies)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rs, g, nil
+}
+
+// ReadMovieLensRatings reads only the ratings of a MovieLens set in dir
+// (ReadMovieLens), in file order.
+func ReadMovieLensRatings(dir string) ([]Rating, error) {
+	l, err := findLayout(dir)
+	if err != nil {
+		return nil, err
+	}
+	return readFile(filepath.Join(dir, l.ratings), l.readRatings)
+}
+
+func findLayout(dir string) (layout, error) {
+	var names []string
+	for _, l := range layouts {
+		_, err := os.Stat(filepath.Join(dir, l.ratings))
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return layout{}, err
+		}
+		names = append(names, l.ratings+" and "+l.movies)
+	}
+	return layout{}, fmt.Errorf("%s: no MovieLens set: want %s", dir, strings.Join(names, ", or "))
+}
+
+func readFile[T any](name string, read func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer f.Close()
+	v, err := read(f)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", name, err)
+	}
+	return v, nil
+}
+
+// eachLine calls fn with each line of r that is not blank, without its
+// line ending, and its number; it stops at fn's first error, wrapped with
+// the line's number. The lines are bytes, whatever their encoding (ml-1m's
+// and ml-100k's titles are Latin-1).
+func eachLine(r io.Reader, fn func(line string) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		if err := fn(line); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+	}
+	return sc.Err()
+}
+
+// parseRating parses the four fields of a rating: user, item, rating and
+// Unix time.
+func parseRating(f []string) (Rating, error) {
+	if len(f) != 4 {
+		return Rating{}, fmt.Errorf("%d fields, want 4 (user, item, rating, time)", len(f))
+	}
+	var x Rating
+	var e1, e2, e3, e4 error
+	x.User, e1 = strconv.Atoi(f[0])
+	x.Item, e2 = strconv.Atoi(f[1])
+	x.Value, e3 = strconv.ParseFloat(f[2], 64)
+	x.Time, e4 = strconv.ParseInt(f[3], 10, 64)
+	return x, errors.Join(e1, e2, e3, e4)
+}
+
+// ReadRatingsDat reads ml-1m's and ml-10m's ratings.dat: per line
+// UserID::MovieID::Rating::Timestamp, no header.
+func ReadRatingsDat(r io.Reader) ([]Rating, error) {
+	var out []Rating
+	err := eachLine(r, func(line string) error {
+		x, err := parseRating(strings.Split(line, "::"))
+		out = append(out, x)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReadMoviesDat reads ml-1m's and ml-10m's movies.dat: per line
+// MovieID::Title::Genres, the genres joined by '|' (NoGenres is none), no
+// header.
+func ReadMoviesDat(r io.Reader) (Genres, error) {
+	out := Genres{}
+	err := eachLine(r, func(line string) error {
+		i, j := strings.Index(line, "::"), strings.LastIndex(line, "::")
+		if i < 0 || i == j {
+			return errors.New("want MovieID::Title::Genres")
+		}
+		id, err := strconv.Atoi(line[:i])
+		if err != nil {
+			return err
+		}
+		out[id] = splitGenres(line[j+2:])
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReadRatings100K reads ml-100k's u.data: per line user id, item id,
+// rating and Unix time separated by tabs, no header.
+func ReadRatings100K(r io.Reader) ([]Rating, error) {
+	var out []Rating
+	err := eachLine(r, func(line string) error {
+		x, err := parseRating(strings.Fields(line))
+		out = append(out, x)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// genres100K are ml-100k's genres in the order of u.item's flags (its
+// u.genre); the first, "unknown", is no genre.
+var genres100K = [...]string{"unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime",
+	"Documentary", "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi",
+	"Thriller", "War", "Western"}
+
+// ReadMovies100K reads ml-100k's u.item: per line, separated by '|', the
+// item id, title, release date, video release date, IMDb URL and one flag
+// (0 or 1) per genre of genres100K; no header.
+func ReadMovies100K(r io.Reader) (Genres, error) {
+	out := Genres{}
+	err := eachLine(r, func(line string) error {
+		f := strings.Split(line, "|")
+		if want := 5 + len(genres100K); len(f) != want {
+			return fmt.Errorf("%d fields, want %d (id, title, release date, video release date, URL, %d genre flags)",
+				len(f), want, len(genres100K))
+		}
+		id, err := strconv.Atoi(f[0])
+		if err != nil {
+			return err
+		}
+		var g []string
+		for k, flag := range f[5:] {
+			switch flag {
+			case "0":
+			case "1":
+				if k > 0 {
+					g = append(g, genres100K[k])
+				}
+			default:
+				return fmt.Errorf("genre flag %d (%s) is %q, want 0 or 1", k, genres100K[k], flag)
+			}
+		}
+		out[id] = g
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// splitGenres splits genres joined by '|'; NoGenres and "" are none.
+func splitGenres(g string) []string {
+	if g == "" || g == NoGenres {
+		return nil
+	}
+	return strings.Split(g, "|")
+}
