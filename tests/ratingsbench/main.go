@@ -16,7 +16,9 @@
 // docs/performance.md says where to download such a set; its licence is
 // for research only, so the repository holds neither it nor anything
 // derived from it, and DIR is always a flag. Ratings of movies missing
-// from the movies' file are dropped, with a warning.
+// from the movies' file are dropped, with a warning. Without the movies'
+// file (ratings of another source in one of these formats) every item is
+// known by its id alone.
 //
 // The bench starts an embedded Kafka-protocol broker (the input and output
 // topics with -partitions partitions, the dead-letter topic, the rank
@@ -271,7 +273,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	var rs []ratings.Rating
 	var unknown []ratings.Rating
 	for _, r := range all {
-		if _, ok := genres[r.Item]; ok {
+		if _, ok := genres[r.Item]; ok || genres == nil {
 			rs = append(rs, r)
 		} else {
 			unknown = append(unknown, r)

@@ -33,8 +33,10 @@ var layouts = []layout{
 // ReadMovieLens reads the ratings (in file order) and the movies' genres
 // of a MovieLens set in dir, in any of GroupLens' layouts: ratings.csv and
 // movies.csv (ml-latest, ml-20m and later), ratings.dat and movies.dat
-// (ml-1m, ml-10m), or u.data and u.item (ml-100k). dir is always given as
-// a flag: the data is never in the repository.
+// (ml-1m, ml-10m), or u.data and u.item (ml-100k). Without the movies'
+// file (a ratings set of another source in one of these formats) the
+// genres are nil: the items are known by their ids alone. dir is always
+// given as a flag: the data is never in the repository.
 func ReadMovieLens(dir string) ([]Rating, Genres, error) {
 	l, err := findLayout(dir)
 	if err != nil {
@@ -45,6 +47,9 @@ func ReadMovieLens(dir string) ([]Rating, Genres, error) {
 		return nil, nil, err
 	}
 	g, err := readFile(filepath.Join(dir, l.movies), l.readMovies)
+	if errors.Is(err, fs.ErrNotExist) {
+		return rs, nil, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -65,6 +65,17 @@ func TestReadMovieLensLayouts(t *testing.T) {
 			if only, err := ReadMovieLensRatings(dir); err != nil || !slices.Equal(only, wantRatings) {
 				t.Errorf("ReadMovieLensRatings: %v, %v", only, err)
 			}
+			// Without the movies' file: the same ratings, and no genres.
+			for name := range c.files {
+				if name != "ratings.csv" && name != "ratings.dat" && name != "u.data" {
+					if err := os.Remove(filepath.Join(dir, name)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if rs, g, err := ReadMovieLens(dir); err != nil || !slices.Equal(rs, wantRatings) || g != nil {
+				t.Errorf("without the movies' file: %v, %v, %v", rs, g, err)
+			}
 		})
 	}
 }
