@@ -28,10 +28,20 @@ type FMParams struct {
 	// the logistic loss's intercept); FactorRate that of the factors.
 	LearningRate float64 `yaml:"learning_rate"`        // > 0 (default 0.2)
 	FactorRate   float64 `yaml:"factor_learning_rate"` // > 0 (default 0.1)
-	L2           float64 `yaml:"l2"`                   // L2 penalty on the weights, ≥ 0 (default 0)
-	FactorL2     float64 `yaml:"factor_l2"`            // L2 penalty on the factors, ≥ 0 (default 0)
-	InitStdev    float64 `yaml:"init_stdev"`           // standard deviation of the factors' initial values, > 0 with factors (default 0.05)
-	Seed         int     `yaml:"seed"`                 // the factors' initial values, ≥ 0 (default 1)
+	// StepFloor keeps a feature's weight learning at a steady pace where
+	// AdaGrad alone would slow it to a halt: its step is at least
+	// StepFloor × LearningRate while its AdaGrad sum G is at most
+	// StepFloorUntil, and that floor falls as StepFloorUntil/G past it. A
+	// feature of a few events (a user's or an item's id) then follows its
+	// changes as a constant step does; one in a large share of the events
+	// (a genre), whose every step moves many predictions, soon learns at
+	// AdaGrad's own decaying pace. 0: AdaGrad alone.
+	StepFloor      float64 `yaml:"step_floor"`       // in [0, 1] (default 0.25)
+	StepFloorUntil float64 `yaml:"step_floor_until"` // ≥ 0, in the loss gradient's units squared (0: the default 300)
+	L2             float64 `yaml:"l2"`               // L2 penalty on the weights, ≥ 0 (default 0)
+	FactorL2       float64 `yaml:"factor_l2"`        // L2 penalty on the factors, ≥ 0 (default 0)
+	InitStdev      float64 `yaml:"init_stdev"`       // standard deviation of the factors' initial values, > 0 with factors (default 0.05)
+	Seed           int     `yaml:"seed"`             // the factors' initial values, ≥ 0 (default 1)
 	// Factorize lists the pairs of namespaces whose features interact
 	// through their factors ([[user, item]]: a user's factors meet an
 	// item's, not another user feature's); empty: every pair of features
@@ -61,7 +71,12 @@ const (
 	DefaultFMFactorRate   = 0.1
 	DefaultFMInitStdev    = 0.05
 	DefaultFMSeed         = 1
-	maxFMFactors          = 256
+	DefaultFMStepFloor    = 0.25
+	// DefaultFMStepFloorUntil is StepFloorUntil's default: about 400
+	// ratings' squared errors on a 0.5..5 scale, 1 000 clicks' logistic
+	// gradients.
+	DefaultFMStepFloorUntil = 300
+	maxFMFactors            = 256
 	// maxFMLabelAbs bounds a squared-loss label: beyond it squared errors
 	// and AdaGrad sums could overflow.
 	maxFMLabelAbs = 1e15
@@ -70,7 +85,7 @@ const (
 // DefaultFMParams returns the defaults of type "fm".
 func DefaultFMParams() FMParams {
 	return FMParams{Loss: FMSquared, Factors: DefaultFMFactors, LearningRate: DefaultFMLearningRate,
-		FactorRate: DefaultFMFactorRate, InitStdev: DefaultFMInitStdev, Seed: DefaultFMSeed}
+		FactorRate: DefaultFMFactorRate, InitStdev: DefaultFMInitStdev, Seed: DefaultFMSeed, StepFloor: DefaultFMStepFloor}
 }
 
 // SetNamespaces records features.namespaces (Namespaced).
@@ -97,6 +112,12 @@ func (p *FMParams) Validate(int) error {
 	}
 	if !(p.FactorRate > 0) || math.IsInf(p.FactorRate, 0) {
 		c.add("factor_learning_rate", "must be > 0 and finite, got %v", p.FactorRate)
+	}
+	if !(p.StepFloor >= 0 && p.StepFloor <= 1) {
+		c.add("step_floor", "must be in [0, 1] (a fraction of learning_rate), got %v", p.StepFloor)
+	}
+	if !(p.StepFloorUntil >= 0) || math.IsInf(p.StepFloorUntil, 0) {
+		c.add("step_floor_until", "must be ≥ 0 and finite, got %v", p.StepFloorUntil)
 	}
 	if !(p.L2 >= 0) || math.IsInf(p.L2, 0) {
 		c.add("l2", "must be ≥ 0 and finite, got %v", p.L2)
@@ -745,6 +766,10 @@ func (m *FM) learn(g float64) {
 	sc := &m.sc
 	k, ns := m.k, m.nslots
 	eta, etaV, l2, l2v := m.p.LearningRate, m.p.FactorRate, m.p.L2, m.p.FactorL2
+	floor, until := eta*m.p.StepFloor, m.p.StepFloorUntil
+	if until == 0 {
+		until = DefaultFMStepFloorUntil
+	}
 	// t_a = Σ over a's partners b of S_b (a itself when self-paired)
 	t := sc.t[:ns*k]
 	if k > 0 {
@@ -808,7 +833,22 @@ func (m *FM) learn(g float64) {
 		gw := g*xe + l2*w
 		G := row[fmRowGW] + gw*gw
 		row[fmRowGW] = G
-		row[fmRowW] = w - eta*gw/(math.Sqrt(G)+adagradEps)
+		if floor > 0 {
+			// AdaGrad's step, or the floor where that is larger (past
+			// until, floor·until/G: compared by a product, divided only
+			// when it is the step)
+			st := eta / (math.Sqrt(G) + adagradEps)
+			if G <= until {
+				if floor > st {
+					st = floor
+				}
+			} else if floor*until > st*G {
+				st = floor * (until / G)
+			}
+			row[fmRowW] = w - st*gw
+		} else {
+			row[fmRowW] = w - eta*gw/(math.Sqrt(G)+adagradEps)
+		}
 		a := int(en.slot)
 		if a < 0 || k == 0 {
 			continue

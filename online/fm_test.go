@@ -216,7 +216,8 @@ func TestFMFactorGradient(t *testing.T) {
 // TestFMLearnedIntercept: with learn_intercept the squared loss's w₀
 // starts at 0 and takes AdaGrad steps on g = ŷ − y (the label's running
 // mean plays no part), step by step as a hand computation of the same
-// updates; the state, w₀ included, survives encoding.
+// updates (the feature's weight with its step floor); the state, w₀
+// included, survives encoding.
 func TestFMLearnedIntercept(t *testing.T) {
 	p := DefaultFMParams()
 	p.Factors, p.LearnIntercept, p.LearningRate = 0, true, 0.1
@@ -232,7 +233,7 @@ func TestFMLearnedIntercept(t *testing.T) {
 		}
 		g := pr.Score - y
 		gw += g * g
-		w -= 0.1 * g / (math.Sqrt(gw) + adagradEps)
+		w -= max(0.1/(math.Sqrt(gw)+adagradEps), 0.1*DefaultFMStepFloor*min(1, DefaultFMStepFloorUntil/gw)) * g
 		gb += g * g
 		b -= 0.1 * g / (math.Sqrt(gb) + adagradEps)
 	}
@@ -522,6 +523,101 @@ func TestFMScaleInvariant(t *testing.T) {
 	for n := range years {
 		if math.Abs(years[n]-months[n]) > 1e-9*max(1, math.Abs(years[n])) {
 			t.Fatalf("event %d: %v in years, %v in months", n, years[n], months[n])
+		}
+	}
+}
+
+// TestFMStepFloor: a weight's step is AdaGrad's η/√G, but at least
+// step_floor·η while G ≤ step_floor_until and step_floor·η·until/G past
+// it (a hand computation of the same updates, through both regimes);
+// step_floor 0 is AdaGrad alone; and the floor is what lets a feature
+// follow a change in its target that AdaGrad alone adapts to slowly.
+func TestFMStepFloor(t *testing.T) {
+	for _, c := range []struct {
+		floor, until float64
+	}{{DefaultFMStepFloor, 0}, {0.5, 2000}, {0, 0}} {
+		p := DefaultFMParams()
+		p.Factors, p.LearnIntercept, p.LearningRate, p.StepFloor, p.StepFloorUntil = 0, true, 0.1, c.floor, c.until
+		m, err := NewFM(1<<10, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		until := c.until
+		if until == 0 {
+			until = DefaultFMStepFloorUntil
+		}
+		var b, gb, w, gw float64
+		floored, decayed := 0, 0
+		for n := range 400 {
+			y := float64(n%7) - 3 + 2*math.Sin(float64(n)) // labels in about [-5, 5]
+			pr := m.ObserveSparse([]int32{7}, []float64{1}, y, true)
+			if want := b + w; pr.Score != want {
+				t.Fatalf("%+v, event %d: score %v, want %v", c, n, pr.Score, want)
+			}
+			g := pr.Score - y
+			gw += g * g
+			if c.floor == 0 { // AdaGrad's own update, to the bit
+				w -= 0.1 * g / (math.Sqrt(gw) + adagradEps)
+			} else {
+				st := 0.1 / (math.Sqrt(gw) + adagradEps)
+				if fl := 0.1 * c.floor * min(1, until/gw); fl > st {
+					st = fl
+					if gw > until {
+						decayed++
+					} else {
+						floored++
+					}
+				}
+				w -= st * g
+			}
+			gb += g * g
+			b -= 0.1 * g / (math.Sqrt(gb) + adagradEps)
+		}
+		if m.b != b {
+			t.Fatalf("%+v: w₀ %v, want %v", c, m.b, b)
+		}
+		if c.floor > 0 && (floored == 0 || decayed == 0) {
+			t.Fatalf("%+v: the floor set %d steps below until and %d past it: the test does not reach both", c, floored, decayed)
+		}
+	}
+
+	// Twenty items, each rated about its own mean with noise, 300 ratings
+	// each in turn; halfway, item 0's mean moves up by 2 (its audience
+	// changed). The squared error of item 0's next 60 ratings, with the
+	// floor and with AdaGrad alone.
+	after := func(floor float64) float64 {
+		p := DefaultFMParams()
+		p.Factors, p.StepFloor = 0, floor
+		m, err := NewFM(1<<10, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		var se float64
+		for n := range 6000 + 20*60 {
+			item := n % 20
+			y := 1 + 0.15*float64(item) + 0.5*rng.NormFloat64()
+			if item == 0 && n >= 6000 {
+				y += 2
+			}
+			pr := m.ObserveSparse([]int32{int32(item)}, []float64{1}, y, true)
+			if item == 0 && n >= 6000 {
+				se += (pr.Score - y) * (pr.Score - y)
+			}
+		}
+		return se / 60
+	}
+	with, without := after(DefaultFMStepFloor), after(0)
+	if !(with < 0.8*without) {
+		t.Errorf("item 0's squared error after its move: %.3f with the floor, %.3f without: the floor should follow it faster", with, without)
+	}
+	t.Logf("item 0's squared error after its move: %.3f with the floor, %.3f without", with, without)
+
+	for _, bad := range []FMParams{{StepFloor: -0.1}, {StepFloor: 1.5}, {StepFloor: math.NaN()}, {StepFloorUntil: -1}, {StepFloorUntil: math.Inf(1)}} {
+		p := DefaultFMParams()
+		p.StepFloor, p.StepFloorUntil = bad.StepFloor, bad.StepFloorUntil
+		if _, err := NewFM(1<<10, p); err == nil || !strings.Contains(err.Error(), "step_floor") {
+			t.Errorf("step_floor %v, step_floor_until %v: %v", bad.StepFloor, bad.StepFloorUntil, err)
 		}
 	}
 }
