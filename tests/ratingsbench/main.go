@@ -11,8 +11,9 @@
 // ratings.csv and movies.csv (ml-latest, ml-latest-small, ml-20m and
 // later: a header row, then user id, movie id, rating and Unix time per
 // row; movie id, title and the genres joined by '|'), ratings.dat and
-// movies.dat (ml-1m, ml-10m: the same fields separated by "::"), or u.data
-// and u.item (ml-100k: tab-separated ratings; the genres as 19 flags).
+// movies.dat (ml-1m, ml-10m: the same fields separated by "::"), or u.data,
+// u.item and u.genre (ml-100k: tab-separated ratings; each item's genres as
+// flags, named by u.genre).
 // docs/performance.md says where to download such a set; its licence is
 // for research only, so the repository holds neither it nor anything
 // derived from it, and DIR is always a flag. Ratings of movies missing
@@ -117,7 +118,7 @@ type options struct {
 func main() {
 	var o options
 	var scoreModels string
-	flag.StringVar(&o.data, "data", "", "directory of a MovieLens set: ratings.csv and movies.csv, ratings.dat and movies.dat, or u.data and u.item; required")
+	flag.StringVar(&o.data, "data", "", "directory of a MovieLens set: ratings.csv and movies.csv, ratings.dat and movies.dat, or u.data, u.item and u.genre; required")
 	flag.StringVar(&o.configPath, "config", "configs/recommendation-ratings.yaml", "the service's configuration")
 	flag.StringVar(&o.binary, "streamer", "", "the streamer binary (default: go build ./cmd/streamer into a temporary directory)")
 	flag.IntVar(&o.partitions, "partitions", 3, "partitions of the input and output topics")

@@ -16,24 +16,30 @@ import (
 type layout struct {
 	ratings, movies string
 	readRatings     func(io.Reader) ([]Rating, error)
-	readMovies      func(io.Reader) (Genres, error)
+	readMovies      func(dir string) (Genres, error) // the movies' file(s) of dir
 }
 
 // layouts are tried in this order: the first whose ratings file dir holds
 // is read.
 var layouts = []layout{
 	// ml-latest, ml-latest-small, ml-20m, ml-25m, ml-32m
-	{"ratings.csv", "movies.csv", ReadRatings, ReadMovies},
+	{"ratings.csv", "movies.csv", ReadRatings, movies("movies.csv", ReadMovies)},
 	// ml-1m, ml-10m: UserID::MovieID::Rating::Timestamp, MovieID::Title::Genres
-	{"ratings.dat", "movies.dat", ReadRatingsDat, ReadMoviesDat},
-	// ml-100k: user item rating timestamp (tabs), and the items with 19 genre flags
-	{"u.data", "u.item", ReadRatings100K, ReadMovies100K},
+	{"ratings.dat", "movies.dat", ReadRatingsDat, movies("movies.dat", ReadMoviesDat)},
+	// ml-100k: user item rating timestamp (tabs); the items with a flag per
+	// genre of u.genre
+	{"u.data", "u.item", ReadRatings100K, readMovies100K},
+}
+
+// movies reads dir's movies' file name with read.
+func movies(name string, read func(io.Reader) (Genres, error)) func(string) (Genres, error) {
+	return func(dir string) (Genres, error) { return readFile(filepath.Join(dir, name), read) }
 }
 
 // ReadMovieLens reads the ratings (in file order) and the movies' genres
 // of a MovieLens set in dir, in any of GroupLens' layouts: ratings.csv and
 // movies.csv (ml-latest, ml-20m and later), ratings.dat and movies.dat
-// (ml-1m, ml-10m), or u.data and u.item (ml-100k). Without the movies'
+// (ml-1m, ml-10m), or u.data, u.item and u.genre (ml-100k). Without the movies'
 // file (a ratings set of another source in one of these formats) the
 // genres are nil: the items are known by their ids alone. dir is always
 // given as a flag: the data is never in the repository.
@@ -46,7 +52,7 @@ func ReadMovieLens(dir string) ([]Rating, Genres, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	g, err := readFile(filepath.Join(dir, l.movies), l.readMovies)
+	g, err := l.readMovies(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return rs, nil, nil
 	}
@@ -182,22 +188,59 @@ func ReadRatings100K(r io.Reader) ([]Rating, error) {
 	return out, nil
 }
 
-// genres100K are ml-100k's genres in the order of u.item's flags (its
-// u.genre); the first, "unknown", is no genre.
-var genres100K = [...]string{"unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime",
-	"Documentary", "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi",
-	"Thriller", "War", "Western"}
+// readMovies100K reads ml-100k's genre names from dir/u.genre and its items
+// from dir/u.item.
+func readMovies100K(dir string) (Genres, error) {
+	if _, err := os.Stat(filepath.Join(dir, "u.item")); err != nil {
+		return nil, err // without u.item, the items are known by their ids
+	}
+	names, err := readFile(filepath.Join(dir, "u.genre"), ReadGenres100K)
+	if err != nil {
+		return nil, fmt.Errorf("u.item needs its genres' names: %v", err) // not ErrNotExist: u.item is there
+	}
+	return readFile(filepath.Join(dir, "u.item"), func(r io.Reader) (Genres, error) { return ReadMovies100K(r, names) })
+}
+
+// ReadGenres100K reads ml-100k's u.genre: per line a genre's name and its
+// flag's position in u.item, separated by '|'. Every position from 0 up
+// must be named once.
+func ReadGenres100K(r io.Reader) ([]string, error) {
+	var names []string
+	err := eachLine(r, func(line string) error {
+		name, pos, ok := strings.Cut(line, "|")
+		if !ok {
+			return errors.New("want name|position")
+		}
+		k, err := strconv.Atoi(pos)
+		if err != nil {
+			return err
+		}
+		if k != len(names) {
+			return fmt.Errorf("genre %q at position %d, want %d", name, k, len(names))
+		}
+		names = append(names, name)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, errors.New("no genres")
+	}
+	return names, nil
+}
 
 // ReadMovies100K reads ml-100k's u.item: per line, separated by '|', the
 // item id, title, release date, video release date, IMDb URL and one flag
-// (0 or 1) per genre of genres100K; no header.
-func ReadMovies100K(r io.Reader) (Genres, error) {
+// (0 or 1) per genre of names (u.genre's); no header. A genre named
+// "unknown" is none.
+func ReadMovies100K(r io.Reader, names []string) (Genres, error) {
 	out := Genres{}
 	err := eachLine(r, func(line string) error {
 		f := strings.Split(line, "|")
-		if want := 5 + len(genres100K); len(f) != want {
+		if want := 5 + len(names); len(f) != want {
 			return fmt.Errorf("%d fields, want %d (id, title, release date, video release date, URL, %d genre flags)",
-				len(f), want, len(genres100K))
+				len(f), want, len(names))
 		}
 		id, err := strconv.Atoi(f[0])
 		if err != nil {
@@ -208,11 +251,11 @@ func ReadMovies100K(r io.Reader) (Genres, error) {
 			switch flag {
 			case "0":
 			case "1":
-				if k > 0 {
-					g = append(g, genres100K[k])
+				if names[k] != "unknown" {
+					g = append(g, names[k])
 				}
 			default:
-				return fmt.Errorf("genre flag %d (%s) is %q, want 0 or 1", k, genres100K[k], flag)
+				return fmt.Errorf("genre flag %d (%s) is %q, want 0 or 1", k, names[k], flag)
 			}
 		}
 		out[id] = g

@@ -1,6 +1,7 @@
 package ratings
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,9 +16,15 @@ import (
 func TestReadMovieLensLayouts(t *testing.T) {
 	wantRatings := []Rating{{2, 10, 3.5, 100}, {1, 11, 4, 100}, {1, 10, 1, 99}}
 	wantGenres := Genres{10: {"Action", "Crime"}, 11: nil, 12: {"Children's", "Sci-Fi"}}
+	// the 100K layout's genres are u.genre's, made up here
+	genres := []string{"unknown", "Action", "Noir", "Crime", "Children's", "Sci-Fi"}
+	var uGenre strings.Builder
+	for k, g := range genres {
+		fmt.Fprintf(&uGenre, "%s|%d\n", g, k)
+	}
 	flags := func(names ...string) string {
-		f := make([]string, len(genres100K))
-		for k, g := range genres100K {
+		f := make([]string, len(genres))
+		for k, g := range genres {
 			f[k] = "0"
 			if slices.Contains(names, g) {
 				f[k] = "1"
@@ -39,7 +46,8 @@ func TestReadMovieLensLayouts(t *testing.T) {
 			"movies.dat":  "10::A title: with \xe9 colon (1995)::Action|Crime\n11::Another title::" + NoGenres + "\n12::A third (1999)::Children's|Sci-Fi\n\n",
 		}},
 		{"100k", map[string]string{
-			"u.data": "2\t10\t3.5\t100\n1\t11\t4\t100\n1\t10\t1\t99\n",
+			"u.data":  "2\t10\t3.5\t100\n1\t11\t4\t100\n1\t10\t1\t99\n",
+			"u.genre": uGenre.String() + "\n",
 			"u.item": "10|A title (1995)|01-Jan-1995||http://example.org/10|" + flags("Action", "Crime") + "\n" +
 				"11|Another title|01-Jan-1995||http://example.org/11|" + flags("unknown") + "\n" +
 				"12|A third (1999)|01-Jan-1999||http://example.org/12|" + flags("Children's", "Sci-Fi") + "\n",
@@ -90,15 +98,20 @@ func TestReadMovieLensErrors(t *testing.T) {
 		{"ratings.dat", "1::10::five::100\n", "ratings.dat: line 1: strconv.ParseFloat"},
 		{"u.data", "1\t10\t5\t100\n\n1\tx\t5\t100\n", "u.data: line 3: strconv.Atoi"},
 		{"movies.dat", "10 Title Drama\n", "movies.dat: line 1: want MovieID::Title::Genres"},
-		{"u.item", "10|Title|||url|0|1\n", "u.item: line 1: 7 fields, want 24"},
-		{"u.item", "10|Title|||url|" + strings.Repeat("0|", 18) + "2\n", `genre flag 18 (Western) is "2"`},
+		{"u.item", "10|Title|||url|0|1\n", "u.item: line 1: 7 fields, want 8"},
+		{"u.item", "10|Title|||url|0|0|2\n", `genre flag 2 (c) is "2"`},
+		{"u.genre", "a|0\nb|2\n", `u.genre: line 2: genre "b" at position 2, want 1`},
+		{"u.genre", "", "u.item needs its genres' names"}, // no u.genre
 	} {
 		dir := t.TempDir()
 		files := map[string]string{"ratings.dat": "1::10::5::100\n", "movies.dat": "10::Title::Drama\n"}
 		if strings.HasPrefix(c.file, "u.") {
-			files = map[string]string{"u.data": "1\t10\t5\t100\n", "u.item": "10|Title|||url|" + strings.Repeat("0|", 18) + "0\n"}
+			files = map[string]string{"u.data": "1\t10\t5\t100\n", "u.genre": "a|0\nb|1\nc|2\n", "u.item": "10|Title|||url|0|1|0\n"}
 		}
 		files[c.file] = c.text
+		if c.text == "" {
+			delete(files, c.file)
+		}
 		for name, text := range files {
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
 				t.Fatal(err)
