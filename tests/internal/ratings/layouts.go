@@ -16,24 +16,24 @@ import (
 type layout struct {
 	ratings, movies string
 	readRatings     func(io.Reader) ([]Rating, error)
-	readMovies      func(dir string) (Genres, error) // the movies' file(s) of dir
+	readMovies      func(dir, movies string) (Genres, error) // dir's movies' file (and any it needs)
 }
 
 // layouts are tried in this order: the first whose ratings file dir holds
 // is read.
 var layouts = []layout{
 	// ml-latest, ml-latest-small, ml-20m, ml-25m, ml-32m
-	{"ratings.csv", "movies.csv", ReadRatings, movies("movies.csv", ReadMovies)},
+	{"ratings.csv", "movies.csv", ReadRatings, movieFile(ReadMovies)},
 	// ml-1m, ml-10m: UserID::MovieID::Rating::Timestamp, MovieID::Title::Genres
-	{"ratings.dat", "movies.dat", ReadRatingsDat, movies("movies.dat", ReadMoviesDat)},
+	{"ratings.dat", "movies.dat", ratingLines(func(l string) []string { return strings.Split(l, "::") }), movieFile(ReadMoviesDat)},
 	// ml-100k: user item rating timestamp (tabs); the items with a flag per
 	// genre of u.genre
-	{"u.data", "u.item", ReadRatings100K, readMovies100K},
+	{"u.data", "u.item", ratingLines(strings.Fields), readMovies100K},
 }
 
-// movies reads dir's movies' file name with read.
-func movies(name string, read func(io.Reader) (Genres, error)) func(string) (Genres, error) {
-	return func(dir string) (Genres, error) { return readFile(filepath.Join(dir, name), read) }
+// movieFile returns a reader of dir's movies' file that reads it with read.
+func movieFile(read func(io.Reader) (Genres, error)) func(dir, movies string) (Genres, error) {
+	return func(dir, movies string) (Genres, error) { return readFile(filepath.Join(dir, movies), read) }
 }
 
 // ReadMovieLens reads the ratings (in file order) and the movies' genres
@@ -52,7 +52,7 @@ func ReadMovieLens(dir string) ([]Rating, Genres, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	g, err := l.readMovies(dir)
+	g, err := l.readMovies(dir, l.movies)
 	if errors.Is(err, fs.ErrNotExist) {
 		return rs, nil, nil
 	}
@@ -102,7 +102,7 @@ func readFile[T any](name string, read func(io.Reader) (T, error)) (T, error) {
 }
 
 // eachLine calls fn with each line of r that is not blank, without its
-// line ending, and its number; it stops at fn's first error, wrapped with
+// line ending; it stops at fn's first error, wrapped with
 // the line's number. The lines are bytes, whatever their encoding (ml-1m's
 // and ml-100k's titles are Latin-1).
 func eachLine(r io.Reader, fn func(line string) error) error {
@@ -135,19 +135,22 @@ func parseRating(f []string) (Rating, error) {
 	return x, errors.Join(e1, e2, e3, e4)
 }
 
-// ReadRatingsDat reads ml-1m's and ml-10m's ratings.dat: per line
-// UserID::MovieID::Rating::Timestamp, no header.
-func ReadRatingsDat(r io.Reader) ([]Rating, error) {
-	var out []Rating
-	err := eachLine(r, func(line string) error {
-		x, err := parseRating(strings.Split(line, "::"))
-		out = append(out, x)
-		return err
-	})
-	if err != nil {
-		return nil, err
+// ratingLines returns a reader of ratings one per line, no header, each
+// line's four fields (user, item, rating, Unix time) as split gives them:
+// ml-1m's and ml-10m's ratings.dat ("::"), ml-100k's u.data (tabs).
+func ratingLines(split func(string) []string) func(io.Reader) ([]Rating, error) {
+	return func(r io.Reader) ([]Rating, error) {
+		var out []Rating
+		err := eachLine(r, func(line string) error {
+			x, err := parseRating(split(line))
+			out = append(out, x)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
-	return out, nil
 }
 
 // ReadMoviesDat reads ml-1m's and ml-10m's movies.dat: per line
@@ -173,32 +176,17 @@ func ReadMoviesDat(r io.Reader) (Genres, error) {
 	return out, nil
 }
 
-// ReadRatings100K reads ml-100k's u.data: per line user id, item id,
-// rating and Unix time separated by tabs, no header.
-func ReadRatings100K(r io.Reader) ([]Rating, error) {
-	var out []Rating
-	err := eachLine(r, func(line string) error {
-		x, err := parseRating(strings.Fields(line))
-		out = append(out, x)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // readMovies100K reads ml-100k's genre names from dir/u.genre and its items
-// from dir/u.item.
-func readMovies100K(dir string) (Genres, error) {
-	if _, err := os.Stat(filepath.Join(dir, "u.item")); err != nil {
+// from dir/items (u.item).
+func readMovies100K(dir, items string) (Genres, error) {
+	if _, err := os.Stat(filepath.Join(dir, items)); err != nil {
 		return nil, err // without u.item, the items are known by their ids
 	}
 	names, err := readFile(filepath.Join(dir, "u.genre"), ReadGenres100K)
 	if err != nil {
-		return nil, fmt.Errorf("u.item needs its genres' names: %v", err) // not ErrNotExist: u.item is there
+		return nil, fmt.Errorf("%s needs its genres' names: %v", items, err) // not ErrNotExist: the items are there
 	}
-	return readFile(filepath.Join(dir, "u.item"), func(r io.Reader) (Genres, error) { return ReadMovies100K(r, names) })
+	return readFile(filepath.Join(dir, items), func(r io.Reader) (Genres, error) { return ReadMovies100K(r, names) })
 }
 
 // ReadGenres100K reads ml-100k's u.genre: per line a genre's name and its
