@@ -218,6 +218,31 @@ func (b *Broker) SetTopicConfig(ctx context.Context, topic, name, value string) 
 	return nil
 }
 
+// DeleteRecords removes the records of a topic's partition below offset,
+// as a DeleteRecords request (kafka-delete-records) does. The embedded
+// broker keeps every record in memory and frees a log segment once all of
+// its records are deleted, so a long run that trims what its consumers
+// have read holds about a segment per partition (segment.bytes, a topic
+// config) instead of the whole stream.
+func (b *Broker) DeleteRecords(topic string, partition int, offset int64) error {
+	if err := b.c.DeleteRecords(topic, int32(partition), offset); err != nil {
+		return fmt.Errorf("stream: delete the records of %s/%d below offset %d: %w", topic, partition, offset, err)
+	}
+	return nil
+}
+
+// Committed returns a consumer group's committed offsets of a topic, by
+// partition (none: the group has committed none).
+func (b *Broker) Committed(group, topic string) map[int]int64 {
+	out := map[int]int64{}
+	if g := b.c.GroupInfo(group); g != nil {
+		for p, c := range g.Commits[topic] {
+			out[int(p)] = c.Offset
+		}
+	}
+	return out
+}
+
 func (b *Broker) waitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	client := &kafka.Client{Addr: kafka.TCP(b.Addrs()...), Timeout: time.Second, Transport: b.transport}

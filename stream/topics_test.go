@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -67,5 +69,60 @@ func TestMissingTopicSaysHowToCreate(t *testing.T) {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("%q does not say %q", err, w)
 		}
+	}
+}
+
+// TestBrokerDeleteRecords: the embedded broker reports a group's committed
+// offsets, and deletes a partition's records below an offset (a reader
+// from the first offset then starts there), refusing one past its end.
+func TestBrokerDeleteRecords(t *testing.T) {
+	b, err := StartBroker(0, TopicSpec{Name: "t", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	if err := b.SetTopicConfig(ctx, "t", "segment.bytes", "4096"); err != nil {
+		t.Fatal(err)
+	}
+	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: "t", BatchSize: 10, BatchTimeout: time.Millisecond}
+	defer w.Close()
+	var msgs []kafka.Message
+	for i := range 100 {
+		msgs = append(msgs, kafka.Message{Value: []byte(strconv.Itoa(i))})
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Committed("g", "t"); len(got) != 0 {
+		t.Errorf("committed before any commit: %v", got)
+	}
+	rd := kafka.NewReader(kafka.ReaderConfig{Brokers: b.Addrs(), GroupID: "g", Topic: "t", StartOffset: kafka.FirstOffset, MaxWait: 50 * time.Millisecond})
+	defer rd.Close()
+	var last kafka.Message
+	for range 60 {
+		if last, err = rd.FetchMessage(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rd.CommitMessages(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Committed("g", "t"); len(got) != 1 || got[0] != 60 {
+		t.Fatalf("committed %v, want partition 0 at 60", got)
+	}
+	if err := b.DeleteRecords("t", 0, 60); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := kafka.DialLeader(ctx, "tcp", b.Addrs()[0], "t", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if first, err := conn.ReadFirstOffset(); err != nil || first != 60 {
+		t.Errorf("first offset after deleting below 60: %d, %v", first, err)
+	}
+	if err := b.DeleteRecords("t", 0, 101); err == nil || !strings.Contains(err.Error(), "t/0") {
+		t.Errorf("deleting past the end: %v, want an error naming t/0", err)
 	}
 }

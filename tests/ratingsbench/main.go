@@ -69,11 +69,15 @@
 //
 // -json writes the report as JSON to stdout, the tables to stderr.
 //
-// The embedded broker keeps every record of the run in memory, and the
-// bench every record it judges: about 4 KB per rating at the most (1.9 GB
-// for 500 000 ratings, 3.5 GB for a million, the service apart). For sets
-// of several million ratings (ml-10m and larger) -limit N replays the
-// first N.
+// The embedded broker keeps its records in memory. The bench deletes them
+// from its log as they are consumed (the input topic's below the service's
+// committed offsets, the output topic's once read), and the replay
+// produces at most -backlog ratings ahead of those scored, so the broker
+// holds a bounded part of the stream; the bench keeps each model's
+// predictions and the ratings, about 0.6 KB per rating in all (1.0 GB of
+// resident memory for a million ratings, 2.5 GB for four million; a
+// throughput run, which produces every rating at once, 0.9 GB for a
+// million), the service apart. -limit N replays the first N ratings.
 package main
 
 import (
@@ -100,7 +104,7 @@ import (
 type options struct {
 	data, configPath, binary string
 	partitions               int
-	limit                    int
+	limit, backlog           int
 	lo, hi, liked, step      float64
 	scoreModels              []string
 	quality                  bool
@@ -113,6 +117,7 @@ type options struct {
 	asJSON, verbose          bool
 	servedOut, pairedWith    string
 	stall                    time.Duration
+	trimEvery                time.Duration // 0: the replay's default
 }
 
 func main() {
@@ -123,6 +128,7 @@ func main() {
 	flag.StringVar(&o.binary, "streamer", "", "the streamer binary (default: go build ./cmd/streamer into a temporary directory)")
 	flag.IntVar(&o.partitions, "partitions", 3, "partitions of the input and output topics")
 	flag.IntVar(&o.limit, "limit", 0, "replay only the first N ratings in time order (0: all)")
+	flag.IntVar(&o.backlog, "backlog", 100000, "the replay produces at most this many ratings ahead of those scored (the broker holds about as many)")
 	o.lo, o.hi = math.NaN(), math.NaN()
 	flag.Func("lo", "rating predictions are clipped to [lo, hi] (default: the set's least rating)", numberFlag(&o.lo))
 	flag.Func("hi", "rating predictions are clipped to [lo, hi] (default: the set's greatest rating)", numberFlag(&o.hi))
@@ -191,7 +197,9 @@ type report struct {
 	ClassifierBaselines []ratings.ClassifierBaseline `json:"classifier_baselines,omitempty"`
 	DeadLetter          map[string]int               `json:"dead_letters,omitempty"`
 	Ranking             *ranking                     `json:"ranking,omitempty"`
-	Rates               []rate                       `json:"rates,omitempty"`
+	// Records the replay deleted from the embedded broker once consumed.
+	BrokerTrimmed int64  `json:"broker_records_deleted"`
+	Rates         []rate `json:"rates,omitempty"`
 	// Median of the throughput runs (-throughput ≥ 2).
 	Median *rate `json:"throughput_median,omitempty"`
 }
@@ -324,16 +332,12 @@ func run(ctx context.Context, o options) (*report, error) {
 			return nil, err
 		}
 	}
-	keys, vals := make([][]byte, len(rs)), make([][]byte, len(rs))
-	for i, r := range rs {
-		keys[i] = ratings.AppendKey(nil, r)
-		vals[i] = ratings.AppendEvent(nil, i, r, genres)
-	}
 	base := ratings.RunBaselines(rs, nil, o.step, o.lo, o.hi)
 
 	if o.quality {
-		rp := &replay{configPath: o.configPath, cfg: cfg, binary: o.binary, partitions: o.partitions, keys: keys, vals: vals,
-			n: len(rs), genres: genres, stall: o.stall, progress: progress, verbose: o.verbose, collect: true}
+		rp := &replay{configPath: o.configPath, cfg: cfg, binary: o.binary, partitions: o.partitions, rs: rs,
+			n: len(rs), genres: genres, stall: o.stall, progress: progress, verbose: o.verbose, collect: true, backlog: max(o.backlog, 1),
+			trimEvery: o.trimEvery}
 		if o.rank {
 			rp.requests = ratings.Requests(rs, o.rankStart, o.rankEvery, o.rankCands)
 			if o.greedy {
@@ -348,7 +352,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		if res.col.Foreign > 0 {
 			progress(fmt.Sprintf("note: %d records on the output topic were not scores of the replay's events", res.col.Foreign))
 		}
-		rep.DeadLetter = res.deadReasons
+		rep.DeadLetter, rep.BrokerTrimmed = res.deadReasons, res.trimmed
 		rep.Models = ratings.Judge(rs, res.col, base, ratings.Options{Lo: o.lo, Hi: o.hi, Liked: o.liked, ScoreIsRating: o.scoreModels})
 		served := ratings.RunBaselines(rs, res.col.Order(), o.step, o.lo, o.hi)
 		m, b := ratings.BaselineRMSE(rs, base, 0)
@@ -371,8 +375,15 @@ func run(ctx context.Context, o options) (*report, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Encoded beforehand, so that producing takes little of the CPU the
+		// service runs on.
+		keys, vals := make([][]byte, len(rs)), make([][]byte, len(rs))
+		for i, r := range rs {
+			keys[i] = ratings.AppendKey(nil, r)
+			vals[i] = ratings.AppendEvent(nil, i, r, genres)
+		}
 		for k := range o.throughput {
-			rp := &replay{configPath: o.throughputConfig, cfg: tcfg, binary: o.binary, partitions: o.partitions, keys: keys, vals: vals,
+			rp := &replay{configPath: o.throughputConfig, cfg: tcfg, binary: o.binary, partitions: o.partitions, rs: rs, keys: keys, vals: vals,
 				n: len(rs), stall: o.stall, progress: progress, verbose: o.verbose}
 			progress(fmt.Sprintf("throughput run %d of %d: %s", k+1, o.throughput, o.throughputConfig))
 			res, err := rp.run(ctx)

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/streamer/streamer/tests/internal/ratings"
 )
@@ -108,5 +112,55 @@ func TestJudgeRanking(t *testing.T) {
 		if o := row(rk, c.prefix); o.N != 1 || math.Abs(float64(o.Mean)-c.want) > 1e-12 {
 			t.Errorf("the last request's %s NDCG %v (of %d requests), want %v", c.prefix, o.Mean, o.N, c.want)
 		}
+	}
+}
+
+// TestReplayGeneratedSet runs the bench end to end on a generated set in
+// the ratings.dat layout, through the real binary and the ratings config,
+// producing at most 5 000 ratings ahead of those scored: every rating is
+// scored by each model, the fm beats the bias baseline on the same events
+// (the ratings have user × item interactions), and the broker's log is
+// trimmed as the bench reads it.
+func TestReplayGeneratedSet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds and runs the service")
+	}
+	w := ratings.World{Users: 200, Items: 400, Factors: 4, Base: 3, BiasSD: 0.5, InteractionSD: 1, Noise: 0.3, Seed: 5, Min: 0.5, Max: 5}
+	rs := w.Ratings(40000)
+	var b strings.Builder
+	for _, r := range rs {
+		fmt.Fprintf(&b, "%d::%d::%g::%d\n", r.User+1, r.Item+1, r.Value, r.Time)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ratings.dat"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := options{data: dir, configPath: "../../configs/recommendation-ratings.yaml", binary: os.Getenv("E2E_STREAMER_BINARY"),
+		partitions: 3, backlog: 5000, lo: math.NaN(), hi: math.NaN(), liked: 4, step: 0.05, quality: true,
+		stall: time.Minute, trimEvery: 50 * time.Millisecond}
+	rep, err := run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Setup.Ratings != len(rs) || len(rep.DeadLetter) != 0 {
+		t.Fatalf("%d ratings replayed of %d, dead letters %v", rep.Setup.Ratings, len(rs), rep.DeadLetter)
+	}
+	byName := map[string]ratings.Result{}
+	for _, m := range rep.Models {
+		byName[m.Model] = m
+		if m.Records != len(rs) {
+			t.Errorf("%s: %d records of %d events", m.Model, m.Records, len(rs))
+		}
+	}
+	fm, ok := byName["rating"]
+	if !ok || fm.Predicted < len(rs)-1 {
+		t.Fatalf("the rating model: %+v", fm)
+	}
+	t.Logf("rating RMSE %.4f, biases %.4f, running mean %.4f; %d records deleted from the broker", fm.RMSE, fm.BiasesRMSE, fm.MeanRMSE, rep.BrokerTrimmed)
+	if !(fm.RMSE < 0.9*fm.BiasesRMSE) {
+		t.Errorf("the fm's RMSE %.4f, not below 0.9 × the biases baseline's %.4f", fm.RMSE, fm.BiasesRMSE)
+	}
+	if rep.BrokerTrimmed <= 0 {
+		t.Errorf("no record deleted from the broker's log")
 	}
 }

@@ -32,6 +32,7 @@ import (
 // record each per event) and the rank model.
 type serviceConfig struct {
 	Kafka struct {
+		Group       string `yaml:"group"`
 		InputTopic  string `yaml:"input_topic"`
 		OutputTopic string `yaml:"output_topic"`
 		DLQTopic    string `yaml:"dlq_topic"`
@@ -51,7 +52,7 @@ type serviceConfig struct {
 func readServiceConfig(path string) (serviceConfig, error) {
 	var c serviceConfig
 	def := config.Default()
-	c.Kafka.InputTopic, c.Kafka.OutputTopic, c.Kafka.DLQTopic = def.Kafka.InputTopic, def.Kafka.OutputTopic, def.Kafka.DLQTopic
+	c.Kafka.Group, c.Kafka.InputTopic, c.Kafka.OutputTopic, c.Kafka.DLQTopic = def.Kafka.Group, def.Kafka.InputTopic, def.Kafka.OutputTopic, def.Kafka.DLQTopic
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return c, err
@@ -80,15 +81,18 @@ type replay struct {
 	cfg        serviceConfig
 	binary     string
 	partitions int
-	env        []string // STREAMER_* overrides besides the broker, listen address and snapshot directory
-	keys, vals [][]byte // the events, in stream order
-	n          int      // events
+	env        []string         // STREAMER_* overrides besides the broker, listen address and snapshot directory
+	rs         []ratings.Rating // the ratings, in stream order: event i is rs[i]
+	keys, vals [][]byte         // the events encoded beforehand (throughput runs), or nil: encoded as produced
+	n          int              // events
 	requests   []ratings.Request
 	genres     ratings.Genres
 	stall      time.Duration // fail when no record comes for this long
 	progress   func(string)
-	verbose    bool // the service's log to stderr
-	collect    bool // decode every record (else read only the ids)
+	verbose    bool          // the service's log to stderr
+	collect    bool          // decode every record (else read only the ids)
+	backlog    int           // with collect, events produced ahead of those scored, at most
+	trimEvery  time.Duration // how often consumed records are deleted from the broker (0: every 500 ms)
 }
 
 // replayResult is what a replay observed.
@@ -103,6 +107,7 @@ type replayResult struct {
 	servedBy    string        // the model named in the responses
 	rankErrors  []string
 	latency     []time.Duration // per request answered, client side
+	trimmed     int64           // records deleted from the broker's log as they were consumed
 }
 
 // run runs the replay.
@@ -119,6 +124,13 @@ func (r *replay) run(ctx context.Context) (res *replayResult, err error) {
 		return nil, err
 	}
 	defer b.Close()
+	// The broker keeps every record in memory: in segments of segmentBytes,
+	// each freed once trim has deleted all its records.
+	for _, topic := range []string{r.cfg.Kafka.InputTopic, r.cfg.Kafka.OutputTopic} {
+		if err := b.SetTopicConfig(ctx, topic, "segment.bytes", strconv.Itoa(segmentBytes)); err != nil {
+			return nil, err
+		}
+	}
 
 	svc, err := r.startService(ctx, b)
 	if err != nil {
@@ -136,8 +148,9 @@ func (r *replay) run(ctx context.Context) (res *replayResult, err error) {
 		}
 	}()
 
-	t := newTracker(r.n, len(r.cfg.Models), r.collect)
+	t := newTracker(r.n, len(r.cfg.Models), r.partitions, r.collect)
 	var wg sync.WaitGroup
+	wg.Go(func() { r.trim(ctx, b, t) })
 	for _, c := range []struct {
 		topic string
 		add   func(kafka.Message)
@@ -161,13 +174,30 @@ func (r *replay) run(ctx context.Context) (res *replayResult, err error) {
 	w := &kafka.Writer{Addr: kafka.TCP(b.Addrs()...), Topic: r.cfg.Kafka.InputTopic, Balancer: &kafka.Murmur2Balancer{},
 		BatchSize: 1000, BatchTimeout: time.Millisecond, RequiredAcks: kafka.RequireAll}
 	defer w.Close()
+	// The events go in chunks. A replay that collects every record keeps
+	// at most r.backlog events ahead of those scored, so that the broker
+	// holds a bounded part of the stream whatever its length (trim deletes
+	// the rest); a throughput run produces every event at once.
 	produce := func(from, to int) error {
 		const chunk = 10000
+		var buf []byte
 		for lo := from; lo < to; lo += chunk {
 			hi := min(lo+chunk, to)
+			if r.keys == nil {
+				if err := t.wait(ctx, lo-r.backlog, r.stall); err != nil {
+					return err
+				}
+			}
 			msgs := make([]kafka.Message, 0, hi-lo)
 			for i := lo; i < hi; i++ {
-				msgs = append(msgs, kafka.Message{Key: r.keys[i], Value: r.vals[i]})
+				if r.keys != nil {
+					msgs = append(msgs, kafka.Message{Key: r.keys[i], Value: r.vals[i]})
+					continue
+				}
+				buf = ratings.AppendKey(buf[:0], r.rs[i])
+				key := slices.Clone(buf)
+				buf = ratings.AppendEvent(buf[:0], i, r.rs[i], r.genres)
+				msgs = append(msgs, kafka.Message{Key: key, Value: slices.Clone(buf)})
 			}
 			if err := w.WriteMessages(ctx, msgs...); err != nil {
 				return fmt.Errorf("produce events %d–%d: %w", lo, hi-1, err)
@@ -206,7 +236,7 @@ func (r *replay) run(ctx context.Context) (res *replayResult, err error) {
 		return nil, err
 	}
 	t.mu.Lock()
-	res.col, res.records, res.dead, res.deadReasons = t.col, t.records, t.ndead, t.reasons
+	res.col, res.records, res.dead, res.deadReasons, res.trimmed = t.col, t.records, t.ndead, t.reasons, t.trimmed
 	res.elapsed = t.last.Sub(start)
 	t.mu.Unlock()
 	return res, nil
@@ -251,6 +281,62 @@ func (r *replay) rank(ctx context.Context, client *http.Client, addr string, req
 	return items, v.Model, lat, nil
 }
 
+// segmentBytes is the size of the embedded broker's log segments of the
+// input and output topics: what trim can free at a time per partition.
+const segmentBytes = 8 << 20
+
+// trim deletes, every r.trimEvery until ctx is done, the input topic's
+// records below the service's committed offsets and the output topic's
+// below those the tracker has read, so that the embedded broker holds
+// about a segment per partition of each, and the events ahead of the
+// service, instead of the whole stream. It counts the records deleted in
+// t.trimmed. A failure is logged and ends the trimming, not the run.
+func (r *replay) trim(ctx context.Context, b *stream.Broker, t *tracker) {
+	every := r.trimEvery
+	if every <= 0 {
+		every = 500 * time.Millisecond
+	}
+	done := map[string]map[int]int64{} // topic → partition → offset trimmed to
+	below := func(topic string, upto map[int]int64) error {
+		if done[topic] == nil {
+			done[topic] = map[int]int64{}
+		}
+		for p, off := range upto {
+			if from := done[topic][p]; off > from {
+				if err := b.DeleteRecords(topic, p, off); err != nil {
+					return err
+				}
+				done[topic][p] = off
+				t.mu.Lock()
+				t.trimmed += off - from
+				t.mu.Unlock()
+			}
+		}
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		t.mu.Lock()
+		read := map[int]int64{}
+		for p, off := range t.next {
+			read[p] = off
+		}
+		t.mu.Unlock()
+		err := below(r.cfg.Kafka.InputTopic, b.Committed(r.cfg.Kafka.Group, r.cfg.Kafka.InputTopic))
+		if err == nil {
+			err = below(r.cfg.Kafka.OutputTopic, read)
+		}
+		if err != nil {
+			r.progress(fmt.Sprintf("warning: no longer trimming the broker's log: %v", err))
+			return
+		}
+	}
+}
+
 // tracker follows the output and dead-letter topics: which events every
 // model has scored (or the service dead-lettered), and the watermark
 // below which all have. Without a collector (throughput runs) it reads
@@ -269,10 +355,13 @@ type tracker struct {
 	reasons map[string]int
 	last    time.Time // the last record's arrival
 	err     error     // the first undecodable record
+	next    []int64   // per partition of the output topic, the offset after the last record read
+	trimmed int64     // records deleted from the broker's log (trim)
 }
 
-func newTracker(n, models int, collect bool) *tracker {
-	t := &tracker{changed: make(chan struct{}), models: models, dead: make([]bool, n), reasons: map[string]int{}, last: time.Now()}
+func newTracker(n, models, partitions int, collect bool) *tracker {
+	t := &tracker{changed: make(chan struct{}), models: models, dead: make([]bool, n), reasons: map[string]int{}, last: time.Now(),
+		next: make([]int64, partitions)}
 	if collect {
 		t.col = ratings.NewCollector(n)
 	} else {
@@ -300,6 +389,9 @@ func (t *tracker) addScore(m kafka.Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.records++
+	if m.Partition >= 0 && m.Partition < len(t.next) {
+		t.next[m.Partition] = max(t.next[m.Partition], m.Offset+1)
+	}
 	if t.col != nil {
 		if _, _, err := t.col.Add(m.Value); err != nil && t.err == nil {
 			t.err = err
