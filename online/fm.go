@@ -37,7 +37,7 @@ type FMParams struct {
 	// (a genre), whose every step moves many predictions, soon learns at
 	// AdaGrad's own decaying pace. 0: AdaGrad alone.
 	StepFloor      float64 `yaml:"step_floor"`       // in [0, 1] (default 0.25)
-	StepFloorUntil float64 `yaml:"step_floor_until"` // ≥ 0, in the loss gradient's units squared (0: the default 300)
+	StepFloorUntil float64 `yaml:"step_floor_until"` // ≥ 0, in the loss gradient's units squared, σ² with target_scale std (0: the default 300)
 	L2             float64 `yaml:"l2"`               // L2 penalty on the weights, ≥ 0 (default 0)
 	FactorL2       float64 `yaml:"factor_l2"`        // L2 penalty on the factors, ≥ 0 (default 0)
 	InitStdev      float64 `yaml:"init_stdev"`       // standard deviation of the factors' initial values, > 0 with factors (default 0.05)
@@ -55,6 +55,16 @@ type FMParams struct {
 	// made while the other model has not learned the key yet, would
 	// otherwise stay in its mean. The logistic loss always learns it.
 	LearnIntercept bool `yaml:"learn_intercept"`
+	// TargetScale (the squared loss): std learns the labels in units of
+	// their running standard deviation σ: the prediction is the running
+	// mean (or σ·w₀ with LearnIntercept) plus σ times the weights' and
+	// factors' terms, which learn from the error over σ. The steps, the
+	// floors, the penalties and the factors' initial values then mean the
+	// same on any scale (ratings of 1..5, 1..10, 0..100 or 0..1). none
+	// learns in the labels' own units (the model before 2026-12-07), which
+	// the defaults suit on a scale near 0.5..5 only. The logistic loss's
+	// labels are ±1: it ignores the key.
+	TargetScale string `yaml:"target_scale"` // std (default) | none
 
 	// namespaces is features.namespaces, which the configuration sets
 	// (SetNamespaces): an entry's field f ≥ 1 is the namespace
@@ -64,6 +74,12 @@ type FMParams struct {
 	namespaces []string
 }
 
+// FM target scales (FMParams.TargetScale).
+const (
+	FMScaleStd  = "std"
+	FMScaleNone = "none"
+)
+
 // FM defaults.
 const (
 	DefaultFMFactors      = 16
@@ -72,9 +88,9 @@ const (
 	DefaultFMInitStdev    = 0.05
 	DefaultFMSeed         = 1
 	DefaultFMStepFloor    = 0.25
-	// DefaultFMStepFloorUntil is StepFloorUntil's default: about 400
-	// ratings' squared errors on a 0.5..5 scale, 1 000 clicks' logistic
-	// gradients.
+	// DefaultFMStepFloorUntil is StepFloorUntil's default: about 450
+	// ratings' squared errors in units of σ² (target_scale std; 400 on a
+	// 0.5..5 scale with none), 1 000 clicks' logistic gradients.
 	DefaultFMStepFloorUntil = 300
 	maxFMFactors            = 256
 	// maxFMLabelAbs bounds a squared-loss label: beyond it squared errors
@@ -85,7 +101,17 @@ const (
 // DefaultFMParams returns the defaults of type "fm".
 func DefaultFMParams() FMParams {
 	return FMParams{Loss: FMSquared, Factors: DefaultFMFactors, LearningRate: DefaultFMLearningRate,
-		FactorRate: DefaultFMFactorRate, InitStdev: DefaultFMInitStdev, Seed: DefaultFMSeed, StepFloor: DefaultFMStepFloor}
+		FactorRate: DefaultFMFactorRate, InitStdev: DefaultFMInitStdev, Seed: DefaultFMSeed, StepFloor: DefaultFMStepFloor,
+		TargetScale: FMScaleStd}
+}
+
+// Complete drops target_scale from the logistic loss's parameters unless
+// given (it has no effect there), and writes none as the empty value, so
+// that both encode as the model before the key did.
+func (p *FMParams) Complete(_ int, given func(string) bool) {
+	if p.Loss != FMSquared && !given("target_scale") || p.TargetScale == FMScaleNone {
+		p.TargetScale = ""
+	}
 }
 
 // SetNamespaces records features.namespaces (Namespaced).
@@ -143,6 +169,9 @@ func (p *FMParams) Validate(int) error {
 		if slices.Index(p.namespaces, ns) != i {
 			c.add("features.namespaces", "namespace %q listed twice", ns)
 		}
+	}
+	if p.TargetScale != "" && p.TargetScale != FMScaleStd && p.TargetScale != FMScaleNone {
+		c.add("target_scale", "must be %s or %s, got %q", FMScaleStd, FMScaleNone, p.TargetScale)
 	}
 	if p.LearnIntercept && p.Loss == FMLogistic {
 		c.add("learn_intercept", "applies to loss %s only (the %s loss's intercept is always learned)", FMSquared, FMLogistic)
@@ -248,6 +277,14 @@ type FM struct {
 	// learnB: w₀ is b, learned (the logistic loss, or the squared loss
 	// with LearnIntercept); otherwise the running mean of the labels.
 	learnB bool
+	// std: the squared loss learns in units of the labels' standard
+	// deviation (TargetScale std): m2 is Welford's Σ(y − ȳ)² of the labels
+	// learned, scale σ = √(m2/n), 0 until two labels differ: until then
+	// the prediction is the labels' mean (0 with learnB) and the weights
+	// and factors do not learn, so that the model is the same on any scale.
+	std   bool
+	m2    float64
+	scale float64
 
 	n        int64
 	ySum     float64 // Σy of the squared loss (Neumaier-compensated with yComp)
@@ -426,6 +463,7 @@ func NewFM(dim int, p FMParams) (*FM, error) {
 	p.namespaces = slices.Clone(p.namespaces)
 	p.Factorize = cloneLists(p.Factorize)
 	m := &FM{p: p, dim: dim, k: p.Factors, sq: p.Loss == FMSquared, learnB: p.Loss != FMSquared || p.LearnIntercept}
+	m.std = m.sq && p.TargetScale == FMScaleStd
 	m.rows.stride = fmRowV + m.k
 	m.initBase = fmix64(uint64(p.Seed) ^ genP2)
 	m.lo, m.hi = math.Inf(1), math.Inf(-1)
@@ -574,7 +612,15 @@ func (m *FM) ObserveFields(idx []int32, val []float64, field []uint8, y float64,
 		g = -y * s
 	}
 	if labelled {
-		m.learn(g)
+		switch {
+		case !m.std:
+			m.learn(g)
+		case m.scale > 0:
+			g /= m.scale // the loss's derivative in units of σ
+			m.learn(g)
+		default: // σ not known yet: the label counts only towards the mean and σ
+			g = 0
+		}
 		m.record(g, y)
 	}
 	return p
@@ -689,11 +735,14 @@ func (m *FM) initFactors(v []float64, i int32) {
 func (m *FM) score() float64 {
 	sc := &m.sc
 	k := m.k
-	var lin float64
+	var lin, mean float64 // lin starts at w₀ (σ·lin + mean with std)
 	if m.learnB {
 		lin = m.b
 	} else if m.n > 0 {
-		lin = (m.ySum + m.yComp) / float64(m.n)
+		mean = (m.ySum + m.yComp) / float64(m.n)
+		if !m.std {
+			lin = mean
+		}
 	}
 	if k == 0 {
 		for e := range sc.ents {
@@ -705,6 +754,9 @@ func (m *FM) score() float64 {
 				en.grow = math.Abs(en.x) > s
 			}
 			lin += row[fmRowW] * en.xs
+		}
+		if m.std {
+			return mean + m.scale*lin
 		}
 		return lin
 	}
@@ -756,6 +808,9 @@ func (m *FM) score() float64 {
 				inter += dot(sa, s[b*k:b*k+k])
 			}
 		}
+	}
+	if m.std {
+		return mean + m.scale*(lin+inter-0.5*selfSq)
 	}
 	return lin + inter - 0.5*selfSq
 }
@@ -914,21 +969,45 @@ func (m *FM) record(g, y float64) {
 		m.b -= eta * g / (math.Sqrt(m.gb) + adagradEps)
 	}
 	if m.sq {
+		var d float64 // y − the mean before it (Welford)
+		if m.std && m.n > 0 {
+			d = y - (m.ySum+m.yComp)/float64(m.n)
+		}
 		m.ySum, m.yComp = twoSumAcc(m.ySum, m.yComp, y)
 		m.lo, m.hi = min(m.lo, y), max(m.hi, y)
+		if m.std {
+			m.m2 += d * (y - (m.ySum+m.yComp)/float64(m.n+1))
+		}
 	} else {
 		if y > 0 {
 			m.nPos++
 		}
 	}
 	m.n++
+	if m.std {
+		m.scale = m.labelScale()
+	}
+}
+
+// labelScale is σ = √(m2/n), the labels' standard deviation, or 0 while
+// it is not known (fewer than two labels, or all alike) or too small to
+// divide by.
+func (m *FM) labelScale() float64 {
+	if m.n < 2 || !(m.m2 > 0) {
+		return 0
+	}
+	if s := math.Sqrt(m.m2 / float64(m.n)); s > 1e-150 {
+		return s
+	}
+	return 0
 }
 
 // FM encoding, after the envelope (header.go; type "fm"):
 //
 //	namespaces u32 + str each (FMParams.SetNamespaces);
 //	n int64; squared loss: Σy, its compensation, min y, max y f64
-//	(±Inf before the first label); logistic loss: n₊ int64, w₀, G₀ f64;
+//	(±Inf before the first label), with target_scale std Σ(y − ȳ)² f64;
+//	logistic loss: n₊ int64, w₀, G₀ f64;
 //	rows u32; per row in creation order: index u32, w, G_w, G_v, v (k f64).
 
 // AppendBinary appends the MarshalBinary encoding of m to dst
@@ -945,6 +1024,9 @@ func (m *FM) AppendBinary(dst []byte) ([]byte, error) {
 		dst = codec.AppendF64(dst, m.yComp)
 		dst = codec.AppendF64(dst, m.lo)
 		dst = codec.AppendF64(dst, m.hi)
+		if m.std {
+			dst = codec.AppendF64(dst, m.m2)
+		}
 	} else {
 		dst = codec.AppendI64(dst, m.nPos)
 	}
@@ -987,6 +1069,9 @@ func (m *FM) UnmarshalBinary(b []byte) error {
 	nm.n = r.I64()
 	if nm.sq {
 		nm.ySum, nm.yComp, nm.lo, nm.hi = r.F64(), r.F64(), r.F64(), r.F64()
+		if nm.std {
+			nm.m2 = r.F64()
+		}
 	} else {
 		nm.nPos = r.I64()
 	}
@@ -1014,6 +1099,9 @@ func (m *FM) UnmarshalBinary(b []byte) error {
 	if err := nm.checkState(); err != nil {
 		return fmt.Errorf("%w: %s", ErrFormat, err)
 	}
+	if nm.std {
+		nm.scale = nm.labelScale()
+	}
 	*m = *nm
 	return nil
 }
@@ -1033,6 +1121,9 @@ func (m *FM) checkState() error {
 			}
 		} else if !(m.lo <= m.hi) || !isFinite(m.lo) || !isFinite(m.hi) {
 			return fmt.Errorf("label range [%v, %v]", m.lo, m.hi)
+		}
+		if !(m.m2 >= 0) || !isFinite(m.m2) || m.n < 2 && m.m2 != 0 || m.m2 > 0 && m.lo == m.hi {
+			return fmt.Errorf("label spread Σ(y − ȳ)² = %v over %d labels in [%v, %v]", m.m2, m.n, m.lo, m.hi)
 		}
 	} else if m.nPos < 0 || m.nPos > m.n {
 		return fmt.Errorf("logistic state n+=%d", m.nPos)
@@ -1065,7 +1156,8 @@ func (m *FM) stateClose(other Model, rtol float64) error {
 	if m.n != o.n || m.nPos != o.nPos || m.rows.n != o.rows.n {
 		return fmt.Errorf("online: counts differ: n %d/%d, n₊ %d/%d, features %d/%d", m.n, o.n, m.nPos, o.nPos, m.rows.n, o.rows.n)
 	}
-	if !closeRel(m.ySum+m.yComp, o.ySum+o.yComp, rtol) || m.lo != o.lo || m.hi != o.hi || !closeRel(m.b, o.b, rtol) || !closeRel(m.gb, o.gb, rtol) {
+	if !closeRel(m.ySum+m.yComp, o.ySum+o.yComp, rtol) || m.lo != o.lo || m.hi != o.hi || !closeRel(m.b, o.b, rtol) || !closeRel(m.gb, o.gb, rtol) ||
+		!closeRel(m.m2, o.m2, rtol) {
 		return fmt.Errorf("online: label statistics or intercept differ")
 	}
 	for r, i := range m.rows.idx {
@@ -1087,9 +1179,10 @@ func (m *FM) stateClose(other Model, rtol float64) error {
 }
 
 // Factors returns the weight of input index i and appends to dst[:0] its
-// factors, both as they multiply its value (over the feature's scale),
-// and reports whether i has been learned (a weight 0 and k zero factors
-// when not).
+// factors, both as they multiply its value (over the feature's scale), in
+// the model's units (those of the labels' σ with target_scale std), and
+// reports whether i has been learned (a weight 0 and k zero factors when
+// not).
 func (m *FM) Factors(dst []float64, i int32) (w float64, f []float64, learned bool) {
 	dst = dst[:0]
 	r := m.rows.find(i)

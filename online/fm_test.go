@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/streamer/streamer/online/codec"
 )
 
 // fmBrute is ŷ of an FM computed the slow way: the pairwise sum over every
@@ -58,9 +60,13 @@ func fmBrute(m *FM, idx []int32, val []float64, field []uint8) float64 {
 		}
 		return false
 	}
-	y := m.b
+	var mean float64
 	if !m.learnB && m.n > 0 {
-		y = (m.ySum + m.yComp) / float64(m.n)
+		mean = (m.ySum + m.yComp) / float64(m.n)
+	}
+	y := m.b // the model's terms: σ·y + mean with target_scale std
+	if !m.std {
+		y += mean
 	}
 	for j := range ii {
 		if xs[j] == 0 {
@@ -79,6 +85,9 @@ func fmBrute(m *FM, idx []int32, val []float64, field []uint8) float64 {
 			}
 			y += s * (xs[j] / sj) * (xs[l] / sl)
 		}
+	}
+	if m.std {
+		return mean + m.scale*y
 	}
 	return y
 }
@@ -199,6 +208,7 @@ func TestFMFactorGradient(t *testing.T) {
 			if m.self[a] {
 				want -= xe * m.sc.u[e*k+f]
 			}
+			want *= m.scale // ŷ = mean + σ·(the model's terms) with target_scale std
 			const h = 1e-6
 			old := row[fmRowV+f]
 			row[fmRowV+f] = old + h
@@ -220,7 +230,7 @@ func TestFMFactorGradient(t *testing.T) {
 // included, survives encoding.
 func TestFMLearnedIntercept(t *testing.T) {
 	p := DefaultFMParams()
-	p.Factors, p.LearnIntercept, p.LearningRate = 0, true, 0.1
+	p.Factors, p.LearnIntercept, p.LearningRate, p.TargetScale = 0, true, 0.1, FMScaleNone
 	m, err := NewFM(1<<10, p)
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +279,9 @@ func TestFMLearnedIntercept(t *testing.T) {
 // TestFMUnlabelledStoresNothing: scoring (unlabelled events, peeks) keeps
 // no state for unseen features, so requests cannot grow the model.
 func TestFMUnlabelledStoresNothing(t *testing.T) {
-	m, err := NewFM(1<<20, DefaultFMParams())
+	p := DefaultFMParams()
+	p.TargetScale = FMScaleNone // (with std the first label learns no weights)
+	m, err := NewFM(1<<20, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +301,7 @@ func TestFMUnlabelledStoresNothing(t *testing.T) {
 // range, absent before the first label.
 func TestFMValueClipped(t *testing.T) {
 	p := DefaultFMParams()
-	p.LearningRate = 50 // overshoots on purpose
+	p.LearningRate, p.TargetScale = 50, FMScaleNone // overshoots on purpose, from the first label
 	m, err := NewFM(8, p)
 	if err != nil {
 		t.Fatal(err)
@@ -376,8 +388,8 @@ func TestFMEncodingCountsRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Features() != 3001 && m.Features() != 3000 {
-		t.Fatalf("%d features", m.Features())
+	if f := m.Features(); f < 2999 || f > 3001 { // (the first label learns no weights: σ is not known yet)
+		t.Fatalf("%d features", f)
 	}
 	// 2^20 indices, 3 001 learned: the encoding holds the rows, not 2^20 of anything
 	if want := 3001 * (4 + 8*(fmRowV+DefaultFMFactors)); len(b) > want+512 {
@@ -467,7 +479,7 @@ func BenchmarkFM30(b *testing.B) {
 // the chunks double.
 func TestFMRowsSmall(t *testing.T) {
 	p := DefaultFMParams()
-	p.Factors = 0
+	p.Factors, p.TargetScale = 0, FMScaleNone // rows from the first label on
 	m, err := NewFM(1<<20, p)
 	if err != nil {
 		t.Fatal(err)
@@ -538,6 +550,7 @@ func TestFMStepFloor(t *testing.T) {
 	}{{DefaultFMStepFloor, 0}, {0.5, 2000}, {0, 0}} {
 		p := DefaultFMParams()
 		p.Factors, p.LearnIntercept, p.LearningRate, p.StepFloor, p.StepFloorUntil = 0, true, 0.1, c.floor, c.until
+		p.TargetScale = FMScaleNone // the labels' own units: the hand computation below
 		m, err := NewFM(1<<10, p)
 		if err != nil {
 			t.Fatal(err)
@@ -619,5 +632,125 @@ func TestFMStepFloor(t *testing.T) {
 		if _, err := NewFM(1<<10, p); err == nil || !strings.Contains(err.Error(), "step_floor") {
 			t.Errorf("step_floor %v, step_floor_until %v: %v", bad.StepFloor, bad.StepFloorUntil, err)
 		}
+	}
+}
+
+// TestFMTargetScale: with target_scale std the squared loss learns in
+// units of the labels' running standard deviation, so a stream whose
+// labels are a·y + c is predicted as a·ŷ + c, to rounding, with factors,
+// fields, unlabelled events and learn_intercept (there c = 0: its w₀
+// learns from 0); σ is the labels' standard deviation; until two labels
+// differ the prediction is their mean and nothing else is learned; none
+// (or the key left out of a logistic model) encodes as the model before
+// the key.
+func TestFMTargetScale(t *testing.T) {
+	const dim = 1 << 12
+	run := func(p FMParams, a, c float64) ([]float64, *FM) {
+		m, err := NewFM(dim, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		var out []float64
+		for n := range 3000 {
+			idx, val, field := fmEvent(rng, dim)
+			y := 3 + 0.4*float64(idx[0]%5) - 0.3*float64(idx[1]%3) + 0.5*rng.NormFloat64()
+			out = append(out, m.ObserveFields(idx, val, field, a*y+c, n%5 != 4).Score)
+		}
+		return out, m
+	}
+	fields := DefaultFMParams()
+	fields.Factors, fields.InitStdev = 5, 0.1
+	fields.SetNamespaces([]string{"user", "item", "ctx"})
+	fields.Factorize = [][]string{{"user", "item"}}
+	intercept := fields
+	intercept.LearnIntercept = true
+	for _, tc := range []struct {
+		name string
+		p    FMParams
+		a, c float64
+	}{{"ratings x20 + 7", fields, 20, 7}, {"ratings x0.1 - 3", fields, 0.1, -3}, {"learn_intercept x40", intercept, 40, 0}} {
+		base, m := run(tc.p, 1, 0)
+		scaled, ms := run(tc.p, tc.a, tc.c)
+		for n := 1; n < len(base); n++ { // (before the first label the score is 0 at any scale)
+			if want := tc.a*base[n] + tc.c; math.Abs(scaled[n]-want) > 1e-9*max(1, math.Abs(want)) {
+				t.Fatalf("%s, event %d: %v, want %v × %v + %v = %v", tc.name, n, scaled[n], tc.a, base[n], tc.c, want)
+			}
+		}
+		if m.Features() == 0 || ms.Features() != m.Features() || math.Abs(ms.scale-tc.a*m.scale) > 1e-9*ms.scale {
+			t.Fatalf("%s: %d and %d features, σ %v and %v", tc.name, m.Features(), ms.Features(), m.scale, ms.scale)
+		}
+	}
+
+	// σ against a two-pass standard deviation of the labels learned
+	m, err := NewFM(dim, DefaultFMParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := []float64{3, 3, 3}
+	if pr := m.ObserveSparse([]int32{1, 2}, []float64{1, 1}, 3, true); pr.Score != 0 || m.Features() != 0 {
+		t.Fatalf("first label: %+v, %d features", pr, m.Features())
+	}
+	for range 2 {
+		if pr := m.ObserveSparse([]int32{1, 2}, []float64{1, 1}, 3, true); pr.Score != 3 || m.Features() != 0 || m.scale != 0 {
+			t.Fatalf("labels alike: score %v (want their mean, 3), %d features, σ %v", pr.Score, m.Features(), m.scale)
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 500 {
+		y := 1e6 + 0.5*math.Round(rng.NormFloat64()*4) // a large mean, a small spread
+		labels = append(labels, y)
+		m.ObserveSparse([]int32{int32(rng.IntN(40)), 100}, []float64{1, 1}, y, true)
+	}
+	var mean, ss float64
+	for _, y := range labels {
+		mean += y
+	}
+	mean /= float64(len(labels))
+	for _, y := range labels {
+		ss += (y - mean) * (y - mean)
+	}
+	if want := math.Sqrt(ss / float64(len(labels))); math.Abs(m.scale-want) > 1e-9*want {
+		t.Fatalf("σ %v, want %v", m.scale, want)
+	}
+	enc, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := MustRegistry(FMType()).Restore(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := StateClose(m, r, 0); err != nil || r.(*FM).scale != m.scale {
+		t.Fatalf("restored: %v, σ %v against %v", err, r.(*FM).scale, m.scale)
+	}
+
+	// the keys' canonical values
+	noKey := DefaultFMParams()
+	noKey.TargetScale = ""
+	for _, tc := range []struct {
+		name  string
+		loss  string
+		value string
+		given bool
+		want  string
+	}{{"none", FMSquared, FMScaleNone, true, ""}, {"std", FMSquared, FMScaleStd, false, FMScaleStd},
+		{"logistic, left out", FMLogistic, FMScaleStd, false, ""}, {"logistic, given", FMLogistic, FMScaleStd, true, FMScaleStd}} {
+		p := DefaultFMParams()
+		p.Loss, p.TargetScale = tc.loss, tc.value
+		p.Complete(0, func(k string) bool { return tc.given && k == "target_scale" })
+		if p.TargetScale != tc.want {
+			t.Errorf("%s: completed to %q, want %q", tc.name, p.TargetScale, tc.want)
+		}
+		q := noKey
+		q.Loss = tc.loss
+		if same := bytes.Equal(codec.AppendParams(nil, &p), codec.AppendParams(nil, &q)); same != (tc.want == "") {
+			t.Errorf("%s: encodes as the parameters without the key: %v", tc.name, same)
+		}
+	}
+	bad := DefaultFMParams()
+	bad.TargetScale = "range"
+	if _, err := NewFM(dim, bad); err == nil || !strings.Contains(err.Error(), "target_scale") {
+		t.Fatalf("target_scale range: %v", err)
 	}
 }
