@@ -39,7 +39,8 @@
 // -score-models), clipped to [-lo, -hi] (by default the least and the
 // greatest rating of the set), over the events that had one,
 // with the baselines' RMSE over the same events; classifiers' accuracy,
-// log loss and ROC AUC against liked = rating ≥ -liked. The baselines,
+// log loss and ROC AUC against liked = rating ≥ -liked (by default the
+// threshold of the config's first classifier, label.positive ">= x"). The baselines,
 // computed here: the running mean of the ratings so far, and the running
 // mean plus user and item biases by SGD (step -step on the error, no L2),
 // each predicting a rating before learning it, in the stream's order and
@@ -129,10 +130,10 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 3, "partitions of the input and output topics")
 	flag.IntVar(&o.limit, "limit", 0, "replay only the first N ratings in time order (0: all)")
 	flag.IntVar(&o.backlog, "backlog", 100000, "the replay produces at most this many ratings ahead of those scored (the broker holds about as many)")
-	o.lo, o.hi = math.NaN(), math.NaN()
+	o.lo, o.hi, o.liked = math.NaN(), math.NaN(), math.NaN()
 	flag.Func("lo", "rating predictions are clipped to [lo, hi] (default: the set's least rating)", numberFlag(&o.lo))
 	flag.Func("hi", "rating predictions are clipped to [lo, hi] (default: the set's greatest rating)", numberFlag(&o.hi))
-	flag.Float64Var(&o.liked, "liked", 4, "a rating ≥ liked is the positive outcome of classifiers")
+	flag.Func("liked", "a rating ≥ liked is the positive outcome of classifiers (default: the threshold of the config's first classifier with label.positive \">= x\", else 4)", numberFlag(&o.liked))
 	flag.Float64Var(&o.step, "step", 0.05, "SGD step of the bias baseline")
 	flag.StringVar(&scoreModels, "score-models", "", "comma-separated models whose score is their rating prediction (e.g. a krr)")
 	flag.BoolVar(&o.quality, "quality", true, "run the prequential replay (RMSE, classifiers; NDCG with -rank)")
@@ -308,13 +309,16 @@ func run(ctx context.Context, o options) (*report, error) {
 	if math.IsNaN(o.hi) {
 		o.hi = hi
 	}
-	users, items := map[int]bool{}, map[int]bool{}
-	for _, r := range rs {
-		users[r.User], items[r.Item] = true, true
-	}
 	cfg, err := readServiceConfig(o.configPath)
 	if err != nil {
 		return nil, err
+	}
+	if math.IsNaN(o.liked) {
+		o.liked = cfg.likedAt(4)
+	}
+	users, items := map[int]bool{}, map[int]bool{}
+	for _, r := range rs {
+		users[r.User], items[r.Item] = true, true
 	}
 	rep := &report{Setup: setup{Data: o.data, Ratings: len(rs), Dropped: len(unknown), Users: len(users), Items: len(items),
 		Config: o.configPath, Models: cfg.modelNames(), Partitions: o.partitions, CPUs: runtime.NumCPU(),

@@ -164,3 +164,33 @@ func TestReplayGeneratedSet(t *testing.T) {
 		t.Errorf("no record deleted from the broker's log")
 	}
 }
+
+// TestLikedAt: the bench's liked threshold defaults to the config's first
+// classifier condition ">= x" (the ratings config's 4, another scale's),
+// else to the default.
+func TestLikedAt(t *testing.T) {
+	cfg, err := readServiceConfig("../../configs/recommendation-ratings.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.likedAt(-1); got != 4 {
+		t.Errorf("the ratings config: %v, want 4", got)
+	}
+	for text, want := range map[string]float64{
+		"models: [{name: r, type: fm}, {name: l, type: fm, label: {positive: '>= 80'}}]": 80,
+		"models: [{name: l, type: fm, label: {positive: '> 3'}}]":                        -1,
+		"models: [{name: r, type: fm}]":                                                  -1,
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := readServiceConfig(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.likedAt(-1); got != want {
+			t.Errorf("%s: %v, want %v", text, got, want)
+		}
+	}
+}

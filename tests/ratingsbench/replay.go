@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -42,8 +44,25 @@ type serviceConfig struct {
 		ResponseTopic string `yaml:"response_topic"`
 	} `yaml:"rank"`
 	Models []struct {
-		Name string `yaml:"name"`
+		Name  string `yaml:"name"`
+		Label struct {
+			Positive string `yaml:"positive"`
+		} `yaml:"label"`
 	} `yaml:"models"`
+}
+
+// likedAt returns x of the first model whose label.positive is ">= x"
+// (the rating a classifier calls liked), or def when none is.
+func (c serviceConfig) likedAt(def float64) float64 {
+	for _, m := range c.Models {
+		s := strings.TrimSpace(m.Label.Positive)
+		if rest, ok := strings.CutPrefix(s, ">="); ok {
+			if x, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil && !math.IsNaN(x) && !math.IsInf(x, 0) {
+				return x
+			}
+		}
+	}
+	return def
 }
 
 // readServiceConfig reads the keys of serviceConfig from the YAML file at

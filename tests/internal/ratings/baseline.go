@@ -118,9 +118,10 @@ type ClassifierBaseline struct {
 //     positive ratings so far (½ before the first), its decision the
 //     majority so far;
 //   - the biases baseline's predicted rating as the score, deciding
-//     "positive" when it is ≥ t, t the one of liked − 1, liked − ½ and
+//     "positive" when it is ≥ t, t the one of liked − 2h, liked − h and
 //     liked with the best accuracy in hindsight (optimistic for the
-//     baseline); no probability.
+//     baseline), h a ninth of the ratings' range (½ on a 0.5..5 scale);
+//     no probability.
 func ClassifierBaselines(rs []Rating, base Baselines, liked float64, from int) []ClassifierBaseline {
 	var rate Binary
 	pos, n := 0, 0
@@ -142,8 +143,17 @@ func ClassifierBaselines(rs []Rating, base Baselines, liked float64, from int) [
 		}
 	}
 	out := []ClassifierBaseline{{"running rate of liked ratings", rate.Figures()}}
+	// The thresholds tried: liked and one and two ninths of the ratings'
+	// range below it (3, 3.5 and 4 for liked 4 on a 0.5..5 scale, the
+	// same multiples on any other).
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range rs {
+		lo, hi = min(lo, r.Value), max(hi, r.Value)
+	}
+	h := max(hi-lo, 0) / 9
+	ts := []float64{liked - 2*h, liked - h, liked}
 	var best ClassifierBaseline
-	for k, t := range []float64{liked - 1, liked - 0.5, liked} {
+	for k, t := range ts {
 		var b Binary
 		for i := from; i < len(rs); i++ {
 			d := -1.0
@@ -152,7 +162,7 @@ func ClassifierBaselines(rs []Rating, base Baselines, liked float64, from int) [
 			}
 			b.Add(rs[i].Value >= liked, base.Biases[i], d, math.NaN())
 		}
-		c := ClassifierBaseline{fmt.Sprintf("biases' predicted rating, liked when ≥ %g (the best of %g, %g, %g in hindsight)", t, liked-1, liked-0.5, liked), b.Figures()}
+		c := ClassifierBaseline{fmt.Sprintf("biases' predicted rating, liked when ≥ %.4g (the best of %.4g, %.4g, %.4g in hindsight)", t, ts[0], ts[1], ts[2]), b.Figures()}
 		if k == 0 || c.Accuracy > best.Accuracy {
 			best = c
 		}

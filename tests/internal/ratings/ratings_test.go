@@ -122,10 +122,11 @@ func TestBaselines(t *testing.T) {
 
 // TestClassifierBaselines: the running rate predicts each event from the
 // ones before it (events before from count but are not judged), and the
-// biases' score decides at the threshold that does best.
+// biases' score decides at the threshold that does best, of liked and one
+// and two ninths of the ratings' range below it, on any scale.
 func TestClassifierBaselines(t *testing.T) {
 	rs := []Rating{{1, 1, 4, 0}, {1, 2, 2, 1}, {2, 1, 5, 2}, {1, 1, 3, 3}, {2, 2, 4, 4}}
-	base := Baselines{Biases: []float64{0, 0, 3.6, 3.4, 4.2}}
+	base := Baselines{Biases: []float64{0, 0, 3.8, 3.5, 4.2}}
 	cb := ClassifierBaselines(rs, base, 4, 2)
 	if len(cb) != 2 {
 		t.Fatalf("%d baselines", len(cb))
@@ -137,11 +138,19 @@ func TestClassifierBaselines(t *testing.T) {
 		math.Abs(float64(r.LogLoss)-(2*math.Ln2+math.Log(3))/3) > 1e-12 || r.AUC != 0 {
 		t.Errorf("running rate: %+v", r)
 	}
-	// Thresholds 3, 3.5, 4 on 3.6, 3.4, 4.2 for liked, not, liked: 3.5
-	// gets all three right.
+	// Ratings 2..5: thresholds 4 − 2/3, 4 − 1/3 and 4 on 3.8, 3.5, 4.2 for
+	// liked, not, liked: 3.667 gets all three right, the others two.
 	b := cb[1]
-	if !strings.Contains(b.Name, "≥ 3.5") || b.Decisions != 3 || b.Accuracy != 1 || b.LogLossN != 0 || b.AUC != 1 {
+	if !strings.Contains(b.Name, "≥ 3.667 (the best of 3.333, 3.667, 4 ") || b.Decisions != 3 || b.Accuracy != 1 || b.LogLossN != 0 || b.AUC != 1 {
 		t.Errorf("biases: %+v", b)
+	}
+	// The same ×20: the same decisions, at thresholds ×20.
+	for i := range rs {
+		rs[i].Value *= 20
+		base.Biases[i] *= 20
+	}
+	if b := ClassifierBaselines(rs, base, 80, 2)[1]; !strings.Contains(b.Name, "≥ 73.33 (the best of 66.67, 73.33, 80 ") || b.Accuracy != 1 {
+		t.Errorf("biases ×20: %+v", b)
 	}
 }
 
