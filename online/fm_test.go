@@ -255,18 +255,7 @@ func TestFMLearnedIntercept(t *testing.T) {
 	if b > 0.5 {
 		t.Fatalf("w₀ = %v: not learned from 0 at learning_rate", b)
 	}
-	enc, err := m.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := MustRegistry(FMType()).Restore(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := StateClose(m, r, 0); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := PeekSparse(r.(*FM), []int32{7}, []float64{1}).Score, b+w; got != want {
+	if got, want := PeekSparse(fmRestored(t, m), []int32{7}, []float64{1}).Score, b+w; got != want {
 		t.Fatalf("restored score %v, want %v", got, want)
 	}
 	bad := DefaultFMParams()
@@ -687,7 +676,7 @@ func TestFMTargetScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := []float64{3, 3, 3}
+	labels := [][]float64{{3}, {3}, {3}}
 	if pr := m.ObserveSparse([]int32{1, 2}, []float64{1, 1}, 3, true); pr.Score != 0 || m.Features() != 0 {
 		t.Fatalf("first label: %+v, %d features", pr, m.Features())
 	}
@@ -699,30 +688,15 @@ func TestFMTargetScale(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 500 {
 		y := 1e6 + 0.5*math.Round(rng.NormFloat64()*4) // a large mean, a small spread
-		labels = append(labels, y)
+		labels = append(labels, []float64{y})
 		m.ObserveSparse([]int32{int32(rng.IntN(40)), 100}, []float64{1, 1}, y, true)
 	}
-	var mean, ss float64
-	for _, y := range labels {
-		mean += y
-	}
-	mean /= float64(len(labels))
-	for _, y := range labels {
-		ss += (y - mean) * (y - mean)
-	}
-	if want := math.Sqrt(ss / float64(len(labels))); math.Abs(m.scale-want) > 1e-9*want {
+	_, variance := stdTwoPass(labels, len(labels))
+	if want := math.Sqrt(variance[0]); math.Abs(m.scale-want) > 1e-9*want {
 		t.Fatalf("σ %v, want %v", m.scale, want)
 	}
-	enc, err := m.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := MustRegistry(FMType()).Restore(enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := StateClose(m, r, 0); err != nil || r.(*FM).scale != m.scale {
-		t.Fatalf("restored: %v, σ %v against %v", err, r.(*FM).scale, m.scale)
+	if r := fmRestored(t, m); r.scale != m.scale {
+		t.Fatalf("restored σ %v against %v", r.scale, m.scale)
 	}
 
 	// the keys' canonical values
@@ -753,4 +727,22 @@ func TestFMTargetScale(t *testing.T) {
 	if _, err := NewFM(dim, bad); err == nil || !strings.Contains(err.Error(), "target_scale") {
 		t.Fatalf("target_scale range: %v", err)
 	}
+}
+
+// fmRestored returns m encoded and restored, after checking that its state
+// is m's.
+func fmRestored(t *testing.T, m *FM) *FM {
+	t.Helper()
+	enc, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := MustRegistry(FMType()).Restore(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := StateClose(m, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	return r.(*FM)
 }
