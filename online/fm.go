@@ -287,7 +287,7 @@ type FM struct {
 	scale float64
 
 	n        int64
-	ySum     float64 // Σy of the squared loss (Neumaier-compensated with yComp)
+	ySum     float64 // Σy of the squared loss (Neumaier-compensated with yComp; with std each y clipped as fmRobustClip says)
 	yComp    float64
 	lo, hi   float64 // range of the squared loss's labels learned
 	b, gb    float64 // learnB: the intercept w₀ and its AdaGrad sum
@@ -617,6 +617,9 @@ func (m *FM) ObserveFields(idx []int32, val []float64, field []uint8, y float64,
 			m.learn(g)
 		case m.scale > 0:
 			g /= m.scale // the loss's derivative in units of σ
+			if m.n >= fmRobustAfter {
+				g = max(-fmRobustClip, min(g, fmRobustClip))
+			}
 			m.learn(g)
 		default: // σ not known yet: the label counts only towards the mean and σ
 			g = 0
@@ -969,12 +972,16 @@ func (m *FM) record(g, y float64) {
 		m.b -= eta * g / (math.Sqrt(m.gb) + adagradEps)
 	}
 	if m.sq {
+		m.lo, m.hi = min(m.lo, y), max(m.hi, y)
 		var d float64 // y − the mean before it (Welford)
 		if m.std && m.n > 0 {
-			d = y - (m.ySum+m.yComp)/float64(m.n)
+			mean := (m.ySum + m.yComp) / float64(m.n)
+			if c := fmRobustClip * m.scale; m.n >= fmRobustAfter && c > 0 {
+				y = max(mean-c, min(y, mean+c))
+			}
+			d = y - mean
 		}
 		m.ySum, m.yComp = twoSumAcc(m.ySum, m.yComp, y)
-		m.lo, m.hi = min(m.lo, y), max(m.hi, y)
 		if m.std {
 			m.m2 += d * (y - (m.ySum+m.yComp)/float64(m.n+1))
 		}
@@ -988,6 +995,20 @@ func (m *FM) record(g, y float64) {
 		m.scale = m.labelScale()
 	}
 }
+
+// With target_scale std, from the fmRobustAfter-th label on, a label
+// counts towards the mean and σ as at most fmRobustClip·σ from the mean,
+// and the error over σ teaches the weights and factors as at most
+// fmRobustClip (a Huber loss at fmRobustClip·σ): one wild label (a 4000
+// for a 4.0 where no label range dead-letters it) moves the mean by 5σ/n
+// and σ by a factor √(1 + 25/n) at most, and cannot stop a feature's
+// AdaGrad steps; a scale that changes for good still moves them, by that
+// much at each label. Ratings within a few σ of their mean are never
+// clipped.
+const (
+	fmRobustAfter = 30
+	fmRobustClip  = 5
+)
 
 // labelScale is σ = √(m2/n), the labels' standard deviation, or 0 while
 // it is not known (fewer than two labels, or all alike) or too small to

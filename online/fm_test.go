@@ -746,3 +746,47 @@ func fmRestored(t *testing.T, m *FM) *FM {
 	}
 	return r.(*FM)
 }
+
+// TestFMTargetScaleOutlier: one wild label (4000 among ratings of 1..5,
+// where no label range dead-letters it) moves σ by a few percent, and the
+// model predicts the rest of the stream within 5% of its RMSE without
+// that label; the model that learns in the label's units does worse (its
+// running mean takes the 4000).
+func TestFMTargetScaleOutlier(t *testing.T) {
+	const dim = 1 << 12
+	run := func(scale string, wild bool) (rmse, sigma float64) {
+		p := DefaultFMParams()
+		p.Factors, p.TargetScale = 4, scale
+		p.SetNamespaces([]string{"user", "item", "ctx"})
+		p.Factorize = [][]string{{"user", "item"}}
+		m, err := NewFM(dim, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(9, 10))
+		var se float64
+		for n := range 6000 {
+			idx, val, field := fmEvent(rng, dim)
+			y := min(5, max(1, math.Round(3+0.5*float64(idx[0]%5-2)+0.4*rng.NormFloat64())))
+			if n == 1500 && wild {
+				m.ObserveFields(idx, val, field, 4000, true)
+				continue
+			}
+			pr := m.ObserveFields(idx, val, field, y, true)
+			if n > 1500 {
+				se += (pr.Score - y) * (pr.Score - y)
+			}
+		}
+		return math.Sqrt(se / 4499), m.scale
+	}
+	cleanRMSE, clean := run(FMScaleStd, false)
+	std, sigma := run(FMScaleStd, true)
+	none, _ := run(FMScaleNone, true)
+	t.Logf("after the wild label: RMSE %.3f (std; %.3f without it) and %.3f (none); σ %.4f against %.4f without it", std, cleanRMSE, none, sigma, clean)
+	if !(sigma < 1.1*clean) {
+		t.Errorf("σ %v after the wild label, %v without it", sigma, clean)
+	}
+	if !(std < 1.05*cleanRMSE) || !(std < none) {
+		t.Errorf("RMSE after the wild label %v (std; %v without it) against %v (none)", std, cleanRMSE, none)
+	}
+}
