@@ -12,7 +12,8 @@ import (
 
 // labelRangeYAML rates with an fm and tells liked ratings with another;
 // its %[1]s is their label keys beyond liked's condition: none, or a
-// range of ratings ("min: 0.5, max: 5").
+// range of ratings ("min: 0.5, max: 5"); %[2]s a key of the rating model
+// ("target_scale: none"), or nothing.
 const labelRangeYAML = `
 kafka: {brokers: ["127.0.0.1:9092"], group: g, input_topic: in, output_topic: out, dlq_topic: dlq}
 models:
@@ -21,6 +22,7 @@ models:
     loss: squared
     factors: 4
     label: {%[1]s}
+    %[2]s
     features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64}
   - name: liked
     type: fm
@@ -32,11 +34,14 @@ models:
 
 // TestLabelRangeKeepsRatingsOffTheScaleOut: one rating off the scale
 // (1e12, as a producer's bug or a hostile client sends it) poisons an fm
-// that reads every label: its running mean and the range its predictions
-// are clipped to take it in, and every later prediction is off by
-// millions. With label.min and label.max the event is dead-lettered
-// bad_label, naming the model and its range, and the models score every
-// other event exactly as on the stream without it.
+// that learns every label in its own units (target_scale: none): its
+// running mean and the range its predictions are clipped to take it in,
+// and every later prediction is off by millions. With label.min and
+// label.max the event is dead-lettered bad_label, naming the model and
+// its range, and the models score every other event exactly as on the
+// stream without it. The default fm (target_scale: std), which counts a
+// label at most 5σ from its mean, is moved by less than a rating even
+// without the range.
 func TestLabelRangeKeepsRatingsOffTheScaleOut(t *testing.T) {
 	clean := ratingEvents(3000)
 	hostile := map[int]string{1000: "1e12", 1500: "-1e12", 2000: "7"}
@@ -56,9 +61,9 @@ func TestLabelRangeKeepsRatingsOffTheScaleOut(t *testing.T) {
 		Score      float64 `json:"score"`
 		Prediction float64 `json:"prediction"`
 	}
-	run := func(labelKeys string, events []kafka.Message) (map[string]record, []kafka.Message) {
+	run := func(labelKeys, ratingKeys string, events []kafka.Message) (map[string]record, []kafka.Message) {
 		t.Helper()
-		e := configEngine(t, nil, fmt.Sprintf(labelRangeYAML, labelKeys))
+		e := configEngine(t, nil, fmt.Sprintf(labelRangeYAML, labelKeys, ratingKeys))
 		s := instanceShard(t, e)
 		sink := &memSink{Keep: true}
 		for i := range events {
@@ -82,11 +87,11 @@ func TestLabelRangeKeepsRatingsOffTheScaleOut(t *testing.T) {
 		}
 		return recs, dlq
 	}
-	want, dlq := run("min: 0.5, max: 5", clean)
+	want, dlq := run("min: 0.5, max: 5", "", clean)
 	if len(dlq) != 0 {
 		t.Fatalf("%d events of the clean stream dead-lettered", len(dlq))
 	}
-	got, dlq := run("min: 0.5, max: 5", stream)
+	got, dlq := run("min: 0.5, max: 5", "", stream)
 	if len(dlq) != len(hostile) {
 		t.Fatalf("%d events dead-lettered, want the %d off the scale", len(dlq), len(hostile))
 	}
@@ -109,19 +114,30 @@ func TestLabelRangeKeepsRatingsOffTheScaleOut(t *testing.T) {
 		}
 	}
 
-	// Without the range the same stream poisons the rating model: after
-	// the first rating off the scale, its predictions are no longer
-	// ratings.
-	poisoned, dlq := run("", stream)
-	if len(dlq) != 0 {
-		t.Fatalf("without a range %d events dead-lettered", len(dlq))
+	// Without the range the same stream poisons a rating model that
+	// learns in the label's units: after the first rating off the scale,
+	// its predictions are no longer ratings. The default one is moved by
+	// less than a rating.
+	moved := func(ratingKeys string) float64 {
+		t.Helper()
+		cleanRun, _ := run("", ratingKeys, clean)
+		poisoned, dlq := run("", ratingKeys, stream)
+		if len(dlq) != 0 {
+			t.Fatalf("without a range %d events dead-lettered", len(dlq))
+		}
+		var worst float64
+		for i := 1001; i < len(clean); i++ {
+			k := fmt.Sprintf("rating/r%d", i)
+			worst = max(worst, math.Abs(poisoned[k].Score-cleanRun[k].Score))
+		}
+		return worst
 	}
-	var worst float64
-	for i := 1001; i < len(clean); i++ {
-		k := fmt.Sprintf("rating/r%d", i)
-		worst = max(worst, math.Abs(poisoned[k].Prediction-want[k].Prediction))
+	none, std := moved("target_scale: none"), moved("")
+	t.Logf("without a range the ratings off the scale moved the rating model's scores by %.3g (target_scale none) and %.3g (std) at most", none, std)
+	if none < 1e3 {
+		t.Errorf("target_scale none, without a range: the ratings off the scale moved the rating model's scores by %v at most: the test does not show what the range prevents", none)
 	}
-	if worst < 1e3 {
-		t.Errorf("without a range the ratings off the scale moved the rating model's predictions by %v at most: the test does not show what the range prevents", worst)
+	if !(std < 1) {
+		t.Errorf("target_scale std, without a range: the ratings off the scale moved the rating model's scores by %v", std)
 	}
 }
