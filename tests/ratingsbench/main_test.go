@@ -122,9 +122,6 @@ func TestJudgeRanking(t *testing.T) {
 // (the ratings have user × item interactions), and the broker's log is
 // trimmed as the bench reads it.
 func TestReplayGeneratedSet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: builds and runs the service")
-	}
 	w := ratings.World{Users: 200, Items: 400, Factors: 4, Base: 3, BiasSD: 0.5, InteractionSD: 1, Noise: 0.3, Seed: 5, Min: 0.5, Max: 5}
 	rs := w.Ratings(40000)
 	var b strings.Builder

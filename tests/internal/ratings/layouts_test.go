@@ -6,60 +6,100 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
+// joined is fields joined by sep and ended by end: a line of a layout,
+// built from values so that the tests hold no data rows.
+func joined(sep, end string, fields ...any) string {
+	s := make([]string, len(fields))
+	for k, f := range fields {
+		s[k] = fmt.Sprint(f)
+	}
+	return strings.Join(s, sep) + end
+}
+
+// writeSet writes ratings and items (id → genres, nil: none) to dir as
+// files of layout csv, dat or 100k, every line generated from them: the
+// genre names are made up, as are the titles (no MovieLens data is in the
+// repository). It returns the files' names.
+func writeSet(t *testing.T, dir, layout string, rs []Rating, items Genres, genreNames []string) []string {
+	t.Helper()
+	ids := slices.Sorted(maps.Keys(items))
+	genres := func(id int) string {
+		if len(items[id]) == 0 {
+			return NoGenres
+		}
+		return strings.Join(items[id], "|")
+	}
+	var rf, mf strings.Builder
+	files := map[string]*strings.Builder{}
+	switch layout {
+	case "csv": // a header each; a title with a comma, quoted
+		rf.WriteString(joined(",", "\n", "user", "item", "value", "time"))
+		mf.WriteString(joined(",", "\n", "item", "title", "genres"))
+		for _, r := range rs {
+			rf.WriteString(joined(",", "\n", r.User, r.Item, strconv.FormatFloat(r.Value, 'f', 1, 64), r.Time)) // 4.0, not 4
+		}
+		for _, id := range ids {
+			mf.WriteString(joined(",", "\n", id, fmt.Sprintf(`"Title %d, with a comma"`, id), genres(id)))
+		}
+		files["ratings.csv"], files["movies.csv"] = &rf, &mf
+	case "dat": // CRLF line ends; a title in Latin-1 with a colon; a blank last line
+		for _, r := range rs {
+			rf.WriteString(joined("::", "\r\n", r.User, r.Item, r.Value, r.Time))
+		}
+		for _, id := range ids {
+			mf.WriteString(joined("::", "\n", id, fmt.Sprintf("Title %d: caf\xe9", id), genres(id)))
+		}
+		mf.WriteString("\n")
+		files["ratings.dat"], files["movies.dat"] = &rf, &mf
+	case "100k": // tabs; a flag per genre of u.genre
+		var gf strings.Builder
+		for k, g := range genreNames {
+			gf.WriteString(joined("|", "\n", g, k))
+		}
+		gf.WriteString("\n")
+		for _, r := range rs {
+			rf.WriteString(joined("\t", "\n", r.User, r.Item, r.Value, r.Time))
+		}
+		for _, id := range ids {
+			fields := []any{id, fmt.Sprintf("Title %d", id), "", "", fmt.Sprintf("http://example.org/%d", id)}
+			for _, g := range genreNames {
+				flag := 0
+				if slices.Contains(items[id], g) || len(items[id]) == 0 && g == "unknown" {
+					flag = 1
+				}
+				fields = append(fields, flag)
+			}
+			mf.WriteString(joined("|", "\n", fields...))
+		}
+		files["u.data"], files["u.item"], files["u.genre"] = &rf, &mf, &gf
+	default:
+		t.Fatalf("layout %q", layout)
+	}
+	var names []string
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
 // The same small set, written in each of GroupLens' layouts, reads the
-// same (the files are made up here: no MovieLens data is in the
-// repository).
+// same, with and without the movies' file.
 func TestReadMovieLensLayouts(t *testing.T) {
 	wantRatings := []Rating{{2, 10, 3.5, 100}, {1, 11, 4, 100}, {1, 10, 1, 99}}
-	wantGenres := Genres{10: {"Action", "Crime"}, 11: nil, 12: {"Children's", "Sci-Fi"}}
-	// the 100K layout's genres are u.genre's, made up here
-	genres := []string{"unknown", "Action", "Noir", "Crime", "Children's", "Sci-Fi"}
-	var uGenre strings.Builder
-	for k, g := range genres {
-		fmt.Fprintf(&uGenre, "%s|%d\n", g, k)
-	}
-	flags := func(names ...string) string {
-		f := make([]string, len(genres))
-		for k, g := range genres {
-			f[k] = "0"
-			if slices.Contains(names, g) {
-				f[k] = "1"
-			}
-		}
-		return strings.Join(f, "|")
-	}
-	for _, c := range []struct {
-		name  string
-		files map[string]string
-	}{
-		{"csv", map[string]string{
-			"ratings.csv": "userId,movieId,rating,timestamp\n2,10,3.5,100\n1,11,4.0,100\n1,10,1,99\n",
-			"movies.csv": "movieId,title,genres\n10,\"A title, with a comma\",Action|Crime\n11,Another title," + NoGenres +
-				"\n12,A third (1999),Children's|Sci-Fi\n",
-		}},
-		{"dat", map[string]string{
-			"ratings.dat": "2::10::3.5::100\r\n1::11::4::100\r\n1::10::1::99\r\n",
-			"movies.dat":  "10::A title: with \xe9 colon (1995)::Action|Crime\n11::Another title::" + NoGenres + "\n12::A third (1999)::Children's|Sci-Fi\n\n",
-		}},
-		{"100k", map[string]string{
-			"u.data":  "2\t10\t3.5\t100\n1\t11\t4\t100\n1\t10\t1\t99\n",
-			"u.genre": uGenre.String() + "\n",
-			"u.item": "10|A title (1995)|01-Jan-1995||http://example.org/10|" + flags("Action", "Crime") + "\n" +
-				"11|Another title|01-Jan-1995||http://example.org/11|" + flags("unknown") + "\n" +
-				"12|A third (1999)|01-Jan-1999||http://example.org/12|" + flags("Children's", "Sci-Fi") + "\n",
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
+	wantGenres := Genres{10: {"Alpha", "Gamma"}, 11: nil, 12: {"Delta's", "Eps-ilon"}}
+	genreNames := []string{"unknown", "Alpha", "Beta", "Gamma", "Delta's", "Eps-ilon"}
+	for _, layout := range []string{"csv", "dat", "100k"} {
+		t.Run(layout, func(t *testing.T) {
 			dir := t.TempDir()
-			for name, text := range c.files {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+			names := writeSet(t, dir, layout, wantRatings, wantGenres, genreNames)
 			rs, g, err := ReadMovieLens(dir)
 			if err != nil {
 				t.Fatal(err)
@@ -74,7 +114,7 @@ func TestReadMovieLensLayouts(t *testing.T) {
 				t.Errorf("ReadMovieLensRatings: %v, %v", only, err)
 			}
 			// Without the movies' file: the same ratings, and no genres.
-			for name := range c.files {
+			for _, name := range names {
 				if name != "ratings.csv" && name != "ratings.dat" && name != "u.data" {
 					if err := os.Remove(filepath.Join(dir, name)); err != nil {
 						t.Fatal(err)
@@ -91,22 +131,26 @@ func TestReadMovieLensLayouts(t *testing.T) {
 // A file that is not what its layout says is an error that names the file
 // and the line.
 func TestReadMovieLensErrors(t *testing.T) {
+	dat := func(f ...any) string { return joined("::", "\n", f...) }
+	tab := func(f ...any) string { return joined("\t", "\n", f...) }
+	bar := func(f ...any) string { return joined("|", "\n", f...) }
 	for _, c := range []struct {
 		file, text, want string
 	}{
-		{"ratings.dat", "1::10::5::100\n1::10::5\n", "ratings.dat: line 2: 3 fields, want 4"},
-		{"ratings.dat", "1::10::five::100\n", "ratings.dat: line 1: strconv.ParseFloat"},
-		{"u.data", "1\t10\t5\t100\n\n1\tx\t5\t100\n", "u.data: line 3: strconv.Atoi"},
-		{"movies.dat", "10 Title Drama\n", "movies.dat: line 1: want MovieID::Title::Genres"},
-		{"u.item", "10|Title|||url|0|1\n", "u.item: line 1: 7 fields, want 8"},
-		{"u.item", "10|Title|||url|0|0|2\n", `genre flag 2 (c) is "2"`},
-		{"u.genre", "a|0\nb|2\n", `u.genre: line 2: genre "b" at position 2, want 1`},
+		{"ratings.dat", dat(1, 10, 5, 100) + dat(1, 10, 5), "ratings.dat: line 2: 3 fields, want 4"},
+		{"ratings.dat", dat(1, 10, "five", 100), "ratings.dat: line 1: strconv.ParseFloat"},
+		{"u.data", tab(1, 10, 5, 100) + "\n" + tab(1, "x", 5, 100), "u.data: line 3: strconv.Atoi"},
+		{"movies.dat", joined(" ", "\n", 10, "Title", "Alpha"), "movies.dat: line 1: want MovieID::Title::Genres"},
+		{"u.item", bar(10, "Title", "", "", "url", 0, 1), "u.item: line 1: 7 fields, want 8"},
+		{"u.item", bar(10, "Title", "", "", "url", 0, 0, 2), `genre flag 2 (c) is "2"`},
+		{"u.genre", bar("a", 0) + bar("b", 2), `u.genre: line 2: genre "b" at position 2, want 1`},
 		{"u.genre", "", "u.item needs its genres' names"}, // no u.genre
 	} {
 		dir := t.TempDir()
-		files := map[string]string{"ratings.dat": "1::10::5::100\n", "movies.dat": "10::Title::Drama\n"}
+		files := map[string]string{"ratings.dat": dat(1, 10, 5, 100), "movies.dat": dat(10, "Title", "Alpha")}
 		if strings.HasPrefix(c.file, "u.") {
-			files = map[string]string{"u.data": "1\t10\t5\t100\n", "u.genre": "a|0\nb|1\nc|2\n", "u.item": "10|Title|||url|0|1|0\n"}
+			files = map[string]string{"u.data": tab(1, 10, 5, 100), "u.genre": bar("a", 0) + bar("b", 1) + bar("c", 2),
+				"u.item": bar(10, "Title", "", "", "url", 0, 1, 0)}
 		}
 		files[c.file] = c.text
 		if c.text == "" {
