@@ -199,7 +199,6 @@ func (r *replay) run(ctx context.Context) (res *replayResult, err error) {
 	// the rest); a throughput run produces every event at once.
 	produce := func(from, to int) error {
 		const chunk = 10000
-		var buf []byte
 		for lo := from; lo < to; lo += chunk {
 			hi := min(lo+chunk, to)
 			if r.keys == nil {
@@ -213,10 +212,7 @@ func (r *replay) run(ctx context.Context) (res *replayResult, err error) {
 					msgs = append(msgs, kafka.Message{Key: r.keys[i], Value: r.vals[i]})
 					continue
 				}
-				buf = ratings.AppendKey(buf[:0], r.rs[i])
-				key := slices.Clone(buf)
-				buf = ratings.AppendEvent(buf[:0], i, r.rs[i], r.genres)
-				msgs = append(msgs, kafka.Message{Key: key, Value: slices.Clone(buf)})
+				msgs = append(msgs, kafka.Message{Key: ratings.AppendKey(nil, r.rs[i]), Value: ratings.AppendEvent(nil, i, r.rs[i], r.genres)})
 			}
 			if err := w.WriteMessages(ctx, msgs...); err != nil {
 				return fmt.Errorf("produce events %d–%d: %w", lo, hi-1, err)
