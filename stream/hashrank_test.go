@@ -15,6 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/internal/allocs"
 	"github.com/streamer/streamer/stream/engine"
 	"github.com/streamer/streamer/stream/internal/testkit"
 )
@@ -90,12 +91,12 @@ func TestHashedRankAllocs(t *testing.T) {
 	for range 200 { // every slot of the join buffer (1000) has held an item
 		s.Process(&msg, sink)
 	}
-	if n := testing.AllocsPerRun(50, func() { s.Process(&msg, sink) }); n != 0 {
+	if n := allocs.PerRun(50, func() { s.Process(&msg, sink) }); n != 0 {
 		t.Errorf("%v allocations per warm request on the topic, want 0", n)
 	}
 	var dst []byte
 	body := testkit.HashedRequest100(100, 10)
-	if n := testing.AllocsPerRun(50, func() {
+	if n := allocs.PerRun(50, func() {
 		var err error
 		if dst, err = p.Rank(t.Context(), body, dst[:0]); err != nil {
 			t.Fatal(err)

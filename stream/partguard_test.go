@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/internal/allocs"
 	"github.com/streamer/streamer/stream/engine"
 	"github.com/streamer/streamer/stream/internal/testkit"
 )
@@ -78,7 +79,7 @@ func TestPartitionGuard(t *testing.T) {
 				for i := range ks {
 					ks[i] = key(i)
 				}
-				if n := testing.AllocsPerRun(1000, func() {
+				if n := allocs.PerRun(1000, func() {
 					checks[i%parts].check(ks[i%keys])
 					i++
 				}); n != 0 {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/streamer/streamer/internal/allocs"
 )
 
 // memoryTopic returns parts partitions of n records each, "p-i" keyed
@@ -77,7 +79,7 @@ func TestMemorySource(t *testing.T) {
 		return
 	}
 	f := src.Fetcher(0, 0).(*memoryFetcher)
-	if n := testing.AllocsPerRun(100, func() {
+	if n := allocs.PerRun(100, func() {
 		f.next = 0
 		if _, err := f.Next(ctx); err != nil {
 			t.Fatal(err)
@@ -179,7 +181,7 @@ func TestDiscardPublisher(t *testing.T) {
 	if err := pub.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if a := testing.AllocsPerRun(1000, func() {
+	if a := allocs.PerRun(1000, func() {
 		publish()
 		if pub.Pending() > 500 { // the loop keeps up: the buffers come back
 			if err := pub.Flush(ctx); err != nil {

@@ -22,6 +22,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/streamer/streamer/internal/allocs"
 )
 
 func openMem(t testing.TB) *DB {
@@ -1188,7 +1190,7 @@ func TestGetAllocs(t *testing.T) {
 	mustApply(t, tb, 1, nil, bs("present"), [][]byte{bytes.Repeat([]byte("v"), 100)})
 	dst := make([]byte, 0, 256)
 	key, missing := []byte("present"), []byte("missing")
-	allocs := testing.AllocsPerRun(1000, func() {
+	n := allocs.PerRun(1000, func() {
 		v, found, err := tb.Get(key, dst[:0])
 		if err != nil || !found || len(v) != 100 {
 			t.Fatalf("Get = %d bytes, %v, %v", len(v), found, err)
@@ -1197,8 +1199,8 @@ func TestGetAllocs(t *testing.T) {
 			t.Fatal("missing key found")
 		}
 	})
-	if allocs != 0 {
-		t.Fatalf("Get allocates %v times per call", allocs)
+	if n != 0 {
+		t.Fatalf("Get allocates %v times per call", n)
 	}
 }
 

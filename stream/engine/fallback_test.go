@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/internal/allocs"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/stream/internal/testkit"
 )
@@ -741,7 +742,7 @@ func TestFallbackAllocs(t *testing.T) {
 	}
 	sink.Keep, sink.Msgs = false, nil
 	i := 0
-	if n := testing.AllocsPerRun(50, func() { // 51 events: g's next fit is at its 120th
+	if n := allocs.PerRun(50, func() { // 51 events: g's next fit is at its 120th
 		s.Process(&msgs[i%len(msgs)], sink)
 		i++
 	}); n != 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
+	"github.com/streamer/streamer/internal/allocs"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/stream/internal/testkit"
 )
@@ -424,7 +425,7 @@ func TestRankFloodAllocs(t *testing.T) {
 			}
 		}
 		i := 0
-		if n := testing.AllocsPerRun(500, func() {
+		if n := allocs.PerRun(500, func() {
 			s.Process(&tc.msgs[i%len(tc.msgs)], sink)
 			i++
 		}); n != 0 {

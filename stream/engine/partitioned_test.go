@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
+	"github.com/streamer/streamer/internal/allocs"
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/refit"
 	"github.com/streamer/streamer/snapshot"
@@ -310,7 +311,7 @@ func TestPartitionedProcessAllocs(t *testing.T) {
 		e.Process(&msg, sink)
 	}
 	i := 0
-	allocs := testing.AllocsPerRun(1000, func() {
+	allocs := allocs.PerRun(1000, func() {
 		msg := events[i%len(events)].msg
 		e.Process(&msg, sink)
 		i++

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/streamer/streamer/internal/allocs"
 )
 
 var testNames = []string{"age", "clicks", "score"}
@@ -489,10 +491,10 @@ func TestDecodeAllocs(t *testing.T) {
 	if err := named.Decode(namedSrc, &nev); err != nil {
 		t.Fatal(err)
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = dense.Decode(src, &ev) }); n != 0 {
+	if n := allocs.PerRun(100, func() { _ = dense.Decode(src, &ev) }); n != 0 {
 		t.Errorf("dense Decode: %v allocs/op, want 0", n)
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = named.Decode(namedSrc, &nev) }); n != 0 {
+	if n := allocs.PerRun(100, func() { _ = named.Decode(namedSrc, &nev) }); n != 0 {
 		t.Errorf("named Decode: %v allocs/op, want 0", n)
 	}
 }

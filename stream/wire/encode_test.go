@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamer/streamer/internal/allocs"
 )
 
 func decodeMap(t *testing.T, b []byte) map[string]any {
@@ -126,7 +128,7 @@ func TestAppendScoreAdditions(t *testing.T) {
 	s := benchScore()
 	s.HasValue, s.Value, s.HasExpected, s.Expected, s.Fallback = true, 3.5, true, 3.25, "global"
 	buf := AppendScore(nil, s)
-	if n := testing.AllocsPerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
+	if n := allocs.PerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
 		t.Errorf("AppendScore with value, expected and fallback: %v allocs/op, want 0", n)
 	}
 }
@@ -210,11 +212,11 @@ func TestAppendScoreAllocs(t *testing.T) {
 	s := benchScore()
 	buf := AppendScore(nil, s)
 	s.ScoredAt = s.ScoredAt.In(time.FixedZone("X", -7200)) // UTC conversion must not allocate either
-	if n := testing.AllocsPerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
+	if n := allocs.PerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
 		t.Errorf("AppendScore: %v allocs/op, want 0", n)
 	}
 	s.HasBound, s.EventTS = false, nil
-	if n := testing.AllocsPerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
+	if n := allocs.PerRun(100, func() { buf = AppendScore(buf[:0], s) }); n != 0 {
 		t.Errorf("AppendScore without bound: %v allocs/op, want 0", n)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/streamer/streamer/internal/allocs"
 )
 
 func mustHashing(t testing.TB, h HashConfig) *Decoder {
@@ -373,14 +375,14 @@ func TestHashedAllocs(t *testing.T) {
 	if err := d.Decode(src, &ev); err != nil || len(ev.Idx) != 30 {
 		t.Fatal(err, len(ev.Idx))
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = d.Decode(src, &ev) }); n != 0 {
+	if n := allocs.PerRun(100, func() { _ = d.Decode(src, &ev) }); n != 0 {
 		t.Errorf("%v allocations per warm Decode, want 0", n)
 	}
 	// With interactions and namespaces too, their fields numbered (by a
 	// table and by a map).
 	di := mustHashing(t, HashConfig{Bits: 24, Interactions: [][2]string{{"u", "i"}, {"", "u"}}, MaxFeatures: 100, Namespaces: []string{"i", "u"}})
 	src2 := []byte(`{"features":{"x":1,"u":{"id":"u1","age":3,"t":["a","b"]},"i":{"\u0069d":"i1","p":2.5}}}`)
-	if n := testing.AllocsPerRun(100, func() {
+	if n := allocs.PerRun(100, func() {
 		if err := di.Decode(src2, &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +390,7 @@ func TestHashedAllocs(t *testing.T) {
 		t.Errorf("%v allocations per warm Decode with interactions, want 0", n)
 	}
 	dm := mustHashing(t, HashConfig{Bits: 24, Interactions: [][2]string{{"u", "i"}}, MaxFeatures: 100, Namespaces: append(manyNamespaces(20), "i", "u")})
-	if n := testing.AllocsPerRun(100, func() {
+	if n := allocs.PerRun(100, func() {
 		if err := dm.Decode(src2, &ev); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/streamer/streamer/internal/allocs"
 )
 
 var reqHashConfig = HashConfig{Bits: 10, Seed: 3, Interactions: [][2]string{{"user", "item"}, {"item", "item"}, {"", "item"}}, MaxFeatures: 64,
@@ -197,7 +199,7 @@ func TestHashedRequestAllocs(t *testing.T) {
 	if idx, _, _, _ := ev.CandidateHashed(99); len(idx) != 4+4+3*4 {
 		t.Fatalf("%d features, want 20", len(idx))
 	}
-	if n := testing.AllocsPerRun(50, func() { _ = d.Decode(src, &ev) }); n != 0 {
+	if n := allocs.PerRun(50, func() { _ = d.Decode(src, &ev) }); n != 0 {
 		t.Errorf("%v allocations per warm Decode, want 0", n)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/streamer/streamer/internal/allocs"
 )
 
 func requestDecoder(t testing.TB, max int) *Decoder {
@@ -133,7 +135,7 @@ func TestDecodeRequestAllocs(t *testing.T) {
 	if err := d.Decode(in, &ev); err != nil {
 		t.Fatal(err)
 	}
-	if n := testing.AllocsPerRun(20, func() { _ = d.Decode(in, &ev) }); n != 0 {
+	if n := allocs.PerRun(20, func() { _ = d.Decode(in, &ev) }); n != 0 {
 		t.Fatalf("%v allocations per request", n)
 	}
 }
@@ -244,7 +246,7 @@ func TestAppendRanking(t *testing.T) {
 		got.ScoredAt != "2026-11-25T05:00:00.000000001Z" {
 		t.Fatalf("%s", out)
 	}
-	if n := testing.AllocsPerRun(10, func() { out = AppendRanking(out[:0], &r) }); n != 0 {
+	if n := allocs.PerRun(10, func() { out = AppendRanking(out[:0], &r) }); n != 0 {
 		t.Fatalf("%v allocations", n)
 	}
 	if bytes.Contains(out, []byte(`"fallback"`)) {
@@ -257,7 +259,7 @@ func TestAppendRanking(t *testing.T) {
 	if !bytes.Contains(out, []byte(`"version":3,"fallback":"global","ranked":[{"item":"a","score":0.5,"prediction":3.5,`)) {
 		t.Fatalf("%s", out)
 	}
-	if n := testing.AllocsPerRun(10, func() { out = AppendRanking(out[:0], &r) }); n != 0 {
+	if n := allocs.PerRun(10, func() { out = AppendRanking(out[:0], &r) }); n != 0 {
 		t.Fatalf("with a fallback: %v allocations", n)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas64"
 	"gonum.org/v1/gonum/lapack/lapack64"
+
+	"github.com/streamer/streamer/internal/allocs"
 )
 
 func randSlice(rng *rand.Rand, n int) []float64 {
@@ -190,7 +192,7 @@ func TestSyrkTNDoesNotAllocate(t *testing.T) {
 	var w Workspace
 	a, c := randSlice(rng, 32*512), make([]float64, 512*512)
 	w.SyrkTN(512, 32, 1, a, 512, c, 512)
-	if n := testing.AllocsPerRun(10, func() { w.SyrkTN(512, 32, 1, a, 512, c, 512) }); n != 0 {
+	if n := allocs.PerRun(10, func() { w.SyrkTN(512, 32, 1, a, 512, c, 512) }); n != 0 {
 		t.Fatalf("SyrkTN allocates %v times per call", n)
 	}
 }
