@@ -219,6 +219,23 @@ func waitCalibrationFit(e *Engine) {
 	}
 }
 
+// waitCalibrationIdle waits until no calibration fit runs or waits for
+// its turn (a refit due sooner than min_interval after the last, on
+// refitLate's timer): the tables then stay as they are until the next
+// event, so that two requests ranked one after the other read the same.
+func waitCalibrationIdle(e *Engine) {
+	for _, d := range e.defs {
+		for c := d.cal; c != nil; runtime.Gosched() {
+			c.mu.Lock()
+			busy := c.late || c.fitting.Load()
+			c.mu.Unlock()
+			if !busy {
+				break
+			}
+		}
+	}
+}
+
 // The live check judges the certainty a score was published with: a pair
 // judged after a refit swapped the table (a run of events judged at its
 // end, Shard.EndRun) keeps what its record said; a pair whose record is

@@ -271,6 +271,7 @@ func TestProfilesIDOnlyCandidates(t *testing.T) {
 	for i := range events {
 		s.Process(&events[i], sink)
 	}
+	waitCalibrationIdle(e) // no refit lands between the two requests
 	dec, err := e.RequestDecoder(1 << 20)
 	if err != nil {
 		t.Fatal(err)
