@@ -223,6 +223,77 @@ func TestFMFactorGradient(t *testing.T) {
 	}
 }
 
+// TestFMFactorStepL2: with factor_l2 one labelled event moves each
+// entry's factors by v −= step·(∂ℓ/∂v + λv), ∂ℓ/∂v = g·x·(t_a − [self]·v·x)
+// (g the error over σ), step = η_v/(√H + ε) with H the AdaGrad sum of
+// (‖∂ℓ/∂v‖² + λ²‖v‖²)/k, computed here from the sums as the
+// model holds them before the event: for namespace pairs alone (the path
+// that forms the gradient in its step) and with a self pair.
+func TestFMFactorStepL2(t *testing.T) {
+	const dim, lambda = 1 << 10, 0.3
+	for _, self := range []bool{false, true} {
+		p := DefaultFMParams()
+		p.Factors, p.InitStdev, p.FactorL2 = 4, 0.5, lambda
+		p.SetNamespaces([]string{"user", "item"})
+		p.Factorize = [][]string{{"user", "item"}}
+		if self {
+			p.Factorize = append(p.Factorize, []string{"item", "item"})
+		}
+		m, err := NewFM(dim, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		for range 200 {
+			idx, val, field := fmEvent(rng, dim)
+			m.ObserveFields(idx, val, field, float64(rng.IntN(5)+1), true)
+		}
+		idx, val, field := []int32{3, 17, 40, 41}, []float64{1, 0.7, -0.4, 0.5}, []uint8{1, 2, 2, 2}
+		m.ObserveFields(idx, val, field, 4, true) // their rows, on their scales
+		const y = 2.0
+		if !m.distinct(idx, val, field) {
+			t.Fatal("distinct")
+		}
+		g := max(-fmRobustClip, min((m.score()-y)/m.scale, fmRobustClip))
+		k, ns := m.k, m.nslots
+		want := make([][]float64, len(idx))
+		for e := range idx {
+			en := &m.sc.ents[e]
+			row, a := m.row(en), int(en.slot)
+			var d []float64
+			var gg, vv float64
+			for f := range k {
+				var tf float64
+				for b := range ns {
+					if m.adj[a*ns+b] {
+						tf += m.sc.s[b*k+f]
+					}
+				}
+				if m.self[a] {
+					tf -= m.sc.u[e*k+f]
+				}
+				df := g * en.xs * tf
+				d = append(d, df)
+				gg += df * df
+				vv += row[fmRowV+f] * row[fmRowV+f]
+			}
+			step := p.FactorRate / (math.Sqrt(row[fmRowGV]+(gg+lambda*lambda*vv)/float64(k)) + adagradEps)
+			for f := range k {
+				want[e] = append(want[e], row[fmRowV+f]-step*(d[f]+lambda*row[fmRowV+f]))
+			}
+		}
+		m.ObserveFields(idx, val, field, y, true)
+		for e, i := range idx {
+			got := m.rows.row(m.rows.find(i))[fmRowV : fmRowV+k]
+			for f := range k {
+				if math.Abs(got[f]-want[e][f]) > 1e-12*(1+math.Abs(want[e][f])) {
+					t.Fatalf("self pair %v, entry %d factor %d: %v, want %v", self, e, f, got[f], want[e][f])
+				}
+			}
+		}
+	}
+}
+
 // TestFMLearnedIntercept: with learn_intercept the squared loss's w₀
 // starts at 0 and takes AdaGrad steps on g = ŷ − y (the label's running
 // mean plays no part), step by step as a hand computation of the same
@@ -699,9 +770,11 @@ func TestFMTargetScale(t *testing.T) {
 		t.Fatalf("restored σ %v against %v", r.scale, m.scale)
 	}
 
-	// the keys' canonical values
+	// the keys' canonical values: none and the logistic loss complete to
+	// the parameters of the model before target_scale (factor_l2 0
+	// included), std to its own penalty
 	noKey := DefaultFMParams()
-	noKey.TargetScale = ""
+	noKey.TargetScale, noKey.FactorL2 = "", 0
 	for _, tc := range []struct {
 		name  string
 		loss  string
@@ -715,6 +788,14 @@ func TestFMTargetScale(t *testing.T) {
 		p.Complete(0, func(k string) bool { return tc.given && k == "target_scale" })
 		if p.TargetScale != tc.want {
 			t.Errorf("%s: completed to %q, want %q", tc.name, p.TargetScale, tc.want)
+		}
+		if want := map[bool]float64{true: DefaultFMFactorL2Std}[tc.loss == FMSquared && tc.want == FMScaleStd]; p.FactorL2 != want {
+			t.Errorf("%s: factor_l2 completed to %v, want %v", tc.name, p.FactorL2, want)
+		}
+		given := DefaultFMParams()
+		given.Loss, given.TargetScale, given.FactorL2 = tc.loss, tc.value, 0.3
+		if given.Complete(0, func(k string) bool { return k == "factor_l2" }); given.FactorL2 != 0.3 {
+			t.Errorf("%s: a given factor_l2 0.3 completed to %v", tc.name, given.FactorL2)
 		}
 		q := noKey
 		q.Loss = tc.loss

@@ -6,6 +6,7 @@
 //	go run ./tests/ratingsbench -data DIR                       # prequential RMSE (and classifiers)
 //	go run ./tests/ratingsbench -data DIR -rank                 # and NDCG@5 of POST /v1/rank
 //	go run ./tests/ratingsbench -data DIR -quality=false -throughput 3 -throughput-config FILE
+//	go run ./tests/ratingsbench -synth factors=0,noise=0.9       # a generated set (ratings.ParseWorld)
 //
 // DIR holds a MovieLens set in any of the layouts GroupLens publishes:
 // ratings.csv and movies.csv (ml-latest, ml-latest-small, ml-20m and
@@ -151,9 +152,18 @@ func main() {
 	flag.BoolVar(&o.asJSON, "json", false, "write the report as JSON to stdout, the tables to stderr")
 	flag.BoolVar(&o.verbose, "v", false, "copy the service's log to stderr")
 	flag.DurationVar(&o.stall, "stall", 2*time.Minute, "give up when no record comes for this long")
+	synth := flag.String("synth", "", "replay a generated set instead of -data: comma-separated key=value of its world (users, items, ratings, factors, base, bias, interaction, noise, seed, min, max, popularity, step; e.g. factors=0,noise=0.9: user and item biases and noise alone)")
 	flag.Parse()
+	if *synth != "" {
+		dir, err := writeSynth(*synth)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		o.data = dir
+	}
 	if o.data == "" {
-		log.Fatal("-data DIR is required (a MovieLens-format ratings set: docs/performance.md says where to download one)")
+		log.Fatal("-data DIR or -synth SPEC is required (a MovieLens-format ratings set: docs/performance.md says where to download one)")
 	}
 	if scoreModels != "" {
 		o.scoreModels = strings.Split(scoreModels, ",")
@@ -187,6 +197,24 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+}
+
+// writeSynth writes the ratings of the world spec describes
+// (ratings.ParseWorld) to ratings.dat in a new temporary directory.
+func writeSynth(spec string) (string, error) {
+	w, n, err := ratings.ParseWorld(spec)
+	if err != nil {
+		return "", fmt.Errorf("-synth: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "ratingsbench-synth")
+	if err != nil {
+		return "", err
+	}
+	if err := ratings.WriteDat(dir, w.Ratings(n)); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
 }
 
 // report is the bench's output (-json writes it as is).

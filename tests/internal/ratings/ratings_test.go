@@ -376,3 +376,34 @@ func closeAll(a, b []float64, tol float64) bool {
 	}
 	return true
 }
+
+// TestParseWorld: a spec's keys set the world, the rest take the
+// defaults; whole-star ratings stay on the scale; popularity skews the
+// items drawn; a bad spec names its key.
+func TestParseWorld(t *testing.T) {
+	w, n, err := ParseWorld("factors=0,ratings=30000,popularity=1,seed=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 30000 || w.Factors != 0 || w.Popularity != 1 || w.Seed != 4 || w.Users != 600 || w.Items != 3000 || w.Step != 1 || w.Min != 1 || w.Max != 5 {
+		t.Fatalf("%+v, %d ratings", w, n)
+	}
+	count := make([]int, w.Items)
+	for _, r := range w.Ratings(n) {
+		if r.Value != math.Round(r.Value) || r.Value < 1 || r.Value > 5 {
+			t.Fatalf("rating %v: want whole stars in 1..5", r.Value)
+		}
+		count[r.Item]++
+	}
+	// P(i) ∝ 1/(i+1): the first item about 10 times the tenth's share.
+	if first, tenth := count[0], count[9]; first < 6*tenth || first > 15*tenth {
+		t.Errorf("item 0 drawn %d times, item 9 %d: want about 10 times as often", first, tenth)
+	}
+	for _, c := range []struct{ spec, want string }{
+		{"users=x", "users"}, {"colour=3", "unknown key"}, {"ratings=0", "≥ 1"}, {"noise", "key=value"},
+	} {
+		if _, _, err := ParseWorld(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error naming %q", c.spec, err, c.want)
+		}
+	}
+}
