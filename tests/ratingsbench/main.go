@@ -41,7 +41,8 @@
 // greatest rating of the set), over the events that had one,
 // with the baselines' RMSE over the same events; classifiers' accuracy,
 // log loss and ROC AUC against liked = rating ≥ -liked (by default the
-// threshold of the config's first classifier, label.positive ">= x"). The baselines,
+// threshold of the config's first classifier, label.positive ">= x"), and
+// the ROC AUC of each rating model's prediction as the score. The baselines,
 // computed here: the running mean of the ratings so far, and the running
 // mean plus user and item biases by SGD (step -step on the error, no L2),
 // each predicting a rating before learning it, in the stream's order and
@@ -577,6 +578,11 @@ func (r *report) writeText(w io.Writer) {
 			fmt.Fprintf(w, "| classifier (liked = rating ≥ %g) | accuracy | decisions | log loss | probabilities | ROC AUC |\n|---|---:|---:|---:|---:|---:|\n", s.Liked)
 			for _, m := range cls {
 				fmt.Fprintf(w, "| %s | %s | %d | %s | %d | %s |\n", m.Model, f4(m.Accuracy), m.Decisions, f4(m.LogLoss), m.LogLossN, f4(m.AUC))
+			}
+			for _, m := range r.Models {
+				if m.Predicted > 0 && !math.IsNaN(float64(m.RatingAUC)) {
+					fmt.Fprintf(w, "| %s's predicted rating as the score | — | 0 | — | 0 | %s |\n", m.Model, f4(m.RatingAUC))
+				}
 			}
 			for _, b := range r.ClassifierBaselines {
 				fmt.Fprintf(w, "| %s (stream order, baseline) | %s | %d | %s | %d | %s |\n", b.Name, f4(b.Accuracy), b.Decisions, f4(b.LogLoss), b.LogLossN, f4(b.AUC))

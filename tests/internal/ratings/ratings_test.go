@@ -342,6 +342,10 @@ func TestCollector(t *testing.T) {
 		math.Abs(float64(r.MeanRMSE)-math.Sqrt(8.0/3)) > 1e-12 || math.Abs(float64(r.BiasesRMSE)-math.Sqrt(1.0/3)) > 1e-12 {
 		t.Errorf("reg %+v", r)
 	}
+	// reg as the score of liked: 4.5 (liked) above 3.25 and 2.
+	if r := byName["reg"]; r.RatingAUC != 1 || !math.IsNaN(float64(byName["cls"].RatingAUC)) {
+		t.Errorf("reg's rating AUC %v, want 1; cls's %v, want NaN", r.RatingAUC, byName["cls"].RatingAUC)
+	}
 	if r := byName["ord"]; r.Predicted != 4 || r.Fallbacks["glob"] != 4 {
 		t.Errorf("ord %+v", r)
 	}

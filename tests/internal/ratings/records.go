@@ -248,6 +248,11 @@ type Result struct {
 	MeanRMSE     Num  `json:"mean_rmse_same_events"`
 	BiasesRMSE   Num  `json:"biases_rmse_same_events"`
 	ScoreAsValue bool `json:"score_as_rating,omitempty"`
+	// RatingAUC is the ROC AUC of the rating predictions as the score of
+	// the outcome rating ≥ Options.Liked, over the same events (NaN
+	// without rating predictions): what the model is worth to rank by
+	// the chance of a like, beside the classifiers.
+	RatingAUC Num `json:"rating_auc"`
 
 	// Classifiers, against the outcome rating ≥ Options.Liked (NaN and 0
 	// for the other models).
@@ -275,12 +280,15 @@ func Judge(rs []Rating, c *Collector, base Baselines, o Options) []Result {
 		res.ScoreAsValue = scoreIs
 		var e, em, eb RMSE
 		var bin Binary
+		var scores []float64 // the rating predictions, for RatingAUC
+		var liked []bool
 		for i := o.From; i < len(rs); i++ {
 			y := rs[i].Value
 			if v, ok := m.RatingPrediction(i, scoreIs); ok {
 				e.Add(Clip(v, o.Lo, o.Hi), y)
 				em.Add(base.Mean[i], y)
 				eb.Add(base.Biases[i], y)
+				scores, liked = append(scores, v), append(liked, y >= o.Liked)
 			}
 			if m.Kind() == KindClassifier && !math.IsNaN(m.Prediction[i]) {
 				bin.Add(y >= o.Liked, m.Score[i], m.Prediction[i], m.Probability[i])
@@ -288,6 +296,7 @@ func Judge(rs []Rating, c *Collector, base Baselines, o Options) []Result {
 		}
 		res.RMSE, res.MeanRMSE, res.BiasesRMSE = Num(e.Value()), Num(em.Value()), Num(eb.Value())
 		res.Predicted = e.N()
+		res.RatingAUC = Num(AUC(scores, liked))
 		res.Accuracy, res.LogLoss, res.AUC = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
 		if m.Kind() == KindClassifier {
 			res.BinaryFigures = bin.Figures()
