@@ -785,8 +785,8 @@ func (m *FM) score() float64 {
 	s := sc.s[:m.nslots*k]
 	clear(s)
 	sc.u = slices.Grow(sc.u[:0], len(sc.ents)*k)[:len(sc.ents)*k]
-	var selfSq float64 // Σ ‖vⱼxⱼ‖² over the entries of self-paired slots
-	l2v := m.p.FactorL2 != 0
+	var selfSq float64         // Σ ‖vⱼxⱼ‖² over the entries of self-paired slots
+	norms := m.p.FactorL2 != 0 // learn's penalty needs each entry's ‖v‖²
 	for e := range sc.ents {
 		en := &sc.ents[e]
 		row, xe := m.row(en), en.x
@@ -804,7 +804,7 @@ func (m *FM) score() float64 {
 		sa := s[a*k : a*k+k]
 		if !m.self[a] { // (vⱼxⱼ is needed only for a self-paired slot's own terms)
 			sa = sa[:len(v)]
-			if l2v {
+			if norms {
 				var vv float64
 				for f, vf := range v {
 					sa[f] += vf * xe
