@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -164,8 +165,23 @@ var sink float64
 // service's goroutine labels: a score run has its applier and its
 // fetchers (the stages that take most of its CPU: the others may get no
 // 10 ms sample in so short a run), and the embedded broker its request
-// loop; the report prints the tables.
+// loop; the report prints the tables. Which goroutines get a sample in a
+// run this short is chance (a CI run on a loaded host once found none in
+// the broker's loop): a run that misses one is repeated, twice at most.
 func TestBenchStages(t *testing.T) {
+	var problems []string
+	for attempt := 1; attempt <= 3; attempt++ {
+		if problems = benchStages(t); len(problems) == 0 {
+			return
+		}
+		t.Logf("run %d: %s", attempt, strings.Join(problems, "; "))
+	}
+	t.Errorf("three runs missed a stage; the last: %s", strings.Join(problems, "; "))
+}
+
+// benchStages runs TestBenchStages's bench once and returns what its
+// report misses.
+func benchStages(t *testing.T) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, Config{Events: 100000, Dim: 4, Partitions: 2, Rounds: 1, Stages: true,
@@ -177,7 +193,7 @@ func TestBenchStages(t *testing.T) {
 	if !ok || len(r.Goroutines) == 0 {
 		t.Fatalf("score run: %+v", r)
 	}
-	var labels []string
+	var problems, labels []string
 	for _, g := range r.Goroutines {
 		labels = append(labels, g.Labels)
 	}
@@ -187,13 +203,13 @@ func TestBenchStages(t *testing.T) {
 			found = found || strings.HasPrefix(l, want)
 		}
 		if !found {
-			t.Errorf("score run: no CPU under %q (labels %q)", want, labels)
+			problems = append(problems, fmt.Sprintf("score run: no CPU under %q (labels %q)", want, labels))
 		}
 	}
 	var text strings.Builder
 	rep.WriteText(&text)
 	if !strings.Contains(text.String(), "| score |") || !strings.Contains(text.String(), "busiest goroutine") {
-		t.Errorf("report:\n%s", text.String())
+		t.Fatalf("report:\n%s", text.String())
 	}
 	// The per-stage table: the score run's fetchers and appliers were busy.
 	_, perStage, ok := strings.Cut(text.String(), "The busiest goroutine of each stage")
@@ -205,7 +221,8 @@ func TestBenchStages(t *testing.T) {
 	}
 	for i, stage := range map[int]string{0: "fetch", 1: "apply", 5: "broker"} {
 		if v, err := strconv.ParseFloat(strings.TrimSpace(cells[i]), 64); err != nil || !(v > 0 && v <= 1.05) {
-			t.Errorf("score: busiest %s goroutine's share %q, want in (0, 1]", stage, cells[i])
+			problems = append(problems, fmt.Sprintf("score: busiest %s goroutine's share %q, want in (0, 1]", stage, cells[i]))
 		}
 	}
+	return problems
 }
