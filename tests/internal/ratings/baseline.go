@@ -147,20 +147,11 @@ func BestFunkMF(rs []Rating, order []int, k int, lo, hi float64) (rmse, step flo
 	for _, s := range FunkMFSteps {
 		f := NewFunkMF(s, 0.02, k, 1)
 		var e RMSE
-		visit := func(i int) {
+		inOrder(len(rs), order, func(i int) {
 			r := rs[i]
 			e.Add(Clip(f.Predict(r.User, r.Item), lo, hi), r.Value)
 			f.Learn(r.User, r.Item, r.Value)
-		}
-		if order == nil {
-			for i := range rs {
-				visit(i)
-			}
-		} else {
-			for _, i := range order {
-				visit(i)
-			}
-		}
+		})
 		if v := e.Value(); v < rmse {
 			rmse, step = v, s
 		}
@@ -183,23 +174,28 @@ func RunBaselines(rs []Rating, order []int, step, lo, hi float64) Baselines {
 	out := Baselines{Mean: make([]float64, len(rs)), Biases: make([]float64, len(rs))}
 	var m Mean
 	b := NewBiases(step)
-	visit := func(i int) {
+	inOrder(len(rs), order, func(i int) {
 		r := rs[i]
 		out.Mean[i] = Clip(m.Predict(), lo, hi)
 		out.Biases[i] = Clip(b.Predict(r.User, r.Item), lo, hi)
 		m.Learn(r.Value)
 		b.Learn(r.User, r.Item, r.Value)
-	}
-	if order == nil {
-		for i := range rs {
-			visit(i)
-		}
-	} else {
-		for _, i := range order {
-			visit(i)
-		}
-	}
+	})
 	return out
+}
+
+// inOrder calls visit with each index of n ratings in the order given by
+// order (indices; nil: 0, 1, …, n−1).
+func inOrder(n int, order []int, visit func(i int)) {
+	if order == nil {
+		for i := range n {
+			visit(i)
+		}
+		return
+	}
+	for _, i := range order {
+		visit(i)
+	}
 }
 
 // ClassifierBaseline is a baseline classifier's prequential figures
