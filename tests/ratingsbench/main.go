@@ -375,7 +375,7 @@ func run(ctx context.Context, o options) (*report, error) {
 
 	if o.quality {
 		rp := &replay{configPath: o.configPath, cfg: cfg, binary: o.binary, partitions: o.partitions, rs: rs,
-			n: len(rs), genres: genres, stall: o.stall, progress: progress, verbose: o.verbose, collect: true, backlog: max(o.backlog, 1),
+			genres: genres, stall: o.stall, progress: progress, verbose: o.verbose, collect: true, backlog: max(o.backlog, 1),
 			trimEvery: o.trimEvery}
 		if o.rank {
 			rp.requests = ratings.Requests(rs, o.rankStart, o.rankEvery, o.rankCands)
@@ -393,10 +393,11 @@ func run(ctx context.Context, o options) (*report, error) {
 		}
 		rep.DeadLetter, rep.BrokerTrimmed = res.deadReasons, res.trimmed
 		rep.Models = ratings.Judge(rs, res.col, base, ratings.Options{Lo: o.lo, Hi: o.hi, Liked: o.liked, ScoreIsRating: o.scoreModels})
-		served := ratings.RunBaselines(rs, res.col.Order(), o.step, o.lo, o.hi)
+		order := res.col.Order() // the service's
+		served := ratings.RunBaselines(rs, order, o.step, o.lo, o.hi)
 		m, b := ratings.BaselineRMSE(rs, base, 0)
 		sm, sb := ratings.BaselineRMSE(rs, served, 0)
-		fs, fstep := ratings.BestFunkMF(rs, res.col.Order(), mfFactors, o.lo, o.hi)
+		fs, fstep := ratings.BestFunkMF(rs, order, mfFactors, o.lo, o.hi)
 		rep.Baselines = []baselineRow{
 			{"running mean", "stream", ratings.Num(m), len(rs)},
 			{fmt.Sprintf("running mean + user and item biases (SGD %g)", o.step), "stream", ratings.Num(b), len(rs)},
@@ -426,7 +427,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		}
 		for k := range o.throughput {
 			rp := &replay{configPath: o.throughputConfig, cfg: tcfg, binary: o.binary, partitions: o.partitions, rs: rs, keys: keys, vals: vals,
-				n: len(rs), stall: o.stall, progress: progress, verbose: o.verbose}
+				stall: o.stall, progress: progress, verbose: o.verbose}
 			progress(fmt.Sprintf("throughput run %d of %d: %s", k+1, o.throughput, o.throughputConfig))
 			res, err := rp.run(ctx)
 			if err != nil {

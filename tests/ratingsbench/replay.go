@@ -103,7 +103,6 @@ type replay struct {
 	env        []string         // STREAMER_* overrides besides the broker, listen address and snapshot directory
 	rs         []ratings.Rating // the ratings, in stream order: event i is rs[i]
 	keys, vals [][]byte         // the events encoded beforehand (throughput runs), or nil: encoded as produced
-	n          int              // events
 	requests   []ratings.Request
 	genres     ratings.Genres
 	stall      time.Duration // fail when no record comes for this long
@@ -167,7 +166,7 @@ func (r *replay) run(ctx context.Context) (res *replayResult, err error) {
 		}
 	}()
 
-	t := newTracker(r.n, len(r.cfg.Models), r.partitions, r.collect)
+	t := newTracker(len(r.rs), len(r.cfg.Models), r.partitions, r.collect)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.trim(ctx, b, t) })
 	for _, c := range []struct {
@@ -244,10 +243,10 @@ func (r *replay) run(ctx context.Context) (res *replayResult, err error) {
 			r.progress(fmt.Sprintf("  %d of %d ranking requests", q+1, len(r.requests)))
 		}
 	}
-	if err := produce(next, r.n); err != nil {
+	if err := produce(next, len(r.rs)); err != nil {
 		return nil, err
 	}
-	if err := t.wait(ctx, r.n, r.stall); err != nil {
+	if err := t.wait(ctx, len(r.rs), r.stall); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
