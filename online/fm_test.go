@@ -190,25 +190,8 @@ func TestFMFactorGradient(t *testing.T) {
 			t.Fatal("distinct")
 		}
 		m.score()
-		k, ns := m.k, m.nslots
-		a := int(m.sc.ents[e].slot)
-		var ta []float64
-		for b := range ns {
-			if m.adj[a*ns+b] {
-				ta = append(ta, m.sc.s[b*k:b*k+k]...)
-			}
-		}
-		for f := range k {
-			var tf float64
-			for b := 0; b < len(ta); b += k {
-				tf += ta[b+f]
-			}
-			xe := m.sc.ents[e].xs
-			want := xe * tf
-			if m.self[a] {
-				want -= xe * m.sc.u[e*k+f]
-			}
-			want *= m.scale // ŷ = mean + σ·(the model's terms) with target_scale std
+		for f := range m.k {
+			want := fmFactorDerivative(m, e, f) * m.scale // ŷ = mean + σ·(the model's terms) with target_scale std
 			const h = 1e-6
 			old := row[fmRowV+f]
 			row[fmRowV+f] = old + h
@@ -255,24 +238,14 @@ func TestFMFactorStepL2(t *testing.T) {
 			t.Fatal("distinct")
 		}
 		g := max(-fmRobustClip, min((m.score()-y)/m.scale, fmRobustClip))
-		k, ns := m.k, m.nslots
+		k := m.k
 		want := make([][]float64, len(idx))
 		for e := range idx {
-			en := &m.sc.ents[e]
-			row, a := m.row(en), int(en.slot)
+			row := m.row(&m.sc.ents[e])
 			var d []float64
 			var gg, vv float64
 			for f := range k {
-				var tf float64
-				for b := range ns {
-					if m.adj[a*ns+b] {
-						tf += m.sc.s[b*k+f]
-					}
-				}
-				if m.self[a] {
-					tf -= m.sc.u[e*k+f]
-				}
-				df := g * en.xs * tf
+				df := g * fmFactorDerivative(m, e, f)
 				d = append(d, df)
 				gg += df * df
 				vv += row[fmRowV+f] * row[fmRowV+f]
@@ -292,6 +265,25 @@ func TestFMFactorStepL2(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fmFactorDerivative returns ∂/∂v_f of the model's terms (before σ) at the
+// scratch's entry e, as score left the sums: x·(Σ of the partner slots'
+// S_b[f] − [self] v_f·x), computed from the pairing matrix.
+func fmFactorDerivative(m *FM, e, f int) float64 {
+	k, ns := m.k, m.nslots
+	en := &m.sc.ents[e]
+	a := int(en.slot)
+	var tf float64
+	for b := range ns {
+		if m.adj[a*ns+b] {
+			tf += m.sc.s[b*k+f]
+		}
+	}
+	if m.self[a] {
+		tf -= m.sc.u[e*k+f]
+	}
+	return en.xs * tf
 }
 
 // TestFMLearnedIntercept: with learn_intercept the squared loss's w₀
