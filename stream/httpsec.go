@@ -6,7 +6,6 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"log"
 	"log/slog"
 	"net"
@@ -296,7 +295,7 @@ func (s *httpSec) guard(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusUnauthorized)
 		// The body of every error of the API (rankhttp.go).
-		_ = json.NewEncoder(w).Encode(rankErrorBody{Error: rankErrorFields{Reason: "unauthorized", Detail: detail}})
+		_, _ = w.Write(errorJSON("unauthorized", detail))
 	})
 }
 

@@ -107,6 +107,9 @@ func TestHTTPGuard(t *testing.T) {
 		if strings.Contains(w.Body.String(), tokenA) {
 			t.Errorf("the body shows the token: %s", w.Body)
 		}
+		if strings.Contains(w.Body.String(), `\u003c`) || c.detail == "no Authorization header" && !strings.Contains(w.Body.String(), "Bearer <token>") {
+			t.Errorf("%s: the body escapes the detail's <token> for HTML: %s", c.path, w.Body)
+		}
 	}
 	if got := testutil.ToFloat64(s.failures.WithLabelValues("rank")); got != 6 {
 		t.Errorf("rank failures %v, want 6", got)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
@@ -374,7 +376,40 @@ func TestHTTPServerSettings(t *testing.T) {
 				t.Errorf("pprof %v: GET %s = %d, want %d", on, path, rec.Code, want)
 			}
 		}
+		// Any other path: a 404 with the API's JSON error body naming the
+		// endpoints, counted (with pprof off, its paths were too).
+		before := unlabelled(t, s.reg, "streamer_http_unknown_path_total")
+		for i, path := range []string{"/v1/ranks", "/", "/v1/rank/extra", "/x/" + strings.Repeat("y", 500)} {
+			rec := httptest.NewRecorder()
+			srv.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			var body rankErrorBody
+			if rec.Code != http.StatusNotFound || rec.Header().Get("Content-Type") != "application/json" ||
+				json.Unmarshal(rec.Body.Bytes(), &body) != nil || body.Error.Reason != "not_found" ||
+				!strings.Contains(body.Error.Detail, "POST /v1/rank") || len(body.Error.Detail) > 600 {
+				t.Errorf("GET %.40s: %d %v %s, want 404, a JSON body, not_found, naming the endpoints", path, rec.Code, rec.Header(), rec.Body)
+			}
+			if got := unlabelled(t, s.reg, "streamer_http_unknown_path_total"); got != before+float64(i+1) {
+				t.Errorf("after GET %.40s streamer_http_unknown_path_total = %v, want %v", path, got, before+float64(i+1))
+			}
+		}
 		_ = s.pub.Close(context.Background())
 		_ = s.ln.Close()
 	}
+}
+
+// unlabelled is the value of the counter name in reg, a series without
+// labels.
+func unlabelled(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
 }

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,7 +140,6 @@ func WriteRankError(w http.ResponseWriter, refused *prometheus.CounterVec, statu
 	if refused != nil {
 		refused.WithLabelValues(strconv.Itoa(status), reason).Inc()
 	}
-	b, _ := json.Marshal(rankErrorBody{Error: rankErrorFields{Reason: reason, Detail: detail}})
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h.Set("Cache-Control", "no-store")
@@ -147,7 +147,19 @@ func WriteRankError(w http.ResponseWriter, refused *prometheus.CounterVec, statu
 		h.Set("Allow", http.MethodPost)
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(errorJSON(reason, detail))
+}
+
+// errorJSON is the body of every error of the HTTP API, {"error":
+// {"reason": reason, "detail": detail}} and a newline, with <, > and & as
+// they are (a detail says `Bearer <token>`), not as encoding/json's \u003c
+// escapes for HTML.
+func errorJSON(reason, detail string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(rankErrorBody{Error: rankErrorFields{Reason: reason, Detail: detail}})
+	return b.Bytes()
 }
 
 type rankErrorBody struct {

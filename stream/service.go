@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -408,6 +409,21 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 	if err := s.serveModels(mux); err != nil { // versionshttp.go
 		return err
 	}
+	// Every other path: a 404 with the API's JSON error body naming the
+	// endpoints, counted, instead of net/http's plain "404 page not found".
+	unknown := prometheus.NewCounter(prometheus.CounterOpts{Name: "streamer_http_unknown_path_total",
+		Help: "HTTP requests to a path the service serves nothing at (404 with a JSON body naming its endpoints): a client's typo, or a probe."})
+	if err := s.reg.Register(unknown); err != nil {
+		return err
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		unknown.Inc()
+		p := r.URL.Path
+		if len(p) > 200 {
+			p = p[:200] + "…"
+		}
+		WriteRankError(w, nil, http.StatusNotFound, reasonNotFound, "no endpoint "+strconv.Quote(p)+": "+endpoints)
+	})
 	if cfg.HTTP.PProf { // off by default: /debug/pprof/ is then a 404
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -435,6 +451,11 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 	sec.start(reload)
 	return nil
 }
+
+// endpoints lists what the HTTP server serves, for the 404 of any other
+// path.
+const endpoints = "GET /metrics, /healthz, /readyz; POST /v1/rank; GET /v1/profiles/{entity}/{id}; " +
+	"GET /v1/models, GET /v1/models/{model}, POST /v1/models/{model}/rollback; /debug/pprof/ with http.pprof"
 
 // stopHTTP stops the HTTP server, waiting for the requests in flight
 // until ctx ends.

@@ -62,7 +62,6 @@ func NewModelsRefused() *prometheus.CounterVec {
 // the method a 405 names.
 func writeModelsError(w http.ResponseWriter, refused *prometheus.CounterVec, status int, reason, detail, allow string) {
 	refused.WithLabelValues(strconv.Itoa(status), reason).Inc()
-	b, _ := json.Marshal(rankErrorBody{Error: rankErrorFields{Reason: reason, Detail: detail}})
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h.Set("Cache-Control", "no-store")
@@ -70,7 +69,7 @@ func writeModelsError(w http.ResponseWriter, refused *prometheus.CounterVec, sta
 		h.Set("Allow", allow)
 	}
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(errorJSON(reason, detail))
 }
 
 // ModelsListing is the answer of GET /v1/models (and what `streamer

@@ -39,6 +39,9 @@ type demoOptions struct {
 	listen       string
 	brokerListen string
 	noise        float64
+	// fixedListen and fixedBroker: --listen and --broker-listen were
+	// given, so a taken address is an error, not a move to a free port.
+	fixedListen, fixedBroker bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -57,6 +60,7 @@ events only. "streamer demo recommend" runs the recommendation loop instead.`,
 			if o.rate < 0 {
 				return fmt.Errorf("--rate %d: must be >= 0 (0: the demo produces nothing, only your events are processed)", o.rate)
 			}
+			o.fixedListen, o.fixedBroker = cmd.Flags().Changed("listen"), cmd.Flags().Changed("broker-listen")
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.duration > 0 {
@@ -69,8 +73,8 @@ events only. "streamer demo recommend" runs the recommendation loop instead.`,
 	}
 	cmd.Flags().DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	cmd.Flags().IntVar(&o.rate, "rate", 5000, "events per second to produce (0: none, only yours)")
-	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9464", "address for /metrics, /healthz, /readyz (falls back to a free port)")
-	cmd.Flags().StringVar(&o.brokerListen, "broker-listen", "127.0.0.1:9092", "address of the embedded broker, for kcat or your own producer (127.0.0.1 only; falls back to a free port)")
+	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9464", "address for /metrics, /healthz, /readyz (the default falls back to a free port when taken; a given one must be free)")
+	cmd.Flags().StringVar(&o.brokerListen, "broker-listen", "127.0.0.1:9092", "address of the embedded broker, for kcat or your own producer (127.0.0.1 only; the default falls back to a free port when taken; a given one must be free)")
 	cmd.Flags().Float64Var(&o.noise, "noise", 0.02, "standard deviation of the noise added to the cycled features")
 	cmd.AddCommand(newDemoRecommendCmd())
 	return cmd
@@ -124,7 +128,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo data: %w", err)
 	}
-	broker, err := startDemoBroker(o.brokerListen, []stream.TopicSpec{{Name: "events", Partitions: 3}, {Name: "scores", Partitions: 3}, {Name: "events.dlq", Partitions: 1}})
+	broker, err := startDemoBroker(o.brokerListen, o.fixedBroker, []stream.TopicSpec{{Name: "events", Partitions: 3}, {Name: "scores", Partitions: 3}, {Name: "events.dlq", Partitions: 1}})
 	if err != nil {
 		return err
 	}
@@ -134,11 +138,12 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		return err
 	}
 	brokers := strings.Join(broker.Addrs(), ",")
-	svc, _, stop, err := startDemoService(ctx, "demo", raw, brokers, o.listen)
+	svc, _, stop, err := startDemoService(ctx, "demo", raw, brokers, o.listen, o.fixedListen)
 	if err != nil || svc == nil {
 		return err
 	}
 	defer stop()
+	moved := movedNotice(o.brokerListen, brokers, o.listen, svc.Addr())
 	var wg sync.WaitGroup
 	svcErr := make(chan error, 1)
 	wg.Add(3)
@@ -152,7 +157,7 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 		consumed := gauge(svc.Registry(), "streamer_events_consumed_total", nil)
 		rate := (consumed - lastConsumed) / dt.Seconds()
 		lastConsumed = consumed
-		return renderFrame(svc, view, brokers, rate, consumed, up, o.rate == 0)
+		return renderFrame(svc, view, brokers, moved, rate, consumed, up, o.rate == 0)
 	})
 	wg.Wait()
 	if err := <-svcErr; err != nil {
@@ -162,12 +167,14 @@ func runDemo(ctx context.Context, o demoOptions, out io.Writer) error {
 	return nil
 }
 
-func renderFrame(svc *stream.Service, view *scoreView, brokers string, rate, consumed float64, up time.Duration, paused bool) string {
+func renderFrame(svc *stream.Service, view *scoreView, brokers, moved string, rate, consumed float64, up time.Duration, paused bool) string {
 	var b strings.Builder
 	reg := svc.Registry()
 	fmt.Fprintf(&b, "streamer demo — embedded Kafka-protocol broker, Ripley's data (up %s)\n", up.Round(time.Second))
 	fmt.Fprintf(&b, "broker: %s   try: kcat -b %s -C -t scores -o end\n", brokers, brokers)
-	fmt.Fprintf(&b, "metrics: http://%s/metrics   health: /healthz  /readyz (ready=%v)\n\n", svc.Addr(), svc.Ready())
+	fmt.Fprintf(&b, "metrics: http://%s/metrics   health: /healthz  /readyz (ready=%v)\n", svc.Addr(), svc.Ready())
+	b.WriteString(moved)
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "events consumed %.0f   %.0f events/s   dead-lettered %.0f   published %.0f\n\n",
 		consumed, rate, gauge(reg, "streamer_events_rejected_total", nil),
 		gauge(reg, "streamer_records_published_total", nil))
@@ -373,32 +380,54 @@ func eachMetric(g prometheus.Gatherer, name string, fn func(*dto.Metric)) {
 }
 
 // startDemoBroker starts the embedded broker with topics on the port of
-// listen (--broker-listen), or on any free port when that one is taken
-// (the screens show where).
-func startDemoBroker(listen string, topics []stream.TopicSpec) (*stream.Broker, error) {
+// listen (--broker-listen), or, unless fixed (the flag was given), on any
+// free port when that one is taken (the screens say so, and where).
+func startDemoBroker(listen string, fixed bool, topics []stream.TopicSpec) (*stream.Broker, error) {
 	port, err := brokerPort(listen)
 	if err != nil {
 		return nil, err
 	}
 	broker, err := stream.StartBroker(port, topics...)
 	if err != nil && port != 0 {
+		if fixed {
+			return nil, fmt.Errorf("--broker-listen %s: %w (another broker or demo? leave the flag out to take a free port)", listen, err)
+		}
 		broker, err = stream.StartBroker(0, topics...)
 	}
 	return broker, err
 }
 
+// movedNotice is the screens' line saying where the broker and the HTTP
+// server listen when the default addresses were taken, so that the
+// README's commands need the new ones; "" when both are where asked.
+func movedNotice(wantBroker, brokers, wantHTTP, http string) string {
+	var b strings.Builder
+	for _, a := range [][3]string{{"broker", wantBroker, strings.Split(brokers, ",")[0]}, {"HTTP server", wantHTTP, http}} {
+		_, want, _ := net.SplitHostPort(a[1])
+		_, got, _ := net.SplitHostPort(a[2])
+		if want != "0" && want != got {
+			fmt.Fprintf(&b, "note: %s was taken (another demo or broker?), so the %s is on %s: use that address in the README's commands\n", a[1], a[0], a[2])
+		}
+	}
+	return b.String()
+}
+
 // startDemoService starts the service on the config raw against brokers,
-// its HTTP on listen (--listen) or a free port when that one is taken, its
-// state in a temporary directory that stop removes. A nil service and no
-// error: ctx ended meanwhile.
-func startDemoService(ctx context.Context, name string, raw []byte, brokers, listen string) (svc *stream.Service, cfg config.Config, stop func(), err error) {
+// its HTTP on listen (--listen) or, unless fixed (the flag was given), a
+// free port when that one is taken, its state in a temporary directory
+// that stop removes. A nil service and no error: ctx ended meanwhile.
+func startDemoService(ctx context.Context, name string, raw []byte, brokers, listen string, fixed bool) (svc *stream.Service, cfg config.Config, stop func(), err error) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	stateDir, err := os.MkdirTemp("", "streamer-"+strings.ReplaceAll(name, " ", "-"))
 	if err != nil {
 		return nil, cfg, nil, err
 	}
 	types := newModelTypes()
-	for _, l := range []string{listen, "127.0.0.1:0"} {
+	tries := []string{listen, "127.0.0.1:0"}
+	if fixed {
+		tries = tries[:1]
+	}
+	for _, l := range tries {
 		env := []string{"STREAMER_KAFKA_BROKERS=" + brokers, "STREAMER_HTTP_LISTEN=" + l, "STREAMER_SNAPSHOT_DIR=" + stateDir}
 		if cfg, err = config.Parse(raw, env, types); err != nil {
 			os.RemoveAll(stateDir)
@@ -413,6 +442,9 @@ func startDemoService(ctx context.Context, name string, raw []byte, brokers, lis
 		}
 	}
 	os.RemoveAll(stateDir)
+	if fixed {
+		return nil, cfg, nil, fmt.Errorf("%s: --listen %s: %v (leave the flag out to take a free port)", name, listen, err)
+	}
 	return nil, cfg, nil, fmt.Errorf("%s: cannot listen on %s or a free port: %v", name, listen, err)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -126,7 +127,7 @@ func TestReadmeFirstEvent(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	consumeRe := regexp.MustCompile(`^kcat -C -b 127\.0\.0\.1:9092 -t (\S+) -o beginning -q (?:-f '%h %s\\n' )?\| grep -m(\d+) '([^']*)'$`)
+	consumeRe := regexp.MustCompile(`^kcat -C -u -b 127\.0\.0\.1:9092 -t (\S+) -o beginning -q (?:-f '%h %s\\n' )?\| grep -m(\d+) '([^']*)'$`)
 	// consume is kcat -C -o beginning (-f '%h %s\n') | grep -m n.
 	consume := func(line string) []string {
 		m := consumeRe.FindStringSubmatch(line)
@@ -182,5 +183,59 @@ func TestReadmeFirstEvent(t *testing.T) {
 	})
 	if steps != 4 {
 		t.Errorf("%d commands run, want the README's 4", steps)
+	}
+}
+
+// TestDemoTakenAddresses: with the default addresses taken (another demo,
+// a local Kafka), the demo moves to free ports and its screen says so in
+// a line naming the address taken and the new one, since the README's
+// commands name the defaults; an address given with the flag and taken is
+// an error naming the flag instead of a silent move.
+func TestDemoTakenAddresses(t *testing.T) {
+	taken := func() (string, func()) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln.Addr().String(), func() { ln.Close() }
+	}
+	brokerAddr, closeBroker := taken()
+	defer closeBroker()
+	httpAddr, closeHTTP := taken()
+	defer closeHTTP()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := runDemo(ctx, demoOptions{rate: 0, listen: httpAddr, brokerListen: brokerAddr}, &out); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, a := range []struct{ addr, what string }{{brokerAddr, "broker"}, {httpAddr, "HTTP server"}} {
+		re := regexp.MustCompile(`note: ` + regexp.QuoteMeta(a.addr) + ` was taken \(another demo or broker\?\), so the ` + a.what + ` is on (127\.0\.0\.1:\d+)`)
+		m := re.FindStringSubmatch(s)
+		if m == nil || m[1] == a.addr {
+			t.Fatalf("the screen does not say that %s was taken and where the %s went:\n%s", a.addr, a.what, s)
+		}
+	}
+
+	for _, o := range []demoOptions{
+		{listen: "127.0.0.1:0", brokerListen: brokerAddr, fixedBroker: true},
+		{listen: httpAddr, brokerListen: "127.0.0.1:0", fixedListen: true},
+	} {
+		flag, addr := "--broker-listen "+brokerAddr, brokerAddr
+		if o.fixedListen {
+			flag, addr = "--listen "+httpAddr, httpAddr
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err := runDemo(ctx, o, io.Discard)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%s given and taken: %v, want an error naming the flag and %s", flag, err, addr)
+		}
+	}
+	// Where the addresses are free, or a free port was asked for, no note.
+	if got := movedNotice("127.0.0.1:9092", "127.0.0.1:9092", "127.0.0.1:0", "127.0.0.1:41234"); got != "" {
+		t.Errorf("movedNotice with nothing moved = %q, want none", got)
 	}
 }

@@ -58,6 +58,8 @@ type recOptions struct {
 	brokerListen string
 	rate         float64 // ratings per second of the background stream
 	requestsRate float64 // ranking requests per second
+	// fixedListen and fixedBroker: as demoOptions'.
+	fixedListen, fixedBroker bool
 }
 
 func newDemoRecommendCmd() *cobra.Command {
@@ -80,6 +82,7 @@ RMSE of the rating model and the commands to join in (README, "Recommendations")
 			if !(o.rate >= 0 && o.requestsRate >= 0) || math.IsInf(o.rate+o.requestsRate, 0) {
 				return fmt.Errorf("--rate %v, --requests-rate %v: each must be a finite number >= 0 (0: none of the demo's own)", o.rate, o.requestsRate)
 			}
+			o.fixedListen, o.fixedBroker = cmd.Flags().Changed("listen"), cmd.Flags().Changed("broker-listen")
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.duration > 0 {
@@ -91,8 +94,8 @@ RMSE of the rating model and the commands to join in (README, "Recommendations")
 		},
 	}
 	cmd.Flags().DurationVar(&o.duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
-	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9464", "address of POST /v1/rank and /metrics (falls back to a free port)")
-	cmd.Flags().StringVar(&o.brokerListen, "broker-listen", "127.0.0.1:9092", "address of the embedded broker, for kcat or your own producer (127.0.0.1 only; falls back to a free port)")
+	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:9464", "address of POST /v1/rank and /metrics (the default falls back to a free port when taken; a given one must be free)")
+	cmd.Flags().StringVar(&o.brokerListen, "broker-listen", "127.0.0.1:9092", "address of the embedded broker, for kcat or your own producer (127.0.0.1 only; the default falls back to a free port when taken; a given one must be free)")
 	cmd.Flags().Float64Var(&o.rate, "rate", 100, "ratings per second of the demo's background stream after the first 5000 (0: none, only yours)")
 	cmd.Flags().Float64Var(&o.requestsRate, "requests-rate", 20, "ranking requests per second the demo sends, each followed by its ratings (0: none, only yours)")
 	return cmd
@@ -333,13 +336,13 @@ func runDemoRecommend(ctx context.Context, o recOptions, out io.Writer) error {
 	for _, t := range stream.ServiceTopics(base) { // those streamer topics create makes
 		topics = append(topics, stream.TopicSpec{Name: t.Name, Partitions: 1})
 	}
-	broker, err := startDemoBroker(o.brokerListen, topics)
+	broker, err := startDemoBroker(o.brokerListen, o.fixedBroker, topics)
 	if err != nil {
 		return err
 	}
 	defer broker.Close()
 	brokers := strings.Join(broker.Addrs(), ",")
-	svc, cfg, stop, err := startDemoService(ctx, "demo recommend", raw, brokers, o.listen)
+	svc, cfg, stop, err := startDemoService(ctx, "demo recommend", raw, brokers, o.listen, o.fixedListen)
 	if err != nil || svc == nil {
 		return err
 	}
@@ -590,7 +593,9 @@ func renderRecFrame(svc *stream.Service, cfg config.Config, world *recWorld, sta
 		recItems, recUsers, recConfig, up.Round(time.Second))
 	fmt.Fprintf(&b, "broker %s  topics %s (ratings and labels in) → %s (scores), %s (dead letters)\n",
 		brokers, cfg.Kafka.InputTopic, cfg.Kafka.OutputTopic, cfg.Kafka.DLQTopic)
-	fmt.Fprintf(&b, "http://%s  POST /v1/rank  /metrics  ready=%v\n\n", svc.Addr(), svc.Ready())
+	fmt.Fprintf(&b, "http://%s  POST /v1/rank  /metrics  ready=%v\n", svc.Addr(), svc.Ready())
+	b.WriteString(movedNotice(o.brokerListen, brokers, o.listen, svc.Addr()))
+	b.WriteString("\n")
 
 	stats.mu.Lock()
 	now := time.Now()
@@ -724,7 +729,7 @@ func joinInCommands(world *recWorld, cfg config.Config, broker, httpAddr string)
 	in, host := cfg.Kafka.InputTopic, "localhost:"+httpAddr[strings.LastIndexByte(httpAddr, ':')+1:]
 	return []string{
 		fmt.Sprintf("echo '%s' | kcat -P -b %s -t %s -k u42", world.ratingEvent("my-1", 41, 6, 4).Value, broker, in),
-		fmt.Sprintf("kcat -C -b %s -t %s -o beginning -q | grep -m%d '\"my-1\"'", broker, cfg.Kafka.OutputTopic, len(cfg.Models)),
+		fmt.Sprintf("kcat -C -u -b %s -t %s -o beginning -q | grep -m%d '\"my-1\"'", broker, cfg.Kafka.OutputTopic, len(cfg.Models)),
 		fmt.Sprintf("curl -s %s/v1/rank --data @examples/rank-request.json", host),
 		fmt.Sprintf("echo '%s' | kcat -P -b %s -t %s -k u42", labelEvent("my-q-1", "u42", world.items[6].id, 5).Value, broker, in),
 		fmt.Sprintf("curl -s %s/metrics | grep '^streamer_labels_total'", host),

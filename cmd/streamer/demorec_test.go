@@ -200,7 +200,7 @@ type readmeDemo struct {
 var (
 	reGoRun    = regexp.MustCompile(`^go run \./cmd/streamer (demo recommend[^#]*?)\s*(#.*)?$`)
 	reProduce  = regexp.MustCompile(`^echo '([^']*)' \| kcat -P -b 127\.0\.0\.1:9092 -t (\S+) -k (\S+)$`)
-	reConsume  = regexp.MustCompile(`^kcat -C -b 127\.0\.0\.1:9092 -t (\S+) -o beginning -q \| grep -m(\d+) '([^']*)'$`)
+	reConsume  = regexp.MustCompile(`^kcat -C -u -b 127\.0\.0\.1:9092 -t (\S+) -o beginning -q \| grep -m(\d+) '([^']*)'$`)
 	rePost     = regexp.MustCompile(`^curl -s localhost:9464(/\S+) --data @(\S+)$`)
 	reGetGrep  = regexp.MustCompile(`^curl -s localhost:9464(/\S+) \| grep (-E |-o )?'([^']*)'$`)
 	reAddrLine = regexp.MustCompile(`(?m)^broker (\S+)  topics .*\nhttp://(\S+)  POST /v1/rank`)

@@ -555,8 +555,11 @@ func (s *Shard) Profile(entity string, id []byte) (st *profile.State, values []b
 		if err == nil && m != nil {
 			st, _ = m.(*profile.State)
 		}
-		values = append([]byte{'{'}, p.def.cfg.Render(nil, st, p.median)...)
-		values = append(values, '}')
+		values = []byte("{}") // values: [] joins no namespace of numbers
+		if len(p.def.cfg.Names()) > 0 {
+			values = append([]byte{'{'}, p.def.cfg.Render(nil, st, p.median)...)
+			values = append(values, '}')
+		}
 		if mu != nil {
 			mu.Unlock()
 		}

@@ -428,3 +428,33 @@ func TestProfileTimeNotAhead(t *testing.T) {
 		t.Errorf("m5: %d events, popularity %v: the stream does not decay it enough to show a stop", want.Events, want.Pop)
 	}
 }
+
+// TestProfileWithoutValues: a profile kept for its attributes alone
+// (values: [], as the ratings config's item profile) shows no numbers,
+// an empty features object, not one namespace named "".
+func TestProfileWithoutValues(t *testing.T) {
+	e := configEngine(t, nil, `
+kafka: {brokers: ["127.0.0.1:9092"], group: g, input_topic: in, output_topic: out, dlq_topic: dlq}
+rank: {model: rating}
+profiles:
+  - entity: item
+    id: item.id
+    candidates: true
+    values: []
+models:
+  - name: rating
+    type: fm
+    loss: squared
+    factors: 4
+    features: {hash: {bits: 16, seed: 1}, namespaces: [user, item], max_features: 64}
+`)
+	s := instanceShard(t, e)
+	sink := &memSink{}
+	for _, m := range ratingEventsOf(200, 5) {
+		s.Process(&m, sink)
+	}
+	st, values, ok := s.Profile("item", []byte("m1"))
+	if !ok || st == nil || st.Events == 0 || string(values) != "{}" {
+		t.Fatalf("Profile(item, m1) = %+v, %s, %v; want a known item with features {}", st, values, ok)
+	}
+}

@@ -157,7 +157,9 @@ func (d *Decoder) WithRequests(max int) *Decoder {
 // (`unknown field "candidates[2].score"`), where d otherwise skips it as
 // the wire contract's additive rule asks of events: for the requests of
 // POST /v1/rank, which a client sends and reads the answer of at once,
-// so that a misspelt field is an error, not a silent default.
+// so that a misspelt field is an error, not a silent default. A document
+// without candidates is then bad_request too (`candidates: missing`), not
+// an event's error: such a body can only be a ranking request.
 func (d *Decoder) WithStrict() *Decoder {
 	c := *d
 	c.strict = true
@@ -402,6 +404,9 @@ func (s *scanner) document() *Error {
 	}
 	if s.ev.IsRequest {
 		return s.request(haveFeatures)
+	}
+	if s.d.strict { // POST /v1/rank's body: a request or nothing
+		return &Error{Reason: ReasonBadRequest, Detail: `candidates: missing: not a ranking request without them, [{"item": …, "features": …}, …]`}
 	}
 	if s.ev.K != 0 {
 		return &Error{Reason: ReasonBadRequest, Detail: "k without candidates"}

@@ -113,6 +113,16 @@ func TestDecodeRequest(t *testing.T) {
 	if err := strict.Decode([]byte(`{"id":"r","key":"u","ts":"2026-12-05T00:00:00Z","k":1,"candidates":[{"item":"a","features":[1,2]}]}`), &ev); err != nil {
 		t.Errorf("strict, known fields only: %v", err)
 	}
+	// A body without candidates is a request missing them, whatever else
+	// it lacks (it was missing_features "no features field"); a lenient
+	// decoder still takes it for an event.
+	for _, in := range []string{`{"key":"u"}`, `{"id":"r","key":"u","features":[1,2]}`, `{"key":"u","k":2}`} {
+		err := strict.Decode([]byte(in), &ev)
+		var we *Error
+		if !errors.As(err, &we) || we.Reason != ReasonBadRequest || !strings.HasPrefix(we.Detail, "candidates: missing") {
+			t.Errorf("strict %s: %v, want bad_request: candidates: missing", in, err)
+		}
+	}
 	// A syntax error after an unknown field is still not_json.
 	var we *Error
 	if err := strict.Decode([]byte(`{"x":1,"candidates":[}`), &ev); !errors.As(err, &we) || we.Reason != ReasonNotJSON {
