@@ -19,6 +19,20 @@ const standardizedTag = "std"
 // up by 1/sd.
 const stdVarFloor = 1e-12
 
+// From the stdRobustFrom-th event on, a feature that has varied enters the
+// statistics clipped to mean ± stdClip·sd: one wild value (a producer's
+// 1e15) then adds at most 100²·sd²/n to the variance, diluted as
+// the events go on, where it would otherwise set the mean and sd of every
+// later standardisation for good. Legitimate values come that far out
+// rarely: on the data sets of the tests, fed in file order and reversed,
+// the largest |x − mean|/sd against the running statistics from the 30th
+// event on is 45 (glass, a mostly-zero feature), 34 (Boston), 20 and
+// below elsewhere; those stay exactly scikit-learn's StandardScaler.
+const (
+	stdRobustFrom = 30
+	stdClip       = 100
+)
+
 // maxStdInputSq bounds Σ(x_i − mean_i)² of an event that may enter the
 // statistics: beyond it (a NaN or infinite entry, or entries near 1e154) the
 // squares would overflow and poison the variances for good.
@@ -47,7 +61,12 @@ const maxStdInputSq = 1e300
 // the input distribution as a labelled one, and a deployment whose labels
 // arrive for a subset only then standardises the inputs it actually scores.
 // An event with a non-finite entry (or squares that would overflow) is
-// passed to the inner model, which rejects it, and is not added.
+// passed to the inner model, which rejects it, and is not added. From the
+// 30th event on, a feature whose variance is above the floor enters the
+// statistics clipped to mean ± 100 sd (the inner model still gets its z
+// unclipped): a single wild value, labelled or not, cannot take over the
+// standardisation of every later event; a real change of scale is still
+// followed, each event moving the mean by up to 100 sd / n.
 //
 // The variance is the population one, M2/n (scikit-learn's
 // StandardScaler). Mean and M2 are Neumaier-compensated sums of Welford's
@@ -193,19 +212,42 @@ func (s *Standardized) Observe(x []float64, y float64, labelled bool) Prediction
 	}
 	z, mean, meanC, inv := s.z, s.mean[:len(x)], s.meanC[:len(x)], s.inv[:len(x)]
 	var sq float64
+	wild := false
 	for i, xi := range x {
 		d := xi - (mean[i] + meanC[i])
 		sq += d * d
 		z[i] = d * inv[i]
+		wild = wild || math.Abs(z[i]) > stdClip // false for NaN
 	}
 	if s.raw != nil {
 		z = x
 	}
 	p := s.inner.Observe(z, y, labelled)
-	if sq <= maxStdInputSq { // false for NaN
+	if sq > maxStdInputSq || sq != sq { // NaN
+		return p
+	}
+	if wild && s.n >= stdRobustFrom {
+		s.add(s.clipped(x)) // the inner model is done with s.z
+	} else {
 		s.add(x)
 	}
 	return p
+}
+
+// clipped writes x into s.z with each feature whose variance is above the
+// floor clipped to mean ± stdClip·sd, and returns it.
+func (s *Standardized) clipped(x []float64) []float64 {
+	c := s.z[:len(x)]
+	invN := 1 / float64(s.n)
+	for i, xi := range x {
+		c[i] = xi
+		if (s.m2[i]+s.m2C[i])*invN < stdVarFloor {
+			continue // constant so far: its first variation is its scale
+		}
+		m, r := s.mean[i]+s.meanC[i], stdClip/s.inv[i]
+		c[i] = min(max(xi, m-r), m+r)
+	}
+	return c
 }
 
 // add adds x to the Welford statistics and recomputes 1/sd.

@@ -243,3 +243,57 @@ func TestStandardizeUnmarshalErrors(t *testing.T) {
 		t.Fatalf("empty: %v", err)
 	}
 }
+
+// TestStandardizeWildValue: one event with a wild but finite feature
+// (1e15, which kafka.max_feature_abs lets through), labelled or not, no
+// longer takes over the statistics: a standardised linear mam (the demo's
+// mam_linear) keeps its accuracy, where with the value in the statistics
+// every later event standardised to about the same point and it fell to a
+// coin's (0.53 in the demo). A real change of scale is still followed.
+func TestStandardizeWildValue(t *testing.T) {
+	x, y := randomData(5, 6000, 2, 0.5)
+	newModel := func() Model {
+		p := DefaultMAMParams()
+		p.Kernel, p.Balance = KernelSpec{Type: "linear"}, true
+		return blNew(t, Spec{Type: MAMName, Dim: 2, Standardize: true, Params: &p})
+	}
+	for _, labelled := range []bool{false, true} {
+		clean, poisoned := newModel(), newModel()
+		right := [2]int{}
+		for k := range x {
+			if k == 2000 {
+				poisoned.Observe([]float64{1e15, -1e15}, 1, labelled)
+			}
+			for j, m := range []Model{clean, poisoned} {
+				if p := m.Observe(x[k], y[k], true); k >= 5000 && float64(p.Label) == y[k] {
+					right[j]++
+				}
+			}
+		}
+		acc, accP := float64(right[0])/1000, float64(right[1])/1000
+		if acc < 0.7 || accP < acc-0.03 {
+			t.Errorf("labelled %v: accuracy of the last 1000 events %.3f after a wild value, %.3f without", labelled, accP, acc)
+		}
+		mean, sd := make([]float64, 2), make([]float64, 2)
+		poisoned.(*Standardized).Moments(mean, sd)
+		if math.Abs(mean[0]) > 1 || sd[0] > 3 || math.Abs(mean[1]) > 1 || sd[1] > 3 {
+			t.Errorf("labelled %v: moments after a wild value: mean %v sd %v", labelled, mean, sd)
+		}
+	}
+
+	// Every feature ×1000 from event 500 on: within 2 000 events the sd is
+	// of the new scale.
+	s := newModel().(*Standardized)
+	for k := range 2500 {
+		v := []float64{x[k][0], x[k][1]}
+		if k >= 500 {
+			v[0], v[1] = 1000*v[0], 1000*v[1]
+		}
+		s.Observe(v, y[k], true)
+	}
+	sd := make([]float64, 2)
+	s.Moments(nil, sd)
+	if sd[0] < 500 || sd[1] < 500 {
+		t.Errorf("after a change of scale ×1000: sd %v, want of the new scale (about 1000)", sd)
+	}
+}
