@@ -377,8 +377,12 @@ func TestHTTPServerSettings(t *testing.T) {
 			}
 		}
 		// Any other path: a 404 with the API's JSON error body naming the
-		// endpoints, counted (with pprof off, its paths were too).
-		before := unlabelled(t, s.reg, "streamer_http_unknown_path_total")
+		// endpoints; another method than GET or HEAD on /metrics, /healthz,
+		// /readyz: a 405 with one; each counted.
+		refused := func(code string) float64 {
+			return metricWith(t, s.reg, "streamer_http_refused_total", code)
+		}
+		before := refused("404")
 		for i, path := range []string{"/v1/ranks", "/", "/v1/rank/extra", "/x/" + strings.Repeat("y", 500)} {
 			rec := httptest.NewRecorder()
 			srv.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -388,8 +392,27 @@ func TestHTTPServerSettings(t *testing.T) {
 				!strings.Contains(body.Error.Detail, "POST /v1/rank") || len(body.Error.Detail) > 600 {
 				t.Errorf("GET %.40s: %d %v %s, want 404, a JSON body, not_found, naming the endpoints", path, rec.Code, rec.Header(), rec.Body)
 			}
-			if got := unlabelled(t, s.reg, "streamer_http_unknown_path_total"); got != before+float64(i+1) {
-				t.Errorf("after GET %.40s streamer_http_unknown_path_total = %v, want %v", path, got, before+float64(i+1))
+			if got := refused("404"); got != before+float64(i+1) {
+				t.Errorf("after GET %.40s streamer_http_refused_total{code=404} = %v, want %v", path, got, before+float64(i+1))
+			}
+		}
+		for i, c := range []struct{ method, path string }{{"DELETE", "/metrics"}, {"POST", "/healthz"}, {"PUT", "/readyz"}, {"FOO", "/metrics"}} {
+			rec := httptest.NewRecorder()
+			srv.Handler.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+			var body rankErrorBody
+			if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "GET, HEAD" ||
+				json.Unmarshal(rec.Body.Bytes(), &body) != nil || body.Error.Reason != "method_not_allowed" {
+				t.Errorf("%s %s: %d %v %s, want 405, Allow: GET, HEAD, method_not_allowed", c.method, c.path, rec.Code, rec.Header(), rec.Body)
+			}
+			if got := refused("405"); got != float64(i+1) {
+				t.Errorf("after %s %s streamer_http_refused_total{code=405} = %v, want %d", c.method, c.path, got, i+1)
+			}
+		}
+		for _, m := range []string{"GET", "HEAD"} {
+			rec := httptest.NewRecorder()
+			srv.Handler.ServeHTTP(rec, httptest.NewRequest(m, "/healthz", nil))
+			if rec.Code != 200 {
+				t.Errorf("%s /healthz: %d", m, rec.Code)
 			}
 		}
 		_ = s.pub.Close(context.Background())
@@ -397,19 +420,26 @@ func TestHTTPServerSettings(t *testing.T) {
 	}
 }
 
-// unlabelled is the value of the counter name in reg, a series without
-// labels.
-func unlabelled(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metricWith is the value of the counter name in reg whose label code
+// has value code.
+func metricWith(t *testing.T, reg *prometheus.Registry, name, code string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "code" && l.GetValue() == code {
+					return m.GetCounter().GetValue()
+				}
+			}
 		}
 	}
-	t.Fatalf("no counter %s", name)
+	t.Fatalf("no series %s{code=%q}", name, code)
 	return 0
 }

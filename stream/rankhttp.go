@@ -143,7 +143,7 @@ func WriteRankError(w http.ResponseWriter, refused *prometheus.CounterVec, statu
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h.Set("Cache-Control", "no-store")
-	if status == http.StatusMethodNotAllowed {
+	if status == http.StatusMethodNotAllowed && h.Get("Allow") == "" { // the API's endpoints take POST
 		h.Set("Allow", http.MethodPost)
 	}
 	w.WriteHeader(status)

@@ -369,17 +369,37 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 	s.ln = ln
 	cfg := s.cfg
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	// The endpoints outside the API answer GET and HEAD; another method, or
+	// a path served by nothing, gets the API's JSON error body, counted.
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamer_http_refused_total",
+		Help: "HTTP requests outside the API's endpoints answered with an error (404 not_found: a path served by nothing, a typo or a probe; 405 method_not_allowed: another method than GET or HEAD on /metrics, /healthz, /readyz), by code and reason."},
+		[]string{"code", "reason"})
+	refused.WithLabelValues("404", reasonNotFound)
+	refused.WithLabelValues("405", reasonMethod)
+	if err := s.reg.Register(refused); err != nil {
+		return err
+	}
+	get := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				WriteRankError(w, refused, http.StatusMethodNotAllowed, reasonMethod, r.Method+" "+r.URL.Path+": want GET or HEAD")
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux.Handle("/metrics", get(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}).ServeHTTP))
+	mux.HandleFunc("/healthz", get(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+	}))
+	mux.HandleFunc("/readyz", get(func(w http.ResponseWriter, r *http.Request) {
 		if reason := s.NotReady(); reason != "" {
 			http.Error(w, "not ready: "+reason+s.readyWarning(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready"+s.readyWarning())
-	})
+	}))
 	s.rankRefused = NewRankRefused()
 	if err := s.reg.Register(s.rankRefused); err != nil {
 		return err
@@ -411,18 +431,12 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 	}
 	// Every other path: a 404 with the API's JSON error body naming the
 	// endpoints, counted, instead of net/http's plain "404 page not found".
-	unknown := prometheus.NewCounter(prometheus.CounterOpts{Name: "streamer_http_unknown_path_total",
-		Help: "HTTP requests to a path the service serves nothing at (404 with a JSON body naming its endpoints): a client's typo, or a probe."})
-	if err := s.reg.Register(unknown); err != nil {
-		return err
-	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		unknown.Inc()
 		p := r.URL.Path
 		if len(p) > 200 {
 			p = p[:200] + "…"
 		}
-		WriteRankError(w, nil, http.StatusNotFound, reasonNotFound, "no endpoint "+strconv.Quote(p)+": "+endpoints)
+		WriteRankError(w, refused, http.StatusNotFound, reasonNotFound, "no endpoint "+strconv.Quote(p)+": "+endpoints)
 	})
 	if cfg.HTTP.PProf { // off by default: /debug/pprof/ is then a 404
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
