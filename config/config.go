@@ -110,6 +110,12 @@ type RankJoin struct {
 	// Entries, with hashed features, bounds the hashed entries the items
 	// keep, all together (13 bytes each); 0 = 64 × Events.
 	Entries int `yaml:"entries"`
+	// NewKeys is the share of the window that items of keys no label has
+	// joined for yet may hold while an item of a key that labels would be
+	// pushed out for theirs: beyond it such an item is not kept, so that
+	// requests for made-up keys cannot push out the users' items. 1 = no
+	// such limit (one queue).
+	NewKeys float64 `yaml:"new_keys"`
 }
 
 // DefaultChallengerHold is rank.challenger.hold's default.
@@ -119,6 +125,8 @@ const DefaultChallengerHold = 2000
 const (
 	DefaultRankJoinEvents = 100_000
 	DefaultRankJoinPerKey = 10_000
+	// DefaultRankJoinNewKeys is rank.join.new_keys' default.
+	DefaultRankJoinNewKeys = 0.5
 )
 
 // Explore is rank.explore: the policy that orders the top k.
@@ -598,7 +606,7 @@ func Default() Config {
 		Calibration: Calibration{Window: 2000, Every: 100, Delta: 0.1, MinInterval: 10 * time.Millisecond},
 		Rank: Rank{MaxCandidates: 1000, Partitioner: PartitionerMurmur2,
 			Explore:    Explore{Policy: ExploreGreedy, Epsilon: 0.05, Alpha: DefaultAlphaUCB, Samples: 100, Seed: 1},
-			Join:       RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey},
+			Join:       RankJoin{Events: DefaultRankJoinEvents, PerKey: DefaultRankJoinPerKey, NewKeys: DefaultRankJoinNewKeys},
 			Challenger: Challenger{Promote: PromoteManual, Estimator: "dr", Confidence: 0.95, Hold: DefaultChallengerHold}},
 	}
 }

@@ -89,6 +89,7 @@ var leaves = []leaf{
 	{"rank.join.time", func(c *Config) any { return &c.Rank.Join.Time }},
 	{"rank.join.per_key", func(c *Config) any { return &c.Rank.Join.PerKey }},
 	{"rank.join.entries", func(c *Config) any { return &c.Rank.Join.Entries }},
+	{"rank.join.new_keys", func(c *Config) any { return &c.Rank.Join.NewKeys }},
 	{"rank.challenger.model", func(c *Config) any { return &c.Rank.Challenger.Model }},
 	{"rank.challenger.promote", func(c *Config) any { return &c.Rank.Challenger.Promote }},
 	{"rank.challenger.estimator", func(c *Config) any { return &c.Rank.Challenger.Estimator }},

@@ -140,6 +140,9 @@
 //	rank.join.per_key               10000             most shown items of one key kept; more are not kept (0 = no limit)
 //	rank.join.entries               0                 hashed features: the hashed entries the shown items keep, all
 //	                                                  together, 13 bytes each (0 = 64 × events); ≥ features.max_features
+//	rank.join.new_keys              0.5               the share of the window the items of keys no label has joined for
+//	                                                  may hold while one would push out a labelling key's item: beyond
+//	                                                  it such an item is not kept (1 = no limit, one queue)
 //	rank.challenger.model           ""                a model that ranks every request in shadow (not served); its
 //	                                                  greedy policy is evaluated off-policy against rank.model's
 //	                                                  from the exploration log ("" = none); same kind as rank.model,
@@ -286,6 +289,7 @@
 //	STREAMER_RANK_JOIN_TIME
 //	STREAMER_RANK_JOIN_PER_KEY
 //	STREAMER_RANK_JOIN_ENTRIES
+//	STREAMER_RANK_JOIN_NEW_KEYS
 //	STREAMER_RANK_CHALLENGER_MODEL
 //	STREAMER_RANK_CHALLENGER_PROMOTE
 //	STREAMER_RANK_CHALLENGER_ESTIMATOR

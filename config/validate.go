@@ -289,6 +289,9 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 	if r.Join.PerKey < 0 {
 		v.errorf("rank.join.per_key", "must be >= 0 (0 = no limit), got %d", r.Join.PerKey)
 	}
+	if f := r.Join.NewKeys; !(f >= 0 && f <= 1) {
+		v.errorf("rank.join.new_keys", "must be in [0, 1] (the share of the window new keys' items may hold; 1 = no limit), got %v", f)
+	}
 	if n := r.Join.Entries; n < 0 || n > maxRankJoinEntries {
 		v.errorf("rank.join.entries", "must be in [0, %d] (0 = 64 × rank.join.events), got %d", maxRankJoinEntries, n)
 	}

@@ -491,6 +491,7 @@ func (e *Engine) joinConfig(src joinSource) joinConfig {
 	if src == srcRequests {
 		r := &e.cfg.Rank
 		c.events, c.maxAge, c.perKey, c.entries = r.JoinEvents, int64(r.JoinTime), r.JoinPerKey, r.JoinEntries
+		c.protect, c.newShare = r.JoinLabelled > 0, 1-r.JoinLabelled
 	}
 	if e.cfg.Hash != nil {
 		c.dim = 0 // hashed entries (hashed.go)
@@ -519,6 +520,9 @@ func (e *Engine) joinDropped(src joinSource, d joinDrops) {
 	}
 	if d.quota > 0 {
 		c[2].Add(float64(d.quota))
+	}
+	if d.newKeys > 0 {
+		c[3].Add(float64(d.newKeys))
 	}
 }
 

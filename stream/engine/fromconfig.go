@@ -67,7 +67,8 @@ func ConfigFrom(cfg config.Config) Config {
 			Policy: cfg.Rank.Explore.Policy, Epsilon: cfg.Rank.Explore.Epsilon, Alpha: cfg.Rank.Explore.Alpha,
 			Samples: cfg.Rank.Explore.Samples, Seed: uint64(cfg.Rank.Explore.Seed),
 			JoinEvents: rankJoinEvents(cfg.Rank.Join), JoinTime: cfg.Rank.Join.Time, JoinPerKey: cfg.Rank.Join.PerKey, JoinEntries: cfg.Rank.Join.Entries,
-			Challenger: cfg.Rank.Challenger.Model, Promote: cfg.Rank.Challenger.Promote, Estimator: cfg.Rank.Challenger.Estimator,
+			JoinLabelled: 1 - cfg.Rank.Join.NewKeys,
+			Challenger:   cfg.Rank.Challenger.Model, Promote: cfg.Rank.Challenger.Promote, Estimator: cfg.Rank.Challenger.Estimator,
 			Confidence: cfg.Rank.Challenger.Confidence, Hold: cfg.Rank.Challenger.Hold},
 	}
 }

@@ -17,6 +17,15 @@ import (
 // newer one needs its slot; with a per-key limit, an event whose key
 // already has that many waiting is not kept.
 //
+// The shown items' buffer also protects the keys that label: it remembers
+// the keys a label joined for (the last `events` distinct ones), and an
+// item of any other key (a new key: a user yet to label, or a client
+// making up keys) that would push out a labelled key's item is not kept
+// while new keys' items already hold their share of the slots
+// (joinConfig.newShare; counted as reason new_keys). A flood of requests
+// for made-up keys then fills that share and evicts its own items, and
+// the labelled keys' items keep the rest.
+//
 // Its memory is fixed by its configuration (joinBytes): the slots, the
 // dense features and the predictions are allocated whole when it is made;
 // hashed entries are kept in a ring of fixed size (joinConfig.entries) or,
@@ -39,6 +48,17 @@ type joinBuffer struct {
 	keys   map[uint64]int32 // perKey > 0: key hash → events waiting
 	ring   *entryRing       // hashed entries (nil: each slot keeps its own slices)
 
+	// With protect, the keys a label joined for (a ring of the last
+	// len(labelled) distinct ones, indexed), the live events of other
+	// keys (fresh), and how many of those may hold slots before one is
+	// refused rather than push out a labelled key's event.
+	protect    bool
+	labelled   []uint64
+	labHead    int
+	labIndex   map[uint64]int32
+	fresh      int
+	freshLimit int
+
 	// Hashes of events that left unlabelled, to tell a label that came
 	// too late from one for an id never seen.
 	gone      []uint64
@@ -56,18 +76,23 @@ type joinConfig struct {
 	// entries, with hashed features (dim 0): the ring that holds every
 	// slot's entries; 0 = none (each slot keeps its own slices).
 	entries int
+	// protect: the keys a label joined for keep their events against new
+	// keys' beyond newShare of the slots (the shown items' buffer).
+	protect  bool
+	newShare float64
 }
 
 type joinSlot struct {
 	hash  uint64 // the id's hash; 0: joined or replaced (dead until the ring reuses the slot)
 	check uint64 // the id's second hash
-	key   uint64 // the key's hash (perKey > 0)
+	key   uint64 // the key's hash (perKey > 0 or protect)
 	at    int64
 	x     []float64           // dense features (a view of xs)
 	idx   []int32             // hashed features: x all zero but x[idx[k]] += val[k]
 	val   []float64           // (x is then nil)
 	field []uint8             // entry k's field (wire.Event.Field)
 	span  int32               // ring: the entries' room in the ring, padding before them included
+	fresh bool                // protect: its key had no label joined when it came
 	preds []online.Prediction // a view of preds
 	ope   opeMark             // an item a ranking request put first: what off-policy estimates need
 }
@@ -87,12 +112,14 @@ type joinDrops struct {
 	full    int // the oldest, evicted for a newer one (the slots or the entries' ring were full)
 	expired int // older than the buffer's time
 	quota   int // not kept: its key had perKey events waiting
+	newKeys int // not kept: a new key's, which would have pushed out a labelled key's while new keys held their share
 }
 
 func (d *joinDrops) add(o joinDrops) {
 	d.full += o.full
 	d.expired += o.expired
 	d.quota += o.quota
+	d.newKeys += o.newKeys
 }
 
 // newJoinBuffer returns an empty buffer sized by c.
@@ -117,6 +144,12 @@ func newJoinBuffer(c joinConfig) *joinBuffer {
 	if c.dim == 0 && c.entries > 0 {
 		j.ring = newEntryRing(c.entries)
 	}
+	if c.protect {
+		j.protect = true
+		j.labelled = make([]uint64, c.events)
+		j.labIndex = make(map[uint64]int32, min(c.events, 1<<16))
+		j.freshLimit = int(c.newShare * float64(c.events))
+	}
 	return j
 }
 
@@ -133,6 +166,9 @@ func joinBytes(c joinConfig) int64 {
 	per := int64(joinSlotBytes + 8*c.dim + predictionBytes*c.models + 8 + 2*mapEntryBytes)
 	if c.perKey > 0 {
 		per += mapEntryBytes
+	}
+	if c.protect { // the labelled keys' ring and index
+		per += 8 + mapEntryBytes
 	}
 	total := int64(c.events) * per
 	if c.dim == 0 && c.entries > 0 {
@@ -206,18 +242,27 @@ func (j *joinBuffer) reserve(id, key []byte, n int, now int64) (*joinSlot, joinD
 		delete(j.index, h)
 	}
 	var kh uint64
-	if j.perKey > 0 {
+	if j.perKey > 0 || j.protect {
 		kh = j.keyHash(key)
-		if int(j.keys[kh]) >= j.perKey {
-			d.quota++
-			return nil, d
-		}
+	}
+	if j.perKey > 0 && int(j.keys[kh]) >= j.perKey {
+		d.quota++
+		return nil, d
 	}
 	if len(j.slots) == 0 {
 		d.full++
 		return nil, d
 	}
+	fresh := false
+	if j.protect {
+		_, known := j.labIndex[kh]
+		fresh = !known
+	}
 	if j.size == len(j.slots) {
+		if j.shielded(fresh) {
+			d.newKeys++
+			return nil, d
+		}
 		if j.drop() {
 			d.full++
 		}
@@ -234,6 +279,10 @@ func (j *joinBuffer) reserve(id, key []byte, n int, now int64) (*joinSlot, joinD
 				d.full++
 				return nil, d
 			}
+			if j.shielded(fresh) {
+				d.newKeys++
+				return nil, d
+			}
 			if j.drop() {
 				d.full++
 			}
@@ -247,6 +296,10 @@ func (j *joinBuffer) reserve(id, key []byte, n int, now int64) (*joinSlot, joinD
 	s.key = kh
 	s.at = now
 	s.ope = opeMark{}
+	s.fresh = fresh
+	if fresh {
+		j.fresh++
+	}
 	if j.dim > 0 {
 		s.x = j.xs[i*j.dim : (i+1)*j.dim : (i+1)*j.dim]
 	}
@@ -284,13 +337,45 @@ func (j *joinBuffer) take(id []byte, now int64) (*joinSlot, joinStatus, int) {
 	delete(j.index, h)
 	s := &j.slots[i]
 	j.kill(s)
+	if j.protect {
+		j.labelledKey(s.key)
+	}
 	return s, joined, dropped
+}
+
+// shielded reports whether an event of a new key (fresh) must not take the
+// oldest slot: with protect, when that slot holds a live event of a
+// labelled key and new keys' events already hold their share.
+func (j *joinBuffer) shielded(fresh bool) bool {
+	if !fresh || j.fresh < j.freshLimit {
+		return false
+	}
+	s := &j.slots[j.head]
+	return s.hash != 0 && !s.fresh
+}
+
+// labelledKey remembers that a label joined for the key with hash kh.
+func (j *joinBuffer) labelledKey(kh uint64) {
+	if _, ok := j.labIndex[kh]; ok || len(j.labelled) == 0 {
+		return
+	}
+	old := j.labelled[j.labHead]
+	if i, ok := j.labIndex[old]; ok && int(i) == j.labHead {
+		delete(j.labIndex, old)
+	}
+	j.labelled[j.labHead] = kh
+	j.labIndex[kh] = int32(j.labHead)
+	j.labHead = (j.labHead + 1) % len(j.labelled)
 }
 
 // kill marks the live slot s dead (joined or replaced): it stays in the
 // ring, holding its entries, until the ring reuses it.
 func (j *joinBuffer) kill(s *joinSlot) {
 	s.hash = 0
+	if s.fresh {
+		s.fresh = false
+		j.fresh--
+	}
 	if j.perKey > 0 {
 		if c := j.keys[s.key] - 1; c > 0 {
 			j.keys[s.key] = c

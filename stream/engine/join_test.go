@@ -117,6 +117,57 @@ func TestJoinBufferRules(t *testing.T) {
 			t.Fatalf("a3 (never kept): %v", st)
 		}
 	})
+	// The keys a label joined for keep their events against a flood of
+	// new keys: once new keys' events hold newShare of the slots, one that
+	// would push out a labelled key's event is not kept (new_keys); new
+	// keys' events still push out each other's, and a labelled key's event
+	// pushes out the oldest as before. Without protect the flood pushes
+	// them all out.
+	t.Run("new keys", func(t *testing.T) {
+		for _, protect := range []bool{true, false} {
+			j := newJoinBuffer(joinConfig{events: 10, dim: 2, models: 1, protect: protect, newShare: 0.5})
+			put(j, "u0", "u", 0)
+			if _, st, _ := j.take([]byte("u0"), 0); st != joined { // u labels: a labelled key
+				t.Fatal(st)
+			}
+			for i := range 4 {
+				put(j, fmt.Sprint("u", i+1), "u", 0)
+			}
+			var d joinDrops
+			for i := range 1000 { // a flood of made-up keys
+				_, di := put(j, fmt.Sprint("anon", i), fmt.Sprint("anon-", i), 0)
+				d.add(di)
+			}
+			for i := range 4 {
+				_, st, _ := j.take([]byte(fmt.Sprint("u", i+1)), 0)
+				if protect && st != joined || !protect && st == joined {
+					t.Fatalf("protect %v: u%d after the flood: %v", protect, i+1, st)
+				}
+			}
+			if protect {
+				// 6 slots were free or new keys' own: the rest was refused.
+				if d != (joinDrops{full: 0, newKeys: 994}) || j.fresh != 6 {
+					t.Fatalf("protected: drops %+v, new keys' events %d; want 994 refused, 6 kept", d, j.fresh)
+				}
+				// The labelled key's four items are joined: their slots take
+				// new keys' items, then the flood pushes out its own oldest,
+				// and u's next item the oldest too.
+				for i := range 4 {
+					if kept, di := put(j, fmt.Sprint("anon-x", i), fmt.Sprint("anon-x", i), 0); !kept || di != (joinDrops{}) {
+						t.Fatalf("a new key's item in a joined item's slot: kept %v, %+v", kept, di)
+					}
+				}
+				if kept, di := put(j, "anon-y", "anon-y", 0); !kept || di != (joinDrops{full: 1}) {
+					t.Fatalf("a new key's item with a new key's oldest: kept %v, %+v", kept, di)
+				}
+				if kept, di := put(j, "u9", "u", 0); !kept || di != (joinDrops{full: 1}) || j.fresh != 9 {
+					t.Fatalf("the labelled key's item: kept %v, %+v, new keys' %d", kept, di, j.fresh)
+				}
+			} else if d.full != 1000-6 || d.newKeys != 0 {
+				t.Fatalf("unprotected: drops %+v", d)
+			}
+		}
+	})
 	t.Run("check", func(t *testing.T) {
 		j := newJoinBuffer(joinConfig{events: 10, dim: 2, models: 1})
 		put(j, "a", "k", 0)
@@ -135,8 +186,18 @@ func TestJoinBufferRules(t *testing.T) {
 // than its quota; and every event put is accounted for (joined, dropped
 // by reason, refused, replaced or still pending).
 func TestJoinBufferRing(t *testing.T) {
+	for _, protect := range []bool{false, true} {
+		t.Run(fmt.Sprint("protect=", protect), func(t *testing.T) { testJoinBufferRing(t, protect) })
+	}
+}
+
+// testJoinBufferRing is TestJoinBufferRing, with protect (the keys a label
+// joined for keep their events against new keys' beyond 0.1 of the slots)
+// and half the events of 300 more keys: the new keys' events counted are
+// the live ones, and those refused are accounted for.
+func testJoinBufferRing(t *testing.T, protect bool) {
 	const events, entries, perKey = 50, 400, 12
-	j := newJoinBuffer(joinConfig{events: events, models: 2, maxAge: 20, perKey: perKey, entries: entries})
+	j := newJoinBuffer(joinConfig{events: events, models: 2, maxAge: 20, perKey: perKey, entries: entries, protect: protect, newShare: 0.1})
 	type stored struct {
 		idx   []int32
 		val   []float64
@@ -177,6 +238,9 @@ func TestJoinBufferRing(t *testing.T) {
 			s.field = append(s.field, uint8(k))
 		}
 		key := fmt.Sprint("k", rng.IntN(3))
+		if protect && rng.IntN(2) == 0 {
+			key = fmt.Sprint("n", rng.IntN(300)) // mostly new keys
+		}
 		if _, ok := live[id]; ok {
 			replaced++
 			delete(live, id)
@@ -203,22 +267,36 @@ func TestJoinBufferRing(t *testing.T) {
 				t.Fatalf("key %x has %d waiting", k, c)
 			}
 		}
+		fresh := 0
+		for k := range j.size {
+			if s := &j.slots[(j.head+k)%events]; s.hash != 0 && s.fresh {
+				fresh++
+			}
+		}
+		if fresh != j.fresh {
+			t.Fatalf("after put %d: %d new keys' events live, counted %d", i, fresh, j.fresh)
+		}
 	}
-	if kept+drops.quota != puts || kept != joinedN+drops.full+drops.expired+replaced+j.pending() {
+	if protect && drops.newKeys == 0 || !protect && drops.newKeys != 0 {
+		t.Fatalf("protect %v: %d refused for new keys", protect, drops.newKeys)
+	}
+	if kept+drops.quota+drops.newKeys != puts || kept != joinedN+drops.full+drops.expired+replaced+j.pending() {
 		t.Fatalf("%d puts: %d kept, %d refused (quota); kept = %d joined + %+v + %d replaced + %d pending?", puts, kept, drops.quota, joinedN, drops, replaced, j.pending())
 	}
-	if drops.full == 0 || drops.expired == 0 || drops.quota == 0 || joinedN == 0 {
+	if drops.full == 0 || drops.expired == 0 || drops.quota == 0 && !protect || joinedN == 0 { // protect: the new keys take the hot keys' share
 		t.Fatalf("the run did not exercise every way out: %+v, %d joined", drops, joinedN)
 	}
 	t.Logf("%d puts: %d joined, %+v, %d replaced, %d pending", puts, joinedN, drops, replaced, j.pending())
 }
 
 // TestJoinBytes: joinBytes bounds what a buffer takes once every slot has
-// held an event (dense features, per-key counts; hashed entries in a ring).
+// held an event (dense features, per-key counts; hashed entries in a ring;
+// with protect, the labelled keys, every other event's key joined for).
 func TestJoinBytes(t *testing.T) {
 	for _, c := range []joinConfig{
 		{events: 20000, dim: 16, models: 2, perKey: 5},
 		{events: 20000, models: 2, perKey: 5, entries: 64 * 20000},
+		{events: 20000, dim: 16, models: 2, perKey: 5, protect: true, newShare: 0.5},
 	} {
 		var m0, m1 runtime.MemStats
 		runtime.GC()
@@ -235,6 +313,9 @@ func TestJoinBytes(t *testing.T) {
 				j.put(id, key, x, preds, 0)
 			} else {
 				j.putSparse(id, key, idx, val, field, preds, 0)
+			}
+			if c.protect && i%2 == 0 {
+				j.take(id, 0)
 			}
 		}
 		runtime.GC()
@@ -501,5 +582,63 @@ models: [{name: mam, type: mam, kernel: {type: linear}, features: {dim: 4}}]
 	e, _ = run(0)
 	if u := testutil.ToFloat64(e.met.labelsUnknown); u == 0 {
 		t.Fatal("without a quota the flood pushed no user's impression out: the test shows nothing")
+	}
+}
+
+// TestRequestFloodKeepsLabellingKeys: a client ranking for 3 000 made-up
+// keys, between a request for a key that has labelled before and that
+// request's labels, no longer pushes its items out (the flood the
+// hostile-client audit ran against the recommendation demo): with
+// rank.join.new_keys 0.5 the labels join, the flood's items beyond its
+// share are not kept, counted new_keys; with 1 (no limit) the labels come
+// too late, as before.
+func TestRequestFloodKeepsLabellingKeys(t *testing.T) {
+	for _, labelled := range []float64{0.5, 0} {
+		reg := prometheus.NewRegistry()
+		m, err := online.NewMAM(4, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
+			JoinEvents: 200, JoinTime: time.Hour, Rank: RankConfig{Model: "mam", Seed: 1, JoinEvents: 60, JoinPerKey: 15, JoinLabelled: labelled}},
+			[]NamedModel{{Name: "mam", Model: m}}, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := instanceShard(t, e)
+		sink := &memSink{}
+		rng := rand.New(rand.NewPCG(6, 7))
+		off := int64(0)
+		process := func(key string, v []byte) {
+			s.Process(&kafka.Message{Topic: "events", Offset: off, Key: []byte(key), Value: v}, sink)
+			off++
+		}
+		shown := func() []string {
+			var items []string
+			for _, r := range s.rk.resp.Ranked {
+				items = append(items, string(r.Item))
+			}
+			return items
+		}
+		// u42 has labelled: a label of an earlier request joined.
+		process("u42", floodRequest("v0", "u42", rng))
+		process("u42", fmt.Appendf(nil, `{"id":"v0","item":%q,"label":1}`, shown()[0]))
+		process("u42", floodRequest("v1", "u42", rng))
+		victim := shown()
+		for i := range 3000 {
+			key := fmt.Sprint("anon-", i)
+			process(key, floodRequest(fmt.Sprint("r", i), key, rng))
+		}
+		before := testutil.ToFloat64(e.met.labelsJoined)
+		for _, item := range victim {
+			process("u42", fmt.Appendf(nil, `{"id":"v1","item":%q,"label":1}`, item))
+		}
+		joined := testutil.ToFloat64(e.met.labelsJoined) - before
+		newKeys := testutil.ToFloat64(e.met.joinDropped[srcRequests][3])
+		if labelled > 0 && (joined != 3 || newKeys == 0) || labelled == 0 && (joined != 0 || newKeys != 0) {
+			t.Errorf("labelled share %v: %v of the victim's 3 labels joined after the flood, %v items refused for new keys", labelled, joined, newKeys)
+		}
+		t.Logf("labelled share %v: %v of 3 joined; requests' items: %v full, %v new_keys", labelled, joined,
+			testutil.ToFloat64(e.met.joinDropped[srcRequests][0]), newKeys)
 	}
 }

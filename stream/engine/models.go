@@ -90,7 +90,7 @@ type engineMetrics struct {
 	rejectedBy                            map[wire.Reason]prometheus.Counter
 
 	labelsJoined, labelsUnknown, labelsLate prometheus.Counter
-	joinDropped                             [2][3]prometheus.Counter // by joinSource, then reason (full, expired, quota)
+	joinDropped                             [2][4]prometheus.Counter // by joinSource, then reason (full, expired, quota, new_keys)
 	joinPending                             [2]prometheus.Gauge      // by joinSource
 
 	rankRequests, rankCandidates prometheus.Counter
@@ -177,11 +177,11 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		m.rejectedBy[r] = m.rejected.WithLabelValues(string(r))
 	}
 	joinDropped := counter("streamer_join_dropped_total",
-		"Events that left a join window unlabelled, by source (impressions: the stream's unlabelled events; requests: the items ranking requests showed, in a window of their own) and reason (full: evicted by a newer one; expired: older than the window's time; quota: not kept, its key had labels.join_window.per_key impressions or rank.join.per_key items waiting).",
+		"Events that left a join window unlabelled, by source (impressions: the stream's unlabelled events; requests: the items ranking requests showed, in a window of their own) and reason (full: evicted by a newer one; expired: older than the window's time; quota: not kept, its key had labels.join_window.per_key impressions or rank.join.per_key items waiting; new_keys: a shown item not kept, of a key no label joined for yet, which would have pushed out a labelled key's item while such keys' items held rank.join.new_keys of the window).",
 		"source", "reason")
 	joinPending := gauge("streamer_join_pending", "Events waiting for a delayed label, by source (impressions, requests).", "source")
 	for src, name := range joinSources {
-		for r, reason := range []string{"full", "expired", "quota"} {
+		for r, reason := range []string{"full", "expired", "quota", "new_keys"} {
 			m.joinDropped[src][r] = joinDropped.WithLabelValues(name, reason)
 		}
 		m.joinPending[src] = joinPending.WithLabelValues(name)

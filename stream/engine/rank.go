@@ -52,11 +52,16 @@ type RankConfig struct {
 	// Config.JoinTime), JoinPerKey the items of one key kept (0 =
 	// no limit; more are not kept). JoinEntries, with hashed features,
 	// bounds the hashed entries the items keep, all together (0 =
-	// DefaultJoinEntriesPerItem × JoinEvents).
-	JoinEvents  int
-	JoinTime    time.Duration
-	JoinPerKey  int
-	JoinEntries int
+	// DefaultJoinEntriesPerItem × JoinEvents). JoinLabelled is the
+	// share of the items' slots kept for the keys a label joined for:
+	// once the items of other keys hold 1 − JoinLabelled of them, one
+	// more that would push out a labelled key's item is not kept (0: no
+	// such protection, the window is one queue).
+	JoinEvents   int
+	JoinTime     time.Duration
+	JoinPerKey   int
+	JoinEntries  int
+	JoinLabelled float64
 
 	// Challenger names a model that ranks every request that can be
 	// labelled in shadow (its order is not served; challenger.go); ""
@@ -550,6 +555,9 @@ func checkRank(cfg *Config, models []NamedModel) (int, error) {
 	}
 	if r.JoinTime < 0 || r.JoinPerKey < 0 || r.JoinEntries < 0 {
 		return 0, fmt.Errorf("stream: rank join: time %v, per key %d, entries %d: want ≥ 0", r.JoinTime, r.JoinPerKey, r.JoinEntries)
+	}
+	if !(r.JoinLabelled >= 0 && r.JoinLabelled <= 1) {
+		return 0, fmt.Errorf("stream: rank join: labelled keys' share %v: want it in [0, 1]", r.JoinLabelled)
 	}
 	if r.JoinEntries == 0 && r.JoinEvents > 0 {
 		r.JoinEntries = min(DefaultJoinEntriesPerItem*r.JoinEvents, maxJoinEntries)
