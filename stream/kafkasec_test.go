@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/streamer/streamer/config"
@@ -380,7 +379,8 @@ func TestHTTPServerSettings(t *testing.T) {
 		// endpoints; another method than GET or HEAD on /metrics, /healthz,
 		// /readyz: a 405 with one; each counted.
 		refused := func(code string) float64 {
-			return metricWith(t, s.reg, "streamer_http_refused_total", code)
+			reason := map[string]string{"404": "not_found", "405": "method_not_allowed"}[code]
+			return counterValue(t, s.httpRefused, code, reason)
 		}
 		before := refused("404")
 		for i, path := range []string{"/v1/ranks", "/", "/v1/rank/extra", "/x/" + strings.Repeat("y", 500)} {
@@ -418,28 +418,4 @@ func TestHTTPServerSettings(t *testing.T) {
 		_ = s.pub.Close(context.Background())
 		_ = s.ln.Close()
 	}
-}
-
-// metricWith is the value of the counter name in reg whose label code
-// has value code.
-func metricWith(t *testing.T, reg *prometheus.Registry, name, code string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "code" && l.GetValue() == code {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no series %s{code=%q}", name, code)
-	return 0
 }

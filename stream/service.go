@@ -54,6 +54,9 @@ type Service struct {
 	ranker atomic.Pointer[Pipeline]
 	// rankRefused counts the POST /v1/rank requests refused (NewRankRefused).
 	rankRefused *prometheus.CounterVec
+	// httpRefused counts the other requests refused: unknown paths,
+	// methods other than GET and HEAD outside the API.
+	httpRefused *prometheus.CounterVec
 	// backPressureWindow is the period watchBackPressure judges
 	// (backPressureWindow; tests shorten it).
 	backPressureWindow time.Duration
@@ -371,9 +374,10 @@ func (s *Service) serveHTTP(reload <-chan os.Signal) error {
 	mux := http.NewServeMux()
 	// The endpoints outside the API answer GET and HEAD; another method, or
 	// a path served by nothing, gets the API's JSON error body, counted.
-	refused := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamer_http_refused_total",
+	s.httpRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "streamer_http_refused_total",
 		Help: "HTTP requests outside the API's endpoints answered with an error (404 not_found: a path served by nothing, a typo or a probe; 405 method_not_allowed: another method than GET or HEAD on /metrics, /healthz, /readyz), by code and reason."},
 		[]string{"code", "reason"})
+	refused := s.httpRefused
 	refused.WithLabelValues("404", reasonNotFound)
 	refused.WithLabelValues("405", reasonMethod)
 	if err := s.reg.Register(refused); err != nil {

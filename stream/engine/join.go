@@ -48,22 +48,50 @@ type joinBuffer struct {
 	keys   map[uint64]int32 // perKey > 0: key hash → events waiting
 	ring   *entryRing       // hashed entries (nil: each slot keeps its own slices)
 
-	// With protect, the keys a label joined for (a ring of the last
-	// len(labelled) distinct ones, indexed), the live events of other
-	// keys (fresh), and how many of those may hold slots before one is
-	// refused rather than push out a labelled key's event.
+	// With protect, the hashes of the keys a label joined for (the last
+	// `events` distinct ones), the live events of other keys (fresh), and
+	// how many of those may hold slots before one is refused rather than
+	// push out a labelled key's event.
 	protect    bool
-	labelled   []uint64
-	labHead    int
-	labIndex   map[uint64]int32
+	labelled   recent
 	fresh      int
 	freshLimit int
 
 	// Hashes of events that left unlabelled, to tell a label that came
 	// too late from one for an id never seen.
-	gone      []uint64
-	goneHead  int
-	goneIndex map[uint64]int32
+	gone recent
+}
+
+// recent remembers the last len(ring) hashes added, in a ring with an
+// index.
+type recent struct {
+	ring  []uint64
+	head  int
+	index map[uint64]int32
+}
+
+func newRecent(n int) recent {
+	return recent{ring: make([]uint64, n), index: make(map[uint64]int32, min(n, 1<<16))}
+}
+
+// add remembers h, forgetting the oldest.
+func (r *recent) add(h uint64) {
+	if len(r.ring) == 0 {
+		return
+	}
+	old := r.ring[r.head]
+	if i, ok := r.index[old]; ok && int(i) == r.head {
+		delete(r.index, old)
+	}
+	r.ring[r.head] = h
+	r.index[h] = int32(r.head)
+	r.head = (r.head + 1) % len(r.ring)
+}
+
+// has reports whether h is among the hashes remembered.
+func (r *recent) has(h uint64) bool {
+	_, ok := r.index[h]
+	return ok
 }
 
 // joinConfig sizes a joinBuffer.
@@ -125,18 +153,17 @@ func (d *joinDrops) add(o joinDrops) {
 // newJoinBuffer returns an empty buffer sized by c.
 func newJoinBuffer(c joinConfig) *joinBuffer {
 	j := &joinBuffer{
-		slots:     make([]joinSlot, c.events),
-		dim:       c.dim,
-		models:    c.models,
-		xs:        make([]float64, c.events*c.dim),
-		preds:     make([]online.Prediction, c.events*c.models),
-		index:     make(map[uint64]int32, c.events),
-		maxAge:    c.maxAge,
-		seed:      maphash.MakeSeed(),
-		check:     maphash.MakeSeed(),
-		perKey:    c.perKey,
-		gone:      make([]uint64, c.events),
-		goneIndex: make(map[uint64]int32, c.events),
+		slots:  make([]joinSlot, c.events),
+		dim:    c.dim,
+		models: c.models,
+		xs:     make([]float64, c.events*c.dim),
+		preds:  make([]online.Prediction, c.events*c.models),
+		index:  make(map[uint64]int32, c.events),
+		maxAge: c.maxAge,
+		seed:   maphash.MakeSeed(),
+		check:  maphash.MakeSeed(),
+		perKey: c.perKey,
+		gone:   recent{ring: make([]uint64, c.events), index: make(map[uint64]int32, c.events)},
 	}
 	if c.perKey > 0 {
 		j.keys = make(map[uint64]int32, min(c.events, 1<<16))
@@ -146,8 +173,7 @@ func newJoinBuffer(c joinConfig) *joinBuffer {
 	}
 	if c.protect {
 		j.protect = true
-		j.labelled = make([]uint64, c.events)
-		j.labIndex = make(map[uint64]int32, min(c.events, 1<<16))
+		j.labelled = newRecent(c.events)
 		j.freshLimit = int(c.newShare * float64(c.events))
 	}
 	return j
@@ -255,8 +281,7 @@ func (j *joinBuffer) reserve(id, key []byte, n int, now int64) (*joinSlot, joinD
 	}
 	fresh := false
 	if j.protect {
-		_, known := j.labIndex[kh]
-		fresh = !known
+		fresh = !j.labelled.has(kh)
 	}
 	if j.size == len(j.slots) {
 		if j.shielded(fresh) {
@@ -329,7 +354,7 @@ func (j *joinBuffer) take(id []byte, now int64) (*joinSlot, joinStatus, int) {
 	h := j.hash(id)
 	i, ok := j.index[h]
 	if !ok || j.slots[i].check != maphash.Bytes(j.check, id) {
-		if _, late := j.goneIndex[h]; late {
+		if j.gone.has(h) {
 			return nil, tooLate, dropped
 		}
 		return nil, unknownID, dropped
@@ -337,8 +362,8 @@ func (j *joinBuffer) take(id []byte, now int64) (*joinSlot, joinStatus, int) {
 	delete(j.index, h)
 	s := &j.slots[i]
 	j.kill(s)
-	if j.protect {
-		j.labelledKey(s.key)
+	if j.protect && !j.labelled.has(s.key) {
+		j.labelled.add(s.key)
 	}
 	return s, joined, dropped
 }
@@ -352,20 +377,6 @@ func (j *joinBuffer) shielded(fresh bool) bool {
 	}
 	s := &j.slots[j.head]
 	return s.hash != 0 && !s.fresh
-}
-
-// labelledKey remembers that a label joined for the key with hash kh.
-func (j *joinBuffer) labelledKey(kh uint64) {
-	if _, ok := j.labIndex[kh]; ok || len(j.labelled) == 0 {
-		return
-	}
-	old := j.labelled[j.labHead]
-	if i, ok := j.labIndex[old]; ok && int(i) == j.labHead {
-		delete(j.labIndex, old)
-	}
-	j.labelled[j.labHead] = kh
-	j.labIndex[kh] = int32(j.labHead)
-	j.labHead = (j.labHead + 1) % len(j.labelled)
 }
 
 // kill marks the live slot s dead (joined or replaced): it stays in the
@@ -405,7 +416,7 @@ func (j *joinBuffer) drop() bool {
 	live := s.hash != 0
 	if live {
 		delete(j.index, s.hash)
-		j.remember(s.hash)
+		j.gone.add(s.hash)
 		j.kill(s)
 	}
 	if j.ring != nil {
@@ -414,16 +425,6 @@ func (j *joinBuffer) drop() bool {
 	j.head = (j.head + 1) % len(j.slots)
 	j.size--
 	return live
-}
-
-func (j *joinBuffer) remember(h uint64) {
-	old := j.gone[j.goneHead]
-	if i, ok := j.goneIndex[old]; ok && int(i) == j.goneHead {
-		delete(j.goneIndex, old)
-	}
-	j.gone[j.goneHead] = h
-	j.goneIndex[h] = int32(j.goneHead)
-	j.goneHead = (j.goneHead + 1) % len(j.gone)
 }
 
 // pending is the number of events waiting for a label.
