@@ -332,13 +332,18 @@ func TestJoinBytes(t *testing.T) {
 // floodEngine ranks with a linear mam (dense, d = 4), delayed labels on:
 // impressions kept 200, shown items apart, 60 of them, 15 per key.
 func floodEngine(t testing.TB, reg prometheus.Registerer) *Engine {
+	return floodEngineLabelled(t, reg, 0)
+}
+
+// floodEngineLabelled is floodEngine with RankConfig.JoinLabelled set.
+func floodEngineLabelled(t testing.TB, reg prometheus.Registerer, labelled float64) *Engine {
 	t.Helper()
 	m, err := online.NewMAM(4, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
-		JoinEvents: 200, JoinTime: time.Hour, Rank: RankConfig{Model: "mam", Seed: 1, JoinEvents: 60, JoinPerKey: 15}},
+		JoinEvents: 200, JoinTime: time.Hour, Rank: RankConfig{Model: "mam", Seed: 1, JoinEvents: 60, JoinPerKey: 15, JoinLabelled: labelled}},
 		[]NamedModel{{Name: "mam", Model: m}}, reg)
 	if err != nil {
 		t.Fatal(err)
@@ -594,17 +599,7 @@ models: [{name: mam, type: mam, kernel: {type: linear}, features: {dim: 4}}]
 // too late, as before.
 func TestRequestFloodKeepsLabellingKeys(t *testing.T) {
 	for _, labelled := range []float64{0.5, 0} {
-		reg := prometheus.NewRegistry()
-		m, err := online.NewMAM(4, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 4, MaxMessageBytes: 1 << 20,
-			JoinEvents: 200, JoinTime: time.Hour, Rank: RankConfig{Model: "mam", Seed: 1, JoinEvents: 60, JoinPerKey: 15, JoinLabelled: labelled}},
-			[]NamedModel{{Name: "mam", Model: m}}, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := floodEngineLabelled(t, prometheus.NewRegistry(), labelled)
 		s := instanceShard(t, e)
 		sink := &memSink{}
 		rng := rand.New(rand.NewPCG(6, 7))
