@@ -111,9 +111,9 @@ type RankJoin struct {
 	// keep, all together (13 bytes each); 0 = 64 × Events.
 	Entries int `yaml:"entries"`
 	// NewKeys is the share of the window that items of keys no label has
-	// joined for yet may hold while an item of a key that labels would be
-	// pushed out for theirs: beyond it such an item is not kept, so that
-	// requests for made-up keys cannot push out the users' items. 1 = no
+	// joined for yet may hold: once they do, one more takes the oldest's
+	// slot if that is such a key's item, or is not kept, so that requests
+	// for made-up keys cannot push out the labelling users' items. 1 = no
 	// such limit (one queue).
 	NewKeys float64 `yaml:"new_keys"`
 }

@@ -18,13 +18,13 @@ import (
 // already has that many waiting is not kept.
 //
 // The shown items' buffer also protects the keys that label: it remembers
-// the keys a label joined for (the last `events` distinct ones), and an
-// item of any other key (a new key: a user yet to label, or a client
-// making up keys) that would push out a labelled key's item is not kept
-// while new keys' items already hold their share of the slots
-// (joinConfig.newShare; counted as reason new_keys). A flood of requests
-// for made-up keys then fills that share and evicts its own items, and
-// the labelled keys' items keep the rest.
+// the keys a label joined for (the last `events` distinct ones), and the
+// items of any other key (a new key: a user yet to label, or a client
+// making up keys) hold at most their share of the slots
+// (joinConfig.newShare): once they do, one more takes the oldest's slot
+// if that is a new key's, or is not kept (counted as reason new_keys). A
+// flood of requests for made-up keys then evicts its own items, and the
+// labelled keys' items keep the rest of the slots.
 //
 // Its memory is fixed by its configuration (joinBytes): the slots, the
 // dense features and the predictions are allocated whole when it is made;
@@ -279,15 +279,18 @@ func (j *joinBuffer) reserve(id, key []byte, n int, now int64) (*joinSlot, joinD
 		d.full++
 		return nil, d
 	}
-	fresh := false
-	if j.protect {
-		fresh = !j.labelled.has(kh)
-	}
-	if j.size == len(j.slots) {
-		if j.shielded(fresh) {
+	fresh := j.protect && !j.labelled.has(kh)
+	if fresh && j.fresh >= j.freshLimit {
+		// New keys' events hold their share: this one takes the oldest's
+		// slot if that is a new key's, or is not kept.
+		if s := &j.slots[j.head]; j.size == 0 || s.hash == 0 || !s.fresh {
 			d.newKeys++
 			return nil, d
 		}
+		j.drop()
+		d.full++
+	}
+	if j.size == len(j.slots) {
 		if j.drop() {
 			d.full++
 		}
@@ -302,10 +305,6 @@ func (j *joinBuffer) reserve(id, key []byte, n int, now int64) (*joinSlot, joinD
 			}
 			if j.size == 0 { // larger than the ring
 				d.full++
-				return nil, d
-			}
-			if j.shielded(fresh) {
-				d.newKeys++
 				return nil, d
 			}
 			if j.drop() {
@@ -366,17 +365,6 @@ func (j *joinBuffer) take(id []byte, now int64) (*joinSlot, joinStatus, int) {
 		j.labelled.add(s.key)
 	}
 	return s, joined, dropped
-}
-
-// shielded reports whether an event of a new key (fresh) must not take the
-// oldest slot: with protect, when that slot holds a live event of a
-// labelled key and new keys' events already hold their share.
-func (j *joinBuffer) shielded(fresh bool) bool {
-	if !fresh || j.fresh < j.freshLimit {
-		return false
-	}
-	s := &j.slots[j.head]
-	return s.hash != 0 && !s.fresh
 }
 
 // kill marks the live slot s dead (joined or replaced): it stays in the

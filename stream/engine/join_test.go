@@ -118,11 +118,10 @@ func TestJoinBufferRules(t *testing.T) {
 		}
 	})
 	// The keys a label joined for keep their events against a flood of
-	// new keys: once new keys' events hold newShare of the slots, one that
-	// would push out a labelled key's event is not kept (new_keys); new
-	// keys' events still push out each other's, and a labelled key's event
-	// pushes out the oldest as before. Without protect the flood pushes
-	// them all out.
+	// new keys: new keys' events hold at most newShare of the slots; once
+	// they do, one more takes the oldest's slot if that is a new key's, or
+	// is not kept (new_keys). A labelled key's event pushes out the oldest
+	// as before. Without protect the flood pushes them all out.
 	t.Run("new keys", func(t *testing.T) {
 		for _, protect := range []bool{true, false} {
 			j := newJoinBuffer(joinConfig{events: 10, dim: 2, models: 1, protect: protect, newShare: 0.5})
@@ -144,27 +143,29 @@ func TestJoinBufferRules(t *testing.T) {
 					t.Fatalf("protect %v: u%d after the flood: %v", protect, i+1, st)
 				}
 			}
-			if protect {
-				// 6 slots were free or new keys' own: the rest was refused.
-				if d != (joinDrops{full: 0, newKeys: 994}) || j.fresh != 6 {
-					t.Fatalf("protected: drops %+v, new keys' events %d; want 994 refused, 6 kept", d, j.fresh)
+			if !protect {
+				if d.full != 1000-6 || d.newKeys != 0 { // six slots were free (u0 joined)
+					t.Fatalf("unprotected: drops %+v", d)
 				}
-				// The labelled key's four items are joined: their slots take
-				// new keys' items, then the flood pushes out its own oldest,
-				// and u's next item the oldest too.
-				for i := range 4 {
-					if kept, di := put(j, fmt.Sprint("anon-x", i), fmt.Sprint("anon-x", i), 0); !kept || di != (joinDrops{}) {
-						t.Fatalf("a new key's item in a joined item's slot: kept %v, %+v", kept, di)
-					}
+				continue
+			}
+			// Five slots (half) for the new keys, the rest refused.
+			if d != (joinDrops{newKeys: 995}) || j.fresh != 5 {
+				t.Fatalf("protected: drops %+v, new keys' events %d; want 995 refused, 5 kept", d, j.fresh)
+			}
+			// u's items joined: their slots are free, but not for new keys,
+			// which hold their half.
+			if kept, di := put(j, "anon-x", "anon-x", 0); kept || di != (joinDrops{newKeys: 1}) {
+				t.Fatalf("a new key's item past their share: kept %v, %+v", kept, di)
+			}
+			for i := range 5 {
+				if kept, di := put(j, fmt.Sprint("u", 10+i), "u", 0); !kept || di != (joinDrops{}) {
+					t.Fatalf("the labelled key's item u%d: kept %v, %+v", 10+i, kept, di)
 				}
-				if kept, di := put(j, "anon-y", "anon-y", 0); !kept || di != (joinDrops{full: 1}) {
-					t.Fatalf("a new key's item with a new key's oldest: kept %v, %+v", kept, di)
-				}
-				if kept, di := put(j, "u9", "u", 0); !kept || di != (joinDrops{full: 1}) || j.fresh != 9 {
-					t.Fatalf("the labelled key's item: kept %v, %+v, new keys' %d", kept, di, j.fresh)
-				}
-			} else if d.full != 1000-6 || d.newKeys != 0 {
-				t.Fatalf("unprotected: drops %+v", d)
+			}
+			// The oldest is now a new key's: the next takes its slot.
+			if kept, di := put(j, "anon-y", "anon-y", 0); !kept || di != (joinDrops{full: 1}) || j.fresh != 5 {
+				t.Fatalf("a new key's item with a new key's oldest: kept %v, %+v, new keys' %d", kept, di, j.fresh)
 			}
 		}
 	})
