@@ -50,8 +50,7 @@ type joinBuffer struct {
 
 	// With protect, the hashes of the keys a label joined for (the last
 	// `events` distinct ones), the live events of other keys (fresh), and
-	// how many of those may hold slots before one is refused rather than
-	// push out a labelled key's event.
+	// how many slots those may hold.
 	protect    bool
 	labelled   recent
 	fresh      int
@@ -104,8 +103,8 @@ type joinConfig struct {
 	// entries, with hashed features (dim 0): the ring that holds every
 	// slot's entries; 0 = none (each slot keeps its own slices).
 	entries int
-	// protect: the keys a label joined for keep their events against new
-	// keys' beyond newShare of the slots (the shown items' buffer).
+	// protect: the events of keys no label joined for hold at most
+	// newShare of the slots (the shown items' buffer).
 	protect  bool
 	newShare float64
 }
@@ -140,7 +139,7 @@ type joinDrops struct {
 	full    int // the oldest, evicted for a newer one (the slots or the entries' ring were full)
 	expired int // older than the buffer's time
 	quota   int // not kept: its key had perKey events waiting
-	newKeys int // not kept: a new key's, which would have pushed out a labelled key's while new keys held their share
+	newKeys int // not kept: a new key's, while new keys' events held their share and the oldest was not one
 }
 
 func (d *joinDrops) add(o joinDrops) {
