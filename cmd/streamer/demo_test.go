@@ -204,7 +204,7 @@ func TestDemoTakenAddresses(t *testing.T) {
 	httpAddr, closeHTTP := taken()
 	defer closeHTTP()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second) // start-up on a loaded machine included
 	defer cancel()
 	var out bytes.Buffer
 	if err := runDemo(ctx, demoOptions{rate: 0, listen: httpAddr, brokerListen: brokerAddr}, &out); err != nil {
