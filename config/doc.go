@@ -140,8 +140,8 @@
 //	rank.join.per_key               10000             most shown items of one key kept; more are not kept (0 = no limit)
 //	rank.join.entries               0                 hashed features: the hashed entries the shown items keep, all
 //	                                                  together, 13 bytes each (0 = 64 × events); ≥ features.max_features
-//	rank.join.new_keys              0.5               the share of the window the items of keys no label has joined for
-//	                                                  yet may hold; once they do, one more takes the oldest's slot if that
+//	rank.join.new_keys              0.5               the share of the window the items of keys that have sent no label yet
+//	                                                  may hold; once they do, one more takes the oldest's slot if that
 //	                                                  is such an item, else is not kept (1 = no limit, one queue)
 //	rank.challenger.model           ""                a model that ranks every request in shadow (not served); its
 //	                                                  greedy policy is evaluated off-policy against rank.model's

@@ -18,7 +18,8 @@ import (
 // already has that many waiting is not kept.
 //
 // The shown items' buffer also protects the keys that label: it remembers
-// the keys a label joined for (the last `events` distinct ones), and the
+// the keys whose labels the stream brought (the last `events` distinct
+// ones: labelled events, and labels for impressions and items), and the
 // items of any other key (a new key: a user yet to label, or a client
 // making up keys) hold at most their share of the slots
 // (joinConfig.newShare): once they do, one more takes the oldest's slot
@@ -48,7 +49,7 @@ type joinBuffer struct {
 	keys   map[uint64]int32 // perKey > 0: key hash → events waiting
 	ring   *entryRing       // hashed entries (nil: each slot keeps its own slices)
 
-	// With protect, the hashes of the keys a label joined for (the last
+	// With protect, the hashes of the keys that labelled (the last
 	// `events` distinct ones), the live events of other keys (fresh), and
 	// how many slots those may hold.
 	protect    bool
@@ -103,7 +104,7 @@ type joinConfig struct {
 	// entries, with hashed features (dim 0): the ring that holds every
 	// slot's entries; 0 = none (each slot keeps its own slices).
 	entries int
-	// protect: the events of keys no label joined for hold at most
+	// protect: the events of keys that never labelled hold at most
 	// newShare of the slots (the shown items' buffer).
 	protect  bool
 	newShare float64
@@ -119,7 +120,7 @@ type joinSlot struct {
 	val   []float64           // (x is then nil)
 	field []uint8             // entry k's field (wire.Event.Field)
 	span  int32               // ring: the entries' room in the ring, padding before them included
-	fresh bool                // protect: its key had no label joined when it came
+	fresh bool                // protect: its key had not labelled when it came
 	preds []online.Prediction // a view of preds
 	ope   opeMark             // an item a ranking request put first: what off-policy estimates need
 }
@@ -360,10 +361,19 @@ func (j *joinBuffer) take(id []byte, now int64) (*joinSlot, joinStatus, int) {
 	delete(j.index, h)
 	s := &j.slots[i]
 	j.kill(s)
-	if j.protect && !j.labelled.has(s.key) {
+	if j.protect && !j.labelled.has(s.key) { // the request's key (the label's is marked by Shard.ApplyAt)
 		j.labelled.add(s.key)
 	}
 	return s, joined, dropped
+}
+
+// labelledKey remembers that key has labelled (an event of the stream
+// with a label: a rating, a click, a late label), so that its items keep
+// their place against new keys' (protect).
+func (j *joinBuffer) labelledKey(key []byte) {
+	if kh := j.keyHash(key); !j.labelled.has(kh) {
+		j.labelled.add(kh)
+	}
 }
 
 // kill marks the live slot s dead (joined or replaced): it stays in the

@@ -117,7 +117,7 @@ func TestJoinBufferRules(t *testing.T) {
 			t.Fatalf("a3 (never kept): %v", st)
 		}
 	})
-	// The keys a label joined for keep their events against a flood of
+	// The keys that labelled keep their events against a flood of
 	// new keys: new keys' events hold at most newShare of the slots; once
 	// they do, one more takes the oldest's slot if that is a new key's, or
 	// is not kept (new_keys). A labelled key's event pushes out the oldest
@@ -592,8 +592,9 @@ models: [{name: mam, type: mam, kernel: {type: linear}, features: {dim: 4}}]
 }
 
 // TestRequestFloodKeepsLabellingKeys: a client ranking for 3 000 made-up
-// keys, between a request for a key that has labelled before and that
-// request's labels, no longer pushes its items out (the flood the
+// keys, between requests for keys that have labelled before (a label of a
+// shown item joined; a labelled event of the stream) and those requests'
+// labels, no longer pushes their items out (the flood the
 // hostile-client audit ran against the recommendation demo): with
 // rank.join.new_keys 0.5 the labels join, the flood's items beyond its
 // share are not kept, counted new_keys; with 1 (no limit) the labels come
@@ -616,11 +617,15 @@ func TestRequestFloodKeepsLabellingKeys(t *testing.T) {
 			}
 			return items
 		}
-		// u42 has labelled: a label of an earlier request joined.
+		// u42 has labelled: a label of an earlier request joined; u7 sent
+		// a labelled event (a rating) of the stream.
 		process("u42", floodRequest("v0", "u42", rng))
 		process("u42", fmt.Appendf(nil, `{"id":"v0","item":%q,"label":1}`, shown()[0]))
+		process("u7", []byte(`{"id":"e7","features":[1,0,0,1],"label":1}`))
 		process("u42", floodRequest("v1", "u42", rng))
 		victim := shown()
+		process("u7", floodRequest("w1", "u7", rng))
+		victim7 := shown()
 		for i := range 3000 {
 			key := fmt.Sprint("anon-", i)
 			process(key, floodRequest(fmt.Sprint("r", i), key, rng))
@@ -629,12 +634,15 @@ func TestRequestFloodKeepsLabellingKeys(t *testing.T) {
 		for _, item := range victim {
 			process("u42", fmt.Appendf(nil, `{"id":"v1","item":%q,"label":1}`, item))
 		}
+		for _, item := range victim7 {
+			process("u7", fmt.Appendf(nil, `{"id":"w1","item":%q,"label":-1}`, item))
+		}
 		joined := testutil.ToFloat64(e.met.labelsJoined) - before
 		newKeys := testutil.ToFloat64(e.met.joinDropped[srcRequests][3])
-		if labelled > 0 && (joined != 3 || newKeys == 0) || labelled == 0 && (joined != 0 || newKeys != 0) {
-			t.Errorf("labelled share %v: %v of the victim's 3 labels joined after the flood, %v items refused for new keys", labelled, joined, newKeys)
+		if labelled > 0 && (joined != 6 || newKeys == 0) || labelled == 0 && (joined != 0 || newKeys != 0) {
+			t.Errorf("labelled share %v: %v of the victims' 6 labels joined after the flood, %v items refused for new keys", labelled, joined, newKeys)
 		}
-		t.Logf("labelled share %v: %v of 3 joined; requests' items: %v full, %v new_keys", labelled, joined,
+		t.Logf("labelled share %v: %v of 6 joined; requests' items: %v full, %v new_keys", labelled, joined,
 			testutil.ToFloat64(e.met.joinDropped[srcRequests][0]), newKeys)
 	}
 }

@@ -177,7 +177,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 		m.rejectedBy[r] = m.rejected.WithLabelValues(string(r))
 	}
 	joinDropped := counter("streamer_join_dropped_total",
-		"Events that left a join window unlabelled, by source (impressions: the stream's unlabelled events; requests: the items ranking requests showed, in a window of their own) and reason (full: evicted by a newer one; expired: older than the window's time; quota: not kept, its key had labels.join_window.per_key impressions or rank.join.per_key items waiting; new_keys: a shown item not kept, of a key no label joined for yet, which would have pushed out a labelled key's item while such keys' items held rank.join.new_keys of the window).",
+		"Events that left a join window unlabelled, by source (impressions: the stream's unlabelled events; requests: the items ranking requests showed, in a window of their own) and reason (full: evicted by a newer one; expired: older than the window's time; quota: not kept, its key had labels.join_window.per_key impressions or rank.join.per_key items waiting; new_keys: a shown item not kept, of a key that has sent no label yet, while such keys' items held rank.join.new_keys of the window).",
 		"source", "reason")
 	joinPending := gauge("streamer_join_pending", "Events waiting for a delayed label, by source (impressions, requests).", "source")
 	for src, name := range joinSources {

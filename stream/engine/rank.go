@@ -53,7 +53,7 @@ type RankConfig struct {
 	// no limit; more are not kept). JoinEntries, with hashed features,
 	// bounds the hashed entries the items keep, all together (0 =
 	// DefaultJoinEntriesPerItem × JoinEvents). JoinLabelled is the
-	// share of the items' slots kept for the keys a label joined for: the
+	// share of the items' slots kept for the keys that labelled: the
 	// items of other keys hold at most 1 − JoinLabelled of them; once they
 	// do, one more takes the oldest's slot if that is such an item, or is
 	// not kept (0: no such limit, the window is one queue).

@@ -408,6 +408,11 @@ func (s *Shard) ApplyAt(w *Worker, msg *kafka.Message, pub Sink, now time.Time) 
 			}
 			s.labels[i] = y
 		}
+		if s.shown != nil && s.shown.protect {
+			s.jmu.Lock()
+			s.shown.labelledKey(msg.Key)
+			s.jmu.Unlock()
+		}
 	}
 	if !ev.HasFeatures {
 		// A label: for an impression, or (with an item) for an item a
