@@ -182,6 +182,7 @@ func TestBad(t *testing.T) {
 		{"bad_balance", `config: models[0].balance: "yes" is not a boolean (true or false) (line 2)`},
 		{"repeated_key", `config: kafka.group: key repeated (first at line 2) (line 3)`},
 		{"section_not_mapping", `config: kafka: must be a mapping of keys, got "localhost:9092" (line 1)`},
+		{"not_a_config", `config: (top level): must be a mapping of keys, got one text value of 20 bytes: not a configuration file? (line 1)`},
 		{"two_documents", `config: a second YAML document starts at line`},
 		{"syntax", `config: yaml:`},
 		{"partition_scope_without_changelog", `config: snapshot.scope: "partition" needs snapshot.changelog_topic: the partitions' state moves between instances through it (line 2)`},
@@ -733,5 +734,14 @@ func TestExploreAlphaDefault(t *testing.T) {
 		if got := cfg.Rank.Explore.Alpha; got != c.want {
 			t.Errorf("%q %v: alpha %v, want %v", c.explore, c.env, got, c.want)
 		}
+	}
+}
+
+// A file that is not a configuration is refused without its text: set as
+// STREAMER_CONFIG by mistake, a secret's file would go to the logs.
+func TestNotAConfigNotEchoed(t *testing.T) {
+	_, err := Load("testdata/bad/not_a_config.yaml", nil, testTypes)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("%v: want an error without the file's text", err)
 	}
 }

@@ -215,6 +215,13 @@ func (d *decoder) mapping(n *yaml.Node, path string, fn func(key string, k, v *y
 		name := path
 		if name == "" {
 			name = "(top level)"
+			if n.Kind == yaml.ScalarNode {
+				// Not echoed: a file that is not a configuration (a
+				// secret's, set as STREAMER_CONFIG by mistake) would go
+				// to the logs.
+				d.errorf(name, n, "must be a mapping of keys, got one text value of %d bytes: not a configuration file?", len(n.Value))
+				return
+			}
 		}
 		d.errorf(name, n, "must be a mapping of keys, got %s", kindName(n))
 		return

@@ -530,3 +530,34 @@ func TestLabelMapping(t *testing.T) {
 		t.Errorf("like: %d rows judged, want 300", acc.N)
 	}
 }
+
+// TestCSVUnclosedQuote: a quote that opens a field and is never closed
+// swallows the rest of the file into that field; that is an error naming
+// the line, not one skipped row (a report over the rows before it exited
+// 0). A stray quote within one line is still a skipped row.
+func TestCSVUnclosedQuote(t *testing.T) {
+	src := "x,y,label\n0.1,0.2,1\n\"0.1,0.2,1\n0.3,0.4,-1\n0.5,0.6,1\n"
+	rd, err := NewReader("csv", strings.NewReader(src), 2, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Row
+	if err := rd.Next(&r); err != nil {
+		t.Fatal(err)
+	}
+	err = rd.Next(&r)
+	var re *RowError
+	if err == nil || errors.As(err, &re) || !strings.Contains(err.Error(), "line 3: a quoted field is not closed") {
+		t.Fatalf("an unclosed quote: %v, want an error naming line 3", err)
+	}
+	rd, err = NewReader("csv", strings.NewReader("x,y,label\n0.1,0\"2,1\n0.3,0.4,-1\n"), 2, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Next(&r); !errors.As(err, &re) || re.Line != 2 {
+		t.Fatalf("a stray quote in a line: %v, want a skipped row", err)
+	}
+	if err := rd.Next(&r); err != nil || r.Label != -1 {
+		t.Fatalf("the row after it: %v %+v", err, r)
+	}
+}

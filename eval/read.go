@@ -189,6 +189,11 @@ func (c *csvReader) Next(r *Row) error {
 			return &RowError{Line: pe.Line, Reason: string(wire.ReasonWrongDimension),
 				Detail: fmt.Sprintf("%d columns, want %d", len(rec), c.dim+1)}
 		}
+		if errors.As(err, &pe) && errors.Is(pe.Err, csv.ErrQuote) && pe.StartLine != pe.Line {
+			// A quote opened a field that ran on over the next lines: the
+			// rows there were read as that one field, not skipped one by one.
+			return fmt.Errorf("eval: csv: line %d: a quoted field is not closed before line %d; the rows between were read as one field (fix the quote; none of them is evaluated)", pe.StartLine, pe.Line)
+		}
 		if errors.As(err, &pe) {
 			return &RowError{Line: pe.Line, Reason: ReasonBadNumber, Detail: pe.Err.Error()}
 		}

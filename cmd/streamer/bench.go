@@ -29,6 +29,7 @@ func newBenchCmd() *cobra.Command {
 	var instances []int
 	cmd := &cobra.Command{
 		Use:   "bench",
+		Args:  cobra.NoArgs,
 		Short: "Measure end-to-end throughput on the embedded broker against a pass-through baseline",
 		Long: `Bench preloads --events labelled events into an embedded Kafka-protocol broker,
 then pushes them through pipelines with the same client settings: pass-through

@@ -48,6 +48,7 @@ func newDemoCmd() *cobra.Command {
 	var o demoOptions
 	cmd := &cobra.Command{
 		Use:   "demo",
+		Args:  cobra.NoArgs,
 		Short: "Run the whole loop on an embedded Kafka-protocol broker",
 		Long: `Demo starts an in-process Kafka-protocol broker on 127.0.0.1, streams Ripley's
 two-class data into it (cycled, with small noise, 10% unlabelled, a few malformed

@@ -239,3 +239,22 @@ func TestDemoTakenAddresses(t *testing.T) {
 		t.Errorf("movedNotice with nothing moved = %q, want none", got)
 	}
 }
+
+// TestStrayArguments: a command that takes no arguments refuses one (run
+// used to ignore it), and eval's --max-skipped must be a fraction.
+func TestStrayArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "extra"}, {"bench", "extra"}, {"demo", "foo"}, {"demo", "recommend", "x"},
+		{"eval", "--max-skipped", "5"}, {"eval", "--max-skipped", "-1"},
+	} {
+		root := newRoot()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs(args)
+		err := root.Execute()
+		want := args[len(args)-1]
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("streamer %s: %v, want an error naming %q", strings.Join(args, " "), err, want)
+		}
+	}
+}

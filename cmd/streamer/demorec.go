@@ -66,6 +66,7 @@ func newDemoRecommendCmd() *cobra.Command {
 	var o recOptions
 	cmd := &cobra.Command{
 		Use:   "recommend",
+		Args:  cobra.NoArgs,
 		Short: "Run the recommendation loop (ratings, POST /v1/rank, labels) on an embedded broker",
 		Long: `Recommend starts an in-process Kafka-protocol broker on 127.0.0.1 with the topics of
 configs/recommendation-ratings.yaml (ratings, rating-scores, ratings.dlq, ranked),

@@ -75,6 +75,9 @@ the challenger's difference (docs/operations.md, "Off-policy evaluation of a
 logged stream").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !(opt.MaxSkipped >= 0 && opt.MaxSkipped <= 1) {
+				return fmt.Errorf("--max-skipped %v: a fraction of the rows, in [0, 1] (1 accepts any)", opt.MaxSkipped)
+			}
 			path, err := configPath(path)
 			if err != nil {
 				return err

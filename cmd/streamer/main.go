@@ -87,6 +87,7 @@ func newRunCmd() *cobra.Command {
 	var allowEmpty bool
 	cmd := &cobra.Command{
 		Use:   "run",
+		Args:  cobra.NoArgs,
 		Short: "Run the service against a Kafka cluster",
 		Long: `Run joins the consumer group on kafka.input_topic, scores every event with every
 configured model, publishes scores to kafka.output_topic and bad events to

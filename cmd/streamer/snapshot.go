@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/segmentio/kafka-go"
 	"github.com/spf13/cobra"
 
 	"github.com/streamer/streamer/internal/keystore"
@@ -63,6 +65,16 @@ func inspectChangelog(ctx context.Context, w io.Writer, types *online.Registry, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	// The topic first: reading one that does not exist waits for its
+	// leader until the deadline, then says only that.
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Timeout: 10 * time.Second}
+	if md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}}); err == nil {
+		for _, t := range md.Topics {
+			if t.Name == topic && errors.Is(t.Error, kafka.UnknownTopicOrPartition) {
+				return fmt.Errorf("%s: no such topic on %s (the changelog is snapshot.changelog_topic's)", topic, strings.Join(brokers, ","))
+			}
+		}
+	}
 	cl := snapshot.NewChangelogStore(brokers, topic, "streamer-inspect")
 	defer cl.Close()
 	tail := cl.Tail()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -328,4 +329,17 @@ func TestTopicsCreateSASL(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "SASL authentication failed") || out != "" {
 		t.Errorf("wrong password: error %v, output %q", err, out)
 	}
+}
+
+// TestSnapshotChangelogNoTopic: `snapshot changelog` on a topic that does
+// not exist says so at once; it waited a minute for the partition's
+// leader and then said only "context deadline exceeded".
+func TestSnapshotChangelogNoTopic(t *testing.T) {
+	b := topicBroker(t)
+	start := time.Now()
+	err := inspectChangelog(context.Background(), io.Discard, newModelTypes(), b.Addrs(), "no.such.changelog")
+	if err == nil || !strings.Contains(err.Error(), "no.such.changelog: no such topic") {
+		t.Fatalf("%v: want no such topic", err)
+	}
+	t.Logf("answered in %v: %v", time.Since(start).Round(time.Millisecond), err)
 }
