@@ -226,6 +226,9 @@ interleaving; --json does not apply.`,
 				}
 				calDelta = c.Calibration.Delta
 			} else {
+				if kernel != "linear" && kernel != "rbf" { // before the preload, not after it
+					return fmt.Errorf("--kernel %q: the built-in MAM's kernel is linear or rbf", kernel)
+				}
 				cfg.Kernel = online.KernelSpec{Type: kernel}
 				if kernel == "rbf" {
 					cfg.Kernel = online.KernelSpec{Type: kernel, Gamma: 1 / float64(cfg.Dim), Features: 256, Seed: 1}

@@ -241,11 +241,12 @@ func TestDemoTakenAddresses(t *testing.T) {
 }
 
 // TestStrayArguments: a command that takes no arguments refuses one (run
-// used to ignore it), and eval's --max-skipped must be a fraction.
+// used to ignore it), eval's --max-skipped must be a fraction, and bench
+// refuses an unknown --kernel at once (after its preload, it did).
 func TestStrayArguments(t *testing.T) {
 	for _, args := range [][]string{
 		{"run", "extra"}, {"bench", "extra"}, {"demo", "foo"}, {"demo", "recommend", "x"},
-		{"eval", "--max-skipped", "5"}, {"eval", "--max-skipped", "-1"},
+		{"eval", "--max-skipped", "5"}, {"eval", "--max-skipped", "-1"}, {"bench", "--kernel", "poly"},
 	} {
 		root := newRoot()
 		root.SetOut(io.Discard)
