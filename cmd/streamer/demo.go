@@ -401,9 +401,9 @@ func startDemoBroker(listen string, fixed bool, topics []stream.TopicSpec) (*str
 // movedNotice is the screens' line saying where the broker and the HTTP
 // server listen when the default addresses were taken, so that the
 // README's commands need the new ones; "" when both are where asked.
-func movedNotice(wantBroker, brokers, wantHTTP, http string) string {
+func movedNotice(wantBroker, brokers, wantHTTP, httpAddr string) string {
 	var b strings.Builder
-	for _, a := range [][3]string{{"broker", wantBroker, strings.Split(brokers, ",")[0]}, {"HTTP server", wantHTTP, http}} {
+	for _, a := range [][3]string{{"broker", wantBroker, strings.Split(brokers, ",")[0]}, {"HTTP server", wantHTTP, httpAddr}} {
 		_, want, _ := net.SplitHostPort(a[1])
 		_, got, _ := net.SplitHostPort(a[2])
 		if want != "0" && want != got {
