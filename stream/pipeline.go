@@ -266,7 +266,7 @@ func (p *Pipeline) Restore(ctx context.Context) error {
 		}
 		if p.store != nil {
 			p.startedEmpty = true
-			p.log.Info("no snapshot found: starting with empty models")
+			p.log.Info("no usable snapshot: the models start empty (if the consumer group has committed offsets, start-up stops and says why, unless --allow-empty-state)")
 		}
 		return nil
 	}
