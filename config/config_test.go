@@ -302,6 +302,7 @@ func TestEnvErrors(t *testing.T) {
 		{"STREAMER_CALIBRATION_MIN_INTERVAL=-1ms", `config: calibration.min_interval: must be in [0s, 1h] (0 = refit every calibration.every pairs), got -1ms`},
 		{"STREAMER_CALIBRATION_MIN_INTERVAL=2h", `config: calibration.min_interval: must be in [0s, 1h]`},
 		{"STREAMER_LABELS_JOIN_WINDOW_PER_KEY=-1", `config: labels.join_window.per_key: must be >= 0 (0 = no limit), got -1`},
+		{"STREAMER_SHUTDOWN_TIMEOUT=1000h", `config: shutdown_timeout: must be in [1s, 1h]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.env, func(t *testing.T) {

@@ -34,7 +34,7 @@
 // Each key with its default and meaning. configs/streamer.yaml in the
 // repository is the same reference as a commented file.
 //
-//	shutdown_timeout                25s               how long a stop may take (final checkpoint, deliveries); past it exit 1; ≥ 1s
+//	shutdown_timeout                25s               how long a stop may take (final checkpoint, deliveries); past it exit 1; 1s to 1h
 //	kafka.brokers                   [localhost:9092]  bootstrap brokers; non-empty list of host:port (port required)
 //	kafka.group                     streamer          consumer group id; required
 //	kafka.input_topic               events            topic of the input events

@@ -73,8 +73,8 @@ func validate(c *Config, src map[string]source, reg *online.Registry) []error {
 	v := &validator{src: src}
 	k := c.Kafka
 
-	if c.ShutdownTimeout < time.Second {
-		v.errorf("shutdown_timeout", "must be ≥ 1s, got %v", c.ShutdownTimeout)
+	if c.ShutdownTimeout < time.Second || c.ShutdownTimeout > time.Hour {
+		v.errorf("shutdown_timeout", "must be in [1s, 1h] (an orchestrator kills a pod that takes longer: Kubernetes' default grace is 30s), got %v", c.ShutdownTimeout)
 	}
 	if len(k.Brokers) == 0 {
 		v.errorf("kafka.brokers", "at least one broker (host:port) is required")
