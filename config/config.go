@@ -60,6 +60,11 @@ type Rank struct {
 	// ResponseTopic receives one response record per request read from
 	// Kafka; "" = kafka.output_topic.
 	ResponseTopic string `yaml:"response_topic"`
+	// LogTopic, when set, receives every POST /v1/rank request answered,
+	// as received and keyed by its key, and ResponseTopic its response,
+	// as for a request read from Kafka: the exploration log that
+	// `streamer eval --log` replays. "" = HTTP requests are not logged.
+	LogTopic string `yaml:"log_topic"`
 	// Partitioner is how the producers of the input topic map a key to a
 	// partition, so that POST /v1/rank can tell whether this instance owns
 	// the key's partition: murmur2 (the Java client's default, kafka-go's

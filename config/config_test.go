@@ -303,6 +303,8 @@ func TestEnvErrors(t *testing.T) {
 		{"STREAMER_CALIBRATION_MIN_INTERVAL=2h", `config: calibration.min_interval: must be in [0s, 1h]`},
 		{"STREAMER_LABELS_JOIN_WINDOW_PER_KEY=-1", `config: labels.join_window.per_key: must be >= 0 (0 = no limit), got -1`},
 		{"STREAMER_SHUTDOWN_TIMEOUT=1000h", `config: shutdown_timeout: must be in [1s, 1h]`},
+		{"STREAMER_RANK_LOG_TOPIC=events", `config: rank.log_topic: "events" is also kafka.input_topic`},
+		{"STREAMER_RANK_LOG_TOPIC=scores", `config: rank.log_topic: "scores" is also kafka.output_topic`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.env, func(t *testing.T) {
@@ -326,7 +328,7 @@ func TestEnvOwnsList(t *testing.T) {
 
 func TestEnvVarsCoverLeaves(t *testing.T) {
 	vars := EnvVars()
-	if len(vars) != len(leaves) || len(vars) != 75 {
+	if len(vars) != len(leaves) || len(vars) != 76 {
 		t.Fatalf("%d variables", len(vars))
 	}
 	for _, v := range vars {

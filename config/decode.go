@@ -79,6 +79,7 @@ var leaves = []leaf{
 	{"rank.model", func(c *Config) any { return &c.Rank.Model }},
 	{"rank.max_candidates", func(c *Config) any { return &c.Rank.MaxCandidates }},
 	{"rank.response_topic", func(c *Config) any { return &c.Rank.ResponseTopic }},
+	{"rank.log_topic", func(c *Config) any { return &c.Rank.LogTopic }},
 	{"rank.partitioner", func(c *Config) any { return &c.Rank.Partitioner }},
 	{"rank.explore.policy", func(c *Config) any { return &c.Rank.Explore.Policy }},
 	{"rank.explore.epsilon", func(c *Config) any { return &c.Rank.Explore.Epsilon }},

@@ -120,6 +120,9 @@
 //	rank.max_candidates             1000              a request with more candidates is bad_request; [1, 100000]
 //	rank.response_topic             ""                topic of the responses to requests read from Kafka
 //	                                                  ("" = kafka.output_topic)
+//	rank.log_topic                  ""                POST /v1/rank's exploration log: every request answered, as
+//	                                                  received, keyed by its key; its response goes to
+//	                                                  rank.response_topic ("" = not logged)
 //	rank.partitioner                murmur2           how the input's producers map a key to a partition, for
 //	                                                  POST /v1/rank's ownership check: murmur2 | fnv1a | crc32
 //	                                                  (checked against the keyed events consumed: a mismatch is
@@ -279,6 +282,7 @@
 //	STREAMER_RANK_MODEL
 //	STREAMER_RANK_MAX_CANDIDATES
 //	STREAMER_RANK_RESPONSE_TOPIC
+//	STREAMER_RANK_LOG_TOPIC
 //	STREAMER_RANK_PARTITIONER
 //	STREAMER_RANK_EXPLORE_POLICY
 //	STREAMER_RANK_EXPLORE_EPSILON

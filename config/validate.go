@@ -295,13 +295,21 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 	if n := r.Join.Entries; n < 0 || n > maxRankJoinEntries {
 		v.errorf("rank.join.entries", "must be in [0, %d] (0 = 64 × rank.join.events), got %d", maxRankJoinEntries, n)
 	}
-	if t := r.ResponseTopic; t != "" {
-		if len(t) > 249 || t == "." || t == ".." || !topicRE.MatchString(t) {
-			v.errorf("rank.response_topic", "%q is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", t)
+	for _, tk := range []struct{ key, name string }{{"rank.response_topic", r.ResponseTopic}, {"rank.log_topic", r.LogTopic}} {
+		t := tk.name
+		if t == "" {
+			continue
 		}
-		for _, o := range []struct{ path, name string }{{"kafka.input_topic", c.Kafka.InputTopic}, {"kafka.dlq_topic", c.Kafka.DLQTopic}, {"snapshot.changelog_topic", c.Snapshot.ChangelogTopic}} {
+		if len(t) > 249 || t == "." || t == ".." || !topicRE.MatchString(t) {
+			v.errorf(tk.key, "%q is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", t)
+		}
+		others := []struct{ path, name string }{{"kafka.input_topic", c.Kafka.InputTopic}, {"kafka.dlq_topic", c.Kafka.DLQTopic}, {"snapshot.changelog_topic", c.Snapshot.ChangelogTopic}}
+		if tk.key == "rank.log_topic" {
+			others = append(others, struct{ path, name string }{"kafka.output_topic", c.Kafka.OutputTopic}, struct{ path, name string }{"rank.response_topic", r.ResponseTopic})
+		}
+		for _, o := range others {
 			if t == o.name {
-				v.errorf("rank.response_topic", "%q is also %s", t, o.path)
+				v.errorf(tk.key, "%q is also %s", t, o.path)
 			}
 		}
 	}

@@ -43,6 +43,10 @@ type RankHTTPConfig struct {
 	// Refused counts the requests refused, by code and reason
 	// (NewRankRefused); nil: not counted.
 	Refused *prometheus.CounterVec
+	// LogTopic, when set, receives every request answered, as received
+	// and keyed by its key, and ResponseTopic its response: the
+	// exploration log of rank.log_topic.
+	LogTopic, ResponseTopic string
 }
 
 // NewRankRefused returns streamer_rank_refused_total, the counter of the
@@ -286,7 +290,18 @@ func (p *Pipeline) Rank(ctx context.Context, body, dst []byte) ([]byte, error) {
 	p.engine.RankWaited(time.Since(wait))
 	reg.End()
 	defer trace.StartRegion(ctx, "rank: rank").End()
-	return sh.st.Rank(dst, ev), nil
+	out := sh.st.Rank(dst, ev)
+	if c := &r.cfg; c.LogTopic != "" {
+		// The request and its decision, as one read from Kafka would
+		// leave them, stamped with the answer's time: a label the client
+		// sends after the answer comes after them in time, whenever the
+		// producer's batch goes out.
+		// The key is copied: ev's buffers go back to the pool.
+		now, key := time.Now(), bytes.Clone(ev.Key)
+		p.pub.Publish(kafka.Message{Topic: c.LogTopic, Key: key, Value: append(p.pub.Buffer(), body...), Time: now})
+		p.pub.Publish(kafka.Message{Topic: c.ResponseTopic, Key: key, Value: append(p.pub.Buffer(), out...), Time: now})
+	}
+	return out, nil
 }
 
 // rankShard returns the shard that owns key: in partition scope the key's

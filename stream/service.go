@@ -295,8 +295,13 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		err = openVersions(cfg, pipeline, eng, reg, log) // versions.go
 	}
 	if err == nil {
+		respTopic := cfg.Rank.ResponseTopic
+		if respTopic == "" {
+			respTopic = cfg.Kafka.OutputTopic
+		}
 		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes, Registerer: reg, Refused: s.rankRefused,
-			Partitions: func(ctx context.Context) (int, error) { return sec.Partitions(ctx, cfg.Kafka, AuthCheckTimeout) }})
+			Partitions: func(ctx context.Context) (int, error) { return sec.Partitions(ctx, cfg.Kafka, AuthCheckTimeout) },
+			LogTopic:   cfg.Rank.LogTopic, ResponseTopic: respTopic})
 	}
 	if err == nil && !cfg.Snapshot.Partitioned() {
 		// Bringing the key store to the snapshot writes to it: on a full
@@ -785,6 +790,9 @@ func topicKeys(cfg config.Config) map[string]string {
 	m := map[string]string{cfg.Kafka.OutputTopic: "kafka.output_topic", cfg.Kafka.DLQTopic: "kafka.dlq_topic"}
 	if t := responseTopic(cfg); t != "" {
 		m[t] = "rank.response_topic"
+	}
+	if t := cfg.Rank.LogTopic; cfg.Rank.Enabled() && t != "" {
+		m[t] = "rank.log_topic"
 	}
 	return m
 }

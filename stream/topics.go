@@ -25,7 +25,8 @@ type ServiceTopic struct {
 // ServiceTopics returns the topics the service uses with cfg, in the order
 // of their keys: kafka.input_topic, kafka.output_topic, kafka.dlq_topic,
 // rank.response_topic when ranking requests are on and it is not the output
-// topic, and snapshot.changelog_topic when set (with snapshot.scope
+// topic, rank.log_topic when they are on and it is set, and
+// snapshot.changelog_topic when set (with snapshot.scope
 // partition too: every partition's state is in that one topic). These are
 // the topics the service checks at start-up (CheckAccess) and `streamer
 // topics create` makes.
@@ -38,6 +39,9 @@ func ServiceTopics(cfg config.Config) []ServiceTopic {
 	}
 	if t := responseTopic(cfg); t != "" {
 		out = append(out, ServiceTopic{Key: "rank.response_topic", Name: t})
+	}
+	if t := cfg.Rank.LogTopic; cfg.Rank.Enabled() && t != "" {
+		out = append(out, ServiceTopic{Key: "rank.log_topic", Name: t})
 	}
 	if t := cfg.Snapshot.ChangelogTopic; t != "" {
 		out = append(out, ServiceTopic{Key: "snapshot.changelog_topic", Name: t, Changelog: true})

@@ -47,6 +47,14 @@ func TestServiceTopics(t *testing.T) {
 	if got := names(ServiceTopics(cfg)); len(got) != 4 || slices.Contains(got, "rank.response_topic=scores") {
 		t.Errorf("response topic = output topic: %q", got)
 	}
+	cfg.Rank.LogTopic = "ranklog"
+	if got := names(ServiceTopics(cfg)); !slices.Contains(got, "rank.log_topic=ranklog") {
+		t.Errorf("log topic: %q", got)
+	}
+	cfg.Rank.Model = ""
+	if got := names(ServiceTopics(cfg)); slices.Contains(got, "rank.log_topic=ranklog") {
+		t.Errorf("log topic, requests off: %q", got)
+	}
 }
 
 // TestMissingTopicSaysHowToCreate: a topic the config names that does not
