@@ -44,9 +44,9 @@ type RankHTTPConfig struct {
 	// (NewRankRefused); nil: not counted.
 	Refused *prometheus.CounterVec
 	// LogTopic, when set, receives every request answered, as received
-	// and keyed by its key, and ResponseTopic its response: the
-	// exploration log of rank.log_topic.
-	LogTopic, ResponseTopic string
+	// and keyed by its key, and the engine's response topic its response:
+	// the exploration log of rank.log_topic.
+	LogTopic string
 }
 
 // NewRankRefused returns streamer_rank_refused_total, the counter of the
@@ -291,15 +291,15 @@ func (p *Pipeline) Rank(ctx context.Context, body, dst []byte) ([]byte, error) {
 	reg.End()
 	defer trace.StartRegion(ctx, "rank: rank").End()
 	out := sh.st.Rank(dst, ev)
-	if c := &r.cfg; c.LogTopic != "" {
+	if t := r.cfg.LogTopic; t != "" {
 		// The request and its decision, as one read from Kafka would
 		// leave them, stamped with the answer's time: a label the client
 		// sends after the answer comes after them in time, whenever the
 		// producer's batch goes out.
 		// The key is copied: ev's buffers go back to the pool.
 		now, key := time.Now(), bytes.Clone(ev.Key)
-		p.pub.Publish(kafka.Message{Topic: c.LogTopic, Key: key, Value: append(p.pub.Buffer(), body...), Time: now})
-		p.pub.Publish(kafka.Message{Topic: c.ResponseTopic, Key: key, Value: append(p.pub.Buffer(), out...), Time: now})
+		p.pub.Publish(kafka.Message{Topic: t, Key: key, Value: append(p.pub.Buffer(), body...), Time: now})
+		p.pub.Publish(kafka.Message{Topic: p.engine.ResponseTopic(), Key: key, Value: append(p.pub.Buffer(), out...), Time: now})
 	}
 	return out, nil
 }

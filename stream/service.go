@@ -295,13 +295,9 @@ func NewService(ctx context.Context, cfg config.Config, types *online.Registry, 
 		err = openVersions(cfg, pipeline, eng, reg, log) // versions.go
 	}
 	if err == nil {
-		respTopic := cfg.Rank.ResponseTopic
-		if respTopic == "" {
-			respTopic = cfg.Kafka.OutputTopic
-		}
 		err = pipeline.EnableRankHTTP(RankHTTPConfig{Partitioner: cfg.Rank.Partitioner, MaxBytes: cfg.Kafka.MaxMessageBytes, Registerer: reg, Refused: s.rankRefused,
 			Partitions: func(ctx context.Context) (int, error) { return sec.Partitions(ctx, cfg.Kafka, AuthCheckTimeout) },
-			LogTopic:   cfg.Rank.LogTopic, ResponseTopic: respTopic})
+			LogTopic:   cfg.Rank.LogTopic})
 	}
 	if err == nil && !cfg.Snapshot.Partitioned() {
 		// Bringing the key store to the snapshot writes to it: on a full

@@ -511,11 +511,16 @@ func (s *Shard) request(ev *wire.Event, msg *kafka.Message, id []byte, pub Sink,
 		key = ev.Key
 	}
 	s.rankRequest(ev, id, key, now)
-	topic := s.e.cfg.Rank.ResponseTopic
-	if topic == "" {
-		topic = s.e.cfg.OutputTopic
+	pub.Publish(kafka.Message{Topic: s.e.ResponseTopic(), Key: msg.Key, Value: wire.AppendRanking(pub.Buffer(), &s.rk.resp)})
+}
+
+// ResponseTopic is where the responses to ranking requests go:
+// RankConfig.ResponseTopic, else the output topic.
+func (e *Engine) ResponseTopic() string {
+	if t := e.cfg.Rank.ResponseTopic; t != "" {
+		return t
 	}
-	pub.Publish(kafka.Message{Topic: topic, Key: msg.Key, Value: wire.AppendRanking(pub.Buffer(), &s.rk.resp)})
+	return e.cfg.OutputTopic
 }
 
 // checkRank resolves cfg.Rank against the models: the index of the rank
