@@ -361,8 +361,8 @@ func (j *joinBuffer) take(id []byte, now int64) (*joinSlot, joinStatus, int) {
 	delete(j.index, h)
 	s := &j.slots[i]
 	j.kill(s)
-	if j.protect && !j.labelled.has(s.key) { // the request's key (the label's is marked by Shard.ApplyAt)
-		j.labelled.add(s.key)
+	if j.protect { // the request's key (the label's is marked by Shard.ApplyAt)
+		j.labelledHash(s.key)
 	}
 	return s, joined, dropped
 }
@@ -370,8 +370,11 @@ func (j *joinBuffer) take(id []byte, now int64) (*joinSlot, joinStatus, int) {
 // labelledKey remembers that key has labelled (an event of the stream
 // with a label: a rating, a click, a late label), so that its items keep
 // their place against new keys' (protect).
-func (j *joinBuffer) labelledKey(key []byte) {
-	if kh := j.keyHash(key); !j.labelled.has(kh) {
+func (j *joinBuffer) labelledKey(key []byte) { j.labelledHash(j.keyHash(key)) }
+
+// labelledHash remembers the key with hash kh as labelled, once.
+func (j *joinBuffer) labelledHash(kh uint64) {
+	if !j.labelled.has(kh) {
 		j.labelled.add(kh)
 	}
 }
