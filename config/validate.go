@@ -295,21 +295,24 @@ func (v *validator) rank(c *Config, reg *online.Registry) {
 	if n := r.Join.Entries; n < 0 || n > maxRankJoinEntries {
 		v.errorf("rank.join.entries", "must be in [0, %d] (0 = 64 × rank.join.events), got %d", maxRankJoinEntries, n)
 	}
-	for _, tk := range []struct{ key, name string }{{"rank.response_topic", r.ResponseTopic}, {"rank.log_topic", r.LogTopic}} {
-		t := tk.name
-		if t == "" {
+	type topic struct{ key, name string }
+	shared := []topic{{"kafka.input_topic", c.Kafka.InputTopic}, {"kafka.dlq_topic", c.Kafka.DLQTopic}, {"snapshot.changelog_topic", c.Snapshot.ChangelogTopic}}
+	for _, t := range []struct {
+		topic
+		apart []topic // the topics it must not be, besides shared
+	}{
+		{topic{"rank.response_topic", r.ResponseTopic}, nil},
+		{topic{"rank.log_topic", r.LogTopic}, []topic{{"kafka.output_topic", c.Kafka.OutputTopic}, {"rank.response_topic", r.ResponseTopic}}},
+	} {
+		if t.name == "" {
 			continue
 		}
-		if len(t) > 249 || t == "." || t == ".." || !topicRE.MatchString(t) {
-			v.errorf(tk.key, "%q is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", t)
+		if len(t.name) > 249 || t.name == "." || t.name == ".." || !topicRE.MatchString(t.name) {
+			v.errorf(t.key, "%q is not a valid Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", t.name)
 		}
-		others := []struct{ path, name string }{{"kafka.input_topic", c.Kafka.InputTopic}, {"kafka.dlq_topic", c.Kafka.DLQTopic}, {"snapshot.changelog_topic", c.Snapshot.ChangelogTopic}}
-		if tk.key == "rank.log_topic" {
-			others = append(others, struct{ path, name string }{"kafka.output_topic", c.Kafka.OutputTopic}, struct{ path, name string }{"rank.response_topic", r.ResponseTopic})
-		}
-		for _, o := range others {
-			if t == o.name {
-				v.errorf(tk.key, "%q is also %s", t, o.path)
+		for _, o := range append(shared, t.apart...) {
+			if t.name == o.name {
+				v.errorf(t.key, "%q is also %s", t.name, o.key)
 			}
 		}
 	}
