@@ -83,6 +83,27 @@ func (w *catWorld) clickProb(u, i int) float64 {
 	return 0.1
 }
 
+// clicks are user u's clicks on the items ranked for request id, drawn
+// with rng (one draw per item, in order), as delayed labels keyed by the
+// user; and the click probability of the first item.
+func (w *catWorld) clicks(id string, u int, ranked []rankedItem, rng *rand.Rand) (labels []kafka.Message, first float64) {
+	for j, it := range ranked {
+		var i int
+		fmt.Sscanf(it.Item, "i%d", &i)
+		pc := w.clickProb(u, i)
+		if j == 0 {
+			first = pc
+		}
+		y := -1
+		if rng.Float64() < pc {
+			y = 1
+		}
+		labels = append(labels, kafka.Message{Key: fmt.Appendf(nil, "u%d", u),
+			Value: fmt.Appendf(nil, `{"id":%q,"item":%q,"label":%d}`, id, it.Item, y)})
+	}
+	return labels, first
+}
+
 // request is a ranking request of user u: the user's namespace in the
 // request's own features, each candidate's item namespace in its own.
 func (w *catWorld) request(id string, u int, items []int, k int) []byte {
@@ -155,20 +176,8 @@ func TestHashedRankOverKafka(t *testing.T) {
 		if code != http.StatusOK || json.Unmarshal(out, &resp) != nil || resp.Model != "prefs" || len(resp.Ranked) != k {
 			t.Fatalf("request %d: %d %s", r, code, out)
 		}
-		for j, it := range resp.Ranked {
-			var i int
-			fmt.Sscanf(it.Item, "i%d", &i)
-			pc := w.clickProb(u, i)
-			if j == 0 {
-				firstClickP[r] = pc
-			}
-			y := -1
-			if clickRng.Float64() < pc {
-				y = 1
-			}
-			labels = append(labels, kafka.Message{Key: fmt.Appendf(nil, "u%d", u),
-				Value: fmt.Appendf(nil, `{"id":%q,"item":%q,"label":%d}`, id, it.Item, y)})
-		}
+		clicks, pc := w.clicks(id, u, resp.Ranked, clickRng)
+		labels, firstClickP[r] = append(labels, clicks...), pc
 		if len(labels) >= 300 {
 			produce(t, b, "events", labels)
 			labels = labels[:0]

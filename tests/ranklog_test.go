@@ -53,16 +53,8 @@ func TestRankLogReplays(t *testing.T) {
 		if code != http.StatusOK || json.Unmarshal(out, &resp) != nil || len(resp.Ranked) != k {
 			t.Fatalf("request %d: %d %s", r, code, out)
 		}
-		for _, it := range resp.Ranked {
-			var i int
-			fmt.Sscanf(it.Item, "i%d", &i)
-			y := -1
-			if rng.Float64() < w.clickProb(u, i) {
-				y = 1
-			}
-			labels = append(labels, kafka.Message{Key: fmt.Appendf(nil, "u%d", u),
-				Value: fmt.Appendf(nil, `{"id":%q,"item":%q,"label":%d}`, id, it.Item, y)})
-		}
+		clicks, _ := w.clicks(id, u, resp.Ranked, rng)
+		labels = append(labels, clicks...)
 		if len(labels) >= 60 {
 			produce(t, b, "events", labels)
 			labels = labels[:0]
