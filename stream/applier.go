@@ -245,14 +245,6 @@ func (q *slotQueue) take(dst []*slot, wait bool) ([]*slot, bool) {
 	return dst, true
 }
 
-// clockBase is the origin of monotonic.
-var clockBase = time.Now()
-
-// monotonic is the time since clockBase on the monotonic clock: for timing
-// an interval, it reads the clock once where time.Now reads it twice (wall
-// and monotonic).
-func monotonic() time.Duration { return time.Since(clockBase) }
-
 // tally is a partition's accounting of the events processed, by its
 // applier (or the stateless loop, consume), one goroutine's: per event its
 // latency and the partition's lag, noted in plain memory and moved to the

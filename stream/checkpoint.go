@@ -158,8 +158,11 @@ func awaitPublished(ctx context.Context, caps []shardCapture) error {
 	for _, c := range caps {
 		for _, f := range c.feeds {
 			want := c.offsets[f.partition]
-			if err := waitUntil(ctx, func() bool { return f.published.Load() >= want }); err != nil {
-				return fmt.Errorf("stream: partition %d: records of offsets before %d not published: %w", f.partition, want, err)
+			var w poller
+			for f.published.Load() < want {
+				if err := w.sleep(ctx); err != nil {
+					return fmt.Errorf("stream: partition %d: records of offsets before %d not published: %w", f.partition, want, err)
+				}
 			}
 		}
 	}

@@ -48,6 +48,18 @@
 // HTTP in rankhttp.go, the health of the saves in saves.go, the models'
 // versions and rollbacks in versions.go (recorded by the checkpoint after
 // its saves) and versionshttp.go, the wiring in service.go.
+// Leaves that any of them may use: the monotonic clock and the pollers'
+// back-off (clock.go), the errors of lost state (statelost.go).
+//
+// Calls between the files of the layer (this package, stream/engine,
+// stream/holder, stream/profile, stream/wire) go one way along that path:
+// no file calls into a file that has called it, directly or through the
+// program's other packages, so an event's calls from fetch to offset
+// commit enter each file without returning to one they left. A callback
+// that would call back (a factory, an updater, a report hook, an error
+// type) lives in a file of its own or in the package that owns its type.
+// internal/tools/eventpath checks it on the whole program's call graph
+// (CI runs it).
 //
 // # Goroutines
 //

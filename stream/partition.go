@@ -134,19 +134,6 @@ func (p *Pipeline) tryRestore(ctx context.Context, part int, groupOffset int64) 
 	return sh, offset, nil
 }
 
-// partitionStateLost is a partition with a committed offset but no state
-// in the changelog.
-type partitionStateLost struct {
-	part   int
-	offset int64
-	topic  string
-}
-
-func (e *partitionStateLost) Error() string {
-	return fmt.Sprintf("partition %d has a committed offset (%d) but no state in snapshot.changelog_topic %s: it is not consumed, since its models would start empty and what they learned would be lost; "+
-		"restore the changelog, or accept the loss with --allow-empty-state, or reset the group's offsets", e.part, e.offset, e.topic)
-}
-
 // Held says which partitions are held for lost state ("" when none).
 func (p *Pipeline) Held() string {
 	p.mu.Lock()

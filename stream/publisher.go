@@ -535,23 +535,11 @@ func (p *Publisher) Flush(ctx context.Context) error {
 // poll waits, backing off from 100 µs to 5 ms, until done reports true or
 // ctx ends.
 func (p *Publisher) poll(ctx context.Context, what string, done func() bool) error {
-	if err := waitUntil(ctx, done); err != nil {
-		return fmt.Errorf("stream: %s (%d records pending): %w", what, p.pending.Load(), err)
-	}
-	return nil
-}
-
-// waitUntil waits, backing off from 100 µs to 5 ms, until done reports
-// true (nil) or ctx ends (its error).
-func waitUntil(ctx context.Context, done func() bool) error {
-	wait := 100 * time.Microsecond
+	var w poller
 	for !done() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+		if err := w.sleep(ctx); err != nil {
+			return fmt.Errorf("stream: %s (%d records pending): %w", what, p.pending.Load(), err)
 		}
-		wait = min(2*wait, 5*time.Millisecond)
 	}
 	return nil
 }

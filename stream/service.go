@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -85,33 +84,6 @@ func WithSnapshotWriteHook(fn func()) Option {
 // *StateLostError.
 func WithAllowEmptyState() Option {
 	return func(o *options) { o.allowEmptyState = true }
-}
-
-// StateLostError stops start-up: snapshots are on, no valid state was
-// found, and the consumer group has committed offsets, so starting would
-// silently forget what the models learned from the events before them.
-type StateLostError struct {
-	Group, Topic string
-	Committed    map[int]int64 // by partition
-	Where        string        // where state was looked for
-	Corrupt      int           // corrupt snapshot files moved aside
-}
-
-func (e *StateLostError) Error() string {
-	corrupt := ""
-	if e.Corrupt > 0 {
-		corrupt = fmt.Sprintf(" (%d corrupt snapshot files moved aside as *.corrupt)", e.Corrupt)
-	}
-	parts := slices.Sorted(maps.Keys(e.Committed))
-	offs := make([]string, len(parts))
-	for i, p := range parts {
-		offs[i] = fmt.Sprintf("%d@%d", p, e.Committed[p])
-	}
-	return fmt.Sprintf("snapshot: no valid state in %s%s, but consumer group %q has committed offsets on %q (partition@offset: %s): "+
-		"starting would lose what the models learned from the events before them. Restore a snapshot there; or accept the loss: "+
-		"run with --allow-empty-state (the models start empty at the committed offsets), or reset the group's offsets "+
-		"(kafka-consumer-groups.sh --group %s --topic %s --reset-offsets --to-earliest --execute) to learn again from what the topic retains",
-		e.Where, corrupt, e.Group, e.Topic, strings.Join(offs, " "), e.Group, e.Topic)
 }
 
 // batchOverhead is what a record batch takes beyond kafka-go's count of

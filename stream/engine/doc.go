@@ -34,11 +34,15 @@
 // holders); calibrated certainty (calibration.go); fallbacks
 // (fallback.go); the records (outbox.go, encoded once the lock is
 // released); counts and judging (shard.go; models.go at the run's end).
-// Around it: the Engine and its configuration (engine.go, fromconfig.go
+// A model's state in a shard, and its input, lock, score and learn, are
+// shardModel's (shardmodel.go), which the ranking requests use too; a
+// request's candidates as the models take them, profiles joined, are
+// candidate.go's. Around it: the Engine and its configuration (engine.go, fromconfig.go
 // from the service's configuration), a model's definition and metrics
 // (models.go), a shard's state for checkpoints (shardstate.go), ranking
 // requests (rank.go, explore.go), delayed labels (join.go), hashed
 // features (hashed.go), failed keys and the key store's errors
 // (keyfault.go, keymemory.go), per-partition histograms (histshards.go),
-// setting a global model's state to a saved version (versions.go).
+// setting a global model's state to a saved version (versions.go), the
+// background refits' reports to the metrics (refitreport.go).
 package engine

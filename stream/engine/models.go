@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -270,7 +269,7 @@ func newModelDef(nm NamedModel, cfg Config, met *engineMetrics) (*modelDef, erro
 		met.tau.set(name, d.kendallTau)
 		d.met.rmse = met.rmse.WithLabelValues(name)
 	}
-	d.onRefit = func(rep refit.Report) { met.refitted(name, rep) }
+	d.onRefit = met.refitReporter(name)
 	d.met.version.Set(float64(nm.Model.Version()))
 	return d, nil
 }
@@ -438,28 +437,6 @@ func (g *scrapeGauges) Collect(ch chan<- prometheus.Metric) {
 	g.mu.Unlock()
 	for v, f := range fns {
 		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, f(), v)
-	}
-}
-
-// refitted records a refit report (called from the model's refit goroutine).
-func (m *engineMetrics) refitted(model string, r refit.Report) {
-	outcome := "accepted"
-	switch {
-	case r.Rejected:
-		outcome = "rejected"
-	case errors.Is(r.Err, context.Canceled):
-		outcome = "cancelled"
-	case r.Err != nil:
-		outcome = "failed"
-	}
-	m.refits.WithLabelValues(model, outcome).Inc()
-	m.refitSeconds.WithLabelValues(model).Observe(r.Duration.Seconds())
-	if r.Accepted {
-		m.refitWindow.WithLabelValues(model).Set(float64(r.Window))
-		m.refitSV.WithLabelValues(model).Set(float64(r.Stats.SupportVectors))
-		m.refitObj.WithLabelValues(model).Set(r.Stats.Objective)
-		m.refitAt.WithLabelValues(model).SetToCurrentTime()
-		m.version.WithLabelValues(model).Set(float64(r.Version))
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +64,7 @@ type shardProfile struct {
 	def  *profileDef
 	h    *holder.Keyed
 	ref  *holder.Keyed   // nil: no reference keys
-	med  []atomic.Uint64 // reference key j's median label (float64 bits)
+	med  profile.Medians // the reference keys' median labels
 	figs [2]holder.Figures
 }
 
@@ -77,30 +76,9 @@ type profileScratch struct {
 	val   []float64
 	field []uint8
 	nums  []float64 // a profile's values
-	up    profileUpdate
-	ru    refUpdate
+	up    profile.EventUpdate
+	ru    profile.LabelUpdate
 	fac   []float64
-}
-
-// profileUpdate learns an event into a profile (holder.Updater).
-type profileUpdate struct {
-	cfg *profile.Config
-	ev  profile.Event
-}
-
-func (u *profileUpdate) Update(m online.Model) { m.(*profile.State).Update(u.cfg, &u.ev) }
-
-// refUpdate learns a reference key's label and reads its median back.
-type refUpdate struct {
-	y      float64
-	max    int
-	median float64
-}
-
-func (u *refUpdate) Update(m online.Model) {
-	r := m.(*profile.RefState)
-	r.Add(u.y, u.max)
-	u.median = r.Median()
 }
 
 // newProfileDefs checks the configured profiles against the engine's
@@ -259,47 +237,35 @@ func (e *Engine) newShardProfiles(s *Shard) ([]*shardProfile, error) {
 			return h, err
 		}
 		var err error
-		if p.h, err = table(d.name, d.maxKeys, func() (online.Model, error) { return &profile.State{}, nil }, &p.figs[0]); err != nil {
+		if p.h, err = table(d.name, d.maxKeys, profile.NewState, &p.figs[0]); err != nil {
 			return nil, fmt.Errorf("stream: profile %s: %w", d.cfg.Entity, err)
 		}
 		if len(d.cfg.Reference) > 0 {
-			if p.ref, err = table(d.refName, len(d.cfg.Reference), func() (online.Model, error) { return &profile.RefState{}, nil }, &p.figs[1]); err != nil {
+			if p.ref, err = table(d.refName, len(d.cfg.Reference), profile.NewRefState, &p.figs[1]); err != nil {
 				return nil, fmt.Errorf("stream: profile %s: %w", d.cfg.Entity, err)
 			}
-			p.med = make([]atomic.Uint64, len(d.cfg.Reference))
-			p.resetMedians()
+			p.med = profile.NewMedians(len(d.cfg.Reference), d.cfg.Prior)
 		}
 		out = append(out, p)
 	}
 	return out, nil
 }
 
-// resetMedians sets every reference key's median to the prior (no
-// labels).
-func (p *shardProfile) resetMedians() {
-	for j := range p.med {
-		p.med[j].Store(math.Float64bits(p.def.cfg.Prior))
-	}
-}
-
 // loadMedians reads every reference key's median from its table (after a
 // restore).
 func (p *shardProfile) loadMedians() error {
-	p.resetMedians()
+	p.med.Reset(p.def.cfg.Prior)
 	for j, k := range p.def.cfg.Reference {
 		m, err := p.ref.Lookup(k)
 		if err != nil {
 			return fmt.Errorf("stream: profile %s: reference key %q: %w", p.def.cfg.Entity, k, err)
 		}
 		if r, ok := m.(*profile.RefState); ok && len(r.Sorted) > 0 {
-			p.med[j].Store(math.Float64bits(r.Median()))
+			p.med.Set(j, r.Median())
 		}
 	}
 	return nil
 }
-
-// median is reference key j's median label.
-func (p *shardProfile) median(j int) float64 { return math.Float64frombits(p.med[j].Load()) }
 
 // id is the entity's id in event ev of message key key (nil: the event
 // does not name it).
@@ -353,7 +319,7 @@ func (p *shardProfile) join(e *Engine, ps *profileScratch, id []byte, values, ob
 		}
 	}
 	if values {
-		ps.nums = d.cfg.Numbers(ps.nums[:0], st, p.median)
+		ps.nums = d.cfg.Numbers(ps.nums[:0], st, p.med)
 		for k, v := range ps.nums {
 			ps.idx = append(ps.idx, d.valIdx[k])
 			ps.val = append(ps.val, math.Float64frombits(math.Float64bits(v)^d.valSign[k]))
@@ -426,23 +392,23 @@ func (s *Shard) learnProfiles(ev *wire.Event, key []byte, at int64) {
 			continue
 		}
 		u := &ps.up
-		u.cfg = d.cfg
-		u.ev = profile.Event{At: at, Label: ev.Label, Labelled: ev.HasLabel, Ref: -1}
+		u.Cfg = d.cfg
+		u.Ev = profile.Event{At: at, Label: ev.Label, Labelled: ev.HasLabel, Ref: -1}
 		if d.ent >= 0 {
-			u.ev.Attrs = ev.EntObj[d.ent]
+			u.Ev.Attrs = ev.EntObj[d.ent]
 			if d.factors >= 0 {
-				u.ev.Bias, u.ev.Factors = s.factorsOf(d.factors, ev.EntHash[d.ent])
+				u.Ev.Bias, u.Ev.Factors = s.factorsOf(d.factors, ev.EntHash[d.ent])
 			}
 		}
 		if j, ok := d.refs[string(key)]; ok && ev.HasLabel && p.ref != nil {
-			u.ev.Ref = j
-			ps.ru = refUpdate{y: ev.Label, max: d.cfg.MaxLabels}
+			u.Ev.Ref = j
+			ps.ru = profile.LabelUpdate{Y: ev.Label, Max: d.cfg.MaxLabels}
 			mu := p.ref.Mutex(key)
 			if mu != nil {
 				mu.Lock()
 			}
 			if p.ref.Update(key, &ps.ru) == nil {
-				p.med[j].Store(math.Float64bits(ps.ru.median))
+				p.med.Set(j, ps.ru.Median)
 			}
 			if mu != nil {
 				mu.Unlock()
@@ -557,7 +523,7 @@ func (s *Shard) Profile(entity string, id []byte) (st *profile.State, values []b
 		}
 		values = []byte("{}") // values: [] joins no namespace of numbers
 		if len(p.def.cfg.Names()) > 0 {
-			values = append([]byte{'{'}, p.def.cfg.Render(nil, st, p.median)...)
+			values = append([]byte{'{'}, p.def.cfg.Render(nil, st, p.med)...)
 			values = append(values, '}')
 		}
 		if mu != nil {

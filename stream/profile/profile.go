@@ -118,6 +118,20 @@ type State struct {
 	hashed Hashed // Attrs hashed (SetHashedAttrs; not encoded), until Attrs change
 }
 
+// NewState returns an empty State as an online.Model: a key table's
+// factory (holder.Spec.Factory).
+func NewState() (online.Model, error) { return &State{}, nil }
+
+// EventUpdate learns Ev into a State under Cfg: a key table's updater
+// (holder.Updater), reused from event to event.
+type EventUpdate struct {
+	Cfg *Config
+	Ev  Event
+}
+
+// Update learns the event into m, a *State.
+func (u *EventUpdate) Update(m online.Model) { m.(*State).Update(u.Cfg, &u.Ev) }
+
 // Hashed are hashed features: indices, signed values, fields.
 type Hashed struct {
 	Idx   []int32
@@ -202,9 +216,9 @@ func (s *State) Variance() float64 {
 
 // Numbers appends to dst the numbers c publishes for s (nil: an entity
 // never seen, with its cold defaults: counts 0, the prior mean, zero
-// factors, every reference key's median), in Names' order; median(j) is
-// reference key j's median label.
-func (c *Config) Numbers(dst []float64, s *State, median func(j int) float64) []float64 {
+// factors, every reference key's median), in Names' order; median holds
+// the reference keys' median labels.
+func (c *Config) Numbers(dst []float64, s *State, median Medians) []float64 {
 	var zero State
 	if s == nil {
 		s = &zero
@@ -242,7 +256,7 @@ func (c *Config) Numbers(dst []float64, s *State, median func(j int) float64) []
 					dst = append(dst, s.Ref[k].Y)
 					k++
 				} else {
-					dst = append(dst, median(j))
+					dst = append(dst, median.At(j))
 				}
 			}
 		}
@@ -255,7 +269,7 @@ func (c *Config) Numbers(dst []float64, s *State, median func(j int) float64) []
 // Numbers are written in the shortest form that reads back as the same
 // float64, so that a client that spells the values out gets the features
 // the service joins.
-func (c *Config) Render(dst []byte, s *State, median func(j int) float64) []byte {
+func (c *Config) Render(dst []byte, s *State, median Medians) []byte {
 	dst = strconv.AppendQuote(dst, c.Out)
 	dst = append(dst, ":{"...)
 	values := c.Numbers(nil, s, median)

@@ -61,8 +61,10 @@ func TestUpdate(t *testing.T) {
 // mean, every reference key's median, zero factors).
 func TestRenderReadsBack(t *testing.T) {
 	c := testConfig()
-	medians := []float64{2, 4.5, 1.0 / 3}
-	median := func(j int) float64 { return medians[j] }
+	median := NewMedians(3, 0)
+	for j, m := range []float64{2, 4.5, 1.0 / 3} {
+		median.Set(j, m)
+	}
 	s := &State{Events: 3, Labels: 2, Mean: 0.1 + 0.2, M2: 1e-300, Pop: math.Pi, Bias: -1.5, Factors: []float64{1e-17, 2}, Ref: []RefLabel{{1, 5}}}
 	for _, st := range []*State{s, nil} {
 		nums := c.Numbers(nil, st, median)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/codec"
@@ -15,6 +16,50 @@ import (
 type RefState struct {
 	Sorted []float64 // its labels, ascending; at most Config.MaxLabels (the first ones)
 	Seen   int64     // every label it gave
+}
+
+// NewRefState returns an empty RefState as an online.Model: a key table's
+// factory (holder.Spec.Factory).
+func NewRefState() (online.Model, error) { return &RefState{}, nil }
+
+// Medians are the reference keys' median labels, by key index, each read
+// and written atomically (the float64's bits): the value of a reference
+// key an entity has not labelled (Config.Numbers).
+type Medians []atomic.Uint64
+
+// NewMedians returns n medians, each prior.
+func NewMedians(n int, prior float64) Medians {
+	m := make(Medians, n)
+	m.Reset(prior)
+	return m
+}
+
+// Reset sets every median to prior (no labels).
+func (m Medians) Reset(prior float64) {
+	for j := range m {
+		m.Set(j, prior)
+	}
+}
+
+// Set sets key j's median to v.
+func (m Medians) Set(j int, v float64) { m[j].Store(math.Float64bits(v)) }
+
+// At is key j's median.
+func (m Medians) At(j int) float64 { return math.Float64frombits(m[j].Load()) }
+
+// LabelUpdate adds label Y to a RefState (at most Max kept) and reads its
+// median back into Median: a key table's updater (holder.Updater).
+type LabelUpdate struct {
+	Y      float64
+	Max    int
+	Median float64
+}
+
+// Update adds the label to m, a *RefState.
+func (u *LabelUpdate) Update(m online.Model) {
+	r := m.(*RefState)
+	r.Add(u.Y, u.Max)
+	u.Median = r.Median()
 }
 
 // Add records label y (beyond max labels only counted).

@@ -68,6 +68,19 @@
 // says where, e.g. "features[3]: not a number (got string)" or
 // "got 31 features, want 32".
 //
+// # Files
+//
+// Decoding: Decoder.Decode and the document's own fields (decode.go); the
+// features (features.go: an array, a matrix, named; hashed in hash.go,
+// their entities in entity.go); ranking requests (request.go, hashed
+// candidates in hashreq.go, logged decisions in logged.go); all of them on
+// the scanner's primitives (scanner.go: whitespace, keys, strings,
+// literals, skipping a value, errors) and the number parser (number.go).
+// Encoding: score records and ranking responses (encode.go; AppendRanking
+// in request.go), floats in their shortest form (ftoa.go), memoised by a
+// FloatCache (floatcache.go). Calls between the files go one way: none
+// calls into a file that calls it.
+//
 // # Buffers and concurrency
 //
 // A Decoder is immutable and safe for concurrent use. An Event is reused

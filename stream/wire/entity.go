@@ -72,31 +72,6 @@ func (d *Decoder) Fragments() *Decoder {
 	return &c
 }
 
-// DecodeFeatures parses obj, a features object ({"ns": {...}, …}), into
-// ev's hashed features (Idx, Val, Hash, Field), as Decode would the
-// "features" member of an event: for the members of a profile the service
-// adds to an event or a candidate. ev's other fields are left as they
-// are. d must hash; obj must be one JSON object and nothing else.
-func (d *Decoder) DecodeFeatures(obj []byte, ev *Event) error {
-	if d.hash == nil {
-		return errors.New("wire: DecodeFeatures: the decoder does not hash")
-	}
-	ev.buf = ev.buf[:0]
-	s := scanner{src: obj, d: d, ev: ev, ent: -1}
-	s.skipWS()
-	if s.pos >= len(s.src) {
-		return s.syntax("empty input")
-	}
-	if e := s.hashedFeatures(); e != nil {
-		return e
-	}
-	s.skipWS()
-	if s.pos != len(s.src) {
-		return s.syntax("trailing data after the features object")
-	}
-	return nil
-}
-
 // entityOf returns the index of the entity of namespace ns, -1 if none.
 func (h *hashing) entityOf(ns []byte) int {
 	for i, e := range h.ents {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"strconv"
 
@@ -482,54 +481,6 @@ func (s *scanner) bag(top bool, plen, nameEnd, slot int) *Error {
 			return nil
 		}
 	}
-}
-
-// plainEnd returns the index of the first byte from src[i] that is a
-// quote, a backslash or a control character (len(src) if none): the end
-// of a string's plain run. It reads 8 bytes at a time: in each word, the
-// lowest byte flagged by the borrow tricks below is a true match (a false
-// one can only sit above a true one).
-func plainEnd(src []byte, i int) int {
-	for ; i+8 <= len(src); i += 8 {
-		if t := specialBytes(binary.LittleEndian.Uint64(src[i:])); t != 0 {
-			return i + bits.TrailingZeros64(t)/8
-		}
-	}
-	for i < len(src) && src[i] != '"' && src[i] != '\\' && src[i] >= 0x20 {
-		i++
-	}
-	return i
-}
-
-// appendPlain appends to dst the plain run of the string at src[i:] (up
-// to plainEnd's index, which it returns too), copying each 8-byte word as
-// it scans it. dst grows (allocates) only while its capacity does.
-func appendPlain(dst, src []byte, i int) ([]byte, int) {
-	n := len(dst)
-	for i+8 <= len(src) {
-		if cap(dst)-n < 8 {
-			dst = slices.Grow(dst[:n], 8)
-		}
-		x := binary.LittleEndian.Uint64(src[i:])
-		binary.LittleEndian.PutUint64(dst[n:n+8], x)
-		if t := specialBytes(x); t != 0 {
-			k := bits.TrailingZeros64(t) / 8
-			return dst[:n+k], i + k
-		}
-		n += 8
-		i += 8
-	}
-	j := plainEnd(src, i)
-	return append(dst[:n], src[i:j]...), j
-}
-
-// specialBytes flags (sets the high bit of) the bytes of x that end a
-// string's plain run: a quote, a backslash or a control character. The
-// lowest flagged byte is always a true one (see plainEnd).
-func specialBytes(x uint64) uint64 {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	q, b := x^(lo*'"'), x^(lo*'\\')
-	return ((q-lo)&^q | (b-lo)&^b | (x-lo*0x20)&^x) & hi
 }
 
 // hashPath names the member whose name is ev.hkey[plen:nameEnd], for an

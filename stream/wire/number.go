@@ -343,3 +343,5 @@ func eiselLemire(w uint64, q int) (float64, bool) {
 	}
 	return math.Float64frombits(uint64(exp)<<52 | sig&(1<<52-1)), true
 }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }

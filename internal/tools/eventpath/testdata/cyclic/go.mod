@@ -1,0 +1,3 @@
+module github.com/streamer/streamer
+
+go 1.26.0

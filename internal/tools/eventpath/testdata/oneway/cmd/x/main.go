@@ -1,0 +1,5 @@
+package main
+
+import "github.com/streamer/streamer/stream"
+
+func main() { stream.New().Run() }
