@@ -160,9 +160,9 @@ func analyse(dir, pkg, scope string, roots []string) (*graph, error) {
 		if n == nil {
 			continue
 		}
-		last := s.f
-		if !inScope(fileOf(s.f)) {
-			last = caller[s]
+		last := s.f // the layer's function (or the root) whose call this is
+		if c, ok := caller[s]; ok {
+			last = c
 		}
 		for _, e := range n.Out {
 			callee := e.Callee.Func
