@@ -64,6 +64,11 @@ func TestShutdownIsBounded(t *testing.T) {
 		if err == nil || !strings.Contains(p.logs.String(), `msg="stop timed out" shutdown_timeout=2s undelivered_records=`) {
 			t.Errorf("exit %v; want exit 1 after logging that the stop timed out:\n%s", err, p.logs.String())
 		}
+		// What timed out is the deliveries: there is no key store (no
+		// key-scoped model) to blame.
+		if strings.Contains(p.logs.String(), "key store") {
+			t.Errorf("the stop's log blames a key store, with none configured:\n%s", p.logs.String())
+		}
 	case <-time.After(20 * time.Second): // shutdown_timeout 2s, the process's own margin 5s more
 		t.Fatalf("still running 20s after SIGTERM with shutdown_timeout 2s")
 	}
