@@ -203,6 +203,15 @@ func describeModel(types *online.Registry, m snapshot.Model) modelState {
 		st.note = fmt.Sprintf("the model that ranks: %s", m.Data)
 		return st
 	}
+	if m.Type == engine.CalibrationStateType {
+		pairs, added, err := engine.CalibrationSummary(m.Data)
+		if err != nil {
+			st.err = err
+			return st
+		}
+		st.note = fmt.Sprintf("calibration window: %d pairs (of %d given)", pairs, added)
+		return st
+	}
 	if holder.IsKeyed(m.Data) {
 		// The checkpoint's changed keys are in the snapshot (each is
 		// decoded); the others are in the key store.

@@ -3,6 +3,7 @@ package calibrate_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -155,4 +156,30 @@ func randomPairs(n int, seed uint64) []calibrate.Pair {
 		ps[i] = calibrate.Pair{Score: s, Y: y}
 	}
 	return ps
+}
+
+// TestWindowLoad: a window loaded with another's pairs and count keeps
+// the same recent pairs (CopyRecentTo) and count; a smaller one keeps the
+// newest; non-finite pairs are skipped.
+func TestWindowLoad(t *testing.T) {
+	w := calibrate.NewWindow(50)
+	for i := range 130 {
+		w.Add(float64(i), i%3 == 0)
+	}
+	v := calibrate.NewWindow(50)
+	v.Add(-1, true) // emptied by Load
+	v.Load(w.CopyTo(nil), w.Added())
+	if v.Added() != w.Added() || v.Len() != w.Len() || !slices.Equal(v.CopyRecentTo(nil), w.CopyRecentTo(nil)) {
+		t.Fatalf("loaded: added %d len %d, want %d %d", v.Added(), v.Len(), w.Added(), w.Len())
+	}
+	small := calibrate.NewWindow(10)
+	small.Load(w.CopyTo(nil), 3)
+	got := small.CopyTo(nil)
+	if small.Len() != 10 || small.Added() != 10 || got[0].Score != 120 || got[9].Score != 129 {
+		t.Fatalf("a smaller window: len %d added %d pairs %v", small.Len(), small.Added(), got)
+	}
+	small.Load([]calibrate.Pair{{Score: math.NaN(), Y: 1}, {Score: 2, Y: math.Inf(1)}, {Score: 1, Y: 0}}, 0)
+	if got := small.CopyTo(nil); len(got) != 1 || got[0].Score != 1 {
+		t.Fatalf("non-finite pairs kept: %v", got)
+	}
 }

@@ -39,7 +39,8 @@
 // request's candidates as the models take them, profiles joined, are
 // candidate.go's. Around it: the Engine and its configuration (engine.go, fromconfig.go
 // from the service's configuration), a model's definition and metrics
-// (models.go), a shard's state for checkpoints (shardstate.go), ranking
+// (models.go), a shard's state for checkpoints (shardstate.go; the
+// calibrations' entries in calsnap.go), ranking
 // requests (rank.go, explore.go), delayed labels (join.go), hashed
 // features (hashed.go), failed keys and the key store's errors
 // (keyfault.go, keymemory.go), per-partition histograms (histshards.go),

@@ -36,6 +36,7 @@ func (s *Shard) Capture() (*Checkpoint, error) {
 		return nil, err
 	}
 	s.captureRank(c)
+	s.captureCalibration(c)
 	return c, nil
 }
 
@@ -130,6 +131,7 @@ func (s *Shard) Restore(saved []snapshot.Model, src KeySource) (fresh, dropped [
 	}
 	fresh = append(fresh, pfresh...)
 	s.restoreRank(byName)
+	s.restoreCalibration(byName, fresh)
 	for name := range byName {
 		dropped = append(dropped, name)
 	}
