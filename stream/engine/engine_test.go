@@ -3,9 +3,11 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -116,6 +118,57 @@ func BenchmarkEngineProcess(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// BenchmarkEngineProcessCalibrated is BenchmarkEngineProcess's linear MAM
+// with the service's calibration (a window of 2 000 pairs refitted every
+// 100 but not sooner than 10 ms after the last, in the background), on
+// labelled events whose scores spread over the table's cells: every
+// record carries certainty.probability. (Its refits run on the clock:
+// time it, do not count its instructions.)
+func BenchmarkEngineProcessCalibrated(b *testing.B) {
+	m, err := online.NewMAM(32, online.MAMParams{Kernel: online.KernelSpec{Type: "linear"}, Balance: true, Delta: 0.05})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := New(Config{OutputTopic: "scores", DLQTopic: "dlq", Dim: 32, MaxMessageBytes: 1 << 16,
+		Calibration: CalibrationConfig{Window: 2000, Every: 100, MinInterval: 10 * time.Millisecond}}, []NamedModel{{Name: "mam", Model: m}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	s := instanceShard(b, e)
+	sink := &memSink{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	msgs := make([]kafka.Message, 1024)
+	for i := range msgs {
+		v := []byte(`{"id":"e-` + strconv.Itoa(i) + `","features":[`)
+		var dot float64
+		for j := range 32 {
+			x := rng.NormFloat64()
+			if j < 4 {
+				dot += x
+			}
+			if j > 0 {
+				v = append(v, ',')
+			}
+			v = strconv.AppendFloat(v, x, 'f', 6, 64)
+		}
+		y := "1"
+		if dot+rng.NormFloat64() < 0 {
+			y = "-1"
+		}
+		msgs[i] = kafka.Message{Topic: "events", Key: []byte("user-42"), Value: append(v, `],"label":`+y+`}`...)}
+	}
+	for i := range 4000 { // the table fitted
+		s.Process(&msgs[i&1023], sink)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.Process(&msgs[i&1023], sink)
+		i++
 	}
 }
 
