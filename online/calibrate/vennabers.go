@@ -320,6 +320,24 @@ func (v *VennAbers) Probability(score float64) (p, lower, upper float64) {
 	return v.pl[k], v.pl[k+1], v.pl[k+2]
 }
 
+// Cells returns the number of steps of the table: the scores between two
+// consecutive thresholds share one (p, lower, upper), cell Cell(score).
+func (v *VennAbers) Cells() int { return len(v.pl) / 3 }
+
+// Cell returns the cell of score (Probability(score) is CellValues of
+// it); -1 for a NaN score.
+func (v *VennAbers) Cell(score float64) int {
+	if score != score {
+		return -1
+	}
+	return atMost(v.at, score)
+}
+
+// CellValues returns cell k's (p, lower, upper), 0 ≤ k < Cells().
+func (v *VennAbers) CellValues(k int) (p, lower, upper float64) {
+	return v.pl[3*k], v.pl[3*k+1], v.pl[3*k+2]
+}
+
 // N returns the number of calibration pairs the table was fitted on
 // (pairs with a non-finite score excluded; ties counted).
 func (v *VennAbers) N() int { return v.n }

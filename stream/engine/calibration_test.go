@@ -247,7 +247,7 @@ func TestCalibrationChecksPublishedCertainty(t *testing.T) {
 	for i := range 100 {
 		pairs = append(pairs, calibrate.Pair{Score: float64(i%10) - 4.5, Y: float64(i % 2)})
 	}
-	c.va.Store(calibrate.FitVennAbers(pairs))
+	c.va.Store(newVATable(calibrate.FitVennAbers(pairs)))
 	p := online.Prediction{Score: 2, Label: 1}
 	wp, wlo, whi := c.va.Load().Probability(2)
 
@@ -429,5 +429,61 @@ func TestCalibrationMinInterval(t *testing.T) {
 	}
 	if got := refits(c); got != pairs/every {
 		t.Fatalf("without min_interval: %d refits, want one every %d pairs, %d", got, every, pairs/every)
+	}
+}
+
+// TestVATableText: a record whose probability is the table's rendered
+// cell (CalText) is byte for byte the record whose floats are formatted
+// when it is encoded, for scores in every cell, at the thresholds, beyond
+// both ends and NaN.
+func TestVATableText(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var pairs []calibrate.Pair
+	for range 2000 {
+		s := rng.NormFloat64()
+		pairs = append(pairs, calibrate.Pair{Score: s, Y: b2f(s+0.8*rng.NormFloat64() > 0)})
+	}
+	vt := newVATable(calibrate.FitVennAbers(pairs))
+	if vt.Cells() < 50 {
+		t.Fatalf("%d cells", vt.Cells())
+	}
+	scores := []float64{math.Inf(-1), -1e300, math.NaN(), 1e300, math.Inf(1)}
+	for _, p := range pairs[:500] {
+		scores = append(scores, p.Score, math.Nextafter(p.Score, 0), rng.NormFloat64()*3)
+	}
+	cells := map[int]bool{}
+	var fc wire.FloatCache
+	for _, sc := range scores {
+		var with wire.Calibrated
+		vt.certainty(sc, &with)
+		cells[vt.Cell(sc)] = true
+		if sc == sc && len(with.CalText) == 0 {
+			t.Fatalf("score %v: no rendered cell", sc)
+		}
+		without := with
+		without.CalText = nil
+		p, lo, hi := vt.Probability(sc)
+		if with.CalP != p || with.CalLower != lo || with.CalUpper != hi || with.CalN != int64(vt.N()) || !with.HasCal {
+			t.Fatalf("score %v: %+v, want %v [%v, %v]", sc, with, p, lo, hi)
+		}
+		a := fc.AppendScore(nil, &wire.Score{ID: []byte("e"), Model: "m", Calibrated: with})
+		b := fc.AppendScore(nil, &wire.Score{ID: []byte("e"), Model: "m", Calibrated: without})
+		if string(a) != string(b) {
+			t.Fatalf("score %v:\n%s\n%s", sc, a, b)
+		}
+	}
+	if len(cells) < vt.Cells()/2 {
+		t.Errorf("%d of %d cells tried", len(cells), vt.Cells())
+	}
+	// A table the refit did not render (it replaced one within
+	// renderAfter): the same values, no text.
+	bare := &vaTable{VennAbers: vt.VennAbers}
+	for _, sc := range scores {
+		var r, want wire.Calibrated
+		bare.certainty(sc, &r)
+		vt.certainty(sc, &want)
+		if r.CalText != nil || r.CalP != want.CalP || r.CalLower != want.CalLower || r.CalUpper != want.CalUpper || r.CalN != want.CalN || !r.HasCal {
+			t.Fatalf("score %v, not rendered: %+v, want %+v", sc, r, want)
+		}
 	}
 }

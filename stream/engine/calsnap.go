@@ -234,5 +234,5 @@ func (c *calibration) fitNow() {
 	if c.kind == online.Ordinal {
 		lo, hi = 1, max(hi, float64(c.levels))
 	}
-	c.fit(c.buf, c.win.Added()-int64(len(c.buf)), lo, hi)
+	c.fit(c.buf, c.win.Added()-int64(len(c.buf)), lo, hi, true)
 }

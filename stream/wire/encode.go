@@ -289,6 +289,11 @@ type Calibrated struct {
 	HasCal                   bool
 	CalP, CalLower, CalUpper float64
 	CalN                     int64
+	// CalText, when set, is the member as AppendProbability renders
+	// CalP, CalLower, CalUpper and CalN, written as is: a calibration
+	// table renders each of its cells once, where most cells' floats
+	// would miss an encoder's FloatCache.
+	CalText []byte
 	// Conformal interval of the score at level IntLevel, written as
 	// certainty.interval {lower, upper, level} only when HasInterval
 	// (ranking, ordinal and regression models).
@@ -296,10 +301,20 @@ type Calibrated struct {
 	IntLower, IntUpper, IntLevel float64
 }
 
+// AppendProbability appends a certainty object's member "probability"
+// {p, lower, upper, n}, with its leading comma, as a record writes it
+// (Calibrated.CalText).
+func AppendProbability(dst []byte, p, lower, upper float64, n int64) []byte {
+	c := Calibrated{HasCal: true, CalP: p, CalLower: lower, CalUpper: upper, CalN: n}
+	return c.append(dst, nil)
+}
+
 // append appends c's members of a certainty object: "probability" when
 // HasCal, "interval" when HasInterval.
 func (c *Calibrated) append(dst []byte, fc *FloatCache) []byte {
-	if c.HasCal {
+	if c.HasCal && len(c.CalText) > 0 {
+		dst = append(dst, c.CalText...)
+	} else if c.HasCal {
 		dst = append(dst, `,"probability":{"p":`...)
 		dst = fc.appendFloat(dst, c.CalP)
 		dst = append(dst, `,"lower":`...)
