@@ -110,17 +110,14 @@ func (w *Window) CopyTo(dst []Pair) []Pair { return w.copyLast(dst, w.n) }
 // CopyTo, e.g. restored from a snapshot; beyond Size only the newest are
 // kept), then sets Added to added (at least the pairs held), so that
 // CopyRecentTo keeps what it kept when they were saved. Pairs with a
-// non-finite member are skipped, as Add and AddResidual skip them.
+// non-finite member are skipped, as AddResidual skips them.
 func (w *Window) Load(pairs []Pair, added int64) {
 	w.next, w.n, w.added = 0, 0, 0
 	if len(pairs) > len(w.buf) {
 		pairs = pairs[len(pairs)-len(w.buf):]
 	}
 	for _, p := range pairs {
-		if math.IsNaN(p.Score) || math.IsInf(p.Score, 0) || math.IsNaN(p.Y) || math.IsInf(p.Y, 0) {
-			continue
-		}
-		w.push(p)
+		w.AddResidual(p.Score, p.Y) // a classifier's Y is 0 or 1: finite
 	}
 	w.added = max(added, int64(w.n))
 }

@@ -115,42 +115,41 @@ type vaTable struct {
 // too fast, and their records format the floats as before.
 const renderAfter = 5 * time.Millisecond
 
-// newVATable returns t with its cells rendered.
-func newVATable(t *calibrate.VennAbers) *vaTable {
+// newVATable returns t, with its cells' members rendered if render is
+// set.
+func newVATable(t *calibrate.VennAbers, render bool) *vaTable {
 	vt := &vaTable{VennAbers: t}
-	vt.render()
-	return vt
-}
-
-// render renders the cells' members.
-func (t *vaTable) render() {
-	n := int64(t.N())
-	t.text, t.end = make([]byte, 0, 80*t.Cells()), make([]int32, t.Cells())
-	for k := range t.end {
-		p, lo, hi := t.CellValues(k)
-		t.text = wire.AppendProbability(t.text, p, lo, hi, n)
-		t.end[k] = int32(len(t.text))
+	if !render {
+		return vt
 	}
+	n := int64(t.N())
+	vt.text, vt.end = make([]byte, 0, 80*t.Cells()), make([]int32, t.Cells())
+	for k := range vt.end {
+		p, lo, hi := t.CellValues(k)
+		vt.text = wire.AppendProbability(vt.text, p, lo, hi, n)
+		vt.end[k] = int32(len(vt.text))
+	}
+	return vt
 }
 
 // certainty sets r's probability for score: its cell's values, and its
 // text when the table is rendered (none for a NaN score: its values are
 // Probability's).
 func (t *vaTable) certainty(score float64, r *wire.Calibrated) {
-	switch k := t.Cell(score); {
-	case k < 0:
+	r.CalN, r.HasCal = int64(t.N()), true
+	k := t.Cell(score)
+	if k < 0 {
 		r.CalP, r.CalLower, r.CalUpper = t.Probability(score)
-	case t.end == nil:
-		r.CalP, r.CalLower, r.CalUpper = t.CellValues(k)
-	default:
-		r.CalP, r.CalLower, r.CalUpper = t.CellValues(k)
+		return
+	}
+	r.CalP, r.CalLower, r.CalUpper = t.CellValues(k)
+	if t.end != nil {
 		start := int32(0)
 		if k > 0 {
 			start = t.end[k-1]
 		}
 		r.CalText = t.text[start:t.end[k]:t.end[k]]
 	}
-	r.CalN, r.HasCal = int64(t.N()), true
 }
 
 // conformalTable is a fitted conformal table with the range its intervals
@@ -383,15 +382,23 @@ func (c *calibration) refit(now time.Time) {
 	}
 	render := now.Sub(c.began) >= renderAfter // the table this one replaces served long enough (the first: yes)
 	c.began = now
+	pairs, first, lo, hi := c.fitInput()
+	go func() {
+		stage.Set(c.labels, "stage", "calibration")
+		c.fit(pairs, first, lo, hi, render)
+	}()
+}
+
+// fitInput copies the window's recent pairs to c.buf for a fit (c.mu
+// held) and returns them, the index in the stream of the first, and the
+// range its intervals are clipped to.
+func (c *calibration) fitInput() (pairs []calibrate.Pair, first int64, lo, hi float64) {
 	c.buf = c.win.CopyRecentTo(c.buf[:0])
-	lo, hi := c.lo, c.hi
+	lo, hi = c.lo, c.hi
 	if c.kind == online.Ordinal {
 		lo, hi = 1, max(hi, float64(c.levels))
 	}
-	go func(pairs []calibrate.Pair, first int64) {
-		stage.Set(c.labels, "stage", "calibration")
-		c.fit(pairs, first, lo, hi, render)
-	}(c.buf, c.win.Added()-int64(len(c.buf)))
+	return c.buf, c.win.Added() - int64(len(c.buf)), lo, hi
 }
 
 // refitLate is the refit that waited for gap to pass.
@@ -410,11 +417,7 @@ func (c *calibration) refitLate() {
 func (c *calibration) fit(pairs []calibrate.Pair, first int64, lo, hi float64, render bool) {
 	defer c.fitting.Store(false)
 	if c.kind == online.Classifier {
-		t := &vaTable{VennAbers: c.fitter.VennAbersAt(pairs, first)}
-		if render {
-			t.render()
-		}
-		c.va.Store(t)
+		c.va.Store(newVATable(c.fitter.VennAbersAt(pairs, first), render))
 	} else {
 		c.cf.Store(&conformalTable{Conformal: c.fitter.ConformalAt(pairs, first), lo: lo, hi: hi})
 	}

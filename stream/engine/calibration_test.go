@@ -247,7 +247,7 @@ func TestCalibrationChecksPublishedCertainty(t *testing.T) {
 	for i := range 100 {
 		pairs = append(pairs, calibrate.Pair{Score: float64(i%10) - 4.5, Y: float64(i % 2)})
 	}
-	c.va.Store(newVATable(calibrate.FitVennAbers(pairs)))
+	c.va.Store(newVATable(calibrate.FitVennAbers(pairs), true))
 	p := online.Prediction{Score: 2, Label: 1}
 	wp, wlo, whi := c.va.Load().Probability(2)
 
@@ -443,7 +443,7 @@ func TestVATableText(t *testing.T) {
 		s := rng.NormFloat64()
 		pairs = append(pairs, calibrate.Pair{Score: s, Y: b2f(s+0.8*rng.NormFloat64() > 0)})
 	}
-	vt := newVATable(calibrate.FitVennAbers(pairs))
+	vt := newVATable(calibrate.FitVennAbers(pairs), true)
 	if vt.Cells() < 50 {
 		t.Fatalf("%d cells", vt.Cells())
 	}
@@ -477,7 +477,7 @@ func TestVATableText(t *testing.T) {
 	}
 	// A table the refit did not render (it replaced one within
 	// renderAfter): the same values, no text.
-	bare := &vaTable{VennAbers: vt.VennAbers}
+	bare := newVATable(vt.VennAbers, false)
 	for _, sc := range scores {
 		var r, want wire.Calibrated
 		bare.certainty(sc, &r)

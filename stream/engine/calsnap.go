@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/streamer/streamer/online"
 	"github.com/streamer/streamer/online/calibrate"
@@ -194,11 +194,7 @@ func (s *Shard) restoreCalibration(byName map[string]snapshot.Model, fresh []str
 		}
 		d.cal.load(st)
 	}
-	for name, sv := range byName {
-		if sv.Type == CalibrationStateType && strings.HasPrefix(name, CalibrationName("")) {
-			delete(byName, name)
-		}
-	}
+	maps.DeleteFunc(byName, func(_ string, sv snapshot.Model) bool { return sv.Type == CalibrationStateType })
 }
 
 // load sets c's window, count, range and level pairs to st's, unless c
@@ -229,10 +225,6 @@ func (c *calibration) fitNow() {
 	if c.win.Len() == 0 || !c.fitting.CompareAndSwap(false, true) {
 		return
 	}
-	c.buf = c.win.CopyRecentTo(c.buf[:0])
-	lo, hi := c.lo, c.hi
-	if c.kind == online.Ordinal {
-		lo, hi = 1, max(hi, float64(c.levels))
-	}
-	c.fit(c.buf, c.win.Added()-int64(len(c.buf)), lo, hi, true)
+	pairs, first, lo, hi := c.fitInput()
+	c.fit(pairs, first, lo, hi, true)
 }

@@ -23,6 +23,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -150,7 +151,7 @@ func analyse(dir, pkg, scope string, roots []string) (*graph, error) {
 		}
 	}
 	if len(want) > 0 {
-		return nil, fmt.Errorf("no function %s in %s", strings.Join(slices.Sorted(mapKeys(want)), ", "), pkg)
+		return nil, fmt.Errorf("no function %s in %s", strings.Join(slices.Sorted(maps.Keys(want)), ", "), pkg)
 	}
 	caller := map[state]*ssa.Function{} // the layer's function the walk left it from
 	for len(queue) > 0 {
@@ -191,7 +192,7 @@ func analyse(dir, pkg, scope string, roots []string) (*graph, error) {
 		}
 	}
 	for k, cs := range calls {
-		g.edges[k] = slices.Sorted(mapKeys(cs))
+		g.edges[k] = slices.Sorted(maps.Keys(cs))
 	}
 	return g, nil
 }
@@ -213,16 +214,6 @@ func ours(f *ssa.Function) bool {
 	return f.Pkg != nil && strings.HasPrefix(f.Pkg.Pkg.Path(), module)
 }
 
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 func short(f *ssa.Function) string { return strings.ReplaceAll(f.String(), module, "") }
 
 func (g *graph) calls() int {
@@ -234,7 +225,7 @@ func (g *graph) calls() int {
 }
 
 func (g *graph) sortedEdges() [][2]string {
-	es := slices.Collect(mapKeys(g.edges))
+	es := slices.Collect(maps.Keys(g.edges))
 	sort.Slice(es, func(i, j int) bool { return es[i][0]+"\x00"+es[i][1] < es[j][0]+"\x00"+es[j][1] })
 	return es
 }
@@ -298,7 +289,7 @@ func (g *graph) cycles() [][]string {
 			sets = append(sets, set)
 		}
 	}
-	for _, v := range slices.Sorted(mapKeys(g.files)) {
+	for _, v := range slices.Sorted(maps.Keys(g.files)) {
 		if _, ok := index[v]; !ok {
 			visit(v)
 		}
