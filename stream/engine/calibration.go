@@ -106,13 +106,15 @@ type vaTable struct {
 	end  []int32 // cell k's is text[end[k-1]:end[k]] (end[-1] = 0)
 }
 
-// Rendering a table of 2 000 pairs (a few hundred cells) costs about
-// 90 µs, and saves about 150 ns a record (the floats' shortest forms, most
-// of which miss the cache): worth it for a table that serves more than 600
-// records or so. A refit renders when the table it replaces served at
-// least renderAfter: with calibration.min_interval (10 ms) every table
-// does; with min_interval 0 at a high rate, refits every 100 pairs come
-// too fast, and their records format the floats as before.
+// Rendering a table of 2 000 pairs (about 400 cells) costs about 70 µs
+// in the refit's goroutine, and saves an applier about 75 ns a record
+// (the three floats' shortest forms, most of which miss the encoder's
+// cache): BenchmarkVATableEncode. It pays for a table that serves more
+// than about 900 records, and it moves that work off the appliers. A
+// refit renders when the table it replaces served at least renderAfter:
+// with calibration.min_interval (10 ms) every table does; with
+// min_interval 0 at a high rate, refits every 100 pairs come too fast,
+// and their records format the floats as before.
 const renderAfter = 5 * time.Millisecond
 
 // newVATable returns t, with its cells' members rendered if render is
@@ -123,7 +125,7 @@ func newVATable(t *calibrate.VennAbers, render bool) *vaTable {
 		return vt
 	}
 	n := int64(t.N())
-	vt.text, vt.end = make([]byte, 0, 80*t.Cells()), make([]int32, t.Cells())
+	vt.text, vt.end = make([]byte, 0, 96*t.Cells()), make([]int32, t.Cells()) // about 90 bytes a cell
 	for k := range vt.end {
 		p, lo, hi := t.CellValues(k)
 		vt.text = wire.AppendProbability(vt.text, p, lo, hi, n)
